@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The whole test suite, set-up included (README's test command; .ci/run calls exactly this).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup-debian.sh
+# Vulkan's loader and Mesa want a runtime dir; any writable one will do.
+if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
+  export XDG_RUNTIME_DIR="$(mktemp -d)"
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --check
+echo "== cargo clippy --all-targets -- -D warnings"
+cargo clippy --all-targets -- -D warnings
+echo "== cargo check --lib --target wasm32-unknown-unknown"
+RUSTFLAGS="-D warnings" cargo check --lib --target wasm32-unknown-unknown
+
+echo "== adapters"
+cargo run -q -- info
+
+echo "== tests on Vulkan (lavapipe: native and packed f16)"
+WEBGPU_AMP_BACKEND=vulkan cargo test
+
+echo "== GPU tests on GL (llvmpipe: no shader-f16, packed f16 only)"
+WEBGPU_AMP_BACKEND=gl WEBGPU_AMP_EXPECT_NO_F16=1 cargo test --tests

@@ -1,0 +1,57 @@
+// ---- prelude: portable numerics shared by every kernel --------------------------------
+// WGSL leaves f32 -> f16 rounding to the implementation and makes pack2x16float
+// indeterminate out of range, so every store to f16 or bf16 goes through these integer
+// helpers: round to nearest even, |x| >= 65520 -> +-inf, NaN kept. Overflow then looks the
+// same on every device, and the GradScaler sees it everywhere.
+
+// True for +-inf and NaN, from the bit pattern (compilers may assume finite math).
+fn is_nonfinite(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7f800000u) == 0x7f800000u;
+}
+
+fn f32_to_f16_bits(v: f32) -> u32 {
+    let x = bitcast<u32>(v);
+    let sign = (x >> 16u) & 0x8000u;
+    let e = (x >> 23u) & 0xffu;
+    let m = x & 0x7fffffu;
+    if (e == 0xffu) {
+        if (m != 0u) { return sign | 0x7e00u; }
+        return sign | 0x7c00u;
+    }
+    if (e >= 143u) { return sign | 0x7c00u; } // 2^16 and above overflow
+    if (e >= 113u) {
+        // Normal f16 (the rounding carry may reach the exponent, and 0x7c00 is inf: correct).
+        var h = ((e - 112u) << 10u) | (m >> 13u);
+        let rem = m & 0x1fffu;
+        if (rem > 0x1000u || (rem == 0x1000u && (h & 1u) == 1u)) { h = h + 1u; }
+        return sign | h;
+    }
+    if (e < 102u) { return sign; } // below half the smallest subnormal: zero
+    // Subnormal f16: value = mm * 2^(e - 150), unit 2^-24.
+    let mm = m | 0x800000u;
+    let shift = 126u - e; // 14..24
+    var h = mm >> shift;
+    let rem = mm & ((1u << shift) - 1u);
+    let halfway = 1u << (shift - 1u);
+    if (rem > halfway || (rem == halfway && (h & 1u) == 1u)) { h = h + 1u; }
+    return sign | h;
+}
+
+fn f32_to_bf16_bits(v: f32) -> u32 {
+    let x = bitcast<u32>(v);
+    if ((x & 0x7f800000u) == 0x7f800000u && (x & 0x7fffffu) != 0u) {
+        return ((x >> 16u) & 0x8000u) | 0x7fc0u; // quiet NaN
+    }
+    // Round to nearest even on the 16 dropped bits; overflow carries into inf, as in IEEE.
+    return (x + 0x7fffu + ((x >> 16u) & 1u)) >> 16u;
+}
+
+// Two bf16 in one word (low half first) to f32.
+fn unpack_bf16x2(w: u32) -> vec2<f32> {
+    return vec2<f32>(bitcast<f32>(w << 16u), bitcast<f32>(w & 0xffff0000u));
+}
+
+// The f32 value of v rounded to f16 / bf16 (used where a kernel emulates a store).
+fn round_f16(v: f32) -> f32 { return unpack2x16float(f32_to_f16_bits(v)).x; }
+fn round_bf16(v: f32) -> f32 { return bitcast<f32>(f32_to_bf16_bits(v) << 16u); }
+// ---- end prelude -----------------------------------------------------------------------

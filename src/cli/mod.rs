@@ -1,0 +1,70 @@
+//! Subcommands of the `webgpu-amp` binary.
+
+mod info;
+
+use clap::{Args, Parser, Subcommand};
+use webgpu_amp::{BackendChoice, F16StorageChoice, GpuOptions};
+
+#[derive(Parser)]
+#[command(
+    name = "webgpu-amp",
+    version,
+    about = "Mixed-precision training on WebGPU"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List every adapter with its capabilities and the f16 storage training would use.
+    Info(info::InfoArgs),
+}
+
+/// Device selection flags shared by every subcommand that runs on the GPU.
+#[derive(Args, Clone, Debug, Default)]
+pub struct DeviceArgs {
+    /// vulkan, metal, dx12, gl, webgpu or auto (env WEBGPU_AMP_BACKEND).
+    #[arg(long)]
+    pub backend: Option<String>,
+    /// Use the first adapter whose name contains this (case-insensitive; env WEBGPU_AMP_ADAPTER).
+    #[arg(long)]
+    pub adapter: Option<String>,
+    /// auto, native or packed (env WEBGPU_AMP_F16_STORAGE). Packed runs without shader-f16.
+    #[arg(long = "f16-storage")]
+    pub f16_storage: Option<String>,
+}
+
+#[allow(dead_code)] // used by the GPU subcommands (bench, train) as they land
+impl DeviceArgs {
+    pub fn options(&self) -> webgpu_amp::Result<GpuOptions> {
+        let mut o = GpuOptions {
+            backend: match &self.backend {
+                Some(b) => BackendChoice::parse(b)?,
+                None => BackendChoice::Auto,
+            },
+            adapter: self.adapter.clone(),
+            f16_storage: match &self.f16_storage {
+                Some(s) => F16StorageChoice::parse(s)?,
+                None => F16StorageChoice::Auto,
+            },
+        };
+        o.apply_env()?;
+        Ok(o)
+    }
+}
+
+pub fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Info(a) => info::run(&a),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,45 @@
+//! One error type for the library. Every failure a user can cause or meet (no adapter, a
+//! shader that does not validate, a shape mismatch, a device limit) ends up here as a
+//! readable message; the CLI prints it as one line and exits non-zero.
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error(
+        "no GPU adapter found (backend {backend}{adapter}); on Debian install software Vulkan with `apt-get install -y mesa-vulkan-drivers`"
+    )]
+    NoAdapter { backend: String, adapter: String },
+
+    #[error("could not create the GPU device on {adapter}: {reason}")]
+    Device { adapter: String, reason: String },
+
+    #[error("unknown backend `{0}` (expected vulkan, metal, dx12, gl, webgpu or auto)")]
+    UnknownBackend(String),
+
+    #[error("shader `{name}` failed: {message}")]
+    Shader { name: String, message: String },
+
+    #[error("shape error in {op}: {message}")]
+    Shape { op: &'static str, message: String },
+
+    #[error("{0}")]
+    Unsupported(String),
+
+    #[error("GPU error: {0}")]
+    Gpu(String),
+
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn shape(op: &'static str, message: impl Into<String>) -> Self {
+        Error::Shape {
+            op,
+            message: message.into(),
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! Kernels: a compiled pipeline (cached per shader variant) plus a bind group made once.
+//!
+//! Ops build a [`Kernel`] at plan time and then only [`Kernel::encode`] it into compute
+//! passes, step after step; nothing is created inside a step.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use super::{GpuBuffer, GpuContext};
+use crate::error::{Error, Result};
+use crate::shader::{self, Variant};
+use crate::tensor::{Storage, Tensor};
+
+/// Which shader and entry point a kernel runs, plus compile-time constants
+/// (tile sizes and the like) injected as WGSL `const`s.
+#[derive(Clone, Debug)]
+pub struct KernelDesc {
+    pub shader: &'static str,
+    pub entry: &'static str,
+    pub consts: Vec<(&'static str, String)>,
+}
+
+impl KernelDesc {
+    pub fn new(shader: &'static str, entry: &'static str) -> Self {
+        Self {
+            shader,
+            entry,
+            consts: Vec::new(),
+        }
+    }
+
+    pub fn with_const(mut self, name: &'static str, value: impl ToString) -> Self {
+        self.consts.push((name, value.to_string()));
+        self
+    }
+}
+
+/// One binding of a kernel, looked up by the name of the WGSL global it binds.
+pub enum Arg<'a> {
+    /// Bytes of a uniform struct; the kernel owns a small uniform buffer made from them.
+    Uniform(&'a [u8]),
+    /// A tensor: also decides the storage variant of its `#tensor` declaration.
+    Tensor(&'a Tensor),
+    /// A whole raw buffer (scaler state, flat parameter buffers, ...).
+    Buffer(&'a Arc<GpuBuffer>),
+}
+
+struct CachedPipeline {
+    pipeline: wgpu::ComputePipeline,
+    /// Name → binding index of every resource the entry point actually uses.
+    used_bindings: Vec<(String, u32)>,
+}
+
+#[derive(Default)]
+pub(crate) struct PipelineCache {
+    map: Mutex<HashMap<String, Arc<CachedPipeline>>>,
+}
+
+impl PipelineCache {
+    pub(crate) fn len(&self) -> usize {
+        self.map.lock().map(|m| m.len()).unwrap_or(0)
+    }
+}
+
+/// A ready-to-dispatch kernel: pipeline, bind group and grid size.
+pub struct Kernel {
+    pub label: String,
+    pipeline: Arc<CachedPipeline>,
+    bind_group: wgpu::BindGroup,
+    workgroups: [u32; 3],
+    uniform: Option<Arc<GpuBuffer>>,
+    /// Buffers the bind group refers to, kept alive (and counted) as long as the kernel.
+    _keep: Vec<Arc<GpuBuffer>>,
+}
+
+impl Kernel {
+    pub fn encode(&self, pass: &mut wgpu::ComputePass<'_>) {
+        if self.workgroups.contains(&0) {
+            return;
+        }
+        pass.set_pipeline(&self.pipeline.pipeline);
+        pass.set_bind_group(0, &self.bind_group, &[]);
+        pass.dispatch_workgroups(self.workgroups[0], self.workgroups[1], self.workgroups[2]);
+    }
+
+    /// Rewrite the uniform parameters (queued; takes effect at the next submit).
+    pub fn set_uniform(&self, ctx: &GpuContext, bytes: &[u8]) {
+        if let Some(u) = &self.uniform {
+            ctx.queue.write_buffer(u.raw(), 0, bytes);
+        }
+    }
+
+    pub fn workgroups(&self) -> [u32; 3] {
+        self.workgroups
+    }
+}
+
+impl GpuContext {
+    /// Build a kernel: specialise the shader for the storages of the tensors bound, compile
+    /// it once (cached), and make its bind group.
+    pub fn kernel(
+        &self,
+        desc: &KernelDesc,
+        args: &[(&str, Arg<'_>)],
+        workgroups: [u32; 3],
+    ) -> Result<Kernel> {
+        let max = self.caps.max_compute_workgroups_per_dimension;
+        if workgroups.iter().any(|&w| w > max) {
+            return Err(Error::Unsupported(format!(
+                "kernel {}::{} needs {:?} workgroups, over the device limit of {max} per dimension; use a smaller batch",
+                desc.shader, desc.entry, workgroups
+            )));
+        }
+        let storages: Vec<(String, Storage)> = args
+            .iter()
+            .filter_map(|(name, arg)| match arg {
+                Arg::Tensor(t) => Some((name.to_string(), t.storage())),
+                _ => None,
+            })
+            .collect();
+        let variant = Variant::new(desc.shader, &storages, &desc.consts)?;
+        let cached = self.pipeline(&variant, desc.entry)?;
+
+        let mut keep = Vec::new();
+        let mut uniform = None;
+        let mut entries = Vec::new();
+        // Resolve every used binding to a buffer range first, then borrow them for wgpu.
+        let mut ranges: Vec<(u32, Arc<GpuBuffer>, u64, u64)> = Vec::new();
+        for (name, binding) in &cached.used_bindings {
+            let Some((_, arg)) = args.iter().find(|(n, _)| n == name) else {
+                return Err(Error::Shader {
+                    name: format!("{}::{}", desc.shader, desc.entry),
+                    message: format!("binding `{name}` is used by the shader but was not given"),
+                });
+            };
+            match arg {
+                Arg::Uniform(bytes) => {
+                    let buf = self.alloc(
+                        &format!("{}::{}.{}", desc.shader, desc.entry, name),
+                        bytes.len() as u64,
+                        wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                    );
+                    self.queue.write_buffer(buf.raw(), 0, bytes);
+                    ranges.push((*binding, buf.clone(), 0, buf.size()));
+                    uniform = Some(buf);
+                }
+                Arg::Tensor(t) => ranges.push((
+                    *binding,
+                    t.buffer().clone(),
+                    t.byte_offset(),
+                    t.binding_size(),
+                )),
+                Arg::Buffer(b) => ranges.push((*binding, (*b).clone(), 0, b.size())),
+            }
+        }
+        for (binding, buf, offset, size) in &ranges {
+            entries.push(wgpu::BindGroupEntry {
+                binding: *binding,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: buf.raw(),
+                    offset: *offset,
+                    size: wgpu::BufferSize::new(*size),
+                }),
+            });
+            keep.push(buf.clone());
+        }
+        let layout = cached.pipeline.get_bind_group_layout(0);
+        let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(desc.entry),
+            layout: &layout,
+            entries: &entries,
+        });
+        Ok(Kernel {
+            label: format!("{}::{}", desc.shader, desc.entry),
+            pipeline: cached,
+            bind_group,
+            workgroups,
+            uniform,
+            _keep: keep,
+        })
+    }
+
+    fn pipeline(&self, variant: &Variant, entry: &str) -> Result<Arc<CachedPipeline>> {
+        let key = format!("{}#{}", variant.key(), entry);
+        if let Some(p) = self.pipelines.map.lock().expect("pipeline cache").get(&key) {
+            return Ok(p.clone());
+        }
+        let source = variant.specialise()?;
+        let (module, info) = shader::validate(&variant.label(), &source)?;
+        let used_bindings =
+            shader::used_bindings(&module, &info, entry).ok_or_else(|| Error::Shader {
+                name: variant.label(),
+                message: format!("no entry point `{entry}`"),
+            })?;
+        let sm = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(&variant.label()),
+                source: wgpu::ShaderSource::Wgsl(source.into()),
+            });
+        let pipeline = self
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(entry),
+                layout: None,
+                module: &sm,
+                entry_point: Some(entry),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+        let cached = Arc::new(CachedPipeline {
+            pipeline,
+            used_bindings,
+        });
+        self.pipelines
+            .map
+            .lock()
+            .expect("pipeline cache")
+            .insert(key, cached.clone());
+        Ok(cached)
+    }
+}

@@ -1,0 +1,308 @@
+//! WGSL specialisation and validation.
+//!
+//! Each op family is one WGSL file in `shaders/`. A file declares its tensors with a
+//! directive line
+//!
+//! ```text
+//! #tensor x 1 read          // name, binding, access (read | read_write)
+//! ```
+//!
+//! and reads and writes them only through generated helpers, whatever the storage:
+//! `x_load(i) -> f32`, `x_load2(i) -> vec2<f32>` (i even), and for `read_write` tensors
+//! `x_store(i, v: f32)` and `x_store2(i, v: vec2<f32>)` (i even; writes a whole packed word).
+//! Math is always f32; the helpers convert. The Rust side picks a [`Storage`] per tensor and
+//! generates the declaration and helpers for it, prepends `enable f16;` when any tensor is
+//! native f16, injects compile-time `const`s, and adds `shaders/prelude.wgsl` (the portable
+//! rounding helpers every store goes through).
+//!
+//! Packed storages keep two 16-bit values per `u32`. Two threads may write the two halves of
+//! one word, so single-element stores to a packed tensor use `atomicAnd`/`atomicOr` on its
+//! own half; kernels that own both halves use `store2`, one plain atomic store.
+
+use crate::error::{Error, Result};
+use crate::tensor::Storage;
+
+/// Every shader source, by name. One file per op family.
+pub const SHADERS: &[(&str, &str)] =
+    &[("elementwise", include_str!("../shaders/elementwise.wgsl"))];
+
+const PRELUDE: &str = include_str!("../shaders/prelude.wgsl");
+
+pub fn source(name: &str) -> Result<&'static str> {
+    SHADERS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, s)| *s)
+        .ok_or_else(|| Error::Shader {
+            name: name.into(),
+            message: "no such shader".into(),
+        })
+}
+
+/// A `#tensor` declaration of a shader source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorDecl {
+    pub name: String,
+    pub binding: u32,
+    pub writable: bool,
+}
+
+/// Parse the `#tensor` directives of a source.
+pub fn tensor_decls(shader: &str, src: &str) -> Result<Vec<TensorDecl>> {
+    let mut decls = Vec::new();
+    for line in src.lines() {
+        let Some(rest) = line.trim().strip_prefix("#tensor") else {
+            continue;
+        };
+        let parts: Vec<&str> = rest.split_whitespace().collect();
+        let bad = || Error::Shader {
+            name: shader.into(),
+            message: format!(
+                "bad directive `{}` (want `#tensor NAME BINDING read|read_write`)",
+                line.trim()
+            ),
+        };
+        let [name, binding, access] = parts[..] else {
+            return Err(bad());
+        };
+        let binding = binding.parse().map_err(|_| bad())?;
+        let writable = match access {
+            "read" => false,
+            "read_write" => true,
+            _ => return Err(bad()),
+        };
+        decls.push(TensorDecl {
+            name: name.into(),
+            binding,
+            writable,
+        });
+    }
+    Ok(decls)
+}
+
+/// One specialisation of a shader: a storage for each declared tensor plus constants.
+#[derive(Clone, Debug)]
+pub struct Variant {
+    pub shader: &'static str,
+    /// Every declared tensor with its storage, in declaration order.
+    pub storages: Vec<(TensorDecl, Storage)>,
+    pub consts: Vec<(&'static str, String)>,
+}
+
+impl Variant {
+    /// Storages not given default to f32 (those tensors are unused by the entry point).
+    pub fn new(
+        shader: &str,
+        storages: &[(String, Storage)],
+        consts: &[(&'static str, String)],
+    ) -> Result<Self> {
+        let (shader, src) = SHADERS
+            .iter()
+            .find(|(n, _)| *n == shader)
+            .copied()
+            .ok_or_else(|| Error::Shader {
+                name: shader.into(),
+                message: "no such shader".into(),
+            })?;
+        let decls = tensor_decls(shader, src)?;
+        for (name, _) in storages {
+            if !decls.iter().any(|d| &d.name == name) {
+                return Err(Error::Shader {
+                    name: shader.into(),
+                    message: format!("`{name}` is not a #tensor of this shader"),
+                });
+            }
+        }
+        let storages = decls
+            .into_iter()
+            .map(|d| {
+                let s = storages
+                    .iter()
+                    .find(|(n, _)| *n == d.name)
+                    .map_or(Storage::F32, |(_, s)| *s);
+                (d, s)
+            })
+            .collect();
+        Ok(Self {
+            shader,
+            storages,
+            consts: consts.to_vec(),
+        })
+    }
+
+    /// Same tensor storages for every declared tensor (handy for enumerating variants).
+    pub fn uniform(
+        shader: &'static str,
+        storage: Storage,
+        consts: &[(&'static str, String)],
+    ) -> Result<Self> {
+        let decls = tensor_decls(shader, source(shader)?)?;
+        let storages: Vec<_> = decls.into_iter().map(|d| (d.name, storage)).collect();
+        Self::new(shader, &storages, consts)
+    }
+
+    /// Cache key: shader, storages and constants.
+    pub fn key(&self) -> String {
+        let s: Vec<String> = self
+            .storages
+            .iter()
+            .map(|(d, s)| format!("{}={}", d.name, s.name()))
+            .collect();
+        let c: Vec<String> = self
+            .consts
+            .iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        format!("{}[{}][{}]", self.shader, s.join(","), c.join(","))
+    }
+
+    pub fn label(&self) -> String {
+        self.key()
+    }
+
+    pub fn uses_native_f16(&self) -> bool {
+        self.storages.iter().any(|(_, s)| *s == Storage::F16)
+    }
+
+    /// The full WGSL text of this variant.
+    pub fn specialise(&self) -> Result<String> {
+        let src = source(self.shader)?;
+        let mut out = String::new();
+        if self.uses_native_f16() {
+            out.push_str("enable f16;\n");
+        }
+        for (name, value) in &self.consts {
+            out.push_str(&format!("const {name} = {value};\n"));
+        }
+        out.push_str(PRELUDE);
+        if self.uses_native_f16() {
+            out.push_str(NATIVE_F16_HELPERS);
+        }
+        for (decl, storage) in &self.storages {
+            out.push_str(&tensor_wgsl(decl, *storage));
+        }
+        for line in src.lines() {
+            if line.trim().starts_with("#tensor") {
+                out.push_str("// ");
+            }
+            out.push_str(line);
+            out.push('\n');
+        }
+        Ok(out)
+    }
+}
+
+const NATIVE_F16_HELPERS: &str = "
+// f32 -> f16 through the portable rounding (round to nearest even, overflow to inf); the
+// final conversion is exact because the value is already an f16.
+fn f16_from_f32(v: f32) -> f16 { return f16(unpack2x16float(f32_to_f16_bits(v)).x); }
+";
+
+/// Declaration and load/store helpers of one tensor in one storage.
+fn tensor_wgsl(d: &TensorDecl, storage: Storage) -> String {
+    let n = &d.name;
+    let b = d.binding;
+    let access = if d.writable { "read_write" } else { "read" };
+    let mut s = String::new();
+    match storage {
+        Storage::F32 => {
+            s += &format!("@group(0) @binding({b}) var<storage, {access}> {n}: array<f32>;\n");
+            s += &format!("fn {n}_load(i: u32) -> f32 {{ return {n}[i]; }}\n");
+            s += &format!(
+                "fn {n}_load2(i: u32) -> vec2<f32> {{ return vec2<f32>({n}[i], {n}[i + 1u]); }}\n"
+            );
+            if d.writable {
+                s += &format!("fn {n}_store(i: u32, v: f32) {{ {n}[i] = v; }}\n");
+                s += &format!(
+                    "fn {n}_store2(i: u32, v: vec2<f32>) {{ {n}[i] = v.x; {n}[i + 1u] = v.y; }}\n"
+                );
+            }
+        }
+        Storage::F16 => {
+            s += &format!("@group(0) @binding({b}) var<storage, {access}> {n}: array<f16>;\n");
+            s += &format!("fn {n}_load(i: u32) -> f32 {{ return f32({n}[i]); }}\n");
+            s += &format!(
+                "fn {n}_load2(i: u32) -> vec2<f32> {{ return vec2<f32>(f32({n}[i]), f32({n}[i + 1u])); }}\n"
+            );
+            if d.writable {
+                s += &format!("fn {n}_store(i: u32, v: f32) {{ {n}[i] = f16_from_f32(v); }}\n");
+                s += &format!(
+                    "fn {n}_store2(i: u32, v: vec2<f32>) {{ {n}[i] = f16_from_f32(v.x); {n}[i + 1u] = f16_from_f32(v.y); }}\n"
+                );
+            }
+        }
+        Storage::F16Packed | Storage::BF16 => {
+            let (unpack, bits) = if storage == Storage::BF16 {
+                ("unpack_bf16x2", "f32_to_bf16_bits")
+            } else {
+                ("unpack2x16float", "f32_to_f16_bits")
+            };
+            if d.writable {
+                s += &format!(
+                    "@group(0) @binding({b}) var<storage, read_write> {n}: array<atomic<u32>>;\n"
+                );
+                s += &format!(
+                    "fn {n}_load2(i: u32) -> vec2<f32> {{ return {unpack}(atomicLoad(&{n}[i >> 1u])); }}\n"
+                );
+                s += &format!(
+                    "fn {n}_store(i: u32, v: f32) {{ let sh = (i & 1u) * 16u; atomicAnd(&{n}[i >> 1u], ~(0xffffu << sh)); atomicOr(&{n}[i >> 1u], {bits}(v) << sh); }}\n"
+                );
+                s += &format!(
+                    "fn {n}_store2(i: u32, v: vec2<f32>) {{ atomicStore(&{n}[i >> 1u], {bits}(v.x) | ({bits}(v.y) << 16u)); }}\n"
+                );
+            } else {
+                s += &format!("@group(0) @binding({b}) var<storage, read> {n}: array<u32>;\n");
+                s += &format!(
+                    "fn {n}_load2(i: u32) -> vec2<f32> {{ return {unpack}({n}[i >> 1u]); }}\n"
+                );
+            }
+            s += &format!("fn {n}_load(i: u32) -> f32 {{ return {n}_load2(i & ~1u)[i & 1u]; }}\n");
+        }
+    }
+    s
+}
+
+/// Parse and validate WGSL with naga (all capabilities this project may use).
+pub fn validate(name: &str, src: &str) -> Result<(naga::Module, naga::valid::ModuleInfo)> {
+    let module = naga::front::wgsl::parse_str(src).map_err(|e| Error::Shader {
+        name: name.into(),
+        message: e.emit_to_string(src),
+    })?;
+    let info = naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::SHADER_FLOAT16
+            | naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32
+            | naga::valid::Capabilities::SUBGROUP,
+    )
+    .validate(&module)
+    .map_err(|e| Error::Shader {
+        name: name.into(),
+        message: e.emit_to_string(src),
+    })?;
+    Ok((module, info))
+}
+
+/// Name and binding of each resource that entry point `entry` uses (None: no such entry).
+pub fn used_bindings(
+    module: &naga::Module,
+    info: &naga::valid::ModuleInfo,
+    entry: &str,
+) -> Option<Vec<(String, u32)>> {
+    let index = module.entry_points.iter().position(|e| e.name == entry)?;
+    let fi = info.get_entry_point(index);
+    Some(
+        module
+            .global_variables
+            .iter()
+            .filter(|(h, _)| !fi[*h].is_empty())
+            .filter_map(|(_, g)| Some((g.name.clone()?, g.binding.as_ref()?.binding)))
+            .collect(),
+    )
+}
+
+/// Entry point names of a shader source (from naga).
+pub fn entry_points(shader: &'static str) -> Result<Vec<String>> {
+    let v = Variant::uniform(shader, Storage::F32, &[])?;
+    let (module, _) = validate(&v.label(), &v.specialise()?)?;
+    Ok(module.entry_points.iter().map(|e| e.name.clone()).collect())
+}

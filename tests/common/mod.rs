@@ -1,0 +1,79 @@
+//! Shared GPU test setup. Tests run on whatever adapter is present (lavapipe on CI); with
+//! none, they fail with a message saying how to get one. They never skip.
+#![allow(dead_code)]
+
+use std::sync::OnceLock;
+
+use webgpu_amp::{F16StorageChoice, GpuContext, GpuOptions};
+
+fn make(f16: F16StorageChoice) -> GpuContext {
+    let mut options = GpuOptions::from_env().expect("bad WEBGPU_AMP_* environment");
+    options.f16_storage = f16;
+    match GpuContext::new(&options) {
+        Ok(ctx) => ctx,
+        Err(e) => panic!(
+            "GPU tests need an adapter and found none: {e}\n\
+             (Debian: `apt-get install -y mesa-vulkan-drivers`; select one with WEBGPU_AMP_BACKEND / WEBGPU_AMP_ADAPTER)"
+        ),
+    }
+}
+
+/// Context with the adapter's preferred f16 storage (native where shader-f16 exists).
+pub fn ctx() -> &'static GpuContext {
+    static CTX: OnceLock<GpuContext> = OnceLock::new();
+    CTX.get_or_init(|| make(F16StorageChoice::Auto))
+}
+
+/// Context forced to packed f16 storage, so both paths run on one machine.
+pub fn ctx_packed() -> &'static GpuContext {
+    static CTX: OnceLock<GpuContext> = OnceLock::new();
+    CTX.get_or_init(|| make(F16StorageChoice::Packed))
+}
+
+/// Context with native f16 storage; fails loudly when the adapter lacks shader-f16, unless
+/// the run was told to expect that (WEBGPU_AMP_EXPECT_NO_F16=1, e.g. on GL), in which case
+/// the packed context stands in so the test still runs every kernel.
+pub fn ctx_native() -> &'static GpuContext {
+    let c = ctx();
+    if c.f16_storage != webgpu_amp::F16Storage::Native {
+        if std::env::var("WEBGPU_AMP_EXPECT_NO_F16").as_deref() == Ok("1") {
+            return ctx_packed();
+        }
+        panic!(
+            "adapter `{}` has no shader-f16, so native f16 storage cannot be tested \
+             (set WEBGPU_AMP_EXPECT_NO_F16=1 on adapters known to lack it)",
+            c.report.name
+        );
+    }
+    c
+}
+
+/// Deterministic pseudo-random values in [-1, 1) (xorshift), for test inputs.
+pub fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Assert |a - b| <= atol + rtol * |b| elementwise, with a useful message.
+#[track_caller]
+pub fn assert_close(what: &str, got: &[f32], want: &[f32], atol: f32, rtol: f32) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        if g.is_nan() && w.is_nan() || g == w {
+            continue;
+        }
+        let err = (g - w).abs();
+        let tol = atol + rtol * w.abs();
+        // NaN errors (one side NaN) fail too.
+        if err.is_nan() || err > tol {
+            panic!("{what}: element {i}: got {g}, want {w} (|err| {err} > tol {tol})");
+        }
+    }
+}
