@@ -31,6 +31,14 @@ pub enum Error {
 
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+
+    /// Training produced a non-finite loss with nothing to absorb it.
+    #[error("training diverged: {0}")]
+    Diverged(String),
+
+    /// A checkpoint or parameter file that cannot be read or written (names the file).
+    #[error("checkpoint: {0}")]
+    Checkpoint(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

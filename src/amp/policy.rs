@@ -1,0 +1,218 @@
+//! The precision policy: which dtype each op computes in, as data.
+//!
+//! Follows PyTorch's CUDA autocast lists: matmul / linear / conv run in the low-precision
+//! dtype; softmax, log-softmax, exp/log/pow, sums and means, norms and every loss run in f32;
+//! ops not listed (ReLU, GELU, max-pool, flatten) run in their input dtype. Any layer can be
+//! overridden. The policy describes itself through [`Policy::precision_map`].
+
+use std::collections::BTreeMap;
+
+use crate::error::{Error, Result};
+use crate::tensor::DType;
+
+/// The user-facing precision modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Precision {
+    /// Everything f32 (no scaler).
+    #[serde(rename = "f32")]
+    F32,
+    /// Autocast to f16, f32 master weights, dynamic GradScaler.
+    #[serde(rename = "amp-f16")]
+    AmpF16,
+    /// Autocast to bf16, f32 master weights, scaler off by default.
+    #[serde(rename = "amp-bf16")]
+    AmpBf16,
+    /// Everything f16, no master weights (the failure mode the tutorials warn about).
+    #[serde(rename = "f16")]
+    F16,
+}
+
+impl Precision {
+    pub const ALL: [Precision; 4] = [
+        Precision::F32,
+        Precision::AmpF16,
+        Precision::AmpBf16,
+        Precision::F16,
+    ];
+
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "f32" | "fp32" => Ok(Self::F32),
+            "amp-f16" | "amp" | "amp-fp16" => Ok(Self::AmpF16),
+            "amp-bf16" => Ok(Self::AmpBf16),
+            "f16" | "fp16" => Ok(Self::F16),
+            other => Err(Error::InvalidArgument(format!(
+                "unknown precision `{other}` (expected f32, amp-f16, amp-bf16 or f16)"
+            ))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F32 => "f32",
+            Self::AmpF16 => "amp-f16",
+            Self::AmpBf16 => "amp-bf16",
+            Self::F16 => "f16",
+        }
+    }
+
+    /// The dtype autocast-listed ops (matmul, conv) compute in.
+    pub fn low_dtype(self) -> DType {
+        match self {
+            Self::F32 => DType::F32,
+            Self::AmpF16 | Self::F16 => DType::F16,
+            Self::AmpBf16 => DType::BF16,
+        }
+    }
+
+    /// Whether parameters keep f32 master copies (false only for pure `f16`).
+    pub fn master_weights(self) -> bool {
+        self != Self::F16
+    }
+
+    /// Whether the GradScaler is on unless the user says otherwise (PyTorch: needed for f16,
+    /// not for bf16 whose range is f32's).
+    pub fn scaler_enabled_by_default(self) -> bool {
+        self == Self::AmpF16
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Op kinds the policy knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpKind {
+    Linear,
+    Conv2d,
+    Relu,
+    Gelu,
+    MaxPool2d,
+    Flatten,
+    MseLoss,
+    CrossEntropyLoss,
+}
+
+/// What autocast does with an op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CastRule {
+    /// Run in the mode's low-precision dtype (autocast's "lower_precision_fp" list).
+    LowPrecision,
+    /// Run in f32 (autocast's "fp32" list).
+    F32,
+    /// Run in whatever dtype the input has (ops autocast does not list).
+    Input,
+}
+
+/// The policy of one precision mode, with per-layer overrides.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    pub precision: Precision,
+    pub rules: BTreeMap<OpKind, CastRule>,
+    /// Layer index → compute dtype, replacing the rule for that layer.
+    pub overrides: BTreeMap<usize, DType>,
+}
+
+impl Policy {
+    pub fn new(precision: Precision) -> Self {
+        use CastRule::*;
+        let rules = BTreeMap::from([
+            (OpKind::Linear, LowPrecision),
+            (OpKind::Conv2d, LowPrecision),
+            (OpKind::Relu, Input),
+            (OpKind::Gelu, Input),
+            (OpKind::MaxPool2d, Input),
+            (OpKind::Flatten, Input),
+            (OpKind::MseLoss, F32),
+            (OpKind::CrossEntropyLoss, F32),
+        ]);
+        Self {
+            precision,
+            rules,
+            overrides: BTreeMap::new(),
+        }
+    }
+
+    /// Force layer `index` to compute in `dtype` (e.g. keep a sensitive layer in f32).
+    pub fn with_override(mut self, index: usize, dtype: DType) -> Self {
+        self.overrides.insert(index, dtype);
+        self
+    }
+
+    /// The dtype layer `index` (an op of `kind`) computes in, given its input dtype.
+    pub fn compute_dtype(&self, index: usize, kind: OpKind, input: DType) -> DType {
+        if let Some(d) = self.overrides.get(&index) {
+            return *d;
+        }
+        // Pure f16 mode: the whole model is f16 (model.half()); losses still reduce in f32.
+        if self.precision == Precision::F16 {
+            return match kind {
+                OpKind::MseLoss | OpKind::CrossEntropyLoss => DType::F32,
+                _ => DType::F16,
+            };
+        }
+        match self.rules.get(&kind).copied().unwrap_or(CastRule::Input) {
+            CastRule::LowPrecision => self.precision.low_dtype(),
+            CastRule::F32 => DType::F32,
+            CastRule::Input => input,
+        }
+    }
+
+    /// The dtype parameters are stored in for compute (the per-step weight-cast copy).
+    pub fn param_dtype(&self, index: usize, kind: OpKind) -> DType {
+        self.compute_dtype(index, kind, DType::F32)
+    }
+}
+
+/// One row of the precision map: what a layer computes in and which casts autocast inserts.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct PrecisionRow {
+    pub index: usize,
+    pub name: String,
+    pub op: OpKind,
+    pub input_dtype: DType,
+    pub compute_dtype: DType,
+    pub output_dtype: DType,
+    /// Human-readable casts inserted for this layer (inputs and weights).
+    pub casts: Vec<String>,
+}
+
+impl Policy {
+    /// Walk a chain of ops (name, kind, has_params) from an f32 input and describe each.
+    pub fn precision_map(&self, layers: &[(String, OpKind, bool)]) -> Vec<PrecisionRow> {
+        let mut dtype = DType::F32;
+        let mut rows = Vec::new();
+        for (index, (name, op, has_params)) in layers.iter().enumerate() {
+            let compute = self.compute_dtype(index, *op, dtype);
+            let mut casts = Vec::new();
+            if compute != dtype {
+                casts.push(format!("input {dtype}→{compute}"));
+            }
+            if *has_params && compute != DType::F32 {
+                if self.precision.master_weights() {
+                    casts.push(format!("weights f32→{compute} (once per step, cached)"));
+                } else {
+                    casts.push(format!("weights stored in {compute} (no master copy)"));
+                }
+            }
+            // Losses reduce in f32 and produce an f32 scalar.
+            let output = compute;
+            rows.push(PrecisionRow {
+                index,
+                name: name.clone(),
+                op: *op,
+                input_dtype: dtype,
+                compute_dtype: compute,
+                output_dtype: output,
+                casts,
+            });
+            dtype = output;
+        }
+        rows
+    }
+}

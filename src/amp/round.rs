@@ -1,0 +1,52 @@
+//! In-place rounding of a flat f32 buffer to f16 or bf16 values (`shaders/amp.wgsl`).
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc};
+use crate::ops::grid_1d;
+use crate::shader::Variant;
+use crate::tensor::DType;
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    n: u32,
+    dtype: u32,
+    _pad: [u32; 2],
+}
+
+/// values[i] = round_to(dtype, values[i]) for the first `n` f32 of `values`.
+pub fn round_inplace(
+    ctx: &GpuContext,
+    values: &Arc<GpuBuffer>,
+    n: usize,
+    dtype: DType,
+) -> Result<Kernel> {
+    let code = match dtype {
+        DType::F16 => 0,
+        DType::BF16 => 1,
+        DType::F32 => {
+            return Err(Error::InvalidArgument(
+                "rounding to f32 is the identity".into(),
+            ));
+        }
+    };
+    let params = Params {
+        n: n as u32,
+        dtype: code,
+        _pad: [0; 2],
+    };
+    ctx.kernel(
+        &KernelDesc::new("amp", "round_inplace"),
+        &[
+            ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
+            ("values", Arg::Buffer(values)),
+        ],
+        grid_1d(n, 256),
+    )
+}
+
+pub fn variants() -> Result<Vec<Variant>> {
+    Ok(vec![Variant::new("amp", &[], &[])?])
+}

@@ -1,0 +1,157 @@
+//! `webgpu-amp bench step`: ms per training step, images/s and peak GPU memory per model and
+//! precision, and the GradScaler's overhead (amp-f16 step time with and without it), as JSON
+//! lines.
+
+use clap::Args;
+use webgpu_amp::amp::policy::Precision;
+use webgpu_amp::amp::scaler::ScalerConfig;
+use webgpu_amp::data::Rng;
+use webgpu_amp::nn::network::LossKind;
+use webgpu_amp::nn::spec::preset;
+use webgpu_amp::optim::OptimizerConfig;
+use webgpu_amp::train::{BatchTargets, StepConfig, Trainer};
+use webgpu_amp::{Error, GpuContext, Result};
+
+use super::DeviceArgs;
+
+#[derive(Args, Debug)]
+pub struct BenchStepArgs {
+    /// Models to measure (presets with image input: mlp, mnist-cnn, simple-cnn).
+    #[arg(long, value_delimiter = ',', default_value = "mlp,mnist-cnn")]
+    models: Vec<String>,
+    /// Precision modes to measure.
+    #[arg(long, value_delimiter = ',', default_value = "f32,amp-f16,amp-bf16,f16")]
+    precisions: Vec<String>,
+    #[arg(long, default_value_t = 64)]
+    batch_size: usize,
+    /// Timed steps per measurement (after 3 warm-up steps).
+    #[arg(long, default_value_t = 20)]
+    steps: usize,
+    /// Print only JSON lines (no table).
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    device: DeviceArgs,
+}
+
+#[derive(serde::Serialize)]
+struct StepBench {
+    kind: &'static str,
+    adapter: String,
+    f16_storage: String,
+    model: String,
+    precision: String,
+    scaler: bool,
+    batch_size: usize,
+    steps: usize,
+    ms_per_step: f64,
+    images_per_sec: f64,
+    peak_gpu_bytes: u64,
+}
+
+fn input_shape(model: &str) -> Result<Vec<usize>> {
+    Ok(match model {
+        "mlp" | "mnist-cnn" => vec![1, 28, 28],
+        "simple-cnn" => vec![3, 32, 32],
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "bench step measures mlp, mnist-cnn or simple-cnn, not `{other}`"
+            )));
+        }
+    })
+}
+
+fn measure(
+    ctx: &GpuContext,
+    args: &BenchStepArgs,
+    model: &str,
+    precision: Precision,
+    scaler: bool,
+) -> Result<StepBench> {
+    let shape = input_shape(model)?;
+    let spec = preset(model, &shape, 10)?;
+    let init = spec.init_params(0);
+    let config = StepConfig {
+        precision,
+        loss: LossKind::CrossEntropy,
+        optimizer: OptimizerConfig::adam(1e-3),
+        scaler: ScalerConfig {
+            enabled: scaler,
+            ..Default::default()
+        },
+        clip_grad_norm: None,
+        grad_accum: 1,
+    };
+    let b = args.batch_size;
+    let mut rng = Rng::new(1);
+    let x: Vec<f32> = (0..b * shape.iter().product::<usize>())
+        .map(|_| rng.normal() as f32)
+        .collect();
+    let labels: Vec<u32> = (0..b).map(|_| rng.below(10) as u32).collect();
+    ctx.allocator.reset_peak();
+    let mut trainer = Trainer::new(ctx, spec, config, 10, &init)?;
+    for _ in 0..3 {
+        trainer.train_batch(ctx, b, &x, BatchTargets::Classes(&labels))?;
+    }
+    trainer.finish(ctx)?;
+    let start = std::time::Instant::now();
+    for _ in 0..args.steps {
+        trainer.train_batch(ctx, b, &x, BatchTargets::Classes(&labels))?;
+    }
+    trainer.finish(ctx)?;
+    let secs = start.elapsed().as_secs_f64();
+    Ok(StepBench {
+        kind: "step",
+        adapter: ctx.report.name.clone(),
+        f16_storage: format!("{:?}", ctx.f16_storage).to_lowercase(),
+        model: model.into(),
+        precision: precision.name().into(),
+        scaler,
+        batch_size: b,
+        steps: args.steps,
+        ms_per_step: 1000.0 * secs / args.steps as f64,
+        images_per_sec: (b * args.steps) as f64 / secs,
+        peak_gpu_bytes: ctx.memory().peak_bytes,
+    })
+}
+
+pub fn run(args: &BenchStepArgs) -> Result<()> {
+    if args.batch_size == 0 || args.steps == 0 {
+        return Err(Error::InvalidArgument("--batch-size and --steps must be at least 1".into()));
+    }
+    let precisions: Vec<Precision> =
+        args.precisions.iter().map(|p| Precision::parse(p)).collect::<Result<_>>()?;
+    let ctx = GpuContext::new(&args.device.options()?)?;
+    if !args.json {
+        eprintln!("adapter: {} ({:?} f16 storage)", ctx.report.name, ctx.f16_storage);
+    }
+    for model in &args.models {
+        let mut amp_with = None;
+        for &p in &precisions {
+            let r = measure(&ctx, args, model, p, p.scaler_enabled_by_default())?;
+            if p == Precision::AmpF16 {
+                amp_with = Some(r.ms_per_step);
+            }
+            println!("{}", serde_json::to_string(&r).expect("serialises"));
+        }
+        // The GradScaler's cost: amp-f16 with the scaler against amp-f16 without it.
+        let with = match amp_with {
+            Some(ms) => ms,
+            None => measure(&ctx, args, model, Precision::AmpF16, true)?.ms_per_step,
+        };
+        let without = measure(&ctx, args, model, Precision::AmpF16, false)?.ms_per_step;
+        println!(
+            "{}",
+            serde_json::json!({
+                "kind": "scaler_overhead",
+                "adapter": ctx.report.name,
+                "model": model,
+                "batch_size": args.batch_size,
+                "ms_per_step_with_scaler": with,
+                "ms_per_step_without_scaler": without,
+                "overhead_percent": 100.0 * (with - without) / without,
+            })
+        );
+    }
+    Ok(())
+}

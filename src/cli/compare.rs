@@ -1,0 +1,100 @@
+//! `webgpu-amp compare`: the same model from the same initial weights on the same batch
+//! order under several precision modes, side by side; writes report.json and a PNG.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use webgpu_amp::amp::policy::Precision;
+use webgpu_amp::train::run::RunSummary;
+use webgpu_amp::{Error, GpuContext, Result};
+
+use super::plot;
+use super::train::{TrainCommon, print_summary, run_with_progress};
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    #[command(flatten)]
+    common: TrainCommon,
+    /// Precision modes to run (comma-separated). Default: f32,amp-f16.
+    #[arg(long, value_delimiter = ',')]
+    precisions: Option<Vec<String>>,
+    /// Also run amp-bf16.
+    #[arg(long)]
+    bf16: bool,
+    /// Also run pure f16 (no master weights).
+    #[arg(long)]
+    f16: bool,
+    /// Where to write the JSON report.
+    #[arg(long, default_value = "report.json")]
+    report: PathBuf,
+    /// Where to write the chart (loss curves, ms/step and peak-memory bars).
+    #[arg(long, default_value = "report.png")]
+    png: PathBuf,
+}
+
+#[derive(serde::Serialize)]
+struct RunReport<'a> {
+    #[serde(flatten)]
+    summary: &'a RunSummary,
+    losses: Vec<f32>,
+    scales: Vec<f32>,
+    skipped: Vec<u64>,
+}
+
+pub fn run(args: &CompareArgs) -> Result<()> {
+    let mut modes: Vec<Precision> = match &args.precisions {
+        Some(list) => list.iter().map(|s| Precision::parse(s.trim())).collect::<Result<_>>()?,
+        None => vec![Precision::F32, Precision::AmpF16],
+    };
+    if args.bf16 && !modes.contains(&Precision::AmpBf16) {
+        modes.push(Precision::AmpBf16);
+    }
+    if args.f16 && !modes.contains(&Precision::F16) {
+        modes.push(Precision::F16);
+    }
+    if modes.is_empty() {
+        return Err(Error::InvalidArgument("no precision modes to compare".into()));
+    }
+    let prepared = args.common.prepare()?;
+    let ctx = GpuContext::new(&args.common.device.options()?)?;
+    println!(
+        "comparing {} on {} ({} training samples) on {}",
+        modes.iter().map(|m| m.name()).collect::<Vec<_>>().join(", "),
+        args.common.dataset,
+        prepared.split.train.n,
+        ctx.report.name
+    );
+    let mut summaries = Vec::new();
+    for mode in &modes {
+        let cfg = args.common.run_config(*mode, prepared.loss)?;
+        let summary = run_with_progress(&ctx, &prepared, cfg, None, mode.name(), &mut |_| Ok(()))?;
+        summaries.push(summary);
+    }
+    print_summary(&summaries.iter().collect::<Vec<_>>());
+
+    let runs: Vec<RunReport> = summaries
+        .iter()
+        .map(|s| RunReport {
+            summary: s,
+            losses: s.history.iter().map(|h| h.loss).collect(),
+            scales: s.history.iter().map(|h| h.scale).collect(),
+            skipped: s.history.iter().filter(|h| h.skipped).map(|h| h.step).collect(),
+        })
+        .collect();
+    let report = serde_json::json!({
+        "adapter": ctx.report.name,
+        "backend": ctx.report.backend,
+        "f16_storage": format!("{:?}", ctx.f16_storage).to_lowercase(),
+        "dataset": args.common.dataset,
+        "batch_size": args.common.batch_size,
+        "seed": args.common.seed,
+        "runs": runs,
+    });
+    let text = serde_json::to_string_pretty(&report).expect("report serialises");
+    std::fs::write(&args.report, text)
+        .map_err(|e| Error::InvalidArgument(format!("{}: {e}", args.report.display())))?;
+    plot::comparison_png(&args.png, &summaries)?;
+    println!("report: {}", args.report.display());
+    println!("chart:  {}", args.png.display());
+    Ok(())
+}

@@ -1,0 +1,404 @@
+//! `webgpu-amp train`: train a model on a data set under one precision mode, with a progress
+//! bar, JSON-lines metrics, checkpoints and resume.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use webgpu_amp::amp::policy::Precision;
+use webgpu_amp::amp::scaler::ScalerConfig;
+use webgpu_amp::data::{DataSource, Split};
+use webgpu_amp::nn::network::LossKind;
+use webgpu_amp::nn::spec::{ModelSpec, preset};
+use webgpu_amp::optim::OptimizerConfig;
+use webgpu_amp::train::checkpoint::Checkpoint;
+use webgpu_amp::train::run::{Event, Run, RunConfig, RunSummary};
+use webgpu_amp::train::StepConfig;
+use webgpu_amp::{Error, GpuContext, Result};
+
+use super::DeviceArgs;
+
+/// Flags shared by `train` and `compare` (everything but the precision).
+#[derive(Args, Clone, Debug)]
+pub struct TrainCommon {
+    /// Preset (linear, mlp, simple-cnn, mnist-cnn) or a JSON model file.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// default (embedded MNIST subset), mnist, fashion-mnist, synthetic[:N], or FILE.safetensors.
+    #[arg(long, default_value = "default")]
+    pub dataset: String,
+    /// mse or cross-entropy (default: cross-entropy for class labels, mse for targets).
+    #[arg(long)]
+    pub loss: Option<String>,
+    /// sgd, adam or adamw.
+    #[arg(long, default_value = "adam")]
+    pub optimizer: String,
+    /// Learning rate (default 1e-3 for adam/adamw, 0.01 for sgd).
+    #[arg(long)]
+    pub lr: Option<f32>,
+    /// SGD momentum.
+    #[arg(long, default_value_t = 0.0)]
+    pub momentum: f32,
+    /// SGD dampening.
+    #[arg(long, default_value_t = 0.0)]
+    pub dampening: f32,
+    /// SGD Nesterov momentum.
+    #[arg(long)]
+    pub nesterov: bool,
+    /// Weight decay (default 0, or 0.01 for adamw as in PyTorch).
+    #[arg(long)]
+    pub weight_decay: Option<f32>,
+    #[arg(long, default_value_t = 64)]
+    pub batch_size: usize,
+    /// Epochs to train (default 1 when --steps is not given).
+    #[arg(long)]
+    pub epochs: Option<u64>,
+    /// Optimizer steps to train (stops early within an epoch).
+    #[arg(long)]
+    pub steps: Option<u64>,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Keep the data set's order instead of shuffling each epoch.
+    #[arg(long)]
+    pub no_shuffle: bool,
+    /// Initial parameters (PyTorch names, e.g. from safetensors.torch.save_file(model.state_dict())).
+    #[arg(long)]
+    pub init: Option<PathBuf>,
+    /// Clip gradients to this global L2 norm (after unscaling).
+    #[arg(long)]
+    pub clip_grad_norm: Option<f32>,
+    /// Micro-batches per optimizer step.
+    #[arg(long, default_value_t = 1)]
+    pub grad_accum: usize,
+    /// GradScaler initial scale.
+    #[arg(long, default_value_t = 65536.0)]
+    pub init_scale: f32,
+    #[arg(long, default_value_t = 2000)]
+    pub growth_interval: u32,
+    #[arg(long, default_value_t = 2.0)]
+    pub growth_factor: f32,
+    #[arg(long, default_value_t = 0.5)]
+    pub backoff_factor: f32,
+    /// Turn the GradScaler on or off (default: on for amp-f16 only, as PyTorch recommends).
+    #[arg(long)]
+    pub scaler: Option<bool>,
+    /// Skip validation at epoch ends.
+    #[arg(long)]
+    pub no_validate: bool,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct TrainArgs {
+    /// f32, amp-f16, amp-bf16 or f16.
+    #[arg(long, default_value = "amp-f16")]
+    precision: String,
+    #[command(flatten)]
+    common: TrainCommon,
+    /// Write the final checkpoint here (safetensors; parameters load in PyTorch).
+    #[arg(long)]
+    save: Option<PathBuf>,
+    /// Also save every N optimizer steps (to --save).
+    #[arg(long)]
+    save_every: Option<u64>,
+    /// Continue from a checkpoint written by --save.
+    #[arg(long)]
+    resume: Option<PathBuf>,
+    /// Write one JSON object per step, per epoch, and a final summary.
+    #[arg(long)]
+    metrics: Option<PathBuf>,
+}
+
+/// Data, model and initial parameters resolved from the flags.
+pub struct Prepared {
+    pub split: Split,
+    pub spec: ModelSpec,
+    pub init: Vec<(String, Vec<f32>)>,
+    pub loss: LossKind,
+}
+
+pub fn parse_dataset(s: &str) -> Result<DataSource> {
+    if s == "default" {
+        return Ok(DataSource::EmbeddedMnist);
+    }
+    s.parse()
+}
+
+impl TrainCommon {
+    pub fn prepare(&self) -> Result<Prepared> {
+        let split = parse_dataset(&self.dataset)?.load(true)?;
+        let train = &split.train;
+        let out = train.output_dim();
+        let model = self.model.clone().unwrap_or_else(|| {
+            if train.y.is_classification() { "mlp" } else { "linear" }.into()
+        });
+        let spec = if model.ends_with(".json") {
+            let text = std::fs::read_to_string(&model)
+                .map_err(|e| Error::Model(format!("{model}: {e}")))?;
+            ModelSpec::from_json(&text).map_err(|e| Error::Model(format!("{model}: {e}")))?
+        } else {
+            preset(&model, &train.sample_shape, out)?
+        };
+        spec.check_data(&train.sample_shape, out)?;
+        let loss = match &self.loss {
+            Some(l) => LossKind::parse(l)?,
+            None if train.y.is_classification() => LossKind::CrossEntropy,
+            None => LossKind::Mse,
+        };
+        if loss == LossKind::CrossEntropy && !train.y.is_classification() {
+            return Err(Error::InvalidArgument(
+                "cross-entropy needs integer class labels; this data set has float targets (use --loss mse)".into(),
+            ));
+        }
+        let expected: Vec<(String, Vec<usize>)> =
+            spec.parameters().into_iter().map(|p| (p.name, p.shape)).collect();
+        let init = match &self.init {
+            Some(path) => Checkpoint::load(path)?.params_for(&expected, &path.display().to_string())?,
+            None => spec.init_params(self.seed),
+        };
+        Ok(Prepared {
+            split,
+            spec,
+            init,
+            loss,
+        })
+    }
+
+    pub fn optimizer(&self) -> Result<OptimizerConfig> {
+        let mut cfg = match self.optimizer.as_str() {
+            "sgd" => OptimizerConfig::sgd(self.lr.unwrap_or(0.01)),
+            "adam" => OptimizerConfig::adam(self.lr.unwrap_or(1e-3)),
+            "adamw" => OptimizerConfig::adamw(self.lr.unwrap_or(1e-3)),
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "unknown optimizer `{other}` (expected sgd, adam or adamw)"
+                )));
+            }
+        };
+        match &mut cfg {
+            OptimizerConfig::Sgd {
+                momentum,
+                dampening,
+                nesterov,
+                weight_decay,
+                ..
+            } => {
+                *momentum = self.momentum;
+                *dampening = self.dampening;
+                *nesterov = self.nesterov;
+                *weight_decay = self.weight_decay.unwrap_or(0.0);
+            }
+            OptimizerConfig::Adam { weight_decay, .. } | OptimizerConfig::AdamW { weight_decay, .. } => {
+                if let Some(wd) = self.weight_decay {
+                    *weight_decay = wd;
+                }
+            }
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    pub fn run_config(&self, precision: Precision, loss: LossKind) -> Result<RunConfig> {
+        if self.batch_size == 0 {
+            return Err(Error::InvalidArgument("--batch-size must be at least 1".into()));
+        }
+        let scaler = ScalerConfig {
+            init_scale: self.init_scale,
+            growth_factor: self.growth_factor,
+            backoff_factor: self.backoff_factor,
+            growth_interval: self.growth_interval,
+            enabled: self.scaler.unwrap_or(precision.scaler_enabled_by_default()),
+        };
+        scaler.validate()?;
+        Ok(RunConfig {
+            step: StepConfig {
+                precision,
+                loss,
+                optimizer: self.optimizer()?,
+                scaler,
+                clip_grad_norm: self.clip_grad_norm,
+                grad_accum: self.grad_accum,
+            },
+            batch_size: self.batch_size,
+            epochs: self.epochs,
+            steps: self.steps,
+            seed: self.seed,
+            shuffle: !self.no_shuffle,
+            save_every: None,
+            save_path: None,
+            validate: !self.no_validate,
+        })
+    }
+}
+
+/// A progress bar that shows epoch, step, loss, scale, skipped steps and images/s.
+pub fn progress_bar(total_steps: Option<u64>, label: &str) -> ProgressBar {
+    let bar = match total_steps {
+        Some(n) => ProgressBar::new(n),
+        None => ProgressBar::new_spinner(),
+    };
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{prefix:>9} [{elapsed_precise}] {bar:30.cyan/blue} {pos}/{len} {msg}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    bar.set_prefix(label.to_string());
+    bar
+}
+
+/// Steps the run will take, when it can be known up front.
+pub fn planned_steps(cfg: &RunConfig, n: usize) -> Option<u64> {
+    let per_epoch = (n.div_ceil(cfg.batch_size) / cfg.step.grad_accum.max(1)) as u64;
+    let by_epochs = cfg.epochs.or(if cfg.steps.is_none() { Some(1) } else { None }).map(|e| e * per_epoch);
+    match (by_epochs, cfg.steps) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Run one training job with a progress bar, reporting every event to `sink` too.
+pub fn run_with_progress(
+    ctx: &GpuContext,
+    prepared: &Prepared,
+    cfg: RunConfig,
+    resume: Option<&Checkpoint>,
+    label: &str,
+    sink: &mut dyn FnMut(&Event) -> Result<()>,
+) -> Result<RunSummary> {
+    let bar = progress_bar(planned_steps(&cfg, prepared.split.train.n), label);
+    let mut run = Run::new(ctx, prepared.spec.clone(), cfg, &prepared.split.train, &prepared.init, resume)?;
+    bar.set_position(run.progress.step);
+    let started = std::time::Instant::now();
+    let mut images = 0u64;
+    let mut skipped = 0u64;
+    let mut sink_error = None;
+    let batch = run.config.batch_size as u64 * run.config.step.grad_accum as u64;
+    let summary = run.run(ctx, &prepared.split, &mut |event| {
+        if let Event::Step { stats, epoch, .. } = event {
+            images += batch;
+            skipped += stats.skipped as u64;
+            bar.set_position(stats.step);
+            bar.set_message(format!(
+                "epoch {} loss {:.4} scale {} skipped {} {:.0} img/s",
+                epoch + 1,
+                stats.loss,
+                stats.scale,
+                skipped,
+                images as f64 / started.elapsed().as_secs_f64().max(1e-9)
+            ));
+        }
+        if let Event::Epoch(e) = event
+            && let Some(acc) = e.val_accuracy
+        {
+            bar.println(format!(
+                "{label}: epoch {} validation loss {:.4} accuracy {:.2}%",
+                e.epoch + 1,
+                e.val_loss.unwrap_or(f32::NAN),
+                100.0 * acc
+            ));
+        }
+        if sink_error.is_none()
+            && let Err(e) = sink(event)
+        {
+            sink_error = Some(e);
+        }
+    });
+    bar.finish_and_clear();
+    if let Some(e) = sink_error {
+        return Err(e);
+    }
+    summary
+}
+
+pub fn run(args: &TrainArgs) -> Result<()> {
+    let precision = Precision::parse(&args.precision)?;
+    let prepared = args.common.prepare()?;
+    let mut cfg = args.common.run_config(precision, prepared.loss)?;
+    if args.save_every.is_some() && args.save.is_none() {
+        return Err(Error::InvalidArgument("--save-every needs --save FILE".into()));
+    }
+    if args.save_every == Some(0) {
+        return Err(Error::InvalidArgument("--save-every must be at least 1".into()));
+    }
+    cfg.save_every = args.save_every;
+    cfg.save_path = args.save.clone();
+    let resume = args.resume.as_ref().map(|p| Checkpoint::load(p)).transpose()?;
+    let prepared = match &resume {
+        Some(ck) => {
+            let expected: Vec<(String, Vec<usize>)> =
+                prepared.spec.parameters().into_iter().map(|p| (p.name, p.shape)).collect();
+            let init = ck.params_for(&expected, &args.resume.as_ref().expect("resume").display().to_string())?;
+            Prepared { init, ..prepared }
+        }
+        None => prepared,
+    };
+    let ctx = GpuContext::new(&args.common.device.options()?)?;
+    let mut metrics = match &args.metrics {
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::File::create(p).map_err(|e| Error::InvalidArgument(format!("{}: {e}", p.display())))?,
+        )),
+        None => None,
+    };
+    let metrics_path = args.metrics.clone();
+    let mut write_line = move |v: serde_json::Value| -> Result<()> {
+        if let Some(w) = metrics.as_mut() {
+            writeln!(w, "{v}")
+                .and_then(|_| w.flush())
+                .map_err(|e| Error::InvalidArgument(format!("{}: {e}", metrics_path.as_ref().expect("path").display())))?;
+        }
+        Ok(())
+    };
+    let summary = run_with_progress(&ctx, &prepared, cfg, resume.as_ref(), precision.name(), &mut |event| {
+        match event {
+            Event::Step { stats, epoch, lr } => write_line(serde_json::json!({
+                "step": stats.step, "epoch": epoch, "loss": stats.loss, "scale": stats.scale,
+                "skipped": stats.skipped, "lr": lr,
+            })),
+            Event::Epoch(e) => write_line(serde_json::json!({
+                "epoch": e.epoch, "val_loss": e.val_loss, "val_accuracy": e.val_accuracy,
+                "images_per_sec": e.images_per_sec, "peak_gpu_bytes": e.peak_gpu_bytes,
+            })),
+            Event::Saved { .. } => Ok(()),
+        }
+    })?;
+    write_line(serde_json::json!({ "summary": summary }))?;
+    print_summary(&[&summary]);
+    if let Some(p) = &args.save {
+        println!("checkpoint: {}", p.display());
+    }
+    Ok(())
+}
+
+/// A side-by-side table of run summaries.
+pub fn print_summary(runs: &[&RunSummary]) {
+    let fmt_opt = |v: Option<f32>, pct: bool| match v {
+        Some(x) if pct => format!("{:.2}%", 100.0 * x),
+        Some(x) => format!("{x:.4}"),
+        None => "-".into(),
+    };
+    let rows: Vec<(&str, Box<dyn Fn(&RunSummary) -> String>)> = vec![
+        ("precision", Box::new(|r| r.precision.clone())),
+        ("steps", Box::new(|r| r.steps.to_string())),
+        ("first loss", Box::new(move |r| fmt_opt(r.first_loss, false))),
+        ("final loss", Box::new(move |r| fmt_opt(r.final_loss, false))),
+        ("val loss", Box::new(move |r| fmt_opt(r.val_loss, false))),
+        ("val accuracy", Box::new(move |r| fmt_opt(r.val_accuracy, true))),
+        ("ms/step", Box::new(|r| format!("{:.2}", r.ms_per_step))),
+        ("images/s", Box::new(|r| format!("{:.0}", r.images_per_sec))),
+        ("peak GPU MB", Box::new(|r| format!("{:.2}", r.peak_gpu_bytes as f64 / 1e6))),
+        ("skipped steps", Box::new(|r| r.skipped_steps.to_string())),
+        ("final scale", Box::new(|r| format!("{}", r.final_scale))),
+    ];
+    println!("adapter: {} (f16 storage: {})", runs[0].adapter, runs[0].f16_storage);
+    for (name, f) in rows {
+        print!("{name:<14}");
+        for r in runs {
+            print!(" {:>14}", f(r));
+        }
+        println!();
+    }
+}
