@@ -3,7 +3,9 @@
 //! Every op is a function that checks shapes and returns a planned [`Kernel`] (pipeline and
 //! bind group made once); callers encode kernels into a step's command buffer.
 
+pub mod conv;
 pub mod elementwise;
+pub mod pool;
 
 use crate::error::Result;
 use crate::gpu::Kernel;
@@ -28,6 +30,8 @@ pub fn grid_1d(threads: usize, wg: u32) -> [u32; 3] {
 pub fn all_variants() -> Result<Vec<Variant>> {
     let mut v = Vec::new();
     v.extend(elementwise::variants()?);
+    v.extend(conv::variants()?);
+    v.extend(pool::variants()?);
     Ok(v)
 }
 

@@ -1,0 +1,135 @@
+// 2-D max pooling (NCHW, no padding, floor mode: PyTorch's defaults), forward and backward.
+//
+// One thread per row (forward: an output row, backward: an input row), so a thread owns the
+// neighbouring elements of its row and writes packed words whole (store2); only a word that
+// straddles two rows (odd row length) is written per element through the atomic-safe store.
+//
+// Backward is a gather, not a scatter: each input element sums dy over the windows that
+// contain it and whose recorded argmax is this element. Overlapping windows (stride < kernel)
+// then sum correctly without atomics, and the order of the sum is fixed.
+
+#tensor x 1 read
+#tensor y 2 read_write
+#tensor dy 3 read
+#tensor dx 4 read_write
+// Flat index into x of each output's max (one u32 per output element).
+@group(0) @binding(5) var<storage, read_write> indices: array<u32>;
+
+struct Params {
+    planes: u32,  // batch * channels
+    in_h: u32,
+    in_w: u32,
+    out_h: u32,
+    out_w: u32,
+    kernel: u32,
+    stride: u32,
+    _pad0: u32,
+}
+@group(0) @binding(0) var<uniform> params: Params;
+
+const WG: u32 = 64u;
+
+fn row_of(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return gid.x + gid.y * nwg.x * WG;
+}
+
+// NaN from the bit pattern (compilers may assume finite math).
+fn is_nan(v: f32) -> bool {
+    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
+}
+
+struct WindowMax {
+    value: f32,
+    index: u32,
+}
+
+// Max of one window, as PyTorch computes it: strict > keeps the first maximum, and any NaN
+// wins (so a window with a NaN gives NaN, and its gradient goes to that NaN).
+fn window_max(x_plane: u32, oy: u32, ox: u32) -> WindowMax {
+    let y0 = oy * params.stride;
+    let x0 = ox * params.stride;
+    var best = WindowMax(bitcast<f32>(0xff800000u), x_plane + y0 * params.in_w + x0);
+    for (var ky = 0u; ky < params.kernel; ky = ky + 1u) {
+        let row = x_plane + (y0 + ky) * params.in_w + x0;
+        for (var kx = 0u; kx < params.kernel; kx = kx + 1u) {
+            let v = x_load(row + kx);
+            if (v > best.value || is_nan(v)) {
+                best = WindowMax(v, row + kx);
+            }
+        }
+    }
+    return best;
+}
+
+@compute @workgroup_size(WG)
+fn maxpool_forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let row = row_of(gid, nwg); // (plane, oy)
+    if (row >= params.planes * params.out_h) { return; }
+    let plane = row / params.out_h;
+    let oy = row - plane * params.out_h;
+    let x_plane = plane * params.in_h * params.in_w;
+    let y_row = row * params.out_w;
+    var ox = 0u;
+    loop {
+        if (ox >= params.out_w) { break; }
+        let f = y_row + ox;
+        let a = window_max(x_plane, oy, ox);
+        indices[f] = a.index;
+        if ((f & 1u) == 0u && ox + 1u < params.out_w) {
+            let b = window_max(x_plane, oy, ox + 1u);
+            indices[f + 1u] = b.index;
+            y_store2(f, vec2<f32>(a.value, b.value));
+            ox = ox + 2u;
+        } else {
+            y_store(f, a.value);
+            ox = ox + 1u;
+        }
+    }
+}
+
+// First and last output (inclusive) whose window covers input coordinate `i`; first > last
+// when none does (the tail that floor mode drops).
+fn covering(i: u32, out_len: u32) -> vec2<u32> {
+    var first = 0u;
+    if (i >= params.kernel) { first = (i - params.kernel) / params.stride + 1u; }
+    let last = min(i / params.stride, out_len - 1u);
+    return vec2<u32>(first, last);
+}
+
+// dx of one input element: dy summed over the windows whose argmax it is.
+fn gathered_grad(flat: u32, dy_plane: u32, oys: vec2<u32>, ix: u32) -> f32 {
+    let oxs = covering(ix, params.out_w);
+    var g = 0.0;
+    for (var oy = oys.x; oy <= oys.y; oy = oy + 1u) {
+        for (var ox = oxs.x; ox <= oxs.y; ox = ox + 1u) {
+            let o = dy_plane + oy * params.out_w + ox;
+            if (indices[o] == flat) { g = g + dy_load(o); }
+        }
+    }
+    return g;
+}
+
+@compute @workgroup_size(WG)
+fn maxpool_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let row = row_of(gid, nwg); // (plane, iy)
+    if (row >= params.planes * params.in_h) { return; }
+    let plane = row / params.in_h;
+    let iy = row - plane * params.in_h;
+    let oys = covering(iy, params.out_h);
+    let dy_plane = plane * params.out_h * params.out_w;
+    let x_row = row * params.in_w;
+    var ix = 0u;
+    loop {
+        if (ix >= params.in_w) { break; }
+        let f = x_row + ix;
+        let a = gathered_grad(f, dy_plane, oys, ix);
+        if ((f & 1u) == 0u && ix + 1u < params.in_w) {
+            let b = gathered_grad(f + 1u, dy_plane, oys, ix + 1u);
+            dx_store2(f, vec2<f32>(a, b));
+            ix = ix + 2u;
+        } else {
+            dx_store(f, a);
+            ix = ix + 1u;
+        }
+    }
+}

@@ -1,0 +1,330 @@
+//! 2-D convolution (`shaders/conv2d.wgsl`): forward, backward-input and backward-weight, each
+//! an implicit GEMM tiled in workgroup memory (see the shader's header for the mapping).
+//!
+//! Layouts are PyTorch's: x `[N, C, H, W]`, weight `[O, C, kh, kw]`, bias `[O]`,
+//! y `[N, O, Ho, Wo]`. Every tensor may have its own storage (f16 activations with f32 weight
+//! gradients, ...); the kernels are specialised per storage and accumulate in f32. The kernel
+//! size is a compile-time constant of the shader (one pipeline per kernel size).
+
+use super::{Arg, KernelDesc, grid_1d};
+use crate::error::{Error, Result};
+use crate::gpu::{GpuContext, Kernel};
+use crate::shader::Variant;
+use crate::tensor::{Storage, Tensor};
+
+const SHADER: &str = "conv2d";
+/// Output tile of one workgroup (rows x columns of the GEMM), as in the shader.
+const TILE_R: usize = 32;
+const TILE_C: usize = 32;
+
+#[derive(Clone, Copy, Debug)]
+pub struct Conv2dParams {
+    pub stride: usize,
+    pub padding: usize,
+}
+
+impl Default for Conv2dParams {
+    fn default() -> Self {
+        Self {
+            stride: 1,
+            padding: 0,
+        }
+    }
+}
+
+/// Output height and width of a convolution (PyTorch's formula, dilation 1).
+pub fn conv2d_output_hw(
+    h: usize,
+    w: usize,
+    kh: usize,
+    kw: usize,
+    p: Conv2dParams,
+) -> Result<(usize, usize)> {
+    if p.stride == 0 {
+        return Err(Error::shape("conv2d", "stride must be at least 1"));
+    }
+    if kh == 0 || kw == 0 {
+        return Err(Error::shape("conv2d", "kernel size must be at least 1"));
+    }
+    let (hp, wp) = (h + 2 * p.padding, w + 2 * p.padding);
+    if hp < kh || wp < kw {
+        return Err(Error::shape(
+            "conv2d",
+            format!(
+                "kernel {kh}x{kw} is larger than the padded input {hp}x{wp} ({h}x{w} with padding {})",
+                p.padding
+            ),
+        ));
+    }
+    Ok(((hp - kh) / p.stride + 1, (wp - kw) / p.stride + 1))
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    batch: u32,
+    in_ch: u32,
+    in_h: u32,
+    in_w: u32,
+    out_ch: u32,
+    out_h: u32,
+    out_w: u32,
+    stride: u32,
+    pad: u32,
+    has_bias: u32,
+    accumulate: u32,
+    rows: u32,
+    cols: u32,
+    depth: u32,
+    row_tiles: u32,
+    _pad0: u32,
+}
+
+/// Checked dimensions of one convolution.
+struct Dims {
+    n: usize,
+    c: usize,
+    h: usize,
+    w: usize,
+    o: usize,
+    kh: usize,
+    kw: usize,
+    ho: usize,
+    wo: usize,
+}
+
+fn dims4(op: &'static str, what: &str, t: &Tensor) -> Result<[usize; 4]> {
+    match *t.shape() {
+        [a, b, c, d] => Ok([a, b, c, d]),
+        ref s => Err(Error::shape(
+            op,
+            format!("{what} must be 4-D (NCHW), got {s:?}"),
+        )),
+    }
+}
+
+/// Check x `[N,C,H,W]`, weight `[O,C,kh,kw]` and the output `[N,O,Ho,Wo]` against each other.
+fn check(
+    op: &'static str,
+    x_shape: [usize; 4],
+    w: &Tensor,
+    y_shape: [usize; 4],
+    p: Conv2dParams,
+) -> Result<Dims> {
+    let [n, c, h, wd] = x_shape;
+    let [o, wc, kh, kw] = dims4(op, "weight", w)?;
+    if wc != c {
+        return Err(Error::shape(
+            op,
+            format!(
+                "weight {:?} expects {wc} input channels, input has {c}",
+                w.shape()
+            ),
+        ));
+    }
+    let (ho, wo) = conv2d_output_hw(h, wd, kh, kw, p)?;
+    if y_shape != [n, o, ho, wo] {
+        return Err(Error::shape(
+            op,
+            format!(
+                "output gradient / output is {y_shape:?}, expected {:?} for input {x_shape:?}, weight {:?}, {p:?}",
+                [n, o, ho, wo],
+                w.shape()
+            ),
+        ));
+    }
+    let d = Dims {
+        n,
+        c,
+        h,
+        w: wd,
+        o,
+        kh,
+        kw,
+        ho,
+        wo,
+    };
+    // Flat indices are u32 in the shader.
+    let biggest = [n * c * h * wd, n * o * ho * wo, o * c * kh * kw]
+        .into_iter()
+        .max()
+        .unwrap_or(0);
+    if biggest >= u32::MAX as usize / 2 {
+        return Err(Error::shape(
+            op,
+            "tensor too large for 32-bit indexing".to_string(),
+        ));
+    }
+    Ok(d)
+}
+
+fn launch(
+    ctx: &GpuContext,
+    entry: &'static str,
+    d: &Dims,
+    p: Conv2dParams,
+    gemm: (usize, usize, usize),
+    flags: (bool, bool),
+    args: Vec<(&str, Arg<'_>)>,
+) -> Result<Kernel> {
+    let (rows, cols, depth) = gemm;
+    let row_tiles = rows.div_ceil(TILE_R);
+    let params = Params {
+        batch: d.n as u32,
+        in_ch: d.c as u32,
+        in_h: d.h as u32,
+        in_w: d.w as u32,
+        out_ch: d.o as u32,
+        out_h: d.ho as u32,
+        out_w: d.wo as u32,
+        stride: p.stride as u32,
+        pad: p.padding as u32,
+        has_bias: flags.0 as u32,
+        accumulate: flags.1 as u32,
+        rows: rows as u32,
+        cols: cols as u32,
+        depth: depth as u32,
+        row_tiles: row_tiles as u32,
+        _pad0: 0,
+    };
+    let mut all = vec![("params", Arg::Uniform(bytemuck::bytes_of(&params)))];
+    all.extend(args);
+    let [gx, gy, _] = grid_1d(row_tiles, 1);
+    // An empty GEMM (a zero dimension) dispatches nothing; the kernel is still valid.
+    let groups = if rows == 0 || cols == 0 {
+        [0, 0, 0]
+    } else {
+        [gx, gy, cols.div_ceil(TILE_C) as u32]
+    };
+    ctx.kernel(
+        &KernelDesc::new(SHADER, entry)
+            .with_const("KH", d.kh)
+            .with_const("KW", d.kw),
+        &all,
+        groups,
+    )
+}
+
+/// y[N,O,Ho,Wo] = conv(x[N,C,H,W], w[O,C,kh,kw]) (+ bias[O]); NCHW, PyTorch semantics
+/// (cross-correlation, zero padding).
+pub fn conv2d_forward(
+    ctx: &GpuContext,
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    y: &Tensor,
+    p: Conv2dParams,
+) -> Result<Kernel> {
+    let op = "conv2d_forward";
+    let d = check(op, dims4(op, "input", x)?, w, dims4(op, "output", y)?, p)?;
+    if let Some(b) = bias
+        && b.shape() != [d.o]
+    {
+        return Err(Error::shape(
+            op,
+            format!("bias is {:?}, expected [{}]", b.shape(), d.o),
+        ));
+    }
+    let mut args = vec![
+        ("x", Arg::Tensor(x)),
+        ("w", Arg::Tensor(w)),
+        ("y", Arg::Tensor(y)),
+    ];
+    // Without a bias the shader never reads it; bind the weight in its place (same storage
+    // variant as a real bias of the weight's dtype, so no extra pipeline).
+    args.push(("bias", Arg::Tensor(bias.unwrap_or(w))));
+    launch(
+        ctx,
+        "conv_forward",
+        &d,
+        p,
+        (d.n * d.ho * d.wo, d.o, d.c * d.kh * d.kw),
+        (bias.is_some(), false),
+        args,
+    )
+}
+
+/// dx[N,C,H,W] = gradient of the convolution with respect to its input (overwrites dx).
+pub fn conv2d_backward_input(
+    ctx: &GpuContext,
+    dy: &Tensor,
+    w: &Tensor,
+    dx: &Tensor,
+    p: Conv2dParams,
+) -> Result<Kernel> {
+    let op = "conv2d_backward_input";
+    let d = check(op, dims4(op, "dx", dx)?, w, dims4(op, "dy", dy)?, p)?;
+    launch(
+        ctx,
+        "conv_backward_input",
+        &d,
+        p,
+        (d.n * d.h * d.w, d.c, d.o * d.kh * d.kw),
+        (false, false),
+        vec![
+            ("dy", Arg::Tensor(dy)),
+            ("w", Arg::Tensor(w)),
+            ("dx", Arg::Tensor(dx)),
+        ],
+    )
+}
+
+/// dw[O,C,kh,kw] = (or, with `accumulate`, +=) gradient with respect to the weight. dw is
+/// usually f32 while x and dy are f16.
+pub fn conv2d_backward_weight(
+    ctx: &GpuContext,
+    x: &Tensor,
+    dy: &Tensor,
+    dw: &Tensor,
+    p: Conv2dParams,
+    accumulate: bool,
+) -> Result<Kernel> {
+    let op = "conv2d_backward_weight";
+    let d = check(op, dims4(op, "input", x)?, dw, dims4(op, "dy", dy)?, p)?;
+    launch(
+        ctx,
+        "conv_backward_weight",
+        &d,
+        p,
+        (d.c * d.kh * d.kw, d.o, d.n * d.ho * d.wo),
+        (false, accumulate),
+        vec![
+            ("x", Arg::Tensor(x)),
+            ("dy", Arg::Tensor(dy)),
+            ("dw", Arg::Tensor(dw)),
+        ],
+    )
+}
+
+/// The variants training uses: every storage for the activations and weights, with bias and
+/// weight gradient either in that storage or in f32 (AMP's f32 weight gradients), for the
+/// kernel sizes 1, 3 and 5. Other kernel sizes compile the same source with other constants.
+pub fn variants() -> Result<Vec<Variant>> {
+    let mut v = Vec::new();
+    for k in [1usize, 3, 5] {
+        let consts = [("KH", k.to_string()), ("KW", k.to_string())];
+        for s in Storage::ALL {
+            let auxes: &[Storage] = if s == Storage::F32 {
+                &[Storage::F32]
+            } else {
+                &[s, Storage::F32]
+            };
+            for &aux in auxes {
+                let storages: Vec<(String, Storage)> = [
+                    ("x", s),
+                    ("w", s),
+                    ("y", s),
+                    ("dy", s),
+                    ("dx", s),
+                    ("bias", aux),
+                    ("dw", aux),
+                ]
+                .into_iter()
+                .map(|(n, st)| (n.to_string(), st))
+                .collect();
+                v.push(Variant::new(SHADER, &storages, &consts)?);
+            }
+        }
+    }
+    Ok(v)
+}

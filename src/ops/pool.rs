@@ -1,0 +1,172 @@
+//! 2-D max pooling (`shaders/pool.wgsl`), forward and backward. No padding, floor mode
+//! (PyTorch's defaults). The forward records the flat index into x of each window's max in
+//! a u32 buffer; the backward gathers dy through it (overlapping windows sum, no atomics).
+
+use std::sync::Arc;
+
+use super::{Arg, KernelDesc, grid_1d};
+use crate::error::{Error, Result};
+use crate::gpu::{GpuBuffer, GpuContext, Kernel};
+use crate::shader::Variant;
+use crate::tensor::{Storage, Tensor};
+
+const SHADER: &str = "pool";
+const WG: u32 = 64;
+
+#[derive(Clone, Copy, Debug)]
+pub struct Pool2dParams {
+    pub kernel: usize,
+    pub stride: usize,
+}
+
+/// Output height and width (floor mode, no padding).
+pub fn pool2d_output_hw(h: usize, w: usize, p: Pool2dParams) -> Result<(usize, usize)> {
+    if p.kernel == 0 || p.stride == 0 {
+        return Err(Error::shape(
+            "maxpool2d",
+            format!("kernel and stride must be at least 1, got {p:?}"),
+        ));
+    }
+    if h < p.kernel || w < p.kernel {
+        return Err(Error::shape(
+            "maxpool2d",
+            format!("input {h}x{w} is smaller than the kernel {}", p.kernel),
+        ));
+    }
+    Ok(((h - p.kernel) / p.stride + 1, (w - p.kernel) / p.stride + 1))
+}
+
+/// Buffer for the argmax indices (one u32 per output element), allocated once by the caller.
+pub fn indices_buffer(ctx: &GpuContext, output_numel: usize) -> Arc<GpuBuffer> {
+    ctx.alloc_storage("maxpool indices", 4 * output_numel as u64)
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    planes: u32,
+    in_h: u32,
+    in_w: u32,
+    out_h: u32,
+    out_w: u32,
+    kernel: u32,
+    stride: u32,
+    _pad0: u32,
+}
+
+/// Check x `[N,C,H,W]` against y `[N,C,Ho,Wo]` and the indices buffer.
+fn check(
+    op: &'static str,
+    x: &Tensor,
+    y: &Tensor,
+    indices: &GpuBuffer,
+    p: Pool2dParams,
+) -> Result<Params> {
+    let [n, c, h, w] = *x.shape() else {
+        return Err(Error::shape(
+            op,
+            format!("input must be 4-D (NCHW), got {:?}", x.shape()),
+        ));
+    };
+    let (ho, wo) = pool2d_output_hw(h, w, p)?;
+    if y.shape() != [n, c, ho, wo] {
+        return Err(Error::shape(
+            op,
+            format!(
+                "output is {:?}, expected {:?} for input {:?} and {p:?}",
+                y.shape(),
+                [n, c, ho, wo],
+                x.shape()
+            ),
+        ));
+    }
+    if indices.size() < 4 * y.numel() as u64 {
+        return Err(Error::shape(
+            op,
+            format!(
+                "indices buffer holds {} bytes, {} outputs need {}",
+                indices.size(),
+                y.numel(),
+                4 * y.numel()
+            ),
+        ));
+    }
+    if x.numel() >= u32::MAX as usize / 2 {
+        return Err(Error::shape(op, "tensor too large for 32-bit indexing"));
+    }
+    Ok(Params {
+        planes: (n * c) as u32,
+        in_h: h as u32,
+        in_w: w as u32,
+        out_h: ho as u32,
+        out_w: wo as u32,
+        kernel: p.kernel as u32,
+        stride: p.stride as u32,
+        _pad0: 0,
+    })
+}
+
+/// y[N,C,Ho,Wo] = max over each window of x[N,C,H,W]; writes the flat index into x of each
+/// max into `indices`. A window holding a NaN gives NaN (PyTorch).
+pub fn maxpool2d_forward(
+    ctx: &GpuContext,
+    x: &Tensor,
+    y: &Tensor,
+    indices: &Arc<GpuBuffer>,
+    p: Pool2dParams,
+) -> Result<Kernel> {
+    let params = check("maxpool2d_forward", x, y, indices, p)?;
+    let rows = (params.planes * params.out_h) as usize;
+    ctx.kernel(
+        &KernelDesc::new(SHADER, "maxpool_forward"),
+        &[
+            ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
+            ("x", Arg::Tensor(x)),
+            ("y", Arg::Tensor(y)),
+            ("indices", Arg::Buffer(indices)),
+        ],
+        if rows == 0 { [0; 3] } else { grid_1d(rows, WG) },
+    )
+}
+
+/// dx = dy scattered to the argmax positions recorded by the forward (overwrites dx; zero
+/// elsewhere; overlapping windows sum).
+pub fn maxpool2d_backward(
+    ctx: &GpuContext,
+    dy: &Tensor,
+    indices: &Arc<GpuBuffer>,
+    dx: &Tensor,
+    p: Pool2dParams,
+) -> Result<Kernel> {
+    let params = check("maxpool2d_backward", dx, dy, indices, p)?;
+    let rows = (params.planes * params.in_h) as usize;
+    ctx.kernel(
+        &KernelDesc::new(SHADER, "maxpool_backward"),
+        &[
+            ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
+            ("dy", Arg::Tensor(dy)),
+            ("dx", Arg::Tensor(dx)),
+            ("indices", Arg::Buffer(indices)),
+        ],
+        if rows == 0 { [0; 3] } else { grid_1d(rows, WG) },
+    )
+}
+
+/// Every storage for x/y and for dy/dx (pooling runs in its input's dtype).
+pub fn variants() -> Result<Vec<Variant>> {
+    Storage::ALL
+        .into_iter()
+        .map(|s| {
+            Variant::new(
+                SHADER,
+                &[
+                    ("x".into(), s),
+                    ("y".into(), s),
+                    ("dy".into(), s),
+                    ("dx".into(), s),
+                ],
+                &[],
+            )
+        })
+        .collect()
+}

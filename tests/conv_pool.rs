@@ -1,0 +1,759 @@
+//! conv2d and max-pool 2d kernels against f64 CPU references, on every storage (f32, native
+//! f16, packed f16, bf16), forward and backward, with the backward references themselves
+//! checked by finite differences.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{ctx_native, ctx_packed, rand_vec};
+use webgpu_amp::gpu::GpuBuffer;
+use webgpu_amp::ops::conv::{self, Conv2dParams};
+use webgpu_amp::ops::pool::{self, Pool2dParams};
+use webgpu_amp::{GpuContext, Storage, Tensor};
+
+// ---- CPU references (f64) ------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    n: usize,
+    c: usize,
+    h: usize,
+    w: usize,
+    o: usize,
+    k: usize,
+    stride: usize,
+    pad: usize,
+}
+
+impl Shape {
+    fn params(&self) -> Conv2dParams {
+        Conv2dParams {
+            stride: self.stride,
+            padding: self.pad,
+        }
+    }
+    fn out_hw(&self) -> (usize, usize) {
+        conv::conv2d_output_hw(self.h, self.w, self.k, self.k, self.params()).unwrap()
+    }
+    fn x_shape(&self) -> [usize; 4] {
+        [self.n, self.c, self.h, self.w]
+    }
+    fn w_shape(&self) -> [usize; 4] {
+        [self.o, self.c, self.k, self.k]
+    }
+    fn y_shape(&self) -> [usize; 4] {
+        let (ho, wo) = self.out_hw();
+        [self.n, self.o, ho, wo]
+    }
+    /// Input coordinate read by output (oy, ox) at tap (ky, kx), if inside the input.
+    fn tap(&self, oy: usize, ox: usize, ky: usize, kx: usize) -> Option<(usize, usize)> {
+        let iy = (oy * self.stride + ky).checked_sub(self.pad)?;
+        let ix = (ox * self.stride + kx).checked_sub(self.pad)?;
+        (iy < self.h && ix < self.w).then_some((iy, ix))
+    }
+}
+
+/// Visit every (y index, x index, w index) product of the convolution.
+fn for_each_product(s: &Shape, mut f: impl FnMut(usize, usize, usize)) {
+    let (ho, wo) = s.out_hw();
+    for n in 0..s.n {
+        for o in 0..s.o {
+            for oy in 0..ho {
+                for ox in 0..wo {
+                    let yi = ((n * s.o + o) * ho + oy) * wo + ox;
+                    for c in 0..s.c {
+                        for ky in 0..s.k {
+                            for kx in 0..s.k {
+                                if let Some((iy, ix)) = s.tap(oy, ox, ky, kx) {
+                                    let xi = ((n * s.c + c) * s.h + iy) * s.w + ix;
+                                    let wi = ((o * s.c + c) * s.k + ky) * s.k + kx;
+                                    f(yi, xi, wi);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Reference value and the sum of |terms| (for a rounding-error bound) of each output.
+struct Reference {
+    value: Vec<f64>,
+    magnitude: Vec<f64>,
+}
+
+fn conv_forward_ref(s: &Shape, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Reference {
+    let ny: usize = s.y_shape().iter().product();
+    let (mut value, mut magnitude) = (vec![0.0f64; ny], vec![0.0f64; ny]);
+    for_each_product(s, |yi, xi, wi| {
+        let t = x[xi] as f64 * w[wi] as f64;
+        value[yi] += t;
+        magnitude[yi] += t.abs();
+    });
+    if let Some(b) = bias {
+        let plane = ny / (s.n * s.o);
+        for (i, v) in value.iter_mut().enumerate() {
+            let o = (i / plane) % s.o;
+            *v += b[o] as f64;
+            magnitude[i] += (b[o] as f64).abs();
+        }
+    }
+    Reference { value, magnitude }
+}
+
+fn conv_backward_input_ref(s: &Shape, dy: &[f32], w: &[f32]) -> Reference {
+    let nx: usize = s.x_shape().iter().product();
+    let (mut value, mut magnitude) = (vec![0.0f64; nx], vec![0.0f64; nx]);
+    for_each_product(s, |yi, xi, wi| {
+        let t = dy[yi] as f64 * w[wi] as f64;
+        value[xi] += t;
+        magnitude[xi] += t.abs();
+    });
+    Reference { value, magnitude }
+}
+
+fn conv_backward_weight_ref(s: &Shape, x: &[f32], dy: &[f32]) -> Reference {
+    let nw: usize = s.w_shape().iter().product();
+    let (mut value, mut magnitude) = (vec![0.0f64; nw], vec![0.0f64; nw]);
+    for_each_product(s, |yi, xi, wi| {
+        let t = dy[yi] as f64 * x[xi] as f64;
+        value[wi] += t;
+        magnitude[wi] += t.abs();
+    });
+    Reference { value, magnitude }
+}
+
+/// Values quantised to a storage's dtype (the inputs every reference uses).
+fn quantised(storage: Storage, n: usize, seed: u64) -> Vec<f32> {
+    rand_vec(n, seed)
+        .into_iter()
+        .map(|v| storage.dtype().round(v))
+        .collect()
+}
+
+/// Relative error of one rounding to the dtype of `storage`.
+fn unit_roundoff(storage: Storage) -> f64 {
+    match storage {
+        Storage::F32 => 0.0,
+        Storage::F16 | Storage::F16Packed => 1.0 / 2048.0,
+        Storage::BF16 => 1.0 / 256.0,
+    }
+}
+
+/// got == want up to f32 accumulation error (bounded by the magnitude of the terms) plus one
+/// rounding of the output to its storage.
+#[track_caller]
+fn assert_matches(what: &str, got: &[f32], want: &Reference, out: Storage) {
+    assert_eq!(got.len(), want.value.len(), "{what}: length");
+    for (i, &g) in got.iter().enumerate() {
+        let (w, m) = (want.value[i], want.magnitude[i]);
+        let tol = 1e-5 * m + unit_roundoff(out) * w.abs() * 1.01 + 1e-30;
+        let err = (g as f64 - w).abs();
+        assert!(
+            err <= tol,
+            "{what}: element {i} of {}: got {g}, want {w} (|err| {err:.3e} > tol {tol:.3e})",
+            got.len()
+        );
+    }
+}
+
+// ---- GPU runs --------------------------------------------------------------------------------
+
+/// The context a storage is tested on: packed f16 on the packed context, the rest native.
+fn ctx_for(storage: Storage) -> &'static GpuContext {
+    if storage == Storage::F16Packed {
+        ctx_packed()
+    } else {
+        ctx_native()
+    }
+}
+
+fn upload(ctx: &GpuContext, data: &[f32], shape: &[usize], storage: Storage) -> Tensor {
+    Tensor::from_f32_with_storage(ctx, data, shape, storage).unwrap()
+}
+
+/// Run forward, backward-input and backward-weight of one shape with activations and weights
+/// in `storage` and the weight gradient in `dw_storage`, and compare each to the reference.
+fn check_conv(s: &Shape, storage: Storage, dw_storage: Storage, with_bias: bool, seed: u64) {
+    let ctx = ctx_for(storage);
+    let (nx, nw, ny) = (
+        s.x_shape().iter().product::<usize>(),
+        s.w_shape().iter().product::<usize>(),
+        s.y_shape().iter().product::<usize>(),
+    );
+    let xv = quantised(storage, nx, seed);
+    let wv = quantised(storage, nw, seed + 1);
+    let bv = quantised(storage, s.o, seed + 2);
+    let dyv = quantised(storage, ny, seed + 3);
+    let x = upload(ctx, &xv, &s.x_shape(), storage);
+    let w = upload(ctx, &wv, &s.w_shape(), storage);
+    let b = upload(ctx, &bv, &[s.o], storage);
+    let dy = upload(ctx, &dyv, &s.y_shape(), storage);
+    // Outputs start as garbage: every element must be overwritten.
+    let y = upload(ctx, &vec![7.0; ny], &s.y_shape(), storage);
+    let dx = upload(ctx, &vec![7.0; nx], &s.x_shape(), storage);
+    let dw = upload(ctx, &vec![7.0; nw], &s.w_shape(), dw_storage);
+    let p = s.params();
+    let fwd = conv::conv2d_forward(ctx, &x, &w, with_bias.then_some(&b), &y, p).unwrap();
+    let bwd_in = conv::conv2d_backward_input(ctx, &dy, &w, &dx, p).unwrap();
+    let bwd_w = conv::conv2d_backward_weight(ctx, &x, &dy, &dw, p, false).unwrap();
+    ctx.run(&[&fwd, &bwd_in, &bwd_w]);
+    let label = format!("{s:?} {storage:?} dw {dw_storage:?} bias {with_bias}");
+    assert_matches(
+        &format!("forward {label}"),
+        &y.read_f32(ctx).unwrap(),
+        &conv_forward_ref(s, &xv, &wv, with_bias.then_some(&bv[..])),
+        storage,
+    );
+    assert_matches(
+        &format!("backward input {label}"),
+        &dx.read_f32(ctx).unwrap(),
+        &conv_backward_input_ref(s, &dyv, &wv),
+        storage,
+    );
+    assert_matches(
+        &format!("backward weight {label}"),
+        &dw.read_f32(ctx).unwrap(),
+        &conv_backward_weight_ref(s, &xv, &dyv),
+        dw_storage,
+    );
+}
+
+const fn shape(
+    n: usize,
+    c: usize,
+    hw: (usize, usize),
+    o: usize,
+    ksp: (usize, usize, usize),
+) -> Shape {
+    Shape {
+        n,
+        c,
+        h: hw.0,
+        w: hw.1,
+        o,
+        k: ksp.0,
+        stride: ksp.1,
+        pad: ksp.2,
+    }
+}
+
+/// Odd sizes everywhere (planes of odd length, so packed outputs straddle words), every
+/// kernel size, stride and padding the brief lists.
+const ODD_SHAPES: [Shape; 5] = [
+    shape(2, 3, (7, 9), 5, (3, 1, 1)),
+    shape(2, 3, (7, 9), 5, (1, 2, 0)),
+    shape(2, 3, (7, 9), 5, (5, 2, 2)),
+    shape(2, 3, (7, 9), 5, (3, 2, 0)),
+    shape(1, 2, (5, 5), 3, (5, 1, 2)),
+];
+
+#[test]
+fn conv_matches_reference_on_every_storage_and_odd_shapes() {
+    for (i, s) in ODD_SHAPES.iter().enumerate() {
+        for storage in Storage::ALL {
+            // AMP's layout (f32 weight gradient) everywhere, the storage's own dtype too once.
+            check_conv(s, storage, Storage::F32, i % 2 == 0, 10 + i as u64);
+            if i == 0 && storage != Storage::F32 {
+                check_conv(s, storage, storage, true, 20);
+            }
+        }
+    }
+}
+
+#[test]
+fn conv_matches_reference_on_mnist_cnn_shapes() {
+    // mnist-cnn's two convolutions with a batch of 2, and a channel count that is not a
+    // multiple of the 32-wide tiles.
+    let shapes = [
+        shape(2, 1, (28, 28), 32, (3, 1, 1)),
+        shape(2, 32, (14, 14), 64, (3, 1, 1)),
+        shape(1, 3, (32, 32), 6, (5, 1, 0)),
+    ];
+    for s in &shapes {
+        for storage in Storage::ALL {
+            check_conv(s, storage, Storage::F32, true, 40);
+        }
+    }
+}
+
+/// Finite differences of the f64 CPU forward against the CPU analytic gradients, then the GPU
+/// gradients (f32) against the same analytic ones.
+#[test]
+fn conv_backward_matches_finite_differences() {
+    for s in [
+        shape(1, 2, (5, 4), 3, (3, 2, 1)),
+        shape(2, 1, (4, 5), 2, (3, 1, 2)),
+    ] {
+        let nx: usize = s.x_shape().iter().product();
+        let nw: usize = s.w_shape().iter().product();
+        let ny: usize = s.y_shape().iter().product();
+        let (xv, wv, bv, g) = (
+            rand_vec(nx, 1),
+            rand_vec(nw, 2),
+            rand_vec(s.o, 3),
+            rand_vec(ny, 4),
+        );
+        // L = sum(y * g): its gradient w.r.t. y is g.
+        let loss = |x: &[f32], w: &[f32], b: &[f32]| -> f64 {
+            conv_forward_ref(&s, x, w, Some(b))
+                .value
+                .iter()
+                .zip(&g)
+                .map(|(y, g)| y * *g as f64)
+                .sum()
+        };
+        let eps = 1e-2f32; // L is linear in each argument: central differences are exact up to rounding
+        let numeric = |which: usize, i: usize| -> f64 {
+            let (mut xp, mut wp, mut bp) = (xv.clone(), wv.clone(), bv.clone());
+            let (mut xm, mut wm, mut bm) = (xv.clone(), wv.clone(), bv.clone());
+            match which {
+                0 => {
+                    xp[i] += eps;
+                    xm[i] -= eps;
+                }
+                1 => {
+                    wp[i] += eps;
+                    wm[i] -= eps;
+                }
+                _ => {
+                    bp[i] += eps;
+                    bm[i] -= eps;
+                }
+            }
+            (loss(&xp, &wp, &bp) - loss(&xm, &wm, &bm)) / (2.0 * eps as f64)
+        };
+        let dx = conv_backward_input_ref(&s, &g, &wv);
+        let dw = conv_backward_weight_ref(&s, &xv, &g);
+        for i in 0..nx {
+            let d = numeric(0, i);
+            assert!(
+                (d - dx.value[i]).abs() < 1e-4,
+                "{s:?} dx[{i}]: fd {d} vs {}",
+                dx.value[i]
+            );
+        }
+        for i in 0..nw {
+            let d = numeric(1, i);
+            assert!(
+                (d - dw.value[i]).abs() < 1e-4,
+                "{s:?} dw[{i}]: fd {d} vs {}",
+                dw.value[i]
+            );
+        }
+        // dL/dbias[o] = sum of g over channel o: the forward's bias term checked the same way.
+        let plane = ny / (s.n * s.o);
+        for o in 0..s.o {
+            let d = numeric(2, o);
+            let want: f64 = (0..ny)
+                .filter(|i| (i / plane) % s.o == o)
+                .map(|i| g[i] as f64)
+                .sum();
+            assert!(
+                (d - want).abs() < 1e-4,
+                "{s:?} dbias[{o}]: fd {d} vs {want}"
+            );
+        }
+
+        let ctx = ctx_native();
+        let dy = upload(ctx, &g, &s.y_shape(), Storage::F32);
+        let w = upload(ctx, &wv, &s.w_shape(), Storage::F32);
+        let x = upload(ctx, &xv, &s.x_shape(), Storage::F32);
+        let gdx = Tensor::zeros_with_storage(ctx, &s.x_shape(), Storage::F32);
+        let gdw = Tensor::zeros_with_storage(ctx, &s.w_shape(), Storage::F32);
+        let k1 = conv::conv2d_backward_input(ctx, &dy, &w, &gdx, s.params()).unwrap();
+        let k2 = conv::conv2d_backward_weight(ctx, &x, &dy, &gdw, s.params(), false).unwrap();
+        ctx.run(&[&k1, &k2]);
+        assert_matches("gpu dx", &gdx.read_f32(ctx).unwrap(), &dx, Storage::F32);
+        assert_matches("gpu dw", &gdw.read_f32(ctx).unwrap(), &dw, Storage::F32);
+    }
+}
+
+#[test]
+fn conv_weight_gradient_accumulates() {
+    // Odd tap count (C=1, 3x3: 9 taps per output channel), so dw words straddle channels.
+    let s = shape(2, 1, (6, 7), 3, (3, 1, 1));
+    let nw: usize = s.w_shape().iter().product();
+    let ny: usize = s.y_shape().iter().product();
+    let nx: usize = s.x_shape().iter().product();
+    for (storage, dw_storage) in [
+        (Storage::F32, Storage::F32),
+        (Storage::F16, Storage::F32),
+        (Storage::F16Packed, Storage::F16Packed),
+        (Storage::BF16, Storage::BF16),
+    ] {
+        let ctx = ctx_for(storage);
+        let xv = quantised(storage, nx, 5);
+        let dyv = quantised(storage, ny, 6);
+        let before = quantised(dw_storage, nw, 7);
+        let x = upload(ctx, &xv, &s.x_shape(), storage);
+        let dy = upload(ctx, &dyv, &s.y_shape(), storage);
+        let dw = upload(ctx, &before, &s.w_shape(), dw_storage);
+        let k = conv::conv2d_backward_weight(ctx, &x, &dy, &dw, s.params(), true).unwrap();
+        // Twice: dw = before + 2 * grad.
+        ctx.run(&[&k, &k]);
+        let grad = conv_backward_weight_ref(&s, &xv, &dyv);
+        let want = Reference {
+            value: grad
+                .value
+                .iter()
+                .zip(&before)
+                .map(|(g, b)| *b as f64 + 2.0 * g)
+                .collect(),
+            magnitude: grad
+                .magnitude
+                .iter()
+                .zip(&before)
+                .map(|(m, b)| b.abs() as f64 + 2.0 * m)
+                .collect(),
+        };
+        // Two roundings of the output (one per step) for low-precision dw.
+        let got = dw.read_f32(ctx).unwrap();
+        let twice = Reference {
+            magnitude: want
+                .magnitude
+                .iter()
+                .map(|m| m * (1.0 + 2e5 * unit_roundoff(dw_storage)))
+                .collect(),
+            value: want.value.clone(),
+        };
+        assert_matches(
+            &format!("accumulate {storage:?}/{dw_storage:?}"),
+            &got,
+            &twice,
+            dw_storage,
+        );
+    }
+}
+
+#[test]
+fn conv_rejects_bad_shapes() {
+    let ctx = ctx_native();
+    let x = Tensor::zeros_with_storage(ctx, &[1, 3, 8, 8], Storage::F32);
+    let w = Tensor::zeros_with_storage(ctx, &[4, 2, 3, 3], Storage::F32); // wrong channels
+    let y = Tensor::zeros_with_storage(ctx, &[1, 4, 6, 6], Storage::F32);
+    let p = Conv2dParams {
+        stride: 1,
+        padding: 0,
+    };
+    assert!(conv::conv2d_forward(ctx, &x, &w, None, &y, p).is_err());
+    let w = Tensor::zeros_with_storage(ctx, &[4, 3, 3, 3], Storage::F32);
+    let bad_y = Tensor::zeros_with_storage(ctx, &[1, 4, 8, 8], Storage::F32);
+    assert!(conv::conv2d_forward(ctx, &x, &w, None, &bad_y, p).is_err());
+    let bad_bias = Tensor::zeros_with_storage(ctx, &[3], Storage::F32);
+    assert!(conv::conv2d_forward(ctx, &x, &w, Some(&bad_bias), &y, p).is_err());
+    assert!(
+        conv::conv2d_output_hw(
+            8,
+            8,
+            3,
+            3,
+            Conv2dParams {
+                stride: 0,
+                padding: 0
+            }
+        )
+        .is_err()
+    );
+    assert!(conv::conv2d_output_hw(2, 2, 5, 5, p).is_err());
+    assert_eq!(
+        conv::conv2d_output_hw(
+            7,
+            9,
+            5,
+            5,
+            Conv2dParams {
+                stride: 2,
+                padding: 2
+            }
+        )
+        .unwrap(),
+        (4, 5)
+    );
+    assert!(conv::conv2d_forward(ctx, &x, &w, None, &y, p).is_ok());
+}
+
+// ---- max pool ----------------------------------------------------------------------------------
+
+/// PyTorch's max pool: max and flat index of each window (strict > keeps the first max; a NaN
+/// always wins, so the last NaN of a window is its argmax).
+fn maxpool_ref(x: &[f32], nchw: [usize; 4], p: Pool2dParams) -> (Vec<f32>, Vec<u32>) {
+    let [n, c, h, w] = nchw;
+    let (ho, wo) = pool::pool2d_output_hw(h, w, p).unwrap();
+    let (mut vals, mut idx) = (Vec::new(), Vec::new());
+    for plane in 0..n * c {
+        for oy in 0..ho {
+            for ox in 0..wo {
+                let (y0, x0) = (oy * p.stride, ox * p.stride);
+                let mut best = (f32::NEG_INFINITY, plane * h * w + y0 * w + x0);
+                for ky in 0..p.kernel {
+                    for kx in 0..p.kernel {
+                        let i = plane * h * w + (y0 + ky) * w + x0 + kx;
+                        if x[i] > best.0 || x[i].is_nan() {
+                            best = (x[i], i);
+                        }
+                    }
+                }
+                vals.push(best.0);
+                idx.push(best.1 as u32);
+            }
+        }
+    }
+    (vals, idx)
+}
+
+fn read_u32(ctx: &GpuContext, buf: &Arc<GpuBuffer>, n: usize) -> Vec<u32> {
+    let bytes = ctx.read_bytes(buf, 0, (4 * n).max(4) as u64).unwrap();
+    bytemuck::pod_collect_to_vec::<u8, u32>(&bytes[..4 * n])
+}
+
+/// Forward and backward of one pool against the reference; returns dx for further checks.
+fn check_pool(x_data: &[f32], nchw: [usize; 4], p: Pool2dParams, storage: Storage) -> Vec<f32> {
+    let ctx = ctx_for(storage);
+    let [n, c, _, _] = nchw;
+    let (ho, wo) = pool::pool2d_output_hw(nchw[2], nchw[3], p).unwrap();
+    let y_shape = [n, c, ho, wo];
+    let ny = n * c * ho * wo;
+    let xq: Vec<f32> = x_data.iter().map(|&v| storage.dtype().round(v)).collect();
+    let dyv = quantised(storage, ny, 99);
+    let x = upload(ctx, &xq, &nchw, storage);
+    let y = upload(ctx, &vec![7.0; ny], &y_shape, storage);
+    let dy = upload(ctx, &dyv, &y_shape, storage);
+    let dx = upload(ctx, &vec![7.0; xq.len()], &nchw, storage);
+    let indices = pool::indices_buffer(ctx, ny);
+    let f = pool::maxpool2d_forward(ctx, &x, &y, &indices, p).unwrap();
+    let b = pool::maxpool2d_backward(ctx, &dy, &indices, &dx, p).unwrap();
+    ctx.run(&[&f, &b]);
+    let label = format!("maxpool {nchw:?} {p:?} {storage:?}");
+    let (want_y, want_idx) = maxpool_ref(&xq, nchw, p);
+    let got_y = y.read_f32(ctx).unwrap();
+    for (i, (g, w)) in got_y.iter().zip(&want_y).enumerate() {
+        assert!(
+            g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+            "{label}: y[{i}] = {g}, want {w}"
+        );
+    }
+    assert_eq!(read_u32(ctx, &indices, ny), want_idx, "{label}: indices");
+    // dx: dy summed (in f64, rounded once) at each argmax.
+    let mut want_dx = vec![0.0f64; xq.len()];
+    for (o, &i) in want_idx.iter().enumerate() {
+        want_dx[i as usize] += dyv[o] as f64;
+    }
+    let got_dx = dx.read_f32(ctx).unwrap();
+    for (i, (g, w)) in got_dx.iter().zip(&want_dx).enumerate() {
+        let tol = 1e-6 + unit_roundoff(storage) * w.abs() * 1.01;
+        assert!(
+            (*g as f64 - w).abs() <= tol,
+            "{label}: dx[{i}] = {g}, want {w}"
+        );
+    }
+    got_dx
+}
+
+#[test]
+fn maxpool_matches_reference_on_every_storage() {
+    let configs = [
+        Pool2dParams {
+            kernel: 2,
+            stride: 2,
+        },
+        Pool2dParams {
+            kernel: 3,
+            stride: 2,
+        }, // overlapping windows
+        Pool2dParams {
+            kernel: 3,
+            stride: 1,
+        },
+        Pool2dParams {
+            kernel: 2,
+            stride: 3,
+        }, // gaps: some inputs are in no window
+    ];
+    for storage in Storage::ALL {
+        for p in configs {
+            // Odd sizes: floor mode drops the tail, and odd rows split packed words.
+            for nchw in [[2, 3, 7, 9], [1, 2, 8, 6]] {
+                let n: usize = nchw.iter().product();
+                check_pool(&rand_vec(n, 11), nchw, p, storage);
+            }
+        }
+        // mnist-cnn's pools, batch 2.
+        let p = Pool2dParams {
+            kernel: 2,
+            stride: 2,
+        };
+        check_pool(&rand_vec(2 * 32 * 28 * 28, 12), [2, 32, 28, 28], p, storage);
+    }
+}
+
+#[test]
+fn maxpool_backward_sums_over_overlapping_windows() {
+    // One large value in the middle of a 5x5 input is the max of all four 3x3 windows
+    // (stride 2 windows overlap in the middle row and column); its gradient is their sum.
+    let mut x = rand_vec(25, 3).iter().map(|v| v * 0.5).collect::<Vec<_>>();
+    x[12] = 10.0;
+    for storage in Storage::ALL {
+        let dx = check_pool(
+            &x,
+            [1, 1, 5, 5],
+            Pool2dParams {
+                kernel: 3,
+                stride: 2,
+            },
+            storage,
+        );
+        let dyv = quantised(storage, 4, 99);
+        let want: f32 = dyv.iter().sum();
+        assert!(
+            (dx[12] - want).abs() <= 1e-6 + unit_roundoff(storage) as f32 * want.abs() * 1.01,
+            "{storage:?}: dx at the shared max {} != sum of dy {want}",
+            dx[12]
+        );
+        assert!(dx.iter().enumerate().all(|(i, &v)| i == 12 || v == 0.0));
+    }
+}
+
+#[test]
+fn maxpool_propagates_nan_and_handles_infinities() {
+    // [1, 1, 4, 6], 2x2 windows: a NaN in the first window (not at its first position), two
+    // NaNs in the second, -inf everywhere in the third, +inf in the fourth.
+    let nan = f32::NAN;
+    let ninf = f32::NEG_INFINITY;
+    #[rustfmt::skip]
+    let x = vec![
+        1.0, nan,   nan,  2.0,  ninf, ninf,
+        3.0, 0.5,   4.0,  nan,  ninf, ninf,
+        0.0, 1.0,   f32::INFINITY, -1.0, 0.25, -0.5,
+        2.0, -3.0,  5.0,  6.0,  0.125, 0.75,
+    ];
+    for storage in Storage::ALL {
+        let dx = check_pool(
+            &x,
+            [1, 1, 4, 6],
+            Pool2dParams {
+                kernel: 2,
+                stride: 2,
+            },
+            storage,
+        );
+        // Gradients land on the NaNs PyTorch picks (the last NaN of each window).
+        assert!(
+            dx[1] != 0.0 && dx[9] != 0.0 && dx[2] == 0.0,
+            "{storage:?}: {dx:?}"
+        );
+    }
+}
+
+#[test]
+fn maxpool_rejects_bad_shapes() {
+    let ctx = ctx_native();
+    let x = Tensor::zeros_with_storage(ctx, &[1, 2, 5, 5], Storage::F32);
+    let y = Tensor::zeros_with_storage(ctx, &[1, 2, 3, 3], Storage::F32);
+    let idx = pool::indices_buffer(ctx, 2 * 2 * 2);
+    let p = Pool2dParams {
+        kernel: 2,
+        stride: 2,
+    };
+    assert!(pool::maxpool2d_forward(ctx, &x, &y, &idx, p).is_err());
+    let y = Tensor::zeros_with_storage(ctx, &[1, 2, 2, 2], Storage::F32);
+    assert!(pool::maxpool2d_forward(ctx, &x, &y, &idx, p).is_ok());
+    let small = pool::indices_buffer(ctx, 3);
+    assert!(pool::maxpool2d_forward(ctx, &x, &y, &small, p).is_err());
+    assert!(pool::pool2d_output_hw(1, 5, p).is_err());
+    assert!(
+        pool::pool2d_output_hw(
+            5,
+            5,
+            Pool2dParams {
+                kernel: 2,
+                stride: 0
+            }
+        )
+        .is_err()
+    );
+}
+
+/// CPU time of this process (all threads, lavapipe's included) on Linux, else 0: on a
+/// software GPU shared with other work it says more than the wall clock.
+fn process_cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// A rough timing of mnist-cnn's convolutions at batch 64 (forward, backward-input of the
+/// second conv, backward-weight of both), f32 and AMP-style f16 with f32 weight gradients.
+/// Not an assertion on time: run with `--ignored --nocapture` to see the numbers.
+#[test]
+#[ignore = "timing report, slow on software GPUs"]
+fn mnist_cnn_conv_timing() {
+    let batch = 64;
+    let p = Conv2dParams {
+        stride: 1,
+        padding: 1,
+    };
+    for storage in [Storage::F32, Storage::F16, Storage::F16Packed] {
+        let ctx = ctx_for(storage);
+        let layers = [(1usize, 32usize, 28usize), (32, 64, 14)];
+        let mut kernels = Vec::new();
+        let mut kinds = Vec::new();
+        for (li, &(c, o, hw)) in layers.iter().enumerate() {
+            let x = upload(
+                ctx,
+                &rand_vec(batch * c * hw * hw, 1),
+                &[batch, c, hw, hw],
+                storage,
+            );
+            let w = upload(ctx, &rand_vec(o * c * 9, 2), &[o, c, 3, 3], storage);
+            let b = upload(ctx, &rand_vec(o, 3), &[o], Storage::F32);
+            let y = Tensor::zeros_with_storage(ctx, &[batch, o, hw, hw], storage);
+            let dy = upload(
+                ctx,
+                &rand_vec(batch * o * hw * hw, 4),
+                &[batch, o, hw, hw],
+                storage,
+            );
+            let dx = Tensor::zeros_with_storage(ctx, &[batch, c, hw, hw], storage);
+            let dw = Tensor::zeros_with_storage(ctx, &[o, c, 3, 3], Storage::F32);
+            kernels.push(conv::conv2d_forward(ctx, &x, &w, Some(&b), &y, p).unwrap());
+            kinds.push(format!("conv{} forward", li + 1));
+            if li > 0 {
+                kernels.push(conv::conv2d_backward_input(ctx, &dy, &w, &dx, p).unwrap());
+                kinds.push(format!("conv{} backward input", li + 1));
+            }
+            kernels.push(conv::conv2d_backward_weight(ctx, &x, &dy, &dw, p, false).unwrap());
+            kinds.push(format!("conv{} backward weight", li + 1));
+        }
+        // Warm up (pipelines compiled at plan time; first dispatch may still page things in).
+        ctx.run(&kernels.iter().collect::<Vec<_>>());
+        ctx.sync().unwrap();
+        let (mut total, mut total_cpu) = (0.0, 0.0);
+        for (k, kind) in kernels.iter().zip(&kinds) {
+            let (t, c) = (std::time::Instant::now(), process_cpu_seconds());
+            ctx.run(&[k]);
+            ctx.sync().unwrap();
+            let (dt, dc) = (t.elapsed().as_secs_f64(), process_cpu_seconds() - c);
+            total += dt;
+            total_cpu += dc;
+            println!(
+                "{storage:?} batch {batch} {kind}: {:.1} ms wall, {:.0} ms CPU",
+                dt * 1e3,
+                dc * 1e3
+            );
+        }
+        println!(
+            "{storage:?} batch {batch} conv forward+backward: {:.1} ms wall, {:.0} ms CPU",
+            total * 1e3,
+            total_cpu * 1e3
+        );
+    }
+}
