@@ -23,8 +23,11 @@ use crate::error::{Error, Result};
 use crate::tensor::Storage;
 
 /// Every shader source, by name. One file per op family.
-pub const SHADERS: &[(&str, &str)] =
-    &[("elementwise", include_str!("../shaders/elementwise.wgsl"))];
+pub const SHADERS: &[(&str, &str)] = &[
+    ("elementwise", include_str!("../shaders/elementwise.wgsl")),
+    ("reduce", include_str!("../shaders/reduce.wgsl")),
+    ("loss", include_str!("../shaders/loss.wgsl")),
+];
 
 const PRELUDE: &str = include_str!("../shaders/prelude.wgsl");
 
