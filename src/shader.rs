@@ -27,6 +27,8 @@ pub const SHADERS: &[(&str, &str)] = &[
     ("elementwise", include_str!("../shaders/elementwise.wgsl")),
     ("conv2d", include_str!("../shaders/conv2d.wgsl")),
     ("pool", include_str!("../shaders/pool.wgsl")),
+    ("reduce", include_str!("../shaders/reduce.wgsl")),
+    ("loss", include_str!("../shaders/loss.wgsl")),
 ];
 
 const PRELUDE: &str = include_str!("../shaders/prelude.wgsl");

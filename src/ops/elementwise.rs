@@ -1,4 +1,5 @@
-//! Elementwise ops (`shaders/elementwise.wgsl`): casts, add, ReLU, forward and backward.
+//! Elementwise ops (`shaders/elementwise.wgsl`): casts, add, mul, scale, bias add, ReLU and
+//! GELU, forward and backward side by side. Math is f32; every tensor may have its own storage.
 
 use super::{Arg, KernelDesc, grid_1d};
 use crate::error::{Error, Result};
@@ -14,7 +15,9 @@ const WG: u32 = 256;
 struct Params {
     n: u32,
     alpha: f32,
-    _pad: [u32; 2],
+    /// bias_add: size of dim 1 and product of the dims after it.
+    channels: u32,
+    inner: u32,
 }
 
 fn same_len(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
@@ -34,10 +37,24 @@ fn launch(
     inputs: &[(&'static str, &Tensor)],
     alpha: f32,
 ) -> Result<Kernel> {
+    launch_with(ctx, entry, out, inputs, alpha, [1, 1])
+}
+
+fn launch_with(
+    ctx: &GpuContext,
+    entry: &'static str,
+    out: &Tensor,
+    inputs: &[(&'static str, &Tensor)],
+    alpha: f32,
+    [channels, inner]: [usize; 2],
+) -> Result<Kernel> {
+    let n = u32::try_from(out.numel())
+        .map_err(|_| Error::shape(entry, format!("{:?} has over 2^32 elements", out.shape())))?;
     let params = Params {
-        n: out.numel() as u32,
+        n,
         alpha,
-        _pad: [0; 2],
+        channels: channels as u32,
+        inner: inner as u32,
     };
     let mut args = vec![
         ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
@@ -64,13 +81,56 @@ pub fn add(ctx: &GpuContext, x: &Tensor, y: &Tensor, out: &Tensor) -> Result<Ker
     launch(ctx, "add", out, &[("x", x), ("y", y)], 0.0)
 }
 
-/// `out = max(x, 0)`.
+/// `out = x * y` (same shapes; computed in f32, stored as `out`).
+pub fn mul(ctx: &GpuContext, x: &Tensor, y: &Tensor, out: &Tensor) -> Result<Kernel> {
+    same_len("mul", x, out)?;
+    same_len("mul", y, out)?;
+    launch(ctx, "mul", out, &[("x", x), ("y", y)], 0.0)
+}
+
+/// `out = alpha * x`.
+pub fn scale(ctx: &GpuContext, x: &Tensor, alpha: f32, out: &Tensor) -> Result<Kernel> {
+    same_len("scale", x, out)?;
+    launch(ctx, "scale", out, &[("x", x)], alpha)
+}
+
+/// `out[N, C, ...] = x + b[C]`, `b` broadcast along dim 1: Linear (`x` [N, F], bias [F]) and
+/// Conv2d (`x` [N, C, H, W], bias [C]). Its backward for `b` is [`crate::ops::reduce::bias_grad`];
+/// for `x` it is the identity.
+pub fn bias_add(ctx: &GpuContext, x: &Tensor, b: &Tensor, out: &Tensor) -> Result<Kernel> {
+    same_len("bias_add", x, out)?;
+    let shape = x.shape();
+    if shape.len() < 2 || b.shape() != [shape[1]] {
+        return Err(Error::shape(
+            "bias_add",
+            format!(
+                "bias {:?} does not match dim 1 of {:?} (want x [N, C, ...] and b [C])",
+                b.shape(),
+                shape
+            ),
+        ));
+    }
+    // Empty tensors dispatch no element; keep the divisors non-zero anyway.
+    let channels = shape[1].max(1);
+    let inner = shape[2..].iter().product::<usize>().max(1);
+    launch_with(
+        ctx,
+        "bias_add",
+        out,
+        &[("x", x), ("b", b)],
+        0.0,
+        [channels, inner],
+    )
+}
+
+/// `out = max(x, 0)`, with relu(NaN) = NaN as in PyTorch.
 pub fn relu_forward(ctx: &GpuContext, x: &Tensor, out: &Tensor) -> Result<Kernel> {
     same_len("relu", x, out)?;
     launch(ctx, "relu_forward", out, &[("x", x)], 0.0)
 }
 
-/// `grad_x = grad_y * (x > 0)`.
+/// `grad_x = grad_y` where `!(x <= 0)`, else 0: PyTorch's `threshold_backward(grad, result, 0)`.
+/// At a NaN input the result is NaN, which is not `<= 0`, so the gradient passes (as in PyTorch).
 pub fn relu_backward(
     ctx: &GpuContext,
     x: &Tensor,
@@ -88,16 +148,53 @@ pub fn relu_backward(
     )
 }
 
-/// Every (x, y, out) storage combination these kernels may run with.
+/// GELU, tanh form (`torch.nn.GELU(approximate='tanh')`): `0.5 x (1 + tanh(√(2/π)(x + 0.044715 x³)))`.
+pub fn gelu_forward(ctx: &GpuContext, x: &Tensor, out: &Tensor) -> Result<Kernel> {
+    same_len("gelu", x, out)?;
+    launch(ctx, "gelu_forward", out, &[("x", x)], 0.0)
+}
+
+/// `grad_x = grad_y * gelu'(x)` (tanh form).
+pub fn gelu_backward(
+    ctx: &GpuContext,
+    x: &Tensor,
+    grad_y: &Tensor,
+    grad_x: &Tensor,
+) -> Result<Kernel> {
+    same_len("gelu_backward", x, grad_y)?;
+    same_len("gelu_backward", x, grad_x)?;
+    launch(
+        ctx,
+        "gelu_backward",
+        grad_x,
+        &[("x", x), ("y", grad_y)],
+        0.0,
+    )
+}
+
+/// Every (x, y, b, out) storage combination these kernels may run with: inputs of one
+/// storage, the output in any, the bias in the inputs' storage or f32.
 pub fn variants() -> Result<Vec<Variant>> {
     let mut v = Vec::new();
     for x in Storage::ALL {
+        let biases: &[Storage] = if x == Storage::F32 {
+            &[Storage::F32]
+        } else {
+            &[x, Storage::F32]
+        };
         for out in Storage::ALL {
-            v.push(Variant::new(
-                SHADER,
-                &[("x".into(), x), ("y".into(), x), ("out".into(), out)],
-                &[],
-            )?);
+            for &b in biases {
+                v.push(Variant::new(
+                    SHADER,
+                    &[
+                        ("x".into(), x),
+                        ("y".into(), x),
+                        ("b".into(), b),
+                        ("out".into(), out),
+                    ],
+                    &[],
+                )?);
+            }
         }
     }
     Ok(v)

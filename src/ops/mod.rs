@@ -6,6 +6,8 @@
 pub mod conv;
 pub mod elementwise;
 pub mod pool;
+pub mod loss;
+pub mod reduce;
 
 use crate::error::Result;
 use crate::gpu::Kernel;
@@ -32,6 +34,8 @@ pub fn all_variants() -> Result<Vec<Variant>> {
     v.extend(elementwise::variants()?);
     v.extend(conv::variants()?);
     v.extend(pool::variants()?);
+    v.extend(reduce::variants()?);
+    v.extend(loss::variants()?);
     Ok(v)
 }
 

@@ -1,0 +1,310 @@
+// Fused losses in f32, forward and backward together: softmax cross-entropy (with the
+// gradient seeded by the GradScaler's scale), mean squared error, and the accuracy count.
+// Deterministic: per-row / per-workgroup partial losses are reduced in a fixed tree order by
+// one workgroup (no float atomics), so the same inputs give bit-identical losses.
+
+#tensor logits 1 read
+#tensor grad 2 read_write
+#tensor loss 3 read_write
+#tensor pred 4 read
+// The mse target is `wanted`: `target` is a WGSL reserved word.
+#tensor wanted 5 read
+// Class index of each row (u32).
+@group(0) @binding(6) var<storage, read> labels: array<u32>;
+// seed[0]: the loss scale the gradient is multiplied by (the GradScaler's scale, or 1).
+@group(0) @binding(7) var<storage, read> seed: array<f32>;
+// Per-row (cross-entropy) or per-workgroup (mse) partial losses, reduced by mean_partials.
+@group(0) @binding(8) var<storage, read_write> partials: array<f32>;
+// correct[0] += rows whose argmax is the label.
+@group(0) @binding(9) var<storage, read_write> correct: array<atomic<u32>>;
+
+struct Params {
+    rows: u32,        // cross-entropy / accuracy: N
+    classes: u32,     // cross-entropy / accuracy: C
+    n: u32,           // mse: elements; mean_partials: number of partials
+    groups: u32,      // mse: workgroups of the first pass (1: it writes the loss directly)
+    grad_scale: f32,  // gradient factor before the seed: multiplier / N (ce), 2 multiplier / n (mse)
+    loss_scale: f32,  // factor of the summed partials: 1 / N (ce), 1 / n (mse)
+    _pad0: u32,
+    _pad1: u32,
+}
+@group(0) @binding(0) var<uniform> params: Params;
+
+const WG: u32 = 256u;
+const ROW_WG: u32 = 64u;
+const F32_LOWEST: f32 = -3.4028234663852886e38;
+
+fn is_nan_bits(v: f32) -> bool {
+    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
+}
+
+// A quiet NaN. The bitcast takes a function parameter so it is evaluated at run time: a
+// const-expression that yields NaN is a shader-creation error in WGSL (Tint rejects it).
+fn f32_from_bits(bits: u32) -> f32 {
+    return bitcast<f32>(bits);
+}
+fn quiet_nan() -> f32 {
+    return f32_from_bits(0x7fc00000u);
+}
+
+// ---- workgroup reductions (fixed tree order) ----------------------------------------------
+
+var<workgroup> scratch: array<f32, WG>;
+var<workgroup> row_scratch: array<f32, ROW_WG>;
+var<workgroup> row_has_nan: atomic<u32>;
+var<workgroup> group_hits: atomic<u32>;
+
+fn workgroup_sum(lid: u32, v: f32) -> f32 {
+    workgroupBarrier();
+    scratch[lid] = v;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+        if (lid < s) {
+            scratch[lid] = scratch[lid] + scratch[lid + s];
+        }
+        workgroupBarrier();
+    }
+    return scratch[0];
+}
+
+fn row_sum(lid: u32, v: f32) -> f32 {
+    workgroupBarrier();
+    row_scratch[lid] = v;
+    workgroupBarrier();
+    for (var s = ROW_WG / 2u; s > 0u; s = s >> 1u) {
+        if (lid < s) {
+            row_scratch[lid] = row_scratch[lid] + row_scratch[lid + s];
+        }
+        workgroupBarrier();
+    }
+    return row_scratch[0];
+}
+
+// NaN is tracked separately (row_has_nan): max() of NaN is indeterminate in WGSL.
+fn row_max(lid: u32, v: f32) -> f32 {
+    workgroupBarrier();
+    row_scratch[lid] = v;
+    workgroupBarrier();
+    for (var s = ROW_WG / 2u; s > 0u; s = s >> 1u) {
+        if (lid < s) {
+            row_scratch[lid] = max(row_scratch[lid], row_scratch[lid + s]);
+        }
+        workgroupBarrier();
+    }
+    return row_scratch[0];
+}
+
+// ---- softmax cross-entropy ------------------------------------------------------------------
+
+struct RowStats {
+    max: f32,    // max logit of the row
+    sum: f32,    // sum of exp(logit - max)
+    label: u32,  // label clamped into [0, C)
+    bad: bool,   // NaN logit or label out of range: the row's loss and gradient are NaN
+}
+
+fn row_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return wid.x + wid.y * nwg.x;
+}
+
+// Max-subtracted log-sum-exp statistics of one row, computed by the whole workgroup.
+fn row_stats(row: u32, lid: u32) -> RowStats {
+    let base = row * params.classes;
+    var m = F32_LOWEST;
+    var seen_nan = false;
+    for (var j = lid; j < params.classes; j = j + ROW_WG) {
+        let v = logits_load(base + j);
+        seen_nan = seen_nan || is_nan_bits(v);
+        m = max(m, v);
+    }
+    if (seen_nan) {
+        atomicOr(&row_has_nan, 1u);
+    }
+    let row_m = row_max(lid, m);
+    var s = 0.0;
+    for (var j = lid; j < params.classes; j = j + ROW_WG) {
+        s = s + exp(logits_load(base + j) - row_m);
+    }
+    let row_s = row_sum(lid, s);
+    let raw_label = labels[row];
+    let label = min(raw_label, params.classes - 1u);
+    let bad = atomicLoad(&row_has_nan) != 0u || raw_label >= params.classes;
+    return RowStats(row_m, row_s, label, bad);
+}
+
+// -log softmax(x)[label] = log(sum) + (max - x[label]); log(sum) >= 0 since sum >= 1.
+fn row_loss(row: u32, st: RowStats) -> f32 {
+    if (st.bad) {
+        return quiet_nan();
+    }
+    let x_label = logits_load(row * params.classes + st.label);
+    return log(st.sum) + (st.max - x_label);
+}
+
+@compute @workgroup_size(ROW_WG)
+fn cross_entropy_rows(
+    @builtin(local_invocation_id) lid3: vec3<u32>,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let row = row_index(wid, nwg);
+    if (row >= params.rows) {
+        return; // whole workgroup
+    }
+    let st = row_stats(row, lid3.x);
+    if (lid3.x == 0u) {
+        partials[row] = row_loss(row, st);
+    }
+}
+
+// d loss / d logit_j = (softmax_j - [j == label]) * grad_scale * seed[0].
+fn ce_grad(row: u32, j: u32, st: RowStats, seed_scale: f32) -> f32 {
+    if (st.bad) {
+        return quiet_nan();
+    }
+    let p = exp(logits_load(row * params.classes + j) - st.max) / st.sum;
+    let onehot = select(0.0, 1.0, j == st.label);
+    return ((p - onehot) * params.grad_scale) * seed_scale;
+}
+
+// Forward and backward of a row. Packed gradients: a thread writes whole words (store2) for
+// pairs inside the row; the row's odd first and last elements share a word with the
+// neighbouring row and go through the per-half atomic store.
+@compute @workgroup_size(ROW_WG)
+fn cross_entropy_rows_grad(
+    @builtin(local_invocation_id) lid3: vec3<u32>,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let row = row_index(wid, nwg);
+    if (row >= params.rows) {
+        return;
+    }
+    let lid = lid3.x;
+    let st = row_stats(row, lid);
+    if (lid == 0u) {
+        partials[row] = row_loss(row, st);
+    }
+    let seed_scale = seed[0];
+    let start = row * params.classes;
+    let end = start + params.classes;
+    if ((start & 1u) == 1u && lid == 0u) {
+        grad_store(start, ce_grad(row, 0u, st, seed_scale));
+    }
+    let first_pair = (start + 1u) & ~1u;
+    for (var i = first_pair + 2u * lid; i < end; i = i + 2u * ROW_WG) {
+        let j = i - start;
+        if (i + 1u < end) {
+            grad_store2(i, vec2<f32>(ce_grad(row, j, st, seed_scale), ce_grad(row, j + 1u, st, seed_scale)));
+        } else {
+            grad_store(i, ce_grad(row, j, st, seed_scale));
+        }
+    }
+}
+
+// One workgroup: loss[0] = loss_scale * sum of partials[0..n], in a fixed order.
+@compute @workgroup_size(WG)
+fn mean_partials(@builtin(local_invocation_id) lid3: vec3<u32>) {
+    let lid = lid3.x;
+    var acc = 0.0;
+    for (var k = lid; k < params.n; k = k + WG) {
+        acc = acc + partials[k];
+    }
+    let total = workgroup_sum(lid, acc);
+    if (lid == 0u) {
+        loss_store(0u, total * params.loss_scale);
+    }
+}
+
+// ---- mean squared error ---------------------------------------------------------------------
+
+fn mse_partial_out(lid: u32, g: u32, acc: f32) {
+    let total = workgroup_sum(lid, acc);
+    if (lid == 0u) {
+        if (params.groups == 1u) {
+            loss_store(0u, total * params.loss_scale);
+        } else {
+            partials[g] = total;
+        }
+    }
+}
+
+// First pass: workgroup g sums (pred - target)^2 over element pairs g*WG + lid, + groups*WG, ...
+@compute @workgroup_size(WG)
+fn mse_partials(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let lid = lid3.x;
+    let pairs = params.n / 2u + (params.n & 1u);
+    var acc = 0.0;
+    for (var p = wid.x * WG + lid; p < pairs; p = p + params.groups * WG) {
+        let i = 2u * p;
+        if (i + 1u < params.n) {
+            let d = pred_load2(i) - wanted_load2(i);
+            acc = acc + (d.x * d.x + d.y * d.y);
+        } else {
+            let d = pred_load(i) - wanted_load(i);
+            acc = acc + d * d;
+        }
+    }
+    mse_partial_out(lid, wid.x, acc);
+}
+
+// Same, also writing grad = 2 (pred - target) / n * multiplier * seed[0].
+@compute @workgroup_size(WG)
+fn mse_partials_grad(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let lid = lid3.x;
+    let pairs = params.n / 2u + (params.n & 1u);
+    let seed_scale = seed[0];
+    var acc = 0.0;
+    for (var p = wid.x * WG + lid; p < pairs; p = p + params.groups * WG) {
+        let i = 2u * p;
+        if (i + 1u < params.n) {
+            let d = pred_load2(i) - wanted_load2(i);
+            acc = acc + (d.x * d.x + d.y * d.y);
+            grad_store2(i, (d * params.grad_scale) * seed_scale);
+        } else {
+            let d = pred_load(i) - wanted_load(i);
+            acc = acc + d * d;
+            grad_store(i, (d * params.grad_scale) * seed_scale);
+        }
+    }
+    mse_partial_out(lid, wid.x, acc);
+}
+
+// ---- accuracy -------------------------------------------------------------------------------
+
+// One thread per row: argmax with ties to the first maximum and NaN as the largest value
+// (torch.argmax), compared with the label; one atomic add per workgroup.
+@compute @workgroup_size(WG)
+fn count_correct(
+    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(local_invocation_id) lid3: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let row = gid.x + gid.y * nwg.x * WG;
+    if (row < params.rows) {
+        let base = row * params.classes;
+        var best = logits_load(base);
+        var best_j = 0u;
+        var best_is_nan = is_nan_bits(best);
+        for (var j = 1u; j < params.classes && !best_is_nan; j = j + 1u) {
+            let v = logits_load(base + j);
+            if (is_nan_bits(v)) {
+                best_j = j;
+                best_is_nan = true;
+            } else if (v > best) {
+                best = v;
+                best_j = j;
+            }
+        }
+        if (best_j == labels[row]) {
+            atomicAdd(&group_hits, 1u);
+        }
+    }
+    workgroupBarrier();
+    if (lid3.x == 0u) {
+        let hits = atomicLoad(&group_hits);
+        if (hits > 0u) {
+            atomicAdd(&correct[0], hits);
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! Reductions (`shaders/reduce.wgsl`): sum and mean of a whole tensor, and the bias gradient
+//! of Linear and Conv2d. Fixed reduction order (no float atomics), so results are
+//! bit-reproducible run after run; accumulation is f32 whatever the storage.
+
+use std::sync::Arc;
+
+use super::{Arg, KernelDesc, grid_1d};
+use crate::error::{Error, Result};
+use crate::gpu::{GpuBuffer, GpuContext, Kernel};
+use crate::shader::Variant;
+use crate::tensor::{Storage, Tensor};
+
+const SHADER: &str = "reduce";
+const WG: u32 = 256;
+/// Element pairs each thread of the first pass sums (before the grid is capped).
+const PAIRS_PER_THREAD: usize = 4;
+/// Most workgroups of the first pass: the second pass (one workgroup) reads this many partials.
+const MAX_GROUPS: usize = 1024;
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    n: u32,
+    groups: u32,
+    scale: f32,
+    accumulate: u32,
+    batch: u32,
+    channels: u32,
+    inner: u32,
+    _pad: u32,
+}
+
+fn count_u32(op: &'static str, n: usize) -> Result<u32> {
+    u32::try_from(n).map_err(|_| Error::shape(op, format!("{n} elements is over 2^32")))
+}
+
+/// Workgroups of the first pass of a whole-tensor reduction of `n` elements (two per
+/// thread). Depends on `n` only, so the summation order (and the result) is reproducible.
+pub(crate) fn first_pass_groups(n: usize) -> usize {
+    n.div_ceil(2)
+        .div_ceil(WG as usize * PAIRS_PER_THREAD)
+        .clamp(1, MAX_GROUPS)
+}
+
+fn reduce_all(
+    ctx: &GpuContext,
+    op: &'static str,
+    x: &Tensor,
+    out: &Tensor,
+    scale: f32,
+) -> Result<Vec<Kernel>> {
+    if out.numel() != 1 {
+        return Err(Error::shape(
+            op,
+            format!("out must hold one element, not {:?}", out.shape()),
+        ));
+    }
+    let groups = first_pass_groups(x.numel());
+    let params = Params {
+        n: count_u32(op, x.numel())?,
+        groups: groups as u32,
+        scale,
+        ..Default::default()
+    };
+    let partials: Arc<GpuBuffer> = ctx.alloc_storage("reduce partials", 4 * groups as u64);
+    let args = [
+        ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
+        ("x", Arg::Tensor(x)),
+        ("out", Arg::Tensor(out)),
+        ("partials", Arg::Buffer(&partials)),
+    ];
+    let first = ctx.kernel(
+        &KernelDesc::new(SHADER, "sum_partials"),
+        &args,
+        [groups as u32, 1, 1],
+    )?;
+    if groups == 1 {
+        return Ok(vec![first]);
+    }
+    let second = ctx.kernel(&KernelDesc::new(SHADER, "sum_final"), &args, [1, 1, 1])?;
+    Ok(vec![first, second])
+}
+
+/// `out[0]` (a one-element tensor, normally f32) = the sum of every element of `x` (any
+/// storage), accumulated in f32. One kernel up to 2048 elements, two above.
+pub fn sum(ctx: &GpuContext, x: &Tensor, out: &Tensor) -> Result<Vec<Kernel>> {
+    reduce_all(ctx, "sum", x, out, 1.0)
+}
+
+/// `out[0]` = the mean of every element of `x` (NaN for an empty `x`, as in PyTorch).
+pub fn mean(ctx: &GpuContext, x: &Tensor, out: &Tensor) -> Result<Vec<Kernel>> {
+    reduce_all(ctx, "mean", x, out, 1.0 / x.numel() as f32)
+}
+
+/// `db[C]` (+)= the sum of `dy[N, C, ...]` over every dim except dim 1: the bias gradient of
+/// Linear (`dy` [N, F]) and Conv2d (`dy` [N, C, H, W]). With `accumulate` the sum is added to
+/// `db` (gradient accumulation), else it overwrites it. `db` is usually f32, `dy` any storage.
+pub fn bias_grad(ctx: &GpuContext, dy: &Tensor, db: &Tensor, accumulate: bool) -> Result<Kernel> {
+    let shape = dy.shape();
+    if shape.len() < 2 || db.shape() != [shape[1]] {
+        return Err(Error::shape(
+            "bias_grad",
+            format!(
+                "db {:?} does not match dim 1 of dy {:?} (want dy [N, C, ...] and db [C])",
+                db.shape(),
+                shape
+            ),
+        ));
+    }
+    count_u32("bias_grad", dy.numel())?;
+    let params = Params {
+        accumulate: accumulate as u32,
+        batch: shape[0] as u32,
+        channels: shape[1] as u32,
+        inner: shape[2..].iter().product::<usize>().max(1) as u32,
+        ..Default::default()
+    };
+    let grid = if shape[1] == 0 {
+        [0, 0, 0]
+    } else {
+        grid_1d(shape[1] * WG as usize, WG)
+    };
+    ctx.kernel(
+        &KernelDesc::new(SHADER, "bias_grad"),
+        &[
+            ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
+            ("dy", Arg::Tensor(dy)),
+            ("db", Arg::Tensor(db)),
+        ],
+        grid,
+    )
+}
+
+/// Every storage combination these kernels may run with: inputs (`x`, `dy`) in any storage,
+/// outputs (`out`, `db`) in f32 or the input's storage.
+pub fn variants() -> Result<Vec<Variant>> {
+    let mut v = Vec::new();
+    for input in Storage::ALL {
+        let outputs: &[Storage] = if input == Storage::F32 {
+            &[Storage::F32]
+        } else {
+            &[Storage::F32, input]
+        };
+        for &output in outputs {
+            v.push(Variant::new(
+                SHADER,
+                &[
+                    ("x".into(), input),
+                    ("dy".into(), input),
+                    ("out".into(), output),
+                    ("db".into(), output),
+                ],
+                &[],
+            )?);
+        }
+    }
+    Ok(v)
+}
