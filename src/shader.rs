@@ -23,8 +23,11 @@ use crate::error::{Error, Result};
 use crate::tensor::Storage;
 
 /// Every shader source, by name. One file per op family.
-pub const SHADERS: &[(&str, &str)] =
-    &[("elementwise", include_str!("../shaders/elementwise.wgsl"))];
+pub const SHADERS: &[(&str, &str)] = &[
+    ("elementwise", include_str!("../shaders/elementwise.wgsl")),
+    ("scaler", include_str!("../shaders/scaler.wgsl")),
+    ("optim", include_str!("../shaders/optim.wgsl")),
+];
 
 const PRELUDE: &str = include_str!("../shaders/prelude.wgsl");
 

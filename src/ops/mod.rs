@@ -28,6 +28,8 @@ pub fn grid_1d(threads: usize, wg: u32) -> [u32; 3] {
 pub fn all_variants() -> Result<Vec<Variant>> {
     let mut v = Vec::new();
     v.extend(elementwise::variants()?);
+    v.extend(crate::amp::scaler::variants()?);
+    v.extend(crate::optim::variants()?);
     Ok(v)
 }
 
