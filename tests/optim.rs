@@ -75,6 +75,8 @@ impl Reference {
         }
     }
 
+    // Indexing keeps each line next to PyTorch's per-tensor formula.
+    #[allow(clippy::needless_range_loop)]
     fn step(&mut self, grad: &[f32]) {
         self.step += 1;
         match self.config {
@@ -175,7 +177,10 @@ fn assert_params(what: &str, got: &[f32], want: &[f32], lr: f32, steps: usize) -
 fn assert_rel(what: &str, got: &[f32], want: &[f32], rtol: f32) {
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
         let tol = rtol * w.abs() + 1e-30;
-        assert!((g - w).abs() <= tol, "{what}: element {i}: got {g}, want {w}");
+        assert!(
+            (g - w).abs() <= tol,
+            "{what}: element {i}: got {g}, want {w}"
+        );
     }
 }
 
@@ -280,15 +285,26 @@ fn every_optimizer_matches_pytorchs_formulas_over_ten_steps() {
         let state = opt.state(ctx).unwrap();
         assert_eq!(state.step, 10, "{config:?}");
         match config {
-            OptimizerConfig::Sgd { momentum, .. } if momentum == 0.0 => {
-                assert_eq!(state, OptimizerState { step: 10, ..Default::default() });
+            OptimizerConfig::Sgd { momentum: 0.0, .. } => {
+                assert_eq!(
+                    state,
+                    OptimizerState {
+                        step: 10,
+                        ..Default::default()
+                    }
+                );
             }
             OptimizerConfig::Sgd { .. } => {
                 let buf = state.momentum_buffer.as_ref().expect("momentum_buffer");
                 assert_rel("momentum_buffer", buf, &reference.buf, 2e-6);
             }
             _ => {
-                assert_rel("exp_avg", state.exp_avg.as_ref().unwrap(), &reference.m, 2e-6);
+                assert_rel(
+                    "exp_avg",
+                    state.exp_avg.as_ref().unwrap(),
+                    &reference.m,
+                    2e-6,
+                );
                 assert_rel(
                     "exp_avg_sq",
                     state.exp_avg_sq.as_ref().unwrap(),
@@ -318,7 +334,9 @@ fn adam_bias_correction_is_accurate_at_every_step_count() {
             weight_decay: 0.0,
         },
     ] {
-        for step in [1u32, 2, 7, 21, 22, 100, 999, 1000, 1001, 5000, 100_000, 3_000_000] {
+        for step in [
+            1u32, 2, 7, 21, 22, 100, 999, 1000, 1001, 5000, 100_000, 3_000_000,
+        ] {
             let p0 = rand_vec(n, 5);
             let m0: Vec<f32> = rand_vec(n, 6).iter().map(|v| v * 0.1).collect();
             let v0: Vec<f32> = rand_vec(n, 7).iter().map(|v| v * v * 0.01).collect();
@@ -403,7 +421,10 @@ fn a_step_with_found_inf_changes_nothing_and_the_next_clean_step_applies() {
             if inf {
                 let after = snapshot(ctx);
                 for (k, (a, b)) in after.iter().zip(&before).enumerate() {
-                    assert!(a == b, "{config:?} step {step}: buffer {k} changed on a skipped step");
+                    assert!(
+                        a == b,
+                        "{config:?} step {step}: buffer {k} changed on a skipped step"
+                    );
                 }
             } else {
                 reference.step(&g);
@@ -417,7 +438,11 @@ fn a_step_with_found_inf_changes_nothing_and_the_next_clean_step_applies() {
                 );
             }
         }
-        assert_eq!(opt.state(ctx).unwrap().step, 4, "{config:?}: only applied steps count");
+        assert_eq!(
+            opt.state(ctx).unwrap().step,
+            4,
+            "{config:?}: only applied steps count"
+        );
     }
 }
 
@@ -441,7 +466,11 @@ fn state_round_trips_and_training_continues_identically() {
         let grads = upload(ctx, &rand_vec(n, 10));
         let opt = Optimizer::new(ctx, config, &params, &grads, n, scaler.state_buffer()).unwrap();
         let fresh = opt.state(ctx).unwrap();
-        assert_eq!(fresh, OptimizerState::default(), "empty before the first step");
+        assert_eq!(
+            fresh,
+            OptimizerState::default(),
+            "empty before the first step"
+        );
         for _ in 0..3 {
             ctx.run(&[opt.step_kernel()]);
         }

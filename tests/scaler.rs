@@ -123,15 +123,23 @@ fn second_unscale_before_update_is_an_error() {
     let grads = upload(ctx, &[1.0, 2.0, 3.0]);
     let mut scaler = GradScaler::new(ctx, ScalerConfig::default()).unwrap();
     let no_check = scaler.update(ctx).unwrap_err().to_string();
-    assert!(no_check.contains("No inf checks were recorded"), "{no_check}");
+    assert!(
+        no_check.contains("No inf checks were recorded"),
+        "{no_check}"
+    );
     scaler.unscale(ctx, &grads, 3).unwrap();
     let err = scaler.unscale(ctx, &grads, 3).unwrap_err().to_string();
     assert!(
-        err.contains("unscale_() has already been called on this optimizer since the last update()"),
+        err.contains(
+            "unscale_() has already been called on this optimizer since the last update()"
+        ),
         "{err}"
     );
     // The refused call changed nothing: grads were divided once.
-    assert_eq!(download(ctx, &grads, 3), [1.0 / 65536.0, 2.0 / 65536.0, 3.0 / 65536.0]);
+    assert_eq!(
+        download(ctx, &grads, 3),
+        [1.0 / 65536.0, 2.0 / 65536.0, 3.0 / 65536.0]
+    );
     scaler.update(ctx).unwrap();
     scaler.unscale(ctx, &grads, 3).unwrap();
 }
@@ -150,7 +158,11 @@ fn update_halves_on_inf_and_doubles_after_growth_interval_clean_steps() {
     };
     assert_eq!(step(&clean), (1024.0, 1));
     assert_eq!(step(&clean), (1024.0, 2));
-    assert_eq!(step(&poisoned), (512.0, 0), "inf halves and resets the tracker");
+    assert_eq!(
+        step(&poisoned),
+        (512.0, 0),
+        "inf halves and resets the tracker"
+    );
     assert_eq!(step(&clean), (512.0, 1));
     assert_eq!(step(&clean), (512.0, 2));
     assert_eq!(step(&clean), (1024.0, 0), "3 clean steps double the scale");
@@ -365,7 +377,10 @@ fn state_dict_round_trips_through_json_with_pytorch_keys() {
     assert_eq!(s.inv_scale, 1.0 / 32768.0);
     // A missing key is named.
     let partial: ScalerStateDict = serde_json::from_str(r#"{"scale": 2.0}"#).unwrap();
-    let err = restored.load_state_dict(ctx, &partial).unwrap_err().to_string();
+    let err = restored
+        .load_state_dict(ctx, &partial)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("growth_factor"), "{err}");
 }
 
@@ -418,7 +433,10 @@ fn invalid_configs_are_rejected() {
 // ---- clipping --------------------------------------------------------------------------
 
 fn cpu_norm(data: &[f32]) -> f64 {
-    data.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>().sqrt()
+    data.iter()
+        .map(|&v| (v as f64) * (v as f64))
+        .sum::<f64>()
+        .sqrt()
 }
 
 #[test]
@@ -457,7 +475,10 @@ fn clip_total_norm_matches_cpu_and_clips_only_above_max_norm() {
             let again = upload(ctx, &data);
             let c2 = GradClipper::new(ctx, &again, n, max_norm).unwrap();
             c2.clip(ctx);
-            assert_eq!(c2.total_norm(ctx).unwrap().to_bits(), (total as f32).to_bits());
+            assert_eq!(
+                c2.total_norm(ctx).unwrap().to_bits(),
+                (total as f32).to_bits()
+            );
         }
     }
 }

@@ -389,7 +389,9 @@ impl GradScaler {
             init_scale: d.scale.ok_or_else(|| missing("scale"))?,
             growth_factor: d.growth_factor.ok_or_else(|| missing("growth_factor"))?,
             backoff_factor: d.backoff_factor.ok_or_else(|| missing("backoff_factor"))?,
-            growth_interval: d.growth_interval.ok_or_else(|| missing("growth_interval"))?,
+            growth_interval: d
+                .growth_interval
+                .ok_or_else(|| missing("growth_interval"))?,
             enabled: true,
         };
         let tracker = d.growth_tracker.ok_or_else(|| missing("_growth_tracker"))?;

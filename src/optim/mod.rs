@@ -336,12 +336,11 @@ impl Optimizer {
         let counters = ctx.alloc_storage("optim.step_counters", 4 * launched);
         let moment = |label: &'static str| (label, ctx.alloc_storage(label, 4 * n as u64));
         let (entry, moments) = match config {
-            OptimizerConfig::Sgd { momentum, .. } if momentum == 0.0 => ("sgd_step", vec![]),
+            OptimizerConfig::Sgd { momentum: 0.0, .. } => ("sgd_step", vec![]),
             OptimizerConfig::Sgd { .. } => ("sgd_momentum_step", vec![moment("momentum_buffer")]),
-            OptimizerConfig::Adam { .. } | OptimizerConfig::AdamW { .. } => (
-                "adam_step",
-                vec![moment("exp_avg"), moment("exp_avg_sq")],
-            ),
+            OptimizerConfig::Adam { .. } | OptimizerConfig::AdamW { .. } => {
+                ("adam_step", vec![moment("exp_avg"), moment("exp_avg_sq")])
+            }
         };
         let hyper = Hyper::new(&config, n);
         let mut args = vec![
