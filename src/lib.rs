@@ -5,10 +5,14 @@
 //! - [`shader`]: WGSL specialisation per storage and naga validation
 //! - [`tensor`]: dtypes, storages and GPU tensors
 //! - [`ops`]: one dispatcher per WGSL file, forward and backward together
+//! - [`amp`]: the GPU GradScaler and gradient clipping
+//! - [`optim`]: fused SGD, Adam and AdamW
 
+pub mod amp;
 pub mod error;
 pub mod gpu;
 pub mod ops;
+pub mod optim;
 pub mod shader;
 pub mod tensor;
 

@@ -29,6 +29,8 @@ pub const SHADERS: &[(&str, &str)] = &[
     ("pool", include_str!("../shaders/pool.wgsl")),
     ("reduce", include_str!("../shaders/reduce.wgsl")),
     ("loss", include_str!("../shaders/loss.wgsl")),
+    ("scaler", include_str!("../shaders/scaler.wgsl")),
+    ("optim", include_str!("../shaders/optim.wgsl")),
 ];
 
 const PRELUDE: &str = include_str!("../shaders/prelude.wgsl");

@@ -36,6 +36,8 @@ pub fn all_variants() -> Result<Vec<Variant>> {
     v.extend(pool::variants()?);
     v.extend(reduce::variants()?);
     v.extend(loss::variants()?);
+    v.extend(crate::amp::scaler::variants()?);
+    v.extend(crate::optim::variants()?);
     Ok(v)
 }
 

@@ -1,0 +1,191 @@
+// Fused optimizers (torch.optim SGD, Adam, AdamW): one dispatch over every parameter of the
+// model (parameters, gradients and each moment live in one flat f32 buffer each).
+//
+// Skipped steps: word 2 of the GradScaler state (found_inf) is read first; when set, the
+// kernel leaves parameters, moments AND the step counter untouched, as PyTorch's
+// GradScaler.step skips optimizer.step() entirely. No CPU readback decides anything.
+//
+// Step counter: each workgroup keeps its own copy (`counters[group]`), read and written only
+// by that workgroup, so counting needs no grid-wide synchronisation inside the one dispatch.
+// All copies are equal: they start equal and advance under the same found_inf.
+
+const WG: u32 = 256u;
+const EPT: u32 = 4u;
+
+struct Hyper {
+    n: u32,
+    nesterov: u32,
+    lr: f32,
+    weight_decay: f32,      // L2 term added to the gradient (SGD, Adam); 0 for AdamW
+    momentum: f32,
+    one_minus_dampening: f32,
+    beta1: f32,
+    one_minus_beta1: f32,   // lerp weight of exp_avg (1 - beta1 computed in f64 on the host)
+    beta2: f32,
+    one_minus_beta2: f32,
+    log_beta1: f32,         // ln(beta1), ln(beta2) (f64 on the host): bias corrections
+    log_beta2: f32,
+    eps: f32,
+    param_decay: f32,       // AdamW: 1 - lr * weight_decay; 1 otherwise
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> hyper: Hyper;
+@group(0) @binding(1) var<storage, read> scaler: array<u32>;
+@group(0) @binding(2) var<storage, read_write> counters: array<u32>;
+@group(0) @binding(3) var<storage, read_write> param: array<f32>;
+@group(0) @binding(4) var<storage, read> grad: array<f32>;
+@group(0) @binding(5) var<storage, read_write> momentum_buffer: array<f32>;
+@group(0) @binding(6) var<storage, read_write> exp_avg: array<f32>;
+@group(0) @binding(7) var<storage, read_write> exp_avg_sq: array<f32>;
+
+const FOUND_INF: u32 = 2u;
+
+var<workgroup> wg_prev_steps: u32;
+
+// Steps applied before this one, as one uniform value for the whole workgroup (every thread
+// has read it once this returns, so thread 0 may then overwrite the counter).
+fn begin(lid: u32, group: u32) -> u32 {
+    if (lid == 0u) {
+        wg_prev_steps = counters[group];
+    }
+    return workgroupUniformLoad(&wg_prev_steps);
+}
+
+// Count this step (only thread 0 of the group touches its counter; everyone has read it).
+fn count_step(lid: u32, group: u32, step: u32) {
+    if (lid == 0u) {
+        counters[group] = step;
+    }
+}
+
+fn skipped() -> bool {
+    return scaler[FOUND_INF] != 0u;
+}
+
+// torch.lerp: start + w * (end - start) for |w| < 0.5, else end - (end - start) * (1 - w).
+fn torch_lerp(start: f32, end: f32, w: f32) -> f32 {
+    if (abs(w) < 0.5) {
+        return start + w * (end - start);
+    }
+    return end - (end - start) * (1.0 - w);
+}
+
+// 1 - e^x for x <= 0 without cancellation: a series near 0 (where 1 - beta^step is tiny and
+// 1 - exp(x) would lose most digits), exp below -1 (where the loss is at most a factor 1.6).
+fn one_minus_exp(x_in: f32) -> f32 {
+    let x = max(x_in, -200.0);
+    if (x > -1.0) {
+        // -(e^x - 1) = -x (1 + x/2 (1 + x/3 (1 + ... (1 + x/13)))), truncation < 1e-10.
+        var t = 1.0;
+        for (var k = 13u; k >= 2u; k--) {
+            t = 1.0 + x * t / f32(k);
+        }
+        return -x * t;
+    }
+    return 1.0 - exp(x);
+}
+
+@compute @workgroup_size(WG)
+fn sgd_step(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let group = wid.x + wid.y * nwg.x;
+    let prev = begin(lid, group);
+    if (skipped()) {
+        return;
+    }
+    count_step(lid, group, prev + 1u);
+    let base = group * WG * EPT + lid;
+    for (var k = 0u; k < EPT; k++) {
+        let i = base + k * WG;
+        if (i < hyper.n) {
+            let p = param[i];
+            var g = grad[i];
+            if (hyper.weight_decay != 0.0) {
+                g = g + hyper.weight_decay * p;
+            }
+            param[i] = p + (-hyper.lr) * g;
+        }
+    }
+}
+
+@compute @workgroup_size(WG)
+fn sgd_momentum_step(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let group = wid.x + wid.y * nwg.x;
+    let prev = begin(lid, group);
+    if (skipped()) {
+        return;
+    }
+    count_step(lid, group, prev + 1u);
+    let base = group * WG * EPT + lid;
+    for (var k = 0u; k < EPT; k++) {
+        let i = base + k * WG;
+        if (i < hyper.n) {
+            let p = param[i];
+            var g = grad[i];
+            if (hyper.weight_decay != 0.0) {
+                g = g + hyper.weight_decay * p;
+            }
+            // PyTorch creates the buffer as a clone of the first applied gradient.
+            var buf = g;
+            if (prev != 0u) {
+                buf = momentum_buffer[i] * hyper.momentum + hyper.one_minus_dampening * g;
+            }
+            momentum_buffer[i] = buf;
+            if (hyper.nesterov != 0u) {
+                g = g + hyper.momentum * buf;
+            } else {
+                g = buf;
+            }
+            param[i] = p + (-hyper.lr) * g;
+        }
+    }
+}
+
+// Adam and AdamW (AdamW: param_decay = 1 - lr * wd and weight_decay = 0).
+@compute @workgroup_size(WG)
+fn adam_step(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let group = wid.x + wid.y * nwg.x;
+    let prev = begin(lid, group);
+    if (skipped()) {
+        return;
+    }
+    let step = prev + 1u;
+    count_step(lid, group, step);
+    // Bias corrections 1 - beta^step as 1 - e^(step ln beta), accurate to a few f32 ulp.
+    let t = f32(step);
+    let bias_correction1 = one_minus_exp(t * hyper.log_beta1);
+    let bias_correction2 = one_minus_exp(t * hyper.log_beta2);
+    let step_size = hyper.lr / bias_correction1;
+    let bias_correction2_sqrt = sqrt(bias_correction2);
+    let base = group * WG * EPT + lid;
+    for (var k = 0u; k < EPT; k++) {
+        let i = base + k * WG;
+        if (i < hyper.n) {
+            let p = param[i] * hyper.param_decay;
+            var g = grad[i];
+            if (hyper.weight_decay != 0.0) {
+                g = g + hyper.weight_decay * p;
+            }
+            let m = torch_lerp(exp_avg[i], g, hyper.one_minus_beta1);
+            let v = exp_avg_sq[i] * hyper.beta2 + hyper.one_minus_beta2 * g * g;
+            exp_avg[i] = m;
+            exp_avg_sq[i] = v;
+            let denom = sqrt(v) / bias_correction2_sqrt + hyper.eps;
+            // addcdiv(value = -step_size): (value * m) / denom, PyTorch's evaluation order.
+            param[i] = p + (-step_size) * m / denom;
+        }
+    }
+}

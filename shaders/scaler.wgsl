@@ -1,0 +1,260 @@
+// GradScaler kernels (PyTorch's torch.amp.GradScaler on the GPU) and gradient clipping by
+// global L2 norm. Nothing here is read back by the CPU inside a step.
+//
+// Scaler state buffer: 8 words (32 bytes), shared by every kernel of a step.
+//   word 0  scale            f32  the loss backward's seed (`scale(loss)`)
+//   word 1  growth_tracker   i32  clean steps since the last growth or backoff
+//   word 2  found_inf        u32  1 when this step's gradients held an inf or NaN
+//   word 3  growth_factor    f32
+//   word 4  backoff_factor   f32
+//   word 5  growth_interval  u32
+//   word 6  inv_scale        f32  1/scale rounded as PyTorch does; written wherever scale is
+//   word 7  enabled          u32  1, or 0 for a disabled scaler (scale 1, found_inf 0)
+
+const WG: u32 = 256u;
+// Elements each thread handles (strided by WG so a workgroup's loads stay contiguous).
+const EPT: u32 = 4u;
+
+const SCALE: u32 = 0u;
+const GROWTH_TRACKER: u32 = 1u;
+const FOUND_INF: u32 = 2u;
+const GROWTH_FACTOR: u32 = 3u;
+const BACKOFF_FACTOR: u32 = 4u;
+const GROWTH_INTERVAL: u32 = 5u;
+const INV_SCALE: u32 = 6u;
+
+struct Sizes {
+    n: u32,          // gradient elements
+    groups: u32,     // partial sums (clipping): workgroups launched by clip_partial
+    max_norm: f32,   // clipping threshold
+    _pad: u32,
+}
+
+@group(0) @binding(0) var<storage, read_write> state: array<atomic<u32>, 8>;
+@group(0) @binding(1) var<storage, read_write> grads: array<f32>;
+@group(0) @binding(2) var<uniform> sizes: Sizes;
+// Clipping: one sum of squares per workgroup, then [total_norm, clip_coef].
+@group(0) @binding(3) var<storage, read_write> partials: array<f32>;
+@group(0) @binding(4) var<storage, read_write> norm: array<f32, 2>;
+
+fn flat_group(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return wid.x + wid.y * nwg.x;
+}
+
+// Start of an effective batch: no inf seen yet.
+@compute @workgroup_size(1)
+fn begin_step() {
+    atomicStore(&state[FOUND_INF], 0u);
+}
+
+var<workgroup> wg_found: atomic<u32>;
+
+// grads *= inv_scale and found_inf |= any non-finite gradient, in one pass
+// (PyTorch's _amp_foreach_non_finite_check_and_unscale_). Every gradient is multiplied, also
+// when an inf is found, as PyTorch does; the optimizer then skips the step.
+@compute @workgroup_size(WG)
+fn unscale(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let inv_scale = bitcast<f32>(atomicLoad(&state[INV_SCALE]));
+    let base = flat_group(wid, nwg) * WG * EPT + lid;
+    var found = false;
+    for (var k = 0u; k < EPT; k++) {
+        let i = base + k * WG;
+        if (i < sizes.n) {
+            let g = grads[i];
+            found = found || is_nonfinite(g);
+            // PyTorch leaves values alone when inv_scale is exactly 1.
+            if (inv_scale != 1.0) {
+                grads[i] = g * inv_scale;
+            }
+        }
+    }
+    // One global atomic per workgroup at most, however many values overflowed.
+    if (found) {
+        atomicOr(&wg_found, 1u);
+    }
+    workgroupBarrier();
+    if (lid == 0u && atomicLoad(&wg_found) != 0u) {
+        atomicOr(&state[FOUND_INF], 1u);
+    }
+}
+
+// 1/s rounded to nearest even, with integers only: bit-identical to PyTorch's
+// `scale.double().reciprocal().float()` for every f32 (no double rounding case exists; checked
+// exhaustively on the host), and independent of the GPU's division accuracy (WGSL allows
+// 2.5 ulp) and of subnormal flushing. 0 -> inf, inf -> 0, NaN stays NaN.
+// Takes and returns f32 bits (no float value is formed, so nothing can be flushed).
+fn exact_reciprocal_bits(bits: u32) -> u32 {
+    let sign = bits & 0x80000000u;
+    let e = (bits >> 23u) & 0xffu;
+    var m = bits & 0x7fffffu;
+    if (e == 0xffu) {
+        if (m != 0u) { return bits; }
+        return sign;
+    }
+    if (e == 0u && m == 0u) {
+        return sign | 0x7f800000u;
+    }
+    // |s| = (m / 2^23) * 2^ex with m in [2^23, 2^24).
+    var ex: i32;
+    if (e == 0u) {
+        let shift = countLeadingZeros(m) - 8u;
+        m = m << shift;
+        ex = -126 - i32(shift);
+    } else {
+        m = m | 0x800000u;
+        ex = i32(e) - 127;
+    }
+    // 1/|s| = (num / m) * 2^x with num / m in [1, 2).
+    var num = 0x1000000u;
+    var x = -ex - 1;
+    if (m == 0x800000u) {
+        num = 0x800000u;
+        x = -ex;
+    }
+    // Quotient bits to keep: 24 for a normal result, fewer for a subnormal one.
+    var keep = 24u;
+    if (x < -126) {
+        keep = u32(150 + x);
+    }
+    // Long division: keep + 1 bits (the last one is the rounding bit), remainder = sticky.
+    var q = 0u;
+    var r = num;
+    for (var k = 0u; k <= keep; k++) {
+        q = q << 1u;
+        if (r >= m) {
+            r = r - m;
+            q = q | 1u;
+        }
+        r = r << 1u;
+    }
+    let round_bit = q & 1u;
+    q = q >> 1u;
+    if (round_bit == 1u && (r != 0u || (q & 1u) == 1u)) {
+        q = q + 1u;
+    }
+    if (keep < 24u) {
+        // Subnormal: q counts units of 2^-149 (rounding up to 2^23 gives the smallest normal).
+        return sign | q;
+    }
+    if (q == 0x1000000u) {
+        q = 0x800000u;
+        x = x + 1;
+    }
+    if (x > 127) {
+        return sign | 0x7f800000u;
+    }
+    return sign | (u32(x + 127) << 23u) | (q & 0x7fffffu);
+}
+
+// PyTorch's _amp_update_scale_, one thread: backoff on inf, else count a clean step and grow
+// at growth_interval, but never to inf. The scale factors are f32 here (PyTorch's are
+// doubles; for f32 factors the f32 product is PyTorch's f64 product rounded to f32). The
+// scale is carried as bits when unchanged, so a GPU that flushes subnormal floats cannot
+// alter it without arithmetic.
+@compute @workgroup_size(1)
+fn update() {
+    var scale_bits = atomicLoad(&state[SCALE]);
+    var tracker = bitcast<i32>(atomicLoad(&state[GROWTH_TRACKER]));
+    let growth_factor = bitcast<f32>(atomicLoad(&state[GROWTH_FACTOR]));
+    let backoff_factor = bitcast<f32>(atomicLoad(&state[BACKOFF_FACTOR]));
+    let growth_interval = bitcast<i32>(atomicLoad(&state[GROWTH_INTERVAL]));
+    if (atomicLoad(&state[FOUND_INF]) != 0u) {
+        scale_bits = bitcast<u32>(bitcast<f32>(scale_bits) * backoff_factor);
+        tracker = 0;
+    } else {
+        let successful = tracker + 1;
+        if (successful == growth_interval) {
+            let grown = bitcast<f32>(scale_bits) * growth_factor;
+            if (!is_nonfinite(grown)) {
+                scale_bits = bitcast<u32>(grown);
+            }
+            tracker = 0;
+        } else {
+            tracker = successful;
+        }
+    }
+    atomicStore(&state[SCALE], scale_bits);
+    atomicStore(&state[GROWTH_TRACKER], bitcast<u32>(tracker));
+    atomicStore(&state[INV_SCALE], exact_reciprocal_bits(scale_bits));
+}
+
+// ---- gradient clipping by global L2 norm (torch.nn.utils.clip_grad_norm_) ----------------
+// Deterministic: fixed assignment of elements to threads and fixed-shape tree reductions,
+// no float atomics. Three kernels: partial sums of squares, total, scale.
+
+var<workgroup> wg_sum: array<f32, WG>;
+
+// Tree-reduce wg_sum; the total ends in wg_sum[0].
+fn reduce_workgroup(lid: u32) {
+    for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
+        workgroupBarrier();
+        if (lid < stride) {
+            wg_sum[lid] = wg_sum[lid] + wg_sum[lid + stride];
+        }
+    }
+    workgroupBarrier();
+}
+
+@compute @workgroup_size(WG)
+fn clip_partial(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let group = flat_group(wid, nwg);
+    let base = group * WG * EPT + lid;
+    var acc = 0.0;
+    for (var k = 0u; k < EPT; k++) {
+        let i = base + k * WG;
+        if (i < sizes.n) {
+            let g = grads[i];
+            acc = acc + g * g;
+        }
+    }
+    wg_sum[lid] = acc;
+    reduce_workgroup(lid);
+    if (lid == 0u) {
+        partials[group] = wg_sum[0];
+    }
+}
+
+// One workgroup: total norm and clip coefficient max_norm / (norm + 1e-6), clamped to 1.
+@compute @workgroup_size(WG)
+fn clip_reduce(@builtin(local_invocation_index) lid: u32) {
+    var acc = 0.0;
+    for (var i = lid; i < sizes.groups; i += WG) {
+        acc = acc + partials[i];
+    }
+    wg_sum[lid] = acc;
+    reduce_workgroup(lid);
+    if (lid == 0u) {
+        let total = sqrt(wg_sum[0]);
+        // PyTorch: max_norm / (total + 1e-6) evaluates as reciprocal(total + 1e-6) * max_norm.
+        let coef = (1.0 / (total + 1e-6)) * sizes.max_norm;
+        // clamp(max=1) keeps NaN, as torch.clamp does (a NaN norm poisons the gradients).
+        let is_nan = (bitcast<u32>(coef) & 0x7fffffffu) > 0x7f800000u;
+        norm[0] = total;
+        norm[1] = select(1.0, coef, is_nan || coef < 1.0);
+    }
+}
+
+// grads *= clip_coef (1 when the norm is within max_norm, as PyTorch multiplies always).
+@compute @workgroup_size(WG)
+fn clip_apply(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let coef = norm[1];
+    let base = flat_group(wid, nwg) * WG * EPT + lid;
+    for (var k = 0u; k < EPT; k++) {
+        let i = base + k * WG;
+        if (i < sizes.n) {
+            grads[i] = grads[i] * coef;
+        }
+    }
+}

@@ -1,0 +1,504 @@
+//! GradScaler on the GPU (`shaders/scaler.wgsl`) and gradient clipping by global L2 norm.
+//!
+//! PyTorch semantics with the state in one small GPU buffer, so a step is planned once and
+//! replayed with no CPU readback: `begin_step` → (backward seeded with `scale`) → `unscale`
+//! (multiply by 1/scale and detect inf/NaN in one pass) → optional clipping → optimizer step
+//! (skipped on the GPU when found_inf is set) → `update`.
+//!
+//! State buffer layout (8 × 32-bit words; also documented in the shader):
+//!
+//! | word | name            | type | meaning                                                   |
+//! |------|-----------------|------|-----------------------------------------------------------|
+//! | 0    | scale           | f32  | the loss backward's seed (`scale(loss)`)                  |
+//! | 1    | growth_tracker  | i32  | clean steps since the last growth or backoff              |
+//! | 2    | found_inf       | u32  | 1 when this step's gradients held an inf or NaN           |
+//! | 3    | growth_factor   | f32  |                                                           |
+//! | 4    | backoff_factor  | f32  |                                                           |
+//! | 5    | growth_interval | u32  |                                                           |
+//! | 6    | inv_scale       | f32  | 1/scale rounded as PyTorch does (`scale.double().reciprocal().float()`) |
+//! | 7    | enabled         | u32  | 0 for a disabled scaler: scale stays 1, found_inf stays 0 |
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::check_flat_f32;
+use crate::error::{Error, Result};
+use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc};
+use crate::ops::grid_1d;
+use crate::shader::Variant;
+
+const SHADER: &str = "scaler";
+const WG: u32 = 256;
+/// Elements per thread (`EPT` in the shader).
+const EPT: usize = 4;
+
+/// Words of the state buffer (see the module docs).
+pub const STATE_WORDS: usize = 8;
+pub const WORD_SCALE: usize = 0;
+pub const WORD_GROWTH_TRACKER: usize = 1;
+pub const WORD_FOUND_INF: usize = 2;
+pub const WORD_INV_SCALE: usize = 6;
+
+/// `torch.amp.GradScaler`'s constructor arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScalerConfig {
+    pub init_scale: f32,
+    pub growth_factor: f32,
+    pub backoff_factor: f32,
+    pub growth_interval: u32,
+    pub enabled: bool,
+}
+
+impl Default for ScalerConfig {
+    /// PyTorch's defaults: 2^16, ×2 every 2000 clean steps, ×0.5 on inf/NaN.
+    fn default() -> Self {
+        Self {
+            init_scale: 65536.0,
+            growth_factor: 2.0,
+            backoff_factor: 0.5,
+            growth_interval: 2000,
+            enabled: true,
+        }
+    }
+}
+
+impl ScalerConfig {
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidArgument(format!("GradScaler: {m}")));
+        if !(self.init_scale.is_finite() && self.init_scale > 0.0) {
+            return bad(format!(
+                "init_scale must be finite and > 0, got {}",
+                self.init_scale
+            ));
+        }
+        // Written so that NaN fails too.
+        if !(self.growth_factor > 1.0 && self.growth_factor.is_finite()) {
+            return bad(format!(
+                "growth_factor must be finite and > 1, got {}",
+                self.growth_factor
+            ));
+        }
+        if !(self.backoff_factor > 0.0 && self.backoff_factor < 1.0) {
+            return bad(format!(
+                "backoff_factor must be in (0, 1), got {}",
+                self.backoff_factor
+            ));
+        }
+        if self.growth_interval < 1 || self.growth_interval > i32::MAX as u32 {
+            return bad(format!(
+                "growth_interval must be in [1, 2^31), got {}",
+                self.growth_interval
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `GradScaler.state_dict()` with PyTorch's key names. A disabled scaler gives an empty dict
+/// (`{}`), as PyTorch does, and loading an empty dict into an enabled scaler is an error.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScalerStateDict {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub growth_factor: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff_factor: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub growth_interval: Option<u32>,
+    #[serde(
+        rename = "_growth_tracker",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub growth_tracker: Option<i32>,
+}
+
+impl ScalerStateDict {
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// The live values of the state buffer, read back.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ScalerSnapshot {
+    pub scale: f32,
+    pub growth_tracker: i32,
+    pub found_inf: bool,
+    pub inv_scale: f32,
+}
+
+/// 1/scale exactly as PyTorch's `GradScaler.unscale_` computes it (f64 reciprocal, to f32).
+/// The GPU update kernel gives the same bits with integer arithmetic.
+pub fn inv_scale_of(scale: f32) -> f32 {
+    (1.0f64 / scale as f64) as f32
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Sizes {
+    n: u32,
+    groups: u32,
+    max_norm: f32,
+    _pad: u32,
+}
+
+/// A disabled scaler's kernels are planned (their pipelines compile) but have an empty grid,
+/// so recording them dispatches nothing.
+fn grid_if(enabled: bool, workgroups: [u32; 3]) -> [u32; 3] {
+    if enabled { workgroups } else { [0, 1, 1] }
+}
+
+/// Launch geometry of a kernel over `n` elements, EPT per thread: (workgroups, launched).
+fn geometry(n: usize) -> ([u32; 3], u32) {
+    let groups = n.div_ceil(WG as usize * EPT).max(1);
+    let wg = grid_1d(groups * WG as usize, WG);
+    (wg, wg[0] * wg[1] * wg[2])
+}
+
+pub struct GradScaler {
+    config: ScalerConfig,
+    state: Arc<GpuBuffer>,
+    begin_step: Kernel,
+    update: Kernel,
+    /// Host API bookkeeping: unscale() ran since the last update() (PyTorch's per-optimizer
+    /// UNSCALED stage).
+    unscaled: bool,
+}
+
+impl GradScaler {
+    pub fn new(ctx: &GpuContext, config: ScalerConfig) -> Result<Self> {
+        config.validate()?;
+        let state = ctx.alloc_storage("grad_scaler.state", (STATE_WORDS * 4) as u64);
+        let one = grid_if(config.enabled, [1, 1, 1]);
+        let begin_step = ctx.kernel(
+            &KernelDesc::new(SHADER, "begin_step"),
+            &[("state", Arg::Buffer(&state))],
+            one,
+        )?;
+        let update = ctx.kernel(
+            &KernelDesc::new(SHADER, "update"),
+            &[("state", Arg::Buffer(&state))],
+            one,
+        )?;
+        let scaler = Self {
+            config,
+            state,
+            begin_step,
+            update,
+            unscaled: false,
+        };
+        let scale = if config.enabled {
+            config.init_scale
+        } else {
+            1.0
+        };
+        scaler.write_state(ctx, scale, 0, &config);
+        Ok(scaler)
+    }
+
+    fn write_state(&self, ctx: &GpuContext, scale: f32, tracker: i32, c: &ScalerConfig) {
+        let words: [u32; STATE_WORDS] = [
+            scale.to_bits(),
+            tracker as u32,
+            0,
+            c.growth_factor.to_bits(),
+            c.backoff_factor.to_bits(),
+            c.growth_interval,
+            inv_scale_of(scale).to_bits(),
+            c.enabled as u32,
+        ];
+        ctx.queue
+            .write_buffer(self.state.raw(), 0, bytemuck::cast_slice(&words));
+    }
+
+    /// The GPU state buffer (layout in the module docs): word 0 is the loss backward's seed.
+    pub fn state_buffer(&self) -> &Arc<GpuBuffer> {
+        &self.state
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.config.enabled
+    }
+
+    pub fn config(&self) -> &ScalerConfig {
+        &self.config
+    }
+
+    /// Clears found_inf: record it at the start of each effective batch, before unscale.
+    pub fn begin_step_kernel(&self, ctx: &GpuContext) -> Result<Kernel> {
+        ctx.kernel(
+            &KernelDesc::new(SHADER, "begin_step"),
+            &[("state", Arg::Buffer(&self.state))],
+            grid_if(self.config.enabled, [1, 1, 1]),
+        )
+    }
+
+    /// One fused kernel over the flat f32 gradient buffer: `g *= 1/scale` and found_inf |=
+    /// any inf or NaN. A disabled scaler gives a kernel that does nothing (PyTorch's
+    /// `unscale_` returns at once when disabled).
+    pub fn unscale_kernel(
+        &self,
+        ctx: &GpuContext,
+        grads: &Arc<GpuBuffer>,
+        n: usize,
+    ) -> Result<Kernel> {
+        check_flat_f32(ctx, "GradScaler.unscale", grads, n)?;
+        let (wg, _) = geometry(n);
+        let sizes = Sizes {
+            n: n as u32,
+            groups: 0,
+            max_norm: 0.0,
+            _pad: 0,
+        };
+        ctx.kernel(
+            &KernelDesc::new(SHADER, "unscale"),
+            &[
+                ("state", Arg::Buffer(&self.state)),
+                ("grads", Arg::Buffer(grads)),
+                ("sizes", Arg::Uniform(bytemuck::bytes_of(&sizes))),
+            ],
+            grid_if(self.config.enabled, wg),
+        )
+    }
+
+    /// PyTorch's `_amp_update_scale_` in one thread (inert when disabled).
+    pub fn update_kernel(&self, ctx: &GpuContext) -> Result<Kernel> {
+        ctx.kernel(
+            &KernelDesc::new(SHADER, "update"),
+            &[("state", Arg::Buffer(&self.state))],
+            grid_if(self.config.enabled, [1, 1, 1]),
+        )
+    }
+
+    /// Eager `scaler.unscale_(optimizer)`: clears found_inf, then unscales and checks `grads`
+    /// (one submit, no wait). A second call before [`GradScaler::update`] is an error.
+    pub fn unscale(&mut self, ctx: &GpuContext, grads: &Arc<GpuBuffer>, n: usize) -> Result<()> {
+        if !self.config.enabled {
+            return Ok(());
+        }
+        if self.unscaled {
+            return Err(Error::InvalidArgument(
+                "unscale_() has already been called on this optimizer since the last update()"
+                    .into(),
+            ));
+        }
+        let k = self.unscale_kernel(ctx, grads, n)?;
+        ctx.run(&[&self.begin_step, &k]);
+        self.unscaled = true;
+        Ok(())
+    }
+
+    /// Eager `scaler.update()` (one submit, no wait). As in PyTorch, it needs the inf check
+    /// of an unscale since the last update.
+    pub fn update(&mut self, ctx: &GpuContext) -> Result<()> {
+        if !self.config.enabled {
+            return Ok(());
+        }
+        if !self.unscaled {
+            return Err(Error::InvalidArgument(
+                "No inf checks were recorded prior to update() (call unscale first)".into(),
+            ));
+        }
+        ctx.run(&[&self.update]);
+        self.unscaled = false;
+        Ok(())
+    }
+
+    /// Read the state buffer (asynchronous: works on the web; outside the step loop).
+    pub async fn snapshot_async(&self, ctx: &GpuContext) -> Result<ScalerSnapshot> {
+        let bytes = ctx
+            .read_bytes_async(&self.state, 0, (STATE_WORDS * 4) as u64)
+            .await?;
+        Ok(decode_snapshot(&bytes))
+    }
+
+    /// Blocking [`GradScaler::snapshot_async`] (native only; counts as a host wait).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn snapshot(&self, ctx: &GpuContext) -> Result<ScalerSnapshot> {
+        let bytes = ctx.read_bytes(&self.state, 0, (STATE_WORDS * 4) as u64)?;
+        Ok(decode_snapshot(&bytes))
+    }
+
+    /// `scaler.get_scale()`: 1.0 for a disabled scaler, without touching the GPU.
+    pub async fn get_scale_async(&self, ctx: &GpuContext) -> Result<f32> {
+        if !self.config.enabled {
+            return Ok(1.0);
+        }
+        Ok(self.snapshot_async(ctx).await?.scale)
+    }
+
+    /// Blocking `scaler.get_scale()` (native only, outside the step loop).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn get_scale(&self, ctx: &GpuContext) -> Result<f32> {
+        if !self.config.enabled {
+            return Ok(1.0);
+        }
+        Ok(self.snapshot(ctx)?.scale)
+    }
+
+    fn state_dict_from(&self, s: Option<ScalerSnapshot>) -> ScalerStateDict {
+        match s {
+            None => ScalerStateDict::default(),
+            Some(s) => ScalerStateDict {
+                scale: Some(s.scale),
+                growth_factor: Some(self.config.growth_factor),
+                backoff_factor: Some(self.config.backoff_factor),
+                growth_interval: Some(self.config.growth_interval),
+                growth_tracker: Some(s.growth_tracker),
+            },
+        }
+    }
+
+    /// `scaler.state_dict()` (empty for a disabled scaler, as in PyTorch).
+    pub async fn state_dict_async(&self, ctx: &GpuContext) -> Result<ScalerStateDict> {
+        if !self.config.enabled {
+            return Ok(ScalerStateDict::default());
+        }
+        let s = self.snapshot_async(ctx).await?;
+        Ok(self.state_dict_from(Some(s)))
+    }
+
+    /// Blocking `scaler.state_dict()` (native only).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn state_dict(&self, ctx: &GpuContext) -> Result<ScalerStateDict> {
+        if !self.config.enabled {
+            return Ok(ScalerStateDict::default());
+        }
+        let s = self.snapshot(ctx)?;
+        Ok(self.state_dict_from(Some(s)))
+    }
+
+    /// `scaler.load_state_dict(d)`: restores scale, factors, interval and growth tracker
+    /// (queued write, no wait). A no-op for a disabled scaler, as in PyTorch.
+    pub fn load_state_dict(&mut self, ctx: &GpuContext, d: &ScalerStateDict) -> Result<()> {
+        if !self.config.enabled {
+            return Ok(());
+        }
+        if d.is_empty() {
+            return Err(Error::InvalidArgument(
+                "The source state dict is empty, possibly because it was saved from a disabled instance of GradScaler."
+                    .into(),
+            ));
+        }
+        let missing =
+            |key: &str| Error::InvalidArgument(format!("GradScaler state dict has no `{key}`"));
+        let config = ScalerConfig {
+            init_scale: d.scale.ok_or_else(|| missing("scale"))?,
+            growth_factor: d.growth_factor.ok_or_else(|| missing("growth_factor"))?,
+            backoff_factor: d.backoff_factor.ok_or_else(|| missing("backoff_factor"))?,
+            growth_interval: d
+                .growth_interval
+                .ok_or_else(|| missing("growth_interval"))?,
+            enabled: true,
+        };
+        let tracker = d.growth_tracker.ok_or_else(|| missing("_growth_tracker"))?;
+        config.validate()?;
+        if tracker < 0 {
+            return Err(Error::InvalidArgument(format!(
+                "GradScaler: _growth_tracker must be >= 0, got {tracker}"
+            )));
+        }
+        self.write_state(ctx, config.init_scale, tracker, &config);
+        self.config = config;
+        Ok(())
+    }
+}
+
+fn decode_snapshot(bytes: &[u8]) -> ScalerSnapshot {
+    let w: Vec<u32> = bytemuck::pod_collect_to_vec(bytes);
+    ScalerSnapshot {
+        scale: f32::from_bits(w[WORD_SCALE]),
+        growth_tracker: w[WORD_GROWTH_TRACKER] as i32,
+        found_inf: w[WORD_FOUND_INF] != 0,
+        inv_scale: f32::from_bits(w[WORD_INV_SCALE]),
+    }
+}
+
+/// Gradient clipping by global L2 norm on the GPU, after unscale (PyTorch's
+/// `clip_grad_norm_`: coef = max_norm / (total_norm + 1e-6), clamped to 1, grads *= coef).
+/// The reduction is deterministic (fixed tree, no float atomics). Word 0 of
+/// [`GradClipper::norm_buffer`] holds the total norm (f32) for asynchronous reading, word 1
+/// the coefficient applied.
+pub struct GradClipper {
+    kernels: Vec<Kernel>,
+    norm: Arc<GpuBuffer>,
+    max_norm: f32,
+}
+
+impl GradClipper {
+    pub fn new(ctx: &GpuContext, grads: &Arc<GpuBuffer>, n: usize, max_norm: f32) -> Result<Self> {
+        check_flat_f32(ctx, "GradClipper", grads, n)?;
+        if !(max_norm.is_finite() && max_norm > 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "clip_grad_norm: max_norm must be finite and > 0, got {max_norm}"
+            )));
+        }
+        let (wg, launched) = geometry(n);
+        let partials = ctx.alloc_storage("clip.partials", 4 * launched as u64);
+        let norm = ctx.alloc_storage("clip.norm", 8);
+        let sizes = Sizes {
+            n: n as u32,
+            groups: launched,
+            max_norm,
+            _pad: 0,
+        };
+        let sizes = bytemuck::bytes_of(&sizes);
+        let args = [
+            ("grads", Arg::Buffer(grads)),
+            ("sizes", Arg::Uniform(sizes)),
+            ("partials", Arg::Buffer(&partials)),
+            ("norm", Arg::Buffer(&norm)),
+        ];
+        let kernels = vec![
+            ctx.kernel(&KernelDesc::new(SHADER, "clip_partial"), &args, wg)?,
+            ctx.kernel(&KernelDesc::new(SHADER, "clip_reduce"), &args, [1, 1, 1])?,
+            ctx.kernel(&KernelDesc::new(SHADER, "clip_apply"), &args, wg)?,
+        ];
+        Ok(Self {
+            kernels,
+            norm,
+            max_norm,
+        })
+    }
+
+    /// Record these in order, after unscale and before the optimizer step.
+    pub fn kernels(&self) -> &[Kernel] {
+        &self.kernels
+    }
+
+    /// `[total_norm, clip_coef]` as two f32.
+    pub fn norm_buffer(&self) -> &Arc<GpuBuffer> {
+        &self.norm
+    }
+
+    pub fn max_norm(&self) -> f32 {
+        self.max_norm
+    }
+
+    /// Eager `clip_grad_norm_`: record and submit the three kernels (no wait).
+    pub fn clip(&self, ctx: &GpuContext) {
+        let ks: Vec<&Kernel> = self.kernels.iter().collect();
+        ctx.run(&ks);
+    }
+
+    /// The last total norm (asynchronous readback).
+    pub async fn total_norm_async(&self, ctx: &GpuContext) -> Result<f32> {
+        let b = ctx.read_bytes_async(&self.norm, 0, 4).await?;
+        Ok(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    /// The last total norm (blocking; native only).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn total_norm(&self, ctx: &GpuContext) -> Result<f32> {
+        let b = ctx.read_bytes(&self.norm, 0, 4)?;
+        Ok(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+}
+
+/// Every variant of the scaler shader (it binds raw f32 buffers only: one variant).
+pub fn variants() -> Result<Vec<Variant>> {
+    Ok(vec![Variant::new(SHADER, &[], &[])?])
+}

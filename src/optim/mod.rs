@@ -1,0 +1,523 @@
+//! Fused optimizers (`shaders/optim.wgsl`): PyTorch's SGD, Adam and AdamW as one dispatch
+//! over every parameter (multi-tensor apply over flat f32 buffers), skipped on the GPU when
+//! the GradScaler found an inf or NaN.
+//!
+//! Formulas are torch.optim's single-tensor ones in f32. Hyperparameters arrive as f32, but
+//! PyTorch's are Python floats, and the constants it derives from them (`1 - beta`,
+//! `1 - lr * weight_decay`, `beta ** step`) are computed in f64. We widen each f32 through the
+//! shortest decimal that round-trips (`0.999f32` → `0.999f64`, the literal the user wrote)
+//! and derive those constants in f64 too, so `1 - beta2` is PyTorch's 0.001 and not
+//! `1 - 0.999f32` = 0.00099998713. The step counter lives on the GPU (a skipped step does
+//! not count), so the bias corrections `1 - beta^step` are computed there, in f32, as
+//! `1 - e^(step * ln beta)` with `ln beta` from the host in f64 and a series where the
+//! result is small: a few f32 ulp from PyTorch's f64 value.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+use crate::amp::check_flat_f32;
+use crate::error::{Error, Result};
+use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc};
+use crate::ops::grid_1d;
+use crate::shader::Variant;
+
+const SHADER: &str = "optim";
+const WG: u32 = 256;
+/// Elements per thread (`EPT` in the shader).
+const EPT: usize = 4;
+
+/// An optimizer and its hyperparameters (torch.optim's names and defaults).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum OptimizerConfig {
+    Sgd {
+        lr: f32,
+        momentum: f32,
+        dampening: f32,
+        nesterov: bool,
+        weight_decay: f32,
+    },
+    Adam {
+        lr: f32,
+        beta1: f32,
+        beta2: f32,
+        eps: f32,
+        weight_decay: f32,
+    },
+    AdamW {
+        lr: f32,
+        beta1: f32,
+        beta2: f32,
+        eps: f32,
+        weight_decay: f32,
+    },
+}
+
+impl OptimizerConfig {
+    /// `torch.optim.SGD(params, lr)`: no momentum, no dampening, no weight decay.
+    pub fn sgd(lr: f32) -> Self {
+        Self::Sgd {
+            lr,
+            momentum: 0.0,
+            dampening: 0.0,
+            nesterov: false,
+            weight_decay: 0.0,
+        }
+    }
+
+    /// `torch.optim.Adam(params, lr)`: betas (0.9, 0.999), eps 1e-8, weight decay 0.
+    pub fn adam(lr: f32) -> Self {
+        Self::Adam {
+            lr,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.0,
+        }
+    }
+
+    /// `torch.optim.AdamW(params, lr)`: betas (0.9, 0.999), eps 1e-8, weight decay 1e-2.
+    pub fn adamw(lr: f32) -> Self {
+        Self::AdamW {
+            lr,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 1e-2,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Sgd { .. } => "SGD",
+            Self::Adam { .. } => "Adam",
+            Self::AdamW { .. } => "AdamW",
+        }
+    }
+
+    pub fn lr(&self) -> f32 {
+        match *self {
+            Self::Sgd { lr, .. } | Self::Adam { lr, .. } | Self::AdamW { lr, .. } => lr,
+        }
+    }
+
+    fn with_lr(mut self, new_lr: f32) -> Self {
+        match &mut self {
+            Self::Sgd { lr, .. } | Self::Adam { lr, .. } | Self::AdamW { lr, .. } => *lr = new_lr,
+        }
+        self
+    }
+
+    /// PyTorch's constructor checks (messages in its words).
+    pub fn validate(&self) -> Result<()> {
+        let name = self.name();
+        let bad = |m: String| Err(Error::InvalidArgument(format!("{name}: {m}")));
+        check_lr(name, self.lr())?;
+        match *self {
+            Self::Sgd {
+                momentum,
+                dampening,
+                nesterov,
+                weight_decay,
+                ..
+            } => {
+                if !(momentum >= 0.0 && momentum.is_finite()) {
+                    return bad(format!("Invalid momentum value: {momentum}"));
+                }
+                if !dampening.is_finite() {
+                    return bad(format!("Invalid dampening value: {dampening}"));
+                }
+                if !(weight_decay >= 0.0 && weight_decay.is_finite()) {
+                    return bad(format!("Invalid weight_decay value: {weight_decay}"));
+                }
+                if nesterov && (momentum <= 0.0 || dampening != 0.0) {
+                    return bad("Nesterov momentum requires a momentum and zero dampening".into());
+                }
+            }
+            Self::Adam {
+                beta1,
+                beta2,
+                eps,
+                weight_decay,
+                ..
+            }
+            | Self::AdamW {
+                beta1,
+                beta2,
+                eps,
+                weight_decay,
+                ..
+            } => {
+                if !(eps >= 0.0 && eps.is_finite()) {
+                    return bad(format!("Invalid epsilon value: {eps}"));
+                }
+                if !(0.0..1.0).contains(&beta1) {
+                    return bad(format!("Invalid beta parameter at index 0: {beta1}"));
+                }
+                if !(0.0..1.0).contains(&beta2) {
+                    return bad(format!("Invalid beta parameter at index 1: {beta2}"));
+                }
+                if !(weight_decay >= 0.0 && weight_decay.is_finite()) {
+                    return bad(format!("Invalid weight_decay value: {weight_decay}"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_lr(name: &str, lr: f32) -> Result<()> {
+    if !(lr >= 0.0 && lr.is_finite()) {
+        return Err(Error::InvalidArgument(format!(
+            "{name}: Invalid learning rate: {lr}"
+        )));
+    }
+    Ok(())
+}
+
+/// The f64 a user meant by an f32 hyperparameter: its shortest round-tripping decimal
+/// (`0.999f32` → `0.999`), which is the Python float PyTorch would have been given.
+pub fn widen(x: f32) -> f64 {
+    format!("{x}").parse().unwrap_or(x as f64)
+}
+
+/// `ln(beta)` for the bias corrections; beta = 0 gives a huge negative number so that
+/// `1 - e^(step ln beta)` is 1 without ever forming inf on the GPU.
+fn log_beta(beta: f32) -> f32 {
+    if beta == 0.0 {
+        -1e30
+    } else {
+        widen(beta).ln() as f32
+    }
+}
+
+/// Uniform block of `optim.wgsl` (`Hyper`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+struct Hyper {
+    n: u32,
+    nesterov: u32,
+    lr: f32,
+    weight_decay: f32,
+    momentum: f32,
+    one_minus_dampening: f32,
+    beta1: f32,
+    one_minus_beta1: f32,
+    beta2: f32,
+    one_minus_beta2: f32,
+    log_beta1: f32,
+    log_beta2: f32,
+    eps: f32,
+    param_decay: f32,
+    _pad: [u32; 2],
+}
+
+impl Hyper {
+    fn new(config: &OptimizerConfig, n: usize) -> Self {
+        let mut h = Hyper {
+            n: n as u32,
+            nesterov: 0,
+            lr: config.lr(),
+            weight_decay: 0.0,
+            momentum: 0.0,
+            one_minus_dampening: 1.0,
+            beta1: 0.0,
+            one_minus_beta1: 1.0,
+            beta2: 0.0,
+            one_minus_beta2: 1.0,
+            log_beta1: 0.0,
+            log_beta2: 0.0,
+            eps: 0.0,
+            param_decay: 1.0,
+            _pad: [0; 2],
+        };
+        match *config {
+            OptimizerConfig::Sgd {
+                momentum,
+                dampening,
+                nesterov,
+                weight_decay,
+                ..
+            } => {
+                h.momentum = momentum;
+                h.one_minus_dampening = (1.0 - widen(dampening)) as f32;
+                h.nesterov = nesterov as u32;
+                h.weight_decay = weight_decay;
+            }
+            OptimizerConfig::Adam {
+                beta1,
+                beta2,
+                eps,
+                weight_decay,
+                ..
+            }
+            | OptimizerConfig::AdamW {
+                beta1,
+                beta2,
+                eps,
+                weight_decay,
+                ..
+            } => {
+                h.beta1 = beta1;
+                h.beta2 = beta2;
+                h.one_minus_beta1 = (1.0 - widen(beta1)) as f32;
+                h.one_minus_beta2 = (1.0 - widen(beta2)) as f32;
+                h.log_beta1 = log_beta(beta1);
+                h.log_beta2 = log_beta(beta2);
+                h.eps = eps;
+                if matches!(config, OptimizerConfig::AdamW { .. }) {
+                    h.param_decay = (1.0 - widen(config.lr()) * widen(weight_decay)) as f32;
+                } else {
+                    h.weight_decay = weight_decay;
+                }
+            }
+        }
+        h
+    }
+}
+
+/// Optimizer state for checkpoints, with PyTorch's names. Moments are flat (the caller's
+/// per-tensor offsets slice them). `step` counts applied steps (skipped ones excluded). A
+/// buffer is `None` before the first applied step, where PyTorch's state is still empty.
+/// SGD has no `step` in PyTorch; here it only says whether `momentum_buffer` exists.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OptimizerState {
+    pub step: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub momentum_buffer: Option<Vec<f32>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exp_avg: Option<Vec<f32>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exp_avg_sq: Option<Vec<f32>>,
+}
+
+pub struct Optimizer {
+    config: OptimizerConfig,
+    /// Current learning rate (f32 bits): `set_lr` changes it without `&mut`.
+    lr: AtomicU32,
+    n: usize,
+    /// One step counter per workgroup of the step kernel (see `optim.wgsl`).
+    counters: Arc<GpuBuffer>,
+    /// Named moment buffers: momentum_buffer (SGD with momentum) or exp_avg, exp_avg_sq.
+    moments: Vec<(&'static str, Arc<GpuBuffer>)>,
+    step: Kernel,
+}
+
+impl Optimizer {
+    /// Plan the fused step over `n` parameters. `scaler_state` is the GradScaler's state
+    /// buffer (word 2 = found_inf); when found_inf is set, the kernel leaves parameters,
+    /// moments and the step counter untouched.
+    pub fn new(
+        ctx: &GpuContext,
+        config: OptimizerConfig,
+        params: &Arc<GpuBuffer>,
+        grads: &Arc<GpuBuffer>,
+        n: usize,
+        scaler_state: &Arc<GpuBuffer>,
+    ) -> Result<Self> {
+        config.validate()?;
+        let name = config.name();
+        if n == 0 {
+            return Err(Error::InvalidArgument(format!("{name}: no parameters")));
+        }
+        check_flat_f32(ctx, &format!("{name} params"), params, n)?;
+        check_flat_f32(ctx, &format!("{name} grads"), grads, n)?;
+        if scaler_state.size() < 12 {
+            return Err(Error::InvalidArgument(format!(
+                "{name}: scaler state buffer of {} bytes has no found_inf word",
+                scaler_state.size()
+            )));
+        }
+        let groups = n.div_ceil(WG as usize * EPT);
+        let wg = grid_1d(groups * WG as usize, WG);
+        let launched = (wg[0] * wg[1] * wg[2]) as u64;
+        let counters = ctx.alloc_storage("optim.step_counters", 4 * launched);
+        let moment = |label: &'static str| (label, ctx.alloc_storage(label, 4 * n as u64));
+        let (entry, moments) = match config {
+            OptimizerConfig::Sgd { momentum: 0.0, .. } => ("sgd_step", vec![]),
+            OptimizerConfig::Sgd { .. } => ("sgd_momentum_step", vec![moment("momentum_buffer")]),
+            OptimizerConfig::Adam { .. } | OptimizerConfig::AdamW { .. } => {
+                ("adam_step", vec![moment("exp_avg"), moment("exp_avg_sq")])
+            }
+        };
+        let hyper = Hyper::new(&config, n);
+        let mut args = vec![
+            ("hyper", Arg::Uniform(bytemuck::bytes_of(&hyper))),
+            ("scaler", Arg::Buffer(scaler_state)),
+            ("counters", Arg::Buffer(&counters)),
+            ("param", Arg::Buffer(params)),
+            ("grad", Arg::Buffer(grads)),
+        ];
+        for (label, buffer) in &moments {
+            args.push((*label, Arg::Buffer(buffer)));
+        }
+        let step = ctx.kernel(&KernelDesc::new(SHADER, entry), &args, wg)?;
+        Ok(Self {
+            config,
+            lr: AtomicU32::new(config.lr().to_bits()),
+            n,
+            counters,
+            moments,
+            step,
+        })
+    }
+
+    /// The fused update: ONE dispatch over all n parameters. Record it after unscale (and
+    /// clipping) and before the scaler's update.
+    pub fn step_kernel(&self) -> &Kernel {
+        &self.step
+    }
+
+    /// Change the learning rate for the next recorded steps: one queued write of the small
+    /// uniform block, no recompile, no wait.
+    pub fn set_lr(&self, ctx: &GpuContext, lr: f32) -> Result<()> {
+        check_lr(self.config.name(), lr)?;
+        self.lr.store(lr.to_bits(), Ordering::Relaxed);
+        let hyper = Hyper::new(&self.config.with_lr(lr), self.n);
+        self.step.set_uniform(ctx, bytemuck::bytes_of(&hyper));
+        Ok(())
+    }
+
+    /// The current learning rate.
+    pub fn lr(&self) -> f32 {
+        f32::from_bits(self.lr.load(Ordering::Relaxed))
+    }
+
+    /// The configuration given at construction (its `lr` is the initial one; see
+    /// [`Optimizer::lr`]).
+    pub fn config(&self) -> &OptimizerConfig {
+        &self.config
+    }
+
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The step counters (one u32 per workgroup; all equal) and each moment buffer.
+    pub fn counters_buffer(&self) -> &Arc<GpuBuffer> {
+        &self.counters
+    }
+
+    pub fn moment_buffers(&self) -> &[(&'static str, Arc<GpuBuffer>)] {
+        &self.moments
+    }
+
+    /// Read the state back (asynchronous: also on the web; outside the step loop).
+    pub async fn state_async(&self, ctx: &GpuContext) -> Result<OptimizerState> {
+        let bytes = ctx
+            .read_bytes_async(&self.counters, 0, self.counters.size())
+            .await?;
+        let step = self.decode_step(&bytes)?;
+        let mut moments = Vec::new();
+        for (name, buffer) in &self.moments {
+            let b = ctx.read_bytes_async(buffer, 0, 4 * self.n as u64).await?;
+            moments.push((*name, bytemuck::pod_collect_to_vec::<u8, f32>(&b)));
+        }
+        Ok(self.assemble(step, moments))
+    }
+
+    /// Blocking [`Optimizer::state_async`] (native only).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn state(&self, ctx: &GpuContext) -> Result<OptimizerState> {
+        let bytes = ctx.read_bytes(&self.counters, 0, self.counters.size())?;
+        let step = self.decode_step(&bytes)?;
+        let mut moments = Vec::new();
+        for (name, buffer) in &self.moments {
+            let b = ctx.read_bytes(buffer, 0, 4 * self.n as u64)?;
+            moments.push((*name, bytemuck::pod_collect_to_vec::<u8, f32>(&b)));
+        }
+        Ok(self.assemble(step, moments))
+    }
+
+    fn decode_step(&self, bytes: &[u8]) -> Result<u32> {
+        let counters: Vec<u32> = bytemuck::pod_collect_to_vec(bytes);
+        let step = counters[0];
+        if let Some(other) = counters.iter().find(|&&c| c != step) {
+            return Err(Error::Gpu(format!(
+                "{} step counters disagree ({step} and {other}): the step kernel was not run whole",
+                self.config.name()
+            )));
+        }
+        Ok(step)
+    }
+
+    fn assemble(&self, step: u32, moments: Vec<(&'static str, Vec<f32>)>) -> OptimizerState {
+        let mut s = OptimizerState {
+            step,
+            ..Default::default()
+        };
+        // Before the first applied step PyTorch's state holds no buffers.
+        if step > 0 {
+            for (name, values) in moments {
+                match name {
+                    "momentum_buffer" => s.momentum_buffer = Some(values),
+                    "exp_avg" => s.exp_avg = Some(values),
+                    _ => s.exp_avg_sq = Some(values),
+                }
+            }
+        }
+        s
+    }
+
+    /// Restore a state (queued writes, no wait). Buffers this optimizer has must be given
+    /// with n values each when `step > 0` (for SGD with momentum: when `momentum_buffer` is
+    /// given, it counts as at least one applied step); absent ones start from zero.
+    pub fn load_state(&mut self, ctx: &GpuContext, s: &OptimizerState) -> Result<()> {
+        let name = self.config.name();
+        let mut step = s.step;
+        let given = |m: &str| match m {
+            "momentum_buffer" => s.momentum_buffer.as_ref(),
+            "exp_avg" => s.exp_avg.as_ref(),
+            _ => s.exp_avg_sq.as_ref(),
+        };
+        for (label, present) in [
+            ("momentum_buffer", s.momentum_buffer.is_some()),
+            ("exp_avg", s.exp_avg.is_some()),
+            ("exp_avg_sq", s.exp_avg_sq.is_some()),
+        ] {
+            if present && !self.moments.iter().any(|(m, _)| *m == label) {
+                return Err(Error::InvalidArgument(format!(
+                    "{name} state: `{label}` does not belong to this optimizer"
+                )));
+            }
+        }
+        if matches!(self.config, OptimizerConfig::Sgd { .. }) && s.momentum_buffer.is_some() {
+            step = step.max(1);
+        }
+        for (label, buffer) in &self.moments {
+            let values = match given(label) {
+                Some(v) if v.len() != self.n => {
+                    return Err(Error::InvalidArgument(format!(
+                        "{name} state: `{label}` has {} values, want {}",
+                        v.len(),
+                        self.n
+                    )));
+                }
+                Some(v) => v.clone(),
+                None if step > 0 => {
+                    return Err(Error::InvalidArgument(format!(
+                        "{name} state: step {step} but no `{label}`"
+                    )));
+                }
+                None => vec![0.0; self.n],
+            };
+            ctx.queue
+                .write_buffer(buffer.raw(), 0, bytemuck::cast_slice(&values));
+        }
+        let counters = vec![step; (self.counters.size() / 4) as usize];
+        ctx.queue
+            .write_buffer(self.counters.raw(), 0, bytemuck::cast_slice(&counters));
+        Ok(())
+    }
+}
+
+/// Every variant of the optimizer shader (raw f32 buffers only: one variant).
+pub fn variants() -> Result<Vec<Variant>> {
+    Ok(vec![Variant::new(SHADER, &[], &[])?])
+}
