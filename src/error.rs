@@ -31,11 +31,27 @@ pub enum Error {
 
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+
+    /// A data set that cannot be read or does not make sense (the message names the file).
+    #[error("data: {0}")]
+    Data(String),
+
+    /// A model description (JSON or preset) that cannot be built.
+    #[error("model description: {0}")]
+    Model(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    pub(crate) fn data(message: impl Into<String>) -> Self {
+        Error::Data(message.into())
+    }
+
+    pub(crate) fn model(message: impl Into<String>) -> Self {
+        Error::Model(message.into())
+    }
+
     pub(crate) fn shape(op: &'static str, message: impl Into<String>) -> Self {
         Error::Shape {
             op,

@@ -5,9 +5,13 @@
 //! - [`shader`]: WGSL specialisation per storage and naga validation
 //! - [`tensor`]: dtypes, storages and GPU tensors
 //! - [`ops`]: one dispatcher per WGSL file, forward and backward together
+//! - [`data`]: data sets (embedded MNIST, IDX, Fashion-MNIST, safetensors, synthetic), batching
+//! - [`nn`]: model descriptions (presets, JSON), PyTorch parameter names and initialisation
 
+pub mod data;
 pub mod error;
 pub mod gpu;
+pub mod nn;
 pub mod ops;
 pub mod shader;
 pub mod tensor;
