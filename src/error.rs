@@ -39,11 +39,26 @@ pub enum Error {
     /// A checkpoint or parameter file that cannot be read or written (names the file).
     #[error("checkpoint: {0}")]
     Checkpoint(String),
+    /// A data set that cannot be read or does not make sense (the message names the file).
+    #[error("data: {0}")]
+    Data(String),
+
+    /// A model description (JSON or preset) that cannot be built.
+    #[error("model description: {0}")]
+    Model(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    pub(crate) fn data(message: impl Into<String>) -> Self {
+        Error::Data(message.into())
+    }
+
+    pub(crate) fn model(message: impl Into<String>) -> Self {
+        Error::Model(message.into())
+    }
+
     pub(crate) fn shape(op: &'static str, message: impl Into<String>) -> Self {
         Error::Shape {
             op,

@@ -1,20 +1,26 @@
 //! webgpu-amp: mixed-precision (AMP) neural-network training on WebGPU.
 //!
-//! Module map (see `DESIGN.md` in the project's shared notes and README.md):
+//! Module map (see README.md):
 //! - [`gpu`]: device, capabilities, counting allocator, pipeline cache, readbacks
 //! - [`shader`]: WGSL specialisation per storage and naga validation
 //! - [`tensor`]: dtypes, storages and GPU tensors
 //! - [`ops`]: one dispatcher per WGSL file, forward and backward together
-//! - [`amp`]: the GPU GradScaler and gradient clipping
-//! - [`optim`]: fused SGD, Adam and AdamW
+//! - [`amp`]: precision policy, the GPU GradScaler and gradient clipping
+//! - [`optim`]: fused SGD, Adam and AdamW over flat parameter buffers
+//! - [`data`]: data sets (embedded MNIST, IDX, Fashion-MNIST, safetensors, synthetic), batching
+//! - [`nn`]: model descriptions, flat parameter storage, the planned network
+//! - [`train`]: the planned training step, the training loop, checkpoints
 
 pub mod amp;
+pub mod data;
 pub mod error;
 pub mod gpu;
+pub mod nn;
 pub mod ops;
 pub mod optim;
 pub mod shader;
 pub mod tensor;
+pub mod train;
 
 pub use error::{Error, Result};
 pub use gpu::{BackendChoice, F16Storage, F16StorageChoice, GpuContext, GpuOptions};

@@ -31,6 +31,7 @@ pub const SHADERS: &[(&str, &str)] = &[
     ("loss", include_str!("../shaders/loss.wgsl")),
     ("scaler", include_str!("../shaders/scaler.wgsl")),
     ("optim", include_str!("../shaders/optim.wgsl")),
+    ("amp", include_str!("../shaders/amp.wgsl")),
 ];
 
 const PRELUDE: &str = include_str!("../shaders/prelude.wgsl");

@@ -1,7 +1,9 @@
-//! Automatic mixed precision: the GPU GradScaler (PyTorch's `torch.amp.GradScaler`, with its
+//! Automatic mixed precision: the precision policy (autocast's op lists), the GPU GradScaler (PyTorch's `torch.amp.GradScaler`, with its
 //! state in a GPU buffer so a training step never waits for the CPU) and gradient clipping
 //! by global norm.
 
+pub mod policy;
+pub mod round;
 pub mod scaler;
 
 pub use scaler::{GradClipper, GradScaler, ScalerConfig, ScalerSnapshot, ScalerStateDict};

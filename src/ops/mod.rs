@@ -38,6 +38,7 @@ pub fn all_variants() -> Result<Vec<Variant>> {
     v.extend(loss::variants()?);
     v.extend(crate::amp::scaler::variants()?);
     v.extend(crate::optim::variants()?);
+    v.extend(crate::amp::round::variants()?);
     Ok(v)
 }
 

@@ -1,0 +1,164 @@
+//! Custom data sets: a safetensors file with two tensors.
+//!
+//! - `x`: f32, shape `[N, ...]` (one sample per row; images as `[N, C, H, W]`).
+//! - `y`: either f32 `[N, k]` regression targets, or integer class labels `[N]` of any integer
+//!   dtype PyTorch writes (I64, I32, I16, I8, U8, and U16/U32/U64), converted to u32 with range
+//!   checks. `num_classes` is the largest label + 1.
+//!
+//! Written from PyTorch with
+//! `safetensors.torch.save_file({"x": x.float().contiguous(), "y": y}, "data.safetensors")`.
+//! Values are used as stored: no normalisation, no shuffling of the file order.
+
+use std::path::Path;
+
+use safetensors::{Dtype, SafeTensors, tensor::TensorView};
+
+use super::{Dataset, Labels, read_file};
+use crate::{Error, Result};
+
+/// Loads a custom data set from a safetensors file.
+pub fn load(path: &Path) -> Result<Dataset> {
+    let bytes = read_file(path)?;
+    from_bytes(&path.display().to_string(), &bytes)
+}
+
+/// Parses a custom data set from safetensors bytes; `name` (the file name) is used in errors
+/// and becomes the data set's name.
+pub fn from_bytes(name: &str, bytes: &[u8]) -> Result<Dataset> {
+    let err = |msg: String| Error::data(format!("{name}: {msg}"));
+    let file = SafeTensors::deserialize(bytes)
+        .map_err(|e| err(format!("not a valid safetensors file: {e}")))?;
+    let get = |tensor: &str, role: &str| {
+        file.tensor(tensor).map_err(|_| {
+            let mut names = file.names();
+            names.sort();
+            err(format!(
+                "no tensor named `{tensor}` ({role}); the file holds {names:?}"
+            ))
+        })
+    };
+    let x = get("x", "the inputs, f32 [N, ...]")?;
+    let y = get("y", "f32 targets [N, k] or integer labels [N]")?;
+
+    if x.dtype() != Dtype::F32 {
+        return Err(err(format!(
+            "`x` has dtype {:?}, expected F32 (save `x.float()`)",
+            x.dtype()
+        )));
+    }
+    let x_shape = x.shape();
+    if x_shape.len() < 2 {
+        return Err(err(format!(
+            "`x` has shape {x_shape:?}, expected [N, ...] with at least two dimensions \
+             (one feature per sample: reshape to [N, 1])"
+        )));
+    }
+    let n = x_shape[0];
+    if n == 0 {
+        return Err(err("`x` holds no samples (N = 0)".into()));
+    }
+    if x_shape[1..].contains(&0) {
+        return Err(err(format!(
+            "`x` has shape {x_shape:?}: a sample dimension is zero"
+        )));
+    }
+    let y_n = y.shape().first().copied();
+    if y_n != Some(n) {
+        return Err(err(format!(
+            "`x` has {n} samples but `y` has shape {:?} ({} samples)",
+            y.shape(),
+            y_n.map_or("no".to_string(), |v| v.to_string())
+        )));
+    }
+
+    let labels = if y.dtype() == Dtype::F32 {
+        if y.shape().len() != 2 || y.shape()[1] == 0 {
+            return Err(err(format!(
+                "f32 `y` has shape {:?}, expected regression targets [N, k] with k ≥ 1 \
+                 (reshape [N] to [N, 1]; for classes save integer labels [N])",
+                y.shape()
+            )));
+        }
+        Labels::Targets {
+            values: f32_values(&y),
+            dim: y.shape()[1],
+        }
+    } else {
+        if !is_integer(y.dtype()) {
+            return Err(err(format!(
+                "`y` has dtype {:?}: expected F32 targets [N, k] or integer labels [N] \
+                 (I64, I32, I16, I8, U8, U16, U32, U64)",
+                y.dtype()
+            )));
+        }
+        if y.shape().len() != 1 {
+            return Err(err(format!(
+                "integer `y` has shape {:?}, expected class labels [N]",
+                y.shape()
+            )));
+        }
+        let labels = integer_labels(&y).map_err(err)?;
+        let num_classes = labels.iter().max().map_or(0, |&m| m as usize + 1);
+        Labels::Classes {
+            labels,
+            num_classes,
+        }
+    };
+
+    Dataset::new(name, f32_values(&x), x_shape[1..].to_vec(), labels)
+}
+
+fn is_integer(dtype: Dtype) -> bool {
+    matches!(
+        dtype,
+        Dtype::U8
+            | Dtype::I8
+            | Dtype::I16
+            | Dtype::U16
+            | Dtype::I32
+            | Dtype::U32
+            | Dtype::I64
+            | Dtype::U64
+    )
+}
+
+fn f32_values(view: &TensorView<'_>) -> Vec<f32> {
+    view.data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+/// Integer labels of any width and signedness to u32, rejecting negatives and values above
+/// u32::MAX.
+fn integer_labels(view: &TensorView<'_>) -> std::result::Result<Vec<u32>, String> {
+    fn convert<const W: usize>(
+        data: &[u8],
+        to_i128: impl Fn([u8; W]) -> i128,
+    ) -> std::result::Result<Vec<u32>, String> {
+        data.chunks_exact(W)
+            .enumerate()
+            .map(|(i, chunk)| {
+                let v = to_i128(chunk.try_into().expect("chunk has W bytes"));
+                if v < 0 {
+                    Err(format!("label {v} of sample {i} is negative"))
+                } else {
+                    u32::try_from(v)
+                        .map_err(|_| format!("label {v} of sample {i} does not fit in u32"))
+                }
+            })
+            .collect()
+    }
+    let data = view.data();
+    match view.dtype() {
+        Dtype::U8 => convert::<1>(data, |b| b[0] as i128),
+        Dtype::I8 => convert::<1>(data, |b| i8::from_le_bytes(b) as i128),
+        Dtype::I16 => convert::<2>(data, |b| i16::from_le_bytes(b) as i128),
+        Dtype::U16 => convert::<2>(data, |b| u16::from_le_bytes(b) as i128),
+        Dtype::I32 => convert::<4>(data, |b| i32::from_le_bytes(b) as i128),
+        Dtype::U32 => convert::<4>(data, |b| u32::from_le_bytes(b) as i128),
+        Dtype::I64 => convert::<8>(data, |b| i64::from_le_bytes(b) as i128),
+        Dtype::U64 => convert::<8>(data, |b| u64::from_le_bytes(b) as i128),
+        other => Err(format!("`y` has dtype {other:?}, not an integer dtype")),
+    }
+}

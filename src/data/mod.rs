@@ -1,0 +1,448 @@
+//! Data sets and batching, all on the CPU.
+//!
+//! A [`Dataset`] is a block of f32 samples (`n × sample_shape`, row-major, PyTorch's NCHW
+//! layout for images) with either class labels or regression targets. A [`Split`] holds the
+//! training set and, when there is one, a validation and a test set.
+//!
+//! Sources ([`DataSource`]):
+//! - `mnist-embedded` (the default): MNIST's 10,000-image test set, shipped inside the crate
+//!   (gzip IDX, ~1.6 MB) so a fresh clone trains with no download; split deterministically
+//!   into the first 8,000 images for training and the last 2,000 for validation.
+//! - `mnist`, `fashion-mnist`: the full sets, fetched by `scripts/fetch-data.sh` into
+//!   `data/` (or `$WEBGPU_AMP_DATA_DIR`).
+//! - `synthetic[:N]`: the tutorials' `x = randn(N, 10)`, `y = randn(N, 1)` regression.
+//! - a path to a `.safetensors` file with `x` and `y` (see [`custom`]).
+//!
+//! Image sets are scaled to [0, 1] and, when asked, normalised with the usual per-set mean
+//! and standard deviation ([`Normalization`]); custom and synthetic data are never touched.
+//! Batching lives in [`loader`].
+
+pub mod custom;
+pub mod embedded;
+pub mod fashion;
+pub mod idx;
+pub mod loader;
+pub mod rng;
+pub mod synthetic;
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use crate::{Error, Result};
+
+pub use loader::{Batch, BatchLabels, Loader};
+pub use rng::Rng;
+
+/// Labels of a data set: class indices for classification, f32 vectors for regression.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Labels {
+    /// One class index per sample, each `< num_classes`.
+    Classes {
+        labels: Vec<u32>,
+        num_classes: usize,
+    },
+    /// `dim` f32 targets per sample, row-major (`n × dim`).
+    Targets { values: Vec<f32>, dim: usize },
+}
+
+impl Labels {
+    /// Number of samples the labels describe.
+    pub fn len(&self) -> usize {
+        match self {
+            Labels::Classes { labels, .. } => labels.len(),
+            Labels::Targets { values, dim } => values.len().checked_div(*dim).unwrap_or(0),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// What a model's output must have per sample: the class count or the target width.
+    pub fn output_dim(&self) -> usize {
+        match self {
+            Labels::Classes { num_classes, .. } => *num_classes,
+            Labels::Targets { dim, .. } => *dim,
+        }
+    }
+
+    pub fn is_classification(&self) -> bool {
+        matches!(self, Labels::Classes { .. })
+    }
+}
+
+/// Per-pixel normalisation `(x - mean) / std` applied after scaling bytes to [0, 1], like
+/// torchvision's `transforms.Normalize((mean,), (std,))`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Normalization {
+    pub mean: f32,
+    pub std: f32,
+}
+
+impl Normalization {
+    /// The usual MNIST transform: mean 0.1307, std 0.3081 (the training set's statistics).
+    pub const MNIST: Normalization = Normalization {
+        mean: 0.1307,
+        std: 0.3081,
+    };
+    /// Fashion-MNIST's usual statistics: mean 0.2860, std 0.3530.
+    pub const FASHION_MNIST: Normalization = Normalization {
+        mean: 0.2860,
+        std: 0.3530,
+    };
+
+    /// Maps a byte pixel to f32: `byte / 255`, then `(x - mean) / std` when normalising.
+    pub fn pixel(normalization: Option<Normalization>, byte: u8) -> f32 {
+        let x = byte as f32 / 255.0;
+        match normalization {
+            Some(n) => (x - n.mean) / n.std,
+            None => x,
+        }
+    }
+}
+
+/// Byte pixels to f32 through a 256-entry table (same result as [`Normalization::pixel`]).
+pub(crate) fn pixels_to_f32(bytes: &[u8], normalization: Option<Normalization>) -> Vec<f32> {
+    let table: Vec<f32> = (0..=255u8)
+        .map(|b| Normalization::pixel(normalization, b))
+        .collect();
+    bytes.iter().map(|&b| table[b as usize]).collect()
+}
+
+/// A data set in memory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dataset {
+    /// Where it came from, for messages ("mnist-embedded/train", a file path, ...).
+    pub name: String,
+    /// `n × product(sample_shape)` f32 values, row-major.
+    pub x: Vec<f32>,
+    /// Shape of one sample without the batch dimension, e.g. `[1, 28, 28]` or `[10]`.
+    pub sample_shape: Vec<usize>,
+    pub y: Labels,
+    /// Number of samples.
+    pub n: usize,
+}
+
+impl Dataset {
+    /// Builds a data set and checks that `x`, `y` and `n` agree.
+    pub fn new(
+        name: impl Into<String>,
+        x: Vec<f32>,
+        sample_shape: Vec<usize>,
+        y: Labels,
+    ) -> Result<Dataset> {
+        let name = name.into();
+        let n = y.len();
+        let dataset = Dataset {
+            name,
+            x,
+            sample_shape,
+            y,
+            n,
+        };
+        dataset.validate()?;
+        Ok(dataset)
+    }
+
+    /// Number of f32 values per sample.
+    pub fn sample_len(&self) -> usize {
+        self.sample_shape.iter().product()
+    }
+
+    /// Output width a model needs: the class count or the target width.
+    pub fn output_dim(&self) -> usize {
+        self.y.output_dim()
+    }
+
+    /// Checks internal consistency (sizes, label range); every loader calls it.
+    pub fn validate(&self) -> Result<()> {
+        let who = &self.name;
+        if self.sample_shape.is_empty() || self.sample_shape.contains(&0) {
+            return Err(Error::data(format!(
+                "{who}: sample shape {:?} must be non-empty with no zero dimension",
+                self.sample_shape
+            )));
+        }
+        if self.y.len() != self.n {
+            return Err(Error::data(format!(
+                "{who}: {} labels for {} samples",
+                self.y.len(),
+                self.n
+            )));
+        }
+        if self.x.len() != self.n * self.sample_len() {
+            return Err(Error::data(format!(
+                "{who}: {} values do not make {} samples of shape {:?}",
+                self.x.len(),
+                self.n,
+                self.sample_shape
+            )));
+        }
+        match &self.y {
+            Labels::Classes {
+                labels,
+                num_classes,
+            } => {
+                if let Some((i, &bad)) = labels
+                    .iter()
+                    .enumerate()
+                    .find(|&(_, &l)| l as usize >= *num_classes)
+                {
+                    return Err(Error::data(format!(
+                        "{who}: label {bad} of sample {i} is not below the class count {num_classes}"
+                    )));
+                }
+            }
+            Labels::Targets { values, dim } => {
+                if *dim == 0 || values.len() != self.n * dim {
+                    return Err(Error::data(format!(
+                        "{who}: {} target values do not make {} rows of width {dim}",
+                        values.len(),
+                        self.n
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Samples `range` as a new data set (in the same order), named `name`.
+    pub fn slice(&self, range: std::ops::Range<usize>, name: impl Into<String>) -> Result<Dataset> {
+        if range.start > range.end || range.end > self.n {
+            return Err(Error::data(format!(
+                "{}: sample range {range:?} is outside 0..{}",
+                self.name, self.n
+            )));
+        }
+        let len = self.sample_len();
+        let x = self.x[range.start * len..range.end * len].to_vec();
+        let y = match &self.y {
+            Labels::Classes {
+                labels,
+                num_classes,
+            } => Labels::Classes {
+                labels: labels[range.clone()].to_vec(),
+                num_classes: *num_classes,
+            },
+            Labels::Targets { values, dim } => Labels::Targets {
+                values: values[range.start * dim..range.end * dim].to_vec(),
+                dim: *dim,
+            },
+        };
+        Dataset::new(name, x, self.sample_shape.clone(), y)
+    }
+
+    /// Splits off the last `count` samples as a validation set (file order is kept, nothing
+    /// is shuffled): `(first n - count, last count)`. Both parts must be non-empty.
+    pub fn split_last(&self, count: usize) -> Result<(Dataset, Dataset)> {
+        if count == 0 || count >= self.n {
+            return Err(Error::data(format!(
+                "{}: cannot hold out {count} of {} samples for validation (need 0 < count < n)",
+                self.name, self.n
+            )));
+        }
+        let cut = self.n - count;
+        Ok((
+            self.slice(0..cut, format!("{}/train", self.name))?,
+            self.slice(cut..self.n, format!("{}/validation", self.name))?,
+        ))
+    }
+
+    /// Samples `indices` in that order, as one contiguous batch.
+    pub fn gather(&self, indices: &[usize]) -> Result<Batch> {
+        let mut batch = Batch::empty(&self.y);
+        self.gather_into(indices, &mut batch)?;
+        Ok(batch)
+    }
+
+    /// Like [`Dataset::gather`], reusing `batch`'s buffers.
+    pub fn gather_into(&self, indices: &[usize], batch: &mut Batch) -> Result<()> {
+        if let Some(&bad) = indices.iter().find(|&&i| i >= self.n) {
+            return Err(Error::data(format!(
+                "{}: sample index {bad} is out of range (n = {})",
+                self.name, self.n
+            )));
+        }
+        let len = self.sample_len();
+        batch.x.clear();
+        batch.x.reserve(indices.len() * len);
+        for &i in indices {
+            batch.x.extend_from_slice(&self.x[i * len..(i + 1) * len]);
+        }
+        batch.y = match &self.y {
+            Labels::Classes { labels, .. } => {
+                let mut out = match std::mem::replace(&mut batch.y, BatchLabels::Classes(vec![])) {
+                    BatchLabels::Classes(v) => v,
+                    BatchLabels::Targets(_) => Vec::new(),
+                };
+                out.clear();
+                out.extend(indices.iter().map(|&i| labels[i]));
+                BatchLabels::Classes(out)
+            }
+            Labels::Targets { values, dim } => {
+                let mut out = match std::mem::replace(&mut batch.y, BatchLabels::Targets(vec![])) {
+                    BatchLabels::Targets(v) => v,
+                    BatchLabels::Classes(_) => Vec::new(),
+                };
+                out.clear();
+                for &i in indices {
+                    out.extend_from_slice(&values[i * dim..(i + 1) * dim]);
+                }
+                BatchLabels::Targets(out)
+            }
+        };
+        batch.size = indices.len();
+        Ok(())
+    }
+}
+
+/// Training data plus the optional held-out sets.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Split {
+    pub train: Dataset,
+    /// Held out from the training data (the embedded MNIST's last 2,000 images, or what the
+    /// user asked to hold out).
+    pub validation: Option<Dataset>,
+    /// A set that came as a separate test set (MNIST's and Fashion-MNIST's 10,000 images).
+    pub test: Option<Dataset>,
+}
+
+impl Split {
+    /// Only a training set.
+    pub fn train_only(train: Dataset) -> Split {
+        Split {
+            train,
+            validation: None,
+            test: None,
+        }
+    }
+
+    /// The set to evaluate on: validation if there is one, else test.
+    pub fn eval_set(&self) -> Option<&Dataset> {
+        self.validation.as_ref().or(self.test.as_ref())
+    }
+}
+
+/// Environment variable that overrides the data directory.
+pub const DATA_DIR_ENV: &str = "WEBGPU_AMP_DATA_DIR";
+/// The script that downloads the full data sets.
+pub const FETCH_SCRIPT: &str = "scripts/fetch-data.sh";
+
+/// Where fetched data sets live: `$WEBGPU_AMP_DATA_DIR` if set, else `data/` relative to the
+/// current directory.
+pub fn data_dir() -> PathBuf {
+    match std::env::var_os(DATA_DIR_ENV) {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => PathBuf::from("data"),
+    }
+}
+
+/// The error for a data set that has not been fetched.
+pub(crate) fn missing_data_error(what: &str, dir: &Path, detail: &str) -> Error {
+    Error::data(format!(
+        "{what} not found in {} ({detail}); run `bash {FETCH_SCRIPT}` to download it, or set \
+         {DATA_DIR_ENV} to the folder that holds `mnist/` and `fashion-mnist/` (the embedded \
+         `mnist-embedded` set needs no download)",
+        dir.display()
+    ))
+}
+
+/// Reads a whole file, naming it in the error.
+pub(crate) fn read_file(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| Error::data(format!("{}: cannot read: {e}", path.display())))
+}
+
+/// Where a data set comes from (the CLI's `--data` value).
+#[derive(Clone, Debug, PartialEq)]
+pub enum DataSource {
+    /// MNIST test set shipped in the crate: 8,000 train + 2,000 validation.
+    EmbeddedMnist,
+    /// Full MNIST from the data directory: 60,000 train + 10,000 test.
+    Mnist,
+    /// Full Fashion-MNIST from the data directory: 60,000 train + 10,000 test.
+    FashionMnist,
+    /// `x = randn(n, in_dim)`, `y = randn(n, out_dim)` from `seed`.
+    Synthetic {
+        n: usize,
+        in_dim: usize,
+        out_dim: usize,
+        seed: u64,
+    },
+    /// A safetensors file with `x` and `y`.
+    Custom(PathBuf),
+}
+
+impl DataSource {
+    /// Samples of the `synthetic` source when no count is given: the tutorial's 20.
+    pub const SYNTHETIC_DEFAULT_N: usize = 20;
+
+    /// Loads the data. `normalize` applies the usual mean/std transform to MNIST and
+    /// Fashion-MNIST; custom and synthetic data are never changed.
+    pub fn load(&self, normalize: bool) -> Result<Split> {
+        match self {
+            DataSource::EmbeddedMnist => {
+                embedded::mnist_split(normalize.then_some(Normalization::MNIST))
+            }
+            DataSource::Mnist => idx::load_mnist_dir(
+                &data_dir().join("mnist"),
+                normalize.then_some(Normalization::MNIST),
+            ),
+            DataSource::FashionMnist => fashion::load_dir(
+                &data_dir().join("fashion-mnist"),
+                normalize.then_some(Normalization::FASHION_MNIST),
+            ),
+            DataSource::Synthetic {
+                n,
+                in_dim,
+                out_dim,
+                seed,
+            } => Ok(Split::train_only(synthetic::regression(
+                *n, *in_dim, *out_dim, *seed,
+            )?)),
+            DataSource::Custom(path) => Ok(Split::train_only(custom::load(path)?)),
+        }
+    }
+}
+
+impl FromStr for DataSource {
+    type Err = Error;
+
+    /// `mnist-embedded`, `mnist`, `fashion-mnist`, `synthetic` or `synthetic:N` (10 inputs,
+    /// 1 target, seed 0), or a path ending in `.safetensors`.
+    fn from_str(s: &str) -> Result<DataSource> {
+        match s {
+            "mnist-embedded" | "embedded" => return Ok(DataSource::EmbeddedMnist),
+            "mnist" => return Ok(DataSource::Mnist),
+            "fashion-mnist" => return Ok(DataSource::FashionMnist),
+            "synthetic" => {
+                return Ok(DataSource::Synthetic {
+                    n: Self::SYNTHETIC_DEFAULT_N,
+                    in_dim: 10,
+                    out_dim: 1,
+                    seed: 0,
+                });
+            }
+            _ => {}
+        }
+        if let Some(count) = s.strip_prefix("synthetic:") {
+            let n: usize = count.parse().ok().filter(|&n| n > 0).ok_or_else(|| {
+                Error::data(format!(
+                    "`{s}`: expected synthetic:N with N a positive integer"
+                ))
+            })?;
+            return Ok(DataSource::Synthetic {
+                n,
+                in_dim: 10,
+                out_dim: 1,
+                seed: 0,
+            });
+        }
+        if s.ends_with(".safetensors") {
+            return Ok(DataSource::Custom(PathBuf::from(s)));
+        }
+        Err(Error::data(format!(
+            "unknown data set `{s}` (expected mnist-embedded, mnist, fashion-mnist, synthetic[:N] \
+             or a path to a .safetensors file)"
+        )))
+    }
+}
