@@ -23,8 +23,10 @@ use crate::error::{Error, Result};
 use crate::tensor::Storage;
 
 /// Every shader source, by name. One file per op family.
-pub const SHADERS: &[(&str, &str)] =
-    &[("elementwise", include_str!("../shaders/elementwise.wgsl"))];
+pub const SHADERS: &[(&str, &str)] = &[
+    ("elementwise", include_str!("../shaders/elementwise.wgsl")),
+    ("matmul", include_str!("../shaders/matmul.wgsl")),
+];
 
 const PRELUDE: &str = include_str!("../shaders/prelude.wgsl");
 

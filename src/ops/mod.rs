@@ -4,6 +4,7 @@
 //! bind group made once); callers encode kernels into a step's command buffer.
 
 pub mod elementwise;
+pub mod matmul;
 
 use crate::error::Result;
 use crate::gpu::Kernel;
@@ -28,6 +29,7 @@ pub fn grid_1d(threads: usize, wg: u32) -> [u32; 3] {
 pub fn all_variants() -> Result<Vec<Variant>> {
     let mut v = Vec::new();
     v.extend(elementwise::variants()?);
+    v.extend(matmul::variants()?);
     Ok(v)
 }
 
