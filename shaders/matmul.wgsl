@@ -5,8 +5,9 @@
 // Constants injected by src/ops/matmul.rs (one pipeline per combination):
 //   TRANS_A, TRANS_B: bool   layouts, so index arithmetic is fixed at compile time
 //   WG_X, WG_Y: u32          threads per workgroup along N and M
-//   TM, TN: u32              outputs per thread along M and N (TN even: a thread owns whole
-//                            column pairs, so packed outputs are written a word at a time)
+//   TM, TN: u32              outputs per thread along M and N (tiled: multiples of 4;
+//                            direct: TN even; either way a thread owns whole column pairs,
+//                            so packed outputs are written a word at a time)
 //   BK: u32                  depth of a shared-memory tile (matmul_tiled only)
 //
 // Two entry points:
@@ -94,9 +95,21 @@ fn store_pair(row: u32, col: u32, v: vec2<f32>) {
 }
 
 // ---- tiled kernel (GPUs) ----------------------------------------------------------------
-// tile_a[kk * BM + i] = op(a)[row0 + i, k0 + kk]; tile_b[kk * BN + j] = op(b)[k0 + kk, col0 + j].
-var<workgroup> tile_a: array<f32, BK * BM>;
-var<workgroup> tile_b: array<f32, BK * BN>;
+// Element e = kk * BM + i of tile_a is op(a)[row0 + i, k0 + kk]; element kk * BN + j of tile_b
+// is op(b)[k0 + kk, col0 + j]. Stored as vec4 so the inner loop reads four rows or columns
+// per shared-memory access.
+var<workgroup> tile_a: array<vec4<f32>, BK * BM / 4u>;
+var<workgroup> tile_b: array<vec4<f32>, BK * BN / 4u>;
+
+// This thread's outputs: TM / 4 groups of 4 consecutive rows, group g at
+// g * 4 * WG_Y + 4 * lid.y, and likewise TN / 4 groups of 4 consecutive columns. Neighbouring
+// threads read neighbouring vec4s (no bank conflicts), and a thread owns whole column pairs.
+fn tile_row(lid_y: u32, i: u32) -> u32 {
+    return (i / 4u) * 4u * WG_Y + 4u * lid_y + (i % 4u);
+}
+fn tile_col(lid_x: u32, j: u32) -> u32 {
+    return (j / 4u) * 4u * WG_X + 4u * lid_x + (j % 4u);
+}
 
 @compute @workgroup_size(WG_X, WG_Y)
 fn matmul_tiled(
@@ -112,11 +125,10 @@ fn matmul_tiled(
     let a_ks = a_k_stride();
     let b_ks = b_k_stride();
 
-    // This thread's outputs: rows lid.y + i * WG_Y (strided, so the reads of tile_a by a
-    // warp spread over banks) and column pairs 2 * lid.x + p * 2 * WG_X (p < TN / 2).
-    var acc: array<f32, TM * TN>;
-    var frag_a: array<f32, TM>;
-    var frag_b: array<f32, TN>;
+    // acc[i * TN / 4 + jg] holds row tile_row(i), columns tile_col(4 * jg .. 4 * jg + 4).
+    var acc: array<vec4<f32>, TM * TN / 4u>;
+    var frag_a: array<vec4<f32>, TM / 4u>;
+    var frag_b: array<vec4<f32>, TN / 4u>;
 
     for (var k0 = 0u; k0 < k; k0 += BK) {
         // Stage the tiles; consecutive threads walk the contiguous dimension of each input,
@@ -132,7 +144,8 @@ fn matmul_tiled(
             if (row < m && kg < k) {
                 v = a_load(a_row_base(row) + kg * a_ks);
             }
-            tile_a[kk * BM + i] = v;
+            let e = kk * BM + i;
+            tile_a[e / 4u][e % 4u] = v;
         }
         for (var s = 0u; s < BN * BK / THREADS; s++) {
             let l = tid + s * THREADS;
@@ -145,22 +158,22 @@ fn matmul_tiled(
             if (col < n && kg < k) {
                 v = b_load(b_col_base(col) + kg * b_ks);
             }
-            tile_b[kk * BN + j] = v;
+            let e = kk * BN + j;
+            tile_b[e / 4u][e % 4u] = v;
         }
         workgroupBarrier();
 
         for (var kk = 0u; kk < BK; kk++) {
-            for (var i = 0u; i < TM; i++) {
-                frag_a[i] = tile_a[kk * BM + lid.y + i * WG_Y];
+            for (var g = 0u; g < TM / 4u; g++) {
+                frag_a[g] = tile_a[(kk * BM + tile_row(lid.y, 4u * g)) / 4u];
             }
-            for (var p = 0u; p < TN / 2u; p++) {
-                let j = kk * BN + 2u * lid.x + p * 2u * WG_X;
-                frag_b[2u * p] = tile_b[j];
-                frag_b[2u * p + 1u] = tile_b[j + 1u];
+            for (var g = 0u; g < TN / 4u; g++) {
+                frag_b[g] = tile_b[(kk * BN + tile_col(lid.x, 4u * g)) / 4u];
             }
             for (var i = 0u; i < TM; i++) {
-                for (var j = 0u; j < TN; j++) {
-                    acc[i * TN + j] = fma(frag_a[i], frag_b[j], acc[i * TN + j]);
+                let av = vec4<f32>(frag_a[i / 4u][i % 4u]);
+                for (var g = 0u; g < TN / 4u; g++) {
+                    acc[i * (TN / 4u) + g] = fma(av, frag_b[g], acc[i * (TN / 4u) + g]);
                 }
             }
         }
@@ -168,28 +181,33 @@ fn matmul_tiled(
     }
 
     for (var i = 0u; i < TM; i++) {
-        let row = row0 + lid.y + i * WG_Y;
-        for (var p = 0u; p < TN / 2u; p++) {
-            let col = col0 + 2u * lid.x + p * 2u * WG_X;
-            store_pair(row, col, vec2<f32>(acc[i * TN + 2u * p], acc[i * TN + 2u * p + 1u]));
+        let row = row0 + tile_row(lid.y, i);
+        for (var g = 0u; g < TN / 4u; g++) {
+            let col = col0 + tile_col(lid.x, 4u * g);
+            let v = acc[i * (TN / 4u) + g];
+            store_pair(row, col, v.xy);
+            store_pair(row, col + 2u, v.zw);
         }
     }
 }
 
 // ---- direct kernel (CPU adapters) -------------------------------------------------------
-// Each thread owns rows row0 .. row0 + TM and columns col0 .. col0 + TN. Indices are clamped
-// into the matrix so the inner loop needs no bounds checks; the epilogue drops the clamped
-// duplicates.
+// One row of WG_X threads per workgroup (WG_Y = 1). The workgroup owns rows row0 .. row0 + TM,
+// so every read of a is the same for all its threads: CPU drivers turn it into one scalar
+// load broadcast across SIMD lanes, and only the reads of b are per-lane gathers. Each thread
+// owns TN / 2 column pairs, interleaved with its neighbours' so a SIMD group's gathers of b
+// hit consecutive addresses. Indices are clamped into the matrix, so the inner loop has no
+// bounds checks; the epilogue drops the clamped duplicates.
 @compute @workgroup_size(WG_X, WG_Y)
-fn matmul_direct(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn matmul_direct(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) lane: u32,
+) {
     let m = params.m;
     let n = params.n;
     let k = params.k;
-    let row0 = gid.y * TM;
-    let col0 = gid.x * TN;
-    if (row0 >= m || col0 >= n) {
-        return;
-    }
+    let row0 = wid.y * BM;
+    let col0 = wid.x * BN + 2u * lane;
     let a_ks = a_k_stride();
     let b_ks = b_k_stride();
     var a_idx: array<u32, TM>;
@@ -198,7 +216,7 @@ fn matmul_direct(@builtin(global_invocation_id) gid: vec3<u32>) {
         a_idx[i] = a_row_base(min(row0 + i, m - 1u));
     }
     for (var j = 0u; j < TN; j++) {
-        b_idx[j] = b_col_base(min(col0 + j, n - 1u));
+        b_idx[j] = b_col_base(min(col0 + (j / 2u) * 2u * THREADS + (j & 1u), n - 1u));
     }
 
     var acc: array<f32, TM * TN>;
@@ -220,7 +238,8 @@ fn matmul_direct(@builtin(global_invocation_id) gid: vec3<u32>) {
 
     for (var i = 0u; i < TM; i++) {
         for (var p = 0u; p < TN / 2u; p++) {
-            store_pair(row0 + i, col0 + 2u * p, vec2<f32>(acc[i * TN + 2u * p], acc[i * TN + 2u * p + 1u]));
+            let col = col0 + p * 2u * THREADS;
+            store_pair(row0 + i, col, vec2<f32>(acc[i * TN + 2u * p], acc[i * TN + 2u * p + 1u]));
         }
     }
 }

@@ -71,18 +71,20 @@ struct Tiling {
 
 impl Tiling {
     /// Tile shapes per kernel and input storage. Tiled: 16x16 threads with 8x8 outputs each
-    /// (128x128 workgroup tiles); 16-bit inputs stage deeper k tiles, as their global reads
-    /// are half the bytes (f32 tiles still, 16 KiB of workgroup memory). Direct: small
-    /// register blocks; wide enough that each loaded value feeds several FMAs, small enough
-    /// that lavapipe keeps them in vector registers.
+    /// (128x128 workgroup tiles, 8 KiB of f32 tiles at BK 8); 16-bit inputs stage deeper k
+    /// tiles (16 KiB), as their global reads are half the bytes. Direct: one row of 64 threads
+    /// per workgroup, 8 rows x 4 columns each: the 8 reads of a are shared by the workgroup
+    /// (scalar loads on CPU drivers) and feed 32 FMAs per 4 gathers of b. Measured on
+    /// lavapipe at 256³: 64x8x4 beat 32x8x2, 64x16x2, 64x8x8, 128x8x4, 32x8x4, 64x4x8 and
+    /// 16x8x4 (8-wide blocks spill).
     fn choose(kernel: MatmulKernel, a: Storage, b: Storage) -> Tiling {
         let sixteen_bit = a != Storage::F32 && b != Storage::F32;
         match kernel {
             MatmulKernel::Direct => Tiling {
                 entry: "matmul_direct",
-                wg_x: 8,
-                wg_y: 8,
-                tm: 4,
+                wg_x: 64,
+                wg_y: 1,
+                tm: 8,
                 tn: 4,
                 bk: 1,
             },
@@ -311,6 +313,11 @@ mod tests {
                     let t = Tiling::choose(kernel, a, b);
                     assert!(t.wg_x * t.wg_y <= 256, "{t:?}: over 256 threads");
                     assert_eq!(t.tn % 2, 0, "{t:?}: threads must own column pairs");
+                    if kernel == MatmulKernel::Tiled {
+                        assert_eq!((t.tm % 4, t.tn % 4), (0, 0), "{t:?}: vec4 fragments");
+                    } else {
+                        assert_eq!(t.wg_y, 1, "{t:?}: rows must be uniform per workgroup");
+                    }
                     let shared = 4 * t.bk * (t.bm() + t.bn());
                     if kernel == MatmulKernel::Tiled {
                         assert!(
