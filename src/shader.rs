@@ -32,6 +32,7 @@ pub const SHADERS: &[(&str, &str)] = &[
     ("scaler", include_str!("../shaders/scaler.wgsl")),
     ("optim", include_str!("../shaders/optim.wgsl")),
     ("amp", include_str!("../shaders/amp.wgsl")),
+    ("matmul", include_str!("../shaders/matmul.wgsl")),
 ];
 
 const PRELUDE: &str = include_str!("../shaders/prelude.wgsl");

@@ -1,5 +1,6 @@
 //! Subcommands of the `webgpu-amp` binary.
 
+mod bench;
 mod info;
 
 use clap::{Args, Parser, Subcommand};
@@ -20,6 +21,8 @@ struct Cli {
 enum Command {
     /// List every adapter with its capabilities and the f16 storage training would use.
     Info(info::InfoArgs),
+    /// Measure kernel throughput (`bench matmul`: GFLOP/s per storage and size).
+    Bench(bench::BenchArgs),
 }
 
 /// Device selection flags shared by every subcommand that runs on the GPU.
@@ -36,7 +39,6 @@ pub struct DeviceArgs {
     pub f16_storage: Option<String>,
 }
 
-#[allow(dead_code)] // used by the GPU subcommands (bench, train) as they land
 impl DeviceArgs {
     pub fn options(&self) -> webgpu_amp::Result<GpuOptions> {
         let mut o = GpuOptions {
@@ -59,6 +61,7 @@ pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Info(a) => info::run(&a),
+        Command::Bench(a) => bench::run(&a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

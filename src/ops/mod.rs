@@ -8,6 +8,7 @@ pub mod elementwise;
 pub mod pool;
 pub mod loss;
 pub mod reduce;
+pub mod matmul;
 
 use crate::error::Result;
 use crate::gpu::Kernel;
@@ -39,6 +40,7 @@ pub fn all_variants() -> Result<Vec<Variant>> {
     v.extend(crate::amp::scaler::variants()?);
     v.extend(crate::optim::variants()?);
     v.extend(crate::amp::round::variants()?);
+    v.extend(matmul::variants()?);
     Ok(v)
 }
 

@@ -1,0 +1,283 @@
+//! `webgpu-amp bench matmul`: GFLOP/s of the matmul kernels per storage and size.
+//!
+//! Each measurement is the median over `--repeats` runs of one compute pass holding a batch
+//! of identical n×n×n dispatches (batched so small sizes are not dominated by submit cost),
+//! timed with GPU timestamp queries when the adapter has them, else by wall clock around
+//! submit and a blocking sync.
+
+use std::time::Instant;
+
+use clap::{Args, Subcommand, ValueEnum};
+use webgpu_amp::ops::matmul::{MatmulKernel, MatmulOpts, flops, matmul_with};
+use webgpu_amp::{F16StorageChoice, GpuContext, Storage, Tensor};
+
+use super::DeviceArgs;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    what: BenchWhat,
+}
+
+#[derive(Subcommand)]
+enum BenchWhat {
+    /// n×n×n matmul for each storage (f32, native f16 when available, packed f16, bf16).
+    Matmul(MatmulBenchArgs),
+}
+
+#[derive(Args)]
+struct MatmulBenchArgs {
+    /// Comma-separated sizes n (each run is n×n×n).
+    #[arg(long, value_delimiter = ',', default_values_t = [256usize, 512, 1024])]
+    sizes: Vec<usize>,
+    /// Timed runs per measurement (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    repeats: usize,
+    /// Kernel body: auto picks by adapter type (direct on CPU adapters, tiled on GPUs).
+    #[arg(long, value_enum, default_value_t = KernelArg::Auto)]
+    kernel: KernelArg,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    device: DeviceArgs,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum KernelArg {
+    Auto,
+    Tiled,
+    Direct,
+}
+
+impl KernelArg {
+    fn kernel(self) -> MatmulKernel {
+        match self {
+            KernelArg::Auto => MatmulKernel::Auto,
+            KernelArg::Tiled => MatmulKernel::Tiled,
+            KernelArg::Direct => MatmulKernel::Direct,
+        }
+    }
+}
+
+#[derive(serde::Serialize)]
+struct BenchResult {
+    storage: &'static str,
+    n: usize,
+    kernel: &'static str,
+    /// Median seconds of one n×n×n matmul.
+    seconds: f64,
+    gflops: f64,
+    /// Dispatches per timed pass.
+    batch: usize,
+}
+
+#[derive(serde::Serialize)]
+struct BenchReport {
+    adapter: String,
+    backend: String,
+    device_type: String,
+    driver: String,
+    timing: &'static str,
+    repeats: usize,
+    results: Vec<BenchResult>,
+}
+
+pub fn run(args: &BenchArgs) -> webgpu_amp::Result<()> {
+    match &args.what {
+        BenchWhat::Matmul(a) => bench_matmul(a),
+    }
+}
+
+fn bench_matmul(args: &MatmulBenchArgs) -> webgpu_amp::Result<()> {
+    if args.repeats == 0 {
+        return Err(webgpu_amp::Error::InvalidArgument(
+            "--repeats must be at least 1".into(),
+        ));
+    }
+    if let Some(bad) = args.sizes.iter().find(|&&n| n == 0) {
+        return Err(webgpu_amp::Error::InvalidArgument(format!(
+            "--sizes must be positive, got {bad}"
+        )));
+    }
+    let mut options = args.device.options()?;
+    let f16_choice = options.f16_storage;
+    // The packed context runs f32, packed f16 and bf16; a native one adds native f16.
+    options.f16_storage = F16StorageChoice::Packed;
+    let packed = GpuContext::new(&options)?;
+    let native = if packed.caps.shader_f16 && f16_choice != F16StorageChoice::Packed {
+        options.f16_storage = F16StorageChoice::Native;
+        Some(GpuContext::new(&options)?)
+    } else {
+        None
+    };
+    let mut runs: Vec<(&GpuContext, Storage)> = vec![(&packed, Storage::F32)];
+    if let Some(n) = &native {
+        runs.push((n, Storage::F16));
+    }
+    if f16_choice != F16StorageChoice::Native {
+        runs.push((&packed, Storage::F16Packed));
+    }
+    runs.push((&packed, Storage::BF16));
+
+    let timing = if packed.caps.timestamp_query {
+        "gpu-timestamps"
+    } else {
+        "wall-clock"
+    };
+    let kernel = args.kernel.kernel();
+    let report = &packed.report;
+    if !args.json {
+        println!(
+            "matmul on {} ({}, {}, {}); timing: {timing}, median of {}",
+            report.name, report.backend, report.device_type, report.driver, args.repeats
+        );
+        println!(
+            "{:<10} {:>6} {:>7} {:>6} {:>12} {:>10}",
+            "storage", "n", "kernel", "batch", "ms/matmul", "GFLOP/s"
+        );
+    }
+    let mut results = Vec::new();
+    for &n in &args.sizes {
+        for &(ctx, storage) in &runs {
+            let r = measure(ctx, storage, n, kernel, args.repeats)?;
+            if !args.json {
+                println!(
+                    "{:<10} {:>6} {:>7} {:>6} {:>12.3} {:>10.2}",
+                    r.storage,
+                    r.n,
+                    r.kernel,
+                    r.batch,
+                    r.seconds * 1e3,
+                    r.gflops
+                );
+            }
+            results.push(r);
+        }
+    }
+    if args.json {
+        let out = BenchReport {
+            adapter: report.name.clone(),
+            backend: report.backend.clone(),
+            device_type: report.device_type.clone(),
+            driver: report.driver.clone(),
+            timing,
+            repeats: args.repeats,
+            results,
+        };
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).expect("bench report serialises")
+        );
+    }
+    Ok(())
+}
+
+fn measure(
+    ctx: &GpuContext,
+    storage: Storage,
+    n: usize,
+    kernel: MatmulKernel,
+    repeats: usize,
+) -> webgpu_amp::Result<BenchResult> {
+    let a = Tensor::zeros_with_storage(ctx, &[n, n], storage);
+    let b = Tensor::zeros_with_storage(ctx, &[n, n], storage);
+    let c = Tensor::zeros_with_storage(ctx, &[n, n], storage);
+    let values: Vec<f32> = (0..n * n).map(|i| ((i % 17) as f32 - 8.0) / 8.0).collect();
+    a.write_f32(ctx, &values)?;
+    b.write_f32(ctx, &values)?;
+    let k = matmul_with(ctx, &a, &b, &c, MatmulOpts::default(), kernel)?;
+    let work = flops(n, n, n);
+    // Enough dispatches per pass for about 0.5 GFLOP of work, at most 64.
+    let batch = ((5e8 / work).ceil() as usize).clamp(1, 64);
+
+    let timer = Timer::new(ctx);
+    timer.time(ctx, &k, batch)?; // warm-up: pipeline creation, first-touch, clocks
+    let mut times = Vec::with_capacity(repeats);
+    for _ in 0..repeats {
+        times.push(timer.time(ctx, &k, batch)? / batch as f64);
+    }
+    times.sort_by(f64::total_cmp);
+    let seconds = times[times.len() / 2];
+    Ok(BenchResult {
+        storage: storage.name(),
+        n,
+        kernel: kernel.resolve(ctx).name(),
+        seconds,
+        gflops: work / seconds / 1e9,
+        batch,
+    })
+}
+
+/// Times one pass of `batch` dispatches: GPU timestamps at the pass's start and end when
+/// the adapter has them, else wall clock around submit + sync.
+struct Timer {
+    queries: Option<(wgpu::QuerySet, std::sync::Arc<webgpu_amp::gpu::GpuBuffer>)>,
+}
+
+impl Timer {
+    fn new(ctx: &GpuContext) -> Timer {
+        let queries = ctx.caps.timestamp_query.then(|| {
+            let set = ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("bench timestamps"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2,
+            });
+            let resolve = ctx.alloc(
+                "bench timestamps",
+                16,
+                wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            );
+            (set, resolve)
+        });
+        Timer { queries }
+    }
+
+    fn time(
+        &self,
+        ctx: &GpuContext,
+        k: &webgpu_amp::gpu::Kernel,
+        batch: usize,
+    ) -> webgpu_amp::Result<f64> {
+        let mut encoder = ctx
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("bench"),
+            });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("bench"),
+                timestamp_writes: self.queries.as_ref().map(|(set, _)| {
+                    wgpu::ComputePassTimestampWrites {
+                        query_set: set,
+                        beginning_of_pass_write_index: Some(0),
+                        end_of_pass_write_index: Some(1),
+                    }
+                }),
+            });
+            for _ in 0..batch {
+                k.encode(&mut pass);
+            }
+        }
+        if let Some((set, resolve)) = &self.queries {
+            encoder.resolve_query_set(set, 0..2, resolve.raw(), 0);
+        }
+        let start = Instant::now();
+        ctx.queue.submit([encoder.finish()]);
+        ctx.sync()?;
+        let wall = start.elapsed().as_secs_f64();
+        let Some((_, resolve)) = &self.queries else {
+            return Ok(wall);
+        };
+        let bytes = ctx.read_bytes(resolve, 0, 16)?;
+        let ticks: [u64; 2] = bytemuck::pod_read_unaligned(&bytes);
+        let ns = ticks[1].wrapping_sub(ticks[0]) as f64 * ctx.queue.get_timestamp_period() as f64;
+        if ns <= 0.0 || !ns.is_finite() || ticks[1] < ticks[0] {
+            return Err(webgpu_amp::Error::Gpu(format!(
+                "timestamp queries gave no usable interval ({} → {})",
+                ticks[0], ticks[1]
+            )));
+        }
+        Ok(ns * 1e-9)
+    }
+}

@@ -1,0 +1,489 @@
+//! Matmul against an f64 CPU reference on every storage, transpose, kernel body and awkward
+//! shape; inf propagation; linear-layer gradients against finite differences.
+
+mod common;
+
+use common::{ctx, ctx_native, ctx_packed, rand_vec};
+use webgpu_amp::ops::matmul::{MatmulKernel, MatmulOpts, matmul, matmul_with};
+use webgpu_amp::{DType, GpuContext, Tensor};
+
+/// Both kernel bodies, except the tiled one on GL over a CPU adapter (llvmpipe): Mesa's GLSL
+/// compiler takes about 30 s per tiled pipeline there, and `Auto` runs the direct body on
+/// that adapter anyway. The tiled body is still checked on that machine through Vulkan
+/// (lavapipe), and on every hardware adapter. Said out loud, never silently.
+fn kernels(ctx: &GpuContext) -> Vec<MatmulKernel> {
+    if ctx.report.backend == "gl" && ctx.report.device_type == "Cpu" {
+        eprintln!(
+            "note: {} is GL on a CPU adapter: testing the direct matmul body only (the one Auto uses there)",
+            ctx.report.name
+        );
+        vec![MatmulKernel::Direct]
+    } else {
+        vec![MatmulKernel::Tiled, MatmulKernel::Direct]
+    }
+}
+
+/// (name, context, dtype of a, b and c): f32, native f16, packed f16, bf16.
+fn storages() -> [(&'static str, &'static GpuContext, DType); 4] {
+    [
+        ("f32", ctx(), DType::F32),
+        ("f16 native", ctx_native(), DType::F16),
+        ("f16 packed", ctx_packed(), DType::F16),
+        ("bf16", ctx(), DType::BF16),
+    ]
+}
+
+/// Values in [-1, 1) already rounded to `dtype`, so the GPU sees exactly these.
+fn quantised(n: usize, seed: u64, dtype: DType) -> Vec<f32> {
+    rand_vec(n, seed).iter().map(|&v| dtype.round(v)).collect()
+}
+
+/// One product of the reference: the value and the magnitude sum Σ|terms| that bounds the
+/// rounding error of any summation order.
+#[allow(clippy::too_many_arguments)]
+fn reference(
+    a: &[f32],
+    b: &[f32],
+    (m, n, k): (usize, usize, usize),
+    trans_a: bool,
+    trans_b: bool,
+    bias: Option<&[f32]>,
+    c0: Option<&[f32]>,
+) -> (Vec<f64>, Vec<f64>) {
+    let mut value = vec![0.0f64; m * n];
+    let mut magnitude = vec![0.0f64; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let (mut s, mut mag) = (0.0f64, 0.0f64);
+            for p in 0..k {
+                let av = if trans_a { a[p * m + i] } else { a[i * k + p] } as f64;
+                let bv = if trans_b { b[j * k + p] } else { b[p * n + j] } as f64;
+                s += av * bv;
+                mag += (av * bv).abs();
+            }
+            for extra in [bias.map(|v| v[j]), c0.map(|v| v[i * n + j])]
+                .into_iter()
+                .flatten()
+            {
+                s += extra as f64;
+                mag += (extra as f64).abs();
+            }
+            value[i * n + j] = s;
+            magnitude[i * n + j] = mag;
+        }
+    }
+    (value, magnitude)
+}
+
+/// got ≈ want: f32 accumulation error (1e-5·sqrt(K) of the magnitude) plus the rounding of
+/// the output dtype (half an ulp: 2^-11 f16, 2^-8 bf16, relative; subnormal f16 absolute).
+#[track_caller]
+fn assert_matches(what: &str, got: &[f32], want: &[f64], magnitude: &[f64], k: usize, out: DType) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let (rel_out, abs_out) = match out {
+        DType::F32 => (0.0, 0.0),
+        DType::F16 => (2f64.powi(-11), 2f64.powi(-25)),
+        DType::BF16 => (2f64.powi(-8), 0.0),
+    };
+    let acc = 1e-5 * (k.max(1) as f64).sqrt();
+    for (i, ((&g, &w), &mag)) in got.iter().zip(want).zip(magnitude).enumerate() {
+        let tol = acc * mag * (1.0 + rel_out) + rel_out * w.abs() + abs_out + 1e-30;
+        let err = (g as f64 - w).abs();
+        assert!(
+            err <= tol,
+            "{what}: element {i}: got {g}, want {w} (|err| {err:e} > tol {tol:e})"
+        );
+    }
+}
+
+/// Run one product on the GPU and compare it with the reference.
+#[allow(clippy::too_many_arguments)]
+fn check(
+    what: &str,
+    ctx: &GpuContext,
+    kernel: MatmulKernel,
+    (m, n, k): (usize, usize, usize),
+    (trans_a, trans_b): (bool, bool),
+    (a_dt, b_dt, c_dt): (DType, DType, DType),
+    bias_dt: Option<DType>,
+    accumulate: bool,
+    seed: u64,
+) {
+    let what = format!(
+        "{what} {} {m}x{n}x{k} ta={trans_a} tb={trans_b} a={a_dt} b={b_dt} c={c_dt} bias={bias_dt:?} acc={accumulate}",
+        kernel.name()
+    );
+    let av = quantised(m * k, seed, a_dt);
+    let bv = quantised(k * n, seed + 1, b_dt);
+    let a_shape = if trans_a { [k, m] } else { [m, k] };
+    let b_shape = if trans_b { [n, k] } else { [k, n] };
+    let a = Tensor::from_f32(ctx, &av, &a_shape, a_dt).unwrap();
+    let b = Tensor::from_f32(ctx, &bv, &b_shape, b_dt).unwrap();
+    let c0 = quantised(m * n, seed + 2, c_dt);
+    let c = Tensor::from_f32(ctx, &c0, &[m, n], c_dt).unwrap();
+    let biasv = bias_dt.map(|d| quantised(n, seed + 3, d));
+    let bias = bias_dt.map(|d| Tensor::from_f32(ctx, biasv.as_ref().unwrap(), &[n], d).unwrap());
+    let opts = MatmulOpts {
+        trans_a,
+        trans_b,
+        accumulate,
+        bias: bias.as_ref(),
+    };
+    let kern = matmul_with(ctx, &a, &b, &c, opts, kernel).unwrap();
+    ctx.run(&[&kern]);
+    let got = c.read_f32(ctx).unwrap();
+    let (want, mag) = reference(
+        &av,
+        &bv,
+        (m, n, k),
+        trans_a,
+        trans_b,
+        biasv.as_deref(),
+        accumulate.then_some(&c0[..]),
+    );
+    assert_matches(&what, &got, &want, &mag, k, c_dt);
+}
+
+const TRANSPOSES: [(bool, bool); 4] = [(false, false), (true, false), (false, true), (true, true)];
+
+#[test]
+fn every_storage_transpose_and_kernel_matches_f64_reference_at_awkward_shapes() {
+    // 1x1x1; odd N (packed words span rows); even N (whole-word stores); sizes that are not
+    // multiples of any tile; K larger than a tile.
+    let shapes = [
+        (1, 1, 1),
+        (3, 6, 5),
+        (17, 33, 65),
+        (65, 127, 31),
+        (65, 126, 31),
+        (130, 2, 9),
+    ];
+    for (name, ctx, dt) in storages() {
+        for kernel in kernels(ctx) {
+            for (si, &shape) in shapes.iter().enumerate() {
+                for (ti, &trans) in TRANSPOSES.iter().enumerate() {
+                    // Transposes only change index arithmetic, shared by every storage: the
+                    // tiled body (slow to compile on CPU adapters) runs all four in f32 and
+                    // the plain and doubly transposed ones in 16-bit storages.
+                    if kernel == MatmulKernel::Tiled && dt != DType::F32 && trans.0 != trans.1 {
+                        continue;
+                    }
+                    check(
+                        name,
+                        ctx,
+                        kernel,
+                        shape,
+                        trans,
+                        (dt, dt, dt),
+                        None,
+                        false,
+                        (si * 4 + ti) as u64,
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn mixed_storages_bias_and_accumulate() {
+    for (name, ctx) in [("native", ctx_native()), ("packed", ctx_packed())] {
+        for kernel in kernels(ctx) {
+            let (f32_, f16_, bf16_) = (DType::F32, DType::F16, DType::BF16);
+            // Weight gradient of a linear layer: f16 inputs, f32 accumulating output.
+            check(
+                name,
+                ctx,
+                kernel,
+                (20, 37, 45),
+                (true, false),
+                (f16_, f16_, f32_),
+                None,
+                true,
+                10,
+            );
+            check(
+                name,
+                ctx,
+                kernel,
+                (20, 37, 45),
+                (true, false),
+                (bf16_, bf16_, f32_),
+                None,
+                true,
+                11,
+            );
+            // Storages only change the load/store helpers and the epilogue, shared by both
+            // bodies: the rest of the mixes run on the direct body (fast to compile).
+            if kernel == MatmulKernel::Tiled {
+                continue;
+            }
+            // Forward of a linear layer: f16 x, f16 W (transposed), f16 y, bias.
+            for (bias, seed) in [(f16_, 12), (f32_, 13)] {
+                check(
+                    name,
+                    ctx,
+                    kernel,
+                    (9, 34, 40),
+                    (false, true),
+                    (f16_, f16_, f16_),
+                    Some(bias),
+                    false,
+                    seed,
+                );
+            }
+            // Every input a different storage, output packed/native half, odd N, accumulate.
+            check(
+                name,
+                ctx,
+                kernel,
+                (7, 19, 23),
+                (false, false),
+                (f32_, f16_, f16_),
+                Some(bf16_),
+                true,
+                14,
+            );
+            check(
+                name,
+                ctx,
+                kernel,
+                (7, 19, 23),
+                (true, true),
+                (bf16_, f32_, bf16_),
+                Some(f16_),
+                true,
+                15,
+            );
+            check(
+                name,
+                ctx,
+                kernel,
+                (8, 18, 23),
+                (false, true),
+                (f16_, bf16_, f16_),
+                Some(f32_),
+                true,
+                16,
+            );
+            check(
+                name,
+                ctx,
+                kernel,
+                (8, 18, 23),
+                (false, false),
+                (f32_, f32_, f32_),
+                Some(f32_),
+                true,
+                17,
+            );
+        }
+    }
+}
+
+#[test]
+fn k_zero_gives_bias_or_leaves_c_unchanged() {
+    for (name, ctx, dt) in storages() {
+        for kernel in kernels(ctx) {
+            for accumulate in [false, true] {
+                for bias in [None, Some(dt)] {
+                    check(
+                        name,
+                        ctx,
+                        kernel,
+                        (5, 7, 0),
+                        (false, false),
+                        (dt, dt, dt),
+                        bias,
+                        accumulate,
+                        20,
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn size_512_cube_f32_and_native_f16() {
+    for (name, ctx, dt) in [
+        ("f32", ctx(), DType::F32),
+        ("f16 native", ctx_native(), DType::F16),
+    ] {
+        check(
+            name,
+            ctx,
+            MatmulKernel::Auto,
+            (512, 512, 512),
+            (false, false),
+            (dt, dt, dt),
+            None,
+            false,
+            30,
+        );
+    }
+}
+
+#[test]
+fn inf_in_f16_input_reaches_its_output_row() {
+    let (m, n, k) = (6, 10, 12);
+    for (name, ctx) in [("native", ctx_native()), ("packed", ctx_packed())] {
+        for kernel in kernels(ctx) {
+            let mut av = quantised(m * k, 40, DType::F16);
+            let bv = quantised(k * n, 41, DType::F16);
+            av[2 * k + 5] = f32::INFINITY; // row 2
+            let a = Tensor::from_f32(ctx, &av, &[m, k], DType::F16).unwrap();
+            let b = Tensor::from_f32(ctx, &bv, &[k, n], DType::F16).unwrap();
+            let c = Tensor::zeros(ctx, &[m, n], DType::F16);
+            let kern = matmul_with(ctx, &a, &b, &c, MatmulOpts::default(), kernel).unwrap();
+            ctx.run(&[&kern]);
+            let got = c.read_f32(ctx).unwrap();
+            for i in 0..m {
+                for j in 0..n {
+                    let g = got[i * n + j];
+                    let what = format!("{name} {} c[{i},{j}] = {g}", kernel.name());
+                    if i == 2 {
+                        let bv = bv[5 * n + j];
+                        if bv > 0.0 {
+                            assert_eq!(g, f32::INFINITY, "{what}");
+                        } else if bv < 0.0 {
+                            assert_eq!(g, f32::NEG_INFINITY, "{what}");
+                        } else {
+                            assert!(g.is_nan(), "{what}: inf·0 must be NaN");
+                        }
+                    } else {
+                        assert!(g.is_finite(), "{what}: other rows stay finite");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// L(x, W) = Σ w_out ⊙ (x · Wᵀ) for x [B, I], W [O, I]. dL/dy = w_out, so the matmul
+/// gradients of a linear layer are dx = w_out · W and dW = w_outᵀ · x.
+fn linear_loss(x: &[f64], w: &[f64], w_out: &[f64], (bsz, i_n, o_n): (usize, usize, usize)) -> f64 {
+    let mut l = 0.0;
+    for r in 0..bsz {
+        for o in 0..o_n {
+            let y: f64 = (0..i_n).map(|p| x[r * i_n + p] * w[o * i_n + p]).sum();
+            l += w_out[r * o_n + o] * y;
+        }
+    }
+    l
+}
+
+fn finite_difference(f: impl Fn(&[f64]) -> f64, at: &[f64]) -> Vec<f64> {
+    let h = 1e-3;
+    (0..at.len())
+        .map(|i| {
+            let mut p = at.to_vec();
+            p[i] += h;
+            let up = f(&p);
+            p[i] -= 2.0 * h;
+            (up - f(&p)) / (2.0 * h)
+        })
+        .collect()
+}
+
+#[test]
+fn linear_backward_matches_finite_differences() {
+    let (bsz, i_n, o_n) = (5, 13, 7);
+    for (name, ctx, dt) in storages() {
+        for kernel in kernels(ctx) {
+            let xv = quantised(bsz * i_n, 50, dt);
+            let wv = quantised(o_n * i_n, 51, dt);
+            let dyv = quantised(bsz * o_n, 52, dt);
+            let to64 = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
+            let (x64, w64, dy64) = (to64(&xv), to64(&wv), to64(&dyv));
+            let dims = (bsz, i_n, o_n);
+            let want_dx = finite_difference(|x| linear_loss(x, &w64, &dy64, dims), &x64);
+            let want_dw = finite_difference(|w| linear_loss(&x64, w, &dy64, dims), &w64);
+
+            let x = Tensor::from_f32(ctx, &xv, &[bsz, i_n], dt).unwrap();
+            let w = Tensor::from_f32(ctx, &wv, &[o_n, i_n], dt).unwrap();
+            let dy = Tensor::from_f32(ctx, &dyv, &[bsz, o_n], dt).unwrap();
+            let dx = Tensor::zeros(ctx, &[bsz, i_n], dt);
+            // Weight gradients land in f32 and accumulate: start from a previous micro-batch.
+            let dw_prev = rand_vec(o_n * i_n, 53);
+            let dw = Tensor::from_f32(ctx, &dw_prev, &[o_n, i_n], DType::F32).unwrap();
+            let k_dx = matmul_with(ctx, &dy, &w, &dx, MatmulOpts::default(), kernel).unwrap();
+            let dw_opts = MatmulOpts {
+                trans_a: true,
+                accumulate: true,
+                ..Default::default()
+            };
+            let k_dw = matmul_with(ctx, &dy, &x, &dw, dw_opts, kernel).unwrap();
+            ctx.run(&[&k_dx, &k_dw]);
+            let got_dx = dx.read_f32(ctx).unwrap();
+            let got_dw: Vec<f32> = dw
+                .read_f32(ctx)
+                .unwrap()
+                .iter()
+                .zip(&dw_prev)
+                .map(|(g, p)| g - p)
+                .collect();
+            // Finite differences of a bilinear function are exact up to f64 rounding; the
+            // GPU side adds f32 accumulation and the output rounding of dx.
+            let what = format!("{name} {}", kernel.name());
+            let mag_dx: Vec<f64> = want_dx.iter().map(|_| o_n as f64).collect();
+            let mag_dw: Vec<f64> = want_dw.iter().map(|_| 2.0 + bsz as f64).collect();
+            assert_matches(&format!("{what} dx"), &got_dx, &want_dx, &mag_dx, o_n, dt);
+            assert_matches(
+                &format!("{what} dW"),
+                &got_dw,
+                &want_dw,
+                &mag_dw,
+                bsz,
+                DType::F32,
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_shapes_are_clear_errors() {
+    let ctx = ctx();
+    let t = |shape: &[usize]| Tensor::zeros(ctx, shape, DType::F32);
+    let err =
+        |a: &Tensor, b: &Tensor, c: &Tensor, opts: MatmulOpts| match matmul(ctx, a, b, c, opts) {
+            Ok(_) => panic!(
+                "{:?}·{:?}→{:?} should fail",
+                a.shape(),
+                b.shape(),
+                c.shape()
+            ),
+            Err(e) => e.to_string(),
+        };
+    let e = err(&t(&[2, 3]), &t(&[4, 5]), &t(&[2, 5]), MatmulOpts::default());
+    assert!(
+        e.contains("matmul") && e.contains("[2, 3]") && e.contains("[4, 5]"),
+        "{e}"
+    );
+    let e = err(
+        &t(&[2, 3, 1]),
+        &t(&[3, 5]),
+        &t(&[2, 5]),
+        MatmulOpts::default(),
+    );
+    assert!(e.contains("2-D"), "{e}");
+    let bias = t(&[4]);
+    let opts = MatmulOpts {
+        bias: Some(&bias),
+        ..Default::default()
+    };
+    let e = err(&t(&[2, 3]), &t(&[3, 5]), &t(&[2, 5]), opts);
+    assert!(e.contains("bias"), "{e}");
+    // The same shapes are fine once transposed as declared.
+    let opts = MatmulOpts {
+        trans_a: true,
+        trans_b: true,
+        ..Default::default()
+    };
+    assert!(matmul(ctx, &t(&[3, 2]), &t(&[5, 3]), &t(&[2, 5]), opts).is_ok());
+    // Native and packed f16 never meet in one call.
+    let native = Tensor::zeros_with_storage(ctx, &[2, 3], webgpu_amp::Storage::F16);
+    let packed = Tensor::zeros_with_storage(ctx, &[3, 5], webgpu_amp::Storage::F16Packed);
+    let e = err(&native, &packed, &t(&[2, 5]), MatmulOpts::default());
+    assert!(e.contains("native and packed"), "{e}");
+}
