@@ -23,6 +23,9 @@ pub struct BenchArgs {
 enum BenchWhat {
     /// n×n×n matmul for each storage (f32, native f16 when available, packed f16, bf16).
     Matmul(MatmulBenchArgs),
+    /// ms per training step, images/s and peak GPU memory per model and precision, and the
+    /// GradScaler's overhead, as JSON lines.
+    Step(super::bench_step::BenchStepArgs),
 }
 
 #[derive(Args)]
@@ -86,6 +89,7 @@ struct BenchReport {
 pub fn run(args: &BenchArgs) -> webgpu_amp::Result<()> {
     match &args.what {
         BenchWhat::Matmul(a) => bench_matmul(a),
+        BenchWhat::Step(a) => super::bench_step::run(a),
     }
 }
 

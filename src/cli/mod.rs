@@ -1,7 +1,11 @@
 //! Subcommands of the `webgpu-amp` binary.
 
 mod bench;
+mod bench_step;
+mod compare;
 mod info;
+mod plot;
+mod train;
 
 use clap::{Args, Parser, Subcommand};
 use webgpu_amp::{BackendChoice, F16StorageChoice, GpuOptions};
@@ -21,7 +25,11 @@ struct Cli {
 enum Command {
     /// List every adapter with its capabilities and the f16 storage training would use.
     Info(info::InfoArgs),
-    /// Measure kernel throughput (`bench matmul`: GFLOP/s per storage and size).
+    /// Train a model on a data set under one precision mode.
+    Train(train::TrainArgs),
+    /// Train the same model from the same weights under f32 and AMP, side by side.
+    Compare(compare::CompareArgs),
+    /// Benchmarks: `bench matmul` (GFLOP/s per storage), `bench step` (ms/step per model and precision).
     Bench(bench::BenchArgs),
 }
 
@@ -61,6 +69,8 @@ pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Info(a) => info::run(&a),
+        Command::Train(a) => train::run(&a),
+        Command::Compare(a) => compare::run(&a),
         Command::Bench(a) => bench::run(&a),
     };
     match result {

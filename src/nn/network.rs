@@ -48,19 +48,16 @@ impl LossKind {
 enum Node {
     Cast {
         x: Tensor,
-        y: Tensor,
     },
     Linear {
         x: Tensor,
         w: Tensor,
-        y: Tensor,
         name: String,
         bias: bool,
     },
     Conv2d {
         x: Tensor,
         w: Tensor,
-        y: Tensor,
         p: Conv2dParams,
         name: String,
         bias: bool,
@@ -73,7 +70,6 @@ enum Node {
     },
     MaxPool2d {
         x: Tensor,
-        y: Tensor,
         indices: Arc<GpuBuffer>,
         p: Pool2dParams,
     },
@@ -153,7 +149,7 @@ impl Network {
             if compute != x.dtype() {
                 let y = Tensor::zeros(ctx, x.shape(), compute);
                 forward.push(elementwise::cast(ctx, &x, &y)?);
-                nodes.push(Node::Cast { x, y: y.clone() });
+                nodes.push(Node::Cast { x });
                 x = y;
             }
             let out_shape = with_batch(&layer.output_shape);
@@ -181,7 +177,6 @@ impl Network {
                     nodes.push(Node::Linear {
                         x,
                         w,
-                        y: y.clone(),
                         name: layer.name.clone(),
                         bias: *bias,
                     });
@@ -208,7 +203,6 @@ impl Network {
                     nodes.push(Node::Conv2d {
                         x,
                         w,
-                        y: y.clone(),
                         p,
                         name: layer.name.clone(),
                         bias: *bias,
@@ -237,7 +231,6 @@ impl Network {
                     forward.push(pool::maxpool2d_forward(ctx, &x, &y, &indices, p)?);
                     nodes.push(Node::MaxPool2d {
                         x,
-                        y: y.clone(),
                         indices,
                         p,
                     });

@@ -175,18 +175,18 @@ impl Checkpoint {
                 })
                 .transpose()
         };
-        let from = |v: serde_json::Value, key: &str| {
+        fn from<T: serde::de::DeserializeOwned>(v: serde_json::Value, what: &str, key: &str) -> Result<T> {
             serde_json::from_value(v)
                 .map_err(|e| Error::Checkpoint(format!("{what}: metadata `{key}`: {e}")))
-        };
+        }
         Ok(Self {
             params,
             optimizer: parse("optimizer")?
-                .map(|v| from(v, "optimizer"))
+                .map(|v| from(v, what, "optimizer"))
                 .transpose()?,
-            scaler: parse("scaler")?.map(|v| from(v, "scaler")).transpose()?,
+            scaler: parse("scaler")?.map(|v| from(v, what, "scaler")).transpose()?,
             progress: parse("progress")?
-                .map(|v| from(v, "progress"))
+                .map(|v| from(v, what, "progress"))
                 .transpose()?
                 .unwrap_or_default(),
             precision: meta.get("precision").cloned(),

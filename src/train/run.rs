@@ -200,10 +200,10 @@ impl Run {
                 }
                 self.report(ctx, &mut history, on_event)?;
                 if completes
-                    && let (Some(every), Some(path)) = (self.config.save_every, &self.config.save_path)
+                    && let (Some(every), Some(path)) = (self.config.save_every, self.config.save_path.clone())
                     && self.progress.step.is_multiple_of(every)
                 {
-                    self.save(ctx, path)?;
+                    self.save(ctx, &path)?;
                     on_event(&Event::Saved {
                         path: path.display().to_string(),
                         step: self.progress.step,
@@ -241,8 +241,8 @@ impl Run {
         {
             last_eval = Some(self.evaluate(ctx, set)?);
         }
-        if let Some(path) = &self.config.save_path {
-            self.save(ctx, path)?;
+        if let Some(path) = self.config.save_path.clone() {
+            self.save(ctx, &path)?;
             on_event(&Event::Saved {
                 path: path.display().to_string(),
                 step: self.progress.step,
