@@ -20,7 +20,11 @@ pub struct BenchStepArgs {
     #[arg(long, value_delimiter = ',', default_value = "mlp,mnist-cnn")]
     models: Vec<String>,
     /// Precision modes to measure.
-    #[arg(long, value_delimiter = ',', default_value = "f32,amp-f16,amp-bf16,f16")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "f32,amp-f16,amp-bf16,f16"
+    )]
     precisions: Vec<String>,
     #[arg(long, default_value_t = 64)]
     batch_size: usize,
@@ -117,13 +121,21 @@ fn measure(
 
 pub fn run(args: &BenchStepArgs) -> Result<()> {
     if args.batch_size == 0 || args.steps == 0 {
-        return Err(Error::InvalidArgument("--batch-size and --steps must be at least 1".into()));
+        return Err(Error::InvalidArgument(
+            "--batch-size and --steps must be at least 1".into(),
+        ));
     }
-    let precisions: Vec<Precision> =
-        args.precisions.iter().map(|p| Precision::parse(p)).collect::<Result<_>>()?;
+    let precisions: Vec<Precision> = args
+        .precisions
+        .iter()
+        .map(|p| Precision::parse(p))
+        .collect::<Result<_>>()?;
     let ctx = GpuContext::new(&args.device.options()?)?;
     if !args.json {
-        eprintln!("adapter: {} ({:?} f16 storage)", ctx.report.name, ctx.f16_storage);
+        eprintln!(
+            "adapter: {} ({:?} f16 storage)",
+            ctx.report.name, ctx.f16_storage
+        );
     }
     for model in &args.models {
         let mut amp_with = None;

@@ -43,7 +43,10 @@ struct RunReport<'a> {
 
 pub fn run(args: &CompareArgs) -> Result<()> {
     let mut modes: Vec<Precision> = match &args.precisions {
-        Some(list) => list.iter().map(|s| Precision::parse(s.trim())).collect::<Result<_>>()?,
+        Some(list) => list
+            .iter()
+            .map(|s| Precision::parse(s.trim()))
+            .collect::<Result<_>>()?,
         None => vec![Precision::F32, Precision::AmpF16],
     };
     if args.bf16 && !modes.contains(&Precision::AmpBf16) {
@@ -53,13 +56,19 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         modes.push(Precision::F16);
     }
     if modes.is_empty() {
-        return Err(Error::InvalidArgument("no precision modes to compare".into()));
+        return Err(Error::InvalidArgument(
+            "no precision modes to compare".into(),
+        ));
     }
     let prepared = args.common.prepare()?;
     let ctx = GpuContext::new(&args.common.device.options()?)?;
     println!(
         "comparing {} on {} ({} training samples) on {}",
-        modes.iter().map(|m| m.name()).collect::<Vec<_>>().join(", "),
+        modes
+            .iter()
+            .map(|m| m.name())
+            .collect::<Vec<_>>()
+            .join(", "),
         args.common.dataset,
         prepared.split.train.n,
         ctx.report.name
@@ -78,7 +87,12 @@ pub fn run(args: &CompareArgs) -> Result<()> {
             summary: s,
             losses: s.history.iter().map(|h| h.loss).collect(),
             scales: s.history.iter().map(|h| h.scale).collect(),
-            skipped: s.history.iter().filter(|h| h.skipped).map(|h| h.step).collect(),
+            skipped: s
+                .history
+                .iter()
+                .filter(|h| h.skipped)
+                .map(|h| h.step)
+                .collect(),
         })
         .collect();
     let report = serde_json::json!({

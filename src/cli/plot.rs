@@ -19,7 +19,11 @@ const COLORS: [RGBColor; 4] = [
 fn register() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        let _ = register_font("sans-serif", FontStyle::Normal, epaint_default_fonts::UBUNTU_LIGHT);
+        let _ = register_font(
+            "sans-serif",
+            FontStyle::Normal,
+            epaint_default_fonts::UBUNTU_LIGHT,
+        );
     });
 }
 
@@ -35,10 +39,22 @@ pub fn comparison_png(path: &Path, runs: &[RunSummary]) -> Result<()> {
     let (time_area, mem_area) = right.split_horizontally(280);
 
     // Loss curves.
-    let max_step = runs.iter().map(|r| r.history.len()).max().unwrap_or(1).max(2) as f32;
-    let losses = runs.iter().flat_map(|r| r.history.iter().map(|h| h.loss)).filter(|l| l.is_finite());
+    let max_step = runs
+        .iter()
+        .map(|r| r.history.len())
+        .max()
+        .unwrap_or(1)
+        .max(2) as f32;
+    let losses = runs
+        .iter()
+        .flat_map(|r| r.history.iter().map(|h| h.loss))
+        .filter(|l| l.is_finite());
     let (lo, hi) = losses.fold((f32::MAX, f32::MIN), |(a, b), l| (a.min(l), b.max(l)));
-    let (lo, hi) = if lo <= hi { (lo.min(0.0), hi * 1.05 + 1e-6) } else { (0.0, 1.0) };
+    let (lo, hi) = if lo <= hi {
+        (lo.min(0.0), hi * 1.05 + 1e-6)
+    } else {
+        (0.0, 1.0)
+    };
     let mut chart = ChartBuilder::on(&left)
         .caption("training loss", ("sans-serif", 22))
         .margin(12)
@@ -66,7 +82,9 @@ pub fn comparison_png(path: &Path, runs: &[RunSummary]) -> Result<()> {
             ))
             .map_err(err(path))?
             .label(r.precision.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
+            });
     }
     chart
         .configure_series_labels()
@@ -77,7 +95,9 @@ pub fn comparison_png(path: &Path, runs: &[RunSummary]) -> Result<()> {
         .map_err(err(path))?;
 
     bars(path, &time_area, "ms / step", runs, |r| r.ms_per_step)?;
-    bars(path, &mem_area, "peak GPU memory (MB)", runs, |r| r.peak_gpu_bytes as f64 / 1e6)?;
+    bars(path, &mem_area, "peak GPU memory (MB)", runs, |r| {
+        r.peak_gpu_bytes as f64 / 1e6
+    })?;
     root.present().map_err(err(path))?;
     Ok(())
 }
@@ -111,7 +131,10 @@ fn bars(
     chart
         .draw_series(runs.iter().enumerate().map(|(i, r)| {
             let mut bar = Rectangle::new(
-                [(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), value(r))],
+                [
+                    (SegmentValue::Exact(i), 0.0),
+                    (SegmentValue::Exact(i + 1), value(r)),
+                ],
                 COLORS[i % COLORS.len()].filled(),
             );
             bar.set_margin(0, 0, 12, 12);

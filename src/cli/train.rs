@@ -12,9 +12,9 @@ use webgpu_amp::data::{DataSource, Split};
 use webgpu_amp::nn::network::LossKind;
 use webgpu_amp::nn::spec::{ModelSpec, preset};
 use webgpu_amp::optim::OptimizerConfig;
+use webgpu_amp::train::StepConfig;
 use webgpu_amp::train::checkpoint::Checkpoint;
 use webgpu_amp::train::run::{Event, Run, RunConfig, RunSummary};
-use webgpu_amp::train::StepConfig;
 use webgpu_amp::{Error, GpuContext, Result};
 
 use super::DeviceArgs;
@@ -132,7 +132,12 @@ impl TrainCommon {
         let train = &split.train;
         let out = train.output_dim();
         let model = self.model.clone().unwrap_or_else(|| {
-            if train.y.is_classification() { "mlp" } else { "linear" }.into()
+            if train.y.is_classification() {
+                "mlp"
+            } else {
+                "linear"
+            }
+            .into()
         });
         let spec = if model.ends_with(".json") {
             let text = std::fs::read_to_string(&model)
@@ -152,10 +157,15 @@ impl TrainCommon {
                 "cross-entropy needs integer class labels; this data set has float targets (use --loss mse)".into(),
             ));
         }
-        let expected: Vec<(String, Vec<usize>)> =
-            spec.parameters().into_iter().map(|p| (p.name, p.shape)).collect();
+        let expected: Vec<(String, Vec<usize>)> = spec
+            .parameters()
+            .into_iter()
+            .map(|p| (p.name, p.shape))
+            .collect();
         let init = match &self.init {
-            Some(path) => Checkpoint::load(path)?.params_for(&expected, &path.display().to_string())?,
+            Some(path) => {
+                Checkpoint::load(path)?.params_for(&expected, &path.display().to_string())?
+            }
             None => spec.init_params(self.seed),
         };
         Ok(Prepared {
@@ -190,7 +200,8 @@ impl TrainCommon {
                 *nesterov = self.nesterov;
                 *weight_decay = self.weight_decay.unwrap_or(0.0);
             }
-            OptimizerConfig::Adam { weight_decay, .. } | OptimizerConfig::AdamW { weight_decay, .. } => {
+            OptimizerConfig::Adam { weight_decay, .. }
+            | OptimizerConfig::AdamW { weight_decay, .. } => {
                 if let Some(wd) = self.weight_decay {
                     *weight_decay = wd;
                 }
@@ -202,7 +213,9 @@ impl TrainCommon {
 
     pub fn run_config(&self, precision: Precision, loss: LossKind) -> Result<RunConfig> {
         if self.batch_size == 0 {
-            return Err(Error::InvalidArgument("--batch-size must be at least 1".into()));
+            return Err(Error::InvalidArgument(
+                "--batch-size must be at least 1".into(),
+            ));
         }
         let scaler = ScalerConfig {
             init_scale: self.init_scale,
@@ -253,7 +266,10 @@ pub fn progress_bar(total_steps: Option<u64>, label: &str) -> ProgressBar {
 /// Steps the run will take, when it can be known up front.
 pub fn planned_steps(cfg: &RunConfig, n: usize) -> Option<u64> {
     let per_epoch = (n.div_ceil(cfg.batch_size) / cfg.step.grad_accum.max(1)) as u64;
-    let by_epochs = cfg.epochs.or(if cfg.steps.is_none() { Some(1) } else { None }).map(|e| e * per_epoch);
+    let by_epochs = cfg
+        .epochs
+        .or(if cfg.steps.is_none() { Some(1) } else { None })
+        .map(|e| e * per_epoch);
     match (by_epochs, cfg.steps) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -270,7 +286,14 @@ pub fn run_with_progress(
     sink: &mut dyn FnMut(&Event) -> Result<()>,
 ) -> Result<RunSummary> {
     let bar = progress_bar(planned_steps(&cfg, prepared.split.train.n), label);
-    let mut run = Run::new(ctx, prepared.spec.clone(), cfg, &prepared.split.train, &prepared.init, resume)?;
+    let mut run = Run::new(
+        ctx,
+        prepared.spec.clone(),
+        cfg,
+        &prepared.split.train,
+        &prepared.init,
+        resume,
+    )?;
     bar.set_position(run.progress.step);
     let started = std::time::Instant::now();
     let mut images = 0u64;
@@ -319,19 +342,34 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     let prepared = args.common.prepare()?;
     let mut cfg = args.common.run_config(precision, prepared.loss)?;
     if args.save_every.is_some() && args.save.is_none() {
-        return Err(Error::InvalidArgument("--save-every needs --save FILE".into()));
+        return Err(Error::InvalidArgument(
+            "--save-every needs --save FILE".into(),
+        ));
     }
     if args.save_every == Some(0) {
-        return Err(Error::InvalidArgument("--save-every must be at least 1".into()));
+        return Err(Error::InvalidArgument(
+            "--save-every must be at least 1".into(),
+        ));
     }
     cfg.save_every = args.save_every;
     cfg.save_path = args.save.clone();
-    let resume = args.resume.as_ref().map(|p| Checkpoint::load(p)).transpose()?;
+    let resume = args
+        .resume
+        .as_ref()
+        .map(|p| Checkpoint::load(p))
+        .transpose()?;
     let prepared = match &resume {
         Some(ck) => {
-            let expected: Vec<(String, Vec<usize>)> =
-                prepared.spec.parameters().into_iter().map(|p| (p.name, p.shape)).collect();
-            let init = ck.params_for(&expected, &args.resume.as_ref().expect("resume").display().to_string())?;
+            let expected: Vec<(String, Vec<usize>)> = prepared
+                .spec
+                .parameters()
+                .into_iter()
+                .map(|p| (p.name, p.shape))
+                .collect();
+            let init = ck.params_for(
+                &expected,
+                &args.resume.as_ref().expect("resume").display().to_string(),
+            )?;
             Prepared { init, ..prepared }
         }
         None => prepared,
@@ -339,21 +377,30 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     let ctx = GpuContext::new(&args.common.device.options()?)?;
     let mut metrics = match &args.metrics {
         Some(p) => Some(std::io::BufWriter::new(
-            std::fs::File::create(p).map_err(|e| Error::InvalidArgument(format!("{}: {e}", p.display())))?,
+            std::fs::File::create(p)
+                .map_err(|e| Error::InvalidArgument(format!("{}: {e}", p.display())))?,
         )),
         None => None,
     };
     let metrics_path = args.metrics.clone();
     let mut write_line = move |v: serde_json::Value| -> Result<()> {
         if let Some(w) = metrics.as_mut() {
-            writeln!(w, "{v}")
-                .and_then(|_| w.flush())
-                .map_err(|e| Error::InvalidArgument(format!("{}: {e}", metrics_path.as_ref().expect("path").display())))?;
+            writeln!(w, "{v}").and_then(|_| w.flush()).map_err(|e| {
+                Error::InvalidArgument(format!(
+                    "{}: {e}",
+                    metrics_path.as_ref().expect("path").display()
+                ))
+            })?;
         }
         Ok(())
     };
-    let summary = run_with_progress(&ctx, &prepared, cfg, resume.as_ref(), precision.name(), &mut |event| {
-        match event {
+    let summary = run_with_progress(
+        &ctx,
+        &prepared,
+        cfg,
+        resume.as_ref(),
+        precision.name(),
+        &mut |event| match event {
             Event::Step { stats, epoch, lr } => write_line(serde_json::json!({
                 "step": stats.step, "epoch": epoch, "loss": stats.loss, "scale": stats.scale,
                 "skipped": stats.skipped, "lr": lr,
@@ -363,8 +410,8 @@ pub fn run(args: &TrainArgs) -> Result<()> {
                 "images_per_sec": e.images_per_sec, "peak_gpu_bytes": e.peak_gpu_bytes,
             })),
             Event::Saved { .. } => Ok(()),
-        }
-    })?;
+        },
+    )?;
     write_line(serde_json::json!({ "summary": summary }))?;
     print_summary(&[&summary]);
     if let Some(p) = &args.save {
@@ -375,29 +422,27 @@ pub fn run(args: &TrainArgs) -> Result<()> {
 
 /// A side-by-side table of run summaries.
 pub fn print_summary(runs: &[&RunSummary]) {
-    let fmt_opt = |v: Option<f32>, pct: bool| match v {
-        Some(x) if pct => format!("{:.2}%", 100.0 * x),
-        Some(x) => format!("{x:.4}"),
-        None => "-".into(),
-    };
-    let rows: Vec<(&str, Box<dyn Fn(&RunSummary) -> String>)> = vec![
-        ("precision", Box::new(|r| r.precision.clone())),
-        ("steps", Box::new(|r| r.steps.to_string())),
-        ("first loss", Box::new(move |r| fmt_opt(r.first_loss, false))),
-        ("final loss", Box::new(move |r| fmt_opt(r.final_loss, false))),
-        ("val loss", Box::new(move |r| fmt_opt(r.val_loss, false))),
-        ("val accuracy", Box::new(move |r| fmt_opt(r.val_accuracy, true))),
-        ("ms/step", Box::new(|r| format!("{:.2}", r.ms_per_step))),
-        ("images/s", Box::new(|r| format!("{:.0}", r.images_per_sec))),
-        ("peak GPU MB", Box::new(|r| format!("{:.2}", r.peak_gpu_bytes as f64 / 1e6))),
-        ("skipped steps", Box::new(|r| r.skipped_steps.to_string())),
-        ("final scale", Box::new(|r| format!("{}", r.final_scale))),
+    let opt = |v: Option<f32>| v.map_or("-".into(), |x| format!("{x:.4}"));
+    let pct = |v: Option<f32>| v.map_or("-".into(), |x| format!("{:.2}%", 100.0 * x));
+    let row = |f: &dyn Fn(&RunSummary) -> String| runs.iter().map(|r| f(r)).collect::<Vec<_>>();
+    let rows = [
+        ("precision", row(&|r| r.precision.clone())),
+        ("steps", row(&|r| r.steps.to_string())),
+        ("first loss", row(&|r| opt(r.first_loss))),
+        ("final loss", row(&|r| opt(r.final_loss))),
+        ("val loss", row(&|r| opt(r.val_loss))),
+        ("val accuracy", row(&|r| pct(r.val_accuracy))),
+        ("ms/step", row(&|r| format!("{:.2}", r.ms_per_step))),
+        ("images/s", row(&|r| format!("{:.0}", r.images_per_sec))),
+        ("peak GPU MB", row(&|r| format!("{:.2}", r.peak_gpu_bytes as f64 / 1e6))),
+        ("skipped steps", row(&|r| r.skipped_steps.to_string())),
+        ("final scale", row(&|r| r.final_scale.to_string())),
     ];
     println!("adapter: {} (f16 storage: {})", runs[0].adapter, runs[0].f16_storage);
-    for (name, f) in rows {
+    for (name, values) in rows {
         print!("{name:<14}");
-        for r in runs {
-            print!(" {:>14}", f(r));
+        for v in values {
+            print!(" {v:>14}");
         }
         println!();
     }

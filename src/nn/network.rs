@@ -132,7 +132,9 @@ impl Network {
         grad_multiplier: f32,
     ) -> Result<Self> {
         if batch == 0 {
-            return Err(Error::InvalidArgument("batch size must be at least 1".into()));
+            return Err(Error::InvalidArgument(
+                "batch size must be at least 1".into(),
+            ));
         }
         let with_batch = |shape: &[usize]| -> Vec<usize> {
             let mut s = vec![batch];
@@ -229,11 +231,7 @@ impl Network {
                     let y = Tensor::zeros(ctx, &out_shape, compute);
                     let indices = pool::indices_buffer(ctx, y.numel());
                     forward.push(pool::maxpool2d_forward(ctx, &x, &y, &indices, p)?);
-                    nodes.push(Node::MaxPool2d {
-                        x,
-                        indices,
-                        p,
-                    });
+                    nodes.push(Node::MaxPool2d { x, indices, p });
                     y
                 }
                 LayerSpec::Flatten => {
@@ -275,7 +273,13 @@ impl Network {
                     ));
                 }
                 let t = Tensor::zeros(ctx, output.shape(), DType::F32);
-                let train = loss::mse(ctx, &output, &t, &loss_t, Some((&grad_out, seed, grad_multiplier)))?;
+                let train = loss::mse(
+                    ctx,
+                    &output,
+                    &t,
+                    &loss_t,
+                    Some((&grad_out, seed, grad_multiplier)),
+                )?;
                 let eval = loss::mse(ctx, &output, &t, &loss_t, None)?;
                 (Some(t), train, eval, None)
             }

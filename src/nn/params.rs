@@ -65,9 +65,10 @@ impl ParamLayout {
     pub fn flatten(&self, values: &[(String, Vec<f32>)]) -> Result<Vec<f32>> {
         let mut flat = vec![0.0; self.total];
         for e in &self.entries {
-            let (_, v) = values.iter().find(|(n, _)| *n == e.name).ok_or_else(|| {
-                Error::InvalidArgument(format!("missing parameter `{}`", e.name))
-            })?;
+            let (_, v) = values
+                .iter()
+                .find(|(n, _)| *n == e.name)
+                .ok_or_else(|| Error::InvalidArgument(format!("missing parameter `{}`", e.name)))?;
             if v.len() != e.numel() {
                 return Err(Error::InvalidArgument(format!(
                     "parameter `{}` has {} values, expected {} for shape {:?}",
@@ -86,7 +87,12 @@ impl ParamLayout {
     pub fn unflatten(&self, flat: &[f32]) -> Vec<(String, Vec<f32>)> {
         self.entries
             .iter()
-            .map(|e| (e.name.clone(), flat[e.offset..e.offset + e.numel()].to_vec()))
+            .map(|e| {
+                (
+                    e.name.clone(),
+                    flat[e.offset..e.offset + e.numel()].to_vec(),
+                )
+            })
             .collect()
     }
 }
@@ -163,7 +169,13 @@ impl ParamStore {
 
     /// Whole flat buffers as 1-D tensors (for one-dispatch casts).
     pub fn master_flat(&self, ctx: &GpuContext) -> Result<Tensor> {
-        Tensor::view(ctx, self.master.clone(), 0, &[self.layout.total], Storage::F32)
+        Tensor::view(
+            ctx,
+            self.master.clone(),
+            0,
+            &[self.layout.total],
+            Storage::F32,
+        )
     }
 
     pub fn low_flat(&self, ctx: &GpuContext) -> Result<Option<Tensor>> {

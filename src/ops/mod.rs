@@ -5,10 +5,10 @@
 
 pub mod conv;
 pub mod elementwise;
-pub mod pool;
 pub mod loss;
-pub mod reduce;
 pub mod matmul;
+pub mod pool;
+pub mod reduce;
 
 use crate::error::Result;
 use crate::gpu::Kernel;

@@ -67,7 +67,9 @@ pub fn decode_f32(s: &str, what: &str) -> Result<Vec<f32>> {
         .decode(s)
         .map_err(|e| Error::Checkpoint(format!("{what}: bad base64: {e}")))?;
     if bytes.len() % 4 != 0 {
-        return Err(Error::Checkpoint(format!("{what}: length is not a multiple of 4")));
+        return Err(Error::Checkpoint(format!(
+            "{what}: length is not a multiple of 4"
+        )));
     }
     Ok(bytemuck::pod_collect_to_vec(&bytes))
 }
@@ -101,7 +103,11 @@ impl NamedOptimizerState {
     }
 
     /// Rebuild a flat state of `total` elements with the current layout.
-    pub fn to_flat(&self, slices: &[(String, usize, usize)], total: usize) -> Result<OptimizerState> {
+    pub fn to_flat(
+        &self,
+        slices: &[(String, usize, usize)],
+        total: usize,
+    ) -> Result<OptimizerState> {
         let mut state = OptimizerState {
             step: self.step,
             ..Default::default()
@@ -126,7 +132,9 @@ impl NamedOptimizerState {
                 "exp_avg" => state.exp_avg = Some(flat),
                 "exp_avg_sq" => state.exp_avg_sq = Some(flat),
                 other => {
-                    return Err(Error::Checkpoint(format!("unknown optimizer state `{other}`")));
+                    return Err(Error::Checkpoint(format!(
+                        "unknown optimizer state `{other}`"
+                    )));
                 }
             }
         }
@@ -175,7 +183,11 @@ impl Checkpoint {
                 })
                 .transpose()
         };
-        fn from<T: serde::de::DeserializeOwned>(v: serde_json::Value, what: &str, key: &str) -> Result<T> {
+        fn from<T: serde::de::DeserializeOwned>(
+            v: serde_json::Value,
+            what: &str,
+            key: &str,
+        ) -> Result<T> {
             serde_json::from_value(v)
                 .map_err(|e| Error::Checkpoint(format!("{what}: metadata `{key}`: {e}")))
         }
@@ -184,7 +196,9 @@ impl Checkpoint {
             optimizer: parse("optimizer")?
                 .map(|v| from(v, what, "optimizer"))
                 .transpose()?,
-            scaler: parse("scaler")?.map(|v| from(v, what, "scaler")).transpose()?,
+            scaler: parse("scaler")?
+                .map(|v| from(v, what, "scaler"))
+                .transpose()?,
             progress: parse("progress")?
                 .map(|v| from(v, what, "progress"))
                 .transpose()?
@@ -239,7 +253,11 @@ impl Checkpoint {
 
     /// Check the parameters against the model's `(name, shape)` list and return them in the
     /// model's order. Missing, unexpected and mis-shaped names are listed in the error.
-    pub fn params_for(&self, expected: &[(String, Vec<usize>)], what: &str) -> Result<Vec<(String, Vec<f32>)>> {
+    pub fn params_for(
+        &self,
+        expected: &[(String, Vec<usize>)],
+        what: &str,
+    ) -> Result<Vec<(String, Vec<f32>)>> {
         let mut problems = Vec::new();
         let mut out = Vec::new();
         for (name, shape) in expected {

@@ -101,7 +101,9 @@ impl Run {
         resume: Option<&Checkpoint>,
     ) -> Result<Self> {
         if config.batch_size == 0 {
-            return Err(Error::InvalidArgument("--batch-size must be at least 1".into()));
+            return Err(Error::InvalidArgument(
+                "--batch-size must be at least 1".into(),
+            ));
         }
         if config.steps == Some(0) {
             return Err(Error::InvalidArgument("--steps must be at least 1".into()));
@@ -188,8 +190,10 @@ impl Run {
                     BatchLabels::Classes(l) => BatchTargets::Classes(l),
                     BatchLabels::Targets(t) => BatchTargets::Values(t),
                 };
-                let completes = self.trainer.pending_micro_batches() + 1 == self.config.step.grad_accum;
-                self.trainer.train_batch(ctx, batch.size, &batch.x, targets)?;
+                let completes =
+                    self.trainer.pending_micro_batches() + 1 == self.config.step.grad_accum;
+                self.trainer
+                    .train_batch(ctx, batch.size, &batch.x, targets)?;
                 images += batch.size;
                 epoch_images += batch.size;
                 b += 1;
@@ -200,7 +204,8 @@ impl Run {
                 }
                 self.report(ctx, &mut history, on_event)?;
                 if completes
-                    && let (Some(every), Some(path)) = (self.config.save_every, self.config.save_path.clone())
+                    && let (Some(every), Some(path)) =
+                        (self.config.save_every, self.config.save_path.clone())
                     && self.progress.step.is_multiple_of(every)
                 {
                     self.save(ctx, &path)?;
@@ -299,7 +304,10 @@ impl Run {
         history: &mut Vec<StepStats>,
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<()> {
-        let epoch = self.epochs_in_flight.pop_front().unwrap_or(self.progress.epoch);
+        let epoch = self
+            .epochs_in_flight
+            .pop_front()
+            .unwrap_or(self.progress.epoch);
         let stats = StepStats {
             step: stats.step + self.progress_offset(),
             ..stats
@@ -308,9 +316,7 @@ impl Run {
         if !stats.loss.is_finite() && !self.trainer.scaler.enabled() {
             return Err(Error::Diverged(format!(
                 "loss became {} at step {} under {} (no GradScaler to skip the step); lower --lr or use --clip-grad-norm",
-                stats.loss,
-                stats.step,
-                self.config.step.precision
+                stats.loss, stats.step, self.config.step.precision
             )));
         }
         history.push(stats);

@@ -132,10 +132,10 @@ impl Trainer {
         };
         store.upload(ctx, &init)?;
 
-        let scaler = GradScaler::new(ctx, config.scaler.clone())?;
+        let scaler = GradScaler::new(ctx, config.scaler)?;
         let optimizer = Optimizer::new(
             ctx,
-            config.optimizer.clone(),
+            config.optimizer,
             &store.master,
             &store.grads,
             total,
@@ -277,11 +277,19 @@ impl Trainer {
 
         let mut encoder = ctx
             .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("step"),
+            });
         if first {
             encoder.clear_buffer(self.store.grads.raw(), 0, None);
             // The scale this step's backward uses.
-            encoder.copy_buffer_to_buffer(self.scaler.state_buffer().raw(), 0, self.metrics.raw(), 0, 4);
+            encoder.copy_buffer_to_buffer(
+                self.scaler.state_buffer().raw(),
+                0,
+                self.metrics.raw(),
+                0,
+                4,
+            );
         }
         {
             let mut pass = encoder.begin_compute_pass(&Default::default());
@@ -324,9 +332,21 @@ impl Trainer {
                     k.encode(&mut pass);
                 }
             }
-            encoder.copy_buffer_to_buffer(self.scaler.state_buffer().raw(), 8, self.metrics.raw(), 4, 4);
+            encoder.copy_buffer_to_buffer(
+                self.scaler.state_buffer().raw(),
+                8,
+                self.metrics.raw(),
+                4,
+                4,
+            );
             let slot = &self.ring[self.next_slot];
-            encoder.copy_buffer_to_buffer(self.metrics.raw(), 0, slot.buffer.raw(), 0, self.metrics.size());
+            encoder.copy_buffer_to_buffer(
+                self.metrics.raw(),
+                0,
+                slot.buffer.raw(),
+                0,
+                self.metrics.size(),
+            );
         }
         ctx.queue.submit([encoder.finish()]);
 
@@ -460,7 +480,11 @@ impl Trainer {
         let mut correct = 0u64;
         for (batch, x, targets) in batches {
             self.network(ctx, batch)?;
-            let net = self.nets.iter().find(|n| n.batch == batch).expect("planned");
+            let net = self
+                .nets
+                .iter()
+                .find(|n| n.batch == batch)
+                .expect("planned");
             Self::write_batch(ctx, net, &x, &targets)?;
             ctx.queue.write_buffer(net.correct.raw(), 0, &[0u8; 4]);
             let mut encoder = ctx.device.create_command_encoder(&Default::default());
@@ -489,6 +513,31 @@ impl Trainer {
             },
             samples,
         })
+    }
+
+    /// Run the model forward on `x` (batch samples) and read its output back as f32
+    /// (native; tests and inference outside the step loop).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn predict(&mut self, ctx: &GpuContext, batch: usize, x: &[f32]) -> Result<Vec<f32>> {
+        self.network(ctx, batch)?;
+        let net = self
+            .nets
+            .iter()
+            .find(|n| n.batch == batch)
+            .expect("planned");
+        net.input.write_f32(ctx, x)?;
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            if let Some(k) = &self.weight_cast {
+                k.encode(&mut pass);
+            }
+            for k in net.forward_kernels() {
+                k.encode(&mut pass);
+            }
+        }
+        ctx.queue.submit([encoder.finish()]);
+        net.output.read_f32(ctx)
     }
 
     /// The dtype the model's parameters compute in under this trainer's policy.
