@@ -676,4 +676,3 @@ fn maxpool_rejects_bad_shapes() {
         .is_err()
     );
 }
-
