@@ -465,6 +465,29 @@ fn precision_map_under_amp_f16_has_f16_linear_and_f32_loss() {
     assert!(rows[1].casts.iter().any(|c| c.contains("input f16→f32")));
     let f32_rows = Policy::new(Precision::F32).precision_map(&[("0".into(), OpKind::Linear, true)]);
     assert_eq!(f32_rows[0].compute_dtype, DType::F32);
+    // From a model: the mnist-cnn preset under amp-bf16.
+    let spec = webgpu_amp::nn::spec::preset("mnist-cnn", &[1, 28, 28], 10).unwrap();
+    let map = webgpu_amp::nn::network::precision_map(
+        &spec,
+        &Policy::new(Precision::AmpBf16),
+        LossKind::CrossEntropy,
+    );
+    let conv1 = &map[0];
+    assert_eq!(
+        (conv1.name.as_str(), conv1.compute_dtype),
+        ("conv1", DType::BF16)
+    );
+    let relu = &map[1];
+    assert_eq!(
+        (relu.compute_dtype, relu.output_dtype),
+        (DType::BF16, DType::BF16),
+        "relu runs in its input dtype"
+    );
+    let loss = map.last().unwrap();
+    assert_eq!(
+        (loss.op, loss.compute_dtype),
+        (OpKind::CrossEntropyLoss, DType::F32)
+    );
     let overridden = Policy::new(Precision::AmpF16).with_override(0, DType::F32);
     assert_eq!(
         overridden.compute_dtype(0, OpKind::Linear, DType::F32),

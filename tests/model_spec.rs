@@ -387,3 +387,28 @@ fn init_skips_missing_biases() {
     let names: Vec<String> = m.init_params(5).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["0.weight", "2.weight", "2.bias"]);
 }
+
+#[test]
+fn rust_builder_matches_the_json_description() {
+    use webgpu_amp::nn::spec::ModelSpec;
+    let json = ModelSpec::from_json(
+        r#"{"input": [1, 28, 28], "layers": [{"conv2d": {"out": 4, "kernel": 3, "padding": 1}}, {"relu": {}}, {"maxpool2d": {"kernel": 2}}, {"flatten": {}}, {"linear": {"out": 10}}]}"#,
+    )
+    .unwrap();
+    let built = ModelSpec::sequential(&[1, 28, 28])
+        .conv2d(4, 3, 1, 1)
+        .relu()
+        .maxpool2d(2, 2)
+        .flatten()
+        .linear(10)
+        .build()
+        .unwrap();
+    assert_eq!(built.parameters(), json.parameters());
+    assert_eq!(built.output_shape(), json.output_shape());
+    assert_eq!(built.init_params(3), json.init_params(3));
+    let err = ModelSpec::sequential(&[1, 28, 28])
+        .linear(10)
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("layer 0"), "{err}");
+}

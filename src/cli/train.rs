@@ -434,11 +434,17 @@ pub fn print_summary(runs: &[&RunSummary]) {
         ("val accuracy", row(&|r| pct(r.val_accuracy))),
         ("ms/step", row(&|r| format!("{:.2}", r.ms_per_step))),
         ("images/s", row(&|r| format!("{:.0}", r.images_per_sec))),
-        ("peak GPU MB", row(&|r| format!("{:.2}", r.peak_gpu_bytes as f64 / 1e6))),
+        (
+            "peak GPU MB",
+            row(&|r| format!("{:.2}", r.peak_gpu_bytes as f64 / 1e6)),
+        ),
         ("skipped steps", row(&|r| r.skipped_steps.to_string())),
         ("final scale", row(&|r| r.final_scale.to_string())),
     ];
-    println!("adapter: {} (f16 storage: {})", runs[0].adapter, runs[0].f16_storage);
+    println!(
+        "adapter: {} (f16 storage: {})",
+        runs[0].adapter, runs[0].f16_storage
+    );
     for (name, values) in rows {
         print!("{name:<14}");
         for v in values {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::params::ParamStore;
 use super::spec::{LayerSpec, ModelSpec};
-use crate::amp::policy::{OpKind, Policy};
+use crate::amp::policy::{OpKind, Policy, PrecisionRow};
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::ops::conv::{self, Conv2dParams};
@@ -323,6 +323,21 @@ impl Network {
     pub fn forward_kernels(&self) -> impl Iterator<Item = &Kernel> {
         self.forward.iter()
     }
+}
+
+/// The precision map of a model trained with `loss` under `policy`: each layer's op, compute
+/// dtype, output dtype and the casts autocast inserts, then the loss.
+pub fn precision_map(spec: &ModelSpec, policy: &Policy, loss: LossKind) -> Vec<PrecisionRow> {
+    let mut ops: Vec<(String, OpKind, bool)> = spec
+        .layers
+        .iter()
+        .map(|l| {
+            let has_params = matches!(l.spec, LayerSpec::Linear { .. } | LayerSpec::Conv2d { .. });
+            (l.name.clone(), op_kind(&l.spec), has_params)
+        })
+        .collect();
+    ops.push(("loss".into(), loss.op(), false));
+    policy.precision_map(&ops)
 }
 
 fn op_kind(spec: &LayerSpec) -> OpKind {

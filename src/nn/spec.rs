@@ -625,3 +625,87 @@ pub fn preset(name: &str, input_shape: &[usize], output_dim: usize) -> Result<Mo
     };
     ModelSpec::build(name, input_shape, &layers)
 }
+
+/// Build a model from Rust, layer by layer, named like `torch.nn.Sequential` (`0`, `1`, …):
+///
+/// ```
+/// # use webgpu_amp::nn::spec::ModelSpec;
+/// let spec = ModelSpec::sequential(&[1, 28, 28])
+///     .conv2d(8, 3, 1, 1)
+///     .relu()
+///     .maxpool2d(2, 2)
+///     .flatten()
+///     .linear(10)
+///     .build()
+///     .unwrap();
+/// assert_eq!(spec.parameters()[0].name, "0.weight");
+/// ```
+#[derive(Clone, Debug)]
+pub struct SequentialBuilder {
+    input_shape: Vec<usize>,
+    layers: Vec<Desc>,
+}
+
+impl ModelSpec {
+    pub fn sequential(input_shape: &[usize]) -> SequentialBuilder {
+        SequentialBuilder {
+            input_shape: input_shape.to_vec(),
+            layers: Vec::new(),
+        }
+    }
+}
+
+impl SequentialBuilder {
+    fn push(mut self, desc: Desc) -> Self {
+        self.layers.push(desc);
+        self
+    }
+
+    /// `nn.Linear(in, out)` with bias.
+    pub fn linear(self, out: usize) -> Self {
+        self.push(Desc::Linear { out, bias: true })
+    }
+
+    pub fn linear_with_bias(self, out: usize, bias: bool) -> Self {
+        self.push(Desc::Linear { out, bias })
+    }
+
+    /// `nn.Conv2d(in, out, kernel, stride, padding)` with bias.
+    pub fn conv2d(self, out: usize, kernel: usize, stride: usize, padding: usize) -> Self {
+        self.push(Desc::Conv2d {
+            out,
+            kernel,
+            stride,
+            padding,
+            bias: true,
+        })
+    }
+
+    pub fn relu(self) -> Self {
+        self.push(Desc::Relu)
+    }
+
+    /// `nn.GELU(approximate='tanh')`.
+    pub fn gelu(self) -> Self {
+        self.push(Desc::Gelu)
+    }
+
+    pub fn maxpool2d(self, kernel: usize, stride: usize) -> Self {
+        self.push(Desc::MaxPool2d { kernel, stride })
+    }
+
+    pub fn flatten(self) -> Self {
+        self.push(Desc::Flatten)
+    }
+
+    /// Resolve shapes; errors name the layer like the JSON path does.
+    pub fn build(self) -> Result<ModelSpec> {
+        let named: Vec<(String, Desc)> = self
+            .layers
+            .into_iter()
+            .enumerate()
+            .map(|(i, d)| (i.to_string(), d))
+            .collect();
+        ModelSpec::build("sequential", &self.input_shape, &named)
+    }
+}

@@ -540,6 +540,11 @@ impl Trainer {
         net.output.read_f32(ctx)
     }
 
+    /// Each layer's op, compute dtype, output dtype and inserted casts under this trainer's policy.
+    pub fn precision_map(&self) -> Vec<crate::amp::policy::PrecisionRow> {
+        crate::nn::network::precision_map(&self.spec, &self.policy, self.config.loss)
+    }
+
     /// The dtype the model's parameters compute in under this trainer's policy.
     pub fn low_dtype(&self) -> DType {
         self.config.precision.low_dtype()
