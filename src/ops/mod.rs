@@ -5,8 +5,8 @@
 
 pub mod conv;
 pub mod elementwise;
-pub mod pool;
 pub mod loss;
+pub mod pool;
 pub mod reduce;
 
 use crate::error::Result;
