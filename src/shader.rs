@@ -309,6 +309,26 @@ pub fn used_bindings(
     )
 }
 
+/// Storage buffers an entry point binds (counted against the adapter's
+/// `max_storage_buffers_per_shader_stage`: 8 on WebGPU, as few as 4 on old GLES 3.1 devices).
+pub fn storage_buffers_used(
+    module: &naga::Module,
+    info: &naga::valid::ModuleInfo,
+    entry: &str,
+) -> Option<u32> {
+    let index = module.entry_points.iter().position(|e| e.name == entry)?;
+    let fi = info.get_entry_point(index);
+    Some(
+        module
+            .global_variables
+            .iter()
+            .filter(|(h, g)| {
+                !fi[*h].is_empty() && matches!(g.space, naga::AddressSpace::Storage { .. })
+            })
+            .count() as u32,
+    )
+}
+
 /// Entry point names of a shader source (from naga).
 pub fn entry_points(shader: &'static str) -> Result<Vec<String>> {
     let v = Variant::uniform(shader, Storage::F32, &[])?;

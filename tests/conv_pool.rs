@@ -10,7 +10,7 @@ use common::{ctx_native, ctx_packed, rand_vec};
 use webgpu_amp::gpu::GpuBuffer;
 use webgpu_amp::ops::conv::{self, Conv2dParams};
 use webgpu_amp::ops::pool::{self, Pool2dParams};
-use webgpu_amp::{GpuContext, Storage, Tensor};
+use webgpu_amp::{DType, GpuContext, Storage, Tensor};
 
 // ---- CPU references (f64) ------------------------------------------------------------------
 
@@ -171,7 +171,14 @@ fn ctx_for(storage: Storage) -> &'static GpuContext {
     }
 }
 
+/// Native f16 becomes the context's f16 storage: on adapters without shader-f16 (GL, run with
+/// WEBGPU_AMP_EXPECT_NO_F16=1) `ctx_native()` is the packed context, so the case runs packed.
 fn upload(ctx: &GpuContext, data: &[f32], shape: &[usize], storage: Storage) -> Tensor {
+    let storage = if storage == Storage::F16 {
+        ctx.storage_for(DType::F16)
+    } else {
+        storage
+    };
     Tensor::from_f32_with_storage(ctx, data, shape, storage).unwrap()
 }
 

@@ -1,7 +1,8 @@
-//! `webgpu-amp info`: every adapter, what it can do, and which f16 storage training uses.
+//! `webgpu-amp info`: every adapter, what it can do, and which precision modes run there with
+//! which f16 storage, so a user knows before training.
 
 use clap::Args;
-use webgpu_amp::gpu::{AdapterReport, BackendChoice, enumerate_adapters};
+use webgpu_amp::gpu::{AdapterReport, BackendChoice, F16StorageChoice, enumerate_adapters};
 
 #[derive(Args)]
 pub struct InfoArgs {
@@ -11,13 +12,21 @@ pub struct InfoArgs {
     /// Only this backend (vulkan, metal, dx12, gl, webgpu, auto).
     #[arg(long, default_value = "auto")]
     backend: String,
+    /// Show the precision modes as training would run them with this f16 storage: auto, native
+    /// or packed (env WEBGPU_AMP_F16_STORAGE).
+    #[arg(long = "f16-storage")]
+    f16_storage: Option<String>,
 }
 
 pub fn run(args: &InfoArgs) -> webgpu_amp::Result<()> {
     let backend = BackendChoice::parse(&args.backend)?;
+    let f16_choice = match &args.f16_storage {
+        Some(s) => F16StorageChoice::parse(s)?,
+        None => webgpu_amp::GpuOptions::from_env()?.f16_storage,
+    };
     let reports: Vec<AdapterReport> = pollster::block_on(enumerate_adapters(backend))
         .iter()
-        .map(AdapterReport::new)
+        .map(|a| AdapterReport::with_f16_choice(a, f16_choice))
         .collect();
     if args.json {
         println!(
@@ -47,6 +56,19 @@ pub fn run(args: &InfoArgs) -> webgpu_amp::Result<()> {
             r.f16_storage
         );
         println!(
+            "    precision modes  with --f16-storage {}:",
+            r.f16_storage_requested.name()
+        );
+        for m in &r.modes {
+            println!(
+                "      {:<9} {:<8} storage {:<10} {}",
+                m.mode,
+                if m.runs { "runs" } else { "FAILS" },
+                m.storage,
+                m.detail
+            );
+        }
+        println!(
             "    limits           max buffer {} MiB, max storage binding {} MiB, {} storage buffers/stage, workgroup storage {} KiB, {} invocations/workgroup",
             c.max_buffer_size >> 20,
             c.max_storage_buffer_binding_size >> 20,
@@ -54,6 +76,9 @@ pub fn run(args: &InfoArgs) -> webgpu_amp::Result<()> {
             c.max_compute_workgroup_storage_size >> 10,
             c.max_compute_invocations_per_workgroup
         );
+        for note in &r.notes {
+            println!("    note             {note}");
+        }
     }
     Ok(())
 }

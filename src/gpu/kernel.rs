@@ -118,6 +118,17 @@ impl GpuContext {
                 _ => None,
             })
             .collect();
+        // Without shader-f16 a native f16 shader fails wgpu validation with a panic; say so
+        // as an error instead (on GL, or DX12 without DXC, f16 must be stored packed).
+        if !self.device.features().contains(wgpu::Features::SHADER_F16)
+            && let Some((name, _)) = storages.iter().find(|(_, s)| *s == Storage::F16)
+        {
+            return Err(Error::Unsupported(format!(
+                "kernel {}::{}: tensor `{name}` is stored as native f16 but adapter `{}` has no shader-f16; \
+                 make f16 tensors with this context's storage (GpuContext::storage_for) or use packed f16",
+                desc.shader, desc.entry, self.report.name
+            )));
+        }
         let variant = Variant::new(desc.shader, &storages, &desc.consts)?;
         let cached = self.pipeline(&variant, desc.entry)?;
 
@@ -192,6 +203,17 @@ impl GpuContext {
                 name: variant.label(),
                 message: format!("no entry point `{entry}`"),
             })?;
+        // Over the limit wgpu panics at pipeline creation; say which kernel and why instead.
+        let storage_buffers = shader::storage_buffers_used(&module, &info, entry).unwrap_or(0);
+        let max = self.caps.max_storage_buffers_per_shader_stage;
+        if storage_buffers > max {
+            return Err(Error::Unsupported(format!(
+                "kernel {}::{entry} binds {storage_buffers} storage buffers but adapter `{}` allows {max} per shader stage \
+                 (WebGPU guarantees 8; some GLES 3.1 devices have 4): use its Vulkan backend",
+                variant.label(),
+                self.report.name
+            )));
+        }
         let sm = self
             .device
             .create_shader_module(wgpu::ShaderModuleDescriptor {

@@ -77,7 +77,8 @@ pub enum F16Storage {
 }
 
 /// What the user asked for; resolved against the adapter into an [`F16Storage`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum F16StorageChoice {
     #[default]
     Auto,
@@ -86,6 +87,14 @@ pub enum F16StorageChoice {
 }
 
 impl F16StorageChoice {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Native => "native",
+            Self::Packed => "packed",
+        }
+    }
+
     pub fn parse(s: &str) -> Result<Self> {
         match s.to_ascii_lowercase().as_str() {
             "auto" | "" => Ok(Self::Auto),
@@ -188,6 +197,80 @@ impl Capabilities {
     }
 }
 
+/// The precision modes training offers (`--precision`), in the order `webgpu-amp info` lists
+/// them.
+pub const PRECISION_MODES: [&str; 4] = ["f32", "amp-f16", "amp-bf16", "f16"];
+
+/// Each mode with the dtype it computes in at low precision and which tensors that covers.
+const MODE_TABLE: [(&str, DType, &str); 4] = [
+    ("f32", DType::F32, "every tensor"),
+    (
+        "amp-f16",
+        DType::F16,
+        "autocast activations and weight copies (f32 master weights)",
+    ),
+    (
+        "amp-bf16",
+        DType::BF16,
+        "autocast activations and weight copies (f32 master weights)",
+    ),
+    (
+        "f16",
+        DType::F16,
+        "weights, activations and gradients (no master weights)",
+    ),
+];
+
+/// Whether one precision mode runs on an adapter, and how its low-precision tensors are stored.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ModeSupport {
+    /// `f32`, `amp-f16`, `amp-bf16` or `f16`.
+    pub mode: &'static str,
+    /// False only when the f16 storage asked for cannot be had (native without shader-f16).
+    pub runs: bool,
+    /// [`Storage::name`] of the mode's low-precision tensors: `f32`, `f16` (`array<f16>`),
+    /// `f16packed` or `bf16` (both two per `u32`).
+    pub storage: &'static str,
+    /// One line for people.
+    pub detail: String,
+}
+
+impl Capabilities {
+    /// What each precision mode would do on this adapter with `--f16-storage choice`.
+    pub fn mode_support(&self, choice: F16StorageChoice) -> Vec<ModeSupport> {
+        let f16 = self.resolve_f16_storage(choice);
+        MODE_TABLE
+            .iter()
+            .map(|&(mode, dtype, tensors)| {
+                let storage = match (dtype, &f16) {
+                    (DType::F16, Err(e)) => {
+                        return ModeSupport {
+                            mode,
+                            runs: false,
+                            storage: Storage::F16.name(),
+                            detail: e.to_string(),
+                        };
+                    }
+                    (_, Ok(f16)) => Storage::for_dtype(dtype, *f16),
+                    (_, Err(_)) => Storage::for_dtype(dtype, F16Storage::Packed),
+                };
+                let layout = match storage {
+                    Storage::F32 => "f32",
+                    Storage::F16 => "f16 as array<f16> (shader-f16)",
+                    Storage::F16Packed => "f16 packed two per u32, math in f32",
+                    Storage::BF16 => "bf16 packed two per u32 (WGSL has no bf16), math in f32",
+                };
+                ModeSupport {
+                    mode,
+                    runs: true,
+                    storage: storage.name(),
+                    detail: format!("{tensors}: {layout}"),
+                }
+            })
+            .collect()
+    }
+}
+
 /// A description of one adapter, for `webgpu-amp info`.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct AdapterReport {
@@ -199,16 +282,42 @@ pub struct AdapterReport {
     pub capabilities: Capabilities,
     /// The f16 storage that `--f16-storage auto` picks here.
     pub f16_storage: F16Storage,
+    /// The `--f16-storage` request that [`Self::modes`] answers.
+    pub f16_storage_requested: F16StorageChoice,
+    /// Every precision mode (see [`PRECISION_MODES`]): whether it runs and with which storage.
+    pub modes: Vec<ModeSupport>,
+    /// What a user should know about this adapter before training (why f16 is packed, what
+    /// would enable native f16).
+    pub notes: Vec<String>,
 }
 
 impl AdapterReport {
     pub fn new(adapter: &wgpu::Adapter) -> Self {
-        let info = adapter.get_info();
-        let capabilities = Capabilities::from_adapter(adapter);
+        Self::with_f16_choice(adapter, F16StorageChoice::Auto)
+    }
+
+    /// The report, with [`Self::modes`] answering for `--f16-storage choice`.
+    pub fn with_f16_choice(adapter: &wgpu::Adapter, choice: F16StorageChoice) -> Self {
+        Self::from_parts(
+            adapter.get_info(),
+            Capabilities::from_adapter(adapter),
+            choice,
+        )
+    }
+
+    /// The report from what an adapter says about itself (separate from the adapter so the
+    /// reasoning for other backends can be checked on this machine).
+    pub fn from_parts(
+        info: wgpu::AdapterInfo,
+        capabilities: Capabilities,
+        choice: F16StorageChoice,
+    ) -> Self {
         let f16_storage = capabilities
             .resolve_f16_storage(F16StorageChoice::Auto)
             .unwrap_or(F16Storage::Packed);
         Self {
+            notes: adapter_notes(&info, &capabilities),
+            modes: capabilities.mode_support(choice),
             name: info.name,
             backend: format!("{:?}", info.backend).to_lowercase(),
             device_type: format!("{:?}", info.device_type),
@@ -216,14 +325,96 @@ impl AdapterReport {
             driver_info: info.driver_info,
             capabilities,
             f16_storage,
+            f16_storage_requested: choice,
         }
     }
 }
 
+/// Why an adapter stores f16 the way it does, and what would change it.
+fn adapter_notes(info: &wgpu::AdapterInfo, caps: &Capabilities) -> Vec<String> {
+    let mut notes = Vec::new();
+    if !caps.shader_f16 {
+        notes.push(
+            "no shader-f16: f16 tensors are stored packed, two per u32, and converted to f32 \
+             for math as native f16 is; `--f16-storage native` fails here"
+                .to_string(),
+        );
+        match info.backend {
+            wgpu::Backend::Dx12 => notes.push(dx12_f16_note(find_dxcompiler())),
+            wgpu::Backend::Gl => notes.push(
+                "wgpu's GL backend never offers shader-f16; use Vulkan, Metal or DX12 on this \
+                 GPU for native f16"
+                    .to_string(),
+            ),
+            wgpu::Backend::BrowserWebGpu => notes.push(
+                "the browser did not expose shader-f16 (Chrome and Edge 120+ do where the GPU \
+                 supports it)"
+                    .to_string(),
+            ),
+            _ => {}
+        }
+    }
+    if info.device_type == wgpu::DeviceType::Cpu {
+        notes.push("software adapter: correct results, slow training".to_string());
+    }
+    notes
+}
+
+/// DX12 reports shader-f16 only when wgpu compiles HLSL with DXC at shader model 6.2 or later
+/// on a GPU with native 16-bit shader ops. wgpu loads `dxcompiler.dll` at run time and falls
+/// back to FXC (shader model 5.1, no 16-bit types) when it is missing; we then store f16
+/// packed, so training runs either way.
+fn dx12_f16_note(dxcompiler: Option<std::path::PathBuf>) -> String {
+    match dxcompiler {
+        None => "DX12 without DXC: dxcompiler.dll is not next to the executable, in the working \
+                 directory, in System32 or on PATH, so wgpu compiles shaders with FXC, which has \
+                 no 16-bit types. For native f16 put dxcompiler.dll (DirectX Shader Compiler \
+                 v1.8.2502 or later) next to webgpu-amp.exe or on PATH"
+            .to_string(),
+        Some(path) => format!(
+            "DX12 with dxcompiler.dll at {}: shader-f16 is still missing, so the GPU or driver \
+             lacks native 16-bit shader ops, or that DXC is older than v1.8.2502 or failed to \
+             load (with WGPU_DX12_COMPILER=dxc a DXC that fails to load hides the DX12 adapter \
+             and wgpu logs why, instead of falling back to FXC)",
+            path.display()
+        ),
+    }
+}
+
+/// Where Windows' DLL search would find `dxcompiler.dll`: the executable's folder, the working
+/// directory, System32, then PATH. A hint for the user, not what wgpu loaded.
+fn find_dxcompiler() -> Option<std::path::PathBuf> {
+    if !cfg!(windows) {
+        return None;
+    }
+    let exe_dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.to_path_buf()));
+    let system32 =
+        std::env::var_os("SystemRoot").map(|r| std::path::PathBuf::from(r).join("System32"));
+    let path_dirs: Vec<std::path::PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    exe_dir
+        .into_iter()
+        .chain(std::env::current_dir().ok())
+        .chain(system32)
+        .chain(path_dirs)
+        .map(|d| d.join("dxcompiler.dll"))
+        .find(|p| p.is_file())
+}
+
 fn new_instance(backend: BackendChoice) -> wgpu::Instance {
+    // DX12: DXC when `dxcompiler.dll` can be loaded (needed for shader-f16: shader model 6.2
+    // with 16-bit types), else FXC, where the adapter reports no shader-f16 and f16 is stored
+    // packed. Static DXC is not used: its crate downloads a binary at build time. wgpu's own
+    // variables (WGPU_DX12_COMPILER=dxc|fxc|auto, WGPU_GL_*) still override these defaults.
+    let mut backend_options = wgpu::BackendOptions::default();
+    backend_options.dx12.shader_compiler = wgpu::Dx12Compiler::Auto;
     wgpu::Instance::new(wgpu::InstanceDescriptor {
         backends: backend.backends(),
         flags: wgpu::InstanceFlags::from_env_or_default(),
+        backend_options: backend_options.with_env(),
         ..wgpu::InstanceDescriptor::new_without_display_handle()
     })
 }
@@ -332,6 +523,9 @@ impl GpuContext {
     }
 
     /// Allocate a buffer through the counting allocator.
+    // On the web wgpu handles are neither Send nor Sync (one thread); the Arc is only for
+    // shared ownership there, and is what native threads need.
+    #[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
     pub fn alloc(&self, label: &str, size: u64, usage: wgpu::BufferUsages) -> Arc<GpuBuffer> {
         Arc::new(self.allocator.create(&self.device, label, size, usage))
     }
