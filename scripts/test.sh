@@ -13,8 +13,8 @@ echo "== cargo fmt --check"
 cargo fmt --check
 echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
-echo "== cargo check --lib --target wasm32-unknown-unknown"
-RUSTFLAGS="-D warnings" cargo check --lib --target wasm32-unknown-unknown
+echo "== cross-target check and clippy (macOS/Metal, Windows/DX12, wasm32/WebGPU)"
+bash scripts/check-targets.sh
 
 echo "== adapters"
 cargo run -q -- info

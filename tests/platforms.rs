@@ -346,3 +346,13 @@ fn native_f16_tensor_without_shader_f16_is_an_error() {
         }
     }
 }
+
+#[test]
+fn info_modes_are_the_precision_modes_the_trainer_accepts() {
+    use webgpu_amp::amp::policy::Precision;
+    let names: Vec<&str> = Precision::ALL.iter().map(|p| p.name()).collect();
+    assert_eq!(names, PRECISION_MODES);
+    for (mode, precision) in PRECISION_MODES.iter().zip(Precision::ALL) {
+        assert_eq!(Precision::parse(mode).unwrap(), precision);
+    }
+}
