@@ -49,7 +49,8 @@ pub struct TrainCommon {
     /// Weight decay (default 0, or 0.01 for adamw as in PyTorch).
     #[arg(long)]
     pub weight_decay: Option<f32>,
-    #[arg(long, default_value_t = 64)]
+    /// Samples per micro-batch (32: one epoch of mlp on MNIST reaches 97%).
+    #[arg(long, default_value_t = 32)]
     pub batch_size: usize,
     /// Epochs to train (default 1 when --steps is not given).
     #[arg(long)]
