@@ -1,0 +1,217 @@
+//! The `train` command's checkpoints, resume and metrics file, through the built binary:
+//! 6 steps straight equal 3 steps + `--resume` for the rest (metrics lines and final
+//! parameters bit for bit), the `--metrics` line format, and seed reproducibility.
+//!
+//! Embedded MNIST with a tiny JSON model and batches of 2,000: 4 steps per epoch, so the
+//! 6-step runs validate once (end of epoch 0) and the resume point (step 3) is mid-epoch.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use webgpu_amp::train::checkpoint::Checkpoint;
+
+const TINY: &str = r#"{"input": [1, 28, 28], "layers": [{"flatten": {}}, {"linear": {"out": 16}}, {"relu": {}}, {"linear": {"out": 10}}]}"#;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("webgpu-amp-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Run `webgpu-amp train` with the shared flags plus `extra`; panics with its output on
+/// failure.
+fn train(dir: &Path, seed: u64, extra: &[&str]) {
+    let model = dir.join("tiny.json");
+    std::fs::write(&model, TINY).unwrap();
+    let seed = seed.to_string();
+    let mut args = vec![
+        "train",
+        "--model",
+        model.to_str().unwrap(),
+        "--batch-size",
+        "2000",
+        "--seed",
+        &seed,
+        "--lr",
+        "0.01",
+        // A scale high enough to overflow f16 gradients at first, growing every 2 good steps:
+        // the scaler state changes from step to step and must survive the resume.
+        "--init-scale",
+        "268435456",
+        "--growth-interval",
+        "2",
+    ];
+    args.extend_from_slice(extra);
+    let out = Command::new(env!("CARGO_BIN_EXE_webgpu-amp"))
+        .args(&args)
+        .env("XDG_RUNTIME_DIR", std::env::temp_dir())
+        .output()
+        .expect("run webgpu-amp");
+    assert!(
+        out.status.success(),
+        "webgpu-amp {args:?} failed:\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn metrics(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line `{l}`: {e}")))
+        .collect()
+}
+
+fn keys(v: &Value) -> Vec<String> {
+    let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+    k.sort();
+    k
+}
+
+fn step_lines(lines: &[Value]) -> Vec<&Value> {
+    lines.iter().filter(|v| v.get("step").is_some()).collect()
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn resume_through_the_cli_equals_an_uninterrupted_run() {
+    let dir = temp_dir("resume");
+    let p = |name: &str| dir.join(name).to_str().unwrap().to_string();
+
+    train(
+        &dir,
+        3,
+        &[
+            "--steps",
+            "6",
+            "--save",
+            &p("a.safetensors"),
+            "--metrics",
+            &p("m.jsonl"),
+        ],
+    );
+    train(&dir, 3, &["--steps", "3", "--save", &p("b.safetensors")]);
+    train(
+        &dir,
+        3,
+        &[
+            "--steps",
+            "6",
+            "--resume",
+            &p("b.safetensors"),
+            "--save",
+            &p("c.safetensors"),
+            "--metrics",
+            &p("m2.jsonl"),
+        ],
+    );
+
+    // --- The metrics format of the straight run. ---
+    let m = metrics(&dir.join("m.jsonl"));
+    let step_keys = ["epoch", "loss", "lr", "scale", "skipped", "step"];
+    let epoch_keys = [
+        "epoch",
+        "images_per_sec",
+        "peak_gpu_bytes",
+        "val_accuracy",
+        "val_loss",
+    ];
+    // Steps 1-4, the end of epoch 0, steps 5-6, the summary.
+    assert_eq!(m.len(), 8, "{m:#?}");
+    for (i, line) in m.iter().enumerate() {
+        match i {
+            4 => {
+                assert_eq!(keys(line), epoch_keys, "epoch line: {line}");
+                assert_eq!(line["epoch"], 0);
+                let acc = line["val_accuracy"].as_f64().unwrap();
+                assert!((0.0..=1.0).contains(&acc), "{line}");
+                assert!(line["val_loss"].as_f64().unwrap().is_finite());
+                assert!(line["images_per_sec"].as_f64().unwrap() > 0.0);
+                assert!(line["peak_gpu_bytes"].as_u64().unwrap() > 0);
+            }
+            7 => {
+                assert_eq!(keys(line), ["summary"], "last line: {line}");
+                let s = &line["summary"];
+                assert_eq!(s["steps"], 6);
+                assert_eq!(s["precision"], "amp-f16");
+                assert_eq!(s["epochs"], 1);
+                for k in ["final_loss", "val_accuracy", "ms_per_step", "final_scale"] {
+                    assert!(s[k].is_number(), "summary `{k}`: {s}");
+                }
+            }
+            _ => {
+                assert_eq!(keys(line), step_keys, "step line: {line}");
+                let step = if i < 4 { i + 1 } else { i };
+                assert_eq!(line["step"], step as u64);
+                assert_eq!(line["epoch"], if step <= 4 { 0 } else { 1 });
+                assert!(line["skipped"].is_boolean());
+                assert!(line["loss"].as_f64().unwrap().is_finite());
+                let lr = line["lr"].as_f64().unwrap();
+                assert!((lr - 0.01).abs() < 1e-9, "{line}");
+            }
+        }
+    }
+    let steps = step_lines(&m);
+    assert!(
+        steps.iter().any(|s| s["skipped"] == true),
+        "the high initial scale should make some steps skip: {steps:?}"
+    );
+
+    // --- Steps 4-6 of the resumed run are those of the straight run, bit for bit. ---
+    let m2 = metrics(&dir.join("m2.jsonl"));
+    let resumed = step_lines(&m2);
+    assert_eq!(resumed.len(), 3, "{m2:#?}");
+    for (got, want) in resumed.iter().zip(&steps[3..]) {
+        assert_eq!(got, want, "resumed step differs");
+    }
+    // Same parameters after step 4, so the same validation at the end of epoch 0.
+    let epoch_line = |lines: &[Value]| {
+        lines
+            .iter()
+            .find(|v| v.get("val_loss").is_some())
+            .cloned()
+            .unwrap()
+    };
+    let (e1, e2) = (epoch_line(&m), epoch_line(&m2));
+    assert_eq!(e1["val_loss"], e2["val_loss"]);
+    assert_eq!(e1["val_accuracy"], e2["val_accuracy"]);
+    assert_eq!(m2.last().unwrap()["summary"]["steps"], 6);
+
+    // --- Final checkpoints agree on everything. ---
+    let a = Checkpoint::load(&dir.join("a.safetensors")).unwrap();
+    let c = Checkpoint::load(&dir.join("c.safetensors")).unwrap();
+    assert_eq!(a.params.len(), 4);
+    for (x, y) in a.params.iter().zip(&c.params) {
+        assert_eq!((&x.name, &x.shape), (&y.name, &y.shape));
+        assert!(bits(&x.values) == bits(&y.values), "`{}` differs", x.name);
+    }
+    assert_eq!(a.optimizer, c.optimizer);
+    assert_eq!(a.scaler, c.scaler);
+    assert_eq!(a.progress, c.progress);
+    assert_eq!(a.progress.step, 6);
+    let b = Checkpoint::load(&dir.join("b.safetensors")).unwrap();
+    assert_eq!(
+        (b.progress.step, b.progress.epoch, b.progress.batch_in_epoch),
+        (3, 0, 3)
+    );
+
+    // --- The same seed gives the same trajectory; another seed a different one. ---
+    train(&dir, 3, &["--steps", "6", "--metrics", &p("m3.jsonl")]);
+    let m3 = metrics(&dir.join("m3.jsonl"));
+    assert_eq!(step_lines(&m3), steps, "same seed, different losses");
+    train(&dir, 4, &["--steps", "2", "--metrics", &p("m4.jsonl")]);
+    let m4 = metrics(&dir.join("m4.jsonl"));
+    let loss = |v: &[&Value]| v.iter().map(|s| s["loss"].clone()).collect::<Vec<_>>();
+    assert_ne!(
+        loss(&step_lines(&m4)),
+        loss(&steps[..2]),
+        "the seed had no effect"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
