@@ -46,7 +46,10 @@ fn train(dir: &Path, seed: u64, extra: &[&str]) {
     args.extend_from_slice(extra);
     let out = Command::new(env!("CARGO_BIN_EXE_webgpu-amp"))
         .args(&args)
-        .env("XDG_RUNTIME_DIR", std::env::temp_dir())
+        .env(
+            "XDG_RUNTIME_DIR",
+            std::env::var_os("XDG_RUNTIME_DIR").unwrap_or_else(|| std::env::temp_dir().into()),
+        )
         .output()
         .expect("run webgpu-amp");
     assert!(

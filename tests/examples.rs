@@ -9,7 +9,10 @@ fn linear_regression_example_prints_three_falling_losses() {
     let out = Command::new(cargo)
         .args(["run", "-q", "--example", "linear_regression"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("XDG_RUNTIME_DIR", std::env::temp_dir())
+        .env(
+            "XDG_RUNTIME_DIR",
+            std::env::var_os("XDG_RUNTIME_DIR").unwrap_or_else(|| std::env::temp_dir().into()),
+        )
         .output()
         .expect("run cargo");
     let stdout = String::from_utf8_lossy(&out.stdout);

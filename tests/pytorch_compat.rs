@@ -111,9 +111,7 @@ fn linear(x: &[f32], w: &[f32], b: &[f32], out: usize) -> Vec<f32> {
 /// `nn.Conv2d(c, o, k, padding=p)` on `[c, h, w]`, weight `[o, c, k, k]`.
 fn conv(
     x: &[f32],
-    c: usize,
-    h: usize,
-    w: usize,
+    [c, h, w]: [usize; 3],
     wt: &[f32],
     b: &[f32],
     o: usize,
@@ -175,9 +173,7 @@ fn mlp_forward(sd: &StateDict, x: &[f32]) -> Vec<f32> {
 fn mnist_cnn_forward(sd: &StateDict, x: &[f32]) -> Vec<f32> {
     let a = relu(conv(
         x,
-        1,
-        28,
-        28,
+        [1, 28, 28],
         get(sd, "conv1.weight"),
         get(sd, "conv1.bias"),
         32,
@@ -187,9 +183,7 @@ fn mnist_cnn_forward(sd: &StateDict, x: &[f32]) -> Vec<f32> {
     let a = pool2(&a, 32, 28, 28);
     let a = relu(conv(
         &a,
-        32,
-        14,
-        14,
+        [32, 14, 14],
         get(sd, "conv2.weight"),
         get(sd, "conv2.bias"),
         64,
@@ -204,9 +198,7 @@ fn mnist_cnn_forward(sd: &StateDict, x: &[f32]) -> Vec<f32> {
 fn seq_forward(sd: &StateDict, x: &[f32]) -> Vec<f32> {
     let a = relu(conv(
         x,
-        2,
-        6,
-        6,
+        [2, 6, 6],
         get(sd, "0.weight"),
         get(sd, "0.bias"),
         3,
@@ -446,7 +438,10 @@ fn temp_dir(name: &str) -> PathBuf {
 fn webgpu_amp(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_webgpu-amp"))
         .args(args)
-        .env("XDG_RUNTIME_DIR", std::env::temp_dir())
+        .env(
+            "XDG_RUNTIME_DIR",
+            std::env::var_os("XDG_RUNTIME_DIR").unwrap_or_else(|| std::env::temp_dir().into()),
+        )
         .output()
         .expect("run webgpu-amp")
 }
