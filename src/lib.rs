@@ -10,8 +10,10 @@
 //! - [`data`]: data sets (embedded MNIST, IDX, Fashion-MNIST, safetensors, synthetic), batching
 //! - [`nn`]: model descriptions, flat parameter storage, the planned network
 //! - [`train`]: the planned training step, the training loop, checkpoints
+//! - [`app`]: the egui app (f16 and f32 paths side by side), native and web
 
 pub mod amp;
+pub mod app;
 pub mod data;
 pub mod error;
 pub mod gpu;

@@ -33,6 +33,7 @@ pub const SHADERS: &[(&str, &str)] = &[
     ("optim", include_str!("../shaders/optim.wgsl")),
     ("amp", include_str!("../shaders/amp.wgsl")),
     ("matmul", include_str!("../shaders/matmul.wgsl")),
+    ("histogram", include_str!("../shaders/histogram.wgsl")),
 ];
 
 const PRELUDE: &str = include_str!("../shaders/prelude.wgsl");

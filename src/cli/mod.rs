@@ -3,6 +3,7 @@
 mod bench;
 mod bench_step;
 mod compare;
+mod gui;
 mod info;
 mod plot;
 mod train;
@@ -31,6 +32,8 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Benchmarks: `bench matmul` (GFLOP/s per storage), `bench step` (ms/step per model and precision).
     Bench(bench::BenchArgs),
+    /// Open the app: train f16 and f32 paths side by side with the numerics made visible.
+    Gui(gui::GuiArgs),
 }
 
 /// Device selection flags shared by every subcommand that runs on the GPU.
@@ -72,6 +75,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Train(a) => train::run(&a),
         Command::Compare(a) => compare::run(&a),
         Command::Bench(a) => bench::run(&a),
+        Command::Gui(a) => gui::run(&a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

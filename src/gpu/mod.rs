@@ -485,20 +485,8 @@ impl GpuContext {
         let report = AdapterReport::new(&adapter);
         let caps = report.capabilities.clone();
         let f16_storage = caps.resolve_f16_storage(f16)?;
-        let available = adapter.features();
-        let wanted = wgpu::Features::SHADER_F16
-            | wgpu::Features::SUBGROUP
-            | wgpu::Features::TIMESTAMP_QUERY
-            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
         let (device, queue) = adapter
-            .request_device(&wgpu::DeviceDescriptor {
-                label: Some("webgpu-amp"),
-                required_features: available & wanted,
-                required_limits: adapter.limits(),
-                experimental_features: wgpu::ExperimentalFeatures::disabled(),
-                memory_hints: wgpu::MemoryHints::Performance,
-                trace: wgpu::Trace::Off,
-            })
+            .request_device(&Self::device_descriptor(&adapter))
             .await
             .map_err(|e| Error::Device {
                 adapter: report.name.clone(),
@@ -515,6 +503,64 @@ impl GpuContext {
             pipelines: kernel::PipelineCache::default(),
             host_waits: AtomicU64::new(0),
         })
+    }
+
+    /// Wrap a device someone else created (the app's renderer device). Capabilities are
+    /// the features the *device* got, so native f16 is used only where it was requested.
+    pub fn from_device(
+        adapter: wgpu::Adapter,
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        f16: F16StorageChoice,
+    ) -> Result<Self> {
+        let mut report = AdapterReport::new(&adapter);
+        let features = device.features();
+        let caps = &mut report.capabilities;
+        caps.shader_f16 &= features.contains(wgpu::Features::SHADER_F16);
+        caps.subgroups &= features.contains(wgpu::Features::SUBGROUP);
+        caps.timestamp_query &= features.contains(wgpu::Features::TIMESTAMP_QUERY);
+        let limits = device.limits();
+        caps.max_buffer_size = limits.max_buffer_size;
+        caps.max_storage_buffer_binding_size = limits.max_storage_buffer_binding_size;
+        caps.max_storage_buffers_per_shader_stage = limits.max_storage_buffers_per_shader_stage;
+        caps.max_compute_workgroup_storage_size = limits.max_compute_workgroup_storage_size;
+        caps.max_compute_invocations_per_workgroup = limits.max_compute_invocations_per_workgroup;
+        caps.max_compute_workgroups_per_dimension = limits.max_compute_workgroups_per_dimension;
+        caps.min_storage_buffer_offset_alignment = limits.min_storage_buffer_offset_alignment;
+        let caps = caps.clone();
+        let f16_storage = caps.resolve_f16_storage(f16)?;
+        report.f16_storage = caps
+            .resolve_f16_storage(F16StorageChoice::Auto)
+            .unwrap_or(F16Storage::Packed);
+        Ok(Self {
+            adapter,
+            device,
+            queue,
+            report,
+            caps,
+            f16_storage,
+            allocator: Arc::new(Allocator::default()),
+            pipelines: kernel::PipelineCache::default(),
+            host_waits: AtomicU64::new(0),
+        })
+    }
+
+    /// The device features and limits [`GpuContext::from_adapter`] requests on `adapter`:
+    /// every optional feature this crate uses that the adapter has, and its full limits.
+    /// The app hands this to its renderer so one device serves both.
+    pub fn device_descriptor(adapter: &wgpu::Adapter) -> wgpu::DeviceDescriptor<'static> {
+        let wanted = wgpu::Features::SHADER_F16
+            | wgpu::Features::SUBGROUP
+            | wgpu::Features::TIMESTAMP_QUERY
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
+        wgpu::DeviceDescriptor {
+            label: Some("webgpu-amp"),
+            required_features: adapter.features() & wanted,
+            required_limits: adapter.limits(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        }
     }
 
     /// The storage a tensor of `dtype` gets on this context.

@@ -5,6 +5,7 @@
 
 pub mod conv;
 pub mod elementwise;
+pub mod histogram;
 pub mod loss;
 pub mod matmul;
 pub mod pool;
@@ -41,6 +42,7 @@ pub fn all_variants() -> Result<Vec<Variant>> {
     v.extend(crate::optim::variants()?);
     v.extend(crate::amp::round::variants()?);
     v.extend(matmul::variants()?);
+    v.extend(histogram::variants()?);
     Ok(v)
 }
 

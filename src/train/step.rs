@@ -225,6 +225,12 @@ impl Trainer {
         Ok(self.nets.last().expect("just pushed"))
     }
 
+    /// The network already planned for `batch`, if any (shared borrow, so it can be used
+    /// together with [`Trainer::weight_cast_kernel`]).
+    pub fn planned_network(&self, batch: usize) -> Option<&Network> {
+        self.nets.iter().find(|n| n.batch == batch)
+    }
+
     /// Upload a batch into a network's input buffers (queued writes; no wait).
     pub fn write_batch(
         ctx: &GpuContext,
@@ -543,6 +549,37 @@ impl Trainer {
     /// Each layer's op, compute dtype, output dtype and inserted casts under this trainer's policy.
     pub fn precision_map(&self) -> Vec<crate::amp::policy::PrecisionRow> {
         crate::nn::network::precision_map(&self.spec, &self.policy, self.config.loss)
+    }
+
+    /// The master → compute-dtype weight cast (None in f32 mode). Encode it before a
+    /// forward outside the step (e.g. an asynchronous validation pass) so it sees the
+    /// current weights.
+    pub fn weight_cast_kernel(&self) -> Option<&Kernel> {
+        self.weight_cast.as_ref()
+    }
+
+    /// Every kernel of one optimizer step (one micro-batch) at `batch`, in the order
+    /// `train_batch` records them, for per-kernel profiling. Running them changes the
+    /// parameters like a real step does (profile a trainer whose state does not matter).
+    pub fn step_kernels(&mut self, ctx: &GpuContext, batch: usize) -> Result<Vec<&Kernel>> {
+        self.network(ctx, batch)?;
+        let net = self
+            .nets
+            .iter()
+            .find(|n| n.batch == batch)
+            .expect("planned");
+        let mut kernels = vec![&self.begin_step];
+        kernels.extend(&self.weight_cast);
+        kernels.extend(net.train_kernels());
+        kernels.extend(&self.round_grads);
+        kernels.extend(&self.unscale);
+        if let Some(c) = &self.clipper {
+            kernels.extend(c.kernels());
+        }
+        kernels.push(self.optimizer.step_kernel());
+        kernels.extend(&self.round_params);
+        kernels.extend(&self.update);
+        Ok(kernels)
     }
 
     /// The dtype the model's parameters compute in under this trainer's policy.

@@ -24,6 +24,12 @@ pub fn ctx() -> &'static GpuContext {
     CTX.get_or_init(|| make(F16StorageChoice::Auto))
 }
 
+/// A context of its own with the adapter's preferred f16 storage, for code that owns its
+/// device (the app's session).
+pub fn ctx_owned() -> GpuContext {
+    make(F16StorageChoice::Auto)
+}
+
 /// Context forced to packed f16 storage, so both paths run on one machine.
 pub fn ctx_packed() -> &'static GpuContext {
     static CTX: OnceLock<GpuContext> = OnceLock::new();

@@ -1,0 +1,285 @@
+//! The egui app: f16 and f32 shader paths trained side by side, with the numerics made
+//! visible. The same app runs natively (`webgpu-amp gui`, eframe on wgpu) and, later, in
+//! the browser, so nothing here is native-only except [`run_native`].
+//!
+//! Split the way egui's demo app is: [`App`] holds all UI state in one struct and draws one
+//! small function per panel (`setup`, `runs`, `scaling`, `precision`, `kernels`); the
+//! UI-free [`session::Session`] owns the GPU and the trainers and advances training inside
+//! frames without ever waiting on the GPU.
+
+pub mod kernels;
+pub mod precision;
+pub mod runs;
+pub mod scaling;
+pub mod session;
+pub mod setup;
+
+use std::sync::Arc;
+
+use eframe::egui;
+
+use crate::amp::policy::{Precision, PrecisionRow};
+use crate::error::{Error, Result};
+use crate::gpu::{F16StorageChoice, GpuContext};
+use session::{Session, SessionConfig, Status};
+
+/// The panels of the central area.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tab {
+    Runs,
+    Scaling,
+    Precision,
+    Kernels,
+}
+
+impl Tab {
+    pub const ALL: [Tab; 4] = [Tab::Runs, Tab::Scaling, Tab::Precision, Tab::Kernels];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Tab::Runs => "Runs side by side",
+            Tab::Scaling => "Why scaling matters",
+            Tab::Precision => "Precision map",
+            Tab::Kernels => "Kernels",
+        }
+    }
+}
+
+/// The precision map shown, with what it was computed for.
+struct PrecisionMapCache {
+    key: (String, String, Precision),
+    rows: std::result::Result<Vec<PrecisionRow>, String>,
+}
+
+/// All UI state, in one struct.
+pub struct App {
+    pub session: Session,
+    /// The setup panel's edits; Start hands a copy to the session.
+    pub config: SessionConfig,
+    pub tab: Tab,
+    /// Histogram: which mode (index into the session's runs) and which parameter.
+    pub hist_mode: usize,
+    pub hist_param: Option<String>,
+    /// Precision map: which mode.
+    pub map_mode: Precision,
+    /// Start a run on the first frame (`webgpu-amp gui --autostart`).
+    pub autostart: bool,
+    precision_map: Option<PrecisionMapCache>,
+}
+
+impl App {
+    pub fn new(ctx: Arc<GpuContext>, config: SessionConfig) -> Self {
+        Self {
+            session: Session::new(ctx),
+            config,
+            tab: Tab::Runs,
+            hist_mode: 0,
+            hist_param: None,
+            map_mode: Precision::AmpF16,
+            autostart: false,
+            precision_map: None,
+        }
+    }
+
+    /// The app on the device eframe's wgpu renderer made (native and web): one device
+    /// draws the UI and trains. Native f16 needs the renderer's device to have been created
+    /// with `shader-f16` (see [`run_native`]); otherwise f16 runs packed.
+    pub fn from_creation_context(
+        cc: &eframe::CreationContext<'_>,
+        f16: F16StorageChoice,
+        config: SessionConfig,
+    ) -> Result<Self> {
+        let rs = cc
+            .wgpu_render_state
+            .as_ref()
+            .ok_or_else(|| Error::Unsupported("the app needs eframe's wgpu renderer".into()))?;
+        let ctx =
+            GpuContext::from_device(rs.adapter.clone(), rs.device.clone(), rs.queue.clone(), f16)?;
+        Ok(Self::new(Arc::new(ctx), config))
+    }
+
+    /// Per-frame logic, no drawing: advance training, keep derived views current.
+    pub fn tick(&mut self, ctx: &egui::Context) {
+        if self.autostart && *self.session.status() == Status::Idle {
+            self.autostart = false;
+            self.session.start(self.config.clone());
+        }
+        let now = ctx.input(|i| i.time);
+        let busy = self.session.tick(now);
+        self.sync_histogram_selection();
+        if self.tab == Tab::Precision {
+            self.refresh_precision_map();
+        }
+        if busy {
+            ctx.request_repaint();
+        }
+    }
+
+    /// Per-frame logic then drawing, for hosts that give one `Ui` (tests).
+    pub fn update(&mut self, ui: &mut egui::Ui) {
+        self.tick(ui.ctx());
+        self.show(ui);
+    }
+
+    /// Draw every panel.
+    pub fn show(&mut self, ui: &mut egui::Ui) {
+        egui::Panel::left("setup")
+            .resizable(true)
+            .default_size(290.0)
+            .show(ui, |ui| {
+                egui::ScrollArea::vertical().show(ui, |ui| setup::show(ui, self));
+            });
+        egui::CentralPanel::default().show(ui, |ui| {
+            ui.horizontal(|ui| {
+                for tab in Tab::ALL {
+                    ui.selectable_value(&mut self.tab, tab, tab.title());
+                }
+            });
+            ui.separator();
+            egui::ScrollArea::vertical().show(ui, |ui| match self.tab {
+                Tab::Runs => runs::show(ui, self),
+                Tab::Scaling => scaling::show(ui, self),
+                Tab::Precision => precision::show(ui, self),
+                Tab::Kernels => kernels::show(ui, self),
+            });
+        });
+    }
+
+    /// Point the session's histogram at the chosen mode and parameter (default: the first
+    /// AMP mode, the first weight).
+    fn sync_histogram_selection(&mut self) {
+        let runs = self.session.runs();
+        if runs.is_empty() {
+            return;
+        }
+        if self.hist_mode >= runs.len() {
+            self.hist_mode = 0;
+        }
+        let entries = &runs[self.hist_mode].trainer().store.layout.entries;
+        let valid = self
+            .hist_param
+            .as_ref()
+            .is_some_and(|p| entries.iter().any(|e| &e.name == p));
+        if !valid {
+            self.hist_param = entries
+                .iter()
+                .find(|e| e.name.ends_with("weight"))
+                .or(entries.first())
+                .map(|e| e.name.clone());
+        }
+        if let Some(param) = self.hist_param.clone()
+            && let Err(e) = self.session.select_histogram(self.hist_mode, &param)
+        {
+            self.hist_param = None;
+            log_error(&e);
+        }
+    }
+
+    /// Recompute the precision map when the model, data set or mode changed.
+    pub fn refresh_precision_map(&mut self) {
+        let key = (
+            self.config.model.clone(),
+            self.config.dataset.clone(),
+            self.map_mode,
+        );
+        if self.precision_map.as_ref().is_some_and(|c| c.key == key) {
+            return;
+        }
+        let rows = self
+            .session
+            .precision_map(&self.config, self.map_mode)
+            .map_err(|e| e.to_string());
+        self.precision_map = Some(PrecisionMapCache { key, rows });
+    }
+
+    /// The precision map last computed (by [`App::refresh_precision_map`]).
+    pub fn precision_rows(&self) -> Option<&std::result::Result<Vec<PrecisionRow>, String>> {
+        self.precision_map.as_ref().map(|c| &c.rows)
+    }
+}
+
+fn log_error(e: &Error) {
+    #[cfg(not(target_arch = "wasm32"))]
+    eprintln!("webgpu-amp app: {e}");
+    #[cfg(target_arch = "wasm32")]
+    let _ = e;
+}
+
+impl eframe::App for App {
+    fn logic(&mut self, ctx: &egui::Context, _frame: &mut eframe::Frame) {
+        self.tick(ctx);
+    }
+
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        self.show(ui);
+    }
+}
+
+/// A color per precision mode, the same in every plot.
+pub fn mode_color(p: Precision) -> egui::Color32 {
+    match p {
+        Precision::F32 => egui::Color32::from_rgb(66, 133, 244),
+        Precision::AmpF16 => egui::Color32::from_rgb(244, 140, 36),
+        Precision::AmpBf16 => egui::Color32::from_rgb(52, 168, 83),
+        Precision::F16 => egui::Color32::from_rgb(219, 68, 55),
+    }
+}
+
+/// Options of the native window.
+#[cfg(not(target_arch = "wasm32"))]
+#[derive(Clone, Debug, Default)]
+pub struct NativeOptions {
+    pub gpu: crate::gpu::GpuOptions,
+    pub config: SessionConfig,
+    pub autostart: bool,
+    /// Window size in points.
+    pub size: Option<[f32; 2]>,
+}
+
+/// Open the app in a native window (eframe, wgpu renderer). The renderer's device is
+/// requested with the features and limits training wants (shader-f16, timestamp queries),
+/// on the backend and adapter the options name, so one device draws and trains.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn run_native(options: NativeOptions) -> Result<()> {
+    use eframe::egui_wgpu::{WgpuConfiguration, WgpuSetup, WgpuSetupCreateNew};
+
+    let mut setup = WgpuSetupCreateNew::without_display_handle();
+    if options.gpu.backend != crate::gpu::BackendChoice::Auto {
+        setup.instance_descriptor.backends = options.gpu.backend.backends();
+    }
+    if let Some(want) = options.gpu.adapter.clone() {
+        let needle = want.to_lowercase();
+        setup.native_adapter_selector = Some(Arc::new(move |adapters, _surface| {
+            adapters
+                .iter()
+                .find(|a| a.get_info().name.to_lowercase().contains(&needle))
+                .cloned()
+                .ok_or_else(|| format!("no adapter name contains `{want}`"))
+        }));
+    }
+    setup.device_descriptor = Arc::new(GpuContext::device_descriptor);
+    let native = eframe::NativeOptions {
+        renderer: eframe::Renderer::Wgpu,
+        wgpu_options: WgpuConfiguration {
+            wgpu_setup: WgpuSetup::CreateNew(setup),
+            ..Default::default()
+        },
+        viewport: egui::ViewportBuilder::default()
+            .with_title("webgpu-amp")
+            .with_inner_size(options.size.unwrap_or([1280.0, 820.0])),
+        ..Default::default()
+    };
+    let f16 = options.gpu.f16_storage;
+    let config = options.config;
+    let autostart = options.autostart;
+    eframe::run_native(
+        "webgpu-amp",
+        native,
+        Box::new(move |cc| {
+            let mut app = App::from_creation_context(cc, f16, config)?;
+            app.autostart = autostart;
+            Ok(Box::new(app))
+        }),
+    )
+    .map_err(|e| Error::Gpu(format!("the app window failed: {e}")))
+}

@@ -1,0 +1,64 @@
+//! `webgpu-amp gui`: open the app window (eframe on wgpu). All of it lives in
+//! `webgpu_amp::app`; this only turns flags into options.
+
+use clap::Args;
+use webgpu_amp::Result;
+use webgpu_amp::amp::policy::Precision;
+use webgpu_amp::app::session::SessionConfig;
+use webgpu_amp::app::{NativeOptions, run_native};
+
+use super::DeviceArgs;
+
+#[derive(Args, Debug)]
+pub struct GuiArgs {
+    /// Start training as soon as the window opens.
+    #[arg(long)]
+    autostart: bool,
+    /// Comma-separated precision modes to train side by side (f32, amp-f16, amp-bf16, f16).
+    #[arg(long, default_value = "f32,amp-f16")]
+    modes: String,
+    /// Model preset (mlp, linear, simple-cnn, mnist-cnn).
+    #[arg(long, default_value = "mlp")]
+    model: String,
+    /// Data set (mnist-embedded, fashion-mnist, mnist, synthetic:N, FILE.safetensors).
+    #[arg(long, default_value = "mnist-embedded")]
+    dataset: String,
+    /// Optimizer steps per mode.
+    #[arg(long, default_value_t = 300)]
+    steps: u64,
+    #[arg(long, default_value_t = 64)]
+    batch_size: usize,
+    /// Window size in points, WIDTHxHEIGHT.
+    #[arg(long, default_value = "1280x820")]
+    size: String,
+    #[command(flatten)]
+    device: DeviceArgs,
+}
+
+pub fn run(a: &GuiArgs) -> Result<()> {
+    let modes = a
+        .modes
+        .split(',')
+        .map(|m| Precision::parse(m.trim()))
+        .collect::<Result<Vec<_>>>()?;
+    let size = a
+        .size
+        .split_once('x')
+        .and_then(|(w, h)| Some([w.parse().ok()?, h.parse().ok()?]))
+        .ok_or_else(|| {
+            webgpu_amp::Error::InvalidArgument(format!("--size `{}`: expected WxH", a.size))
+        })?;
+    run_native(NativeOptions {
+        gpu: a.device.options()?,
+        config: SessionConfig {
+            modes,
+            model: a.model.clone(),
+            dataset: a.dataset.clone(),
+            steps: a.steps,
+            batch_size: a.batch_size,
+            ..Default::default()
+        },
+        autostart: a.autostart,
+        size: Some(size),
+    })
+}

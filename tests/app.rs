@@ -1,0 +1,212 @@
+//! The app driven headlessly with egui_kittest on a real GPU context (lavapipe on CI):
+//! start two modes, advance frames until both have loss points, pause (no new points),
+//! stop; the gradient histogram and the precision map show data; a rendered snapshot of
+//! the precision map (kittest's wgpu renderer) is compared with `tests/snapshots/`.
+//!
+//! Update the snapshot after an intended UI change with
+//! `UPDATE_SNAPSHOTS=1 cargo test --test app` and commit `tests/snapshots/*.png`.
+
+mod common;
+
+use std::sync::Arc;
+
+use eframe::egui;
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use webgpu_amp::amp::policy::Precision;
+use webgpu_amp::app::session::{SessionConfig, Status};
+use webgpu_amp::app::{App, Tab, precision};
+use webgpu_amp::tensor::DType;
+
+fn config() -> SessionConfig {
+    SessionConfig {
+        modes: vec![Precision::F32, Precision::AmpF16],
+        // Long enough that the run is still going when the test pauses it.
+        steps: 400,
+        eval_every: 10,
+        profile_every: 10,
+        ..Default::default()
+    }
+}
+
+fn app() -> App {
+    App::new(Arc::new(common::ctx_owned()), config())
+}
+
+/// Step frames until `done` holds, failing with `what` after `max` frames.
+fn step_until(harness: &mut Harness<'_, App>, max: usize, what: &str, done: impl Fn(&App) -> bool) {
+    for _ in 0..max {
+        if done(harness.state()) {
+            return;
+        }
+        harness.step();
+    }
+    let app = harness.state();
+    let counts: Vec<String> = app
+        .session
+        .runs()
+        .iter()
+        .map(|r| format!("{}: {} points", r.precision, r.history.len()))
+        .collect();
+    panic!(
+        "{what}: not reached after {max} frames (status {}, {})",
+        app.session.status().label(),
+        counts.join(", ")
+    );
+}
+
+fn points(app: &App) -> Vec<usize> {
+    app.session.runs().iter().map(|r| r.history.len()).collect()
+}
+
+#[test]
+fn start_pause_stop_and_every_panel_shows_data() {
+    let mut harness = Harness::builder()
+        .with_size(egui::vec2(1280.0, 820.0))
+        .build_ui_state(|ui, app: &mut App| app.update(ui), app());
+
+    harness.get_by_label("Start").click();
+    harness.step();
+    step_until(&mut harness, 3000, "both modes have loss points", |app| {
+        let runs = app.session.runs();
+        runs.len() == 2 && runs.iter().all(|r| r.history.len() >= 3)
+    });
+    assert_eq!(*harness.state().session.status(), Status::Running);
+    let runs = harness.state().session.runs();
+    assert_eq!(runs[0].precision, Precision::F32);
+    assert_eq!(runs[1].precision, Precision::AmpF16);
+    for r in runs {
+        assert!(
+            r.history.iter().all(|s| s.loss.is_finite()),
+            "{}",
+            r.precision
+        );
+        assert!(r.memory_bytes > 0);
+    }
+    // The first step of both paths starts from the same weights on the same batch.
+    let (a, b) = (runs[0].history[0].loss, runs[1].history[0].loss);
+    assert!((a - b).abs() < 0.02 * a.abs(), "first losses {a} vs {b}");
+    assert_eq!(runs[1].history[0].scale, 65536.0);
+
+    // Pause: in-flight results land, then nothing new arrives.
+    harness.get_by_label("Pause").click();
+    harness.step();
+    assert_eq!(*harness.state().session.status(), Status::Paused);
+    step_until(&mut harness, 500, "in-flight steps drained", |app| {
+        !app.session.in_flight()
+    });
+    let paused_at = points(harness.state());
+    for _ in 0..15 {
+        harness.step();
+    }
+    assert_eq!(
+        points(harness.state()),
+        paused_at,
+        "points arrived while paused"
+    );
+
+    // Resume briefly, then stop: stopping keeps the results and submits nothing more.
+    harness.get_by_label("Resume").click();
+    harness.step();
+    step_until(&mut harness, 3000, "training resumed", |app| {
+        points(app).iter().zip(&paused_at).all(|(n, p)| n > p)
+    });
+    harness.get_by_label("Stop").click();
+    harness.step();
+    assert_eq!(*harness.state().session.status(), Status::Stopped);
+    step_until(&mut harness, 500, "in-flight steps drained", |app| {
+        !app.session.in_flight()
+    });
+    let stopped_at = points(harness.state());
+    for _ in 0..10 {
+        harness.step();
+    }
+    assert_eq!(points(harness.state()), stopped_at);
+    assert!(stopped_at.iter().all(|&n| (n as u64) < 400));
+
+    // Validation accuracy and kernel profiles arrived asynchronously along the way.
+    for r in harness.state().session.runs() {
+        assert!(!r.val_accuracy.is_empty(), "{}: no validation", r.precision);
+        assert!(
+            r.val_accuracy
+                .iter()
+                .all(|&(_, a)| (0.0..=1.0).contains(&a))
+        );
+        if harness.state().session.has_timestamps() {
+            assert!(
+                !r.kernel_times.is_empty(),
+                "{}: no kernel profile",
+                r.precision
+            );
+        }
+    }
+
+    // Why scaling matters: the histogram of the chosen layer's gradients.
+    harness.get_by_label(Tab::Scaling.title()).click();
+    harness.step();
+    step_until(&mut harness, 500, "a gradient histogram", |app| {
+        app.session.histogram().is_some()
+    });
+    harness.step();
+    let app = harness.state();
+    let snap = app.session.histogram().unwrap();
+    let numel = app.session.runs()[app.hist_mode]
+        .trainer()
+        .store
+        .layout
+        .get(&snap.param)
+        .unwrap()
+        .numel() as u64;
+    assert_eq!(snap.hist.unscaled.total(), numel);
+    assert_eq!(snap.hist.scaled.total(), numel);
+    assert!(snap.hist.unscaled.bins.iter().any(|&c| c > 0));
+    harness.get_by_label_contains("after step");
+
+    // Precision map of amp-f16: linear layers compute in f16 with cached weight casts.
+    harness.get_by_label(Tab::Precision.title()).click();
+    harness.step();
+    harness.step();
+    let rows = harness
+        .state()
+        .precision_rows()
+        .expect("precision map computed")
+        .clone()
+        .expect("precision map");
+    let linear: Vec<_> = rows
+        .iter()
+        .filter(|r| r.name == "1" || r.name == "3")
+        .collect();
+    assert_eq!(linear.len(), 2);
+    assert!(linear.iter().all(|r| r.compute_dtype == DType::F16));
+    assert_eq!(
+        rows.last().unwrap().compute_dtype,
+        DType::F32,
+        "loss in f32"
+    );
+    assert!(
+        !harness
+            .query_all_by_label_contains("weights f32 -> f16")
+            .collect::<Vec<_>>()
+            .is_empty()
+    );
+
+    harness.get_by_label(Tab::Kernels.title()).click();
+    harness.step();
+    harness.get_by_label("Reset").click();
+    harness.step();
+    assert_eq!(*harness.state().session.status(), Status::Idle);
+    assert!(harness.state().session.runs().is_empty());
+}
+
+#[test]
+fn precision_map_snapshot() {
+    let mut app = app();
+    app.tab = Tab::Precision;
+    app.refresh_precision_map();
+    let mut harness = Harness::builder()
+        .with_size(egui::vec2(900.0, 260.0))
+        .wgpu()
+        .build_ui_state(|ui, app: &mut App| precision::show(ui, app), app);
+    harness.step();
+    harness.snapshot("precision_map");
+}
