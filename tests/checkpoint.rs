@@ -382,3 +382,45 @@ fn save_is_atomic_and_replaces_an_existing_file() {
     assert_eq!(Checkpoint::load(&path).unwrap(), ck(2.0, 7));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// With gradient accumulation, an epoch limit can stop a run with micro-batches accumulated
+/// but not yet stepped (4 micro-batches per epoch, 3 per step). The checkpoint points back to
+/// the last completed step, so the resumed run replays them and matches the uninterrupted one.
+#[test]
+fn resume_after_an_epoch_limit_with_pending_micro_batches_equals_uninterrupted() {
+    let ctx = ctx();
+    let by_epochs = |epochs| {
+        let mut cfg = RunConfig {
+            epochs: Some(epochs),
+            steps: None,
+            ..config(OptimizerConfig::adam(1e-2), 3, 1)
+        };
+        cfg.step.scaler = ScalerConfig::default();
+        cfg
+    };
+    let (mut straight, straight_hist) = train(by_epochs(3), None);
+    let straight_final = straight.checkpoint(ctx).unwrap();
+    assert_eq!(straight_hist.len(), 4, "12 micro-batches, 3 per step");
+    assert!(straight_hist.iter().all(|s| !s.skipped));
+
+    let (mut first, first_hist) = train(by_epochs(1), None);
+    assert_eq!(first.trainer.pending_micro_batches(), 1);
+    let ck = first.checkpoint(ctx).unwrap();
+    assert_eq!(
+        (
+            ck.progress.step,
+            ck.progress.epoch,
+            ck.progress.batch_in_epoch
+        ),
+        (1, 0, 3),
+        "the checkpoint points just after the last completed step"
+    );
+    let (mut resumed, resumed_hist) = train(by_epochs(3), Some(&ck));
+    let joined: Vec<StepStats> = first_hist.iter().chain(&resumed_hist).copied().collect();
+    assert_same_history("pending", &joined, &straight_hist);
+    assert_same_checkpoint(
+        "pending",
+        &resumed.checkpoint(ctx).unwrap(),
+        &straight_final,
+    );
+}

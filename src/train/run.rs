@@ -84,6 +84,10 @@ pub struct Run {
     pub trainer: Trainer,
     pub config: RunConfig,
     pub progress: Progress,
+    /// `progress` right after the last completed optimizer step. Checkpoints record this
+    /// position, so that micro-batches accumulated since then (gradient accumulation across an
+    /// epoch limit) are replayed on resume instead of lost: resumed equals uninterrupted.
+    stepped_at: Progress,
     loader: Loader,
     /// Epoch of each submitted-but-unreported step, oldest first.
     epochs_in_flight: VecDeque<u64>,
@@ -143,6 +147,7 @@ impl Run {
             trainer,
             config,
             progress,
+            stepped_at: progress,
             loader,
             epochs_in_flight: VecDeque::new(),
         })
@@ -200,6 +205,7 @@ impl Run {
                 self.progress.batch_in_epoch = b as u64;
                 if completes {
                     self.progress.step += 1;
+                    self.stepped_at = self.progress;
                     self.epochs_in_flight.push_back(self.progress.epoch);
                 }
                 self.report(ctx, &mut history, on_event)?;
@@ -379,9 +385,20 @@ impl Run {
             params,
             optimizer: Some(optimizer),
             scaler: Some(scaler),
-            progress: self.progress,
+            progress: self.resume_point(),
             precision: Some(self.config.step.precision.name().into()),
         })
+    }
+
+    /// Where a resumed run starts: after the last completed optimizer step (the end of an
+    /// epoch counts as the start of the next).
+    fn resume_point(&self) -> Progress {
+        let mut p = self.stepped_at;
+        if p.batch_in_epoch as usize >= self.loader.num_batches() {
+            p.epoch += 1;
+            p.batch_in_epoch = 0;
+        }
+        p
     }
 
     #[cfg(not(target_arch = "wasm32"))]
