@@ -49,13 +49,13 @@ pub struct TrainCommon {
     /// Weight decay (default 0, or 0.01 for adamw as in PyTorch).
     #[arg(long, allow_negative_numbers = true)]
     pub weight_decay: Option<f32>,
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, allow_negative_numbers = true)]
     pub batch_size: usize,
     /// Epochs to train (default 1 when --steps is not given).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub epochs: Option<u64>,
     /// Optimizer steps to train (stops early within an epoch).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub steps: Option<u64>,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -69,12 +69,12 @@ pub struct TrainCommon {
     #[arg(long, allow_negative_numbers = true)]
     pub clip_grad_norm: Option<f32>,
     /// Micro-batches per optimizer step.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     pub grad_accum: usize,
     /// GradScaler initial scale.
     #[arg(long, default_value_t = 65536.0, allow_negative_numbers = true)]
     pub init_scale: f32,
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 2000, allow_negative_numbers = true)]
     pub growth_interval: u32,
     #[arg(long, default_value_t = 2.0, allow_negative_numbers = true)]
     pub growth_factor: f32,
@@ -101,7 +101,7 @@ pub struct TrainArgs {
     #[arg(long)]
     save: Option<PathBuf>,
     /// Also save every N optimizer steps (to --save).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     save_every: Option<u64>,
     /// Continue from a checkpoint written by --save.
     #[arg(long)]
