@@ -30,7 +30,7 @@ pub enum Error {
     Gpu(String),
 
     /// The GPU device was lost (driver reset, GPU removed, or destroyed).
-    #[error("the GPU device was lost ({0})")]
+    #[error("the GPU device was lost: {0}")]
     DeviceLost(String),
 
     /// A buffer or binding over the device's limits, or out of GPU memory: `needed` and

@@ -557,7 +557,12 @@ impl GpuContext {
         }));
         let on_lost = faults.clone();
         device.set_device_lost_callback(move |reason, message| {
-            on_lost.record_lost(format!("{reason:?}: {}", one_line(&message)));
+            let message = one_line(&message);
+            on_lost.record_lost(if message.is_empty() {
+                format!("{reason:?}")
+            } else {
+                format!("{reason:?}: {message}")
+            });
         });
         Ok(Self {
             adapter,
