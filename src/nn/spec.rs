@@ -325,13 +325,13 @@ struct ModelJson {
 
 /// Most elements one tensor (per-sample activation or parameter) may have: kernels index
 /// with `u32`. Shapes beyond it, or whose sizes overflow, are description errors.
-pub const MAX_ELEMENTS: usize = u32::MAX as usize;
+pub const MAX_ELEMENTS: u64 = u32::MAX as u64;
 
 /// Product of `dims` when it is at most [`MAX_ELEMENTS`].
 fn checked_numel(dims: &[usize]) -> Option<usize> {
     dims.iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .filter(|&n| n <= MAX_ELEMENTS)
+        .filter(|&n| n as u64 <= MAX_ELEMENTS)
 }
 
 fn positive(value: usize, what: &str) -> std::result::Result<(), String> {
