@@ -29,6 +29,19 @@ pub enum Error {
     #[error("GPU error: {0}")]
     Gpu(String),
 
+    /// The GPU device was lost (driver reset, GPU removed, or destroyed).
+    #[error("the GPU device was lost: {0}")]
+    DeviceLost(String),
+
+    /// A buffer or binding over the device's limits, or out of GPU memory: `needed` and
+    /// `limit` in bytes (`limit` 0 when unknown, as for out-of-memory).
+    #[error("{message}")]
+    Resource {
+        message: String,
+        needed: u64,
+        limit: u64,
+    },
+
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 

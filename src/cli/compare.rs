@@ -60,6 +60,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
             "no precision modes to compare".into(),
         ));
     }
+    args.common.validate_args()?;
     let prepared = args.common.prepare()?;
     let ctx = GpuContext::new(&args.common.device.options()?)?;
     println!(

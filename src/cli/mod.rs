@@ -69,7 +69,10 @@ impl DeviceArgs {
 }
 
 pub fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return argument_error(e),
+    };
     let result = match cli.command {
         Command::Info(a) => info::run(&a),
         Command::Train(a) => train::run(&a),
@@ -84,4 +87,27 @@ pub fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Help and version go to stdout as clap prints them; a bad flag or value becomes one
+/// `error:` line (clap's first line, which names the flag and the problem) and exit code 2.
+fn argument_error(e: clap::Error) -> std::process::ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = e.print();
+        return std::process::ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+    }
+    let text = e.to_string();
+    let first = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("invalid arguments");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    eprintln!("error: {first} (see --help)");
+    std::process::ExitCode::from(2)
 }

@@ -8,7 +8,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::amp::scaler::ScalerConfig;
-use webgpu_amp::data::{DataSource, Split};
+use webgpu_amp::data::{DataSource, Labels, Split};
 use webgpu_amp::nn::network::LossKind;
 use webgpu_amp::nn::spec::{ModelSpec, preset};
 use webgpu_amp::optim::OptimizerConfig;
@@ -35,28 +35,28 @@ pub struct TrainCommon {
     #[arg(long, default_value = "adam")]
     pub optimizer: String,
     /// Learning rate (default 1e-3 for adam/adamw, 0.01 for sgd).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub lr: Option<f32>,
     /// SGD momentum.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub momentum: f32,
     /// SGD dampening.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub dampening: f32,
     /// SGD Nesterov momentum.
     #[arg(long)]
     pub nesterov: bool,
     /// Weight decay (default 0, or 0.01 for adamw as in PyTorch).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub weight_decay: Option<f32>,
     /// Samples per micro-batch (32: one epoch of mlp on MNIST reaches 97%).
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, allow_negative_numbers = true)]
     pub batch_size: usize,
     /// Epochs to train (default 1 when --steps is not given).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub epochs: Option<u64>,
     /// Optimizer steps to train (stops early within an epoch).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub steps: Option<u64>,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -67,19 +67,19 @@ pub struct TrainCommon {
     #[arg(long)]
     pub init: Option<PathBuf>,
     /// Clip gradients to this global L2 norm (after unscaling).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub clip_grad_norm: Option<f32>,
     /// Micro-batches per optimizer step.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     pub grad_accum: usize,
     /// GradScaler initial scale.
-    #[arg(long, default_value_t = 65536.0)]
+    #[arg(long, default_value_t = 65536.0, allow_negative_numbers = true)]
     pub init_scale: f32,
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 2000, allow_negative_numbers = true)]
     pub growth_interval: u32,
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, allow_negative_numbers = true)]
     pub growth_factor: f32,
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.5, allow_negative_numbers = true)]
     pub backoff_factor: f32,
     /// Turn the GradScaler on or off (default: on for amp-f16 only, as PyTorch recommends).
     #[arg(long)]
@@ -102,7 +102,7 @@ pub struct TrainArgs {
     #[arg(long)]
     save: Option<PathBuf>,
     /// Also save every N optimizer steps (to --save).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     save_every: Option<u64>,
     /// Continue from a checkpoint written by --save.
     #[arg(long)]
@@ -128,6 +128,50 @@ pub fn parse_dataset(s: &str) -> Result<DataSource> {
 }
 
 impl TrainCommon {
+    /// Checks the flags that need no data or GPU, so a typo fails at once.
+    pub fn validate_args(&self) -> Result<()> {
+        if self.batch_size == 0 {
+            return Err(Error::InvalidArgument(
+                "--batch-size must be at least 1".into(),
+            ));
+        }
+        if self.grad_accum == 0 {
+            return Err(Error::InvalidArgument(
+                "--grad-accum must be at least 1".into(),
+            ));
+        }
+        if self.steps == Some(0) {
+            return Err(Error::InvalidArgument("--steps must be at least 1".into()));
+        }
+        if self.epochs == Some(0) {
+            return Err(Error::InvalidArgument("--epochs must be at least 1".into()));
+        }
+        if let Some(max) = self.clip_grad_norm
+            && !(max > 0.0 && max.is_finite())
+        {
+            return Err(Error::InvalidArgument(format!(
+                "--clip-grad-norm must be finite and > 0, got {max}"
+            )));
+        }
+        if let Some(loss) = &self.loss {
+            LossKind::parse(loss)?;
+        }
+        self.optimizer()?;
+        self.scaler_config(true).validate()?;
+        self.device.options()?;
+        Ok(())
+    }
+
+    fn scaler_config(&self, enabled: bool) -> ScalerConfig {
+        ScalerConfig {
+            init_scale: self.init_scale,
+            growth_factor: self.growth_factor,
+            backoff_factor: self.backoff_factor,
+            growth_interval: self.growth_interval,
+            enabled,
+        }
+    }
+
     pub fn prepare(&self) -> Result<Prepared> {
         let split = parse_dataset(&self.dataset)?.load(true)?;
         let train = &split.train;
@@ -142,22 +186,52 @@ impl TrainCommon {
         });
         let spec = if model.ends_with(".json") {
             let text = std::fs::read_to_string(&model)
-                .map_err(|e| Error::Model(format!("{model}: {e}")))?;
-            ModelSpec::from_json(&text).map_err(|e| Error::Model(format!("{model}: {e}")))?
+                .map_err(|e| Error::Model(format!("{model}: cannot read: {e}")))?;
+            ModelSpec::from_json(&text).map_err(|e| match e {
+                // from_json's messages start with "json: "; name the file instead.
+                Error::Model(m) => Error::Model(format!(
+                    "{model}: {}",
+                    m.strip_prefix("json: ").unwrap_or(&m)
+                )),
+                other => other,
+            })?
         } else {
             preset(&model, &train.sample_shape, out)?
         };
-        spec.check_data(&train.sample_shape, out)?;
         let loss = match &self.loss {
             Some(l) => LossKind::parse(l)?,
             None if train.y.is_classification() => LossKind::CrossEntropy,
             None => LossKind::Mse,
         };
-        if loss == LossKind::CrossEntropy && !train.y.is_classification() {
-            return Err(Error::InvalidArgument(
-                "cross-entropy needs integer class labels; this data set has float targets (use --loss mse)".into(),
-            ));
+        match (&train.y, loss) {
+            (Labels::Targets { .. }, LossKind::CrossEntropy) => {
+                return Err(Error::InvalidArgument(format!(
+                    "--loss cross-entropy needs integer class labels; {} has float targets (use --loss mse)",
+                    train.name
+                )));
+            }
+            (Labels::Classes { .. }, LossKind::Mse) => {
+                return Err(Error::InvalidArgument(format!(
+                    "--loss mse needs float targets; {} has integer class labels (use --loss cross-entropy)",
+                    train.name
+                )));
+            }
+            _ => {}
         }
+        // A label the model has no output for: name the file, the label and the sample
+        // (the loss kernel would only turn that row into NaN).
+        if let (Labels::Classes { labels, .. }, [outputs]) = (&train.y, spec.output_shape())
+            && let Some((i, &bad)) = labels
+                .iter()
+                .enumerate()
+                .find(|&(_, &l)| l as usize >= *outputs)
+        {
+            return Err(Error::Data(format!(
+                "{}: label {bad} of sample {i} is out of range for the model's {outputs} outputs                  (cross-entropy needs labels in 0..{outputs})",
+                train.name
+            )));
+        }
+        spec.check_data(&train.sample_shape, out)?;
         let expected: Vec<(String, Vec<usize>)> = spec
             .parameters()
             .into_iter()
@@ -213,18 +287,9 @@ impl TrainCommon {
     }
 
     pub fn run_config(&self, precision: Precision, loss: LossKind) -> Result<RunConfig> {
-        if self.batch_size == 0 {
-            return Err(Error::InvalidArgument(
-                "--batch-size must be at least 1".into(),
-            ));
-        }
-        let scaler = ScalerConfig {
-            init_scale: self.init_scale,
-            growth_factor: self.growth_factor,
-            backoff_factor: self.backoff_factor,
-            growth_interval: self.growth_interval,
-            enabled: self.scaler.unwrap_or(precision.scaler_enabled_by_default()),
-        };
+        self.validate_args()?;
+        let scaler =
+            self.scaler_config(self.scaler.unwrap_or(precision.scaler_enabled_by_default()));
         scaler.validate()?;
         Ok(RunConfig {
             step: StepConfig {
@@ -340,8 +405,7 @@ pub fn run_with_progress(
 
 pub fn run(args: &TrainArgs) -> Result<()> {
     let precision = Precision::parse(&args.precision)?;
-    let prepared = args.common.prepare()?;
-    let mut cfg = args.common.run_config(precision, prepared.loss)?;
+    args.common.validate_args()?;
     if args.save_every.is_some() && args.save.is_none() {
         return Err(Error::InvalidArgument(
             "--save-every needs --save FILE".into(),
@@ -352,6 +416,8 @@ pub fn run(args: &TrainArgs) -> Result<()> {
             "--save-every must be at least 1".into(),
         ));
     }
+    let prepared = args.common.prepare()?;
+    let mut cfg = args.common.run_config(precision, prepared.loss)?;
     cfg.save_every = args.save_every;
     cfg.save_path = args.save.clone();
     let resume = args

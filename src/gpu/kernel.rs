@@ -164,6 +164,40 @@ impl GpuContext {
                 Arg::Buffer(b) => ranges.push((*binding, (*b).clone(), 0, b.size())),
             }
         }
+        // Over a limit wgpu reports a validation error (a panic by default); say which
+        // tensor of which kernel, how big, and which limit, before touching wgpu.
+        for (name, arg) in args {
+            let (buffer_size, binding_size) = match arg {
+                Arg::Tensor(t) => (t.buffer().size(), t.binding_size()),
+                Arg::Buffer(b) => (b.size(), b.size()),
+                Arg::Uniform(_) => continue,
+            };
+            let kernel = format!("{}::{}", desc.shader, desc.entry);
+            let limit = self.caps.max_buffer_size;
+            if buffer_size > limit {
+                return Err(Error::Resource {
+                    message: format!(
+                        "`{name}` of kernel {kernel} needs a {} buffer; this adapter allows {} per buffer (max_buffer_size)",
+                        super::human_bytes(buffer_size),
+                        super::human_bytes(limit)
+                    ),
+                    needed: buffer_size,
+                    limit,
+                });
+            }
+            let limit = self.caps.max_storage_buffer_binding_size;
+            if binding_size > limit {
+                return Err(Error::Resource {
+                    message: format!(
+                        "`{name}` of kernel {kernel} binds {} of storage; this adapter allows {} per storage binding (max_storage_buffer_binding_size)",
+                        super::human_bytes(binding_size),
+                        super::human_bytes(limit)
+                    ),
+                    needed: binding_size,
+                    limit,
+                });
+            }
+        }
         for (binding, buf, offset, size) in &ranges {
             entries.push(wgpu::BindGroupEntry {
                 binding: *binding,

@@ -11,8 +11,8 @@ mod readback;
 pub use alloc::{Allocator, GpuBuffer, MemoryStats};
 pub use kernel::{Arg, Kernel, KernelDesc};
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Storage};
@@ -419,11 +419,36 @@ fn new_instance(backend: BackendChoice) -> wgpu::Instance {
     })
 }
 
+/// wgpu's error texts span lines; the CLI prints errors as one.
+fn one_line(message: &str) -> String {
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// Every adapter the chosen backend(s) can see.
 pub async fn enumerate_adapters(backend: BackendChoice) -> Vec<wgpu::Adapter> {
     new_instance(backend)
         .enumerate_adapters(backend.backends())
         .await
+}
+
+/// Record uncaptured GPU errors and device loss instead of panicking (wgpu's default), so
+/// they surface as [`Error`]s at safe points ([`GpuContext::check`]).
+fn install_fault_handlers(device: &wgpu::Device) -> Arc<Faults> {
+    let faults = Arc::new(Faults::default());
+    let on_error = faults.clone();
+    device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+        on_error.record_error(one_line(&e.to_string()));
+    }));
+    let on_lost = faults.clone();
+    device.set_device_lost_callback(move |reason, message| {
+        let message = one_line(&message);
+        on_lost.record_lost(if message.is_empty() {
+            format!("{reason:?}")
+        } else {
+            format!("{reason:?}: {message}")
+        });
+    });
+    faults
 }
 
 /// The device, its queue, what it can do, and the shared allocator and pipeline cache.
@@ -438,6 +463,47 @@ pub struct GpuContext {
     pub allocator: Arc<Allocator>,
     pipelines: kernel::PipelineCache,
     host_waits: AtomicU64,
+    faults: Arc<Faults>,
+}
+
+/// GPU errors that arrive outside any error scope, and device loss. wgpu's default handler
+/// panics; ours records, and [`GpuContext::check`] turns the record into an [`Error`] at safe
+/// points (after planning, after a step's submit, on readbacks).
+#[derive(Default)]
+struct Faults {
+    /// Set when anything is recorded, so the per-step check is one atomic load.
+    any: AtomicBool,
+    errors: Mutex<Vec<String>>,
+    lost: Mutex<Option<String>>,
+}
+
+impl Faults {
+    /// Errors kept per check; later ones are usually consequences of the first.
+    const KEEP: usize = 4;
+
+    fn record_error(&self, message: String) {
+        let mut errors = self.errors.lock().unwrap_or_else(|e| e.into_inner());
+        if errors.len() < Self::KEEP {
+            errors.push(message);
+        }
+        self.any.store(true, Ordering::Release);
+    }
+
+    fn record_lost(&self, message: String) {
+        let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
+        lost.get_or_insert(message);
+        self.any.store(true, Ordering::Release);
+    }
+}
+
+/// Bytes for people: `313.6 MB`, `2.1 GB`.
+pub fn human_bytes(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1_000_000_000 => format!("{:.1} GB", b as f64 / 1e9),
+        b if b >= 1_000_000 => format!("{:.1} MB", b as f64 / 1e6),
+        b if b >= 1_000 => format!("{:.1} kB", b as f64 / 1e3),
+        b => format!("{b} bytes"),
+    }
 }
 
 impl GpuContext {
@@ -492,6 +558,7 @@ impl GpuContext {
                 adapter: report.name.clone(),
                 reason: e.to_string(),
             })?;
+        let faults = install_fault_handlers(&device);
         Ok(Self {
             adapter,
             device,
@@ -502,6 +569,7 @@ impl GpuContext {
             allocator: Arc::new(Allocator::default()),
             pipelines: kernel::PipelineCache::default(),
             host_waits: AtomicU64::new(0),
+            faults,
         })
     }
 
@@ -534,7 +602,6 @@ impl GpuContext {
             .unwrap_or(F16Storage::Packed);
         Ok(Self {
             adapter,
-            device,
             queue,
             report,
             caps,
@@ -542,6 +609,8 @@ impl GpuContext {
             allocator: Arc::new(Allocator::default()),
             pipelines: kernel::PipelineCache::default(),
             host_waits: AtomicU64::new(0),
+            faults: install_fault_handlers(&device),
+            device,
         })
     }
 
@@ -561,6 +630,51 @@ impl GpuContext {
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         }
+    }
+
+    /// Turns a recorded device loss or uncaptured GPU error into an error (and forgets the
+    /// errors, so each is reported once; a loss is reported every time). Cheap when nothing
+    /// happened: one atomic load. Call it at safe points: after planning, after submits.
+    pub fn check(&self) -> Result<()> {
+        if !self.faults.any.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if let Some(reason) = self.device_lost() {
+            return Err(Error::DeviceLost(reason));
+        }
+        let errors =
+            std::mem::take(&mut *self.faults.errors.lock().unwrap_or_else(|e| e.into_inner()));
+        self.faults.any.store(false, Ordering::Release);
+        match errors.first() {
+            None => Ok(()),
+            Some(first) if errors.len() == 1 => Err(Error::Gpu(first.clone())),
+            Some(first) => Err(Error::Gpu(format!(
+                "{first} (and {} more error(s))",
+                errors.len() - 1
+            ))),
+        }
+    }
+
+    /// Forgets recorded GPU errors (not a device loss): for when an error already returned
+    /// explains them, e.g. the invalid buffer behind a limit error.
+    pub fn clear_errors(&self) {
+        self.faults
+            .errors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        if self.device_lost().is_none() {
+            self.faults.any.store(false, Ordering::Release);
+        }
+    }
+
+    /// Why the device was lost, if it was.
+    pub fn device_lost(&self) -> Option<String> {
+        self.faults
+            .lost
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The storage a tensor of `dtype` gets on this context.
@@ -625,8 +739,17 @@ impl GpuContext {
         self.count_host_wait();
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
-            .map(|_| ())
-            .map_err(|e| Error::Gpu(e.to_string()))
+            .map_err(|e| self.poll_error(e))?;
+        self.check()
+    }
+
+    /// A failed poll: the device loss behind it when there is one.
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    pub(crate) fn poll_error(&self, e: wgpu::PollError) -> Error {
+        match self.device_lost() {
+            Some(reason) => Error::DeviceLost(reason),
+            None => Error::Gpu(e.to_string()),
+        }
     }
 
     /// Number of pipelines compiled so far (each is created once).

@@ -38,10 +38,16 @@ impl GpuContext {
         #[cfg(not(target_arch = "wasm32"))]
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu(e.to_string()))?;
+            .map_err(|e| self.poll_error(e))?;
+        // A GPU error recorded by now (an invalid buffer, a lost device) makes these bytes
+        // meaningless: report it instead of returning them.
+        self.check()?;
         rx.await
             .map_err(|_| Error::Gpu("readback cancelled (device lost?)".into()))?
-            .map_err(|e| Error::Gpu(format!("readback failed: {e}")))?;
+            .map_err(|e| match self.device_lost() {
+                Some(reason) => Error::DeviceLost(reason),
+                None => Error::Gpu(format!("readback failed: {e}")),
+            })?;
         let bytes = {
             let view = staging
                 .raw()

@@ -323,6 +323,17 @@ struct ModelJson {
     layers: Vec<serde_json::Value>,
 }
 
+/// Most elements one tensor (per-sample activation or parameter) may have: kernels index
+/// with `u32`. Shapes beyond it, or whose sizes overflow, are description errors.
+pub const MAX_ELEMENTS: u64 = u32::MAX as u64;
+
+/// Product of `dims` when it is at most [`MAX_ELEMENTS`].
+fn checked_numel(dims: &[usize]) -> Option<usize> {
+    dims.iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .filter(|&n| n as u64 <= MAX_ELEMENTS)
+}
+
 fn positive(value: usize, what: &str) -> std::result::Result<(), String> {
     if value == 0 {
         Err(format!("{what} must be at least 1"))
@@ -372,7 +383,13 @@ fn resolve(desc: Desc, input: &[usize]) -> std::result::Result<(LayerSpec, Vec<u
             positive(kernel, "`kernel`")?;
             positive(stride, "`stride`")?;
             let (c, h, w) = chw("conv2d", input)?;
-            let (ph, pw) = (h + 2 * padding, w + 2 * padding);
+            let padded = |d: usize| {
+                padding
+                    .checked_mul(2)
+                    .and_then(|p| p.checked_add(d))
+                    .ok_or_else(|| format!("padding {padding} is too large"))
+            };
+            let (ph, pw) = (padded(h)?, padded(w)?);
             if kernel > ph || kernel > pw {
                 return Err(format!(
                     "kernel {kernel}×{kernel} is larger than the padded input {ph}×{pw} (input {h}×{w}, padding {padding})"
@@ -406,8 +423,24 @@ fn resolve(desc: Desc, input: &[usize]) -> std::result::Result<(LayerSpec, Vec<u
                 vec![c, (h - kernel) / stride + 1, (w - kernel) / stride + 1],
             ))
         }
-        Desc::Flatten => Ok((LayerSpec::Flatten, vec![input.iter().product()])),
+        Desc::Flatten => Ok((
+            LayerSpec::Flatten,
+            vec![checked_numel(input).ok_or_else(|| too_large(input))?],
+        )),
     }
+}
+
+fn too_large(shape: &[usize]) -> String {
+    format!("shape {shape:?} has more than {MAX_ELEMENTS} elements")
+}
+
+/// Checks a resolved layer's output and parameter sizes against [`MAX_ELEMENTS`].
+fn check_sizes(spec: &LayerSpec, output: &[usize]) -> std::result::Result<(), String> {
+    checked_numel(output).ok_or_else(|| too_large(output))?;
+    if let Some((weight, _, _)) = spec.weight() {
+        checked_numel(&weight).ok_or_else(|| format!("weight {}", too_large(&weight)))?;
+    }
+    Ok(())
 }
 
 impl ModelSpec {
@@ -418,23 +451,31 @@ impl ModelSpec {
                 "{name}: input shape {input_shape:?} must be non-empty with no zero dimension"
             )));
         }
+        if checked_numel(input_shape).is_none() {
+            return Err(Error::model(format!(
+                "{name}: input {}",
+                too_large(input_shape)
+            )));
+        }
         if layers.is_empty() {
             return Err(Error::model(format!("{name}: the model has no layers")));
         }
         let mut shape = input_shape.to_vec();
         let mut resolved = Vec::with_capacity(layers.len());
         for (index, (layer_name, desc)) in layers.iter().enumerate() {
-            let (spec, output_shape) = resolve(*desc, &shape).map_err(|msg| {
-                let label = if *layer_name == index.to_string() {
-                    String::new()
-                } else {
-                    format!(" `{layer_name}`")
-                };
-                Error::model(format!(
-                    "{name}: layer {index}{label} ({}): {msg}",
-                    desc.kind()
-                ))
-            })?;
+            let (spec, output_shape) = resolve(*desc, &shape)
+                .and_then(|(spec, out)| check_sizes(&spec, &out).map(|()| (spec, out)))
+                .map_err(|msg| {
+                    let label = if *layer_name == index.to_string() {
+                        String::new()
+                    } else {
+                        format!(" `{layer_name}`")
+                    };
+                    Error::model(format!(
+                        "{name}: layer {index}{label} ({}): {msg}",
+                        desc.kind()
+                    ))
+                })?;
             resolved.push(Layer {
                 spec,
                 name: layer_name.clone(),

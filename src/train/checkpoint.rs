@@ -6,7 +6,8 @@
 //! `state_dict` (PyTorch key names), progress (step, epoch, batch, seed) and the precision —
 //! goes in the `__metadata__` string map as JSON, with moment vectors as base64 of
 //! little-endian f32. (safetensors caps the header at 100 MB: enough for Adam on models up to
-//! a few million parameters.) Files are written atomically: temp file, fsync, rename.
+//! a few million parameters.) Files are written atomically: temp file, fsync, rename; temp
+//! files a killed writer left behind are removed by the next save.
 
 use std::collections::HashMap;
 
@@ -228,15 +229,19 @@ impl Checkpoint {
         let io = |e: std::io::Error, what: &str| {
             Error::Checkpoint(format!("{}: {what}: {e}", path.display()))
         };
-        {
-            let mut f = std::fs::File::create(&tmp).map_err(|e| io(e, "creating temp file"))?;
-            f.write_all(&bytes).map_err(|e| io(e, "writing"))?;
-            f.sync_all().map_err(|e| io(e, "syncing"))?;
-        }
+        let prefix = format!(".{}.tmp-", file_name.to_string_lossy());
+        // The temp file stays locked until it is renamed: a lock a later save can take
+        // belongs to a writer that died (the OS drops locks with the process).
+        let mut f = std::fs::File::create(&tmp).map_err(|e| io(e, "creating temp file"))?;
+        let _ = f.try_lock();
+        f.write_all(&bytes).map_err(|e| io(e, "writing"))?;
+        f.sync_all().map_err(|e| io(e, "syncing"))?;
         std::fs::rename(&tmp, path).map_err(|e| {
             let _ = std::fs::remove_file(&tmp);
             io(e, "renaming into place")
         })?;
+        drop(f);
+        remove_stale_temp_files(dir, &prefix);
         // Make the rename itself durable.
         if let Ok(d) = std::fs::File::open(dir) {
             let _ = d.sync_all();
@@ -282,6 +287,26 @@ impl Checkpoint {
                 "{what}: parameters do not match the model: {}",
                 problems.join("; ")
             )))
+        }
+    }
+}
+
+/// Deletes temp files of killed writers (`.{name}.tmp-{pid}` beside the checkpoint): those
+/// whose lock can be taken. Files still being written by a live process stay.
+#[cfg(not(target_arch = "wasm32"))]
+fn remove_stale_temp_files(dir: &std::path::Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !entry.file_name().to_string_lossy().starts_with(prefix) {
+            continue;
+        }
+        if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&path)
+            && f.try_lock().is_ok()
+        {
+            let _ = std::fs::remove_file(&path);
         }
     }
 }

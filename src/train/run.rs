@@ -91,6 +91,10 @@ pub struct Run {
     loader: Loader,
     /// Epoch of each submitted-but-unreported step, oldest first.
     epochs_in_flight: VecDeque<u64>,
+    /// Stats read back by a checkpoint's wait, reported with the next poll.
+    undelivered: Vec<StepStats>,
+    /// The last checkpoint this run wrote and its step (for the message when a run dies).
+    last_saved: Option<(String, u64)>,
 }
 
 impl Run {
@@ -150,6 +154,8 @@ impl Run {
             stepped_at: progress,
             loader,
             epochs_in_flight: VecDeque::new(),
+            undelivered: Vec::new(),
+            last_saved: None,
         })
     }
 
@@ -169,9 +175,41 @@ impl Run {
         self.progress.step - self.trainer.steps_submitted()
     }
 
-    /// Train until the configured limit, reporting through `on_event`.
+    /// Train until the configured limit, reporting through `on_event`. A lost device ends
+    /// the run with an error that says where it stopped and which checkpoint survives.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn run(
+        &mut self,
+        ctx: &GpuContext,
+        split: &Split,
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<RunSummary> {
+        self.run_inner(ctx, split, on_event).map_err(|e| match e {
+            Error::DeviceLost(reason) => Error::DeviceLost(format!(
+                "{reason}; the run stopped after step {}; {}",
+                self.progress.step,
+                self.checkpoint_note()
+            )),
+            other => other,
+        })
+    }
+
+    /// Which checkpoint a failed run leaves behind.
+    pub fn checkpoint_note(&self) -> String {
+        match (&self.last_saved, &self.config.save_path) {
+            (Some((path, step)), _) => {
+                format!("the last checkpoint, {path} (step {step}), is intact")
+            }
+            (None, Some(path)) => format!(
+                "no checkpoint was written to {} (--save-every N keeps periodic ones)",
+                path.display()
+            ),
+            (None, None) => "no checkpoint was asked for (--save FILE --save-every N)".into(),
+        }
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    fn run_inner(
         &mut self,
         ctx: &GpuContext,
         split: &Split,
@@ -199,6 +237,7 @@ impl Run {
                     self.trainer.pending_micro_batches() + 1 == self.config.step.grad_accum;
                 self.trainer
                     .train_batch(ctx, batch.size, &batch.x, targets)?;
+                ctx.check()?;
                 images += batch.size;
                 epoch_images += batch.size;
                 b += 1;
@@ -214,6 +253,9 @@ impl Run {
                         (self.config.save_every, self.config.save_path.clone())
                     && self.progress.step.is_multiple_of(every)
                 {
+                    // Report (and check for divergence) every step up to here first, so a
+                    // periodic checkpoint never holds the parameters of a diverged run.
+                    self.drain(ctx, &mut history, on_event)?;
                     self.save(ctx, &path)?;
                     on_event(&Event::Saved {
                         path: path.display().to_string(),
@@ -285,7 +327,9 @@ impl Run {
         history: &mut Vec<StepStats>,
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<()> {
-        for stats in self.trainer.poll_stats(ctx) {
+        let mut stats = std::mem::take(&mut self.undelivered);
+        stats.extend(self.trainer.poll_stats(ctx));
+        for stats in stats {
             self.emit(stats, history, on_event)?;
         }
         Ok(())
@@ -298,7 +342,9 @@ impl Run {
         history: &mut Vec<StepStats>,
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<()> {
-        for stats in self.trainer.finish(ctx)? {
+        let mut stats = std::mem::take(&mut self.undelivered);
+        stats.extend(self.trainer.finish(ctx)?);
+        for stats in stats {
             self.emit(stats, history, on_event)?;
         }
         Ok(())
@@ -361,7 +407,8 @@ impl Run {
     /// Everything needed to resume, read back from the GPU (outside the step loop).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn checkpoint(&mut self, ctx: &GpuContext) -> Result<Checkpoint> {
-        self.trainer.finish(ctx)?;
+        let finished = self.trainer.finish(ctx)?;
+        self.undelivered.extend(finished);
         let params = self
             .trainer
             .store
@@ -402,8 +449,26 @@ impl Run {
     }
 
     #[cfg(not(target_arch = "wasm32"))]
+    /// Write a checkpoint atomically. Refuses parameters with inf/NaN (a diverged run), so
+    /// the file at `path` keeps its last good content.
     pub fn save(&mut self, ctx: &GpuContext, path: &std::path::Path) -> Result<()> {
-        self.checkpoint(ctx)?.save(path)
+        let checkpoint = self.checkpoint(ctx)?;
+        if let Some(bad) = checkpoint
+            .params
+            .iter()
+            .find(|t| t.values.iter().any(|v| !v.is_finite()))
+        {
+            return Err(Error::Diverged(format!(
+                "parameter `{}` holds inf/NaN at step {} under {}; not saving it over {}",
+                bad.name,
+                self.progress.step,
+                self.config.step.precision,
+                path.display()
+            )));
+        }
+        checkpoint.save(path)?;
+        self.last_saved = Some((path.display().to_string(), self.progress.step));
+        Ok(())
     }
 }
 

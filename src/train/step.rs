@@ -104,6 +104,30 @@ impl Trainer {
         target_dim: usize,
         init: &[(String, Vec<f32>)],
     ) -> Result<Self> {
+        let params = spec.num_parameters();
+        guard_planning(ctx, || Self::plan(ctx, spec, config, target_dim, init)).map_err(|e| match e {
+            Error::Resource {
+                message,
+                needed,
+                limit,
+            } => Error::Resource {
+                message: format!(
+                    "the model's {params} parameters do not fit this adapter: {message}; use a smaller model"
+                ),
+                needed,
+                limit,
+            },
+            other => other,
+        })
+    }
+
+    fn plan(
+        ctx: &GpuContext,
+        spec: ModelSpec,
+        config: StepConfig,
+        target_dim: usize,
+        init: &[(String, Vec<f32>)],
+    ) -> Result<Self> {
         if config.grad_accum == 0 {
             return Err(Error::InvalidArgument(
                 "gradient accumulation needs at least 1 micro-batch per step".into(),
@@ -210,17 +234,20 @@ impl Trainer {
         if let Some(i) = self.nets.iter().position(|n| n.batch == batch) {
             return Ok(&self.nets[i]);
         }
-        let net = Network::build(
-            ctx,
-            &self.spec,
-            &self.store,
-            &self.policy,
-            batch,
-            self.config.loss,
-            self.target_dim,
-            self.scaler.state_buffer(),
-            1.0 / self.config.grad_accum as f32,
-        )?;
+        let planned = guard_planning(ctx, || {
+            Network::build(
+                ctx,
+                &self.spec,
+                &self.store,
+                &self.policy,
+                batch,
+                self.config.loss,
+                self.target_dim,
+                self.scaler.state_buffer(),
+                1.0 / self.config.grad_accum as f32,
+            )
+        });
+        let net = planned.map_err(|e| batch_error(e, batch))?;
         self.nets.push(net);
         Ok(self.nets.last().expect("just pushed"))
     }
@@ -391,7 +418,7 @@ impl Trainer {
             self.throttle_waits += 1;
             ctx.device
                 .poll(wgpu::PollType::wait_indefinitely())
-                .map_err(|e| Error::Gpu(e.to_string()))?;
+                .map_err(|e| ctx.poll_error(e))?;
             self.collect(ctx);
             if self.ring[self.next_slot].state.load(Ordering::Acquire) == SLOT_FREE {
                 return Ok(());
@@ -585,6 +612,72 @@ impl Trainer {
     /// The dtype the model's parameters compute in under this trainer's policy.
     pub fn low_dtype(&self) -> DType {
         self.config.precision.low_dtype()
+    }
+}
+
+/// Runs a planning step (buffer, pipeline and bind group creation) so that a device limit or
+/// out-of-memory comes back as an error, never a panic: an out-of-memory error scope around it
+/// (popped by blocking on native; on the web the uncaptured-error handler records it), then
+/// any GPU error recorded meanwhile. When planning itself failed, the GPU errors its invalid
+/// objects caused are explained by that failure and dropped.
+fn guard_planning<T>(ctx: &GpuContext, plan: impl FnOnce() -> Result<T>) -> Result<T> {
+    #[cfg(not(target_arch = "wasm32"))]
+    let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+    let planned = plan();
+    #[cfg(not(target_arch = "wasm32"))]
+    if let Some(oom) = pollster::block_on(scope.pop()) {
+        ctx.clear_errors();
+        return Err(Error::Resource {
+            message: format!(
+                "out of GPU memory: {}",
+                oom.to_string()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+            needed: 0,
+            limit: 0,
+        });
+    }
+    match planned {
+        Ok(value) => {
+            ctx.check()?;
+            Ok(value)
+        }
+        Err(e) => {
+            if ctx.device_lost().is_none() {
+                ctx.clear_errors();
+            }
+            Err(e)
+        }
+    }
+}
+
+/// A resource error while planning a batch, with the batch size and the largest batch the
+/// failing buffer would allow (buffer sizes grow linearly with the batch).
+fn batch_error(e: Error, batch: usize) -> Error {
+    match e {
+        Error::Resource {
+            message,
+            needed,
+            limit,
+        } => {
+            let hint = if limit > 0 && needed > limit {
+                let fits = (batch as u128 * limit as u128 / needed as u128) as u64;
+                format!("use a smaller --batch-size (this buffer allows at most {fits})")
+            } else {
+                "use a smaller --batch-size".to_string()
+            };
+            Error::Resource {
+                message: format!("batch {batch}: {message} — {hint}"),
+                needed,
+                limit,
+            }
+        }
+        Error::Unsupported(m) if m.contains("workgroups") => {
+            Error::Unsupported(format!("batch {batch}: {m}"))
+        }
+        other => other,
     }
 }
 
