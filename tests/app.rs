@@ -150,16 +150,24 @@ fn start_pause_stop_and_every_panel_shows_data() {
     harness.step();
     let app = harness.state();
     let snap = app.session.histogram().unwrap();
-    let numel = app.session.runs()[app.hist_mode]
-        .trainer()
-        .store
-        .layout
-        .get(&snap.param)
-        .unwrap()
-        .numel() as u64;
+    assert_eq!(
+        snap.precision,
+        Precision::AmpF16,
+        "default: the mode with a GradScaler"
+    );
+    assert!(snap.scale >= 1.0);
+    let run = app
+        .session
+        .runs()
+        .iter()
+        .find(|r| r.precision == snap.precision)
+        .unwrap();
+    let numel = run.trainer().store.layout.get(&snap.param).unwrap().numel() as u64;
     assert_eq!(snap.hist.unscaled.total(), numel);
     assert_eq!(snap.hist.scaled.total(), numel);
     assert!(snap.hist.unscaled.bins.iter().any(|&c| c > 0));
+    // Scaling lifts gradients out of f16's flush-to-zero range.
+    assert!(snap.hist.scaled.count_below_binade(-24) <= snap.hist.unscaled.count_below_binade(-24));
     harness.get_by_label_contains("after step");
 
     // Precision map of amp-f16: linear layers compute in f16 with cached weight casts.

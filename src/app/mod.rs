@@ -57,8 +57,9 @@ pub struct App {
     /// The setup panel's edits; Start hands a copy to the session.
     pub config: SessionConfig,
     pub tab: Tab,
-    /// Histogram: which mode (index into the session's runs) and which parameter.
-    pub hist_mode: usize,
+    /// Histogram: which mode (index into the session's runs; None: the first mode with a
+    /// GradScaler) and which parameter (None: the first weight).
+    pub hist_mode: Option<usize>,
     pub hist_param: Option<String>,
     /// Precision map: which mode.
     pub map_mode: Precision,
@@ -73,7 +74,7 @@ impl App {
             session: Session::new(ctx),
             config,
             tab: Tab::Runs,
-            hist_mode: 0,
+            hist_mode: None,
             hist_param: None,
             map_mode: Precision::AmpF16,
             autostart: false,
@@ -146,16 +147,17 @@ impl App {
     }
 
     /// Point the session's histogram at the chosen mode and parameter (default: the first
-    /// AMP mode, the first weight).
+    /// mode with a GradScaler, the first weight).
     fn sync_histogram_selection(&mut self) {
         let runs = self.session.runs();
         if runs.is_empty() {
             return;
         }
-        if self.hist_mode >= runs.len() {
-            self.hist_mode = 0;
-        }
-        let entries = &runs[self.hist_mode].trainer().store.layout.entries;
+        let mode = self
+            .hist_mode
+            .filter(|&m| m < runs.len())
+            .unwrap_or_else(|| runs.iter().position(|r| r.scaler_enabled).unwrap_or(0));
+        let entries = &runs[mode].trainer().store.layout.entries;
         let valid = self
             .hist_param
             .as_ref()
@@ -168,7 +170,7 @@ impl App {
                 .map(|e| e.name.clone());
         }
         if let Some(param) = self.hist_param.clone()
-            && let Err(e) = self.session.select_histogram(self.hist_mode, &param)
+            && let Err(e) = self.session.select_histogram(mode, &param)
         {
             self.hist_param = None;
             log_error(&e);

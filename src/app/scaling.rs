@@ -21,19 +21,27 @@ pub fn show(ui: &mut egui::Ui, app: &mut App) {
     }
     ui.horizontal(|ui| {
         let name = ui.label("mode").id;
-        let current = runs.get(app.hist_mode).map_or("", |r| r.precision.name());
+        let shown = app.session.histogram().map(|h| h.precision);
+        let current = shown.map_or("", |p| p.name());
         egui::ComboBox::from_id_salt("hist_mode")
             .selected_text(current)
             .show_ui(ui, |ui| {
                 for (i, r) in runs.iter().enumerate() {
-                    ui.selectable_value(&mut app.hist_mode, i, r.precision.name());
+                    if ui
+                        .selectable_label(shown == Some(r.precision), r.precision.name())
+                        .clicked()
+                    {
+                        app.hist_mode = Some(i);
+                        app.hist_param = None;
+                    }
                 }
             })
             .response
             .labelled_by(name);
         let name = ui.label("parameter").id;
         let entries = runs
-            .get(app.hist_mode)
+            .iter()
+            .find(|r| Some(r.precision) == shown)
             .map(|r| r.trainer().store.layout.entries.clone())
             .unwrap_or_default();
         egui::ComboBox::from_id_salt("hist_param")

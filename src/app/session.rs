@@ -15,13 +15,13 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use crate::amp::policy::{OpKind, Policy, Precision, PrecisionRow};
+use crate::amp::policy::{Policy, Precision, PrecisionRow};
 use crate::amp::scaler::ScalerConfig;
 use crate::data::{Batch, BatchLabels, DataSource, Loader, Split};
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
-use crate::nn::network::LossKind;
-use crate::nn::spec::{LayerSpec, ModelSpec, preset};
+use crate::nn::network::{self, LossKind};
+use crate::nn::spec::{ModelSpec, preset};
 use crate::ops::histogram::{self, GradHistograms, HistogramRange};
 use crate::optim::OptimizerConfig;
 use crate::train::{BatchTargets, StepConfig, StepStats, Trainer};
@@ -562,7 +562,7 @@ impl Session {
     }
 
     /// The precision map of `config`'s model under `precision`: one row per layer plus
-    /// the loss, from [`Policy::precision_map`].
+    /// the loss ([`crate::nn::network::precision_map`]).
     pub fn precision_map(
         &mut self,
         config: &SessionConfig,
@@ -575,13 +575,7 @@ impl Session {
         } else {
             LossKind::Mse
         };
-        let mut layers: Vec<(String, OpKind, bool)> = spec
-            .layers
-            .iter()
-            .map(|l| (l.name.clone(), op_kind(&l.spec), !l.parameters().is_empty()))
-            .collect();
-        layers.push(("loss".into(), loss.op(), false));
-        Ok(Policy::new(precision).precision_map(&layers))
+        Ok(network::precision_map(&spec, &Policy::new(precision), loss))
     }
 
     /// Build what mode `index` needs (data and model first). One mode per frame.
@@ -1013,17 +1007,5 @@ fn targets(batch: &Batch) -> BatchTargets<'_> {
     match &batch.y {
         BatchLabels::Classes(l) => BatchTargets::Classes(l),
         BatchLabels::Targets(t) => BatchTargets::Values(t),
-    }
-}
-
-/// The policy's op kind of a layer.
-pub fn op_kind(spec: &LayerSpec) -> OpKind {
-    match spec {
-        LayerSpec::Linear { .. } => OpKind::Linear,
-        LayerSpec::Conv2d { .. } => OpKind::Conv2d,
-        LayerSpec::Relu => OpKind::Relu,
-        LayerSpec::Gelu => OpKind::Gelu,
-        LayerSpec::MaxPool2d { .. } => OpKind::MaxPool2d,
-        LayerSpec::Flatten => OpKind::Flatten,
     }
 }
