@@ -520,17 +520,8 @@ impl Trainer {
                 .expect("planned");
             Self::write_batch(ctx, net, &x, &targets)?;
             ctx.queue.write_buffer(net.correct.raw(), 0, &[0u8; 4]);
-            let mut encoder = ctx.device.create_command_encoder(&Default::default());
-            {
-                let mut pass = encoder.begin_compute_pass(&Default::default());
-                if let Some(k) = &self.weight_cast {
-                    k.encode(&mut pass);
-                }
-                for k in net.eval_kernels() {
-                    k.encode(&mut pass);
-                }
-            }
-            ctx.queue.submit([encoder.finish()]);
+            let kernels: Vec<&Kernel> = self.weight_cast.iter().chain(net.eval_kernels()).collect();
+            ctx.run(&kernels);
             let loss = net.loss.read_f32(ctx)?[0];
             let c = ctx.read_bytes(&net.correct, 0, 4)?;
             correct += u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as u64;
@@ -559,17 +550,12 @@ impl Trainer {
             .find(|n| n.batch == batch)
             .expect("planned");
         net.input.write_f32(ctx, x)?;
-        let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = encoder.begin_compute_pass(&Default::default());
-            if let Some(k) = &self.weight_cast {
-                k.encode(&mut pass);
-            }
-            for k in net.forward_kernels() {
-                k.encode(&mut pass);
-            }
-        }
-        ctx.queue.submit([encoder.finish()]);
+        let kernels: Vec<&Kernel> = self
+            .weight_cast
+            .iter()
+            .chain(net.forward_kernels())
+            .collect();
+        ctx.run(&kernels);
         net.output.read_f32(ctx)
     }
 
