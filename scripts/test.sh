@@ -31,3 +31,6 @@ python3 scripts/pytorch_compat.py
 
 echo "== GPU tests on GL (llvmpipe: no shader-f16, packed f16 only)"
 WEBGPU_AMP_BACKEND=gl WEBGPU_AMP_EXPECT_NO_F16=1 cargo test --tests
+
+echo "== browser build end to end (headless Chromium, WebGPU on SwiftShader: packed f16)"
+bash web/e2e/run.sh

@@ -11,6 +11,7 @@
 //! - [`nn`]: model descriptions, flat parameter storage, the planned network
 //! - [`train`]: the planned training step, the training loop, checkpoints
 //! - [`app`]: the egui app (f16 and f32 paths side by side), native and web
+//! - `web` (wasm32 only): the browser entry point `start(canvas_id)` and autorun
 
 pub mod amp;
 pub mod app;
@@ -23,6 +24,8 @@ pub mod optim;
 pub mod shader;
 pub mod tensor;
 pub mod train;
+#[cfg(target_arch = "wasm32")]
+pub mod web;
 
 pub use error::{Error, Result};
 pub use gpu::{BackendChoice, F16Storage, F16StorageChoice, GpuContext, GpuOptions};

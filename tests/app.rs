@@ -14,7 +14,8 @@ use eframe::egui;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::app::session::{SessionConfig, Status};
+use webgpu_amp::app::autorun::{Autorun, AutorunResult};
+use webgpu_amp::app::session::{Session, SessionConfig, Status};
 use webgpu_amp::app::{App, Tab, precision};
 use webgpu_amp::tensor::DType;
 
@@ -217,4 +218,72 @@ fn precision_map_snapshot() {
         .build_ui_state(|ui, app: &mut App| precision::show(ui, app), app);
     harness.step();
     harness.snapshot("precision_map");
+}
+
+/// Drive a session the way the browser page's autorun does (one frame at a time, nothing
+/// blocking) until it publishes its result.
+fn autorun(query: &str, ctx: webgpu_amp::GpuContext) -> AutorunResult {
+    let run = Autorun::from_query(query)
+        .unwrap()
+        .expect("autorun asked for");
+    let mut session = Session::new(Arc::new(ctx));
+    session.start(run.config);
+    let mut now = 0.0;
+    for _ in 0..20_000 {
+        now += 1.0 / 60.0;
+        session.tick(now);
+        if let Some(result) = AutorunResult::from_session(&session) {
+            return result;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    panic!(
+        "autorun `{query}` did not finish (status {})",
+        session.status().label()
+    );
+}
+
+#[test]
+fn autorun_trains_one_mode_and_publishes_the_result_the_page_shows() {
+    let ctx = common::ctx_owned();
+    let storage = ctx.f16_storage;
+    let r = autorun("?autorun=1&precision=amp-f16&steps=40&batch=32", ctx);
+    assert!(r.ok, "autorun failed: {:?}", r.error);
+    assert_eq!((r.steps, r.precision.as_str()), (40, "amp-f16"));
+    assert_eq!(r.f16_storage, storage);
+    let (first, last) = (r.first_loss.unwrap(), r.last_loss.unwrap());
+    assert!(last < 0.7 * first, "loss {first} -> {last}");
+    // The scaler starts at 2^16 and only moves by powers of two.
+    let scale = r.final_scale.unwrap();
+    assert!(scale > 0.0 && scale.log2().fract() == 0.0, "scale {scale}");
+    assert!(r.ms_per_step.unwrap() > 0.0);
+    let json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+    for key in [
+        "adapter",
+        "f16_storage",
+        "precision",
+        "steps",
+        "first_loss",
+        "last_loss",
+        "final_scale",
+        "skipped_steps",
+        "ms_per_step",
+    ] {
+        assert!(!json[key].is_null(), "`{key}` missing in {json}");
+    }
+
+    let r = autorun("?autorun=1&precision=f32&steps=5", common::ctx_owned());
+    assert!(r.ok, "autorun failed: {:?}", r.error);
+    assert_eq!((r.steps, r.final_scale, r.skipped_steps), (5, Some(1.0), 0));
+}
+
+#[test]
+fn autorun_with_a_bad_model_publishes_the_error() {
+    let r = autorun("?autorun=1&model=resnet", common::ctx_owned());
+    assert!(!r.ok);
+    assert!(
+        r.error.as_deref().unwrap_or("").contains("resnet"),
+        "{:?}",
+        r.error
+    );
 }

@@ -7,6 +7,7 @@
 //! UI-free [`session::Session`] owns the GPU and the trainers and advances training inside
 //! frames without ever waiting on the GPU.
 
+pub mod autorun;
 pub mod kernels;
 pub mod precision;
 pub mod runs;

@@ -304,6 +304,11 @@ impl ModeRun {
     pub fn skipped_steps(&self) -> usize {
         self.history.iter().filter(|s| s.skipped).count()
     }
+
+    /// The GradScaler's scale after the last finished step (1 without a scaler).
+    pub fn final_scale(&self) -> Option<f32> {
+        self.history.last().map(|s| s.scale_after)
+    }
 }
 
 /// The latest gradient histogram of the chosen mode and parameter.
@@ -408,6 +413,11 @@ impl Session {
 
     pub fn histogram_range(&self) -> HistogramRange {
         self.histogram_range
+    }
+
+    /// Wall-clock seconds spent running (not paused or preparing).
+    pub fn running_secs(&self) -> f64 {
+        self.running_secs
     }
 
     /// Optimizer steps finished per wall-clock second while running, all modes together.

@@ -44,6 +44,9 @@ pub struct StepStats {
     pub loss: f32,
     /// The scale this step's backward was seeded with.
     pub scale: f32,
+    /// The scale after this step's update (what the next step uses; PyTorch's
+    /// `scaler.get_scale()` after `scaler.update()`).
+    pub scale_after: f32,
     /// True when the gradients had inf/NaN and the optimizer step was skipped.
     pub skipped: bool,
 }
@@ -55,6 +58,8 @@ pub enum BatchTargets<'a> {
 }
 
 const RING: usize = 8;
+/// Word index of the first micro-batch loss in the step metrics.
+const METRIC_LOSSES: u64 = 3;
 const SLOT_FREE: u8 = 0;
 const SLOT_PENDING: u8 = 1;
 const SLOT_READY: u8 = 2;
@@ -85,7 +90,7 @@ pub struct Trainer {
     begin_step: Kernel,
     unscale: Option<Kernel>,
     update: Option<Kernel>,
-    /// [scale used, found_inf, loss of micro-batch 0, 1, ...].
+    /// [scale used, found_inf, scale after the update, loss of micro-batch 0, 1, ...].
     metrics: Arc<GpuBuffer>,
     ring: Vec<Slot>,
     next_slot: usize,
@@ -189,7 +194,7 @@ impl Trainer {
         } else {
             (None, None)
         };
-        let metrics_bytes = 4 * (2 + config.grad_accum as u64);
+        let metrics_bytes = 4 * (METRIC_LOSSES + config.grad_accum as u64);
         let metrics = ctx.alloc_storage("step.metrics", metrics_bytes);
         let ring = (0..RING)
             .map(|_| Slot {
@@ -340,7 +345,7 @@ impl Trainer {
             net.loss.buffer().raw(),
             net.loss.byte_offset(),
             self.metrics.raw(),
-            4 * (2 + self.micro as u64),
+            4 * (METRIC_LOSSES + self.micro as u64),
             4,
         );
         if last {
@@ -365,11 +370,19 @@ impl Trainer {
                     k.encode(&mut pass);
                 }
             }
+            // found_inf (state word 2), then the updated scale (word 0).
             encoder.copy_buffer_to_buffer(
                 self.scaler.state_buffer().raw(),
                 8,
                 self.metrics.raw(),
                 4,
+                4,
+            );
+            encoder.copy_buffer_to_buffer(
+                self.scaler.state_buffer().raw(),
+                0,
+                self.metrics.raw(),
+                8,
                 4,
             );
             let slot = &self.ring[self.next_slot];
@@ -457,7 +470,8 @@ impl Trainer {
                     break;
                 };
                 let words: &[u32] = bytemuck::cast_slice(&view);
-                let losses: Vec<f32> = words[2..2 + slot.micro]
+                let first = METRIC_LOSSES as usize;
+                let losses: Vec<f32> = words[first..first + slot.micro]
                     .iter()
                     .map(|&w| f32::from_bits(w))
                     .collect();
@@ -466,6 +480,7 @@ impl Trainer {
                     loss: losses.iter().sum::<f32>() / losses.len().max(1) as f32,
                     scale: f32::from_bits(words[0]),
                     skipped: words[1] != 0,
+                    scale_after: f32::from_bits(words[2]),
                 }
             };
             slot.buffer.raw().unmap();
