@@ -91,10 +91,17 @@ pub async fn start(canvas_id: String) -> Result<(), JsValue> {
             .as_string()
             .unwrap_or_else(|| format!("{e:?}"))
             .replace("Failed to create wgpu painter: ", "");
-        fail(
-            autorunning,
-            &format!("WebGPU is present but the app could not start on it: {why}"),
-        )
+        let text = if why.contains("adapter") {
+            // wgpu's own words here ("... webgpu not requested") mislead; say what happened.
+            format!(
+                "WebGPU is present, but the browser offered no GPU adapter (WebGPU may be \
+                 turned off, or this GPU blocklisted; on Linux, Chrome needs \
+                 chrome://flags/#enable-unsafe-webgpu). Details: {why}"
+            )
+        } else {
+            format!("WebGPU is present, but the app could not start on it: {why}")
+        };
+        fail(autorunning, &text)
     })
 }
 

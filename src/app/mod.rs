@@ -1,6 +1,6 @@
 //! The egui app: f16 and f32 shader paths trained side by side, with the numerics made
-//! visible. The same app runs natively (`webgpu-amp gui`, eframe on wgpu) and, later, in
-//! the browser, so nothing here is native-only except [`run_native`].
+//! visible. The same app runs natively (`webgpu-amp gui`, eframe on wgpu) and in the
+//! browser (`crate::web`, WebGPU), so nothing here is native-only except [`run_native`].
 //!
 //! Split the way egui's demo app is: [`App`] holds all UI state in one struct and draws one
 //! small function per panel (`setup`, `runs`, `scaling`, `precision`, `kernels`); the
