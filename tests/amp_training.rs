@@ -496,3 +496,74 @@ fn precision_map_under_amp_f16_has_f16_linear_and_f32_loss() {
         DType::F32
     );
 }
+
+#[test]
+fn evaluation_reads_back_once_and_agrees_with_predict() {
+    // Its own context: the host-wait count is per context.
+    let owned = common::ctx_owned();
+    let ctx = &owned;
+    let spec = ModelSpec::from_json(MLP).unwrap();
+    let init = spec.init_params(3);
+    let mut t = Trainer::new(
+        ctx,
+        spec,
+        // f32: f16 logits could tie, and the argmax below need not break ties as the GPU does.
+        config(
+            Precision::F32,
+            LossKind::CrossEntropy,
+            OptimizerConfig::sgd(0.01),
+        ),
+        3,
+        &init,
+    )
+    .unwrap();
+    // Three batches, the last one partial (as a loader without drop_last gives them).
+    let sizes = [8usize, 8, 5];
+    let batches: Vec<(usize, Vec<f32>, Vec<u32>)> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let labels = (0..n).map(|j| ((i * 7 + j * 5) % 3) as u32).collect();
+            (n, rand_vec(n * 4, 40 + i as u64), labels)
+        })
+        .collect();
+    for &n in &sizes {
+        t.network(ctx, n).unwrap();
+    }
+    let before = ctx.host_waits();
+    let eval = t
+        .evaluate(
+            ctx,
+            batches
+                .iter()
+                .map(|(n, x, l)| (*n, x.clone(), BatchTargets::Classes(l))),
+        )
+        .unwrap();
+    assert_eq!(
+        ctx.host_waits() - before,
+        1,
+        "one readback for the whole set"
+    );
+    assert_eq!(eval.samples, 21);
+
+    // The same numbers from the model's outputs, on the CPU.
+    let (mut correct, mut loss_sum) = (0usize, 0.0f64);
+    for (n, x, labels) in &batches {
+        let out = t.predict(ctx, *n, x).unwrap();
+        for (row, &label) in out.chunks_exact(3).zip(labels) {
+            let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+            let lse = max + row.iter().map(|v| (v - max).exp()).sum::<f32>().ln();
+            loss_sum += (lse - row[label as usize]) as f64;
+            let argmax = (0..3).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap();
+            correct += (argmax == label as usize) as usize;
+        }
+    }
+    let accuracy = eval.accuracy.expect("cross-entropy has accuracy");
+    assert_eq!(accuracy, correct as f32 / 21.0);
+    let cpu_loss = (loss_sum / 21.0) as f32;
+    assert!(
+        (eval.loss - cpu_loss).abs() < 1e-4,
+        "loss {} vs {cpu_loss}",
+        eval.loss
+    );
+}

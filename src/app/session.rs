@@ -240,8 +240,8 @@ fn words(bytes: &[u8]) -> Vec<u32> {
         .collect()
 }
 
-/// Validation of one mode without waiting: per batch, the correct count is copied into a
-/// slot of `counts`; the last batch copies all slots to the staging buffer.
+/// Validation of one mode without waiting: per batch, the loss and correct count land in a
+/// slot of `counts`; then all slots are copied to the staging buffer and mapped.
 struct EvalProbe {
     counts: Arc<GpuBuffer>,
     read: AsyncRead,
@@ -653,7 +653,8 @@ impl Session {
         trainer.network(ctx, batch)?;
         let memory_bytes = ctx.memory().live_bytes.saturating_sub(before);
         let eval = prepared.eval.as_ref().map(|set| {
-            let bytes = 4 * set.batches.len() as u64;
+            // Per batch: mean loss and correct count (Trainer::submit_eval_batch).
+            let bytes = 8 * set.batches.len() as u64;
             EvalProbe {
                 counts: ctx.alloc_storage("app.eval.counts", bytes),
                 read: AsyncRead::new(ctx, "app.eval.read", bytes),
@@ -772,43 +773,19 @@ impl Session {
         if run.submitted < probe.next_step || !probe.read.is_free() {
             return Ok(());
         }
-        let batch = self.config.batch_size;
-        let net = run
-            .trainer
-            .planned_network(batch)
-            .ok_or_else(|| Error::InvalidArgument("network not planned".into()))?;
-        let last = set.batches.len() - 1;
         for (i, b) in set.batches.iter().enumerate() {
-            Trainer::write_batch(ctx, net, &b.x, &targets(b))?;
-            let mut encoder = ctx.device.create_command_encoder(&Default::default());
-            encoder.clear_buffer(net.correct.raw(), 0, None);
-            {
-                let mut pass = encoder.begin_compute_pass(&Default::default());
-                if let Some(k) = run.trainer.weight_cast_kernel() {
-                    k.encode(&mut pass);
-                }
-                for k in net.eval_kernels() {
-                    k.encode(&mut pass);
-                }
-            }
-            encoder.copy_buffer_to_buffer(
-                net.correct.raw(),
-                0,
-                probe.counts.raw(),
-                4 * i as u64,
-                4,
-            );
-            if i == last {
-                encoder.copy_buffer_to_buffer(
-                    probe.counts.raw(),
-                    0,
-                    probe.read.staging.raw(),
-                    0,
-                    probe.counts.size(),
-                );
-            }
-            ctx.queue.submit([encoder.finish()]);
+            run.trainer
+                .submit_eval_batch(ctx, b.size, &b.x, &targets(b), &probe.counts, i)?;
         }
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        encoder.copy_buffer_to_buffer(
+            probe.counts.raw(),
+            0,
+            probe.read.staging.raw(),
+            0,
+            probe.counts.size(),
+        );
+        ctx.queue.submit([encoder.finish()]);
         probe.read.map(run.submitted);
         probe.next_step = if run.submitted >= self.config.steps {
             u64::MAX
@@ -828,7 +805,7 @@ impl Session {
         if let Some(probe) = run.eval.as_mut()
             && let Some((step, bytes)) = probe.read.take()
         {
-            let correct: u64 = words(&bytes).iter().map(|&w| w as u64).sum();
+            let correct: u64 = words(&bytes).chunks_exact(2).map(|w| w[1] as u64).sum();
             run.val_accuracy
                 .push((step, correct as f32 / samples.max(1) as f32));
         }

@@ -332,8 +332,7 @@ impl Trainer {
         {
             let mut pass = encoder.begin_compute_pass(&Default::default());
             if first {
-                self.begin_step.encode(&mut pass);
-                if let Some(k) = &self.weight_cast {
+                for k in self.begin_kernels() {
                     k.encode(&mut pass);
                 }
             }
@@ -351,22 +350,7 @@ impl Trainer {
         if last {
             {
                 let mut pass = encoder.begin_compute_pass(&Default::default());
-                if let Some(k) = &self.round_grads {
-                    k.encode(&mut pass);
-                }
-                if let Some(k) = &self.unscale {
-                    k.encode(&mut pass);
-                }
-                if let Some(c) = &self.clipper {
-                    for k in c.kernels() {
-                        k.encode(&mut pass);
-                    }
-                }
-                self.optimizer.step_kernel().encode(&mut pass);
-                if let Some(k) = &self.round_params {
-                    k.encode(&mut pass);
-                }
-                if let Some(k) = &self.update {
+                for k in self.finish_kernels() {
                     k.encode(&mut pass);
                 }
             }
@@ -516,33 +500,86 @@ impl Trainer {
         self.micro
     }
 
-    /// Mean loss and accuracy over `batches` (forward only). Reads back once at the end.
+    /// Submit a forward of one held-out batch (forward only, the current weights) that
+    /// leaves its mean loss (f32) and correct count (u32, cross-entropy only) in words
+    /// `2 * slot` and `2 * slot + 1` of `results`. Nothing is read back: callers read the
+    /// slots of many batches at once ([`Trainer::evaluate`]) or map them asynchronously
+    /// (the app).
+    pub fn submit_eval_batch(
+        &mut self,
+        ctx: &GpuContext,
+        batch: usize,
+        x: &[f32],
+        targets: &BatchTargets<'_>,
+        results: &GpuBuffer,
+        slot: usize,
+    ) -> Result<()> {
+        self.network(ctx, batch)?;
+        let net = self
+            .nets
+            .iter()
+            .find(|n| n.batch == batch)
+            .expect("planned");
+        Self::write_batch(ctx, net, x, targets)?;
+        let offset = 8 * slot as u64;
+        let mut encoder = ctx
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("evaluate"),
+            });
+        encoder.clear_buffer(net.correct.raw(), 0, None);
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            for k in self.weight_cast.iter().chain(net.eval_kernels()) {
+                k.encode(&mut pass);
+            }
+        }
+        let loss = (net.loss.buffer().raw(), net.loss.byte_offset());
+        encoder.copy_buffer_to_buffer(loss.0, loss.1, results.raw(), offset, 4);
+        encoder.copy_buffer_to_buffer(net.correct.raw(), 0, results.raw(), offset + 4, 4);
+        ctx.queue.submit([encoder.finish()]);
+        Ok(())
+    }
+
+    /// Mean loss and accuracy over `batches` (forward only). Reads back once at the end
+    /// (once per 256 batches).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn evaluate<'a>(
         &mut self,
         ctx: &GpuContext,
         batches: impl IntoIterator<Item = (usize, Vec<f32>, BatchTargets<'a>)>,
     ) -> Result<Evaluation> {
+        // Per batch, its loss and correct count are copied into a slot of `results`; the
+        // slots are read back once per EVAL_CHUNK batches (once for most sets).
+        const EVAL_CHUNK: usize = 256;
+        let results = ctx.alloc_storage("eval.results", 8 * EVAL_CHUNK as u64);
+        let mut sizes: Vec<usize> = Vec::with_capacity(EVAL_CHUNK);
         let mut loss_sum = 0.0f64;
         let mut samples = 0usize;
         let mut correct = 0u64;
+        let mut drain = |sizes: &mut Vec<usize>| -> Result<()> {
+            if sizes.is_empty() {
+                return Ok(());
+            }
+            let bytes = ctx.read_bytes(&results, 0, 8 * sizes.len() as u64)?;
+            let words: &[u32] = bytemuck::cast_slice(&bytes);
+            for (&batch, w) in sizes.iter().zip(words.chunks_exact(2)) {
+                loss_sum += f32::from_bits(w[0]) as f64 * batch as f64;
+                correct += w[1] as u64;
+                samples += batch;
+            }
+            sizes.clear();
+            Ok(())
+        };
         for (batch, x, targets) in batches {
-            self.network(ctx, batch)?;
-            let net = self
-                .nets
-                .iter()
-                .find(|n| n.batch == batch)
-                .expect("planned");
-            Self::write_batch(ctx, net, &x, &targets)?;
-            ctx.queue.write_buffer(net.correct.raw(), 0, &[0u8; 4]);
-            let kernels: Vec<&Kernel> = self.weight_cast.iter().chain(net.eval_kernels()).collect();
-            ctx.run(&kernels);
-            let loss = net.loss.read_f32(ctx)?[0];
-            let c = ctx.read_bytes(&net.correct, 0, 4)?;
-            correct += u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as u64;
-            loss_sum += loss as f64 * batch as f64;
-            samples += batch;
+            self.submit_eval_batch(ctx, batch, &x, &targets, &results, sizes.len())?;
+            sizes.push(batch);
+            if sizes.len() == EVAL_CHUNK {
+                drain(&mut sizes)?;
+            }
         }
+        drain(&mut sizes)?;
+        ctx.check()?;
         Ok(Evaluation {
             loss: (loss_sum / samples.max(1) as f64) as f32,
             accuracy: if self.config.loss == LossKind::CrossEntropy {
@@ -596,9 +633,25 @@ impl Trainer {
             .iter()
             .find(|n| n.batch == batch)
             .expect("planned");
+        let mut kernels = self.begin_kernels();
+        kernels.extend(net.train_kernels());
+        kernels.extend(self.finish_kernels());
+        Ok(kernels)
+    }
+
+    /// What the first micro-batch of a step runs before its forward: reset the step's
+    /// found-inf flag, cast the master weights to the compute dtype.
+    fn begin_kernels(&self) -> Vec<&Kernel> {
         let mut kernels = vec![&self.begin_step];
         kernels.extend(&self.weight_cast);
-        kernels.extend(net.train_kernels());
+        kernels
+    }
+
+    /// What the last micro-batch runs after its backward, in PyTorch's order: (pure f16:
+    /// round the gradients) → unscale → clip → optimizer step → (pure f16: round the
+    /// parameters) → scale update.
+    fn finish_kernels(&self) -> Vec<&Kernel> {
+        let mut kernels: Vec<&Kernel> = Vec::new();
         kernels.extend(&self.round_grads);
         kernels.extend(&self.unscale);
         if let Some(c) = &self.clipper {
@@ -607,7 +660,7 @@ impl Trainer {
         kernels.push(self.optimizer.step_kernel());
         kernels.extend(&self.round_params);
         kernels.extend(&self.update);
-        Ok(kernels)
+        kernels
     }
 
     /// The dtype the model's parameters compute in under this trainer's policy.
