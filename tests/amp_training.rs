@@ -567,3 +567,68 @@ fn evaluation_reads_back_once_and_agrees_with_predict() {
         eval.loss
     );
 }
+
+#[test]
+fn cnn_gradients_match_finite_differences() {
+    // Two convolutions, so the gradient reaching the first one has passed through every
+    // kind of backward kernel (and both activation-gradient buffers, several times).
+    // GELU, not ReLU, after the first: ReLU's zeros would make the second convolution's
+    // outputs tie exactly (bias only) inside pooling windows, where max-pool has no
+    // derivative and finite differences of a weight disagree with any backward.
+    let spec = ModelSpec::from_json(
+        r#"{"input": [1, 6, 6], "layers": [
+            {"conv2d": {"out": 2, "kernel": 3, "padding": 1}}, {"gelu": {}},
+            {"conv2d": {"out": 3, "kernel": 3, "padding": 1}}, {"relu": {}},
+            {"maxpool2d": {"kernel": 2}}, {"flatten": {}}, {"linear": {"out": 3}}]}"#,
+    )
+    .unwrap();
+    let ctx = ctx();
+    let init = spec.init_params(5);
+    let mut t = Trainer::new(
+        ctx,
+        spec,
+        config(
+            Precision::F32,
+            LossKind::CrossEntropy,
+            OptimizerConfig::sgd(0.1),
+        ),
+        3,
+        &init,
+    )
+    .unwrap();
+    let n = 4;
+    let x = rand_vec(n * 36, 77);
+    let labels = [0u32, 2, 1, 2];
+    t.train_batch(ctx, n, &x, BatchTargets::Classes(&labels))
+        .unwrap();
+    t.finish(ctx).unwrap();
+    let grads = t.store.download_grads(ctx).unwrap();
+
+    let mut loss_at = |params: &[(String, Vec<f32>)]| {
+        t.store.upload(ctx, params).unwrap();
+        let batch = [(n, x.clone(), BatchTargets::Classes(&labels))];
+        t.evaluate(ctx, batch).unwrap().loss as f64
+    };
+    let eps = 1e-3f32;
+    for (name, index) in [
+        ("0.weight", 4),
+        ("0.bias", 1),
+        ("2.weight", 10),
+        ("2.bias", 2),
+        ("6.weight", 7),
+        ("6.bias", 0),
+    ] {
+        let p = init.iter().position(|(n, _)| n == name).unwrap();
+        let mut plus = init.clone();
+        plus[p].1[index] += eps;
+        let mut minus = init.clone();
+        minus[p].1[index] -= eps;
+        let numeric = (loss_at(&plus) - loss_at(&minus)) / (2.0 * eps as f64);
+        let g = grads.iter().find(|(n, _)| n == name).unwrap().1[index] as f64;
+        // f32 losses: the difference quotient is good to about 1e-4 here.
+        assert!(
+            (g - numeric).abs() <= 3e-4 + 2e-2 * numeric.abs(),
+            "{name}[{index}]: backward {g} vs finite difference {numeric}"
+        );
+    }
+}

@@ -247,7 +247,7 @@ impl Network {
         // seeded gradient of the output in the output's dtype.
         let loss_t = Tensor::zeros(ctx, &[1], DType::F32);
         let labels = ctx.alloc_storage("labels", 4 * batch as u64);
-        let grad_out = Tensor::zeros(ctx, output.shape(), output.dtype());
+        let (backward, grad_out) = plan_backward(ctx, store, &nodes, &output)?;
         let correct = ctx.alloc_storage("correct", 4);
         let (targets, train_loss, eval_loss, count_correct) = match loss_kind {
             LossKind::CrossEntropy => (
@@ -285,7 +285,6 @@ impl Network {
             }
         };
 
-        let backward = plan_backward(ctx, store, &nodes, grad_out)?;
         Ok(Self {
             batch,
             input,
@@ -351,14 +350,52 @@ fn op_kind(spec: &LayerSpec) -> OpKind {
     }
 }
 
+/// Activation gradients live only from the backward kernel that writes them to the one
+/// that reads them, so two buffers serve a whole backward pass: the gradient of the loss
+/// seeds buffer 0, each layer reads its output's gradient from one buffer and writes its
+/// input's gradient into the other (every backward kernel overwrites its whole output).
+struct GradientPingPong {
+    buffers: [Arc<GpuBuffer>; 2],
+}
+
+impl GradientPingPong {
+    /// Two buffers as large as the largest gradient the backward pass of `nodes` computes
+    /// (the loss gradient included: `output` is the model's output).
+    fn plan(ctx: &GpuContext, nodes: &[Node], needs_grad: &[bool], output: &Tensor) -> Self {
+        let bytes_of = |t: &Tensor| t.storage().bytes_for(t.numel()).next_multiple_of(4);
+        let largest = nodes
+            .iter()
+            .zip(needs_grad)
+            .filter(|&(_, &needed)| needed)
+            .map(|(n, _)| bytes_of(n.input()))
+            .fold(bytes_of(output), u64::max);
+        Self {
+            buffers: [0, 1].map(|_| ctx.alloc_storage("activation grads", largest)),
+        }
+    }
+
+    /// A gradient shaped like `like`, in buffer `which`.
+    fn grad(&self, ctx: &GpuContext, which: usize, like: &Tensor) -> Result<Tensor> {
+        Tensor::view(
+            ctx,
+            self.buffers[which].clone(),
+            0,
+            like.shape(),
+            like.storage(),
+        )
+    }
+}
+
 /// Walk the forward nodes in reverse. `dy` is the gradient of the current node's output;
 /// the input gradient is only computed when something upstream needs it (not for the data).
+/// Returns the backward kernels and the loss gradient they start from (the loss kernel
+/// writes it).
 fn plan_backward(
     ctx: &GpuContext,
     store: &ParamStore,
     nodes: &[Node],
-    grad_output: Tensor,
-) -> Result<Vec<Kernel>> {
+    output: &Tensor,
+) -> Result<(Vec<Kernel>, Tensor)> {
     // needs_grad[i]: node i's input depends on parameters (so its gradient is needed).
     let mut needs_grad = Vec::with_capacity(nodes.len());
     let mut seen_param = false;
@@ -366,13 +403,17 @@ fn plan_backward(
         needs_grad.push(seen_param);
         seen_param |= matches!(n, Node::Linear { .. } | Node::Conv2d { .. });
     }
+    let grads = GradientPingPong::plan(ctx, nodes, &needs_grad, output);
+    let grad_output = grads.grad(ctx, 0, output)?;
     let mut kernels = Vec::new();
-    let mut dy = grad_output;
+    let mut dy = grad_output.clone();
+    // The buffer `dy` is in; `dx` goes into the other one.
+    let mut dy_buffer = 0;
     for (i, node) in nodes.iter().enumerate().rev() {
         let want_dx = needs_grad[i];
         let x = node.input();
         let dx = if want_dx && !matches!(node, Node::Flatten { .. }) {
-            Some(Tensor::zeros(ctx, x.shape(), x.dtype()))
+            Some(grads.grad(ctx, 1 - dy_buffer, x)?)
         } else {
             None
         };
@@ -446,9 +487,12 @@ fn plan_backward(
             }
         }
         match dx {
-            Some(dx) => dy = dx,
+            Some(dx) => {
+                dy = dx;
+                dy_buffer = 1 - dy_buffer;
+            }
             None => break,
         }
     }
-    Ok(kernels)
+    Ok((kernels, grad_output))
 }
