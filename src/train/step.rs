@@ -236,8 +236,15 @@ impl Trainer {
 
     /// The planned network for a batch size (made on first use, then reused).
     pub fn network(&mut self, ctx: &GpuContext, batch: usize) -> Result<&Network> {
+        let i = self.plan_network(ctx, batch)?;
+        Ok(&self.nets[i])
+    }
+
+    /// Index into `nets` of the network for `batch`, planned on first use. An index, not a
+    /// borrow, so callers can use the network together with the trainer's other fields.
+    fn plan_network(&mut self, ctx: &GpuContext, batch: usize) -> Result<usize> {
         if let Some(i) = self.nets.iter().position(|n| n.batch == batch) {
-            return Ok(&self.nets[i]);
+            return Ok(i);
         }
         let planned = guard_planning(ctx, || {
             Network::build(
@@ -254,7 +261,7 @@ impl Trainer {
         });
         let net = planned.map_err(|e| batch_error(e, batch))?;
         self.nets.push(net);
-        Ok(self.nets.last().expect("just pushed"))
+        Ok(self.nets.len() - 1)
     }
 
     /// The network already planned for `batch`, if any (shared borrow, so it can be used
@@ -305,12 +312,8 @@ impl Trainer {
         if last {
             self.reserve_slot(ctx)?;
         }
-        self.network(ctx, batch)?;
-        let net = self
-            .nets
-            .iter()
-            .find(|n| n.batch == batch)
-            .expect("network planned above");
+        let i = self.plan_network(ctx, batch)?;
+        let net = &self.nets[i];
         Self::write_batch(ctx, net, x, &targets)?;
 
         let mut encoder = ctx
@@ -514,12 +517,8 @@ impl Trainer {
         results: &GpuBuffer,
         slot: usize,
     ) -> Result<()> {
-        self.network(ctx, batch)?;
-        let net = self
-            .nets
-            .iter()
-            .find(|n| n.batch == batch)
-            .expect("planned");
+        let i = self.plan_network(ctx, batch)?;
+        let net = &self.nets[i];
         Self::write_batch(ctx, net, x, targets)?;
         let offset = 8 * slot as u64;
         let mut encoder = ctx
@@ -595,12 +594,8 @@ impl Trainer {
     /// (native; tests and inference outside the step loop).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn predict(&mut self, ctx: &GpuContext, batch: usize, x: &[f32]) -> Result<Vec<f32>> {
-        self.network(ctx, batch)?;
-        let net = self
-            .nets
-            .iter()
-            .find(|n| n.batch == batch)
-            .expect("planned");
+        let i = self.plan_network(ctx, batch)?;
+        let net = &self.nets[i];
         net.input.write_f32(ctx, x)?;
         let kernels: Vec<&Kernel> = self
             .weight_cast
@@ -627,12 +622,8 @@ impl Trainer {
     /// `train_batch` records them, for per-kernel profiling. Running them changes the
     /// parameters like a real step does (profile a trainer whose state does not matter).
     pub fn step_kernels(&mut self, ctx: &GpuContext, batch: usize) -> Result<Vec<&Kernel>> {
-        self.network(ctx, batch)?;
-        let net = self
-            .nets
-            .iter()
-            .find(|n| n.batch == batch)
-            .expect("planned");
+        let i = self.plan_network(ctx, batch)?;
+        let net = &self.nets[i];
         let mut kernels = self.begin_kernels();
         kernels.extend(net.train_kernels());
         kernels.extend(self.finish_kernels());

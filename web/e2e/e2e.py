@@ -210,6 +210,25 @@ def browser_session(args, extra_flags, label):
     return wd, profile
 
 
+def close_session(wd, profile, problems, console):
+    """End one run's browser: on failure first print its console (what the page logged),
+    then delete the WebDriver session and the profile dir."""
+    if wd is not None and wd.sid:
+        if problems:
+            try:
+                console += wd.browser_log()
+            except WebDriverError:
+                pass
+        try:
+            wd.delete_session()
+        except WebDriverError as e:
+            log(f"   (could not delete the WebDriver session: {e})")
+    if profile:
+        shutil.rmtree(profile, ignore_errors=True)
+    if problems and console:
+        log("   browser console:\n" + fmt_console(console))
+
+
 def check_result(res, precision, args):
     """Returns a list of problems (empty = pass)."""
     problems = []
@@ -307,20 +326,7 @@ def run_training(args, precision):
     except WebDriverError as e:
         problems.append(f"webdriver: {e}")
     finally:
-        if wd is not None and wd.sid:
-            if problems:
-                try:
-                    console += wd.browser_log()
-                except WebDriverError:
-                    pass
-            try:
-                wd.delete_session()
-            except WebDriverError as e:
-                log(f"   (could not delete the WebDriver session: {e})")
-        if profile:
-            shutil.rmtree(profile, ignore_errors=True)
-    if problems and console:
-        log("   browser console:\n" + fmt_console(console))
+        close_session(wd, profile, problems, console)
     ok = not problems
     log(f"== e2e {label}: {'ok' if ok else 'FAILED'}")
     if res is not None:
@@ -373,20 +379,7 @@ def run_no_webgpu(args, mode):
     except WebDriverError as e:
         problems.append(f"webdriver: {e}")
     finally:
-        if wd is not None and wd.sid:
-            if problems:
-                try:
-                    console += wd.browser_log()
-                except WebDriverError:
-                    pass
-            try:
-                wd.delete_session()
-            except WebDriverError as e:
-                log(f"   (could not delete the WebDriver session: {e})")
-        if profile:
-            shutil.rmtree(profile, ignore_errors=True)
-    if problems and console:
-        log("   browser console:\n" + fmt_console(console))
+        close_session(wd, profile, problems, console)
     ok = not problems
     log(f"== e2e {label}: {'ok' if ok else 'FAILED'}")
     for p in problems:
