@@ -158,6 +158,12 @@ class WebDriver:
     def execute(self, script, *args):
         return self._s("POST", "/execute/sync", {"script": script, "args": list(args)})
 
+    def screenshot(self, path):
+        """Save the viewport as a PNG (WebDriver returns it base64-encoded)."""
+        import base64
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(self._s("GET", "/screenshot")))
+
     def browser_log(self):
         """Console messages since the last call (chromedriver's legacy log endpoint)."""
         for path in ("/se/log", "/log"):
@@ -295,6 +301,13 @@ def run_training(args, precision):
                 except ValueError:
                     pass
             if res is not None:
+                if args.screenshots:
+                    # A frame or two more, so the canvas shows the finished run.
+                    time.sleep(1)
+                    os.makedirs(args.screenshots, exist_ok=True)
+                    shot = os.path.join(args.screenshots, f"{label}.png")
+                    wd.screenshot(shot)
+                    log(f"   screenshot: {shot}")
                 break
             # A Rust panic (console_error_panic_hook) never sets the result: fail fast.
             console += wd.browser_log()
@@ -398,6 +411,8 @@ def main():
     ap.add_argument("--expect-f16-storage", choices=["native", "packed", "none"],
                     help="require this f16_storage in every result (default: 'packed' if the "
                          "adapter name contains SwiftShader, otherwise no check)")
+    ap.add_argument("--screenshots", metavar="DIR", default=None,
+                    help="save each training run's page as DIR/PRECISION.png when it finishes")
     ap.add_argument("--skip-no-webgpu", action="store_true", help="skip the runs without WebGPU")
     ap.add_argument("--no-webgpu-modes", default="no-adapter,no-api",
                     help="which no-WebGPU runs: no-adapter (navigator.gpu present, adapter null), "
