@@ -24,10 +24,20 @@ fi
 have="$(wasm-bindgen --version 2>/dev/null | awk '{ print $2 }' || true)"
 if [ "$have" != "$want" ]; then
   echo "== cargo install wasm-bindgen-cli --version $want (found: ${have:-none})"
-  # --locked keeps the CLI's own tested dependencies; when one of them has since been yanked
-  # from crates.io, fall back to the newest compatible ones.
-  cargo install -q --locked wasm-bindgen-cli --version "$want" \
-    || cargo install -q wasm-bindgen-cli --version "$want"
+  # --locked keeps the CLI's own tested dependencies; when one of them is no longer in the
+  # registry (yanked), fall back to the newest compatible ones. The first attempt's errors
+  # are shown only if the fallback fails too.
+  log="$(mktemp)"
+  if ! cargo install -q --locked wasm-bindgen-cli --version "$want" 2>"$log"; then
+    echo "   (--locked failed: $(grep -m1 '^error' "$log" || echo 'see below'); retrying without it)"
+    if ! cargo install -q wasm-bindgen-cli --version "$want"; then
+      cat "$log" >&2
+      rm -f "$log"
+      echo "build-web: could not install wasm-bindgen-cli $want" >&2
+      exit 1
+    fi
+  fi
+  rm -f "$log"
 fi
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 
