@@ -30,7 +30,11 @@ use crate::train::{BatchTargets, StepConfig, StepStats, Trainer};
 pub const MODELS: [&str; 4] = ["mlp", "linear", "simple-cnn", "mnist-cnn"];
 /// Data sets the setup panel offers (`mnist` and `fashion-mnist` need
 /// `scripts/fetch-data.sh` first; the error says so).
-pub const DATASETS: [&str; 4] = ["mnist-embedded", "fashion-mnist", "mnist", "synthetic:512"];
+#[cfg(not(target_arch = "wasm32"))]
+pub const DATASETS: &[&str] = &["mnist-embedded", "fashion-mnist", "mnist", "synthetic:512"];
+/// Data sets the page offers: those in the wasm itself (a page reads no local files).
+#[cfg(target_arch = "wasm32")]
+pub const DATASETS: &[&str] = &["mnist-embedded", "synthetic:512"];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OptimizerKind {

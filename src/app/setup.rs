@@ -131,7 +131,7 @@ fn training(ui: &mut egui::Ui, app: &mut App) {
         egui::ComboBox::from_id_salt("dataset")
             .selected_text(c.dataset.clone())
             .show_ui(ui, |ui| {
-                for d in DATASETS {
+                for &d in DATASETS {
                     ui.selectable_value(&mut c.dataset, d.to_string(), d);
                 }
             })
