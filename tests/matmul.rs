@@ -98,17 +98,19 @@ fn assert_matches(what: &str, got: &[f32], want: &[f64], magnitude: &[f64], k: u
 
 /// Run one product on the GPU and compare it with the reference.
 #[allow(clippy::too_many_arguments)]
-fn check(
-    what: &str,
-    ctx: &GpuContext,
-    kernel: MatmulKernel,
-    (m, n, k): (usize, usize, usize),
-    (trans_a, trans_b): (bool, bool),
-    (a_dt, b_dt, c_dt): (DType, DType, DType),
-    bias_dt: Option<DType>,
-    accumulate: bool,
-    seed: u64,
-) {
+/// One product to check: (m, n, k), (trans_a, trans_b), (a, b, c) dtypes, bias dtype,
+/// accumulate into c, data seed. A tuple so a test's cases read as a table.
+type Case = (
+    (usize, usize, usize),
+    (bool, bool),
+    (DType, DType, DType),
+    Option<DType>,
+    bool,
+    u64,
+);
+
+fn check(what: &str, ctx: &GpuContext, kernel: MatmulKernel, case: Case) {
+    let ((m, n, k), (trans_a, trans_b), (a_dt, b_dt, c_dt), bias_dt, accumulate, seed) = case;
     let what = format!(
         "{what} {} {m}x{n}x{k} ta={trans_a} tb={trans_b} a={a_dt} b={b_dt} c={c_dt} bias={bias_dt:?} acc={accumulate}",
         kernel.name()
@@ -168,10 +170,7 @@ fn every_storage_transpose_and_kernel_matches_f64_reference_at_awkward_shapes() 
                     if kernel == MatmulKernel::Tiled && dt != DType::F32 && trans.0 != trans.1 {
                         continue;
                     }
-                    check(
-                        name,
-                        ctx,
-                        kernel,
+                    let case: Case = (
                         shape,
                         trans,
                         (dt, dt, dt),
@@ -179,6 +178,7 @@ fn every_storage_transpose_and_kernel_matches_f64_reference_at_awkward_shapes() 
                         false,
                         (si * 4 + ti) as u64,
                     );
+                    check(name, ctx, kernel, case);
                 }
             }
         }
@@ -187,96 +187,33 @@ fn every_storage_transpose_and_kernel_matches_f64_reference_at_awkward_shapes() 
 
 #[test]
 fn mixed_storages_bias_and_accumulate() {
+    use DType::{BF16 as BF, F16 as H, F32 as F};
+    // Weight gradients of a linear layer: 16-bit inputs, f32 accumulating output.
+    let weight_grads: [Case; 2] = [
+        ((20, 37, 45), (true, false), (H, H, F), None, true, 10),
+        ((20, 37, 45), (true, false), (BF, BF, F), None, true, 11),
+    ];
+    let mixes: [Case; 6] = [
+        // Forward of a linear layer: f16 x, f16 W (transposed), f16 y, bias.
+        ((9, 34, 40), (false, true), (H, H, H), Some(H), false, 12),
+        ((9, 34, 40), (false, true), (H, H, H), Some(F), false, 13),
+        // Every input a different storage, output packed/native half, odd N, accumulate.
+        ((7, 19, 23), (false, false), (F, H, H), Some(BF), true, 14),
+        ((7, 19, 23), (true, true), (BF, F, BF), Some(H), true, 15),
+        ((8, 18, 23), (false, true), (H, BF, H), Some(F), true, 16),
+        ((8, 18, 23), (false, false), (F, F, F), Some(F), true, 17),
+    ];
     for (name, ctx) in [("native", ctx_native()), ("packed", ctx_packed())] {
         for kernel in kernels(ctx) {
-            let (f32_, f16_, bf16_) = (DType::F32, DType::F16, DType::BF16);
-            // Weight gradient of a linear layer: f16 inputs, f32 accumulating output.
-            check(
-                name,
-                ctx,
-                kernel,
-                (20, 37, 45),
-                (true, false),
-                (f16_, f16_, f32_),
-                None,
-                true,
-                10,
-            );
-            check(
-                name,
-                ctx,
-                kernel,
-                (20, 37, 45),
-                (true, false),
-                (bf16_, bf16_, f32_),
-                None,
-                true,
-                11,
-            );
             // Storages only change the load/store helpers and the epilogue, shared by both
-            // bodies: the rest of the mixes run on the direct body (fast to compile).
-            if kernel == MatmulKernel::Tiled {
-                continue;
+            // bodies: the mixes run on the direct body only (fast to compile).
+            let tiled = kernel == MatmulKernel::Tiled;
+            let cases = weight_grads
+                .iter()
+                .chain(if tiled { &[][..] } else { &mixes[..] });
+            for &case in cases {
+                check(name, ctx, kernel, case);
             }
-            // Forward of a linear layer: f16 x, f16 W (transposed), f16 y, bias.
-            for (bias, seed) in [(f16_, 12), (f32_, 13)] {
-                check(
-                    name,
-                    ctx,
-                    kernel,
-                    (9, 34, 40),
-                    (false, true),
-                    (f16_, f16_, f16_),
-                    Some(bias),
-                    false,
-                    seed,
-                );
-            }
-            // Every input a different storage, output packed/native half, odd N, accumulate.
-            check(
-                name,
-                ctx,
-                kernel,
-                (7, 19, 23),
-                (false, false),
-                (f32_, f16_, f16_),
-                Some(bf16_),
-                true,
-                14,
-            );
-            check(
-                name,
-                ctx,
-                kernel,
-                (7, 19, 23),
-                (true, true),
-                (bf16_, f32_, bf16_),
-                Some(f16_),
-                true,
-                15,
-            );
-            check(
-                name,
-                ctx,
-                kernel,
-                (8, 18, 23),
-                (false, true),
-                (f16_, bf16_, f16_),
-                Some(f32_),
-                true,
-                16,
-            );
-            check(
-                name,
-                ctx,
-                kernel,
-                (8, 18, 23),
-                (false, false),
-                (f32_, f32_, f32_),
-                Some(f32_),
-                true,
-                17,
-            );
         }
     }
 }
@@ -287,10 +224,7 @@ fn k_zero_gives_bias_or_leaves_c_unchanged() {
         for kernel in kernels(ctx) {
             for accumulate in [false, true] {
                 for bias in [None, Some(dt)] {
-                    check(
-                        name,
-                        ctx,
-                        kernel,
+                    let case: Case = (
                         (5, 7, 0),
                         (false, false),
                         (dt, dt, dt),
@@ -298,6 +232,7 @@ fn k_zero_gives_bias_or_leaves_c_unchanged() {
                         accumulate,
                         20,
                     );
+                    check(name, ctx, kernel, case);
                 }
             }
         }
@@ -310,10 +245,7 @@ fn size_512_cube_f32_and_native_f16() {
         ("f32", ctx(), DType::F32),
         ("f16 native", ctx_native(), DType::F16),
     ] {
-        check(
-            name,
-            ctx,
-            MatmulKernel::Auto,
+        let case: Case = (
             (512, 512, 512),
             (false, false),
             (dt, dt, dt),
@@ -321,6 +253,7 @@ fn size_512_cube_f32_and_native_f16() {
             false,
             30,
         );
+        check(name, ctx, MatmulKernel::Auto, case);
     }
 }
 
