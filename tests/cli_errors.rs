@@ -86,6 +86,20 @@ fn train(extra: &[&str]) -> Vec<String> {
     args.into_iter().map(String::from).collect()
 }
 
+/// One error line that names `file` and says `message`.
+fn expect_file_error(out: &Output, file: &Path, message: &str) {
+    expect_error(out, &[&file.display().to_string(), message]);
+}
+
+/// A fashion-mnist directory whose class 0 file holds `class0` (the others are empty);
+/// returns class 0's path.
+fn fashion_dir(tmp: &TempDir, class0: &[u8]) -> PathBuf {
+    for c in 1..10 {
+        tmp.write(&format!("fashion-mnist/{c}.json"), b"{\"data\": []}");
+    }
+    tmp.write("fashion-mnist/0.json", class0)
+}
+
 fn run_train(extra: &[&str], data_dir: Option<&Path>) -> Output {
     let args = train(extra);
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -160,7 +174,7 @@ fn truncated_gzip_idx() {
         ("train-images-idx3-ubyte.gz", gz[..gz.len() / 2].to_vec()),
     );
     let out = run_train(&["--dataset", "mnist"], Some(&tmp.0));
-    expect_error(&out, &[&path.display().to_string(), "gzip data is corrupt"]);
+    expect_file_error(&out, &path, "gzip data is corrupt");
 }
 
 #[test]
@@ -170,7 +184,7 @@ fn truncated_idx_data() {
     images.truncate(images.len() - 100);
     let path = mnist_dir(&tmp, ("train-images-idx3-ubyte", images));
     let out = run_train(&["--dataset", "mnist"], Some(&tmp.0));
-    expect_error(&out, &[&path.display().to_string(), "truncated"]);
+    expect_file_error(&out, &path, "truncated");
 }
 
 #[test]
@@ -180,7 +194,7 @@ fn idx_with_bad_magic() {
     labels[2] = 0x0d; // f32 data: not what MNIST labels are
     let path = mnist_dir(&tmp, ("t10k-labels-idx1-ubyte", labels));
     let out = run_train(&["--dataset", "mnist"], Some(&tmp.0));
-    expect_error(&out, &[&path.display().to_string(), "bad IDX magic"]);
+    expect_file_error(&out, &path, "bad IDX magic");
 }
 
 #[test]
@@ -188,41 +202,23 @@ fn idx_labels_out_of_range() {
     let tmp = TempDir::new("idx-label");
     let path = mnist_dir(&tmp, ("train-labels-idx1-ubyte", idx(&[2], &[1, 12])));
     let out = run_train(&["--dataset", "mnist"], Some(&tmp.0));
-    expect_error(&out, &[&path.display().to_string(), "label 12 of sample 1"]);
+    expect_file_error(&out, &path, "label 12 of sample 1");
 }
 
 #[test]
 fn corrupt_fashion_json() {
     let tmp = TempDir::new("fashion");
-    for c in 1..10 {
-        tmp.write(&format!("fashion-mnist/{c}.json"), b"{\"data\": []}");
-    }
-    let path = tmp.write("fashion-mnist/0.json", b"{\"data\": [[1, 2, 3], [4, ");
+    let path = fashion_dir(&tmp, b"{\"data\": [[1, 2, 3], [4, ");
     let out = run_train(&["--dataset", "fashion-mnist"], Some(&tmp.0));
-    expect_error(
-        &out,
-        &[
-            &path.display().to_string(),
-            "not a fashion-mnist class file",
-        ],
-    );
+    expect_file_error(&out, &path, "not a fashion-mnist class file");
 }
 
 #[test]
 fn fashion_json_with_a_short_image() {
     let tmp = TempDir::new("fashion-short");
-    for c in 1..10 {
-        tmp.write(&format!("fashion-mnist/{c}.json"), b"{\"data\": []}");
-    }
-    let path = tmp.write("fashion-mnist/0.json", b"{\"data\": [[1, 2, 3]]}");
+    let path = fashion_dir(&tmp, b"{\"data\": [[1, 2, 3]]}");
     let out = run_train(&["--dataset", "fashion-mnist"], Some(&tmp.0));
-    expect_error(
-        &out,
-        &[
-            &path.display().to_string(),
-            "entry 0 has 3 values, expected 784",
-        ],
-    );
+    expect_file_error(&out, &path, "entry 0 has 3 values, expected 784");
 }
 
 #[test]
@@ -233,10 +229,7 @@ fn safetensors_data_that_is_not_safetensors() {
         b"\xff\xff\xff\xff\xff\xff\xff\x7fgarbage",
     );
     let out = run_train(&["--dataset", path.to_str().unwrap()], None);
-    expect_error(
-        &out,
-        &[&path.display().to_string(), "not a valid safetensors file"],
-    );
+    expect_file_error(&out, &path, "not a valid safetensors file");
 }
 
 #[test]
@@ -245,7 +238,7 @@ fn safetensors_data_missing_x() {
     let bytes = safetensors_file(&[("y", Dtype::I64, vec![2], i64_bytes(&[0, 1]))]);
     let path = tmp.write("data.safetensors", &bytes);
     let out = run_train(&["--dataset", path.to_str().unwrap()], None);
-    expect_error(&out, &[&path.display().to_string(), "no tensor named `x`"]);
+    expect_file_error(&out, &path, "no tensor named `x`");
 }
 
 #[test]
@@ -254,7 +247,7 @@ fn safetensors_data_missing_y() {
     let bytes = safetensors_file(&[("x", Dtype::F32, vec![2, 3], f32_bytes(&[0.0; 6]))]);
     let path = tmp.write("data.safetensors", &bytes);
     let out = run_train(&["--dataset", path.to_str().unwrap()], None);
-    expect_error(&out, &[&path.display().to_string(), "no tensor named `y`"]);
+    expect_file_error(&out, &path, "no tensor named `y`");
 }
 
 #[test]
@@ -266,13 +259,7 @@ fn safetensors_data_with_wrong_dtype() {
     ]);
     let path = tmp.write("data.safetensors", &bytes);
     let out = run_train(&["--dataset", path.to_str().unwrap()], None);
-    expect_error(
-        &out,
-        &[
-            &path.display().to_string(),
-            "`x` has dtype I32, expected F32",
-        ],
-    );
+    expect_file_error(&out, &path, "`x` has dtype I32, expected F32");
 }
 
 #[test]
@@ -285,13 +272,7 @@ fn safetensors_data_with_wrong_shapes() {
     ]);
     let path = tmp.write("data.safetensors", &bytes);
     let out = run_train(&["--dataset", path.to_str().unwrap()], None);
-    expect_error(
-        &out,
-        &[
-            &path.display().to_string(),
-            "`x` has 2 samples but `y` has shape [3]",
-        ],
-    );
+    expect_file_error(&out, &path, "`x` has 2 samples but `y` has shape [3]");
     // f32 targets must be [N, k].
     let bytes = safetensors_file(&[
         ("x", Dtype::F32, vec![2, 3], f32_bytes(&[0.0; 6])),
@@ -299,10 +280,7 @@ fn safetensors_data_with_wrong_shapes() {
     ]);
     let path = tmp.write("targets.safetensors", &bytes);
     let out = run_train(&["--dataset", path.to_str().unwrap()], None);
-    expect_error(
-        &out,
-        &[&path.display().to_string(), "f32 `y` has shape [2]"],
-    );
+    expect_file_error(&out, &path, "f32 `y` has shape [2]");
 }
 
 #[test]
@@ -310,13 +288,7 @@ fn negative_label_in_safetensors_data() {
     let tmp = TempDir::new("st-neg");
     let path = tmp.write("data.safetensors", &class_data(&[0, -3, 1, 2]));
     let out = run_train(&["--dataset", path.to_str().unwrap()], None);
-    expect_error(
-        &out,
-        &[
-            &path.display().to_string(),
-            "label -3 of sample 1 is negative",
-        ],
-    );
+    expect_file_error(&out, &path, "label -3 of sample 1 is negative");
 }
 
 #[test]
@@ -338,12 +310,10 @@ fn labels_out_of_range_for_the_models_outputs() {
         ],
         None,
     );
-    expect_error(
+    expect_file_error(
         &out,
-        &[
-            &data.display().to_string(),
-            "label 5 of sample 2 is out of range for the model's 3 outputs",
-        ],
+        &data,
+        "label 5 of sample 2 is out of range for the model's 3 outputs",
     );
 }
 
@@ -355,13 +325,7 @@ fn loss_that_does_not_fit_the_labels() {
         &["--dataset", data.to_str().unwrap(), "--loss", "mse"],
         None,
     );
-    expect_error(
-        &out,
-        &[
-            &data.display().to_string(),
-            "--loss mse needs float targets",
-        ],
-    );
+    expect_file_error(&out, &data, "--loss mse needs float targets");
     let out = run_train(&["--dataset", "synthetic", "--loss", "cross-entropy"], None);
     expect_error(&out, &["synthetic", "needs integer class labels"]);
 }
@@ -390,7 +354,7 @@ fn json_model_that_is_not_json() {
         &["--dataset", "synthetic", "--model", model.to_str().unwrap()],
         None,
     );
-    expect_error(&out, &[&model.display().to_string(), "EOF"]);
+    expect_file_error(&out, &model, "EOF");
 }
 
 #[test]
@@ -448,19 +412,17 @@ fn json_model_with_impossible_shapes() {
         br#"{"input": [1, 28, 28], "layers": [{"maxpool2d": {"kernel": 2}}, {"conv2d": {"out": 4, "kernel": 15}}]}"#,
     );
     let out = run_train(&["--model", model.to_str().unwrap()], None);
-    expect_error(
+    expect_file_error(
         &out,
-        &[
-            &model.display().to_string(),
-            "layer 1 (conv2d): kernel 15×15 is larger than the padded input 14×14",
-        ],
+        &model,
+        "layer 1 (conv2d): kernel 15×15 is larger than the padded input 14×14",
     );
     let model = tmp.write(
         "huge.json",
         br#"{"input": [1, 28, 28], "layers": [{"conv2d": {"out": 4, "kernel": 3, "padding": 9223372036854775807}}]}"#,
     );
     let out = run_train(&["--model", model.to_str().unwrap()], None);
-    expect_error(&out, &[&model.display().to_string(), "layer 0 (conv2d)"]);
+    expect_file_error(&out, &model, "layer 0 (conv2d)");
 }
 
 #[test]
@@ -500,10 +462,7 @@ fn init_file_with_integer_parameters() {
         &["--dataset", "synthetic", "--init", init.to_str().unwrap()],
         None,
     );
-    expect_error(
-        &out,
-        &[&init.display().to_string(), "`linear.weight` has dtype I32"],
-    );
+    expect_file_error(&out, &init, "`linear.weight` has dtype I32");
 }
 
 #[test]
@@ -523,7 +482,7 @@ fn resume_from_a_truncated_checkpoint() {
         &["--dataset", "synthetic", "--resume", ck.to_str().unwrap()],
         None,
     );
-    expect_error(&out, &[&ck.display().to_string(), "not a safetensors file"]);
+    expect_file_error(&out, &ck, "not a safetensors file");
     let missing = tmp.path("nope.safetensors");
     let out = run_train(
         &[
@@ -534,7 +493,7 @@ fn resume_from_a_truncated_checkpoint() {
         ],
         None,
     );
-    expect_error(&out, &[&missing.display().to_string(), "No such file"]);
+    expect_file_error(&out, &missing, "No such file");
 }
 
 // ---------------------------------------------------------------- bad arguments
