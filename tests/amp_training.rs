@@ -113,6 +113,13 @@ impl CpuMlp {
     }
 }
 
+/// The MLP (4 → 8 → 3) initialised from `seed`, planned under `cfg`.
+fn mlp_trainer(ctx: &webgpu_amp::GpuContext, seed: u64, cfg: StepConfig) -> Trainer {
+    let spec = ModelSpec::from_json(MLP).unwrap();
+    let init = spec.init_params(seed);
+    Trainer::new(ctx, spec, cfg, 3, &init).unwrap()
+}
+
 fn data(n: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
     (rand_vec(n * 4, seed), rand_vec(n * 3, seed + 100))
 }
@@ -123,16 +130,11 @@ fn train_mse(
     lr: f32,
 ) -> (Vec<StepStats>, Vec<(String, Vec<f32>)>) {
     let ctx = ctx();
-    let spec = ModelSpec::from_json(MLP).unwrap();
-    let init = spec.init_params(7);
-    let mut t = Trainer::new(
+    let mut t = mlp_trainer(
         ctx,
-        spec,
+        7,
         config(precision, LossKind::Mse, OptimizerConfig::sgd(lr)),
-        3,
-        &init,
-    )
-    .unwrap();
+    );
     let n = 16;
     for s in 0..steps {
         let (x, y) = data(n, s as u64);
@@ -328,16 +330,8 @@ fn host_waits_stay_zero_inside_the_step_loop() {
     // Its own context: other tests in this binary read back on the shared one concurrently.
     let owned = common::ctx_owned();
     let ctx = &owned;
-    let spec = ModelSpec::from_json(MLP).unwrap();
-    let init = spec.init_params(1);
-    let mut t = Trainer::new(
-        ctx,
-        spec,
-        config(Precision::AmpF16, LossKind::Mse, OptimizerConfig::sgd(0.01)),
-        3,
-        &init,
-    )
-    .unwrap();
+    let cfg = config(Precision::AmpF16, LossKind::Mse, OptimizerConfig::sgd(0.01));
+    let mut t = mlp_trainer(ctx, 1, cfg);
     let n = 8;
     let (x, y) = data(n, 4);
     // Plan the network first (planning may read nothing back, but keep it out of the loop).
@@ -502,21 +496,13 @@ fn evaluation_reads_back_once_and_agrees_with_predict() {
     // Its own context: the host-wait count is per context.
     let owned = common::ctx_owned();
     let ctx = &owned;
-    let spec = ModelSpec::from_json(MLP).unwrap();
-    let init = spec.init_params(3);
-    let mut t = Trainer::new(
-        ctx,
-        spec,
-        // f32: f16 logits could tie, and the argmax below need not break ties as the GPU does.
-        config(
-            Precision::F32,
-            LossKind::CrossEntropy,
-            OptimizerConfig::sgd(0.01),
-        ),
-        3,
-        &init,
-    )
-    .unwrap();
+    // f32: f16 logits could tie, and the argmax below need not break ties as the GPU does.
+    let cfg = config(
+        Precision::F32,
+        LossKind::CrossEntropy,
+        OptimizerConfig::sgd(0.01),
+    );
+    let mut t = mlp_trainer(ctx, 3, cfg);
     // Three batches, the last one partial (as a loader without drop_last gives them).
     let sizes = [8usize, 8, 5];
     let batches: Vec<(usize, Vec<f32>, Vec<u32>)> = sizes
