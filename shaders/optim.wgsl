@@ -64,6 +64,34 @@ fn skipped() -> bool {
     return scaler[FOUND_INF] != 0u;
 }
 
+struct StepStart {
+    applies: bool,  // found_inf is clear: the step runs (and has been counted)
+    prev: u32,      // steps applied before this one
+    base: u32,      // this thread's first element; it handles base + k * WG, k < EPT
+}
+
+// What every optimizer kernel starts with: read this workgroup's step count, and unless the
+// GradScaler found inf/NaN, count the step. Call it first, in uniform control flow.
+fn start_step(lid: u32, wid: vec3<u32>, nwg: vec3<u32>) -> StepStart {
+    let group = wid.x + wid.y * nwg.x;
+    let prev = begin(lid, group);
+    if (skipped()) {
+        return StepStart(false, prev, 0u);
+    }
+    count_step(lid, group, prev + 1u);
+    return StepStart(true, prev, group * WG * EPT + lid);
+}
+
+// The gradient plus PyTorch's L2 term (SGD and Adam `weight_decay`; 0 for AdamW, which
+// decays the parameter instead).
+fn l2_grad(i: u32, p: f32) -> f32 {
+    let g = grad[i];
+    if (hyper.weight_decay != 0.0) {
+        return g + hyper.weight_decay * p;
+    }
+    return g;
+}
+
 // torch.lerp: start + w * (end - start) for |w| < 0.5, else end - (end - start) * (1 - w).
 fn torch_lerp(start: f32, end: f32, w: f32) -> f32 {
     if (abs(w) < 0.5) {
@@ -93,22 +121,15 @@ fn sgd_step(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
-    let group = wid.x + wid.y * nwg.x;
-    let prev = begin(lid, group);
-    if (skipped()) {
+    let start = start_step(lid, wid, nwg);
+    if (!start.applies) {
         return;
     }
-    count_step(lid, group, prev + 1u);
-    let base = group * WG * EPT + lid;
     for (var k = 0u; k < EPT; k++) {
-        let i = base + k * WG;
+        let i = start.base + k * WG;
         if (i < hyper.n) {
             let p = param[i];
-            var g = grad[i];
-            if (hyper.weight_decay != 0.0) {
-                g = g + hyper.weight_decay * p;
-            }
-            param[i] = p + (-hyper.lr) * g;
+            param[i] = p + (-hyper.lr) * l2_grad(i, p);
         }
     }
 }
@@ -119,21 +140,16 @@ fn sgd_momentum_step(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
-    let group = wid.x + wid.y * nwg.x;
-    let prev = begin(lid, group);
-    if (skipped()) {
+    let start = start_step(lid, wid, nwg);
+    if (!start.applies) {
         return;
     }
-    count_step(lid, group, prev + 1u);
-    let base = group * WG * EPT + lid;
+    let prev = start.prev;
     for (var k = 0u; k < EPT; k++) {
-        let i = base + k * WG;
+        let i = start.base + k * WG;
         if (i < hyper.n) {
             let p = param[i];
-            var g = grad[i];
-            if (hyper.weight_decay != 0.0) {
-                g = g + hyper.weight_decay * p;
-            }
+            var g = l2_grad(i, p);
             // PyTorch creates the buffer as a clone of the first applied gradient.
             var buf = g;
             if (prev != 0u) {
@@ -157,28 +173,22 @@ fn adam_step(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
-    let group = wid.x + wid.y * nwg.x;
-    let prev = begin(lid, group);
-    if (skipped()) {
+    let start = start_step(lid, wid, nwg);
+    if (!start.applies) {
         return;
     }
-    let step = prev + 1u;
-    count_step(lid, group, step);
+    let step = start.prev + 1u;
     // Bias corrections 1 - beta^step as 1 - e^(step ln beta), accurate to a few f32 ulp.
     let t = f32(step);
     let bias_correction1 = one_minus_exp(t * hyper.log_beta1);
     let bias_correction2 = one_minus_exp(t * hyper.log_beta2);
     let step_size = hyper.lr / bias_correction1;
     let bias_correction2_sqrt = sqrt(bias_correction2);
-    let base = group * WG * EPT + lid;
     for (var k = 0u; k < EPT; k++) {
-        let i = base + k * WG;
+        let i = start.base + k * WG;
         if (i < hyper.n) {
             let p = param[i] * hyper.param_decay;
-            var g = grad[i];
-            if (hyper.weight_decay != 0.0) {
-                g = g + hyper.weight_decay * p;
-            }
+            let g = l2_grad(i, p);
             let m = torch_lerp(exp_avg[i], g, hyper.one_minus_beta1);
             let v = exp_avg_sq[i] * hyper.beta2 + hyper.one_minus_beta2 * g * g;
             exp_avg[i] = m;
