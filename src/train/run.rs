@@ -62,6 +62,8 @@ pub struct EpochReport {
 pub struct RunSummary {
     pub precision: String,
     pub adapter: String,
+    /// The adapter's backend (`vulkan`, `gl`, `metal`, ...).
+    pub backend: String,
     pub f16_storage: String,
     pub steps: u64,
     pub epochs: u64,
@@ -305,6 +307,7 @@ impl Run {
         Ok(RunSummary {
             precision: self.config.step.precision.name().into(),
             adapter: ctx.report.name.clone(),
+            backend: ctx.report.backend.clone(),
             f16_storage: format!("{:?}", ctx.f16_storage).to_lowercase(),
             steps: self.progress.step,
             epochs: self.progress.epoch,
