@@ -26,8 +26,8 @@
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::data::{Labels, synthetic};
-use webgpu_amp::nn::network::LossKind;
-use webgpu_amp::nn::spec::preset;
+use webgpu_amp::nn::LossKind;
+use webgpu_amp::nn::preset;
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::{BatchTargets, StepConfig, Trainer};
 use webgpu_amp::{Error, GpuContext, GpuOptions, Result};

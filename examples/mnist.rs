@@ -13,8 +13,8 @@
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::data::{DataSource, data_dir};
-use webgpu_amp::nn::network::LossKind;
-use webgpu_amp::nn::spec::{ModelSpec, preset};
+use webgpu_amp::nn::LossKind;
+use webgpu_amp::nn::{ModelSpec, preset};
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::StepConfig;
 use webgpu_amp::train::run::{Event, Run, RunConfig};

@@ -5,10 +5,10 @@
 mod common;
 
 use common::{ctx, rand_vec};
-use webgpu_amp::amp::policy::{OpKind, Policy, Precision};
+use webgpu_amp::amp::policy::{CastRule, Op, Policy, Precision};
 use webgpu_amp::amp::scaler::ScalerConfig;
-use webgpu_amp::nn::network::LossKind;
-use webgpu_amp::nn::spec::ModelSpec;
+use webgpu_amp::nn::LossKind;
+use webgpu_amp::nn::ModelSpec;
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::tensor::DType;
 use webgpu_amp::train::{BatchTargets, StepConfig, StepStats, Trainer};
@@ -448,10 +448,11 @@ fn clipping_runs_after_unscale() {
 
 #[test]
 fn precision_map_under_amp_f16_has_f16_linear_and_f32_loss() {
+    let linear = Op::new("Linear", CastRule::LowPrecision);
     let policy = Policy::new(Precision::AmpF16);
     let rows = policy.precision_map(&[
-        ("0".into(), OpKind::Linear, true),
-        ("loss".into(), OpKind::MseLoss, false),
+        ("0".into(), linear, true),
+        ("loss".into(), LossKind::Mse.op(), false),
     ]);
     assert_eq!(rows[0].compute_dtype, DType::F16);
     assert_eq!(rows[0].output_dtype, DType::F16);
@@ -459,11 +460,11 @@ fn precision_map_under_amp_f16_has_f16_linear_and_f32_loss() {
     assert_eq!(rows[1].compute_dtype, DType::F32);
     assert_eq!(rows[1].output_dtype, DType::F32);
     assert!(rows[1].casts.iter().any(|c| c.contains("input f16→f32")));
-    let f32_rows = Policy::new(Precision::F32).precision_map(&[("0".into(), OpKind::Linear, true)]);
+    let f32_rows = Policy::new(Precision::F32).precision_map(&[("0".into(), linear, true)]);
     assert_eq!(f32_rows[0].compute_dtype, DType::F32);
     // From a model: the mnist-cnn preset under amp-bf16.
-    let spec = webgpu_amp::nn::spec::preset("mnist-cnn", &[1, 28, 28], 10).unwrap();
-    let map = webgpu_amp::nn::network::precision_map(
+    let spec = webgpu_amp::nn::preset("mnist-cnn", &[1, 28, 28], 10).unwrap();
+    let map = webgpu_amp::nn::precision_map(
         &spec,
         &Policy::new(Precision::AmpBf16),
         LossKind::CrossEntropy,
@@ -482,12 +483,16 @@ fn precision_map_under_amp_f16_has_f16_linear_and_f32_loss() {
     let loss = map.last().unwrap();
     assert_eq!(
         (loss.op, loss.compute_dtype),
-        (OpKind::CrossEntropyLoss, DType::F32)
+        (LossKind::CrossEntropy.op(), DType::F32)
     );
     let overridden = Policy::new(Precision::AmpF16).with_override(0, DType::F32);
+    assert_eq!(overridden.compute_dtype(0, linear, DType::F32), DType::F32);
+    // Per op: put Linear on the fp32 list.
+    let by_op = Policy::new(Precision::AmpF16).with_op_rule("Linear", CastRule::F32);
+    assert_eq!(by_op.compute_dtype(3, linear, DType::F16), DType::F32);
     assert_eq!(
-        overridden.compute_dtype(0, OpKind::Linear, DType::F32),
-        DType::F32
+        by_op.compute_dtype(3, Op::new("Conv2d", CastRule::LowPrecision), DType::F32),
+        DType::F16
     );
 }
 

@@ -2,8 +2,9 @@
 //!
 //! Follows PyTorch's CUDA autocast lists: matmul / linear / conv run in the low-precision
 //! dtype; softmax, log-softmax, exp/log/pow, sums and means, norms and every loss run in f32;
-//! ops not listed (ReLU, GELU, max-pool, flatten) run in their input dtype. Any layer can be
-//! overridden. The policy describes itself through [`Policy::precision_map`].
+//! ops not listed (ReLU, GELU, max-pool, flatten) run in their input dtype. Each layer says
+//! which list its op is on ([`Op`]); any op or layer can be overridden. The policy describes
+//! itself through [`Policy::precision_map`].
 
 use std::collections::BTreeMap;
 
@@ -83,22 +84,8 @@ impl std::fmt::Display for Precision {
     }
 }
 
-/// Op kinds the policy knows.
+/// Which of PyTorch's CUDA autocast lists an op is on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OpKind {
-    Linear,
-    Conv2d,
-    Relu,
-    Gelu,
-    MaxPool2d,
-    Flatten,
-    MseLoss,
-    CrossEntropyLoss,
-}
-
-/// What autocast does with an op.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CastRule {
     /// Run in the mode's low-precision dtype (autocast's "lower_precision_fp" list).
@@ -109,31 +96,42 @@ pub enum CastRule {
     Input,
 }
 
-/// The policy of one precision mode, with per-layer overrides.
+/// An op as the precision policy sees it: its name (PyTorch's module or function name, as
+/// the precision map shows it) and the autocast list it is on. Each layer declares its own
+/// (`nn::layers`), so adding a layer never touches the policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub struct Op {
+    pub name: &'static str,
+    pub rule: CastRule,
+}
+
+impl Op {
+    pub const fn new(name: &'static str, rule: CastRule) -> Self {
+        Self { name, rule }
+    }
+}
+
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// The policy of one precision mode, with per-op and per-layer overrides.
 #[derive(Clone, Debug)]
 pub struct Policy {
     pub precision: Precision,
-    pub rules: BTreeMap<OpKind, CastRule>,
+    /// Op name → autocast list, replacing the list the op declares.
+    pub op_rules: BTreeMap<&'static str, CastRule>,
     /// Layer index → compute dtype, replacing the rule for that layer.
     pub overrides: BTreeMap<usize, DType>,
 }
 
 impl Policy {
     pub fn new(precision: Precision) -> Self {
-        use CastRule::*;
-        let rules = BTreeMap::from([
-            (OpKind::Linear, LowPrecision),
-            (OpKind::Conv2d, LowPrecision),
-            (OpKind::Relu, Input),
-            (OpKind::Gelu, Input),
-            (OpKind::MaxPool2d, Input),
-            (OpKind::Flatten, Input),
-            (OpKind::MseLoss, F32),
-            (OpKind::CrossEntropyLoss, F32),
-        ]);
         Self {
             precision,
-            rules,
+            op_rules: BTreeMap::new(),
             overrides: BTreeMap::new(),
         }
     }
@@ -144,28 +142,31 @@ impl Policy {
         self
     }
 
-    /// The dtype layer `index` (an op of `kind`) computes in, given its input dtype.
-    pub fn compute_dtype(&self, index: usize, kind: OpKind, input: DType) -> DType {
+    /// Put every op named `name` on autocast list `rule`.
+    pub fn with_op_rule(mut self, name: &'static str, rule: CastRule) -> Self {
+        self.op_rules.insert(name, rule);
+        self
+    }
+
+    /// The dtype layer `index` (an `op`) computes in, given its input dtype.
+    pub fn compute_dtype(&self, index: usize, op: Op, input: DType) -> DType {
         if let Some(d) = self.overrides.get(&index) {
             return *d;
         }
-        // Pure f16 mode: the whole model is f16 (model.half()); losses still reduce in f32.
+        let rule = self.op_rules.get(op.name).copied().unwrap_or(op.rule);
+        // Pure f16 mode: the whole model is f16 (model.half()); the fp32 list (losses,
+        // reductions) still computes in f32.
         if self.precision == Precision::F16 {
-            return match kind {
-                OpKind::MseLoss | OpKind::CrossEntropyLoss => DType::F32,
+            return match rule {
+                CastRule::F32 => DType::F32,
                 _ => DType::F16,
             };
         }
-        match self.rules.get(&kind).copied().unwrap_or(CastRule::Input) {
+        match rule {
             CastRule::LowPrecision => self.precision.low_dtype(),
             CastRule::F32 => DType::F32,
             CastRule::Input => input,
         }
-    }
-
-    /// The dtype parameters are stored in for compute (the per-step weight-cast copy).
-    pub fn param_dtype(&self, index: usize, kind: OpKind) -> DType {
-        self.compute_dtype(index, kind, DType::F32)
     }
 }
 
@@ -174,7 +175,7 @@ impl Policy {
 pub struct PrecisionRow {
     pub index: usize,
     pub name: String,
-    pub op: OpKind,
+    pub op: Op,
     pub input_dtype: DType,
     pub compute_dtype: DType,
     pub output_dtype: DType,
@@ -183,8 +184,8 @@ pub struct PrecisionRow {
 }
 
 impl Policy {
-    /// Walk a chain of ops (name, kind, has_params) from an f32 input and describe each.
-    pub fn precision_map(&self, layers: &[(String, OpKind, bool)]) -> Vec<PrecisionRow> {
+    /// Walk a chain of ops (name, op, has_params) from an f32 input and describe each.
+    pub fn precision_map(&self, layers: &[(String, Op, bool)]) -> Vec<PrecisionRow> {
         let mut dtype = DType::F32;
         let mut rows = Vec::new();
         for (index, (name, op, has_params)) in layers.iter().enumerate() {

@@ -20,8 +20,8 @@ use crate::amp::scaler::ScalerConfig;
 use crate::data::{Batch, BatchLabels, DataSource, Loader, Split};
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
-use crate::nn::network::{self, LossKind};
-use crate::nn::spec::{ModelSpec, preset};
+use crate::nn::{self as network, LossKind};
+use crate::nn::{ModelSpec, preset};
 use crate::ops::histogram::{self, GradHistograms, HistogramRange};
 use crate::optim::OptimizerConfig;
 use crate::train::{BatchTargets, StepConfig, StepStats, Trainer};
@@ -576,7 +576,7 @@ impl Session {
     }
 
     /// The precision map of `config`'s model under `precision`: one row per layer plus
-    /// the loss ([`crate::nn::network::precision_map`]).
+    /// the loss ([`crate::nn::precision_map`]).
     pub fn precision_map(
         &mut self,
         config: &SessionConfig,

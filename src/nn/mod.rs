@@ -1,9 +1,24 @@
-//! Neural-network layers and models. [`spec`] describes a model on the CPU (shapes, PyTorch
-//! parameter names, default initialisation); [`params`] keeps
-//! every parameter in flat GPU buffers, and [`network`] plans forward and backward on the GPU.
+//! Neural-network layers and models.
+//!
+//! - [`layers`]: one file per layer family, JSON form to planned kernels, forward and
+//!   backward side by side;
+//! - [`model`]: a model as named layers with resolved shapes ([`ModelSpec`]), from JSON or
+//!   Rust; [`presets`]: the tutorials' networks;
+//! - [`params`]: every parameter in flat GPU buffers (master weights, gradients, the
+//!   low-precision copy);
+//! - [`network`]: a model planned on the GPU for one batch size: the forward and backward
+//!   loops ([`plan`] is what they hand each layer), then the [`loss`].
 
+pub mod layers;
+pub mod loss;
+pub mod model;
 pub mod network;
 pub mod params;
-pub mod spec;
+pub mod plan;
+pub mod presets;
 
-pub use spec::{Layer, LayerSpec, ModelSpec, ParamSpec, preset};
+pub use layers::{Layer, LayerConfig, init_bound};
+pub use loss::LossKind;
+pub use model::{ModelSpec, NamedLayer, ParamSpec};
+pub use network::{Network, precision_map};
+pub use presets::{PRESETS, preset};

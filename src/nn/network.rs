@@ -1,96 +1,19 @@
 //! A model planned on the GPU for one batch size and precision policy: every activation,
-//! gradient and kernel made once (llm.c style), forward and backward side by side.
-//!
-//! The forward walk records one [`Node`] per op (casts inserted by the policy included);
-//! the backward is then planned by walking the nodes in reverse.
+//! gradient and kernel made once (llm.c style). Two loops: the forward walks the layers in
+//! order (inserting the casts the policy asks for), the backward walks what the forward
+//! recorded in reverse. Each layer's own planning is in its file under [`super::layers`].
 
 use std::sync::Arc;
 
+use super::layers::{Backward, cast};
+use super::loss::{LossIo, LossKind};
+use super::model::ModelSpec;
 use super::params::ParamStore;
-use super::spec::{LayerSpec, ModelSpec};
-use crate::amp::policy::{OpKind, Policy, PrecisionRow};
+use super::plan::{BackwardPlan, ForwardPlan, GradientArena};
+use crate::amp::policy::{Policy, PrecisionRow};
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
-use crate::ops::conv::{self, Conv2dParams};
-use crate::ops::matmul::{MatmulOpts, matmul};
-use crate::ops::pool::{self, Pool2dParams};
-use crate::ops::{elementwise, loss, reduce};
 use crate::tensor::{DType, Tensor};
-
-/// Which loss the model trains with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LossKind {
-    CrossEntropy,
-    Mse,
-}
-
-impl LossKind {
-    pub fn parse(s: &str) -> Result<Self> {
-        match s {
-            "cross-entropy" | "ce" => Ok(Self::CrossEntropy),
-            "mse" => Ok(Self::Mse),
-            other => Err(Error::InvalidArgument(format!(
-                "unknown loss `{other}` (expected mse or cross-entropy)"
-            ))),
-        }
-    }
-
-    pub fn op(self) -> OpKind {
-        match self {
-            Self::CrossEntropy => OpKind::CrossEntropyLoss,
-            Self::Mse => OpKind::MseLoss,
-        }
-    }
-}
-
-/// One planned op of the forward pass, with what its backward needs.
-enum Node {
-    Cast {
-        x: Tensor,
-    },
-    Linear {
-        x: Tensor,
-        w: Tensor,
-        name: String,
-        bias: bool,
-    },
-    Conv2d {
-        x: Tensor,
-        w: Tensor,
-        p: Conv2dParams,
-        name: String,
-        bias: bool,
-    },
-    Relu {
-        x: Tensor,
-    },
-    Gelu {
-        x: Tensor,
-    },
-    MaxPool2d {
-        x: Tensor,
-        indices: Arc<GpuBuffer>,
-        p: Pool2dParams,
-    },
-    Flatten {
-        x: Tensor,
-    },
-}
-
-impl Node {
-    fn input(&self) -> &Tensor {
-        match self {
-            Node::Cast { x, .. }
-            | Node::Linear { x, .. }
-            | Node::Conv2d { x, .. }
-            | Node::Relu { x }
-            | Node::Gelu { x }
-            | Node::MaxPool2d { x, .. }
-            | Node::Flatten { x } => x,
-        }
-    }
-}
 
 /// The planned network for one batch size.
 pub struct Network {
@@ -115,6 +38,15 @@ pub struct Network {
     backward: Vec<Kernel>,
 }
 
+/// One op the forward recorded, for the backward: a layer, or a cast autocast inserted.
+struct Recorded {
+    /// The layer's name (the prefix of its parameters' gradients).
+    name: String,
+    input: Tensor,
+    has_params: bool,
+    backward: Box<dyn Backward>,
+}
+
 impl Network {
     /// Plan forward, loss and backward for `batch` samples. `seed` is the GradScaler's state
     /// buffer (word 0 = scale): the loss gradient is seeded with it, times `grad_multiplier`
@@ -136,168 +68,68 @@ impl Network {
                 "batch size must be at least 1".into(),
             ));
         }
-        let with_batch = |shape: &[usize]| -> Vec<usize> {
-            let mut s = vec![batch];
-            s.extend_from_slice(shape);
-            s
-        };
-        let input = Tensor::zeros(ctx, &with_batch(&spec.input_shape), DType::F32);
-        let mut forward = Vec::new();
-        let mut nodes: Vec<Node> = Vec::new();
+        let mut f = ForwardPlan::new(ctx, store, batch);
+        let input = Tensor::zeros(ctx, &f.batched(&spec.input_shape), DType::F32);
+
+        // Forward: each layer in order, cast first when the policy says so.
+        let mut recorded = Vec::with_capacity(spec.layers.len());
         let mut x = input.clone();
-        for (index, layer) in spec.layers.iter().enumerate() {
-            let kind = op_kind(&layer.spec);
-            let compute = policy.compute_dtype(index, kind, x.dtype());
-            if compute != x.dtype() {
-                let y = Tensor::zeros(ctx, x.shape(), compute);
-                forward.push(elementwise::cast(ctx, &x, &y)?);
-                nodes.push(Node::Cast { x });
-                x = y;
+        for (index, l) in spec.layers.iter().enumerate() {
+            let dtype = policy.compute_dtype(index, l.layer.op(), x.dtype());
+            f.enter(&l.name, dtype);
+            if dtype != x.dtype() {
+                let (y, backward) = cast::forward(&mut f, x.clone(), dtype)?;
+                recorded.push(Recorded {
+                    name: l.name.clone(),
+                    input: std::mem::replace(&mut x, y),
+                    has_params: false,
+                    backward,
+                });
             }
-            let out_shape = with_batch(&layer.output_shape);
-            let param = |suffix: &str| format!("{}.{suffix}", layer.name);
-            x = match &layer.spec {
-                LayerSpec::Linear { bias, .. } => {
-                    let w = store.compute_view(ctx, &param("weight"), compute)?;
-                    let b = if *bias {
-                        Some(store.compute_view(ctx, &param("bias"), compute)?)
-                    } else {
-                        None
-                    };
-                    let y = Tensor::zeros(ctx, &out_shape, compute);
-                    forward.push(matmul(
-                        ctx,
-                        &x,
-                        &w,
-                        &y,
-                        MatmulOpts {
-                            trans_b: true,
-                            bias: b.as_ref(),
-                            ..Default::default()
-                        },
-                    )?);
-                    nodes.push(Node::Linear {
-                        x,
-                        w,
-                        name: layer.name.clone(),
-                        bias: *bias,
-                    });
-                    y
-                }
-                LayerSpec::Conv2d {
-                    stride,
-                    padding,
-                    bias,
-                    ..
-                } => {
-                    let p = Conv2dParams {
-                        stride: *stride,
-                        padding: *padding,
-                    };
-                    let w = store.compute_view(ctx, &param("weight"), compute)?;
-                    let b = if *bias {
-                        Some(store.compute_view(ctx, &param("bias"), compute)?)
-                    } else {
-                        None
-                    };
-                    let y = Tensor::zeros(ctx, &out_shape, compute);
-                    forward.push(conv::conv2d_forward(ctx, &x, &w, b.as_ref(), &y, p)?);
-                    nodes.push(Node::Conv2d {
-                        x,
-                        w,
-                        p,
-                        name: layer.name.clone(),
-                        bias: *bias,
-                    });
-                    y
-                }
-                LayerSpec::Relu => {
-                    let y = Tensor::zeros(ctx, &out_shape, compute);
-                    forward.push(elementwise::relu_forward(ctx, &x, &y)?);
-                    nodes.push(Node::Relu { x });
-                    y
-                }
-                LayerSpec::Gelu => {
-                    let y = Tensor::zeros(ctx, &out_shape, compute);
-                    forward.push(elementwise::gelu_forward(ctx, &x, &y)?);
-                    nodes.push(Node::Gelu { x });
-                    y
-                }
-                LayerSpec::MaxPool2d { kernel, stride } => {
-                    let p = Pool2dParams {
-                        kernel: *kernel,
-                        stride: *stride,
-                    };
-                    let y = Tensor::zeros(ctx, &out_shape, compute);
-                    let indices = pool::indices_buffer(ctx, y.numel());
-                    forward.push(pool::maxpool2d_forward(ctx, &x, &y, &indices, p)?);
-                    nodes.push(Node::MaxPool2d { x, indices, p });
-                    y
-                }
-                LayerSpec::Flatten => {
-                    let y = x.reshape(&out_shape)?;
-                    nodes.push(Node::Flatten { x });
-                    y
-                }
-            };
+            let (y, backward) = l.layer.forward(&mut f, x.clone())?;
+            recorded.push(Recorded {
+                name: l.name.clone(),
+                input: std::mem::replace(&mut x, y),
+                has_params: !l.layer.parameters().is_empty(),
+                backward,
+            });
         }
+        let forward = f.into_kernels();
         let output = x;
 
-        // Loss: computed in f32 from the output's storage; the fused kernel also writes the
-        // seeded gradient of the output in the output's dtype.
-        let loss_t = Tensor::zeros(ctx, &[1], DType::F32);
+        // Loss: computed in f32 from the output's storage; the training kernel also writes
+        // the seeded gradient of the output, where the backward starts.
+        let loss = Tensor::zeros(ctx, &[1], DType::F32);
         let labels = ctx.alloc_storage("labels", 4 * batch as u64);
-        let (backward, grad_out) = plan_backward(ctx, store, &nodes, &output)?;
+        let mut b = BackwardPlan::new(ctx, store, gradient_arena(&recorded, &output));
+        let grad_output = b.grads().take(ctx, &output)?;
+        let backward = plan_backward(b, &recorded, grad_output.clone())?;
         let correct = ctx.alloc_storage("correct", 4);
-        let (targets, train_loss, eval_loss, count_correct) = match loss_kind {
-            LossKind::CrossEntropy => (
-                None,
-                loss::cross_entropy(
-                    ctx,
-                    &output,
-                    &labels,
-                    &loss_t,
-                    Some((&grad_out, seed, grad_multiplier)),
-                )?,
-                loss::cross_entropy(ctx, &output, &labels, &loss_t, None)?,
-                Some(loss::count_correct(ctx, &output, &labels, &correct)?),
-            ),
-            LossKind::Mse => {
-                if output.numel() != batch * target_dim {
-                    return Err(Error::shape(
-                        "mse",
-                        format!(
-                            "model output {:?} does not match targets of {target_dim} per sample",
-                            output.shape()
-                        ),
-                    ));
-                }
-                let t = Tensor::zeros(ctx, output.shape(), DType::F32);
-                let train = loss::mse(
-                    ctx,
-                    &output,
-                    &t,
-                    &loss_t,
-                    Some((&grad_out, seed, grad_multiplier)),
-                )?;
-                let eval = loss::mse(ctx, &output, &t, &loss_t, None)?;
-                (Some(t), train, eval, None)
-            }
-        };
+        let planned_loss = loss_kind.plan(
+            ctx,
+            LossIo {
+                output: &output,
+                labels: &labels,
+                loss: &loss,
+                correct: &correct,
+                grad: (&grad_output, seed, grad_multiplier),
+                target_dim,
+            },
+        )?;
 
         Ok(Self {
             batch,
             input,
             labels,
-            targets,
+            targets: planned_loss.targets,
             output,
-            loss: loss_t,
+            loss,
             correct,
             loss_kind,
             forward,
-            train_loss,
-            eval_loss,
-            count_correct,
+            train_loss: planned_loss.train,
+            eval_loss: planned_loss.eval,
+            count_correct: planned_loss.count_correct,
             backward,
         })
     }
@@ -324,175 +156,65 @@ impl Network {
     }
 }
 
+/// Which recorded ops need their input's gradient: those after the first op with
+/// parameters (the data needs none).
+fn wants_input_grads(recorded: &[Recorded]) -> Vec<bool> {
+    let mut seen_params = false;
+    recorded
+        .iter()
+        .map(|r| {
+            let wants = seen_params;
+            seen_params |= r.has_params;
+            wants
+        })
+        .collect()
+}
+
+/// The arena for activation gradients: buffers as large as the largest gradient the
+/// backward computes (the output's included).
+fn gradient_arena(recorded: &[Recorded], output: &Tensor) -> GradientArena {
+    let bytes_of = |t: &Tensor| t.storage().bytes_for(t.numel()).next_multiple_of(4);
+    let largest = recorded
+        .iter()
+        .zip(wants_input_grads(recorded))
+        .filter(|(_, wants)| *wants)
+        .map(|(r, _)| bytes_of(&r.input))
+        .fold(bytes_of(output), u64::max);
+    GradientArena::new(largest)
+}
+
+/// Backward: the recorded ops in reverse, from `dy`, the gradient of the output. Stops
+/// after the first op (from the end) whose input needs no gradient.
+fn plan_backward(
+    mut b: BackwardPlan<'_>,
+    recorded: &[Recorded],
+    mut dy: Tensor,
+) -> Result<Vec<Kernel>> {
+    let wants = wants_input_grads(recorded);
+    for (r, wants_dx) in recorded.iter().zip(wants).rev() {
+        b.enter(&r.name, wants_dx);
+        let Some(dx) = r.backward.backward(&mut b, dy.clone())? else {
+            break;
+        };
+        if !Arc::ptr_eq(dx.buffer(), dy.buffer()) {
+            b.grads().release(&dy);
+        }
+        dy = dx;
+    }
+    Ok(b.into_kernels())
+}
+
 /// The precision map of a model trained with `loss` under `policy`: each layer's op, compute
 /// dtype, output dtype and the casts autocast inserts, then the loss.
 pub fn precision_map(spec: &ModelSpec, policy: &Policy, loss: LossKind) -> Vec<PrecisionRow> {
-    let mut ops: Vec<(String, OpKind, bool)> = spec
+    let mut ops: Vec<_> = spec
         .layers
         .iter()
         .map(|l| {
-            let has_params = matches!(l.spec, LayerSpec::Linear { .. } | LayerSpec::Conv2d { .. });
-            (l.name.clone(), op_kind(&l.spec), has_params)
+            let has_params = !l.layer.parameters().is_empty();
+            (l.name.clone(), l.layer.op(), has_params)
         })
         .collect();
     ops.push(("loss".into(), loss.op(), false));
     policy.precision_map(&ops)
-}
-
-fn op_kind(spec: &LayerSpec) -> OpKind {
-    match spec {
-        LayerSpec::Linear { .. } => OpKind::Linear,
-        LayerSpec::Conv2d { .. } => OpKind::Conv2d,
-        LayerSpec::Relu => OpKind::Relu,
-        LayerSpec::Gelu => OpKind::Gelu,
-        LayerSpec::MaxPool2d { .. } => OpKind::MaxPool2d,
-        LayerSpec::Flatten => OpKind::Flatten,
-    }
-}
-
-/// Activation gradients live only from the backward kernel that writes them to the one
-/// that reads them, so two buffers serve a whole backward pass: the gradient of the loss
-/// seeds buffer 0, each layer reads its output's gradient from one buffer and writes its
-/// input's gradient into the other (every backward kernel overwrites its whole output).
-struct GradientPingPong {
-    buffers: [Arc<GpuBuffer>; 2],
-}
-
-impl GradientPingPong {
-    /// Two buffers as large as the largest gradient the backward pass of `nodes` computes
-    /// (the loss gradient included: `output` is the model's output).
-    fn plan(ctx: &GpuContext, nodes: &[Node], needs_grad: &[bool], output: &Tensor) -> Self {
-        let bytes_of = |t: &Tensor| t.storage().bytes_for(t.numel()).next_multiple_of(4);
-        let largest = nodes
-            .iter()
-            .zip(needs_grad)
-            .filter(|&(_, &needed)| needed)
-            .map(|(n, _)| bytes_of(n.input()))
-            .fold(bytes_of(output), u64::max);
-        Self {
-            buffers: [0, 1].map(|_| ctx.alloc_storage("activation grads", largest)),
-        }
-    }
-
-    /// A gradient shaped like `like`, in buffer `which`.
-    fn grad(&self, ctx: &GpuContext, which: usize, like: &Tensor) -> Result<Tensor> {
-        Tensor::view(
-            ctx,
-            self.buffers[which].clone(),
-            0,
-            like.shape(),
-            like.storage(),
-        )
-    }
-}
-
-/// Walk the forward nodes in reverse. `dy` is the gradient of the current node's output;
-/// the input gradient is only computed when something upstream needs it (not for the data).
-/// Returns the backward kernels and the loss gradient they start from (the loss kernel
-/// writes it).
-fn plan_backward(
-    ctx: &GpuContext,
-    store: &ParamStore,
-    nodes: &[Node],
-    output: &Tensor,
-) -> Result<(Vec<Kernel>, Tensor)> {
-    // needs_grad[i]: node i's input depends on parameters (so its gradient is needed).
-    let mut needs_grad = Vec::with_capacity(nodes.len());
-    let mut seen_param = false;
-    for n in nodes {
-        needs_grad.push(seen_param);
-        seen_param |= matches!(n, Node::Linear { .. } | Node::Conv2d { .. });
-    }
-    let grads = GradientPingPong::plan(ctx, nodes, &needs_grad, output);
-    let grad_output = grads.grad(ctx, 0, output)?;
-    let mut kernels = Vec::new();
-    let mut dy = grad_output.clone();
-    // The buffer `dy` is in; `dx` goes into the other one.
-    let mut dy_buffer = 0;
-    for (i, node) in nodes.iter().enumerate().rev() {
-        let want_dx = needs_grad[i];
-        let x = node.input();
-        let dx = if want_dx && !matches!(node, Node::Flatten { .. }) {
-            Some(grads.grad(ctx, 1 - dy_buffer, x)?)
-        } else {
-            None
-        };
-        match node {
-            Node::Cast { .. } => {
-                if let Some(dx) = &dx {
-                    kernels.push(elementwise::cast(ctx, &dy, dx)?);
-                }
-            }
-            Node::Linear {
-                x, w, name, bias, ..
-            } => {
-                let dw = store.grad_view(ctx, &format!("{name}.weight"))?;
-                kernels.push(matmul(
-                    ctx,
-                    &dy,
-                    x,
-                    &dw,
-                    MatmulOpts {
-                        trans_a: true,
-                        accumulate: true,
-                        ..Default::default()
-                    },
-                )?);
-                if *bias {
-                    let db = store.grad_view(ctx, &format!("{name}.bias"))?;
-                    kernels.push(reduce::bias_grad(ctx, &dy, &db, true)?);
-                }
-                if let Some(dx) = &dx {
-                    kernels.push(matmul(ctx, &dy, w, dx, MatmulOpts::default())?);
-                }
-            }
-            Node::Conv2d {
-                x,
-                w,
-                p,
-                name,
-                bias,
-                ..
-            } => {
-                let dw = store.grad_view(ctx, &format!("{name}.weight"))?;
-                kernels.push(conv::conv2d_backward_weight(ctx, x, &dy, &dw, *p, true)?);
-                if *bias {
-                    let db = store.grad_view(ctx, &format!("{name}.bias"))?;
-                    kernels.push(reduce::bias_grad(ctx, &dy, &db, true)?);
-                }
-                if let Some(dx) = &dx {
-                    kernels.push(conv::conv2d_backward_input(ctx, &dy, w, dx, *p)?);
-                }
-            }
-            Node::Relu { x } => {
-                if let Some(dx) = &dx {
-                    kernels.push(elementwise::relu_backward(ctx, x, &dy, dx)?);
-                }
-            }
-            Node::Gelu { x } => {
-                if let Some(dx) = &dx {
-                    kernels.push(elementwise::gelu_backward(ctx, x, &dy, dx)?);
-                }
-            }
-            Node::MaxPool2d { indices, p, .. } => {
-                if let Some(dx) = &dx {
-                    kernels.push(pool::maxpool2d_backward(ctx, &dy, indices, dx, *p)?);
-                }
-            }
-            Node::Flatten { x } => {
-                if want_dx {
-                    dy = dy.reshape(x.shape())?;
-                }
-                continue;
-            }
-        }
-        match dx {
-            Some(dx) => {
-                dy = dx;
-                dy_buffer = 1 - dy_buffer;
-            }
-            None => break,
-        }
-    }
-    Ok((kernels, grad_output))
 }

@@ -12,7 +12,7 @@ use super::step::{BatchTargets, Evaluation, StepConfig, StepStats, Trainer};
 use crate::data::{Batch, BatchLabels, Dataset, Loader, Split};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
-use crate::nn::spec::ModelSpec;
+use crate::nn::ModelSpec;
 
 /// How long and on what to train.
 #[derive(Clone, Debug)]

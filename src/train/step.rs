@@ -15,9 +15,9 @@ use crate::amp::round::round_inplace;
 use crate::amp::scaler::{GradClipper, GradScaler, ScalerConfig};
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
-use crate::nn::network::{LossKind, Network};
+use crate::nn::ModelSpec;
 use crate::nn::params::{ParamLayout, ParamStore};
-use crate::nn::spec::ModelSpec;
+use crate::nn::{LossKind, Network};
 use crate::ops::elementwise;
 use crate::optim::{Optimizer, OptimizerConfig};
 use crate::tensor::DType;
@@ -608,7 +608,7 @@ impl Trainer {
 
     /// Each layer's op, compute dtype, output dtype and inserted casts under this trainer's policy.
     pub fn precision_map(&self) -> Vec<crate::amp::policy::PrecisionRow> {
-        crate::nn::network::precision_map(&self.spec, &self.policy, self.config.loss)
+        crate::nn::precision_map(&self.spec, &self.policy, self.config.loss)
     }
 
     /// The master → compute-dtype weight cast (None in f32 mode). Encode it before a

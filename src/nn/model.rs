@@ -1,0 +1,380 @@
+//! Model descriptions: named layers resolved against the input shape, with PyTorch parameter
+//! names and initialisation. No GPU here; [`crate::nn::network`] plans a model on the GPU.
+//!
+//! A model comes from a preset ([`crate::nn::preset`]), from Rust ([`ModelSpec::sequential`])
+//! or from JSON ([`ModelSpec::from_json`]):
+//!
+//! ```json
+//! {"input": [1, 28, 28], "layers": [
+//!   {"conv2d": {"out": 32, "kernel": 3, "padding": 1}}, {"relu": {}},
+//!   {"maxpool2d": {"kernel": 2}}, {"flatten": {}}, {"linear": {"out": 10}}]}
+//! ```
+//!
+//! Layer kinds and their fields (defaults after `=`):
+//! `linear {out, bias=true}`, `conv2d {out, kernel, stride=1, padding=0, bias=true}` (square
+//! kernels, zero padding), `relu {}`, `gelu {}` (tanh approximation, PyTorch's
+//! `nn.GELU(approximate='tanh')`), `maxpool2d {kernel, stride=kernel}` (no padding, floor
+//! mode), `flatten {}` (all per-sample dimensions, like `nn.Flatten()`). Each kind is a file
+//! in [`crate::nn::layers`].
+//!
+//! Shapes are per sample, without the batch dimension: `[features]` or `[channels, height,
+//! width]`. A JSON model is a `torch.nn.Sequential`: every layer, activations included, takes
+//! its index as its name, so parameters are `{index}.weight` and `{index}.bias`. Layouts are
+//! PyTorch's: Linear weight `[out, in]`, Conv2d weight `[out, in, kh, kw]`.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use super::layers::{self, Init, Layer, LayerConfig, checked_numel, too_large};
+use crate::data::Rng;
+use crate::{Error, Result};
+
+/// One layer of a model, in execution order.
+#[derive(Clone, Debug)]
+pub struct NamedLayer {
+    /// The module's name, the prefix of its parameters: `"conv1"`, or `"0"` in a Sequential.
+    pub name: String,
+    pub layer: Arc<dyn Layer>,
+    /// Per-sample input shape (no batch dimension).
+    pub input_shape: Vec<usize>,
+    /// Per-sample output shape (no batch dimension).
+    pub output_shape: Vec<usize>,
+}
+
+impl NamedLayer {
+    /// This layer's parameters in `state_dict` order (weight, then bias), with full names.
+    pub fn parameters(&self) -> Vec<ParamSpec> {
+        self.layer
+            .parameters()
+            .into_iter()
+            .map(|p| ParamSpec {
+                name: format!("{}.{}", self.name, p.name),
+                shape: p.shape,
+                init: p.init,
+            })
+            .collect()
+    }
+}
+
+/// A parameter tensor: PyTorch `state_dict` name, shape and initialisation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParamSpec {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub init: Init,
+}
+
+impl ParamSpec {
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// A model: input shape and layers with resolved shapes.
+#[derive(Clone, Debug)]
+pub struct ModelSpec {
+    /// The preset's name, or `"json"` for a JSON description.
+    pub name: String,
+    /// Per-sample input shape.
+    pub input_shape: Vec<usize>,
+    pub layers: Vec<NamedLayer>,
+}
+
+/// Two models are equal when they print the same: names, shapes and every layer's repr.
+impl PartialEq for ModelSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+            && self.input_shape == other.input_shape
+            && self.layers.len() == other.layers.len()
+            && self.layers.iter().zip(&other.layers).all(|(a, b)| {
+                a.name == b.name
+                    && a.input_shape == b.input_shape
+                    && a.output_shape == b.output_shape
+                    && a.layer.repr() == b.layer.repr()
+            })
+    }
+}
+
+/// Stream tag so initialisation never shares numbers with shuffling or synthetic data.
+const INIT_STREAM: u64 = 0x494e_4954; // "INIT"
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelJson {
+    input: Vec<usize>,
+    layers: Vec<serde_json::Value>,
+}
+
+/// Parses one JSON layer, `{"kind": {fields}}`, through [`layers::REGISTRY`].
+fn layer_from_json(value: serde_json::Value) -> std::result::Result<Box<dyn LayerConfig>, String> {
+    let kinds = || {
+        layers::REGISTRY
+            .iter()
+            .map(|(k, _)| format!("{{\"{k}\": {{...}}}}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let serde_json::Value::Object(object) = value else {
+        return Err(format!(
+            "expected an object with one key, the layer kind (one of {})",
+            kinds()
+        ));
+    };
+    let mut entries = object.into_iter();
+    let (Some((kind, fields)), None) = (entries.next(), entries.next()) else {
+        return Err(format!(
+            "a layer is an object with exactly one key, the layer kind (one of {})",
+            kinds()
+        ));
+    };
+    let Some((_, parse)) = layers::REGISTRY.iter().find(|(k, _)| *k == kind) else {
+        return Err(format!(
+            "unknown layer kind `{kind}` (expected one of {})",
+            kinds()
+        ));
+    };
+    parse(fields).map_err(|e| format!("{kind}: {e}"))
+}
+
+impl ModelSpec {
+    /// Resolves named layer configs in order; errors name the layer's index and name.
+    pub fn build(
+        name: &str,
+        input_shape: &[usize],
+        layers: &[(String, Box<dyn LayerConfig>)],
+    ) -> Result<ModelSpec> {
+        if input_shape.is_empty() || input_shape.contains(&0) {
+            return Err(Error::model(format!(
+                "{name}: input shape {input_shape:?} must be non-empty with no zero dimension"
+            )));
+        }
+        if checked_numel(input_shape).is_none() {
+            return Err(Error::model(format!(
+                "{name}: input {}",
+                too_large(input_shape)
+            )));
+        }
+        if layers.is_empty() {
+            return Err(Error::model(format!("{name}: the model has no layers")));
+        }
+        let mut shape = input_shape.to_vec();
+        let mut resolved = Vec::with_capacity(layers.len());
+        for (index, (layer_name, config)) in layers.iter().enumerate() {
+            let layer = config
+                .resolve(&shape)
+                .and_then(|r| check_sizes(&*r.layer, &r.output_shape).map(|()| r))
+                .map_err(|msg| {
+                    let label = if *layer_name == index.to_string() {
+                        String::new()
+                    } else {
+                        format!(" `{layer_name}`")
+                    };
+                    Error::model(format!(
+                        "{name}: layer {index}{label} ({}): {msg}",
+                        config.kind()
+                    ))
+                })?;
+            resolved.push(NamedLayer {
+                name: layer_name.clone(),
+                layer: layer.layer,
+                input_shape: shape,
+                output_shape: layer.output_shape.clone(),
+            });
+            shape = layer.output_shape;
+        }
+        Ok(ModelSpec {
+            name: name.to_string(),
+            input_shape: input_shape.to_vec(),
+            layers: resolved,
+        })
+    }
+
+    /// Parses a JSON description (see the module docs). Unknown layer kinds or fields,
+    /// impossible shapes and zero sizes are errors naming the layer's index.
+    pub fn from_json(json: &str) -> Result<ModelSpec> {
+        let model: ModelJson = serde_json::from_str(json).map_err(|e| {
+            Error::model(format!(
+                "json: {e} (expected {{\"input\": [C, H, W] or [features], \"layers\": [...]}})"
+            ))
+        })?;
+        let layers = model
+            .layers
+            .into_iter()
+            .enumerate()
+            .map(|(index, value)| {
+                let config = layer_from_json(value)
+                    .map_err(|e| Error::model(format!("json: layer {index}: {e}")))?;
+                Ok((index.to_string(), config))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        ModelSpec::build("json", &model.input, &layers)
+    }
+
+    /// Per-sample output shape (of the last layer).
+    pub fn output_shape(&self) -> &[usize] {
+        self.layers
+            .last()
+            .map_or(&self.input_shape, |l| &l.output_shape)
+    }
+
+    /// Every parameter in PyTorch `state_dict` order.
+    pub fn parameters(&self) -> Vec<ParamSpec> {
+        self.layers
+            .iter()
+            .flat_map(NamedLayer::parameters)
+            .collect()
+    }
+
+    /// Total number of parameter values.
+    pub fn num_parameters(&self) -> usize {
+        self.parameters().iter().map(ParamSpec::numel).sum()
+    }
+
+    /// Checks that the model fits the data: its input is the data's sample shape and its
+    /// output is `[output_dim]` (the class count or the target width).
+    pub fn check_data(&self, sample_shape: &[usize], output_dim: usize) -> Result<()> {
+        if self.input_shape != sample_shape {
+            return Err(Error::model(format!(
+                "{}: the model takes input {:?} per sample but the data's samples are {sample_shape:?}",
+                self.name, self.input_shape
+            )));
+        }
+        if self.output_shape() != [output_dim] {
+            return Err(Error::model(format!(
+                "{}: the model's output is {:?} per sample but the data needs [{output_dim}] \
+                 (classes or target width)",
+                self.name,
+                self.output_shape()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Initial parameters, drawn in `state_dict` order from one seeded stream, each as its
+    /// layer says (PyTorch's defaults: see [`layers::Init`]). Deterministic per seed on every
+    /// platform, but not torch's RNG stream.
+    pub fn init_params(&self, seed: u64) -> Vec<(String, Vec<f32>)> {
+        let mut rng = Rng::from_words(&[seed, INIT_STREAM]);
+        self.parameters()
+            .into_iter()
+            .map(|param| {
+                let values = match param.init {
+                    Init::Uniform { bound } => (0..param.numel())
+                        .map(|_| rng.uniform(-bound, bound))
+                        .collect(),
+                };
+                (param.name, values)
+            })
+            .collect()
+    }
+
+    /// One line per layer: name, PyTorch repr, input → output shape.
+    pub fn summary(&self) -> String {
+        let mut s = format!("{} (input {:?})\n", self.name, self.input_shape);
+        for layer in &self.layers {
+            s.push_str(&format!(
+                "  ({}): {}  {:?} -> {:?}\n",
+                layer.name,
+                layer.layer.repr(),
+                layer.input_shape,
+                layer.output_shape
+            ));
+        }
+        s.push_str(&format!("  parameters: {}\n", self.num_parameters()));
+        s
+    }
+}
+
+/// Checks a resolved layer's output and parameter sizes against [`layers::MAX_ELEMENTS`].
+fn check_sizes(layer: &dyn Layer, output: &[usize]) -> std::result::Result<(), String> {
+    checked_numel(output).ok_or_else(|| too_large(output))?;
+    for p in layer.parameters() {
+        checked_numel(&p.shape).ok_or_else(|| format!("{} {}", p.name, too_large(&p.shape)))?;
+    }
+    Ok(())
+}
+
+/// Build a model from Rust, layer by layer, named like `torch.nn.Sequential` (`0`, `1`, …):
+///
+/// ```
+/// # use webgpu_amp::nn::ModelSpec;
+/// let spec = ModelSpec::sequential(&[1, 28, 28])
+///     .conv2d(8, 3, 1, 1)
+///     .relu()
+///     .maxpool2d(2, 2)
+///     .flatten()
+///     .linear(10)
+///     .build()
+///     .unwrap();
+/// assert_eq!(spec.parameters()[0].name, "0.weight");
+/// ```
+#[derive(Debug)]
+pub struct SequentialBuilder {
+    input_shape: Vec<usize>,
+    layers: Vec<Box<dyn LayerConfig>>,
+}
+
+impl ModelSpec {
+    pub fn sequential(input_shape: &[usize]) -> SequentialBuilder {
+        SequentialBuilder {
+            input_shape: input_shape.to_vec(),
+            layers: Vec::new(),
+        }
+    }
+}
+
+impl SequentialBuilder {
+    /// Append any layer config.
+    pub fn layer(mut self, config: impl LayerConfig + 'static) -> Self {
+        self.layers.push(Box::new(config));
+        self
+    }
+
+    /// `nn.Linear(in, out)` with bias.
+    pub fn linear(self, out: usize) -> Self {
+        self.layer(layers::linear::LinearConfig { out, bias: true })
+    }
+
+    /// `nn.Conv2d(in, out, kernel, stride, padding)` with bias.
+    pub fn conv2d(self, out: usize, kernel: usize, stride: usize, padding: usize) -> Self {
+        self.layer(layers::conv2d::Conv2dConfig {
+            out,
+            kernel,
+            stride,
+            padding,
+            bias: true,
+        })
+    }
+
+    pub fn relu(self) -> Self {
+        self.layer(layers::activation::ReluConfig {})
+    }
+
+    /// `nn.GELU(approximate='tanh')`.
+    pub fn gelu(self) -> Self {
+        self.layer(layers::activation::GeluConfig {})
+    }
+
+    pub fn maxpool2d(self, kernel: usize, stride: usize) -> Self {
+        self.layer(layers::pool::MaxPool2dConfig {
+            kernel,
+            stride: Some(stride),
+        })
+    }
+
+    pub fn flatten(self) -> Self {
+        self.layer(layers::flatten::FlattenConfig {})
+    }
+
+    /// Resolve shapes; errors name the layer like the JSON path does.
+    pub fn build(self) -> Result<ModelSpec> {
+        let named: Vec<(String, Box<dyn LayerConfig>)> = self
+            .layers
+            .into_iter()
+            .enumerate()
+            .map(|(i, d)| (i.to_string(), d))
+            .collect();
+        ModelSpec::build("sequential", &self.input_shape, &named)
+    }
+}
