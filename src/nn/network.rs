@@ -1,15 +1,15 @@
 //! A model planned on the GPU for one batch size and precision policy: every activation,
-//! gradient and kernel made once (llm.c style). Two loops: the forward walks the layers in
-//! order (inserting the casts the policy asks for), the backward walks what the forward
-//! recorded in reverse. Each layer's own planning is in its file under [`super::layers`].
+//! gradient and kernel made once (llm.c style). Two loops ([`super::plan`]): the forward runs
+//! the layers in order, inserting the casts the policy asks for; the backward replays what
+//! the forward recorded, in reverse. Each layer's own planning is in its file under
+//! [`super::layers`].
 
 use std::sync::Arc;
 
-use super::layers::{Backward, cast};
 use super::loss::{LossIo, LossKind};
 use super::model::ModelSpec;
 use super::params::ParamStore;
-use super::plan::{BackwardPlan, ForwardPlan, GradientArena};
+use super::plan::{BackwardPlan, ForwardPlan};
 use crate::amp::policy::{Policy, PrecisionRow};
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
@@ -38,15 +38,6 @@ pub struct Network {
     backward: Vec<Kernel>,
 }
 
-/// One op the forward recorded, for the backward: a layer, or a cast autocast inserted.
-struct Recorded {
-    /// The layer's name (the prefix of its parameters' gradients).
-    name: String,
-    input: Tensor,
-    has_params: bool,
-    backward: Box<dyn Backward>,
-}
-
 impl Network {
     /// Plan forward, loss and backward for `batch` samples. `seed` is the GradScaler's state
     /// buffer (word 0 = scale): the loss gradient is seeded with it, times `grad_multiplier`
@@ -68,42 +59,24 @@ impl Network {
                 "batch size must be at least 1".into(),
             ));
         }
-        let mut f = ForwardPlan::new(ctx, store, batch);
+        let mut f = ForwardPlan::new(ctx, store, policy, batch);
         let input = Tensor::zeros(ctx, &f.batched(&spec.input_shape), DType::F32);
 
         // Forward: each layer in order, cast first when the policy says so.
-        let mut recorded = Vec::with_capacity(spec.layers.len());
-        let mut x = input.clone();
-        for (index, l) in spec.layers.iter().enumerate() {
-            let dtype = policy.compute_dtype(index, l.layer.op(), x.dtype());
-            f.enter(&l.name, dtype);
-            if dtype != x.dtype() {
-                let (y, backward) = cast::forward(&mut f, x.clone(), dtype)?;
-                recorded.push(Recorded {
-                    name: l.name.clone(),
-                    input: std::mem::replace(&mut x, y),
-                    has_params: false,
-                    backward,
-                });
-            }
-            let (y, backward) = l.layer.forward(&mut f, x.clone())?;
-            recorded.push(Recorded {
-                name: l.name.clone(),
-                input: std::mem::replace(&mut x, y),
-                has_params: !l.layer.parameters().is_empty(),
-                backward,
-            });
-        }
+        let (output, tape) = f.run_layers(&spec.layers, input.clone())?;
+        let grad_bytes = f.largest_grad(&output);
         let forward = f.into_kernels();
-        let output = x;
 
         // Loss: computed in f32 from the output's storage; the training kernel also writes
         // the seeded gradient of the output, where the backward starts.
         let loss = Tensor::zeros(ctx, &[1], DType::F32);
         let labels = ctx.alloc_storage("labels", 4 * batch as u64);
-        let mut b = BackwardPlan::new(ctx, store, gradient_arena(&recorded, &output));
-        let grad_output = b.grads().take(ctx, &output)?;
-        let backward = plan_backward(b, &recorded, grad_output.clone())?;
+
+        // Backward: what the forward recorded, in reverse.
+        let mut b = BackwardPlan::new(ctx, store, grad_bytes);
+        let grad_output = b.input_grad(&output)?;
+        b.run_tape(&tape, grad_output.clone())?;
+        let backward = b.into_kernels();
         let correct = ctx.alloc_storage("correct", 4);
         let planned_loss = loss_kind.plan(
             ctx,
@@ -154,54 +127,6 @@ impl Network {
     pub fn forward_kernels(&self) -> impl Iterator<Item = &Kernel> {
         self.forward.iter()
     }
-}
-
-/// Which recorded ops need their input's gradient: those after the first op with
-/// parameters (the data needs none).
-fn wants_input_grads(recorded: &[Recorded]) -> Vec<bool> {
-    let mut seen_params = false;
-    recorded
-        .iter()
-        .map(|r| {
-            let wants = seen_params;
-            seen_params |= r.has_params;
-            wants
-        })
-        .collect()
-}
-
-/// The arena for activation gradients: buffers as large as the largest gradient the
-/// backward computes (the output's included).
-fn gradient_arena(recorded: &[Recorded], output: &Tensor) -> GradientArena {
-    let bytes_of = |t: &Tensor| t.storage().bytes_for(t.numel()).next_multiple_of(4);
-    let largest = recorded
-        .iter()
-        .zip(wants_input_grads(recorded))
-        .filter(|(_, wants)| *wants)
-        .map(|(r, _)| bytes_of(&r.input))
-        .fold(bytes_of(output), u64::max);
-    GradientArena::new(largest)
-}
-
-/// Backward: the recorded ops in reverse, from `dy`, the gradient of the output. Stops
-/// after the first op (from the end) whose input needs no gradient.
-fn plan_backward(
-    mut b: BackwardPlan<'_>,
-    recorded: &[Recorded],
-    mut dy: Tensor,
-) -> Result<Vec<Kernel>> {
-    let wants = wants_input_grads(recorded);
-    for (r, wants_dx) in recorded.iter().zip(wants).rev() {
-        b.enter(&r.name, wants_dx);
-        let Some(dx) = r.backward.backward(&mut b, dy.clone())? else {
-            break;
-        };
-        if !Arc::ptr_eq(dx.buffer(), dy.buffer()) {
-            b.grads().release(&dy);
-        }
-        dy = dx;
-    }
-    Ok(b.into_kernels())
 }
 
 /// The precision map of a model trained with `loss` under `policy`: each layer's op, compute

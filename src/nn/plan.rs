@@ -1,49 +1,141 @@
-//! What a layer's forward and backward planning can ask for: the device, the batch, its
-//! compute dtype, activations, parameter and gradient views, and a place to put kernels.
+//! The two loops, as a layer sees them: [`ForwardPlan`] runs layers in order (inserting the
+//! casts the precision policy asks for) and records each one's backward on a [`Tape`];
+//! [`BackwardPlan`] replays a tape in reverse. The network runs its layers through them, and
+//! so does a layer made of layers (a transformer block runs its sub-layers the same way).
 //!
-//! [`crate::nn::network`] owns both plans and walks the layers through them: forward in
-//! order, backward in reverse. Everything here happens once, when a network is planned for a
-//! batch size; a training step only replays the kernels.
+//! Everything here happens once, when a network is planned for a batch size; a training step
+//! only replays the kernels.
 
 use std::sync::Arc;
 
+use super::layers::{Backward, Layer, cast};
+use super::model::NamedLayer;
 use super::params::ParamStore;
+use crate::amp::policy::Policy;
 use crate::error::Result;
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::tensor::{DType, Tensor};
 
-/// The forward pass being planned, positioned at one layer.
+/// What the forward recorded for one op (a layer, or a cast autocast inserted).
+struct Recorded {
+    /// The full name of the layer, the prefix of its parameters' gradients.
+    path: String,
+    /// Whether any op recorded before this one (in the whole network) has parameters: only
+    /// then does this op's input need a gradient (the data needs none).
+    wants_input_grad: bool,
+    backward: Box<dyn Backward>,
+}
+
+/// The recorded backward of a run of layers, replayed by [`BackwardPlan::run_tape`].
+#[derive(Default)]
+pub struct Tape {
+    ops: Vec<Recorded>,
+}
+
+/// The forward pass being planned.
 pub struct ForwardPlan<'a> {
     ctx: &'a GpuContext,
     store: &'a ParamStore,
+    policy: &'a Policy,
     batch: usize,
     kernels: Vec<Kernel>,
-    /// The current layer's name (its parameters' prefix) and compute dtype.
-    layer: String,
+    /// The layer being planned: its full name and compute dtype.
+    path: String,
     dtype: DType,
+    /// Layers planned so far (the policy's per-layer index).
+    layer_count: usize,
+    seen_params: bool,
+    /// The largest input gradient the backward will need, in bytes.
+    largest_grad: u64,
+}
+
+fn grad_bytes(t: &Tensor) -> u64 {
+    t.storage().bytes_for(t.numel()).next_multiple_of(4)
 }
 
 impl<'a> ForwardPlan<'a> {
-    pub(super) fn new(ctx: &'a GpuContext, store: &'a ParamStore, batch: usize) -> Self {
+    pub(super) fn new(
+        ctx: &'a GpuContext,
+        store: &'a ParamStore,
+        policy: &'a Policy,
+        batch: usize,
+    ) -> Self {
         Self {
             ctx,
             store,
+            policy,
             batch,
             kernels: Vec::new(),
-            layer: String::new(),
+            path: String::new(),
             dtype: DType::F32,
+            layer_count: 0,
+            seen_params: false,
+            largest_grad: 0,
         }
-    }
-
-    /// Position the plan at layer `name`, computing in `dtype`.
-    pub(super) fn enter(&mut self, name: &str, dtype: DType) {
-        self.layer.clear();
-        self.layer.push_str(name);
-        self.dtype = dtype;
     }
 
     pub(super) fn into_kernels(self) -> Vec<Kernel> {
         self.kernels
+    }
+
+    /// The largest gradient buffer the backward needs (the output's gradient included).
+    pub(super) fn largest_grad(&self, output: &Tensor) -> u64 {
+        self.largest_grad.max(grad_bytes(output))
+    }
+
+    /// Plan `layers` in order on `x`: for each, the cast the policy asks for, then its
+    /// forward. Returns the output and the tape the backward replays.
+    pub fn run_layers(&mut self, layers: &[NamedLayer], x: Tensor) -> Result<(Tensor, Tape)> {
+        let mut tape = Tape::default();
+        let mut x = x;
+        for l in layers {
+            x = self.run_layer(&l.name, &*l.layer, x, &mut tape)?;
+        }
+        Ok((x, tape))
+    }
+
+    /// Plan one layer named `name` (relative to the layer being planned) on `x`.
+    pub fn run_layer(
+        &mut self,
+        name: &str,
+        layer: &dyn Layer,
+        x: Tensor,
+        tape: &mut Tape,
+    ) -> Result<Tensor> {
+        let parent = std::mem::take(&mut self.path);
+        let parent_dtype = self.dtype;
+        self.path = if parent.is_empty() {
+            name.to_string()
+        } else {
+            format!("{parent}.{name}")
+        };
+        let index = self.layer_count;
+        self.layer_count += 1;
+        self.dtype = self.policy.compute_dtype(index, layer.op(), x.dtype());
+        let mut x = x;
+        if self.dtype != x.dtype() {
+            let (y, backward) = cast::forward(self, x.clone(), self.dtype)?;
+            self.record(tape, std::mem::replace(&mut x, y), false, backward);
+        }
+        let has_params = !layer.parameters().is_empty();
+        let (y, backward) = layer.forward(self, x.clone())?;
+        self.record(tape, x, has_params, backward);
+        self.path = parent;
+        self.dtype = parent_dtype;
+        Ok(y)
+    }
+
+    fn record(&mut self, tape: &mut Tape, input: Tensor, params: bool, b: Box<dyn Backward>) {
+        let wants_input_grad = self.seen_params;
+        if wants_input_grad {
+            self.largest_grad = self.largest_grad.max(grad_bytes(&input));
+        }
+        self.seen_params |= params;
+        tape.ops.push(Recorded {
+            path: self.path.clone(),
+            wants_input_grad,
+            backward: b,
+        });
     }
 
     pub fn ctx(&self) -> &'a GpuContext {
@@ -72,7 +164,7 @@ impl<'a> ForwardPlan<'a> {
     /// step's cast of the master weights, or the master weights themselves in f32.
     pub fn param(&self, name: &str) -> Result<Tensor> {
         self.store
-            .compute_view(self.ctx, &format!("{}.{name}", self.layer), self.dtype)
+            .compute_view(self.ctx, &format!("{}.{name}", self.path), self.dtype)
     }
 
     /// Append a kernel to the forward pass.
@@ -81,42 +173,65 @@ impl<'a> ForwardPlan<'a> {
     }
 }
 
-/// The backward pass being planned, positioned at one layer.
+/// The backward pass being planned.
 pub struct BackwardPlan<'a> {
     ctx: &'a GpuContext,
     store: &'a ParamStore,
     kernels: Vec<Kernel>,
     grads: GradientArena,
-    layer: String,
+    /// The op being planned: its layer's full name, and whether its input needs a gradient.
+    path: String,
     wants_input_grad: bool,
 }
 
 impl<'a> BackwardPlan<'a> {
-    pub(super) fn new(ctx: &'a GpuContext, store: &'a ParamStore, grads: GradientArena) -> Self {
+    pub(super) fn new(ctx: &'a GpuContext, store: &'a ParamStore, grad_bytes: u64) -> Self {
         Self {
             ctx,
             store,
             kernels: Vec::new(),
-            grads,
-            layer: String::new(),
+            grads: GradientArena::new(grad_bytes),
+            path: String::new(),
             wants_input_grad: false,
         }
     }
 
-    /// Position the plan at layer `name`; `wants_input_grad` when something before it has
-    /// parameters (the data itself needs no gradient).
-    pub(super) fn enter(&mut self, name: &str, wants_input_grad: bool) {
-        self.layer.clear();
-        self.layer.push_str(name);
-        self.wants_input_grad = wants_input_grad;
-    }
-
-    pub(super) fn grads(&mut self) -> &mut GradientArena {
-        &mut self.grads
-    }
-
     pub(super) fn into_kernels(self) -> Vec<Kernel> {
         self.kernels
+    }
+
+    /// Replay `tape` in reverse from `dy`, the gradient of its output. Returns the gradient
+    /// of its input, or `None` when it needs none (the replay then stops at the first op,
+    /// from the end, whose input needs no gradient). `dy` stays the caller's: only the
+    /// gradients made here are released, once used.
+    pub fn run_tape(&mut self, tape: &Tape, dy: Tensor) -> Result<Option<Tensor>> {
+        let outer = (std::mem::take(&mut self.path), self.wants_input_grad);
+        // The gradient of the current op's output, and whether it was made here.
+        let mut grad = dy;
+        let mut owned = false;
+        let mut reached_input = true;
+        for r in tape.ops.iter().rev() {
+            self.path.clone_from(&r.path);
+            self.wants_input_grad = r.wants_input_grad;
+            let dx = r.backward.backward(self, grad.clone())?;
+            // A view of the same buffer (a reshape) carries the gradient on.
+            let same = dx.as_ref().is_some_and(|d| same_buffer(d, &grad));
+            if owned && !same {
+                self.grads.release(&grad);
+            }
+            match dx {
+                Some(dx) => {
+                    owned |= !same;
+                    grad = dx;
+                }
+                None => {
+                    reached_input = false;
+                    break;
+                }
+            }
+        }
+        (self.path, self.wants_input_grad) = outer;
+        Ok(reached_input.then_some(grad))
     }
 
     pub fn ctx(&self) -> &'a GpuContext {
@@ -134,11 +249,16 @@ impl<'a> BackwardPlan<'a> {
         self.grads.take(self.ctx, x)
     }
 
+    /// Give back a gradient from [`Self::input_grad`] that is no longer needed.
+    pub fn release(&mut self, grad: &Tensor) {
+        self.grads.release(grad);
+    }
+
     /// The f32 gradient of the current layer's parameter `name`, a view into the flat
     /// gradient buffer (kernels accumulate into it; the step clears it first).
     pub fn param_grad(&self, name: &str) -> Result<Tensor> {
         self.store
-            .grad_view(self.ctx, &format!("{}.{name}", self.layer))
+            .grad_view(self.ctx, &format!("{}.{name}", self.path))
     }
 
     /// Append a kernel to the backward pass.
@@ -147,19 +267,24 @@ impl<'a> BackwardPlan<'a> {
     }
 }
 
+fn same_buffer(a: &Tensor, b: &Tensor) -> bool {
+    Arc::ptr_eq(a.buffer(), b.buffer())
+}
+
 /// Activation gradients live only from the backward kernel that writes one to the kernel
 /// that reads it, so a few equal buffers, each as large as the largest gradient, serve a
-/// whole backward pass: a layer's input gradient takes a free buffer and its output
+/// whole backward pass: a layer's input gradient takes a free buffer, and its output
 /// gradient's buffer is released once the layer is planned. A chain of layers thus
 /// ping-pongs between two buffers.
-pub(super) struct GradientArena {
+struct GradientArena {
     bytes: u64,
+    /// Each buffer and whether a live gradient holds it.
     buffers: Vec<(Arc<GpuBuffer>, bool)>,
 }
 
 impl GradientArena {
     /// Buffers of `bytes` each (made when first needed).
-    pub(super) fn new(bytes: u64) -> Self {
+    fn new(bytes: u64) -> Self {
         Self {
             bytes,
             buffers: Vec::new(),
@@ -167,7 +292,7 @@ impl GradientArena {
     }
 
     /// A gradient shaped like `like` in a free buffer.
-    pub(super) fn take(&mut self, ctx: &GpuContext, like: &Tensor) -> Result<Tensor> {
+    fn take(&mut self, ctx: &GpuContext, like: &Tensor) -> Result<Tensor> {
         let index = match self.buffers.iter().position(|(_, used)| !used) {
             Some(i) => i,
             None => {
@@ -187,7 +312,7 @@ impl GradientArena {
     }
 
     /// Free the buffer `grad` lives in (a no-op for tensors not from the arena).
-    pub(super) fn release(&mut self, grad: &Tensor) {
+    fn release(&mut self, grad: &Tensor) {
         if let Some(slot) = self
             .buffers
             .iter_mut()
