@@ -94,6 +94,9 @@ pub enum CastRule {
     F32,
     /// Run in whatever dtype the input has (ops autocast does not list).
     Input,
+    /// Run in the dtype of the op's weights (unlisted ops whose float input is a weight, like
+    /// an embedding lookup): f32 master weights under AMP, f16 in pure f16.
+    Weight,
 }
 
 /// An op as the precision policy sees it: its name (PyTorch's module or function name, as
@@ -164,8 +167,42 @@ impl Policy {
         }
         match rule {
             CastRule::LowPrecision => self.precision.low_dtype(),
-            CastRule::F32 => DType::F32,
+            CastRule::F32 | CastRule::Weight => DType::F32,
             CastRule::Input => input,
+        }
+    }
+
+    /// The precision-map row of layer `index` (an `op` named `name`) on an `input`: its
+    /// compute dtype and the casts autocast inserts; the output is the compute dtype (a
+    /// layer made of layers corrects it).
+    pub fn row(
+        &self,
+        index: usize,
+        name: &str,
+        op: Op,
+        input: DType,
+        has_params: bool,
+    ) -> PrecisionRow {
+        let compute = self.compute_dtype(index, op, input);
+        let mut casts = Vec::new();
+        if compute != input {
+            casts.push(format!("input {input}→{compute}"));
+        }
+        if has_params && compute != DType::F32 {
+            if self.precision.master_weights() {
+                casts.push(format!("weights f32→{compute} (once per step, cached)"));
+            } else {
+                casts.push(format!("weights stored in {compute} (no master copy)"));
+            }
+        }
+        PrecisionRow {
+            index,
+            name: name.to_string(),
+            op,
+            input_dtype: input,
+            compute_dtype: compute,
+            output_dtype: compute,
+            casts,
         }
     }
 }
@@ -189,30 +226,9 @@ impl Policy {
         let mut dtype = DType::F32;
         let mut rows = Vec::new();
         for (index, (name, op, has_params)) in layers.iter().enumerate() {
-            let compute = self.compute_dtype(index, *op, dtype);
-            let mut casts = Vec::new();
-            if compute != dtype {
-                casts.push(format!("input {dtype}→{compute}"));
-            }
-            if *has_params && compute != DType::F32 {
-                if self.precision.master_weights() {
-                    casts.push(format!("weights f32→{compute} (once per step, cached)"));
-                } else {
-                    casts.push(format!("weights stored in {compute} (no master copy)"));
-                }
-            }
-            // Losses reduce in f32 and produce an f32 scalar.
-            let output = compute;
-            rows.push(PrecisionRow {
-                index,
-                name: name.clone(),
-                op: *op,
-                input_dtype: dtype,
-                compute_dtype: compute,
-                output_dtype: output,
-                casts,
-            });
-            dtype = output;
+            let row = self.row(index, name, *op, dtype, *has_params);
+            dtype = row.output_dtype;
+            rows.push(row);
         }
         rows
     }

@@ -48,10 +48,13 @@ impl NamedLayer {
         self.layer
             .parameters()
             .into_iter()
-            .map(|p| ParamSpec {
-                name: format!("{}.{}", self.name, p.name),
-                shape: p.shape,
-                init: p.init,
+            .map(|p| {
+                let p = p.under(&self.name);
+                ParamSpec {
+                    name: p.name,
+                    shape: p.shape,
+                    init: p.init,
+                }
             })
             .collect()
     }
@@ -259,10 +262,12 @@ impl ModelSpec {
         self.parameters()
             .into_iter()
             .map(|param| {
+                let n = param.numel();
                 let values = match param.init {
-                    Init::Uniform { bound } => (0..param.numel())
-                        .map(|_| rng.uniform(-bound, bound))
-                        .collect(),
+                    Init::Uniform { bound } => (0..n).map(|_| rng.uniform(-bound, bound)).collect(),
+                    Init::Normal { std } => (0..n).map(|_| std * rng.normal() as f32).collect(),
+                    Init::Zeros => vec![0.0; n],
+                    Init::Ones => vec![1.0; n],
                 };
                 (param.name, values)
             })
@@ -333,7 +338,7 @@ impl SequentialBuilder {
 
     /// `nn.Linear(in, out)` with bias.
     pub fn linear(self, out: usize) -> Self {
-        self.layer(layers::linear::LinearConfig { out, bias: true })
+        self.layer(layers::linear::LinearConfig::new(out, true))
     }
 
     /// `nn.Conv2d(in, out, kernel, stride, padding)` with bias.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::loss::{LossIo, LossKind};
 use super::model::ModelSpec;
 use super::params::ParamStore;
-use super::plan::{BackwardPlan, ForwardPlan};
+use super::plan::{BackwardPlan, ForwardPlan, PrecisionWalk};
 use crate::amp::policy::{Policy, PrecisionRow};
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
@@ -65,7 +65,7 @@ impl Network {
         // Forward: each layer in order, cast first when the policy says so.
         let (output, tape) = f.run_layers(&spec.layers, input.clone())?;
         let grad_bytes = f.largest_grad(&output);
-        let forward = f.into_kernels();
+        let (forward, scratch) = f.finish();
 
         // Loss: computed in f32 from the output's storage; the training kernel also writes
         // the seeded gradient of the output, where the backward starts.
@@ -73,7 +73,7 @@ impl Network {
         let labels = ctx.alloc_storage("labels", 4 * batch as u64);
 
         // Backward: what the forward recorded, in reverse.
-        let mut b = BackwardPlan::new(ctx, store, grad_bytes);
+        let mut b = BackwardPlan::new(ctx, store, grad_bytes, scratch);
         let grad_output = b.input_grad(&output)?;
         b.run_tape(&tape, grad_output.clone())?;
         let backward = b.into_kernels();
@@ -130,16 +130,11 @@ impl Network {
 }
 
 /// The precision map of a model trained with `loss` under `policy`: each layer's op, compute
-/// dtype, output dtype and the casts autocast inserts, then the loss.
+/// dtype, output dtype and the casts autocast inserts (in the order the forward plans them,
+/// the layers of a layer made of layers after it), then the loss.
 pub fn precision_map(spec: &ModelSpec, policy: &Policy, loss: LossKind) -> Vec<PrecisionRow> {
-    let mut ops: Vec<_> = spec
-        .layers
-        .iter()
-        .map(|l| {
-            let has_params = !l.layer.parameters().is_empty();
-            (l.name.clone(), l.layer.op(), has_params)
-        })
-        .collect();
-    ops.push(("loss".into(), loss.op(), false));
-    policy.precision_map(&ops)
+    let mut walk = PrecisionWalk::new(policy);
+    let out = walk.run_layers(&spec.layers, DType::F32);
+    walk.run_op("loss", loss.op(), out);
+    walk.finish()
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::layers::{Backward, Layer, cast};
 use super::model::NamedLayer;
 use super::params::ParamStore;
-use crate::amp::policy::Policy;
+use crate::amp::policy::{Policy, PrecisionRow};
 use crate::error::Result;
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::tensor::{DType, Tensor};
@@ -47,6 +47,16 @@ pub struct ForwardPlan<'a> {
     seen_params: bool,
     /// The largest input gradient the backward will need, in bytes.
     largest_grad: u64,
+    scratch: Scratch,
+}
+
+/// `parent.name`, or `name` at the top (an empty name adds nothing: a residual).
+fn join(parent: &str, name: &str) -> String {
+    match (parent.is_empty(), name.is_empty()) {
+        (_, true) => parent.to_string(),
+        (true, false) => name.to_string(),
+        (false, false) => format!("{parent}.{name}"),
+    }
 }
 
 fn grad_bytes(t: &Tensor) -> u64 {
@@ -71,11 +81,13 @@ impl<'a> ForwardPlan<'a> {
             layer_count: 0,
             seen_params: false,
             largest_grad: 0,
+            scratch: Scratch::default(),
         }
     }
 
-    pub(super) fn into_kernels(self) -> Vec<Kernel> {
-        self.kernels
+    /// The kernels, and the scratch buffers for the backward to share.
+    pub(super) fn finish(self) -> (Vec<Kernel>, Scratch) {
+        (self.kernels, self.scratch)
     }
 
     /// The largest gradient buffer the backward needs (the output's gradient included).
@@ -104,36 +116,35 @@ impl<'a> ForwardPlan<'a> {
     ) -> Result<Tensor> {
         let parent = std::mem::take(&mut self.path);
         let parent_dtype = self.dtype;
-        self.path = if parent.is_empty() {
-            name.to_string()
-        } else {
-            format!("{parent}.{name}")
-        };
+        self.path = join(&parent, name);
         let index = self.layer_count;
         self.layer_count += 1;
         self.dtype = self.policy.compute_dtype(index, layer.op(), x.dtype());
         let mut x = x;
         if self.dtype != x.dtype() {
+            let wants = self.seen_params;
             let (y, backward) = cast::forward(self, x.clone(), self.dtype)?;
-            self.record(tape, std::mem::replace(&mut x, y), false, backward);
+            self.record(tape, std::mem::replace(&mut x, y), wants, backward);
         }
-        let has_params = !layer.parameters().is_empty();
+        // Whether this layer's input needs a gradient is decided by what came before it,
+        // not by its own sub-layers (planned, and recorded, during its forward).
+        let wants = self.seen_params;
+        let has_params = !layer.parameters().is_empty() || !layer.tied_parameters().is_empty();
         let (y, backward) = layer.forward(self, x.clone())?;
-        self.record(tape, x, has_params, backward);
+        self.record(tape, x, wants, backward);
+        self.seen_params |= has_params;
         self.path = parent;
         self.dtype = parent_dtype;
         Ok(y)
     }
 
-    fn record(&mut self, tape: &mut Tape, input: Tensor, params: bool, b: Box<dyn Backward>) {
-        let wants_input_grad = self.seen_params;
-        if wants_input_grad {
+    fn record(&mut self, tape: &mut Tape, input: Tensor, wants: bool, b: Box<dyn Backward>) {
+        if wants {
             self.largest_grad = self.largest_grad.max(grad_bytes(&input));
         }
-        self.seen_params |= params;
         tape.ops.push(Recorded {
             path: self.path.clone(),
-            wants_input_grad,
+            wants_input_grad: wants,
             backward: b,
         });
     }
@@ -157,14 +168,37 @@ impl<'a> ForwardPlan<'a> {
 
     /// A new activation `[batch, ...per_sample]` in the current compute dtype.
     pub fn activation(&self, per_sample: &[usize]) -> Tensor {
-        Tensor::zeros(self.ctx, &self.batched(per_sample), self.dtype)
+        self.activation_in(per_sample, self.dtype)
+    }
+
+    /// A new activation `[batch, ...per_sample]` in `dtype`.
+    pub fn activation_in(&self, per_sample: &[usize], dtype: DType) -> Tensor {
+        Tensor::zeros(self.ctx, &self.batched(per_sample), dtype)
+    }
+
+    /// `[batch, ...per_sample]` in `dtype`, in a buffer shared by every caller that asks for
+    /// `label`: for intermediates dead before the next such layer runs (one attention
+    /// layer's scores), sized for the largest request.
+    pub fn scratch(
+        &mut self,
+        label: &'static str,
+        per_sample: &[usize],
+        dtype: DType,
+    ) -> Result<Tensor> {
+        let shape = self.batched(per_sample);
+        self.scratch
+            .tensor(self.ctx, label, &shape, self.ctx.storage_for(dtype))
     }
 
     /// The current layer's parameter `name` (`weight`, `bias`) in its compute dtype: the
     /// step's cast of the master weights, or the master weights themselves in f32.
     pub fn param(&self, name: &str) -> Result<Tensor> {
-        self.store
-            .compute_view(self.ctx, &format!("{}.{name}", self.path), self.dtype)
+        self.param_at(&join(&self.path, name))
+    }
+
+    /// The parameter with full name `name` (a tied weight) in the current compute dtype.
+    pub fn param_at(&self, name: &str) -> Result<Tensor> {
+        self.store.compute_view(self.ctx, name, self.dtype)
     }
 
     /// Append a kernel to the forward pass.
@@ -179,18 +213,25 @@ pub struct BackwardPlan<'a> {
     store: &'a ParamStore,
     kernels: Vec<Kernel>,
     grads: GradientArena,
+    scratch: Scratch,
     /// The op being planned: its layer's full name, and whether its input needs a gradient.
     path: String,
     wants_input_grad: bool,
 }
 
 impl<'a> BackwardPlan<'a> {
-    pub(super) fn new(ctx: &'a GpuContext, store: &'a ParamStore, grad_bytes: u64) -> Self {
+    pub(super) fn new(
+        ctx: &'a GpuContext,
+        store: &'a ParamStore,
+        grad_bytes: u64,
+        scratch: Scratch,
+    ) -> Self {
         Self {
             ctx,
             store,
             kernels: Vec::new(),
             grads: GradientArena::new(grad_bytes),
+            scratch,
             path: String::new(),
             wants_input_grad: false,
         }
@@ -257,8 +298,18 @@ impl<'a> BackwardPlan<'a> {
     /// The f32 gradient of the current layer's parameter `name`, a view into the flat
     /// gradient buffer (kernels accumulate into it; the step clears it first).
     pub fn param_grad(&self, name: &str) -> Result<Tensor> {
-        self.store
-            .grad_view(self.ctx, &format!("{}.{name}", self.path))
+        self.param_grad_at(&join(&self.path, name))
+    }
+
+    /// The f32 gradient of the parameter with full name `name` (a tied weight).
+    pub fn param_grad_at(&self, name: &str) -> Result<Tensor> {
+        self.store.grad_view(self.ctx, name)
+    }
+
+    /// Like [`ForwardPlan::scratch`], shaped and stored like `like`.
+    pub fn scratch(&mut self, label: &'static str, like: &Tensor) -> Result<Tensor> {
+        self.scratch
+            .tensor(self.ctx, label, like.shape(), like.storage())
     }
 
     /// Append a kernel to the backward pass.
@@ -320,5 +371,91 @@ impl GradientArena {
         {
             slot.1 = false;
         }
+    }
+}
+
+/// Buffers shared by label: see [`ForwardPlan::scratch`]. A request larger than the buffer
+/// so far replaces it (earlier views keep the old one alive: correct, just not shared).
+#[derive(Default)]
+pub(super) struct Scratch {
+    buffers: Vec<(&'static str, Arc<GpuBuffer>)>,
+}
+
+impl Scratch {
+    fn tensor(
+        &mut self,
+        ctx: &GpuContext,
+        label: &'static str,
+        shape: &[usize],
+        storage: crate::tensor::Storage,
+    ) -> Result<Tensor> {
+        let n: usize = shape.iter().product();
+        let bytes = storage.bytes_for(n).next_multiple_of(4);
+        let index = match self.buffers.iter().position(|(l, _)| *l == label) {
+            Some(i) if self.buffers[i].1.size() >= bytes => i,
+            found => {
+                let buffer = ctx.alloc_storage(label, bytes);
+                match found {
+                    Some(i) => self.buffers[i].1 = buffer,
+                    None => self.buffers.push((label, buffer)),
+                }
+                found.unwrap_or(self.buffers.len() - 1)
+            }
+        };
+        Tensor::view(ctx, self.buffers[index].1.clone(), 0, shape, storage)
+    }
+}
+
+/// The precision map's walk: the layers in the order [`ForwardPlan`] plans them, with the
+/// dtype each one computes in and the casts autocast inserts, without touching the GPU.
+pub struct PrecisionWalk<'a> {
+    policy: &'a Policy,
+    path: String,
+    rows: Vec<PrecisionRow>,
+}
+
+impl<'a> PrecisionWalk<'a> {
+    pub(super) fn new(policy: &'a Policy) -> Self {
+        Self {
+            policy,
+            path: String::new(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub(super) fn finish(self) -> Vec<PrecisionRow> {
+        self.rows
+    }
+
+    /// The rows of `layers` run in order from an `x` input; returns the output dtype.
+    pub fn run_layers(&mut self, layers: &[NamedLayer], x: DType) -> DType {
+        layers
+            .iter()
+            .fold(x, |x, l| self.run_layer(&l.name, &*l.layer, x))
+    }
+
+    /// The row of one layer (and, for a layer made of layers, theirs after it).
+    pub fn run_layer(&mut self, name: &str, layer: &dyn Layer, x: DType) -> DType {
+        let parent = std::mem::take(&mut self.path);
+        self.path = join(&parent, name);
+        let index = self.rows.len();
+        let has_params = !layer.parameters().is_empty() || !layer.tied_parameters().is_empty();
+        let row = self
+            .policy
+            .row(index, &self.path, layer.op(), x, has_params);
+        let compute = row.compute_dtype;
+        self.rows.push(row);
+        let out = layer.walk_precision(self, compute);
+        self.rows[index].output_dtype = out;
+        self.path = parent;
+        out
+    }
+
+    /// A row for an op outside the layers (the loss).
+    pub(super) fn run_op(&mut self, name: &str, op: crate::amp::policy::Op, x: DType) -> DType {
+        let row = self.policy.row(self.rows.len(), name, op, x, false);
+        let out = row.output_dtype;
+        self.rows.push(row);
+        out
     }
 }

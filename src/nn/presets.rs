@@ -38,7 +38,7 @@ pub fn preset(name: &str, input_shape: &[usize], output_dim: usize) -> Result<Mo
     fn named(name: &str, config: impl LayerConfig + 'static) -> Named {
         (name.to_string(), Box::new(config))
     }
-    let linear = |out| LinearConfig { out, bias: true };
+    let linear = |out| LinearConfig::new(out, true);
     let conv = |out| Conv2dConfig {
         out,
         kernel: 3,

@@ -1,10 +1,11 @@
-//! `nn.Linear`: `y = x · Wᵀ + b`, weight `[out, in]`, on autocast's low-precision list.
-//! Forward and backward are the three products of `ops::matmul`.
+//! `nn.Linear`: `y = x · Wᵀ + b` over the last dimension, weight `[out, in]`, on autocast's
+//! low-precision list. Forward and backward are the three products of `ops::matmul`. The
+//! weight may be another layer's (GPT's `lm_head` shares the token embedding).
 
 use serde::Deserialize;
 
 use super::{
-    Backward, BackwardPlan, ForwardPlan, Layer, LayerConfig, ParamDef, Resolved,
+    Backward, BackwardPlan, ForwardPlan, Init, Layer, LayerConfig, ParamDef, Resolved,
     default_weight_and_bias, positive, py_bool,
 };
 use crate::amp::policy::{CastRule, Op};
@@ -13,13 +14,32 @@ use crate::ops::matmul::{MatmulOpts, matmul};
 use crate::ops::reduce;
 use crate::tensor::Tensor;
 
-/// `{"linear": {"out": N, "bias": true}}`.
+/// `{"linear": {"out": N, "bias": true, "init_std": null, "tied_to": null}}`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinearConfig {
     pub out: usize,
     #[serde(default = "yes")]
     pub bias: bool,
+    /// Initialise the weight from N(0, std²) and the bias with zeros (nanoGPT) instead of
+    /// PyTorch's default U(±1/√in).
+    #[serde(default)]
+    pub init_std: Option<f32>,
+    /// Use the parameter with this full name as the weight (weight tying) instead of an own.
+    #[serde(default)]
+    pub tied_to: Option<String>,
+}
+
+impl LinearConfig {
+    /// `nn.Linear(in, out, bias)` with PyTorch's default init.
+    pub fn new(out: usize, bias: bool) -> Self {
+        Self {
+            out,
+            bias,
+            init_std: None,
+            tied_to: None,
+        }
+    }
 }
 
 fn yes() -> bool {
@@ -33,26 +53,51 @@ impl LayerConfig for LinearConfig {
 
     fn resolve(&self, input: &[usize]) -> std::result::Result<Resolved, String> {
         positive(self.out, "`out`")?;
-        let &[in_features] = input else {
-            return Err(format!(
-                "linear takes a 1-D input per sample, got {input:?} ({}-D); add {{\"flatten\": {{}}}} before it",
-                input.len()
-            ));
+        // Features, or a sequence of feature vectors; images need a flatten first.
+        let (&in_features, outer) = match input {
+            [f] | [_, f] => (f, &input[..input.len() - 1]),
+            _ => {
+                return Err(format!(
+                    "linear takes [features] or [sequence, features] per sample, got {input:?} ({}-D); add {{\"flatten\": {{}}}} before it",
+                    input.len()
+                ));
+            }
         };
+        if let Some(std) = self.init_std
+            && !(std.is_finite() && std >= 0.0)
+        {
+            return Err(format!("`init_std` must be finite and >= 0, got {std}"));
+        }
         let layer = Linear {
             in_features,
             out_features: self.out,
             bias: self.bias,
+            init_std: self.init_std,
+            tied_to: self.tied_to.clone(),
         };
-        Ok(Resolved::new(layer, vec![self.out]))
+        let mut output = outer.to_vec();
+        output.push(self.out);
+        Ok(Resolved::new(layer, output))
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Linear {
     pub in_features: usize,
     pub out_features: usize,
     pub bias: bool,
+    pub init_std: Option<f32>,
+    pub tied_to: Option<String>,
+}
+
+impl Linear {
+    /// The weight: its own, or the one it is tied to.
+    fn weight(&self, f: &ForwardPlan<'_>) -> Result<Tensor> {
+        match &self.tied_to {
+            Some(name) => f.param_at(name),
+            None => f.param("weight"),
+        }
+    }
 }
 
 impl Layer for Linear {
@@ -74,28 +119,53 @@ impl Layer for Linear {
     }
 
     fn parameters(&self) -> Vec<ParamDef> {
-        default_weight_and_bias(
-            vec![self.out_features, self.in_features],
-            self.in_features,
-            self.bias,
-        )
+        let shape = vec![self.out_features, self.in_features];
+        let mut params = match self.init_std {
+            None => default_weight_and_bias(shape, self.in_features, self.bias),
+            Some(std) => {
+                let mut p = vec![ParamDef::new("weight", shape, Init::Normal { std })];
+                if self.bias {
+                    p.push(ParamDef::new("bias", vec![self.out_features], Init::Zeros));
+                }
+                p
+            }
+        };
+        if self.tied_to.is_some() {
+            params.retain(|p| p.name != "weight");
+        }
+        params
     }
 
-    /// `y = x · Wᵀ (+ b)`.
+    fn tied_parameters(&self) -> Vec<(String, String)> {
+        self.tied_to
+            .iter()
+            .map(|owner| ("weight".to_string(), owner.clone()))
+            .collect()
+    }
+
+    /// `y = x · Wᵀ (+ b)`, every row of the last dimension.
     fn forward(&self, f: &mut ForwardPlan<'_>, x: Tensor) -> Result<(Tensor, Box<dyn Backward>)> {
-        let w = f.param("weight")?;
+        let w = self.weight(f)?;
         let b = self.bias.then(|| f.param("bias")).transpose()?;
-        let y = f.activation(&[self.out_features]);
+        let rows = x.numel() / self.in_features;
+        let mut out_shape = x.shape()[1..].to_vec();
+        *out_shape.last_mut().expect("resolved as 1-D or 2-D") = self.out_features;
+        let y = f.activation(&out_shape);
+        let (x2, y2) = (
+            x.reshape(&[rows, self.in_features])?,
+            y.reshape(&[rows, self.out_features])?,
+        );
         let opts = MatmulOpts {
             trans_b: true,
             bias: b.as_ref(),
             ..Default::default()
         };
-        f.push(matmul(f.ctx(), &x, &w, &y, opts)?);
+        f.push(matmul(f.ctx(), &x2, &w, &y2, opts)?);
         let backward = LinearBackward {
             x,
             w,
             bias: self.bias,
+            tied_to: self.tied_to.clone(),
         };
         Ok((y, Box::new(backward)))
     }
@@ -106,19 +176,26 @@ struct LinearBackward {
     x: Tensor,
     w: Tensor,
     bias: bool,
+    tied_to: Option<String>,
 }
 
 impl Backward for LinearBackward {
     /// `dW += dyᵀ · x`, `db += Σ_rows dy`, `dx = dy · W`.
     fn backward(&self, b: &mut BackwardPlan<'_>, dy: Tensor) -> Result<Option<Tensor>> {
         let ctx = b.ctx();
-        let dw = b.param_grad("weight")?;
+        let (rows, out) = (self.x.numel() / self.w.shape()[1], self.w.shape()[0]);
+        let x = self.x.reshape(&[rows, self.w.shape()[1]])?;
+        let dy = dy.reshape(&[rows, out])?;
+        let dw = match &self.tied_to {
+            Some(name) => b.param_grad_at(name)?,
+            None => b.param_grad("weight")?,
+        };
         let opts = MatmulOpts {
             trans_a: true,
             accumulate: true,
             ..Default::default()
         };
-        b.push(matmul(ctx, &dy, &self.x, &dw, opts)?);
+        b.push(matmul(ctx, &dy, &x, &dw, opts)?);
         if self.bias {
             let db = b.param_grad("bias")?;
             b.push(reduce::bias_grad(ctx, &dy, &db, true)?);
@@ -127,7 +204,8 @@ impl Backward for LinearBackward {
             return Ok(None);
         }
         let dx = b.input_grad(&self.x)?;
-        b.push(matmul(ctx, &dy, &self.w, &dx, MatmulOpts::default())?);
+        let dx2 = dx.reshape(x.shape())?;
+        b.push(matmul(ctx, &dy, &self.w, &dx2, MatmulOpts::default())?);
         Ok(Some(dx))
     }
 }

@@ -27,10 +27,11 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 
-pub use super::plan::{BackwardPlan, ForwardPlan};
+use super::model::NamedLayer;
+pub use super::plan::{BackwardPlan, ForwardPlan, PrecisionWalk};
 use crate::amp::policy::Op;
 use crate::error::Result;
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 
 /// Parses one layer's fields (the object under its key) into its config.
 pub type ParseConfig = fn(serde_json::Value) -> serde_json::Result<Box<dyn LayerConfig>>;
@@ -92,6 +93,24 @@ pub trait Layer: fmt::Debug + Send + Sync {
         Vec::new()
     }
 
+    /// Parameters this layer uses but another owns: (name relative to this layer, the
+    /// owner's full name). GPT's `lm_head.weight` is `transformer.wte.weight`.
+    fn tied_parameters(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
+    /// The layers this one is made of (a residual's branch), for descriptions.
+    fn sublayers(&self) -> &[NamedLayer] {
+        &[]
+    }
+
+    /// The dtype of the output for an input planned in `compute` (the dtype the policy
+    /// chose for this layer), for the precision map. A layer made of layers walks them.
+    fn walk_precision(&self, w: &mut PrecisionWalk<'_>, compute: DType) -> DType {
+        let _ = w;
+        compute
+    }
+
     /// Stage 3: plan the forward pass of `x` (already in the dtype the policy chose, which
     /// [`ForwardPlan::dtype`] tells). Returns the output and the layer's backward.
     fn forward(&self, f: &mut ForwardPlan<'_>, x: Tensor) -> Result<(Tensor, Box<dyn Backward>)>;
@@ -110,20 +129,45 @@ pub trait Backward {
 pub enum Init {
     /// U(-bound, bound): PyTorch's default for Linear and Conv2d (kaiming_uniform_ with
     /// a = √5 for weights, 1/sqrt(fan_in) for biases; see [`init_bound`]).
-    Uniform { bound: f32 },
+    Uniform {
+        bound: f32,
+    },
+    /// N(0, std²): nanoGPT's init for Linear and Embedding weights.
+    Normal {
+        std: f32,
+    },
+    Zeros,
+    Ones,
 }
 
 /// A parameter of a layer: name relative to the layer, shape, initialisation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParamDef {
-    pub name: &'static str,
+    pub name: String,
     pub shape: Vec<usize>,
     pub init: Init,
 }
 
 impl ParamDef {
+    pub fn new(name: &str, shape: Vec<usize>, init: Init) -> Self {
+        Self {
+            name: name.to_string(),
+            shape,
+            init,
+        }
+    }
+
     pub fn numel(&self) -> usize {
         self.shape.iter().product()
+    }
+
+    /// The same parameter seen from a containing layer: `weight` under `ln_1` is
+    /// `ln_1.weight`.
+    pub fn under(self, prefix: &str) -> Self {
+        Self {
+            name: format!("{prefix}.{}", self.name),
+            ..self
+        }
     }
 }
 
@@ -147,17 +191,9 @@ pub fn default_weight_and_bias(
         bound: init_bound(fan_in),
     };
     let out = weight_shape[0];
-    let mut params = vec![ParamDef {
-        name: "weight",
-        shape: weight_shape,
-        init,
-    }];
+    let mut params = vec![ParamDef::new("weight", weight_shape, init)];
     if bias {
-        params.push(ParamDef {
-            name: "bias",
-            shape: vec![out],
-            init,
-        });
+        params.push(ParamDef::new("bias", vec![out], init));
     }
     params
 }
