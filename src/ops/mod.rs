@@ -5,7 +5,9 @@
 
 pub mod conv;
 pub mod elementwise;
+pub mod embedding;
 pub mod histogram;
+pub mod layernorm;
 pub mod loss;
 pub mod matmul;
 pub mod pool;
@@ -43,6 +45,8 @@ pub fn all_variants() -> Result<Vec<Variant>> {
     v.extend(crate::amp::round::variants()?);
     v.extend(matmul::variants()?);
     v.extend(histogram::variants()?);
+    v.extend(layernorm::variants()?);
+    v.extend(embedding::variants()?);
     Ok(v)
 }
 
