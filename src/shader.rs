@@ -36,6 +36,7 @@ pub const SHADERS: &[(&str, &str)] = &[
     ("histogram", include_str!("../shaders/histogram.wgsl")),
     ("layernorm", include_str!("../shaders/layernorm.wgsl")),
     ("embedding", include_str!("../shaders/embedding.wgsl")),
+    ("sample", include_str!("../shaders/sample.wgsl")),
 ];
 
 const PRELUDE: &str = include_str!("../shaders/prelude.wgsl");

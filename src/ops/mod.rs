@@ -12,6 +12,7 @@ pub mod loss;
 pub mod matmul;
 pub mod pool;
 pub mod reduce;
+pub mod sample;
 
 use crate::error::Result;
 use crate::gpu::Kernel;
@@ -47,6 +48,7 @@ pub fn all_variants() -> Result<Vec<Variant>> {
     v.extend(histogram::variants()?);
     v.extend(layernorm::variants()?);
     v.extend(embedding::variants()?);
+    v.extend(sample::variants()?);
     Ok(v)
 }
 
