@@ -16,8 +16,9 @@
 //! - weight and bias gradients, deterministic without float atomics: the rows are cut into
 //!   `chunks` fixed chunks of `chunk_rows` rows (a function of R only); thread (chunk, c) sums
 //!   `dy·x̂` and `dy` over its chunk's rows in row order into a scratch buffer, then thread c
-//!   adds the chunk sums in chunk order to `dweight[c]` / `dbias[c]`. O(R·C) work, span
-//!   O(chunk_rows + chunks) ≈ O(√R)-ish (at most 256 chunks).
+//!   adds the chunk sums in chunk order to `dweight[c]` / `dbias[c]`. `chunk_rows =
+//!   max(32, ⌈R/256⌉)`, so at most 256 chunks: O(R·C) work, span O(R/256 + 256); scratch
+//!   `chunks·C` f32 (twice that with a bias), allocated when the backward is planned.
 
 use super::{Arg, KernelDesc, grid_1d};
 use crate::error::{Error, Result};
