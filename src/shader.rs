@@ -34,6 +34,9 @@ pub const SHADERS: &[(&str, &str)] = &[
     ("amp", include_str!("../shaders/amp.wgsl")),
     ("matmul", include_str!("../shaders/matmul.wgsl")),
     ("histogram", include_str!("../shaders/histogram.wgsl")),
+    ("layernorm", include_str!("../shaders/layernorm.wgsl")),
+    ("embedding", include_str!("../shaders/embedding.wgsl")),
+    ("sample", include_str!("../shaders/sample.wgsl")),
 ];
 
 const PRELUDE: &str = include_str!("../shaders/prelude.wgsl");

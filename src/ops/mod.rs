@@ -5,11 +5,14 @@
 
 pub mod conv;
 pub mod elementwise;
+pub mod embedding;
 pub mod histogram;
+pub mod layernorm;
 pub mod loss;
 pub mod matmul;
 pub mod pool;
 pub mod reduce;
+pub mod sample;
 
 use crate::error::Result;
 use crate::gpu::Kernel;
@@ -43,6 +46,9 @@ pub fn all_variants() -> Result<Vec<Variant>> {
     v.extend(crate::amp::round::variants()?);
     v.extend(matmul::variants()?);
     v.extend(histogram::variants()?);
+    v.extend(layernorm::variants()?);
+    v.extend(embedding::variants()?);
+    v.extend(sample::variants()?);
     Ok(v)
 }
 

@@ -1,0 +1,221 @@
+// Token + position embedding (nanoGPT: x = wte(idx) + wpe(pos)), forward and backward.
+// The backward is a deterministic scatter-add: instead of float atomics, the positions of
+// each token are gathered into a sorted index on the GPU (a stable counting sort by token:
+// per-chunk counts, a scan over chunks, a scan over the vocabulary, a fill), then one thread
+// per (token, column) sums its positions in increasing order. Same inputs, same bits.
+
+#tensor wte 1 read
+// Without a position table the Rust side binds `wte` here and sets has_wpe = 0.
+#tensor wpe 2 read
+#tensor y 3 read_write
+#tensor dy 4 read
+#tensor dwte 5 read_write
+#tensor dwpe 6 read_write
+// Token ids, [B*T] u32.
+@group(0) @binding(7) var<storage, read> tokens: array<u32>;
+// [chunks, V]: occurrences of each token in each chunk of positions; then, per token, the
+// occurrences in the earlier chunks; then (during the fill) a running slot counter.
+@group(0) @binding(8) var<storage, read_write> chunk_counts: array<u32>;
+// [V + 1]: occurrences of each token; then the exclusive prefix sum (start of each token's
+// segment of `order`, offsets[V] = number of valid tokens).
+@group(0) @binding(9) var<storage, read_write> offsets: array<u32>;
+// [B*T]: positions sorted by token, increasing within a token.
+@group(0) @binding(10) var<storage, read_write> order: array<u32>;
+
+struct Params {
+    n: u32,       // positions: B * T
+    t: u32,       // sequence length T
+    cols: u32,    // embedding width C
+    vocab: u32,   // V (rows of wte)
+    has_wpe: u32,
+    chunk: u32,   // positions per chunk of the counting sort
+    chunks: u32,  // ceil(n / chunk)
+    batch: u32,   // B
+}
+@group(0) @binding(0) var<uniform> params: Params;
+
+const WG: u32 = 256u;
+
+fn flat_index(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return gid.x + gid.y * nwg.x * WG;
+}
+
+// A quiet NaN (the bitcast of a run-time value: a NaN const-expression is an error in WGSL).
+fn f32_from_bits(bits: u32) -> f32 {
+    return bitcast<f32>(bits);
+}
+
+// ---- forward ------------------------------------------------------------------------------
+
+// Element e of y [n, C]: wte[tokens[i], c] + wpe[i mod T, c]. A token outside [0, V) is never
+// used as an index; its row of y is NaN instead (as cross-entropy does with a bad label), so
+// the loss shows it.
+fn embed(e: u32) -> f32 {
+    let i = e / params.cols;
+    let c = e - i * params.cols;
+    let tok = tokens[i];
+    if (tok >= params.vocab) {
+        return f32_from_bits(0x7fc00000u);
+    }
+    var v = wte_load(tok * params.cols + c);
+    if (params.has_wpe != 0u) {
+        v = v + wpe_load((i % params.t) * params.cols + c);
+    }
+    return v;
+}
+
+// One thread per element pair of y (whole words for packed storages).
+@compute @workgroup_size(WG)
+fn embedding_forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let p = flat_index(gid, nwg);
+    let total = params.n * params.cols;
+    let e = 2u * p;
+    if (e >= total) {
+        return;
+    }
+    if (e + 1u < total) {
+        y_store2(e, vec2<f32>(embed(e), embed(e + 1u)));
+    } else {
+        y_store(e, embed(e));
+    }
+}
+
+// ---- backward: deterministic index of positions by token ----------------------------------
+
+// 1. Thread g (a chunk of `chunk` positions): count each token's occurrences in its chunk.
+//    O(V + chunk) per thread.
+@compute @workgroup_size(WG)
+fn embedding_chunk_counts(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let g = flat_index(gid, nwg);
+    if (g >= params.chunks) {
+        return;
+    }
+    let row = g * params.vocab;
+    for (var v = 0u; v < params.vocab; v = v + 1u) {
+        chunk_counts[row + v] = 0u;
+    }
+    let first = g * params.chunk;
+    let last = min(first + params.chunk, params.n);
+    for (var i = first; i < last; i = i + 1u) {
+        let tok = tokens[i];
+        if (tok < params.vocab) { // invalid tokens are skipped
+            chunk_counts[row + tok] = chunk_counts[row + tok] + 1u;
+        }
+    }
+}
+
+// 2. Thread v: exclusive scan of token v's chunk counts over the chunks, in chunk order;
+//    its total goes to offsets[v]. O(chunks) per thread.
+@compute @workgroup_size(WG)
+fn embedding_chunk_scan(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let v = flat_index(gid, nwg);
+    if (v >= params.vocab) {
+        return;
+    }
+    var running = 0u;
+    for (var g = 0u; g < params.chunks; g = g + 1u) {
+        let i = g * params.vocab + v;
+        let count = chunk_counts[i];
+        chunk_counts[i] = running;
+        running = running + count;
+    }
+    offsets[v] = running;
+}
+
+var<workgroup> scan_scratch: array<u32, WG>;
+
+// 3. One workgroup: offsets[0..V] becomes its exclusive prefix sum, offsets[V] the total.
+//    Thread l owns a contiguous block of ceil(V / WG) entries; block totals are scanned in
+//    workgroup memory (Hillis-Steele). O(V / WG + log WG) span.
+@compute @workgroup_size(WG)
+fn embedding_offsets(@builtin(local_invocation_id) lid3: vec3<u32>) {
+    let lid = lid3.x;
+    let per = (params.vocab + WG - 1u) / WG;
+    let first = min(lid * per, params.vocab);
+    let last = min(first + per, params.vocab);
+    var total = 0u;
+    for (var v = first; v < last; v = v + 1u) {
+        total = total + offsets[v];
+    }
+    scan_scratch[lid] = total;
+    workgroupBarrier();
+    for (var d = 1u; d < WG; d = d << 1u) {
+        var s = scan_scratch[lid];
+        if (lid >= d) {
+            s = s + scan_scratch[lid - d];
+        }
+        workgroupBarrier();
+        scan_scratch[lid] = s;
+        workgroupBarrier();
+    }
+    var running = scan_scratch[lid] - total; // exclusive prefix of this block
+    for (var v = first; v < last; v = v + 1u) {
+        let count = offsets[v];
+        offsets[v] = running;
+        running = running + count;
+    }
+    if (lid == WG - 1u) {
+        offsets[params.vocab] = scan_scratch[WG - 1u];
+    }
+}
+
+// 4. Thread g: place each position of its chunk, in increasing order, at its slot:
+//    offsets[tok] + (occurrences in earlier chunks) + (earlier occurrences in this chunk).
+//    O(chunk) per thread.
+@compute @workgroup_size(WG)
+fn embedding_fill(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let g = flat_index(gid, nwg);
+    if (g >= params.chunks) {
+        return;
+    }
+    let row = g * params.vocab;
+    let first = g * params.chunk;
+    let last = min(first + params.chunk, params.n);
+    for (var i = first; i < last; i = i + 1u) {
+        let tok = tokens[i];
+        if (tok < params.vocab) {
+            let slot = offsets[tok] + chunk_counts[row + tok];
+            chunk_counts[row + tok] = chunk_counts[row + tok] + 1u;
+            order[slot] = i;
+        }
+    }
+}
+
+// ---- backward: the sums -----------------------------------------------------------------------
+
+// 5. Thread (v, c): dwte[v, c] += sum of dy[i, c] over token v's positions i, in increasing
+//    order. Tokens absent from the batch leave their row untouched (bit for bit).
+@compute @workgroup_size(WG)
+fn embedding_wte_grad(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let t = flat_index(gid, nwg);
+    if (t >= params.vocab * params.cols) {
+        return;
+    }
+    let v = t / params.cols;
+    let c = t - v * params.cols;
+    let begin = offsets[v];
+    let end = offsets[v + 1u];
+    if (begin == end) {
+        return;
+    }
+    var acc = 0.0;
+    for (var k = begin; k < end; k = k + 1u) {
+        acc = acc + dy_load(order[k] * params.cols + c);
+    }
+    dwte_store(t, dwte_load(t) + acc);
+}
+
+// 6. Thread (t, c): dwpe[t, c] += sum over b of dy[b, t, c], in batch order.
+@compute @workgroup_size(WG)
+fn embedding_wpe_grad(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_index(gid, nwg);
+    if (i >= params.t * params.cols) {
+        return;
+    }
+    let stride = params.t * params.cols;
+    var acc = 0.0;
+    for (var b = 0u; b < params.batch; b = b + 1u) {
+        acc = acc + dy_load(b * stride + i);
+    }
+    dwpe_store(i, dwpe_load(i) + acc);
+}

@@ -1,0 +1,225 @@
+// LayerNorm over the last dim of x [rows, C] (torch.nn.LayerNorm(C), biased variance,
+// rstd = 1 / sqrt(var + eps)), forward and backward. Statistics and all math in f32 whatever
+// the storages; two-pass statistics (mean, then the centred sum of squares).
+// Deterministic: row reductions are fixed-order workgroup trees, and the weight and bias
+// gradients are summed over fixed chunks of rows into a scratch buffer, then over the chunks
+// in chunk order (no float atomics), so the same inputs give the same bits every run.
+
+#tensor x 1 read
+#tensor weight 2 read
+// Without a bias the Rust side binds `weight` here and sets has_bias = 0; it is never read.
+#tensor bias 3 read
+#tensor y 4 read_write
+// Statistics written by the forward (f32) ...
+#tensor mean_out 5 read_write
+#tensor rstd_out 6 read_write
+// ... and read by the backward (separate names keep the backward's bindings read-only).
+#tensor dy 7 read
+#tensor mean 8 read
+#tensor rstd 9 read
+#tensor dx 10 read_write
+#tensor dweight 11 read_write
+// Without a bias the Rust side binds `dweight` here and sets has_bias = 0; it is never touched.
+#tensor dbias 12 read_write
+// Per-chunk partial sums of the parameter gradients: [chunks, C] of sum dy * xhat, then (with
+// a bias) [chunks, C] of sum dy.
+@group(0) @binding(13) var<storage, read_write> partials: array<f32>;
+
+struct Params {
+    rows: u32,
+    cols: u32,
+    eps: f32,
+    has_bias: u32,
+    chunk_rows: u32, // rows per chunk of the parameter-gradient first pass
+    chunks: u32,     // ceil(rows / chunk_rows)
+    _pad0: u32,
+    _pad1: u32,
+}
+@group(0) @binding(0) var<uniform> params: Params;
+
+// Threads per row (forward and input gradient), and per workgroup of the flat kernels.
+const ROW_WG: u32 = 64u;
+const WG: u32 = 256u;
+
+var<workgroup> scratch: array<vec2<f32>, ROW_WG>;
+
+// Sums of both components over the workgroup in a fixed tree order; every thread gets them.
+fn row_sum2(lid: u32, v: vec2<f32>) -> vec2<f32> {
+    workgroupBarrier(); // earlier readers of scratch are done
+    scratch[lid] = v;
+    workgroupBarrier();
+    for (var s = ROW_WG / 2u; s > 0u; s = s >> 1u) {
+        if (lid < s) {
+            scratch[lid] = scratch[lid] + scratch[lid + s];
+        }
+        workgroupBarrier();
+    }
+    return scratch[0];
+}
+
+fn row_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return wid.x + wid.y * nwg.x;
+}
+
+// ---- forward ------------------------------------------------------------------------------
+
+fn ln_y(base: u32, j: u32, mu: f32, rs: f32) -> f32 {
+    var v = ((x_load(base + j) - mu) * rs) * weight_load(j);
+    if (params.has_bias != 0u) {
+        v = v + bias_load(j);
+    }
+    return v;
+}
+
+// One workgroup per row: mean, then variance of the centred values, then y. Packed y: pairs
+// inside the row are written whole (store2); an odd first or last element shares its word
+// with the neighbouring row and goes through the per-half store.
+@compute @workgroup_size(ROW_WG)
+fn layernorm_forward(
+    @builtin(local_invocation_id) lid3: vec3<u32>,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let row = row_index(wid, nwg);
+    if (row >= params.rows) {
+        return; // whole workgroup: barriers stay in uniform control flow
+    }
+    let lid = lid3.x;
+    let n = params.cols;
+    let base = row * n;
+    var s = 0.0;
+    for (var j = lid; j < n; j = j + ROW_WG) {
+        s = s + x_load(base + j);
+    }
+    let mu = row_sum2(lid, vec2<f32>(s, 0.0)).x / f32(n);
+    var ss = 0.0;
+    for (var j = lid; j < n; j = j + ROW_WG) {
+        let d = x_load(base + j) - mu;
+        ss = ss + d * d;
+    }
+    let variance = row_sum2(lid, vec2<f32>(ss, 0.0)).x / f32(n);
+    let rs = 1.0 / sqrt(variance + params.eps);
+    if (lid == 0u) {
+        mean_out_store(row, mu);
+        rstd_out_store(row, rs);
+    }
+    let end = base + n;
+    if ((base & 1u) == 1u && lid == 0u) {
+        y_store(base, ln_y(base, 0u, mu, rs));
+    }
+    let first_pair = (base + 1u) & ~1u;
+    for (var i = first_pair + 2u * lid; i < end; i = i + 2u * ROW_WG) {
+        let j = i - base;
+        if (i + 1u < end) {
+            y_store2(i, vec2<f32>(ln_y(base, j, mu, rs), ln_y(base, j + 1u, mu, rs)));
+        } else {
+            y_store(i, ln_y(base, j, mu, rs));
+        }
+    }
+}
+
+// ---- backward: input gradient ---------------------------------------------------------------
+
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * weight, xhat = (x - mean) * rstd.
+fn ln_dx(base: u32, j: u32, mu: f32, rs: f32, mg: f32, mgx: f32) -> f32 {
+    let xhat = (x_load(base + j) - mu) * rs;
+    let g = dy_load(base + j) * weight_load(j);
+    return rs * ((g - mg) - xhat * mgx);
+}
+
+@compute @workgroup_size(ROW_WG)
+fn layernorm_backward_dx(
+    @builtin(local_invocation_id) lid3: vec3<u32>,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let row = row_index(wid, nwg);
+    if (row >= params.rows) {
+        return;
+    }
+    let lid = lid3.x;
+    let n = params.cols;
+    let base = row * n;
+    let mu = mean_load(row);
+    let rs = rstd_load(row);
+    var acc = vec2<f32>(0.0, 0.0);
+    for (var j = lid; j < n; j = j + ROW_WG) {
+        let xhat = (x_load(base + j) - mu) * rs;
+        let g = dy_load(base + j) * weight_load(j);
+        acc = acc + vec2<f32>(g, g * xhat);
+    }
+    let sums = row_sum2(lid, acc);
+    let mg = sums.x / f32(n);
+    let mgx = sums.y / f32(n);
+    let end = base + n;
+    if ((base & 1u) == 1u && lid == 0u) {
+        dx_store(base, ln_dx(base, 0u, mu, rs, mg, mgx));
+    }
+    let first_pair = (base + 1u) & ~1u;
+    for (var i = first_pair + 2u * lid; i < end; i = i + 2u * ROW_WG) {
+        let j = i - base;
+        if (i + 1u < end) {
+            dx_store2(i, vec2<f32>(ln_dx(base, j, mu, rs, mg, mgx), ln_dx(base, j + 1u, mu, rs, mg, mgx)));
+        } else {
+            dx_store(i, ln_dx(base, j, mu, rs, mg, mgx));
+        }
+    }
+}
+
+// ---- backward: weight and bias gradients ------------------------------------------------------
+
+// First pass: thread (k, c) sums dy * xhat and dy over the rows of chunk k, in row order.
+// Neighbouring threads take neighbouring columns (coalesced loads).
+@compute @workgroup_size(WG)
+fn layernorm_param_partials(
+    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let t = gid.x + gid.y * nwg.x * WG;
+    let n = params.cols;
+    if (t >= params.chunks * n) {
+        return;
+    }
+    let k = t / n;
+    let c = t - k * n;
+    let first = k * params.chunk_rows;
+    let last = min(first + params.chunk_rows, params.rows);
+    var pw = 0.0;
+    var pb = 0.0;
+    for (var r = first; r < last; r = r + 1u) {
+        let i = r * n + c;
+        let g = dy_load(i);
+        let xhat = (x_load(i) - mean_load(r)) * rstd_load(r);
+        pw = pw + g * xhat;
+        pb = pb + g;
+    }
+    partials[t] = pw;
+    if (params.has_bias != 0u) {
+        partials[params.chunks * n + t] = pb;
+    }
+}
+
+// Second pass: thread c adds the chunk sums, in chunk order, to dweight[c] (and dbias[c]).
+@compute @workgroup_size(WG)
+fn layernorm_param_final(
+    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let c = gid.x + gid.y * nwg.x * WG;
+    let n = params.cols;
+    if (c >= n) {
+        return;
+    }
+    var sw = 0.0;
+    var sb = 0.0;
+    for (var k = 0u; k < params.chunks; k = k + 1u) {
+        sw = sw + partials[k * n + c];
+        if (params.has_bias != 0u) {
+            sb = sb + partials[(params.chunks + k) * n + c];
+        }
+    }
+    dweight_store(c, dweight_load(c) + sw);
+    if (params.has_bias != 0u) {
+        dbias_store(c, dbias_load(c) + sb);
+    }
+}

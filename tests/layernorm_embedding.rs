@@ -1,0 +1,731 @@
+//! LayerNorm and token + position embedding against f64 / f32 CPU references on f32, native
+//! f16, packed f16 and bf16 storages: LayerNorm forward, backward (analytic reference and
+//! finite differences), constant rows and deterministic weight gradients; embedding forward,
+//! invalid tokens, and the deterministic scatter-add backward (repeated and absent tokens,
+//! accumulation, bit-identical runs).
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{assert_close, ctx, ctx_native, ctx_packed, rand_vec};
+use webgpu_amp::gpu::{GpuBuffer, Kernel};
+use webgpu_amp::ops::embedding::{embedding_backward, embedding_forward};
+use webgpu_amp::ops::layernorm::{layernorm_backward, layernorm_forward};
+use webgpu_amp::{DType, GpuContext, Tensor};
+
+const EPS: f32 = 1e-5;
+
+/// The storages under test: f32, native f16 and bf16 on the preferred context, packed f16.
+fn cases() -> Vec<(&'static str, &'static GpuContext, DType)> {
+    vec![
+        ("f32", ctx(), DType::F32),
+        ("native", ctx_native(), DType::F16),
+        ("native", ctx_native(), DType::BF16),
+        ("packed", ctx_packed(), DType::F16),
+    ]
+}
+
+/// Relative size of one unit in the last place of a dtype (the output rounding).
+fn ulp(dtype: DType) -> f32 {
+    match dtype {
+        DType::F32 => 2f32.powi(-22),
+        DType::F16 => 2f32.powi(-10),
+        DType::BF16 => 2f32.powi(-7),
+    }
+}
+
+fn quantised(n: usize, seed: u64, scale: f32, dtype: DType) -> Vec<f32> {
+    rand_vec(n, seed)
+        .iter()
+        .map(|&v| dtype.round(v * scale))
+        .collect()
+}
+
+fn upload(ctx: &GpuContext, data: &[f32], shape: &[usize], dtype: DType) -> Tensor {
+    Tensor::from_f32(ctx, data, shape, dtype).unwrap()
+}
+
+fn run(ctx: &GpuContext, kernels: &[Kernel]) {
+    ctx.run(&kernels.iter().collect::<Vec<_>>());
+}
+
+fn raw_u32(ctx: &GpuContext, data: &[u32]) -> Arc<GpuBuffer> {
+    let b = ctx.alloc_storage("test u32", 4 * data.len().max(1) as u64);
+    ctx.queue
+        .write_buffer(b.raw(), 0, bytemuck::cast_slice(data));
+    b
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+// ---- LayerNorm --------------------------------------------------------------------------------
+
+struct LnRef {
+    y: Vec<f64>,
+    mean: Vec<f64>,
+    rstd: Vec<f64>,
+}
+
+/// PyTorch's LayerNorm forward in f64: biased variance, rstd = 1 / sqrt(var + eps).
+fn ln_forward_ref(x: &[f32], w: &[f32], b: Option<&[f32]>, cols: usize) -> LnRef {
+    let rows = x.len() / cols;
+    let mut r = LnRef {
+        y: vec![0.0; x.len()],
+        mean: vec![0.0; rows],
+        rstd: vec![0.0; rows],
+    };
+    for row in 0..rows {
+        let xs = &x[row * cols..(row + 1) * cols];
+        let mean = xs.iter().map(|&v| v as f64).sum::<f64>() / cols as f64;
+        let var = xs.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / cols as f64;
+        let rstd = 1.0 / (var + EPS as f64).sqrt();
+        for c in 0..cols {
+            let bias = b.map_or(0.0, |b| b[c] as f64);
+            r.y[row * cols + c] = (xs[c] as f64 - mean) * rstd * w[c] as f64 + bias;
+        }
+        r.mean[row] = mean;
+        r.rstd[row] = rstd;
+    }
+    r
+}
+
+/// The analytic backward in f64: (dx, dweight, dbias).
+fn ln_backward_ref(
+    dy: &[f32],
+    x: &[f32],
+    w: &[f32],
+    cols: usize,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let f = ln_forward_ref(x, w, None, cols);
+    let rows = x.len() / cols;
+    let mut dx = vec![0.0; x.len()];
+    let mut dw = vec![0.0; cols];
+    let mut db = vec![0.0; cols];
+    for row in 0..rows {
+        let i0 = row * cols;
+        let xhat: Vec<f64> = (0..cols)
+            .map(|c| (x[i0 + c] as f64 - f.mean[row]) * f.rstd[row])
+            .collect();
+        let g: Vec<f64> = (0..cols).map(|c| dy[i0 + c] as f64 * w[c] as f64).collect();
+        let mg = g.iter().sum::<f64>() / cols as f64;
+        let mgx = g.iter().zip(&xhat).map(|(a, b)| a * b).sum::<f64>() / cols as f64;
+        for c in 0..cols {
+            dx[i0 + c] = f.rstd[row] * (g[c] - mg - xhat[c] * mgx);
+            dw[c] += dy[i0 + c] as f64 * xhat[c];
+            db[c] += dy[i0 + c] as f64;
+        }
+    }
+    (dx, dw, db)
+}
+
+fn to_f32(v: &[f64]) -> Vec<f32> {
+    v.iter().map(|&x| x as f32).collect()
+}
+
+/// Forward outputs of one GPU LayerNorm: (y, mean, rstd).
+fn gpu_ln_forward(
+    ctx: &GpuContext,
+    (xv, wv, bv): (&[f32], &[f32], Option<&[f32]>),
+    (rows, cols): (usize, usize),
+    (act, param): (DType, DType),
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let x = upload(ctx, xv, &[rows, cols], act);
+    let w = upload(ctx, wv, &[cols], param);
+    let b = bv.map(|b| upload(ctx, b, &[cols], param));
+    let y = Tensor::zeros(ctx, &[rows, cols], act);
+    let mean = Tensor::zeros(ctx, &[rows], DType::F32);
+    let rstd = Tensor::zeros(ctx, &[rows], DType::F32);
+    let k = layernorm_forward(ctx, &x, &w, b.as_ref(), &y, &mean, &rstd, EPS).unwrap();
+    run(ctx, &[k]);
+    (
+        y.read_f32(ctx).unwrap(),
+        mean.read_f32(ctx).unwrap(),
+        rstd.read_f32(ctx).unwrap(),
+    )
+}
+
+#[test]
+fn layernorm_forward_matches_reference_on_every_storage() {
+    // Odd C: rows of packed storages start mid-word (per-half stores at the row edges).
+    for (name, ctx, act) in cases() {
+        for param in [DType::F32, act] {
+            for (rows, cols) in [(5usize, 37usize), (3, 64), (1, 1)] {
+                for with_bias in [true, false] {
+                    let xv: Vec<f32> = quantised(rows * cols, 1, 2.0, act)
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &v)| act.round(v + (i / cols) as f32 * 0.5))
+                        .collect();
+                    let wv = quantised(cols, 2, 1.5, param);
+                    let bv = quantised(cols, 3, 1.0, param);
+                    let b = with_bias.then_some(bv.as_slice());
+                    let (y, mean, rstd) =
+                        gpu_ln_forward(ctx, (&xv, &wv, b), (rows, cols), (act, param));
+                    let want = ln_forward_ref(&xv, &wv, b, cols);
+                    let what =
+                        format!("{name} x={act} w={param} [{rows}, {cols}] bias={with_bias}");
+                    // f32 statistics of <= 64 values; then the output rounding of y.
+                    assert_close(
+                        &format!("{what} y"),
+                        &y,
+                        &to_f32(&want.y),
+                        2e-5,
+                        ulp(act).max(2e-6),
+                    );
+                    assert_close(
+                        &format!("{what} mean"),
+                        &mean,
+                        &to_f32(&want.mean),
+                        1e-6,
+                        1e-5,
+                    );
+                    assert_close(
+                        &format!("{what} rstd"),
+                        &rstd,
+                        &to_f32(&want.rstd),
+                        0.0,
+                        1e-5,
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn layernorm_constant_rows_give_the_bias_and_finite_gradients() {
+    let ctx = ctx();
+    let cols = 48;
+    let values = [0.5f32, -3.0, 0.0, 0.1, 1000.25];
+    let rows = values.len();
+    let xv: Vec<f32> = values
+        .iter()
+        .flat_map(|&v| std::iter::repeat_n(v, cols))
+        .collect();
+    let wv = quantised(cols, 4, 1.0, DType::F32);
+    let bv = quantised(cols, 5, 1.0, DType::F32);
+    let (y, mean, rstd) = gpu_ln_forward(
+        ctx,
+        (&xv, &wv, Some(&bv)),
+        (rows, cols),
+        (DType::F32, DType::F32),
+    );
+    let rstd_eps = 1.0 / EPS.sqrt();
+    for (r, &v) in values.iter().enumerate() {
+        assert!(
+            (mean[r] - v).abs() <= 4e-7 * v.abs(),
+            "row {r}: mean {}",
+            mean[r]
+        );
+        assert!(
+            (rstd[r] - rstd_eps).abs() <= 1e-3 * rstd_eps,
+            "row {r}: rstd {} (want 1/sqrt(eps) = {rstd_eps})",
+            rstd[r]
+        );
+        // y = bias up to (x − mean)·rstd·w: the f32 mean can be a few ulp off v, and rstd
+        // (~316) amplifies that (PyTorch behaves the same); a row of zeros is exact.
+        let row = &y[r * cols..(r + 1) * cols];
+        let tol = 4.0 * v.abs() * 2f32.powi(-23) * rstd_eps;
+        assert_close(&format!("constant row {v}: y"), row, &bv, tol, 0.0);
+    }
+    // Backward of constant rows: finite, and the analytic formula with the GPU's statistics.
+    let dyv = quantised(rows * cols, 6, 1.0, DType::F32);
+    let x = upload(ctx, &xv, &[rows, cols], DType::F32);
+    let w = upload(ctx, &wv, &[cols], DType::F32);
+    let dy = upload(ctx, &dyv, &[rows, cols], DType::F32);
+    let mean_t = upload(ctx, &mean, &[rows], DType::F32);
+    let rstd_t = upload(ctx, &rstd, &[rows], DType::F32);
+    let dx = Tensor::zeros(ctx, &[rows, cols], DType::F32);
+    let dw = Tensor::zeros(ctx, &[cols], DType::F32);
+    let db = Tensor::zeros(ctx, &[cols], DType::F32);
+    let ks = layernorm_backward(ctx, &dy, &x, &w, &mean_t, &rstd_t, &dx, &dw, Some(&db)).unwrap();
+    run(ctx, &ks);
+    let dx = dx.read_f32(ctx).unwrap();
+    assert!(
+        dx.iter().all(|v| v.is_finite()),
+        "dx of constant rows is finite"
+    );
+    let mut dw_want = vec![0.0f64; cols];
+    for r in 0..rows {
+        let i0 = r * cols;
+        let (mu, rs) = (mean[r] as f64, rstd[r] as f64);
+        let xhat: Vec<f64> = (0..cols).map(|c| (xv[i0 + c] as f64 - mu) * rs).collect();
+        let g: Vec<f64> = (0..cols)
+            .map(|c| dyv[i0 + c] as f64 * wv[c] as f64)
+            .collect();
+        let mg = g.iter().sum::<f64>() / cols as f64;
+        let mgx = g.iter().zip(&xhat).map(|(a, b)| a * b).sum::<f64>() / cols as f64;
+        let want: Vec<f32> = (0..cols)
+            .map(|c| (rs * (g[c] - mg - xhat[c] * mgx)) as f32)
+            .collect();
+        assert_close(
+            &format!("constant row {r}: dx"),
+            &dx[i0..i0 + cols],
+            &want,
+            1e-3,
+            1e-5,
+        );
+        for c in 0..cols {
+            dw_want[c] += dyv[i0 + c] as f64 * xhat[c];
+        }
+    }
+    let (_, _, db_want) = ln_backward_ref(&dyv, &xv, &wv, cols);
+    let dbv = db.read_f32(ctx).unwrap();
+    assert_close("constant rows: dbias", &dbv, &to_f32(&db_want), 1e-5, 1e-5);
+    let dwv = dw.read_f32(ctx).unwrap();
+    assert_close(
+        "constant rows: dweight",
+        &dwv,
+        &to_f32(&dw_want),
+        1e-4,
+        1e-4,
+    );
+}
+
+/// GPU backward outputs: (dx, dweight, dbias) after adding into `prev_w` / `prev_b`.
+#[allow(clippy::type_complexity)]
+fn gpu_ln_backward(
+    ctx: &GpuContext,
+    (dyv, xv, wv): (&[f32], &[f32], &[f32]),
+    (rows, cols): (usize, usize),
+    (act, param): (DType, DType),
+    prev: (&[f32], Option<&[f32]>),
+) -> (Vec<f32>, Vec<f32>, Option<Vec<f32>>) {
+    let x = upload(ctx, xv, &[rows, cols], act);
+    let w = upload(ctx, wv, &[cols], param);
+    let dy = upload(ctx, dyv, &[rows, cols], act);
+    let y = Tensor::zeros(ctx, &[rows, cols], act);
+    let mean = Tensor::zeros(ctx, &[rows], DType::F32);
+    let rstd = Tensor::zeros(ctx, &[rows], DType::F32);
+    let dx = Tensor::zeros(ctx, &[rows, cols], act);
+    let dw = upload(ctx, prev.0, &[cols], DType::F32);
+    let db = prev.1.map(|p| upload(ctx, p, &[cols], DType::F32));
+    let mut ks = vec![layernorm_forward(ctx, &x, &w, None, &y, &mean, &rstd, EPS).unwrap()];
+    ks.extend(layernorm_backward(ctx, &dy, &x, &w, &mean, &rstd, &dx, &dw, db.as_ref()).unwrap());
+    run(ctx, &ks);
+    (
+        dx.read_f32(ctx).unwrap(),
+        dw.read_f32(ctx).unwrap(),
+        db.map(|d| d.read_f32(ctx).unwrap()),
+    )
+}
+
+#[test]
+fn layernorm_backward_matches_the_analytic_reference_on_every_storage() {
+    // 100 rows: 4 chunks of 32 rows in the weight-gradient reduction (the last one partial).
+    for (name, ctx, act) in cases() {
+        for param in [DType::F32, act] {
+            for (rows, cols) in [(100usize, 37usize), (2, 64)] {
+                for with_bias in [true, false] {
+                    let xv = quantised(rows * cols, 11, 2.0, act);
+                    let wv = quantised(cols, 12, 1.5, param);
+                    let dyv = quantised(rows * cols, 13, 1.0, act);
+                    // Gradients accumulate (+=) into what is there.
+                    let prev_w = quantised(cols, 14, 1.0, DType::F32);
+                    let prev_b = quantised(cols, 15, 1.0, DType::F32);
+                    let (dx, dw, db) = gpu_ln_backward(
+                        ctx,
+                        (&dyv, &xv, &wv),
+                        (rows, cols),
+                        (act, param),
+                        (&prev_w, with_bias.then_some(prev_b.as_slice())),
+                    );
+                    let (dx_want, dw_want, db_want) = ln_backward_ref(&dyv, &xv, &wv, cols);
+                    let what =
+                        format!("{name} x={act} w={param} [{rows}, {cols}] bias={with_bias}");
+                    assert_close(
+                        &format!("{what} dx"),
+                        &dx,
+                        &to_f32(&dx_want),
+                        5e-5,
+                        ulp(act).max(1e-5),
+                    );
+                    let acc = |want: &[f64], prev: &[f32]| -> Vec<f32> {
+                        want.iter()
+                            .zip(prev)
+                            .map(|(w, p)| (w + *p as f64) as f32)
+                            .collect()
+                    };
+                    // f32 sums of 100 terms of size <= ~4.
+                    assert_close(
+                        &format!("{what} dweight"),
+                        &dw,
+                        &acc(&dw_want, &prev_w),
+                        1e-4,
+                        1e-5,
+                    );
+                    match db {
+                        Some(db) => assert_close(
+                            &format!("{what} dbias"),
+                            &db,
+                            &acc(&db_want, &prev_b),
+                            1e-4,
+                            1e-5,
+                        ),
+                        None => assert!(!with_bias),
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn layernorm_gradients_match_finite_differences_f32() {
+    // L = sum(R * layernorm(x; w, b)) in f64 on the CPU: dL/dy = R. Central differences of
+    // the CPU forward check the GPU's dx, dweight and dbias (and so the reference's formula).
+    let (rows, cols) = (3usize, 8usize);
+    let xv = rand_vec(rows * cols, 21);
+    let wv: Vec<f32> = rand_vec(cols, 22).iter().map(|v| v + 1.5).collect();
+    let bv = rand_vec(cols, 23);
+    let r = rand_vec(rows * cols, 24);
+    let loss = |x: &[f64], w: &[f64], b: &[f64]| -> f64 {
+        let mut l = 0.0;
+        for row in 0..rows {
+            let xs = &x[row * cols..(row + 1) * cols];
+            let mean = xs.iter().sum::<f64>() / cols as f64;
+            let var = xs.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / cols as f64;
+            let rstd = 1.0 / (var + EPS as f64).sqrt();
+            for c in 0..cols {
+                l += r[row * cols + c] as f64 * ((xs[c] - mean) * rstd * w[c] + b[c]);
+            }
+        }
+        l
+    };
+    let f64s = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
+    let (x64, w64, b64) = (f64s(&xv), f64s(&wv), f64s(&bv));
+    let h = 1e-5;
+    let fd = |which: usize, i: usize| -> f32 {
+        let mut args = [x64.clone(), w64.clone(), b64.clone()];
+        args[which][i] += h;
+        let up = loss(&args[0], &args[1], &args[2]);
+        args[which][i] -= 2.0 * h;
+        let down = loss(&args[0], &args[1], &args[2]);
+        ((up - down) / (2.0 * h)) as f32
+    };
+    let fd_dx: Vec<f32> = (0..rows * cols).map(|i| fd(0, i)).collect();
+    let fd_dw: Vec<f32> = (0..cols).map(|i| fd(1, i)).collect();
+    let fd_db: Vec<f32> = (0..cols).map(|i| fd(2, i)).collect();
+    let zeros = vec![0.0; cols];
+    let (dx, dw, db) = gpu_ln_backward(
+        ctx(),
+        (&r, &xv, &wv),
+        (rows, cols),
+        (DType::F32, DType::F32),
+        (&zeros, Some(&zeros)),
+    );
+    assert_close("dx vs finite differences", &dx, &fd_dx, 1e-4, 1e-4);
+    assert_close("dweight vs finite differences", &dw, &fd_dw, 1e-4, 1e-4);
+    assert_close(
+        "dbias vs finite differences",
+        &db.unwrap(),
+        &fd_db,
+        1e-4,
+        1e-4,
+    );
+}
+
+#[test]
+fn layernorm_weight_gradients_are_deterministic() {
+    // 1000 rows: 32 chunks of 32 rows. Two runs from the same state give the same bits.
+    let ctx = ctx();
+    let (rows, cols) = (1000usize, 48usize);
+    let xv = rand_vec(rows * cols, 31);
+    let wv = rand_vec(cols, 32);
+    let dyv = rand_vec(rows * cols, 33);
+    let zeros = vec![0.0; cols];
+    let run_once = || {
+        gpu_ln_backward(
+            ctx,
+            (&dyv, &xv, &wv),
+            (rows, cols),
+            (DType::F32, DType::F32),
+            (&zeros, Some(&zeros)),
+        )
+    };
+    let (dx1, dw1, db1) = run_once();
+    let (dx2, dw2, db2) = run_once();
+    assert_eq!(bits(&dw1), bits(&dw2), "dweight bits");
+    assert_eq!(bits(&db1.unwrap()), bits(&db2.unwrap()), "dbias bits");
+    assert_eq!(bits(&dx1), bits(&dx2), "dx bits");
+    let (_, dw_want, _) = ln_backward_ref(&dyv, &xv, &wv, cols);
+    assert_close("dweight of 1000 rows", &dw1, &to_f32(&dw_want), 1e-4, 1e-5);
+}
+
+#[test]
+fn layernorm_rejects_bad_shapes_and_storages() {
+    let ctx = ctx();
+    let x = Tensor::zeros(ctx, &[4, 8], DType::F32);
+    let w = Tensor::zeros(ctx, &[8], DType::F32);
+    let y = Tensor::zeros(ctx, &[4, 8], DType::F32);
+    let stat = Tensor::zeros(ctx, &[4], DType::F32);
+    let x3 = Tensor::zeros(ctx, &[2, 2, 8], DType::F32);
+    assert!(layernorm_forward(ctx, &x3, &w, None, &x3, &stat, &stat, EPS).is_err());
+    let w7 = Tensor::zeros(ctx, &[7], DType::F32);
+    assert!(layernorm_forward(ctx, &x, &w7, None, &y, &stat, &stat, EPS).is_err());
+    let stat16 = Tensor::zeros(ctx, &[4], DType::F16);
+    assert!(layernorm_forward(ctx, &x, &w, None, &y, &stat16, &stat, EPS).is_err());
+    let dw16 = Tensor::zeros(ctx, &[8], DType::BF16);
+    assert!(layernorm_backward(ctx, &y, &x, &w, &stat, &stat, &y, &dw16, None).is_err());
+    assert!(layernorm_forward(ctx, &x, &w, None, &y, &stat, &stat, EPS).is_ok());
+}
+
+// ---- embedding --------------------------------------------------------------------------------
+
+/// y = wte[tok] + wpe[t] in f32, rounded to y's dtype: exactly what the kernel computes.
+fn embedding_ref(
+    tokens: &[u32],
+    wte: &[f32],
+    wpe: Option<&[f32]>,
+    (t, cols): (usize, usize),
+    out: DType,
+) -> Vec<f32> {
+    let vocab = wte.len() / cols;
+    let mut y = Vec::new();
+    for (i, &tok) in tokens.iter().enumerate() {
+        for c in 0..cols {
+            if tok as usize >= vocab {
+                y.push(f32::NAN);
+                continue;
+            }
+            let mut v = wte[tok as usize * cols + c];
+            if let Some(wpe) = wpe {
+                v += wpe[(i % t) * cols + c];
+            }
+            y.push(out.round(v));
+        }
+    }
+    y
+}
+
+fn random_tokens(n: usize, vocab: u32, seed: u64) -> Vec<u32> {
+    rand_vec(n, seed)
+        .iter()
+        .map(|&v| (((v + 1.0) * 0.5 * vocab as f32) as u32).min(vocab - 1))
+        .collect()
+}
+
+#[test]
+fn embedding_forward_matches_reference_on_every_storage() {
+    let (batch, t, t_max, vocab, cols) = (3usize, 4usize, 6usize, 11usize, 5usize);
+    let tokens = random_tokens(batch * t, vocab as u32, 41);
+    for (name, ctx, act) in cases() {
+        for table in [DType::F32, act] {
+            for with_wpe in [true, false] {
+                let wte_v = quantised(vocab * cols, 42, 1.0, table);
+                let wpe_v = quantised(t_max * cols, 43, 0.5, table);
+                let tok_buf = raw_u32(ctx, &tokens);
+                let wte = upload(ctx, &wte_v, &[vocab, cols], table);
+                let wpe = upload(ctx, &wpe_v, &[t_max, cols], table);
+                let y = Tensor::zeros(ctx, &[batch, t, cols], act);
+                let k =
+                    embedding_forward(ctx, &tok_buf, &wte, with_wpe.then_some(&wpe), &y, batch, t)
+                        .unwrap();
+                run(ctx, &[k]);
+                let want = embedding_ref(
+                    &tokens,
+                    &wte_v,
+                    with_wpe.then_some(wpe_v.as_slice()),
+                    (t, cols),
+                    act,
+                );
+                // One f32 add and one rounding: bit-exact.
+                assert_eq!(
+                    bits(&y.read_f32(ctx).unwrap()),
+                    bits(&want),
+                    "{name} y={act} tables={table} wpe={with_wpe}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn embedding_forward_marks_invalid_tokens_with_nan_and_stays_in_bounds() {
+    let ctx = ctx();
+    let (vocab, cols) = (4usize, 3usize);
+    let tokens = [1u32, 4, 3, u32::MAX];
+    let wte_v = rand_vec(vocab * cols, 44);
+    let wte = upload(ctx, &wte_v, &[vocab, cols], DType::F32);
+    let y = Tensor::zeros(ctx, &[1, 4, cols], DType::F32);
+    let k = embedding_forward(ctx, &raw_u32(ctx, &tokens), &wte, None, &y, 1, 4).unwrap();
+    run(ctx, &[k]);
+    let got = y.read_f32(ctx).unwrap();
+    let want = embedding_ref(&tokens, &wte_v, None, (4, cols), DType::F32);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+            "element {i}: {g} vs {w}"
+        );
+    }
+    assert!(got[3..6].iter().chain(&got[9..12]).all(|v| v.is_nan()));
+    assert!(got[..3].iter().chain(&got[6..9]).all(|v| v.is_finite()));
+}
+
+/// dwte (+)= and dwpe (+)= in f32, each sum in increasing position order: bit-exact with the
+/// kernel's order.
+fn embedding_backward_ref(
+    tokens: &[u32],
+    dy: &[f32],
+    (dwte, dwpe): (&mut [f32], &mut [f32]),
+    (batch, t, cols): (usize, usize, usize),
+) {
+    let vocab = dwte.len() / cols;
+    for v in 0..vocab {
+        let positions: Vec<usize> = (0..tokens.len())
+            .filter(|&i| tokens[i] as usize == v)
+            .collect();
+        if positions.is_empty() {
+            continue;
+        }
+        for c in 0..cols {
+            let acc = positions.iter().fold(0.0f32, |a, &i| a + dy[i * cols + c]);
+            dwte[v * cols + c] += acc;
+        }
+    }
+    for tc in 0..t * cols {
+        let acc = (0..batch).fold(0.0f32, |a, b| a + dy[b * t * cols + tc]);
+        dwpe[tc] += acc;
+    }
+}
+
+fn gpu_embedding_backward(
+    ctx: &GpuContext,
+    tokens: &[u32],
+    dyv: &[f32],
+    act: DType,
+    (prev_wte, prev_wpe): (&[f32], &[f32]),
+    (batch, t, cols): (usize, usize, usize),
+) -> (Vec<f32>, Vec<f32>) {
+    let vocab = prev_wte.len() / cols;
+    let t_max = prev_wpe.len() / cols;
+    let dy = upload(ctx, dyv, &[batch, t, cols], act);
+    let dwte = upload(ctx, prev_wte, &[vocab, cols], DType::F32);
+    let dwpe = upload(ctx, prev_wpe, &[t_max, cols], DType::F32);
+    let ks = embedding_backward(
+        ctx,
+        &raw_u32(ctx, tokens),
+        &dy,
+        &dwte,
+        Some(&dwpe),
+        batch,
+        t,
+    )
+    .unwrap();
+    assert_eq!(ks.len(), 6);
+    run(ctx, &ks);
+    (dwte.read_f32(ctx).unwrap(), dwpe.read_f32(ctx).unwrap())
+}
+
+#[test]
+fn embedding_backward_is_a_deterministic_scatter_add() {
+    // 5 x 120 = 600 positions: three chunks of the counting sort. Tokens 0..13 with 12 and 5
+    // absent, token 3 very frequent, plus invalid tokens (skipped). The previous gradient holds
+    // -0.0 and other values that must stay untouched, bit for bit, where nothing is added.
+    let (batch, t, t_max, vocab, cols) = (5usize, 120usize, 130usize, 13usize, 6usize);
+    let mut tokens = random_tokens(batch * t, 12, 51);
+    for (i, tok) in tokens.iter_mut().enumerate() {
+        if *tok == 5 {
+            *tok = 3;
+        }
+        if i % 7 == 0 {
+            *tok = 3;
+        }
+    }
+    tokens[17] = vocab as u32; // invalid: skipped
+    tokens[400] = u32::MAX;
+    for (name, ctx, act) in cases() {
+        let dyv = quantised(batch * t * cols, 52, 1.0, act);
+        let mut prev_wte = quantised(vocab * cols, 53, 1.0, DType::F32);
+        prev_wte[5 * cols] = -0.0;
+        prev_wte[12 * cols + 1] = -0.0;
+        let mut prev_wpe = quantised(t_max * cols, 54, 1.0, DType::F32);
+        prev_wpe[t_max * cols - 1] = -0.0;
+        let (dwte, dwpe) = gpu_embedding_backward(
+            ctx,
+            &tokens,
+            &dyv,
+            act,
+            (&prev_wte, &prev_wpe),
+            (batch, t, cols),
+        );
+        let (mut want_wte, mut want_wpe) = (prev_wte.clone(), prev_wpe.clone());
+        embedding_backward_ref(
+            &tokens,
+            &dyv,
+            (&mut want_wte, &mut want_wpe),
+            (batch, t, cols),
+        );
+        assert_eq!(bits(&dwte), bits(&want_wte), "{name} dy={act}: dwte");
+        assert_eq!(bits(&dwpe), bits(&want_wpe), "{name} dy={act}: dwpe");
+        // Absent tokens (5, 12) and rows T.. of dwpe: untouched bit for bit.
+        assert_eq!(
+            bits(&dwte[5 * cols..6 * cols]),
+            bits(&prev_wte[5 * cols..6 * cols])
+        );
+        assert_eq!(
+            bits(&dwte[12 * cols..13 * cols]),
+            bits(&prev_wte[12 * cols..13 * cols])
+        );
+        assert_eq!(bits(&dwpe[t * cols..]), bits(&prev_wpe[t * cols..]));
+        // And a second run from the same state: the same bits.
+        let (dwte2, dwpe2) = gpu_embedding_backward(
+            ctx,
+            &tokens,
+            &dyv,
+            act,
+            (&prev_wte, &prev_wpe),
+            (batch, t, cols),
+        );
+        assert_eq!(bits(&dwte2), bits(&dwte), "{name}: dwte run to run");
+        assert_eq!(bits(&dwpe2), bits(&dwpe), "{name}: dwpe run to run");
+    }
+}
+
+#[test]
+fn embedding_backward_replayed_kernels_accumulate_and_reset_their_index() {
+    // The kernels are planned once and replayed every step: a second replay adds the same
+    // gradient again (+=), with the index rebuilt from scratch (no stale counters).
+    let ctx = ctx();
+    let (batch, t, vocab, cols) = (2usize, 300usize, 7usize, 4usize);
+    let tokens = random_tokens(batch * t, vocab as u32, 61);
+    let dyv: Vec<f32> = rand_vec(batch * t * cols, 62)
+        .iter()
+        .map(|v| (v * 8.0).round() / 8.0)
+        .collect();
+    let dy = upload(ctx, &dyv, &[batch, t, cols], DType::F32);
+    let dwte = Tensor::zeros(ctx, &[vocab, cols], DType::F32);
+    let ks = embedding_backward(ctx, &raw_u32(ctx, &tokens), &dy, &dwte, None, batch, t).unwrap();
+    assert_eq!(ks.len(), 5);
+    run(ctx, &ks);
+    run(ctx, &ks);
+    let mut want = vec![0.0f32; vocab * cols];
+    let mut unused = vec![0.0f32; t * cols];
+    embedding_backward_ref(&tokens, &dyv, (&mut want, &mut unused), (batch, t, cols));
+    // Multiples of 1/8 summed over <= 600 terms: exact, so twice the sum is exactly 2x.
+    let twice: Vec<f32> = want.iter().map(|v| 2.0 * v).collect();
+    assert_eq!(bits(&dwte.read_f32(ctx).unwrap()), bits(&twice));
+}
+
+#[test]
+fn embedding_rejects_bad_shapes() {
+    let ctx = ctx();
+    let wte = Tensor::zeros(ctx, &[10, 4], DType::F32);
+    let wpe = Tensor::zeros(ctx, &[3, 4], DType::F32);
+    let y = Tensor::zeros(ctx, &[2, 4, 4], DType::F32);
+    let tokens = raw_u32(ctx, &[0; 8]);
+    // T = 4 > T_max = 3.
+    assert!(embedding_forward(ctx, &tokens, &wte, Some(&wpe), &y, 2, 4).is_err());
+    // Too few tokens.
+    let short = raw_u32(ctx, &[0; 7]);
+    assert!(embedding_forward(ctx, &short, &wte, None, &y, 2, 4).is_err());
+    // y of the wrong size.
+    assert!(embedding_forward(ctx, &tokens, &wte, None, &wte, 2, 4).is_err());
+    // f16 gradient tables.
+    let dwte16 = Tensor::zeros(ctx, &[10, 4], DType::F16);
+    assert!(embedding_backward(ctx, &tokens, &y, &dwte16, None, 2, 4).is_err());
+    assert!(embedding_forward(ctx, &tokens, &wte, None, &y, 2, 4).is_ok());
+}
