@@ -12,9 +12,9 @@ use webgpu_amp::data::{DataSource, Labels, Split};
 use webgpu_amp::nn::network::LossKind;
 use webgpu_amp::nn::spec::{ModelSpec, preset};
 use webgpu_amp::optim::OptimizerConfig;
-use webgpu_amp::train::StepConfig;
 use webgpu_amp::train::checkpoint::Checkpoint;
 use webgpu_amp::train::run::{Event, Run, RunConfig, RunSummary};
+use webgpu_amp::train::{StepConfig, default_loss};
 use webgpu_amp::{Error, GpuContext, Result};
 
 use super::DeviceArgs;
@@ -120,13 +120,6 @@ pub struct Prepared {
     pub loss: LossKind,
 }
 
-pub fn parse_dataset(s: &str) -> Result<DataSource> {
-    if s == "default" {
-        return Ok(DataSource::EmbeddedMnist);
-    }
-    s.parse()
-}
-
 impl TrainCommon {
     /// Checks the flags that need no data or GPU, so a typo fails at once.
     pub fn validate_args(&self) -> Result<()> {
@@ -173,7 +166,7 @@ impl TrainCommon {
     }
 
     pub fn prepare(&self) -> Result<Prepared> {
-        let split = parse_dataset(&self.dataset)?.load(true)?;
+        let split = self.dataset.parse::<DataSource>()?.load(true)?;
         let train = &split.train;
         let out = train.output_dim();
         let model = self.model.clone().unwrap_or_else(|| {
@@ -200,8 +193,7 @@ impl TrainCommon {
         };
         let loss = match &self.loss {
             Some(l) => LossKind::parse(l)?,
-            None if train.y.is_classification() => LossKind::CrossEntropy,
-            None => LossKind::Mse,
+            None => default_loss(&train.y),
         };
         match (&train.y, loss) {
             (Labels::Targets { .. }, LossKind::CrossEntropy) => {
@@ -227,7 +219,7 @@ impl TrainCommon {
                 .find(|&(_, &l)| l as usize >= *outputs)
         {
             return Err(Error::Data(format!(
-                "{}: label {bad} of sample {i} is out of range for the model's {outputs} outputs                  (cross-entropy needs labels in 0..{outputs})",
+                "{}: label {bad} of sample {i} is out of range for the model's {outputs} outputs (cross-entropy needs labels in 0..{outputs})",
                 train.name
             )));
         }
@@ -507,6 +499,8 @@ pub fn print_summary(runs: &[&RunSummary]) {
         ),
         ("skipped steps", row(&|r| r.skipped_steps.to_string())),
         ("final scale", row(&|r| r.final_scale.to_string())),
+        ("host waits", row(&|r| r.host_waits.to_string())),
+        ("throttle waits", row(&|r| r.throttle_waits.to_string())),
     ];
     println!(
         "adapter: {} (f16 storage: {})",
