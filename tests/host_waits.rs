@@ -297,3 +297,38 @@ fn readback_ring_is_fifo_and_waits_for_one_slot() {
     ring.wait_oldest(&ctx).unwrap();
     assert_eq!(ctx.host_waits() - before, ring.waits());
 }
+
+/// `bench step` reports the waits of its timed steps: the throttle waits plus the one wait
+/// for the last step.
+#[test]
+fn bench_step_reports_host_and_throttle_waits() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_webgpu-amp"))
+        .args([
+            "bench",
+            "step",
+            "--models",
+            "mlp",
+            "--precisions",
+            "f32,amp-f16",
+        ])
+        .args(["--steps", "12", "--batch-size", "8", "--json"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let steps: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["kind"] == "step")
+        .collect();
+    assert!(steps.len() >= 2, "{stdout}");
+    for v in steps {
+        let waits = v["host_waits"].as_u64().expect("host_waits");
+        let throttles = v["throttle_waits"].as_u64().expect("throttle_waits");
+        assert_eq!(waits, throttles + 1, "{v}");
+    }
+}
