@@ -6,6 +6,7 @@ mod compare;
 mod gui;
 mod info;
 mod plot;
+mod progress;
 mod train;
 
 use clap::{Args, Parser, Subcommand};
