@@ -99,7 +99,7 @@ impl EvalProbe {
         self.next_step = if submitted >= last {
             u64::MAX
         } else {
-            (submitted + every).min(last)
+            submitted.saturating_add(every).min(last)
         };
         Ok(())
     }
