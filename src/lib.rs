@@ -9,9 +9,9 @@
 //! - [`optim`]: fused SGD, Adam and AdamW over flat parameter buffers
 //! - [`data`]: data sets (embedded MNIST, IDX, Fashion-MNIST, safetensors, synthetic), batching
 //! - [`nn`]: model descriptions, flat parameter storage, the planned network
-//! - [`train`]: the planned training step, the training loop, checkpoints
-//! - [`app`]: the egui app (f16 and f32 paths side by side), native and web
-//! - `web` (wasm32 only): the browser entry point `start(canvas_id)` and autorun
+//! - [`train`]: the planned training step, the one training loop (`train::Run`), checkpoints
+//! - [`app`]: the egui app (f16 and f32 paths side by side), native and web (the browser
+//!   entry point `start(canvas_id)` is `app/web.rs`, wasm32 only)
 
 pub mod amp;
 pub mod app;
@@ -24,8 +24,6 @@ pub mod optim;
 pub mod shader;
 pub mod tensor;
 pub mod train;
-#[cfg(target_arch = "wasm32")]
-pub mod web;
 
 pub use error::{Error, Result};
 pub use gpu::{BackendChoice, F16Storage, F16StorageChoice, GpuContext, GpuOptions};

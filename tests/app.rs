@@ -221,8 +221,8 @@ fn precision_map_snapshot() {
 }
 
 /// Drive a session the way the browser page's autorun does (one frame at a time, nothing
-/// blocking) until it publishes its result.
-fn autorun(query: &str, ctx: webgpu_amp::GpuContext) -> AutorunResult {
+/// blocking) until it has a result to publish; returns the session.
+fn finished_session(query: &str, ctx: webgpu_amp::GpuContext) -> Session {
     let run = Autorun::from_query(query)
         .unwrap()
         .expect("autorun asked for");
@@ -232,8 +232,8 @@ fn autorun(query: &str, ctx: webgpu_amp::GpuContext) -> AutorunResult {
     for _ in 0..20_000 {
         now += 1.0 / 60.0;
         session.tick(now);
-        if let Some(result) = AutorunResult::from_session(&session) {
-            return result;
+        if AutorunResult::from_session(&session).is_some() {
+            return session;
         }
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
@@ -241,6 +241,11 @@ fn autorun(query: &str, ctx: webgpu_amp::GpuContext) -> AutorunResult {
         "autorun `{query}` did not finish (status {})",
         session.status().label()
     );
+}
+
+/// The result the page publishes after an autorun.
+fn autorun(query: &str, ctx: webgpu_amp::GpuContext) -> AutorunResult {
+    AutorunResult::from_session(&finished_session(query, ctx)).expect("finished")
 }
 
 #[test]
@@ -285,5 +290,63 @@ fn autorun_with_a_bad_model_publishes_the_error() {
         r.error.as_deref().unwrap_or("").contains("resnet"),
         "{:?}",
         r.error
+    );
+}
+
+/// The app and the CLI share one training loop (`train::Run`): the same model, data set,
+/// precision, optimizer, batch size and seed give the same step stats, bit for bit, whether
+/// a session advances it frame by frame or `train --metrics` runs it.
+#[test]
+fn the_app_and_the_cli_train_the_same_steps() {
+    type Row = (u64, u32, u32, bool);
+    let steps = 12;
+    let query = format!(
+        "?autorun=1&precision=amp-f16&model=mlp&dataset=default&steps={steps}&batch=32&seed=3"
+    );
+    let session = finished_session(&query, common::ctx_owned());
+    assert_eq!(*session.status(), Status::Finished);
+    let app: Vec<Row> = session.runs()[0]
+        .history
+        .iter()
+        .map(|s| (s.step, s.loss.to_bits(), s.scale.to_bits(), s.skipped))
+        .collect();
+
+    let dir = std::env::temp_dir().join(format!("webgpu-amp-app-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let metrics = dir.join("metrics.jsonl");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_webgpu-amp"))
+        .args(["train", "--model", "mlp", "--precision", "amp-f16"])
+        .args(["--dataset", "default", "--steps", &steps.to_string()])
+        .args(["--batch-size", "32", "--seed", "3", "--optimizer", "adam"])
+        .args(["--lr", "0.001", "--no-validate", "--metrics"])
+        .arg(&metrics)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&metrics).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let cli: Vec<Row> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v.get("loss").is_some())
+        .map(|v| {
+            let f = |k: &str| serde_json::from_value::<f32>(v[k].clone()).unwrap();
+            let skipped = v["skipped"].as_bool().unwrap();
+            (
+                v["step"].as_u64().unwrap(),
+                f("loss").to_bits(),
+                f("scale").to_bits(),
+                skipped,
+            )
+        })
+        .collect();
+    assert_eq!(cli.len(), steps as usize);
+    assert_eq!(
+        app, cli,
+        "(step, loss bits, scale bits, skipped): app vs CLI"
     );
 }

@@ -133,12 +133,7 @@ fn batch_over_the_binding_limit_is_an_error_and_the_context_stays_usable() {
     let x = vec![0.5f32; 8 * 10];
     let y = vec![0.25f32; 8];
     run.trainer
-        .train_batch(
-            ctx,
-            8,
-            &x,
-            webgpu_amp::train::step::BatchTargets::Values(&y),
-        )
+        .train_batch(ctx, 8, &x, webgpu_amp::train::BatchTargets::Values(&y))
         .unwrap();
     let stats = run.trainer.finish(ctx).unwrap();
     assert_eq!(stats.len(), 1);

@@ -1,7 +1,8 @@
 //! Autorun: train one precision mode without clicks and publish a JSON result. The browser
 //! page does this for `index.html?autorun=1&precision=amp-f16&steps=100` (end-to-end tests
-//! and demos); nothing here touches the DOM, so the query parsing and the result are tested
-//! natively on the same [`Session`] the page drives.
+//! and demos); nothing here touches the DOM, so the query parsing, the progress line and
+//! the result are tested natively on the same [`Session`] the page drives. The page's
+//! entry (`web.rs`) only writes what [`AutorunPublisher`] hands it into the page.
 
 use serde::Serialize;
 
@@ -209,6 +210,46 @@ impl AutorunResult {
 
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("plain data serializes")
+    }
+}
+
+/// What the page shows for an autorun after a frame.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AutorunUpdate {
+    /// Still going: one line of progress for `#status`.
+    Progress(String),
+    /// Ended: the last status line and the result to publish (once).
+    Finished {
+        status: String,
+        result: AutorunResult,
+    },
+}
+
+/// Publishes an autorun's progress every frame and its result exactly once.
+#[derive(Clone, Debug, Default)]
+pub struct AutorunPublisher {
+    published: bool,
+}
+
+impl AutorunPublisher {
+    /// What to show after this frame; `None` once the result has been published.
+    pub fn update(&mut self, session: &Session) -> Option<AutorunUpdate> {
+        if self.published {
+            return None;
+        }
+        if let Some(result) = AutorunResult::from_session(session) {
+            self.published = true;
+            let status = format!("autorun done: {}", session.status().label());
+            return Some(AutorunUpdate::Finished { status, result });
+        }
+        let done = session.runs().first().map_or(0, |r| r.history.len());
+        Some(AutorunUpdate::Progress(match session.status() {
+            Status::Running => format!(
+                "autorun {}: step {done}/{}",
+                session.config.modes[0], session.config.steps
+            ),
+            other => format!("autorun: {}", other.label()),
+        }))
     }
 }
 

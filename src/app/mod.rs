@@ -1,19 +1,31 @@
 //! The egui app: f16 and f32 shader paths trained side by side, with the numerics made
 //! visible. The same app runs natively (`webgpu-amp gui`, eframe on wgpu) and in the
-//! browser (`crate::web`, WebGPU), so nothing here is native-only except [`run_native`].
+//! browser (WebGPU), from two thin, symmetric entry points: `native.rs` (`run_native`) and
+//! `web.rs` (`start(canvas_id)`, wasm32 only).
 //!
 //! Split the way egui's demo app is: [`App`] holds all UI state in one struct and draws one
 //! small function per panel (`setup`, `runs`, `scaling`, `precision`, `kernels`); the
-//! UI-free [`session::Session`] owns the GPU and the trainers and advances training inside
-//! frames without ever waiting on the GPU.
+//! UI-free [`session::Session`] owns the GPU and one [`crate::train::Run`] per mode and
+//! advances them inside frames through [`crate::train::Run::advance`], the training loop
+//! the CLI uses too, without ever waiting on the GPU. [`probes`] are the app's own
+//! asynchronous read-backs (validation, kernel profile, gradient histogram);
+//! [`autorun`] is the browser's click-free run and its published result.
 
 pub mod autorun;
+pub mod config;
+#[cfg(target_arch = "wasm32")]
+mod dom;
 pub mod kernels;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod native;
 pub mod precision;
+pub mod probes;
 pub mod runs;
 pub mod scaling;
 pub mod session;
 pub mod setup;
+#[cfg(target_arch = "wasm32")]
+pub mod web;
 
 use std::sync::Arc;
 
@@ -85,7 +97,8 @@ impl App {
 
     /// The app on the device eframe's wgpu renderer made (native and web): one device
     /// draws the UI and trains. Native f16 needs the renderer's device to have been created
-    /// with `shader-f16` (see [`run_native`]); otherwise f16 runs packed.
+    /// with `shader-f16` ([`GpuContext::device_descriptor`] asks for it); otherwise f16 runs
+    /// packed.
     pub fn from_creation_context(
         cc: &eframe::CreationContext<'_>,
         f16: F16StorageChoice,
@@ -226,63 +239,4 @@ pub fn mode_color(p: Precision) -> egui::Color32 {
         Precision::AmpBf16 => egui::Color32::from_rgb(52, 168, 83),
         Precision::F16 => egui::Color32::from_rgb(219, 68, 55),
     }
-}
-
-/// Options of the native window.
-#[cfg(not(target_arch = "wasm32"))]
-#[derive(Clone, Debug, Default)]
-pub struct NativeOptions {
-    pub gpu: crate::gpu::GpuOptions,
-    pub config: SessionConfig,
-    pub autostart: bool,
-    /// Window size in points.
-    pub size: Option<[f32; 2]>,
-}
-
-/// Open the app in a native window (eframe, wgpu renderer). The renderer's device is
-/// requested with the features and limits training wants (shader-f16, timestamp queries),
-/// on the backend and adapter the options name, so one device draws and trains.
-#[cfg(not(target_arch = "wasm32"))]
-pub fn run_native(options: NativeOptions) -> Result<()> {
-    use eframe::egui_wgpu::{WgpuConfiguration, WgpuSetup, WgpuSetupCreateNew};
-
-    let mut setup = WgpuSetupCreateNew::without_display_handle();
-    if options.gpu.backend != crate::gpu::BackendChoice::Auto {
-        setup.instance_descriptor.backends = options.gpu.backend.backends();
-    }
-    if let Some(want) = options.gpu.adapter.clone() {
-        let needle = want.to_lowercase();
-        setup.native_adapter_selector = Some(Arc::new(move |adapters, _surface| {
-            adapters
-                .iter()
-                .find(|a| a.get_info().name.to_lowercase().contains(&needle))
-                .cloned()
-                .ok_or_else(|| format!("no adapter name contains `{want}`"))
-        }));
-    }
-    setup.device_descriptor = Arc::new(GpuContext::device_descriptor);
-    let native = eframe::NativeOptions {
-        renderer: eframe::Renderer::Wgpu,
-        wgpu_options: WgpuConfiguration {
-            wgpu_setup: WgpuSetup::CreateNew(setup),
-            ..Default::default()
-        },
-        viewport: egui::ViewportBuilder::default()
-            .with_title("webgpu-amp")
-            .with_inner_size(options.size.unwrap_or([1280.0, 820.0])),
-        ..Default::default()
-    };
-    let f16 = options.gpu.f16_storage;
-    let config = options.config;
-    let autostart = options.autostart;
-    eframe::run_native(
-        "webgpu-amp",
-        native,
-        Box::new(move |cc| {
-            let mut app = App::from_creation_context(cc, f16, config)?;
-            app.autostart = autostart;
-            Ok(Box::new(app))
-        }),
-    )
-    .map_err(|e| Error::Gpu(format!("the app window failed: {e}")))
 }

@@ -1,282 +1,41 @@
-//! The app's controller, with no UI in it: it owns the [`GpuContext`] and one [`Trainer`]
-//! per selected precision mode, and advances training *inside frames*.
+//! The app's controller, with no UI in it: it owns the [`GpuContext`] and one
+//! [`train::Run`](Run) per selected precision mode, and advances training *inside frames*.
 //!
-//! Every frame ([`Session::tick`]) submits at most a few steps per running mode, and only
-//! when the trainer can take one without waiting ([`Trainer::can_submit`]); step stats come
-//! back through [`Trainer::poll_stats`] a few steps late. Validation accuracy, the gradient
-//! histogram and the kernel profile are GPU work whose results are copied into staging
-//! buffers and mapped asynchronously; a frame only polls the device (`PollType::Poll` on
-//! native, the browser's own event loop on the web) and picks up what has landed. Nothing
-//! here blocks on the GPU, so the same code runs in the browser.
+//! Every frame ([`Session::tick`]) calls [`Run::advance`] once per mode with a budget of a
+//! few steps (none while paused): the same training loop the CLI drives, which submits only
+//! what it can without waiting and hands back the step stats that have come back.
+//! Validation accuracy, the gradient histogram and the kernel profile ([`super::probes`])
+//! are GPU work read back through [`crate::gpu::ReadbackRing`]s, like the step stats; a
+//! frame only polls the device (`PollType::Poll` on native, the browser's own event loop on
+//! the web) and picks up what has landed. Nothing here blocks on the GPU, so the same code
+//! runs in the browser.
 //!
 //! All modes start from the same initial weights (`spec.init_params(seed)`) and see the same
-//! batches in the same order (one seeded [`Loader`]).
+//! batches in the same order (each run's loader is seeded alike).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
 
+pub use super::config::{DATASETS, OptimizerKind, SessionConfig, Status};
+use super::probes::eval::{EvalProbe, EvalSet};
+use super::probes::histogram::HistogramProbe;
+pub use super::probes::histogram::HistogramSnapshot;
+pub use super::probes::profile::KernelTime;
+use super::probes::profile::Profiler;
 use crate::amp::policy::{Policy, Precision, PrecisionRow};
 use crate::amp::scaler::ScalerConfig;
-use crate::data::{Batch, BatchLabels, DataSource, Loader, Split};
-use crate::error::{Error, Result};
-use crate::gpu::{GpuBuffer, GpuContext, Kernel};
-use crate::nn::{self as network, LossKind};
-use crate::nn::{ModelSpec, preset};
-use crate::ops::histogram::{self, GradHistograms, HistogramRange};
-use crate::optim::OptimizerConfig;
-use crate::train::{BatchTargets, StepConfig, StepStats, Trainer};
-
-/// Model presets the setup panel offers.
-pub const MODELS: [&str; 4] = ["mlp", "linear", "simple-cnn", "mnist-cnn"];
-/// Data sets the setup panel offers (`mnist` and `fashion-mnist` need
-/// `scripts/fetch-data.sh` first; the error says so).
-#[cfg(not(target_arch = "wasm32"))]
-pub const DATASETS: &[&str] = &["mnist-embedded", "fashion-mnist", "mnist", "synthetic:512"];
-/// Data sets the page offers: those in the wasm itself (a page reads no local files).
-#[cfg(target_arch = "wasm32")]
-pub const DATASETS: &[&str] = &["mnist-embedded", "synthetic:512"];
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OptimizerKind {
-    Sgd,
-    Adam,
-    AdamW,
-}
-
-impl OptimizerKind {
-    pub const ALL: [OptimizerKind; 3] = [Self::Sgd, Self::Adam, Self::AdamW];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Sgd => "SGD",
-            Self::Adam => "Adam",
-            Self::AdamW => "AdamW",
-        }
-    }
-
-    pub fn config(self, lr: f32) -> OptimizerConfig {
-        match self {
-            Self::Sgd => OptimizerConfig::sgd(lr),
-            Self::Adam => OptimizerConfig::adam(lr),
-            Self::AdamW => OptimizerConfig::adamw(lr),
-        }
-    }
-}
-
-/// What a session trains: the setup panel edits one of these, Start hands it over.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SessionConfig {
-    /// A preset name ([`MODELS`]).
-    pub model: String,
-    /// A data set name ([`DATASETS`], or anything [`DataSource`] parses).
-    pub dataset: String,
-    pub batch_size: usize,
-    pub optimizer: OptimizerKind,
-    pub lr: f32,
-    /// Optimizer steps per mode.
-    pub steps: u64,
-    pub seed: u64,
-    /// Modes to train side by side, in display order.
-    pub modes: Vec<Precision>,
-    /// GradScaler settings; `enabled` is per mode (on for amp-f16, as PyTorch recommends)
-    /// unless `scaler_everywhere` turns it on for every low-precision mode.
-    pub scaler: ScalerConfig,
-    pub scaler_everywhere: bool,
-    /// Most steps one mode submits per frame.
-    pub steps_per_frame: usize,
-    /// Validate every this many steps (and at the end), on `eval_samples` held-out samples.
-    pub eval_every: u64,
-    pub eval_samples: usize,
-    /// Profile every kernel of a step (GPU timestamps) every this many steps.
-    pub profile_every: u64,
-}
-
-impl Default for SessionConfig {
-    fn default() -> Self {
-        Self {
-            model: "mlp".into(),
-            dataset: "mnist-embedded".into(),
-            batch_size: 64,
-            optimizer: OptimizerKind::Adam,
-            lr: 1e-3,
-            steps: 300,
-            seed: 0,
-            modes: vec![Precision::F32, Precision::AmpF16],
-            scaler: ScalerConfig::default(),
-            scaler_everywhere: false,
-            steps_per_frame: 2,
-            eval_every: 50,
-            eval_samples: 512,
-            profile_every: 50,
-        }
-    }
-}
-
-impl SessionConfig {
-    /// Whether `precision` trains with the GradScaler under this config.
-    pub fn scaler_for(&self, precision: Precision) -> bool {
-        precision.scaler_enabled_by_default()
-            || (self.scaler_everywhere && precision != Precision::F32)
-    }
-
-    fn validate(&self) -> Result<()> {
-        if self.modes.is_empty() {
-            return Err(Error::InvalidArgument(
-                "select at least one precision mode".into(),
-            ));
-        }
-        if self.batch_size == 0 || self.steps == 0 || self.steps_per_frame == 0 {
-            return Err(Error::InvalidArgument(
-                "batch size, steps and steps per frame must be at least 1".into(),
-            ));
-        }
-        self.optimizer.config(self.lr).validate()?;
-        ScalerConfig {
-            enabled: true,
-            ..self.scaler
-        }
-        .validate()
-    }
-}
-
-/// Where the session is.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Status {
-    Idle,
-    /// Building one mode per frame (pipelines compile here).
-    Preparing {
-        built: usize,
-        total: usize,
-    },
-    Running,
-    Paused,
-    /// Stopped by the user; results stay on screen until Reset.
-    Stopped,
-    Finished,
-    Failed(String),
-}
-
-impl Status {
-    pub fn label(&self) -> String {
-        match self {
-            Status::Idle => "idle".into(),
-            Status::Preparing { built, total } => format!("preparing ({built}/{total} modes)"),
-            Status::Running => "running".into(),
-            Status::Paused => "paused".into(),
-            Status::Stopped => "stopped".into(),
-            Status::Finished => "finished".into(),
-            Status::Failed(e) => format!("failed: {e}"),
-        }
-    }
-}
-
-const FREE: u8 = 0;
-const PENDING: u8 = 1;
-const READY: u8 = 2;
-
-/// A staging buffer read back asynchronously: copy into it, [`AsyncRead::map`], and
-/// [`AsyncRead::take`] the bytes in a later frame once the map callback has fired.
-struct AsyncRead {
-    staging: Arc<GpuBuffer>,
-    state: Arc<AtomicU8>,
-    tag: u64,
-}
-
-impl AsyncRead {
-    fn new(ctx: &GpuContext, label: &str, bytes: u64) -> Self {
-        Self {
-            staging: ctx.alloc(
-                label,
-                bytes,
-                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            ),
-            state: Arc::new(AtomicU8::new(FREE)),
-            tag: 0,
-        }
-    }
-
-    fn is_free(&self) -> bool {
-        self.state.load(Ordering::Acquire) == FREE
-    }
-
-    fn in_flight(&self) -> bool {
-        !self.is_free()
-    }
-
-    /// Start mapping (after the submit that copies into the staging buffer).
-    fn map(&mut self, tag: u64) {
-        self.tag = tag;
-        self.state.store(PENDING, Ordering::Release);
-        let state = self.state.clone();
-        self.staging
-            .raw()
-            .slice(..)
-            .map_async(wgpu::MapMode::Read, move |r| {
-                // A failed map (device lost) leaves it pending: nothing more will come.
-                if r.is_ok() {
-                    state.store(READY, Ordering::Release);
-                }
-            });
-    }
-
-    /// The bytes and tag, once mapped; frees the buffer for the next read.
-    fn take(&mut self) -> Option<(u64, Vec<u8>)> {
-        if self.state.load(Ordering::Acquire) != READY {
-            return None;
-        }
-        let bytes = self
-            .staging
-            .raw()
-            .slice(..)
-            .get_mapped_range()
-            .ok()
-            .map(|v| v.to_vec());
-        self.staging.raw().unmap();
-        self.state.store(FREE, Ordering::Release);
-        bytes.map(|b| (self.tag, b))
-    }
-}
-
-fn words(bytes: &[u8]) -> Vec<u32> {
-    bytes
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
-/// Validation of one mode without waiting: per batch, the loss and correct count land in a
-/// slot of `counts`; then all slots are copied to the staging buffer and mapped.
-struct EvalProbe {
-    counts: Arc<GpuBuffer>,
-    read: AsyncRead,
-    next_step: u64,
-}
-
-/// Per-kernel GPU time of one mode's step, measured on a twin trainer (same model,
-/// precision and batch; its weights do not matter) so the real run is untouched: every
-/// kernel in its own compute pass with timestamp writes, resolved and mapped asynchronously.
-struct Profiler {
-    twin: Trainer,
-    query_set: wgpu::QuerySet,
-    resolve: Arc<GpuBuffer>,
-    read: AsyncRead,
-    labels: Vec<String>,
-    next_step: u64,
-}
-
-/// One kernel's GPU time in the latest profile of a mode.
-#[derive(Clone, Debug, PartialEq)]
-pub struct KernelTime {
-    pub label: String,
-    pub ms: f64,
-}
+use crate::data::{DataSource, Split};
+use crate::error::Result;
+use crate::gpu::GpuContext;
+use crate::nn::{self, LossKind, ModelSpec, preset};
+use crate::ops::histogram::HistogramRange;
+use crate::train::{Event, Run, RunConfig, StepConfig, StepStats, Trainer};
 
 /// One precision mode's run.
 pub struct ModeRun {
     pub precision: Precision,
     pub scaler_enabled: bool,
     pub batch_size: usize,
-    trainer: Trainer,
+    run: Run,
     /// Every finished step, in order (step `i + 1` at index `i`).
     pub history: Vec<StepStats>,
     /// (step, accuracy on the held-out samples).
@@ -289,15 +48,18 @@ pub struct ModeRun {
     /// weight copy, optimizer state, scaler, activations and their gradients. Everything is
     /// allocated once, so this is also its peak.
     pub memory_bytes: u64,
-    /// Optimizer steps submitted.
-    pub submitted: u64,
     eval: Option<EvalProbe>,
     profiler: Option<Profiler>,
 }
 
 impl ModeRun {
     pub fn trainer(&self) -> &Trainer {
-        &self.trainer
+        &self.run.trainer
+    }
+
+    /// Optimizer steps submitted.
+    pub fn submitted(&self) -> u64 {
+        self.run.progress.step
     }
 
     /// Latest GPU ms per step, if a profile has landed.
@@ -313,32 +75,18 @@ impl ModeRun {
     pub fn final_scale(&self) -> Option<f32> {
         self.history.last().map(|s| s.scale_after)
     }
-}
 
-/// The latest gradient histogram of the chosen mode and parameter.
-#[derive(Clone, Debug, PartialEq)]
-pub struct HistogramSnapshot {
-    pub precision: Precision,
-    pub param: String,
-    /// Steps submitted when it was taken (the histogram shows that step's gradients).
-    pub step: u64,
-    /// The scale the second histogram was multiplied by (the scaler's current scale).
-    pub scale: f32,
-    pub hist: GradHistograms,
-}
+    /// Steps, validations or profiles still on their way back.
+    fn in_flight(&self) -> bool {
+        self.run.steps_in_flight() > 0
+            || self.eval.as_ref().is_some_and(EvalProbe::in_flight)
+            || self.profiler.as_ref().is_some_and(Profiler::in_flight)
+    }
 
-struct HistogramProbe {
-    mode: usize,
-    param: String,
-    kernel: Kernel,
-    counts: Arc<GpuBuffer>,
-    read: AsyncRead,
-    last_step: u64,
-}
-
-/// Held-out batches for validation (full batches only, so the training network serves).
-struct EvalSet {
-    batches: Vec<Batch>,
+    /// Every step submitted and reported.
+    fn finished(&self) -> bool {
+        self.run.done() && self.run.steps_in_flight() == 0
+    }
 }
 
 /// Everything a started run needs from the data and the model.
@@ -347,7 +95,6 @@ struct Prepared {
     spec: ModelSpec,
     init: Vec<(String, Vec<f32>)>,
     loss: LossKind,
-    loader: Loader,
     eval: Option<EvalSet>,
 }
 
@@ -361,9 +108,6 @@ pub struct Session {
     prepared: Option<Prepared>,
     /// Cached data set, by name, so the precision map and restarts don't reload it.
     data_cache: Option<(String, Arc<Split>)>,
-    /// One epoch's batch order, shared by every mode.
-    epoch_batches: Option<(u64, Arc<Vec<Vec<usize>>>)>,
-    batch_buf: Option<Batch>,
     histogram: Option<HistogramProbe>,
     histogram_latest: Option<HistogramSnapshot>,
     histogram_range: HistogramRange,
@@ -381,8 +125,6 @@ impl Session {
             runs: Vec::new(),
             prepared: None,
             data_cache: None,
-            epoch_batches: None,
-            batch_buf: None,
             histogram: None,
             histogram_latest: None,
             histogram_range: HistogramRange::default(),
@@ -475,7 +217,6 @@ impl Session {
     pub fn reset(&mut self) {
         self.runs.clear();
         self.prepared = None;
-        self.epoch_batches = None;
         self.histogram = None;
         self.histogram_latest = None;
         self.running_secs = 0.0;
@@ -486,11 +227,11 @@ impl Session {
 
     /// Steps whose stats, evaluations, profiles or histograms are still on their way.
     pub fn in_flight(&self) -> bool {
-        self.runs.iter().any(|r| {
-            (r.history.len() as u64) < r.submitted
-                || r.eval.as_ref().is_some_and(|e| e.read.in_flight())
-                || r.profiler.as_ref().is_some_and(|p| p.read.in_flight())
-        }) || self.histogram.as_ref().is_some_and(|h| h.read.in_flight())
+        self.runs.iter().any(ModeRun::in_flight)
+            || self
+                .histogram
+                .as_ref()
+                .is_some_and(HistogramProbe::in_flight)
     }
 
     /// Advance one frame; `now` is the frame time in seconds. Returns whether another
@@ -521,33 +262,59 @@ impl Session {
             };
             return Ok(());
         }
-        if self.runs.is_empty() {
+        let Some(prepared) = &self.prepared else {
             return Ok(());
-        }
-        #[cfg(not(target_arch = "wasm32"))]
-        let _ = self.ctx.device.poll(wgpu::PollType::Poll);
+        };
         let running = self.status == Status::Running;
-        for m in 0..self.runs.len() {
-            if running {
-                self.submit_steps(m)?;
+        let budget = if running {
+            self.config.steps_per_frame
+        } else {
+            0
+        };
+        let ctx = &*self.ctx;
+        let config = &self.config;
+        for mode in &mut self.runs {
+            let advance = mode.run.advance(ctx, &prepared.split.train, budget)?;
+            for event in advance.events {
+                if let Event::Step { stats, .. } = event {
+                    mode.history.push(stats);
+                }
             }
-            let ctx = self.ctx.clone();
-            let run = &mut self.runs[m];
-            run.history.extend(run.trainer.poll_stats(&ctx));
-            self.collect_eval(m);
-            self.collect_profile(m);
-            if running {
-                self.maybe_eval(m)?;
-                self.maybe_profile(m)?;
+            if let (Some(probe), Some(set)) = (&mut mode.eval, &prepared.eval) {
+                mode.val_accuracy.extend(probe.take(set));
+                if running {
+                    let submitted = mode.run.progress.step;
+                    let trainer = &mut mode.run.trainer;
+                    probe.maybe_submit(
+                        ctx,
+                        trainer,
+                        set,
+                        submitted,
+                        config.eval_every,
+                        config.steps,
+                    )?;
+                }
+            }
+            if let Some(profiler) = &mut mode.profiler {
+                if let Some(p) = profiler.take(ctx) {
+                    mode.kernel_times = p.kernels;
+                    mode.gpu_ms.push((p.step, p.whole_ms));
+                }
+                if running {
+                    let submitted = mode.run.progress.step;
+                    let batch = mode.run.last_batch();
+                    profiler.maybe_submit(ctx, batch, submitted, config.profile_every)?;
+                }
             }
         }
-        self.collect_histogram()?;
-        self.maybe_histogram()?;
-        if running
-            && self.runs.iter().all(|r| {
-                r.submitted >= self.config.steps && r.history.len() as u64 >= self.config.steps
-            })
-        {
+        if let Some(h) = &mut self.histogram {
+            let mode = &self.runs[h.mode];
+            if let Some(snapshot) = h.take(mode.precision)? {
+                self.histogram_latest = Some(snapshot);
+            }
+            h.maybe_submit(ctx, mode.submitted())?;
+        }
+        if running && self.runs.iter().all(ModeRun::finished) {
             self.status = Status::Finished;
         }
         Ok(())
@@ -583,13 +350,8 @@ impl Session {
         precision: Precision,
     ) -> Result<Vec<PrecisionRow>> {
         let spec = self.model_spec(config)?;
-        let split = self.data(&config.dataset)?;
-        let loss = if split.train.y.is_classification() {
-            LossKind::CrossEntropy
-        } else {
-            LossKind::Mse
-        };
-        Ok(network::precision_map(&spec, &Policy::new(precision), loss))
+        let loss = LossKind::default_for(&self.data(&config.dataset)?.train.y);
+        Ok(nn::precision_map(&spec, &Policy::new(precision), loss))
     }
 
     /// Build what mode `index` needs (data and model first). One mode per frame.
@@ -598,106 +360,76 @@ impl Session {
             let config = self.config.clone();
             let split = self.data(&config.dataset)?;
             let spec = self.model_spec(&config)?;
-            let init = spec.init_params(config.seed);
-            let loss = if split.train.y.is_classification() {
-                LossKind::CrossEntropy
-            } else {
-                LossKind::Mse
-            };
-            let loader = Loader::new(split.train.n, config.batch_size, true, config.seed)?;
-            let eval = match (loss, split.eval_set()) {
-                (LossKind::CrossEntropy, Some(set)) if set.n >= config.batch_size => {
-                    let n = (config.eval_samples / config.batch_size)
-                        .clamp(1, set.n / config.batch_size);
-                    let batches = (0..n)
-                        .map(|b| {
-                            let idx: Vec<usize> =
-                                (b * config.batch_size..(b + 1) * config.batch_size).collect();
-                            set.gather(&idx)
-                        })
-                        .collect::<Result<_>>()?;
-                    Some(EvalSet { batches })
-                }
-                _ => None,
-            };
+            let loss = LossKind::default_for(&split.train.y);
+            let eval = EvalSet::new(&split, loss, config.batch_size, config.eval_samples)?;
             self.prepared = Some(Prepared {
+                init: spec.init_params(config.seed),
                 split,
                 spec,
-                init,
                 loss,
-                loader,
                 eval,
             });
         }
         let prepared = self.prepared.as_ref().expect("prepared above");
-        let precision = self.config.modes[index];
-        let scaler_enabled = self.config.scaler_for(precision);
-        let step_config = StepConfig {
+        let config = &self.config;
+        let precision = config.modes[index];
+        let scaler_enabled = config.scaler_for(precision);
+        let step = StepConfig {
             precision,
             loss: prepared.loss,
-            optimizer: self.config.optimizer.config(self.config.lr),
+            optimizer: config.optimizer.config(config.lr),
             scaler: ScalerConfig {
                 enabled: scaler_enabled,
-                ..self.config.scaler
+                ..config.scaler
             },
             clip_grad_norm: None,
             grad_accum: 1,
         };
+        let run_config = RunConfig {
+            step: step.clone(),
+            batch_size: config.batch_size,
+            epochs: None,
+            steps: Some(config.steps),
+            seed: config.seed,
+            shuffle: true,
+            save_every: None,
+            save_path: None,
+            validate: false,
+        };
         let ctx = &*self.ctx;
-        let target_dim = prepared.split.train.output_dim();
-        let batch = self.config.batch_size;
+        let train = &prepared.split.train;
+        let batch = config.batch_size;
         let before = ctx.memory().live_bytes;
-        let mut trainer = Trainer::new(
+        let mut run = Run::new(
             ctx,
             prepared.spec.clone(),
-            step_config.clone(),
-            target_dim,
+            run_config,
+            train,
             &prepared.init,
+            None,
         )?;
-        trainer.network(ctx, batch)?;
+        // The pure-f16 mode is there to show a run diverging: keep plotting it.
+        run.stop_on_divergence = false;
+        run.trainer.network(ctx, batch)?;
         let memory_bytes = ctx.memory().live_bytes.saturating_sub(before);
-        let eval = prepared.eval.as_ref().map(|set| {
-            // Per batch: mean loss and correct count (Trainer::submit_eval_batch).
-            let bytes = 8 * set.batches.len() as u64;
-            EvalProbe {
-                counts: ctx.alloc_storage("app.eval.counts", bytes),
-                read: AsyncRead::new(ctx, "app.eval.read", bytes),
-                next_step: self.config.eval_every.min(self.config.steps),
-            }
-        });
+        let eval = prepared
+            .eval
+            .as_ref()
+            .map(|set| EvalProbe::new(ctx, set, config.eval_every.min(config.steps)));
         let profiler = if self.has_timestamps() {
-            let mut twin = Trainer::new(
+            // The first profile after a few steps (pipelines warm).
+            let first = 5.min(config.steps);
+            let spec = prepared.spec.clone();
+            let dim = train.output_dim();
+            Some(Profiler::new(
                 ctx,
-                prepared.spec.clone(),
-                step_config,
-                target_dim,
+                spec,
+                step,
+                dim,
                 &prepared.init,
-            )?;
-            let labels: Vec<String> = twin
-                .step_kernels(ctx, batch)?
-                .iter()
-                .map(|k| k.label.clone())
-                .collect();
-            let queries = 2 * labels.len() as u32;
-            let query_set = ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
-                label: Some("app.profile"),
-                ty: wgpu::QueryType::Timestamp,
-                count: queries,
-            });
-            let bytes = 8 * queries as u64;
-            Some(Profiler {
-                twin,
-                query_set,
-                resolve: ctx.alloc(
-                    "app.profile.resolve",
-                    bytes,
-                    wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-                ),
-                read: AsyncRead::new(ctx, "app.profile.read", bytes),
-                labels,
-                // The first profile after a few steps (pipelines warm).
-                next_step: 5.min(self.config.steps),
-            })
+                batch,
+                first,
+            )?)
         } else {
             None
         };
@@ -705,199 +437,16 @@ impl Session {
             precision,
             scaler_enabled,
             batch_size: batch,
-            trainer,
+            run,
             history: Vec::new(),
             val_accuracy: Vec::new(),
             gpu_ms: Vec::new(),
             kernel_times: Vec::new(),
             memory_bytes,
-            submitted: 0,
             eval,
             profiler,
         });
         Ok(())
-    }
-
-    /// Sample indices of global batch `step` (0-based) in the shared order.
-    fn batch_indices(&mut self, step: u64) -> Result<(Arc<Vec<Vec<usize>>>, usize)> {
-        let prepared = self
-            .prepared
-            .as_ref()
-            .ok_or_else(|| Error::InvalidArgument("no run prepared".into()))?;
-        let per_epoch = prepared.loader.num_batches() as u64;
-        let epoch = step / per_epoch;
-        let cached = match &self.epoch_batches {
-            Some((e, b)) if *e == epoch => b.clone(),
-            _ => {
-                let b = Arc::new(prepared.loader.batches(epoch));
-                self.epoch_batches = Some((epoch, b.clone()));
-                b
-            }
-        };
-        Ok((cached, (step % per_epoch) as usize))
-    }
-
-    /// Gather global batch `step` into the reusable batch buffer.
-    fn gather(&mut self, step: u64) -> Result<()> {
-        let (batches, b) = self.batch_indices(step)?;
-        let prepared = self.prepared.as_ref().expect("checked in batch_indices");
-        let batch = self
-            .batch_buf
-            .get_or_insert_with(|| Batch::empty(&prepared.split.train.y));
-        prepared.split.train.gather_into(&batches[b], batch)
-    }
-
-    fn submit_steps(&mut self, m: usize) -> Result<()> {
-        for _ in 0..self.config.steps_per_frame {
-            let ctx = self.ctx.clone();
-            let run = &mut self.runs[m];
-            if run.submitted >= self.config.steps || !run.trainer.can_submit(&ctx) {
-                break;
-            }
-            let step = run.submitted;
-            self.gather(step)?;
-            let batch = self.batch_buf.as_ref().expect("gathered");
-            let run = &mut self.runs[m];
-            run.trainer
-                .train_batch(&ctx, batch.size, &batch.x, targets(batch))?;
-            run.submitted += 1;
-        }
-        Ok(())
-    }
-
-    fn maybe_eval(&mut self, m: usize) -> Result<()> {
-        let Some(set) = self.prepared.as_ref().and_then(|p| p.eval.as_ref()) else {
-            return Ok(());
-        };
-        let ctx = &*self.ctx;
-        let run = &mut self.runs[m];
-        let Some(probe) = run.eval.as_mut() else {
-            return Ok(());
-        };
-        if run.submitted < probe.next_step || !probe.read.is_free() {
-            return Ok(());
-        }
-        for (i, b) in set.batches.iter().enumerate() {
-            run.trainer
-                .submit_eval_batch(ctx, b.size, &b.x, &targets(b), &probe.counts, i)?;
-        }
-        let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        encoder.copy_buffer_to_buffer(
-            probe.counts.raw(),
-            0,
-            probe.read.staging.raw(),
-            0,
-            probe.counts.size(),
-        );
-        ctx.queue.submit([encoder.finish()]);
-        probe.read.map(run.submitted);
-        probe.next_step = if run.submitted >= self.config.steps {
-            u64::MAX
-        } else {
-            (run.submitted + self.config.eval_every).min(self.config.steps)
-        };
-        Ok(())
-    }
-
-    fn collect_eval(&mut self, m: usize) {
-        let samples = self
-            .prepared
-            .as_ref()
-            .and_then(|p| p.eval.as_ref())
-            .map_or(0, |e| e.batches.len() * self.config.batch_size);
-        let run = &mut self.runs[m];
-        if let Some(probe) = run.eval.as_mut()
-            && let Some((step, bytes)) = probe.read.take()
-        {
-            let correct: u64 = words(&bytes).chunks_exact(2).map(|w| w[1] as u64).sum();
-            run.val_accuracy
-                .push((step, correct as f32 / samples.max(1) as f32));
-        }
-    }
-
-    fn maybe_profile(&mut self, m: usize) -> Result<()> {
-        let due = {
-            let run = &self.runs[m];
-            match &run.profiler {
-                Some(p) => run.submitted >= p.next_step && p.read.is_free(),
-                None => false,
-            }
-        };
-        if !due {
-            return Ok(());
-        }
-        let step = self.runs[m].submitted;
-        // The twin trains on the batch the run just used (any real batch will do).
-        self.gather(step.saturating_sub(1))?;
-        let batch = self.batch_buf.as_ref().expect("gathered");
-        let ctx = &*self.ctx;
-        let run = &mut self.runs[m];
-        let p = run.profiler.as_mut().expect("due");
-        let size = self.config.batch_size;
-        let net = p
-            .twin
-            .planned_network(size)
-            .ok_or_else(|| Error::InvalidArgument("network not planned".into()))?;
-        Trainer::write_batch(ctx, net, &batch.x, &targets(batch))?;
-        let grads = p.twin.store.grads.clone();
-        let kernels = p.twin.step_kernels(ctx, size)?;
-        let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        encoder.clear_buffer(grads.raw(), 0, None);
-        for (i, k) in kernels.iter().enumerate() {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some(&k.label),
-                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                    query_set: &p.query_set,
-                    beginning_of_pass_write_index: Some(2 * i as u32),
-                    end_of_pass_write_index: Some(2 * i as u32 + 1),
-                }),
-            });
-            k.encode(&mut pass);
-        }
-        let queries = 2 * kernels.len() as u32;
-        encoder.resolve_query_set(&p.query_set, 0..queries, p.resolve.raw(), 0);
-        encoder.copy_buffer_to_buffer(
-            p.resolve.raw(),
-            0,
-            p.read.staging.raw(),
-            0,
-            p.resolve.size(),
-        );
-        ctx.queue.submit([encoder.finish()]);
-        p.read.map(step);
-        p.next_step = step + self.config.profile_every.max(1);
-        Ok(())
-    }
-
-    fn collect_profile(&mut self, m: usize) {
-        let period_ns = self.ctx.queue.get_timestamp_period() as f64;
-        let run = &mut self.runs[m];
-        let Some(p) = run.profiler.as_mut() else {
-            return;
-        };
-        let Some((step, bytes)) = p.read.take() else {
-            return;
-        };
-        let ticks: Vec<u64> = bytes
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-            .collect();
-        run.kernel_times = p
-            .labels
-            .iter()
-            .enumerate()
-            .map(|(i, label)| KernelTime {
-                label: label.clone(),
-                ms: ticks[2 * i + 1].saturating_sub(ticks[2 * i]) as f64 * period_ns / 1e6,
-            })
-            .collect();
-        // The whole step: first kernel's start to last kernel's end, gaps between passes
-        // included (some drivers run work lazily, between the timestamps of its pass).
-        let whole = match (ticks.first(), ticks.last()) {
-            (Some(&a), Some(&b)) => b.saturating_sub(a) as f64 * period_ns / 1e6,
-            _ => 0.0,
-        };
-        run.gpu_ms.push((step, whole));
     }
 
     /// Choose the mode (index into [`Session::runs`]) and parameter the histogram shows.
@@ -914,89 +463,9 @@ impl Session {
         let Some(run) = self.runs.get(mode) else {
             return Ok(());
         };
-        let ctx = &*self.ctx;
-        let store = &run.trainer.store;
-        let entry = store.layout.get(param).ok_or_else(|| {
-            Error::InvalidArgument(format!("no parameter `{param}` in this model"))
-        })?;
         let range = self.histogram_range;
-        let counts = ctx.alloc_storage("app.histogram.counts", range.bytes());
-        let kernel = histogram::log2_histogram(
-            ctx,
-            &store.grads,
-            entry.offset,
-            entry.numel(),
-            run.trainer.scaler.state_buffer(),
-            &counts,
-            range,
-        )?;
-        self.histogram = Some(HistogramProbe {
-            mode,
-            param: param.to_string(),
-            kernel,
-            counts,
-            // Counts, then the scale they were multiplied by.
-            read: AsyncRead::new(ctx, "app.histogram.read", range.bytes() + 4),
-            last_step: 0,
-        });
+        let probe = HistogramProbe::new(&self.ctx, mode, param, run.trainer(), range)?;
+        self.histogram = Some(probe);
         Ok(())
-    }
-
-    /// After new steps of the chosen mode: histogram its gradients (unscaled, as the step
-    /// left them, and times the scaler's current scale), behind them in the queue.
-    fn maybe_histogram(&mut self) -> Result<()> {
-        let Some(h) = self.histogram.as_mut() else {
-            return Ok(());
-        };
-        let run = &self.runs[h.mode];
-        if run.submitted <= h.last_step || !h.read.is_free() {
-            return Ok(());
-        }
-        let ctx = &*self.ctx;
-        let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        encoder.clear_buffer(h.counts.raw(), 0, None);
-        {
-            let mut pass = encoder.begin_compute_pass(&Default::default());
-            h.kernel.encode(&mut pass);
-        }
-        encoder.copy_buffer_to_buffer(h.counts.raw(), 0, h.read.staging.raw(), 0, h.counts.size());
-        encoder.copy_buffer_to_buffer(
-            run.trainer.scaler.state_buffer().raw(),
-            0,
-            h.read.staging.raw(),
-            h.counts.size(),
-            4,
-        );
-        ctx.queue.submit([encoder.finish()]);
-        h.last_step = run.submitted;
-        h.read.map(run.submitted);
-        Ok(())
-    }
-
-    fn collect_histogram(&mut self) -> Result<()> {
-        let Some(h) = self.histogram.as_mut() else {
-            return Ok(());
-        };
-        let Some((step, bytes)) = h.read.take() else {
-            return Ok(());
-        };
-        let w = words(&bytes);
-        let range = self.histogram_range;
-        let hist = GradHistograms::from_words(range, &w)?;
-        self.histogram_latest = Some(HistogramSnapshot {
-            precision: self.runs[h.mode].precision,
-            param: h.param.clone(),
-            step,
-            scale: f32::from_bits(w[range.words()]),
-            hist,
-        });
-        Ok(())
-    }
-}
-
-fn targets(batch: &Batch) -> BatchTargets<'_> {
-    match &batch.y {
-        BatchLabels::Classes(l) => BatchTargets::Classes(l),
-        BatchLabels::Targets(t) => BatchTargets::Values(t),
     }
 }

@@ -3,9 +3,10 @@
 
 use eframe::egui;
 
-use super::session::{DATASETS, MODELS, OptimizerKind, Status};
+use super::config::{DATASETS, OptimizerKind, Status};
 use super::{App, mode_color};
 use crate::amp::policy::Precision;
+use crate::nn::PRESETS;
 
 pub fn show(ui: &mut egui::Ui, app: &mut App) {
     device(ui, app);
@@ -120,7 +121,7 @@ fn training(ui: &mut egui::Ui, app: &mut App) {
         egui::ComboBox::from_id_salt("model")
             .selected_text(c.model.clone())
             .show_ui(ui, |ui| {
-                for m in MODELS {
+                for m in PRESETS {
                     ui.selectable_value(&mut c.model, m.to_string(), m);
                 }
             })

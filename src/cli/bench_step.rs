@@ -51,6 +51,11 @@ struct StepBench {
     ms_per_step: f64,
     images_per_sec: f64,
     peak_gpu_bytes: u64,
+    /// Blocking waits of the host over the timed steps: the throttle waits plus the final
+    /// wait for the last step.
+    host_waits: u64,
+    /// Waits because every stats slot was in flight (each for the oldest step only).
+    throttle_waits: u64,
 }
 
 fn input_shape(model: &str) -> Result<Vec<usize>> {
@@ -98,6 +103,8 @@ fn measure(
         trainer.train_batch(ctx, b, &x, BatchTargets::Classes(&labels))?;
     }
     trainer.finish(ctx)?;
+    let waits = ctx.host_waits();
+    let throttles = trainer.throttle_waits();
     let start = std::time::Instant::now();
     for _ in 0..args.steps {
         trainer.train_batch(ctx, b, &x, BatchTargets::Classes(&labels))?;
@@ -116,6 +123,8 @@ fn measure(
         ms_per_step: 1000.0 * secs / args.steps as f64,
         images_per_sec: (b * args.steps) as f64 / secs,
         peak_gpu_bytes: ctx.memory().peak_bytes,
+        host_waits: ctx.host_waits() - waits,
+        throttle_waits: trainer.throttle_waits() - throttles,
     })
 }
 

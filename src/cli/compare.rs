@@ -9,7 +9,8 @@ use webgpu_amp::train::run::RunSummary;
 use webgpu_amp::{Error, GpuContext, Result};
 
 use super::plot;
-use super::train::{TrainCommon, print_summary, run_with_progress};
+use super::progress::{print_summary, run_with_progress};
+use super::train::TrainCommon;
 
 #[derive(Args, Debug)]
 pub struct CompareArgs {

@@ -1,11 +1,11 @@
 //! `webgpu-amp gui`: open the app window (eframe on wgpu). All of it lives in
-//! `webgpu_amp::app`; this only turns flags into options.
+//! `webgpu_amp::app` (the window in `app/native.rs`); this only turns flags into options.
 
 use clap::Args;
 use webgpu_amp::Result;
 use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::app::session::SessionConfig;
-use webgpu_amp::app::{NativeOptions, run_native};
+use webgpu_amp::app::config::SessionConfig;
+use webgpu_amp::app::native::{NativeOptions, run_native};
 
 use super::DeviceArgs;
 
@@ -20,8 +20,9 @@ pub struct GuiArgs {
     /// Model preset (mlp, linear, simple-cnn, mnist-cnn).
     #[arg(long, default_value = "mlp")]
     model: String,
-    /// Data set (mnist-embedded, fashion-mnist, mnist, synthetic:N, FILE.safetensors).
-    #[arg(long, default_value = "mnist-embedded")]
+    /// Data set (default: the embedded MNIST subset; fashion-mnist, mnist, synthetic:N,
+    /// FILE.safetensors).
+    #[arg(long, default_value = "default")]
     dataset: String,
     /// Optimizer steps per mode.
     #[arg(long, default_value_t = 300)]

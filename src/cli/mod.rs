@@ -6,6 +6,7 @@ mod compare;
 mod gui;
 mod info;
 mod plot;
+mod progress;
 mod train;
 
 use clap::{Args, Parser, Subcommand};
@@ -83,10 +84,27 @@ pub fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", flag_names(&e.to_string()));
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Library messages say what to change in words; on the command line, name the flags.
+fn flag_names(message: &str) -> String {
+    use webgpu_amp::train::{planning, run};
+    let flags = [
+        (planning::SMALLER_BATCH, "use a smaller --batch-size"),
+        (run::DIVERGED_HINT, "lower --lr or use --clip-grad-norm"),
+        (run::PERIODIC_HINT, "(--save-every N keeps periodic ones)"),
+        (
+            run::NO_CHECKPOINT,
+            "no checkpoint was asked for (--save FILE --save-every N)",
+        ),
+    ];
+    flags.iter().fold(message.to_string(), |m, (words, flag)| {
+        m.replace(words, flag)
+    })
 }
 
 /// Help and version go to stdout as clap prints them; a bad flag or value becomes one

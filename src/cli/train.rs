@@ -5,7 +5,6 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::data::{DataSource, Labels, Split};
@@ -14,10 +13,11 @@ use webgpu_amp::nn::{ModelSpec, preset};
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::StepConfig;
 use webgpu_amp::train::checkpoint::Checkpoint;
-use webgpu_amp::train::run::{Event, Run, RunConfig, RunSummary};
+use webgpu_amp::train::run::{Event, RunConfig};
 use webgpu_amp::{Error, GpuContext, Result};
 
 use super::DeviceArgs;
+use super::progress::{print_summary, run_with_progress};
 
 /// Flags shared by `train` and `compare` (everything but the precision).
 #[derive(Args, Clone, Debug)]
@@ -120,13 +120,6 @@ pub struct Prepared {
     pub loss: LossKind,
 }
 
-pub fn parse_dataset(s: &str) -> Result<DataSource> {
-    if s == "default" {
-        return Ok(DataSource::EmbeddedMnist);
-    }
-    s.parse()
-}
-
 impl TrainCommon {
     /// Checks the flags that need no data or GPU, so a typo fails at once.
     pub fn validate_args(&self) -> Result<()> {
@@ -173,7 +166,7 @@ impl TrainCommon {
     }
 
     pub fn prepare(&self) -> Result<Prepared> {
-        let split = parse_dataset(&self.dataset)?.load(true)?;
+        let split = self.dataset.parse::<DataSource>()?.load(true)?;
         let train = &split.train;
         let out = train.output_dim();
         let model = self.model.clone().unwrap_or_else(|| {
@@ -200,8 +193,7 @@ impl TrainCommon {
         };
         let loss = match &self.loss {
             Some(l) => LossKind::parse(l)?,
-            None if train.y.is_classification() => LossKind::CrossEntropy,
-            None => LossKind::Mse,
+            None => LossKind::default_for(&train.y),
         };
         match (&train.y, loss) {
             (Labels::Targets { .. }, LossKind::CrossEntropy) => {
@@ -227,7 +219,7 @@ impl TrainCommon {
                 .find(|&(_, &l)| l as usize >= *outputs)
         {
             return Err(Error::Data(format!(
-                "{}: label {bad} of sample {i} is out of range for the model's {outputs} outputs                  (cross-entropy needs labels in 0..{outputs})",
+                "{}: label {bad} of sample {i} is out of range for the model's {outputs} outputs (cross-entropy needs labels in 0..{outputs})",
                 train.name
             )));
         }
@@ -312,97 +304,6 @@ impl TrainCommon {
     }
 }
 
-/// A progress bar that shows epoch, step, loss, scale, skipped steps and images/s.
-pub fn progress_bar(total_steps: Option<u64>, label: &str) -> ProgressBar {
-    let bar = match total_steps {
-        Some(n) => ProgressBar::new(n),
-        None => ProgressBar::new_spinner(),
-    };
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{prefix:>9} [{elapsed_precise}] {bar:30.cyan/blue} {pos}/{len} {msg}",
-        )
-        .expect("valid template")
-        .progress_chars("=> "),
-    );
-    bar.set_prefix(label.to_string());
-    bar
-}
-
-/// Steps the run will take, when it can be known up front.
-pub fn planned_steps(cfg: &RunConfig, n: usize) -> Option<u64> {
-    let per_epoch = (n.div_ceil(cfg.batch_size) / cfg.step.grad_accum.max(1)) as u64;
-    let by_epochs = cfg
-        .epochs
-        .or(if cfg.steps.is_none() { Some(1) } else { None })
-        .map(|e| e * per_epoch);
-    match (by_epochs, cfg.steps) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-/// Run one training job with a progress bar, reporting every event to `sink` too.
-pub fn run_with_progress(
-    ctx: &GpuContext,
-    prepared: &Prepared,
-    cfg: RunConfig,
-    resume: Option<&Checkpoint>,
-    label: &str,
-    sink: &mut dyn FnMut(&Event) -> Result<()>,
-) -> Result<RunSummary> {
-    let bar = progress_bar(planned_steps(&cfg, prepared.split.train.n), label);
-    let mut run = Run::new(
-        ctx,
-        prepared.spec.clone(),
-        cfg,
-        &prepared.split.train,
-        &prepared.init,
-        resume,
-    )?;
-    bar.set_position(run.progress.step);
-    let started = std::time::Instant::now();
-    let mut images = 0u64;
-    let mut skipped = 0u64;
-    let mut sink_error = None;
-    let batch = run.config.batch_size as u64 * run.config.step.grad_accum as u64;
-    let summary = run.run(ctx, &prepared.split, &mut |event| {
-        if let Event::Step { stats, epoch, .. } = event {
-            images += batch;
-            skipped += stats.skipped as u64;
-            bar.set_position(stats.step);
-            bar.set_message(format!(
-                "epoch {} loss {:.4} scale {} skipped {} {:.0} img/s",
-                epoch + 1,
-                stats.loss,
-                stats.scale,
-                skipped,
-                images as f64 / started.elapsed().as_secs_f64().max(1e-9)
-            ));
-        }
-        if let Event::Epoch(e) = event
-            && let Some(acc) = e.val_accuracy
-        {
-            bar.println(format!(
-                "{label}: epoch {} validation loss {:.4} accuracy {:.2}%",
-                e.epoch + 1,
-                e.val_loss.unwrap_or(f32::NAN),
-                100.0 * acc
-            ));
-        }
-        if sink_error.is_none()
-            && let Err(e) = sink(event)
-        {
-            sink_error = Some(e);
-        }
-    });
-    bar.finish_and_clear();
-    if let Some(e) = sink_error {
-        return Err(e);
-    }
-    summary
-}
-
 pub fn run(args: &TrainArgs) -> Result<()> {
     let precision = Precision::parse(&args.precision)?;
     args.common.validate_args()?;
@@ -485,38 +386,4 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         println!("checkpoint: {}", p.display());
     }
     Ok(())
-}
-
-/// A side-by-side table of run summaries.
-pub fn print_summary(runs: &[&RunSummary]) {
-    let opt = |v: Option<f32>| v.map_or("-".into(), |x| format!("{x:.4}"));
-    let pct = |v: Option<f32>| v.map_or("-".into(), |x| format!("{:.2}%", 100.0 * x));
-    let row = |f: &dyn Fn(&RunSummary) -> String| runs.iter().map(|r| f(r)).collect::<Vec<_>>();
-    let rows = [
-        ("precision", row(&|r| r.precision.clone())),
-        ("steps", row(&|r| r.steps.to_string())),
-        ("first loss", row(&|r| opt(r.first_loss))),
-        ("final loss", row(&|r| opt(r.final_loss))),
-        ("val loss", row(&|r| opt(r.val_loss))),
-        ("val accuracy", row(&|r| pct(r.val_accuracy))),
-        ("ms/step", row(&|r| format!("{:.2}", r.ms_per_step))),
-        ("images/s", row(&|r| format!("{:.0}", r.images_per_sec))),
-        (
-            "peak GPU MB",
-            row(&|r| format!("{:.2}", r.peak_gpu_bytes as f64 / 1e6)),
-        ),
-        ("skipped steps", row(&|r| r.skipped_steps.to_string())),
-        ("final scale", row(&|r| r.final_scale.to_string())),
-    ];
-    println!(
-        "adapter: {} (f16 storage: {})",
-        runs[0].adapter, runs[0].f16_storage
-    );
-    for (name, values) in rows {
-        print!("{name:<14}");
-        for v in values {
-            print!(" {v:>14}");
-        }
-        println!();
-    }
 }

@@ -21,10 +21,11 @@ pub const TRAIN_COUNT: usize = 8_000;
 /// The last 2,000 images form the validation set.
 pub const VALIDATION_COUNT: usize = 2_000;
 
-/// All 10,000 embedded images in file order, named `mnist-embedded`.
+/// All 10,000 embedded images in file order, named `default` (the data set's name
+/// everywhere: `--dataset default`).
 pub fn mnist_all(normalization: Option<Normalization>) -> Result<Dataset> {
     idx::dataset_from_idx(
-        "mnist-embedded",
+        "default",
         MNIST_TEST_IMAGES_GZ,
         MNIST_TEST_LABELS_GZ,
         10,

@@ -5,7 +5,7 @@
 //! training set and, when there is one, a validation and a test set.
 //!
 //! Sources ([`DataSource`]):
-//! - `mnist-embedded` (the default): MNIST's 10,000-image test set, shipped inside the crate
+//! - `default`: MNIST's 10,000-image test set, shipped inside the crate
 //!   (gzip IDX, ~1.6 MB) so a fresh clone trains with no download; split deterministically
 //!   into the first 8,000 images for training and the last 2,000 for validation.
 //! - `mnist`, `fashion-mnist`: the full sets, fetched by `scripts/fetch-data.sh` into
@@ -112,7 +112,7 @@ pub(crate) fn pixels_to_f32(bytes: &[u8], normalization: Option<Normalization>) 
 /// A data set in memory.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Dataset {
-    /// Where it came from, for messages ("mnist-embedded/train", a file path, ...).
+    /// Where it came from, for messages ("default/train", a file path, ...).
     pub name: String,
     /// `n × product(sample_shape)` f32 values, row-major.
     pub x: Vec<f32>,
@@ -342,7 +342,7 @@ pub(crate) fn missing_data_error(what: &str, dir: &Path, detail: &str) -> Error 
     Error::data(format!(
         "{what} not found in {} ({detail}); run `bash {FETCH_SCRIPT}` to download it, or set \
          {DATA_DIR_ENV} to the folder that holds `mnist/` and `fashion-mnist/` (the embedded \
-         `mnist-embedded` set needs no download)",
+         `default` set needs no download)",
         dir.display()
     ))
 }
@@ -407,11 +407,12 @@ impl DataSource {
 impl FromStr for DataSource {
     type Err = Error;
 
-    /// `mnist-embedded`, `mnist`, `fashion-mnist`, `synthetic` or `synthetic:N` (10 inputs,
-    /// 1 target, seed 0), or a path ending in `.safetensors`.
+    /// `default` (the embedded MNIST subset), `mnist`, `fashion-mnist`, `synthetic` or
+    /// `synthetic:N` (10 inputs, 1 target, seed 0), or a path ending in `.safetensors`.
+    /// (`mnist-embedded`, the app's old name for `default`, still parses.)
     fn from_str(s: &str) -> Result<DataSource> {
         match s {
-            "mnist-embedded" | "embedded" => return Ok(DataSource::EmbeddedMnist),
+            "default" | "mnist-embedded" => return Ok(DataSource::EmbeddedMnist),
             "mnist" => return Ok(DataSource::Mnist),
             "fashion-mnist" => return Ok(DataSource::FashionMnist),
             "synthetic" => {
@@ -441,7 +442,7 @@ impl FromStr for DataSource {
             return Ok(DataSource::Custom(PathBuf::from(s)));
         }
         Err(Error::data(format!(
-            "unknown data set `{s}` (expected mnist-embedded, mnist, fashion-mnist, synthetic[:N] \
+            "unknown data set `{s}` (expected default, mnist, fashion-mnist, synthetic[:N] \
              or a path to a .safetensors file)"
         )))
     }

@@ -10,6 +10,7 @@ mod readback;
 
 pub use alloc::{Allocator, GpuBuffer, MemoryStats};
 pub use kernel::{Arg, Kernel, KernelDesc};
+pub use readback::ReadbackRing;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,9 +1,27 @@
-//! Training: the planned step (forward, backward, unscale, clip, optimizer, scale update in
-//! one submit) and, on top of it, the training loop, metrics and checkpoints.
+//! Training: the planned step and, on top of it, the one training loop, metrics and
+//! checkpoints.
+//!
+//! - [`trainer`]: the planned step (forward, backward, unscale, clip, optimizer, scale
+//!   update), one submit per micro-batch;
+//! - [`stats`]: step stats coming back through a ring of asynchronously mapped buffers;
+//! - [`evaluate`]: validation and prediction (forward only);
+//! - [`planning`]: device limits and out-of-memory as errors while planning;
+//! - [`run`]: the training loop, [`Run::advance`], which the CLI (blocking, [`Run::run`] on
+//!   native) and the app (one call per frame, native and web) both drive;
+//! - [`checkpoint`]: safetensors checkpoints and resume.
 
-pub mod step;
-
-pub use step::{BatchTargets, Evaluation, StepConfig, StepStats, Trainer};
 pub mod checkpoint;
-#[cfg(not(target_arch = "wasm32"))]
+pub mod evaluate;
+pub mod planning;
 pub mod run;
+#[cfg(not(target_arch = "wasm32"))]
+mod run_blocking;
+pub mod stats;
+pub mod trainer;
+
+pub use evaluate::{EvalTally, Evaluation};
+pub use run::{Advance, EpochReport, Event, Run, RunConfig};
+#[cfg(not(target_arch = "wasm32"))]
+pub use run_blocking::RunSummary;
+pub use stats::{RING, StepStats};
+pub use trainer::{BatchTargets, StepConfig, Trainer};

@@ -1,0 +1,149 @@
+//! What the app trains and where a session is: the setup panel edits a [`SessionConfig`],
+//! Start hands it to the [`super::session::Session`], whose [`Status`] the panels show.
+
+use crate::amp::policy::Precision;
+use crate::amp::scaler::ScalerConfig;
+use crate::error::{Error, Result};
+use crate::optim::OptimizerConfig;
+
+/// Data sets the setup panel offers (`mnist` and `fashion-mnist` need
+/// `scripts/fetch-data.sh` first; the error says so).
+#[cfg(not(target_arch = "wasm32"))]
+pub const DATASETS: &[&str] = &["default", "fashion-mnist", "mnist", "synthetic:512"];
+/// Data sets the page offers: those in the wasm itself (a page reads no local files).
+#[cfg(target_arch = "wasm32")]
+pub const DATASETS: &[&str] = &["default", "synthetic:512"];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OptimizerKind {
+    Sgd,
+    Adam,
+    AdamW,
+}
+
+impl OptimizerKind {
+    pub const ALL: [OptimizerKind; 3] = [Self::Sgd, Self::Adam, Self::AdamW];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sgd => "SGD",
+            Self::Adam => "Adam",
+            Self::AdamW => "AdamW",
+        }
+    }
+
+    pub fn config(self, lr: f32) -> OptimizerConfig {
+        match self {
+            Self::Sgd => OptimizerConfig::sgd(lr),
+            Self::Adam => OptimizerConfig::adam(lr),
+            Self::AdamW => OptimizerConfig::adamw(lr),
+        }
+    }
+}
+
+/// What a session trains: the setup panel edits one of these, Start hands it over.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionConfig {
+    /// A preset name ([`crate::nn::PRESETS`]).
+    pub model: String,
+    /// A data set name ([`DATASETS`], or anything [`crate::data::DataSource`] parses).
+    pub dataset: String,
+    pub batch_size: usize,
+    pub optimizer: OptimizerKind,
+    pub lr: f32,
+    /// Optimizer steps per mode.
+    pub steps: u64,
+    pub seed: u64,
+    /// Modes to train side by side, in display order.
+    pub modes: Vec<Precision>,
+    /// GradScaler settings; `enabled` is per mode (on for amp-f16, as PyTorch recommends)
+    /// unless `scaler_everywhere` turns it on for every low-precision mode.
+    pub scaler: ScalerConfig,
+    pub scaler_everywhere: bool,
+    /// Most steps one mode submits per frame.
+    pub steps_per_frame: usize,
+    /// Validate every this many steps (and at the end), on `eval_samples` held-out samples.
+    pub eval_every: u64,
+    pub eval_samples: usize,
+    /// Profile every kernel of a step (GPU timestamps) every this many steps.
+    pub profile_every: u64,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            model: "mlp".into(),
+            dataset: "default".into(),
+            batch_size: 64,
+            optimizer: OptimizerKind::Adam,
+            lr: 1e-3,
+            steps: 300,
+            seed: 0,
+            modes: vec![Precision::F32, Precision::AmpF16],
+            scaler: ScalerConfig::default(),
+            scaler_everywhere: false,
+            steps_per_frame: 2,
+            eval_every: 50,
+            eval_samples: 512,
+            profile_every: 50,
+        }
+    }
+}
+
+impl SessionConfig {
+    /// Whether `precision` trains with the GradScaler under this config.
+    pub fn scaler_for(&self, precision: Precision) -> bool {
+        precision.scaler_enabled_by_default()
+            || (self.scaler_everywhere && precision != Precision::F32)
+    }
+
+    pub(super) fn validate(&self) -> Result<()> {
+        if self.modes.is_empty() {
+            return Err(Error::InvalidArgument(
+                "select at least one precision mode".into(),
+            ));
+        }
+        if self.batch_size == 0 || self.steps == 0 || self.steps_per_frame == 0 {
+            return Err(Error::InvalidArgument(
+                "batch size, steps and steps per frame must be at least 1".into(),
+            ));
+        }
+        self.optimizer.config(self.lr).validate()?;
+        ScalerConfig {
+            enabled: true,
+            ..self.scaler
+        }
+        .validate()
+    }
+}
+
+/// Where the session is.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Status {
+    Idle,
+    /// Building one mode per frame (pipelines compile here).
+    Preparing {
+        built: usize,
+        total: usize,
+    },
+    Running,
+    Paused,
+    /// Stopped by the user; results stay on screen until Reset.
+    Stopped,
+    Finished,
+    Failed(String),
+}
+
+impl Status {
+    pub fn label(&self) -> String {
+        match self {
+            Status::Idle => "idle".into(),
+            Status::Preparing { built, total } => format!("preparing ({built}/{total} modes)"),
+            Status::Running => "running".into(),
+            Status::Paused => "paused".into(),
+            Status::Stopped => "stopped".into(),
+            Status::Finished => "finished".into(),
+            Status::Failed(e) => format!("failed: {e}"),
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! The CLI's view of a run: a progress bar over [`Run::run`] (epoch, step, loss, scale,
+//! skipped steps, images/s, validation lines) and the side-by-side summary table that
+//! `train` and `compare` print.
+
+use indicatif::{ProgressBar, ProgressStyle};
+use webgpu_amp::train::checkpoint::Checkpoint;
+use webgpu_amp::train::run::{Event, Run, RunConfig, RunSummary};
+use webgpu_amp::{GpuContext, Result};
+
+use super::train::Prepared;
+
+/// A progress bar that shows epoch, step, loss, scale, skipped steps and images/s.
+pub fn progress_bar(total_steps: Option<u64>, label: &str) -> ProgressBar {
+    let bar = match total_steps {
+        Some(n) => ProgressBar::new(n),
+        None => ProgressBar::new_spinner(),
+    };
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{prefix:>9} [{elapsed_precise}] {bar:30.cyan/blue} {pos}/{len} {msg}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    bar.set_prefix(label.to_string());
+    bar
+}
+
+/// Steps the run will take, when it can be known up front.
+pub fn planned_steps(cfg: &RunConfig, n: usize) -> Option<u64> {
+    let per_epoch = (n.div_ceil(cfg.batch_size) / cfg.step.grad_accum.max(1)) as u64;
+    let by_epochs = cfg
+        .epochs
+        .or(if cfg.steps.is_none() { Some(1) } else { None })
+        .map(|e| e * per_epoch);
+    match (by_epochs, cfg.steps) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Run one training job with a progress bar, reporting every event to `sink` too.
+pub fn run_with_progress(
+    ctx: &GpuContext,
+    prepared: &Prepared,
+    cfg: RunConfig,
+    resume: Option<&Checkpoint>,
+    label: &str,
+    sink: &mut dyn FnMut(&Event) -> Result<()>,
+) -> Result<RunSummary> {
+    let bar = progress_bar(planned_steps(&cfg, prepared.split.train.n), label);
+    let mut run = Run::new(
+        ctx,
+        prepared.spec.clone(),
+        cfg,
+        &prepared.split.train,
+        &prepared.init,
+        resume,
+    )?;
+    bar.set_position(run.progress.step);
+    let started = std::time::Instant::now();
+    let mut images = 0u64;
+    let mut skipped = 0u64;
+    let mut sink_error = None;
+    let batch = run.config.batch_size as u64 * run.config.step.grad_accum as u64;
+    let summary = run.run(ctx, &prepared.split, &mut |event| {
+        if let Event::Step { stats, epoch, .. } = event {
+            images += batch;
+            skipped += stats.skipped as u64;
+            bar.set_position(stats.step);
+            bar.set_message(format!(
+                "epoch {} loss {:.4} scale {} skipped {} {:.0} img/s",
+                epoch + 1,
+                stats.loss,
+                stats.scale,
+                skipped,
+                images as f64 / started.elapsed().as_secs_f64().max(1e-9)
+            ));
+        }
+        if let Event::Epoch(e) = event
+            && let Some(acc) = e.val_accuracy
+        {
+            bar.println(format!(
+                "{label}: epoch {} validation loss {:.4} accuracy {:.2}%",
+                e.epoch + 1,
+                e.val_loss.unwrap_or(f32::NAN),
+                100.0 * acc
+            ));
+        }
+        if sink_error.is_none()
+            && let Err(e) = sink(event)
+        {
+            sink_error = Some(e);
+        }
+    });
+    bar.finish_and_clear();
+    if let Some(e) = sink_error {
+        return Err(e);
+    }
+    summary
+}
+
+/// A side-by-side table of run summaries.
+pub fn print_summary(runs: &[&RunSummary]) {
+    let opt = |v: Option<f32>| v.map_or("-".into(), |x| format!("{x:.4}"));
+    let pct = |v: Option<f32>| v.map_or("-".into(), |x| format!("{:.2}%", 100.0 * x));
+    let row = |f: &dyn Fn(&RunSummary) -> String| runs.iter().map(|r| f(r)).collect::<Vec<_>>();
+    let rows = [
+        ("precision", row(&|r| r.precision.clone())),
+        ("steps", row(&|r| r.steps.to_string())),
+        ("first loss", row(&|r| opt(r.first_loss))),
+        ("final loss", row(&|r| opt(r.final_loss))),
+        ("val loss", row(&|r| opt(r.val_loss))),
+        ("val accuracy", row(&|r| pct(r.val_accuracy))),
+        ("ms/step", row(&|r| format!("{:.2}", r.ms_per_step))),
+        ("images/s", row(&|r| format!("{:.0}", r.images_per_sec))),
+        (
+            "peak GPU MB",
+            row(&|r| format!("{:.2}", r.peak_gpu_bytes as f64 / 1e6)),
+        ),
+        ("skipped steps", row(&|r| r.skipped_steps.to_string())),
+        ("final scale", row(&|r| r.final_scale.to_string())),
+        ("host waits", row(&|r| r.host_waits.to_string())),
+        ("throttle waits", row(&|r| r.throttle_waits.to_string())),
+    ];
+    println!(
+        "adapter: {} (f16 storage: {})",
+        runs[0].adapter, runs[0].f16_storage
+    );
+    for (name, values) in rows {
+        print!("{name:<14}");
+        for v in values {
+            print!(" {v:>14}");
+        }
+        println!();
+    }
+}

@@ -1,0 +1,276 @@
+//! The blocking side of a [`Run`] (native only): [`Run::run`], the CLI's loop around
+//! [`Run::advance`] with validation at epoch ends, periodic and final checkpoints and a
+//! summary; and everything that reads state back (drains, validation, checkpoints).
+//!
+//! Where it waits for the GPU, each wait counted in [`GpuContext::host_waits`]: when
+//! `advance` is throttled (for the oldest step in flight only), and outside the step loop:
+//! the drain before each epoch's validation, before each checkpoint and at the end, the
+//! validation and checkpoint reads themselves, and the final read of the scale.
+
+use std::time::Instant;
+
+use super::checkpoint::{Checkpoint, NamedOptimizerState, NamedTensor};
+use super::evaluate::Evaluation;
+use super::run::{EpochReport, Event, Run, param_slices};
+use super::stats::StepStats;
+use super::trainer::BatchTargets;
+use crate::data::{Batch, Dataset, Loader, Split};
+use crate::error::{Error, Result};
+use crate::gpu::GpuContext;
+
+/// The end-of-run summary.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RunSummary {
+    pub precision: String,
+    pub adapter: String,
+    /// The adapter's backend (`vulkan`, `gl`, `metal`, ...).
+    pub backend: String,
+    pub f16_storage: String,
+    pub steps: u64,
+    pub epochs: u64,
+    pub first_loss: Option<f32>,
+    pub final_loss: Option<f32>,
+    pub val_loss: Option<f32>,
+    pub val_accuracy: Option<f32>,
+    pub ms_per_step: f64,
+    pub images_per_sec: f64,
+    pub peak_gpu_bytes: u64,
+    pub skipped_steps: u64,
+    pub final_scale: f32,
+    /// Blocking waits of the host on the GPU during the run: the throttle waits plus the
+    /// drains, validation and checkpoint reads outside the step loop and the final read of
+    /// the scale.
+    pub host_waits: u64,
+    /// Of those, the waits because the GPU was a whole stats ring of steps behind (each for
+    /// the oldest step in flight only).
+    pub throttle_waits: u64,
+    /// Every step's stats in order (for curves and comparisons).
+    #[serde(skip)]
+    pub history: Vec<StepStats>,
+}
+
+impl Run {
+    /// Train until the configured limit, reporting through `on_event`. A lost device ends
+    /// the run with an error that says where it stopped and which checkpoint survives.
+    pub fn run(
+        &mut self,
+        ctx: &GpuContext,
+        split: &Split,
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<RunSummary> {
+        self.run_inner(ctx, split, on_event).map_err(|e| match e {
+            Error::DeviceLost(reason) => Error::DeviceLost(format!(
+                "{reason}; the run stopped after step {}; {}",
+                self.progress.step,
+                self.checkpoint_note()
+            )),
+            other => other,
+        })
+    }
+
+    /// Micro-batches to submit before the next periodic checkpoint is due (unbounded
+    /// without one), at most a ring's worth so events keep flowing.
+    fn budget(&self) -> usize {
+        let until_save = match (self.config.save_every, &self.config.save_path) {
+            (Some(every), Some(_)) => {
+                let steps = every - self.progress.step % every;
+                steps as usize * self.config.step.grad_accum - self.trainer.pending_micro_batches()
+            }
+            _ => usize::MAX,
+        };
+        until_save.min(self.trainer.stats_ring_slots())
+    }
+
+    fn run_inner(
+        &mut self,
+        ctx: &GpuContext,
+        split: &Split,
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<RunSummary> {
+        let start_step = self.progress.step;
+        let waits_before = ctx.host_waits();
+        let throttles_before = self.trainer.throttle_waits();
+        let start = Instant::now();
+        let mut epoch_start = Instant::now();
+        let mut epoch_images = 0usize;
+        let mut history: Vec<StepStats> = Vec::new();
+        let mut last_eval: Option<Evaluation> = None;
+        let mut images = 0usize;
+        let mut emit = |events: Vec<Event>, history: &mut Vec<StepStats>| {
+            for event in events {
+                if let Event::Step { stats, .. } = &event {
+                    history.push(*stats);
+                }
+                on_event(&event);
+            }
+        };
+        ctx.allocator.reset_peak();
+        while !self.done() {
+            let advance = self.advance(ctx, &split.train, self.budget())?;
+            images += advance.samples;
+            epoch_images += advance.samples;
+            emit(advance.events, &mut history);
+            if advance.throttled {
+                self.trainer.wait_for_slot(ctx)?;
+            }
+            if advance.steps > 0
+                && self.trainer.pending_micro_batches() == 0
+                && let (Some(every), Some(path)) =
+                    (self.config.save_every, self.config.save_path.clone())
+                && self.progress.step.is_multiple_of(every)
+            {
+                // Report (and check for divergence) every step up to here first, so a
+                // periodic checkpoint never holds the parameters of a diverged run.
+                emit(self.drain(ctx)?, &mut history);
+                self.save(ctx, &path)?;
+                emit(
+                    vec![Event::Saved {
+                        path: path.display().to_string(),
+                        step: self.progress.step,
+                    }],
+                    &mut history,
+                );
+            }
+            if let Some(epoch) = advance.epoch_ended {
+                emit(self.drain(ctx)?, &mut history);
+                let eval = match (self.config.validate, split.eval_set()) {
+                    (true, Some(set)) => Some(self.evaluate(ctx, set)?),
+                    _ => None,
+                };
+                let secs = epoch_start.elapsed().as_secs_f64();
+                let report = EpochReport {
+                    epoch,
+                    val_loss: eval.map(|e| e.loss),
+                    val_accuracy: eval.and_then(|e| e.accuracy),
+                    images_per_sec: epoch_images as f64 / secs.max(1e-9),
+                    peak_gpu_bytes: ctx.memory().peak_bytes,
+                    steps: self.progress.step,
+                };
+                emit(vec![Event::Epoch(report)], &mut history);
+                last_eval = eval.or(last_eval);
+                epoch_start = Instant::now();
+                epoch_images = 0;
+            }
+        }
+        emit(self.drain(ctx)?, &mut history);
+        let elapsed = start.elapsed().as_secs_f64();
+        if last_eval.is_none()
+            && self.config.validate
+            && let Some(set) = split.eval_set()
+        {
+            last_eval = Some(self.evaluate(ctx, set)?);
+        }
+        if let Some(path) = self.config.save_path.clone() {
+            self.save(ctx, &path)?;
+            emit(
+                vec![Event::Saved {
+                    path: path.display().to_string(),
+                    step: self.progress.step,
+                }],
+                &mut history,
+            );
+        }
+        let steps = self.progress.step - start_step;
+        let final_scale = self.trainer.scaler.get_scale(ctx)?;
+        Ok(RunSummary {
+            precision: self.config.step.precision.name().into(),
+            adapter: ctx.report.name.clone(),
+            backend: ctx.report.backend.clone(),
+            f16_storage: format!("{:?}", ctx.f16_storage).to_lowercase(),
+            steps: self.progress.step,
+            epochs: self.progress.epoch,
+            first_loss: history.first().map(|s| s.loss),
+            final_loss: history.last().map(|s| s.loss),
+            val_loss: last_eval.map(|e| e.loss),
+            val_accuracy: last_eval.and_then(|e| e.accuracy),
+            ms_per_step: 1000.0 * elapsed / steps.max(1) as f64,
+            images_per_sec: images as f64 / elapsed.max(1e-9),
+            peak_gpu_bytes: ctx.memory().peak_bytes,
+            skipped_steps: history.iter().filter(|s| s.skipped).count() as u64,
+            final_scale,
+            host_waits: ctx.host_waits() - waits_before,
+            throttle_waits: self.trainer.throttle_waits() - throttles_before,
+            history,
+        })
+    }
+
+    /// Wait for every submitted step (one host wait) and return its events; the divergence
+    /// error if a step diverged.
+    fn drain(&mut self, ctx: &GpuContext) -> Result<Vec<Event>> {
+        let stats = self.trainer.finish(ctx)?;
+        let mut events = Vec::new();
+        self.deliver(stats, &mut events);
+        self.check_diverged()?;
+        Ok(events)
+    }
+
+    /// Validation loss and accuracy over a data set, batch by batch.
+    pub fn evaluate(&mut self, ctx: &GpuContext, set: &Dataset) -> Result<Evaluation> {
+        let loader = Loader::new(set.n, self.config.batch_size, false, 0)?;
+        let batches: Vec<Batch> = loader
+            .batches(0)
+            .iter()
+            .map(|idx| set.gather(idx))
+            .collect::<Result<_>>()?;
+        self.trainer.evaluate(
+            ctx,
+            batches
+                .iter()
+                .map(|b| (b.size, b.x.clone(), BatchTargets::from(&b.y))),
+        )
+    }
+
+    /// Everything needed to resume, read back from the GPU (outside the step loop).
+    pub fn checkpoint(&mut self, ctx: &GpuContext) -> Result<Checkpoint> {
+        let finished = self.trainer.finish(ctx)?;
+        self.undelivered.extend(finished);
+        let params = self
+            .trainer
+            .store
+            .download(ctx)?
+            .into_iter()
+            .zip(&self.trainer.store.layout.entries)
+            .map(|((name, values), e)| NamedTensor {
+                name,
+                shape: e.shape.clone(),
+                values,
+            })
+            .collect();
+        let state = self.trainer.optimizer.state(ctx)?;
+        let optimizer = NamedOptimizerState::from_flat(
+            *self.trainer.optimizer.config(),
+            &state,
+            &param_slices(&self.trainer),
+        );
+        let scaler = self.trainer.scaler.state_dict(ctx)?;
+        Ok(Checkpoint {
+            params,
+            optimizer: Some(optimizer),
+            scaler: Some(scaler),
+            progress: self.resume_point(),
+            precision: Some(self.config.step.precision.name().into()),
+        })
+    }
+
+    /// Write a checkpoint atomically. Refuses parameters with inf/NaN (a diverged run), so
+    /// the file at `path` keeps its last good content.
+    pub fn save(&mut self, ctx: &GpuContext, path: &std::path::Path) -> Result<()> {
+        let checkpoint = self.checkpoint(ctx)?;
+        if let Some(bad) = checkpoint
+            .params
+            .iter()
+            .find(|t| t.values.iter().any(|v| !v.is_finite()))
+        {
+            return Err(Error::Diverged(format!(
+                "parameter `{}` holds inf/NaN at step {} under {}; not saving it over {}",
+                bad.name,
+                self.progress.step,
+                self.config.step.precision,
+                path.display()
+            )));
+        }
+        checkpoint.save(path)?;
+        self.last_saved = Some((path.display().to_string(), self.progress.step));
+        Ok(())
+    }
+}

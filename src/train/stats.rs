@@ -1,0 +1,156 @@
+//! Step stats on their way back: each optimizer step's last submission copies the step's
+//! metrics (scale used, found-inf flag, scale after the update, loss of every micro-batch)
+//! into a slot of a [`ReadbackRing`] ([`RING`] slots unless the trainer is told otherwise),
+//! and [`StatsRing::collect`] turns landed slots into [`StepStats`], a few steps late.
+//!
+//! The host waits only when every slot is still in flight, i.e. the GPU is a whole ring of
+//! steps behind: [`StatsRing::wait_oldest`] then blocks for the oldest slot's submission
+//! alone and counts one throttle wait.
+
+use std::collections::VecDeque;
+
+use crate::error::Result;
+use crate::gpu::{GpuBuffer, GpuContext, ReadbackRing};
+
+/// Optimizer steps whose stats can be in flight at once, by default.
+pub const RING: usize = 8;
+/// Word index of the first micro-batch loss in the step metrics.
+pub(crate) const METRIC_LOSSES: u64 = 3;
+
+/// What one optimizer step reports (read a few steps late).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct StepStats {
+    /// 1-based optimizer step.
+    pub step: u64,
+    /// Unscaled f32 loss of this step's forward (mean over its micro-batches).
+    pub loss: f32,
+    /// The scale this step's backward was seeded with.
+    pub scale: f32,
+    /// The scale after this step's update (what the next step uses; PyTorch's
+    /// `scaler.get_scale()` after `scaler.update()`).
+    pub scale_after: f32,
+    /// True when the gradients had inf/NaN and the optimizer step was skipped.
+    pub skipped: bool,
+}
+
+impl StepStats {
+    /// Decode the metrics words of `step` (see [`METRIC_LOSSES`]) with `micro` losses.
+    fn from_words(step: u64, micro: usize, words: &[u32]) -> Self {
+        let first = METRIC_LOSSES as usize;
+        let losses = &words[first..first + micro];
+        let sum: f32 = losses.iter().map(|&w| f32::from_bits(w)).sum();
+        StepStats {
+            step,
+            loss: sum / micro.max(1) as f32,
+            scale: f32::from_bits(words[0]),
+            skipped: words[1] != 0,
+            scale_after: f32::from_bits(words[2]),
+        }
+    }
+}
+
+/// Step number and micro-batch count of a slot.
+struct Tag {
+    step: u64,
+    micro: usize,
+}
+
+/// The trainer's stats ring. See the module docs.
+pub(crate) struct StatsRing {
+    ring: ReadbackRing<Tag>,
+    ready: VecDeque<StepStats>,
+    throttle_waits: u64,
+    last_throttle_wait: Option<u64>,
+}
+
+impl StatsRing {
+    pub(crate) fn new(ctx: &GpuContext, slots: usize, metrics_bytes: u64) -> Self {
+        Self {
+            ring: ReadbackRing::new(ctx, "step.ring", slots, metrics_bytes),
+            ready: VecDeque::new(),
+            throttle_waits: 0,
+            last_throttle_wait: None,
+        }
+    }
+
+    /// Where the next step's metrics go (`None` while every slot is in flight).
+    pub(crate) fn next_buffer(&self) -> Option<&GpuBuffer> {
+        self.ring.next_buffer()
+    }
+
+    /// Submit the step's last command buffer (which copies into [`StatsRing::next_buffer`]).
+    pub(crate) fn submit(
+        &mut self,
+        ctx: &GpuContext,
+        encoder: wgpu::CommandEncoder,
+        step: u64,
+        micro: usize,
+    ) -> Result<()> {
+        self.ring.submit(ctx, encoder, Tag { step, micro })?;
+        Ok(())
+    }
+
+    /// Every slot is in flight (after taking the landed ones without waiting).
+    pub(crate) fn is_full(&mut self, ctx: &GpuContext) -> bool {
+        if self.ring.is_full() {
+            self.collect(ctx);
+        }
+        self.ring.is_full()
+    }
+
+    /// Take every landed slot, in step order, without waiting.
+    pub(crate) fn collect(&mut self, ctx: &GpuContext) {
+        ctx.poll_ready();
+        while let Some(stats) = self.ring.take_ready(|tag, bytes| {
+            StepStats::from_words(tag.step, tag.micro, bytemuck::cast_slice(bytes))
+        }) {
+            self.ready.push_back(stats);
+        }
+    }
+
+    /// Block for the oldest slot's submission only (native), take what landed, and count
+    /// one throttle wait.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(crate) fn wait_oldest(&mut self, ctx: &GpuContext) -> Result<()> {
+        let oldest = self.ring.oldest().map(|t| t.step);
+        let before = self.ring.waits();
+        self.ring.wait_oldest(ctx)?;
+        if self.ring.waits() > before {
+            self.throttle_waits += 1;
+            self.last_throttle_wait = oldest;
+        }
+        self.collect(ctx);
+        Ok(())
+    }
+
+    /// Stats collected so far, in step order.
+    pub(crate) fn drain(&mut self) -> Vec<StepStats> {
+        self.ready.drain(..).collect()
+    }
+
+    /// Make the ring `slots` deep (nothing may be in flight); collected stats stay.
+    pub(crate) fn resize(&mut self, ctx: &GpuContext, slots: usize, metrics_bytes: u64) -> bool {
+        if self.ring.in_flight() > 0 {
+            return false;
+        }
+        self.ring = ReadbackRing::new(ctx, "step.ring", slots, metrics_bytes);
+        true
+    }
+
+    pub(crate) fn slots(&self) -> usize {
+        self.ring.capacity()
+    }
+
+    /// Steps whose stats have not been collected yet.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.ring.in_flight()
+    }
+
+    pub(crate) fn throttle_waits(&self) -> u64 {
+        self.throttle_waits
+    }
+
+    pub(crate) fn last_throttle_wait(&self) -> Option<u64> {
+        self.last_throttle_wait
+    }
+}

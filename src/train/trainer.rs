@@ -1,0 +1,482 @@
+//! The planned training step: `scale(loss) → backward → unscale → (clip) → step → update`,
+//! with buffers, bind groups and pipelines made once per (model, batch size, precision).
+//!
+//! Submission rule: one command buffer per micro-batch, submitted once. The first
+//! micro-batch of an optimizer step also clears the gradients, resets the step's found-inf
+//! flag and casts the master weights; the last one (the only one without gradient
+//! accumulation) also carries unscale, clipping, the optimizer step, the scale update and
+//! the copy of the step's metrics into the stats ring ([`super::stats`]). Nothing inside a
+//! step waits for the GPU; the host waits only before submitting a step's last micro-batch
+//! when every stats slot ([`RING`] by default) is still in flight, and then only for the
+//! oldest one ([`Trainer::throttle_waits`]).
+
+use std::sync::Arc;
+
+use crate::amp::policy::{Policy, Precision};
+use crate::amp::round::round_inplace;
+use crate::amp::scaler::{GradClipper, GradScaler, ScalerConfig};
+use crate::data::BatchLabels;
+use crate::error::{Error, Result};
+use crate::gpu::{GpuBuffer, GpuContext, Kernel};
+use crate::nn::ModelSpec;
+use crate::nn::params::{ParamLayout, ParamStore};
+use crate::nn::{LossKind, Network};
+use crate::ops::elementwise;
+use crate::optim::{Optimizer, OptimizerConfig};
+use crate::tensor::DType;
+
+use super::planning::{batch_error, guard_planning, params_error};
+use super::stats::{METRIC_LOSSES, RING, StatsRing, StepStats};
+
+/// Everything that shapes a training step.
+#[derive(Clone, Debug)]
+pub struct StepConfig {
+    pub precision: Precision,
+    pub loss: LossKind,
+    pub optimizer: OptimizerConfig,
+    pub scaler: ScalerConfig,
+    /// Clip gradients to this global L2 norm, after unscaling.
+    pub clip_grad_norm: Option<f32>,
+    /// Micro-batches per optimizer step.
+    pub grad_accum: usize,
+}
+
+/// Targets of one batch.
+pub enum BatchTargets<'a> {
+    Classes(&'a [u32]),
+    Values(&'a [f32]),
+}
+
+impl<'a> From<&'a BatchLabels> for BatchTargets<'a> {
+    /// A gathered batch's labels as step targets (class labels or float values).
+    fn from(labels: &'a BatchLabels) -> Self {
+        match labels {
+            BatchLabels::Classes(l) => BatchTargets::Classes(l),
+            BatchLabels::Targets(t) => BatchTargets::Values(t),
+        }
+    }
+}
+
+/// A model, its optimizer and scaler, planned for training.
+pub struct Trainer {
+    pub spec: ModelSpec,
+    pub config: StepConfig,
+    pub policy: Policy,
+    pub store: ParamStore,
+    pub scaler: GradScaler,
+    pub optimizer: Optimizer,
+    clipper: Option<GradClipper>,
+    target_dim: usize,
+    pub(super) nets: Vec<Network>,
+    /// Master → compute-dtype cast of every parameter, one dispatch, once per step.
+    pub(super) weight_cast: Option<Kernel>,
+    /// Pure f16 mode: round gradients and parameters to f16 values.
+    round_grads: Option<Kernel>,
+    round_params: Option<Kernel>,
+    begin_step: Kernel,
+    unscale: Option<Kernel>,
+    update: Option<Kernel>,
+    /// [scale used, found_inf, scale after the update, loss of micro-batch 0, 1, ...].
+    metrics: Arc<GpuBuffer>,
+    stats: StatsRing,
+    micro: usize,
+    steps_submitted: u64,
+    submissions: u64,
+}
+
+impl Trainer {
+    /// Plan a trainer. `init` are the initial parameters by PyTorch name.
+    pub fn new(
+        ctx: &GpuContext,
+        spec: ModelSpec,
+        config: StepConfig,
+        target_dim: usize,
+        init: &[(String, Vec<f32>)],
+    ) -> Result<Self> {
+        let params = spec.num_parameters();
+        guard_planning(ctx, || Self::plan(ctx, spec, config, target_dim, init))
+            .map_err(|e| params_error(e, params))
+    }
+
+    fn plan(
+        ctx: &GpuContext,
+        spec: ModelSpec,
+        config: StepConfig,
+        target_dim: usize,
+        init: &[(String, Vec<f32>)],
+    ) -> Result<Self> {
+        if config.grad_accum == 0 {
+            return Err(Error::InvalidArgument(
+                "gradient accumulation needs at least 1 micro-batch per step".into(),
+            ));
+        }
+        config.optimizer.validate()?;
+        config.scaler.validate()?;
+        let policy = Policy::new(config.precision);
+        let low = config.precision.low_dtype();
+        let named: Vec<(String, Vec<usize>)> = spec
+            .parameters()
+            .into_iter()
+            .map(|p| (p.name, p.shape))
+            .collect();
+        let layout = ParamLayout::new(&named, ParamLayout::element_alignment(ctx));
+        let store = ParamStore::new(ctx, layout, Some(low));
+        let total = store.layout.total;
+
+        // Pure f16 keeps f16-valued parameters from the start.
+        let init: Vec<(String, Vec<f32>)> = if config.precision.master_weights() {
+            init.to_vec()
+        } else {
+            init.iter()
+                .map(|(n, v)| (n.clone(), v.iter().map(|&x| low.round(x)).collect()))
+                .collect()
+        };
+        store.upload(ctx, &init)?;
+
+        let scaler = GradScaler::new(ctx, config.scaler)?;
+        let optimizer = Optimizer::new(
+            ctx,
+            config.optimizer,
+            &store.master,
+            &store.grads,
+            total,
+            scaler.state_buffer(),
+        )?;
+        let clipper = config
+            .clip_grad_norm
+            .map(|max| GradClipper::new(ctx, &store.grads, total, max))
+            .transpose()?;
+        let weight_cast = match store.low_flat(ctx)? {
+            Some(low_flat) => Some(elementwise::cast(ctx, &store.master_flat(ctx)?, &low_flat)?),
+            None => None,
+        };
+        let (round_grads, round_params) = if config.precision.master_weights() {
+            (None, None)
+        } else {
+            (
+                Some(round_inplace(ctx, &store.grads, total, low)?),
+                Some(round_inplace(ctx, &store.master, total, low)?),
+            )
+        };
+        let (unscale, update) = if scaler.enabled() {
+            (
+                Some(scaler.unscale_kernel(ctx, &store.grads, total)?),
+                Some(scaler.update_kernel(ctx)?),
+            )
+        } else {
+            (None, None)
+        };
+        let metrics_bytes = 4 * (METRIC_LOSSES + config.grad_accum as u64);
+        let metrics = ctx.alloc_storage("step.metrics", metrics_bytes);
+        let stats = StatsRing::new(ctx, RING, metrics_bytes);
+        Ok(Self {
+            begin_step: scaler.begin_step_kernel(ctx)?,
+            spec,
+            policy,
+            store,
+            scaler,
+            optimizer,
+            clipper,
+            target_dim,
+            nets: Vec::new(),
+            weight_cast,
+            round_grads,
+            round_params,
+            unscale,
+            update,
+            metrics,
+            stats,
+            micro: 0,
+            steps_submitted: 0,
+            submissions: 0,
+            config,
+        })
+    }
+
+    /// The planned network for a batch size (made on first use, then reused).
+    pub fn network(&mut self, ctx: &GpuContext, batch: usize) -> Result<&Network> {
+        let i = self.plan_network(ctx, batch)?;
+        Ok(&self.nets[i])
+    }
+
+    /// Index into `nets` of the network for `batch`, planned on first use. An index, not a
+    /// borrow, so callers can use the network together with the trainer's other fields.
+    pub(super) fn plan_network(&mut self, ctx: &GpuContext, batch: usize) -> Result<usize> {
+        if let Some(i) = self.nets.iter().position(|n| n.batch == batch) {
+            return Ok(i);
+        }
+        let planned = guard_planning(ctx, || {
+            Network::build(
+                ctx,
+                &self.spec,
+                &self.store,
+                &self.policy,
+                batch,
+                self.config.loss,
+                self.target_dim,
+                self.scaler.state_buffer(),
+                1.0 / self.config.grad_accum as f32,
+            )
+        });
+        let net = planned.map_err(|e| batch_error(e, batch))?;
+        self.nets.push(net);
+        Ok(self.nets.len() - 1)
+    }
+
+    /// The network already planned for `batch`, if any (shared borrow, so it can be used
+    /// together with [`Trainer::weight_cast_kernel`]).
+    pub fn planned_network(&self, batch: usize) -> Option<&Network> {
+        self.nets.iter().find(|n| n.batch == batch)
+    }
+
+    /// Upload a batch into a network's input buffers (queued writes; no wait).
+    pub fn write_batch(
+        ctx: &GpuContext,
+        net: &Network,
+        x: &[f32],
+        targets: &BatchTargets<'_>,
+    ) -> Result<()> {
+        net.input.write_f32(ctx, x)?;
+        match (targets, &net.targets) {
+            (BatchTargets::Classes(labels), None) => {
+                if labels.len() != net.batch {
+                    return Err(Error::shape("batch", "label count differs from batch size"));
+                }
+                ctx.queue
+                    .write_buffer(net.labels.raw(), 0, bytemuck::cast_slice(labels));
+            }
+            (BatchTargets::Values(values), Some(t)) => t.write_f32(ctx, values)?,
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "targets do not match the loss (class labels need cross-entropy, values need mse)"
+                        .into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Train on one micro-batch of `batch` samples: one submit. Every `grad_accum`
+    /// micro-batches this completes an optimizer step, in the last micro-batch's submit.
+    /// Never waits inside the step; before a step's last micro-batch, when every stats slot
+    /// is still in flight (the GPU is that many steps behind), native code
+    /// waits for the oldest slot's submission only and counts it
+    /// ([`Trainer::throttle_waits`]); on the web that is an error (check
+    /// [`Trainer::can_submit`] first).
+    pub fn train_batch(
+        &mut self,
+        ctx: &GpuContext,
+        batch: usize,
+        x: &[f32],
+        targets: BatchTargets<'_>,
+    ) -> Result<()> {
+        let first = self.micro == 0;
+        let last = self.micro + 1 == self.config.grad_accum;
+        if last && self.stats.is_full(ctx) {
+            #[cfg(not(target_arch = "wasm32"))]
+            self.stats.wait_oldest(ctx)?;
+            #[cfg(target_arch = "wasm32")]
+            return Err(Error::Gpu(
+                "the GPU is a whole ring of steps behind; check can_submit first".into(),
+            ));
+        }
+        let i = self.plan_network(ctx, batch)?;
+        let net = &self.nets[i];
+        Self::write_batch(ctx, net, x, &targets)?;
+
+        let mut encoder = ctx
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("step"),
+            });
+        if first {
+            encoder.clear_buffer(self.store.grads.raw(), 0, None);
+            // The scale this step's backward uses.
+            encoder.copy_buffer_to_buffer(
+                self.scaler.state_buffer().raw(),
+                0,
+                self.metrics.raw(),
+                0,
+                4,
+            );
+        }
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            if first {
+                for k in self.begin_kernels() {
+                    k.encode(&mut pass);
+                }
+            }
+            for k in net.train_kernels() {
+                k.encode(&mut pass);
+            }
+        }
+        encoder.copy_buffer_to_buffer(
+            net.loss.buffer().raw(),
+            net.loss.byte_offset(),
+            self.metrics.raw(),
+            4 * (METRIC_LOSSES + self.micro as u64),
+            4,
+        );
+        self.submissions += 1;
+        if !last {
+            ctx.queue.submit([encoder.finish()]);
+            self.micro += 1;
+            return Ok(());
+        }
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            for k in self.finish_kernels() {
+                k.encode(&mut pass);
+            }
+        }
+        // found_inf (state word 2), then the updated scale (word 0).
+        let state = self.scaler.state_buffer().raw();
+        encoder.copy_buffer_to_buffer(state, 8, self.metrics.raw(), 4, 4);
+        encoder.copy_buffer_to_buffer(state, 0, self.metrics.raw(), 8, 4);
+        let slot = self
+            .stats
+            .next_buffer()
+            .ok_or_else(|| Error::Gpu("no free stats slot".into()))?;
+        encoder.copy_buffer_to_buffer(self.metrics.raw(), 0, slot.raw(), 0, self.metrics.size());
+        self.steps_submitted += 1;
+        self.stats
+            .submit(ctx, encoder, self.steps_submitted, self.config.grad_accum)?;
+        self.micro = 0;
+        Ok(())
+    }
+
+    /// Whether the next micro-batch can be submitted without waiting (for frame loops and
+    /// [`crate::train::Run::advance`]): it does not complete a step, or a stats slot is free
+    /// once the landed ones are taken.
+    pub fn can_submit(&mut self, ctx: &GpuContext) -> bool {
+        self.micro + 1 < self.config.grad_accum || !self.stats.is_full(ctx)
+    }
+
+    /// Block until the oldest step in flight has finished, so the next step can be submitted
+    /// (native). Waits for that one submission only and counts one throttle wait (and one
+    /// host wait); does nothing when a stats slot is free.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn wait_for_slot(&mut self, ctx: &GpuContext) -> Result<()> {
+        if self.stats.is_full(ctx) {
+            self.stats.wait_oldest(ctx)?;
+        }
+        Ok(())
+    }
+
+    /// Stats of the optimizer steps finished so far (non-blocking; a few steps late).
+    pub fn poll_stats(&mut self, ctx: &GpuContext) -> Vec<StepStats> {
+        self.stats.collect(ctx);
+        self.stats.drain()
+    }
+
+    /// Wait for every submitted step and return the remaining stats (native; end of run).
+    /// One host wait.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn finish(&mut self, ctx: &GpuContext) -> Result<Vec<StepStats>> {
+        ctx.sync()?;
+        Ok(self.poll_stats(ctx))
+    }
+
+    /// Times the host waited because every stats slot was in flight (the GPU a whole ring
+    /// of steps behind). Each such wait is also a host wait ([`GpuContext::host_waits`]).
+    pub fn throttle_waits(&self) -> u64 {
+        self.stats.throttle_waits()
+    }
+
+    /// The step whose stats slot the latest throttle wait waited for (always the oldest
+    /// step in flight then).
+    pub fn last_throttle_wait(&self) -> Option<u64> {
+        self.stats.last_throttle_wait()
+    }
+
+    /// Optimizer steps submitted (by this trainer, since it was made).
+    pub fn steps_submitted(&self) -> u64 {
+        self.steps_submitted
+    }
+
+    /// How many optimizer steps' stats may be in flight at once ([`RING`] by default): how
+    /// far the GPU may fall behind before the host waits.
+    pub fn stats_ring_slots(&self) -> usize {
+        self.stats.slots()
+    }
+
+    /// Let `slots` steps' stats be in flight at once (at least 1). Only between steps with
+    /// nothing in flight (right after planning, or after [`Trainer::finish`]).
+    pub fn set_stats_ring_slots(&mut self, ctx: &GpuContext, slots: usize) -> Result<()> {
+        if slots == 0 || !self.stats.resize(ctx, slots, self.metrics.size()) {
+            return Err(Error::InvalidArgument(
+                "the stats ring needs at least 1 slot and no step in flight to change".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Optimizer steps submitted whose stats have not been collected yet.
+    pub fn steps_in_flight(&self) -> usize {
+        self.stats.in_flight()
+    }
+
+    /// Command buffers [`Trainer::train_batch`] has submitted: one per micro-batch.
+    pub fn submissions(&self) -> u64 {
+        self.submissions
+    }
+
+    /// Micro-batches already accumulated toward the next optimizer step.
+    pub fn pending_micro_batches(&self) -> usize {
+        self.micro
+    }
+
+    /// Each layer's op, compute dtype, output dtype and inserted casts under this trainer's policy.
+    pub fn precision_map(&self) -> Vec<crate::amp::policy::PrecisionRow> {
+        crate::nn::precision_map(&self.spec, &self.policy, self.config.loss)
+    }
+
+    /// The master → compute-dtype weight cast (None in f32 mode). Encode it before a
+    /// forward outside the step (e.g. an asynchronous validation pass) so it sees the
+    /// current weights.
+    pub fn weight_cast_kernel(&self) -> Option<&Kernel> {
+        self.weight_cast.as_ref()
+    }
+
+    /// Every kernel of one optimizer step (one micro-batch) at `batch`, in the order
+    /// `train_batch` records them, for per-kernel profiling. Running them changes the
+    /// parameters like a real step does (profile a trainer whose state does not matter).
+    pub fn step_kernels(&mut self, ctx: &GpuContext, batch: usize) -> Result<Vec<&Kernel>> {
+        let i = self.plan_network(ctx, batch)?;
+        let net = &self.nets[i];
+        let mut kernels = self.begin_kernels();
+        kernels.extend(net.train_kernels());
+        kernels.extend(self.finish_kernels());
+        Ok(kernels)
+    }
+
+    /// What the first micro-batch of a step runs before its forward: reset the step's
+    /// found-inf flag, cast the master weights to the compute dtype.
+    fn begin_kernels(&self) -> Vec<&Kernel> {
+        let mut kernels = vec![&self.begin_step];
+        kernels.extend(&self.weight_cast);
+        kernels
+    }
+
+    /// What the last micro-batch runs after its backward, in PyTorch's order: (pure f16:
+    /// round the gradients) → unscale → clip → optimizer step → (pure f16: round the
+    /// parameters) → scale update.
+    fn finish_kernels(&self) -> Vec<&Kernel> {
+        let mut kernels: Vec<&Kernel> = Vec::new();
+        kernels.extend(&self.round_grads);
+        kernels.extend(&self.unscale);
+        if let Some(c) = &self.clipper {
+            kernels.extend(c.kernels());
+        }
+        kernels.push(self.optimizer.step_kernel());
+        kernels.extend(&self.round_params);
+        kernels.extend(&self.update);
+        kernels
+    }
+
+    /// The dtype the model's parameters compute in under this trainer's policy.
+    pub fn low_dtype(&self) -> DType {
+        self.config.precision.low_dtype()
+    }
+}
