@@ -49,7 +49,7 @@ pub fn show(ui: &mut egui::Ui, app: &mut App) {
                     for r in rows {
                         ui.label(r.index.to_string());
                         ui.label(&r.name);
-                        ui.label(format!("{:?}", r.op));
+                        ui.label(r.op.name);
                         ui.label(r.input_dtype.to_string());
                         ui.label(r.compute_dtype.to_string());
                         ui.label(r.output_dtype.to_string());
