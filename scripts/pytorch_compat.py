@@ -240,8 +240,8 @@ CASES = [
          known_issue="webgpu-amp writes weight and bias gradients in f32; PyTorch writes them "
          "in f16, where a batch's summed scaled gradient overflows at a scale at which every "
          "f16 tensor of ours is finite: at 2^21 PyTorch's 3.weight/3.bias gradients are inf "
-         "(the logits' gradient, f16 on both sides, peaks at 60896), so PyTorch skips step 4 and webgpu-amp "
-         "applies it",
+         "(the logits' gradient, f16 on both sides, peaks at 60896), so PyTorch skips step 4 "
+         "and webgpu-amp applies it",
          expect_problems=["step 4: SKIP", "parameter 1.weight", "parameter 1.bias",
                           "parameter 3.weight", "parameter 3.bias"], **AMP),
 ]
