@@ -4,6 +4,7 @@
 //! bind group made once); callers encode kernels into a step's command buffer.
 
 pub mod conv;
+pub mod dropout;
 pub mod elementwise;
 pub mod histogram;
 pub mod loss;
@@ -43,6 +44,7 @@ pub fn all_variants() -> Result<Vec<Variant>> {
     v.extend(crate::amp::round::variants()?);
     v.extend(matmul::variants()?);
     v.extend(histogram::variants()?);
+    v.extend(dropout::variants()?);
     Ok(v)
 }
 
