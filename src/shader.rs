@@ -34,6 +34,7 @@ pub const SHADERS: &[(&str, &str)] = &[
     ("amp", include_str!("../shaders/amp.wgsl")),
     ("matmul", include_str!("../shaders/matmul.wgsl")),
     ("histogram", include_str!("../shaders/histogram.wgsl")),
+    ("attention", include_str!("../shaders/attention.wgsl")),
     ("dropout", include_str!("../shaders/dropout.wgsl")),
 ];
 

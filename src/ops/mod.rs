@@ -3,6 +3,7 @@
 //! Every op is a function that checks shapes and returns a planned [`Kernel`] (pipeline and
 //! bind group made once); callers encode kernels into a step's command buffer.
 
+pub mod attention;
 pub mod conv;
 pub mod dropout;
 pub mod elementwise;
@@ -44,6 +45,7 @@ pub fn all_variants() -> Result<Vec<Variant>> {
     v.extend(crate::amp::round::variants()?);
     v.extend(matmul::variants()?);
     v.extend(histogram::variants()?);
+    v.extend(attention::variants()?);
     v.extend(dropout::variants()?);
     Ok(v)
 }
