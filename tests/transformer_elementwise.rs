@@ -116,8 +116,8 @@ fn gelu_erf_f32_within_1e6_of_f64_for_x_up_to_10() {
         worst_g = worst_g.max(eg);
     }
     println!(
-        "exact GELU on {}: max |err| forward {worst_y:e}, backward {worst_g:e}",
-        ctx.report.name
+        "exact GELU on {} / {}: max |err| forward {worst_y:e}, backward {worst_g:e}",
+        ctx.report.backend, ctx.report.name
     );
 }
 

@@ -131,16 +131,13 @@ fn require_f32(op: &'static str, name: &str, t: &Tensor) -> Result<()> {
     Ok(())
 }
 
-/// Without dropout the kernel never reads the state, but its binding must exist: a small
-/// zeroed buffer (an eval-mode state) fills it, so no tensor's buffer is bound twice.
-fn eval_state(ctx: &GpuContext) -> Arc<GpuBuffer> {
-    ctx.alloc_storage("attention: no dropout state", 32)
-}
-
-fn state_arg<'a>(params: &SoftmaxParams<'a>, off: &'a Arc<GpuBuffer>) -> Arg<'a> {
-    match params.dropout_state {
-        Some(st) if params.dropout.is_some() => Arg::Buffer(st.buffer()),
-        _ => Arg::Buffer(off),
+/// The buffer bound as the dropout state: the caller's with dropout; without, the kernel
+/// never reads it but the binding must exist, so a small zeroed buffer (an eval-mode state)
+/// fills it and no tensor's buffer is bound twice.
+fn state_buffer(ctx: &GpuContext, params: &SoftmaxParams) -> Arc<GpuBuffer> {
+    match (params.dropout, params.dropout_state) {
+        (Some(_), Some(state)) => state.buffer().clone(),
+        _ => ctx.alloc_storage("attention: no dropout state", 32),
     }
 }
 
@@ -158,8 +155,7 @@ pub fn causal_softmax_forward(
     const OP: &str = "causal_softmax_forward";
     require_f32(OP, "p", p)?;
     let (uniform, grid) = plan(OP, params, &[("s", s), ("p", p), ("pd", pd)])?;
-    let off = eval_state(ctx);
-    let state = state_arg(params, &off);
+    let state = state_buffer(ctx, params);
     ctx.kernel(
         &KernelDesc::new(SHADER, "softmax_forward"),
         &[
@@ -167,7 +163,7 @@ pub fn causal_softmax_forward(
             ("s", Arg::Tensor(s)),
             ("p", Arg::Tensor(p)),
             ("pd", Arg::Tensor(pd)),
-            ("dropout_state", state),
+            ("dropout_state", Arg::Buffer(&state)),
         ],
         grid,
     )
@@ -186,8 +182,7 @@ pub fn causal_softmax_backward(
     const OP: &str = "causal_softmax_backward";
     require_f32(OP, "p", p)?;
     let (uniform, grid) = plan(OP, params, &[("p", p), ("dpd", dpd), ("ds", ds)])?;
-    let off = eval_state(ctx);
-    let state = state_arg(params, &off);
+    let state = state_buffer(ctx, params);
     ctx.kernel(
         &KernelDesc::new(SHADER, "softmax_backward"),
         &[
@@ -195,7 +190,7 @@ pub fn causal_softmax_backward(
             ("p", Arg::Tensor(p)),
             ("dpd", Arg::Tensor(dpd)),
             ("ds", Arg::Tensor(ds)),
-            ("dropout_state", state),
+            ("dropout_state", Arg::Buffer(&state)),
         ],
         grid,
     )
