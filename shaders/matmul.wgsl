@@ -2,6 +2,11 @@
 // f32 whatever the storages. op(a) is a [M,K] or aᵀ of a [K,M] (TRANS_A); op(b) is b [K,N]
 // or bᵀ of b [N,K] (TRANS_B).
 //
+// Strided batches: each matrix lives at `off + z0 * s0 + z1 * s1` in its tensor with row
+// stride `ld` (the stored matrix's row stride: [K,M] for TRANS_A, [N,K] for TRANS_B), for
+// z = (z0, z1) over the batch. A plain matmul is one batch of contiguous matrices (off 0,
+// ld = stored columns), and the arithmetic is the same either way: only index math differs.
+//
 // Constants injected by src/ops/matmul.rs (one pipeline per combination):
 //   TRANS_A, TRANS_B: bool   layouts, so index arithmetic is fixed at compile time
 //   WG_X, WG_Y: u32          threads per workgroup along N and M
@@ -26,12 +31,54 @@ struct Params {
     m: u32,
     n: u32,
     k: u32,
-    flags: u32, // FLAG_ACCUMULATE | FLAG_BIAS
+    flags: u32, // FLAG_ACCUMULATE | FLAG_BIAS | FLAG_PAIRS
+    // Layouts (elements): offset and row stride of a, b and c.
+    a_off: u32,
+    a_ld: u32,
+    b_off: u32,
+    b_ld: u32,
+    c_off: u32,
+    c_ld: u32,
+    // Batch: z = (z0, z1), flat zf = z0 * batch_inner + z1, zf < batches. The grid's z
+    // dimension walks zf; past 65535 batches the rest folds into y (y = m tile + m_tiles * hi).
+    batch_inner: u32,
+    batches: u32,
+    m_tiles: u32,
+    a_s0: u32,
+    a_s1: u32,
+    b_s0: u32,
+    b_s1: u32,
+    c_s0: u32,
+    c_s1: u32,
+    _pad: u32,
 }
 @group(0) @binding(0) var<uniform> params: Params;
 
 const FLAG_ACCUMULATE: u32 = 1u;
 const FLAG_BIAS: u32 = 2u;
+// Every column pair (col, col + 1) with col even starts a packed word of c (c_off, c_ld and
+// the batch strides are even), so a thread owning both writes them with one store2.
+const FLAG_PAIRS: u32 = 4u;
+
+// Element offsets of this workgroup's matrices (set once at the top of each entry point).
+var<private> a_base: u32;
+var<private> b_base: u32;
+var<private> c_base: u32;
+
+// Pick this workgroup's batch and m tile; false when it is a padding workgroup past the last
+// batch (a whole workgroup, so returning is uniform).
+fn start_batch(wid: vec3<u32>, nwg: vec3<u32>) -> bool {
+    let zf = wid.z + (wid.y / params.m_tiles) * nwg.z;
+    if (zf >= params.batches) {
+        return false;
+    }
+    let z0 = zf / params.batch_inner;
+    let z1 = zf % params.batch_inner;
+    a_base = params.a_off + z0 * params.a_s0 + z1 * params.a_s1;
+    b_base = params.b_off + z0 * params.b_s0 + z1 * params.b_s1;
+    c_base = params.c_off + z0 * params.c_s0 + z1 * params.c_s1;
+    return true;
+}
 
 const BM: u32 = WG_Y * TM;
 const BN: u32 = WG_X * TN;
@@ -39,27 +86,28 @@ const THREADS: u32 = WG_X * WG_Y;
 
 // Flat index of op(a)[row, kk] = a_row_base(row) + kk * a_k_stride().
 fn a_row_base(row: u32) -> u32 {
-    if (TRANS_A) { return row; }
-    return row * params.k;
+    if (TRANS_A) { return a_base + row; }
+    return a_base + row * params.a_ld;
 }
 fn a_k_stride() -> u32 {
-    if (TRANS_A) { return params.m; }
+    if (TRANS_A) { return params.a_ld; }
     return 1u;
 }
 // Flat index of op(b)[kk, col] = b_col_base(col) + kk * b_k_stride().
 fn b_col_base(col: u32) -> u32 {
-    if (TRANS_B) { return col * params.k; }
-    return col;
+    if (TRANS_B) { return b_base + col * params.b_ld; }
+    return b_base + col;
 }
 fn b_k_stride() -> u32 {
     if (TRANS_B) { return 1u; }
-    return params.n;
+    return params.b_ld;
 }
 
 // Epilogue for the column pair (col, col + 1) of one row: bias, accumulate, store. A thread
-// owns both halves of the packed word when N is even (col is always even), so it writes
-// the pair with one store2; when N is odd a word may span two rows owned by different
-// threads, and the single-element stores (atomic on packed storage) keep that race-free.
+// owns both halves of the packed word when the pairs are word-aligned (FLAG_PAIRS: N even
+// for a plain matmul; col is always even), so it writes the pair with one store2; otherwise
+// a word may span two rows owned by different threads, and the single-element stores
+// (atomic on packed storage) keep that race-free.
 fn store_pair(row: u32, col: u32, v: vec2<f32>) {
     let n = params.n;
     if (row >= params.m || col >= n) {
@@ -74,8 +122,8 @@ fn store_pair(row: u32, col: u32, v: vec2<f32>) {
         }
     }
     let accumulate = (params.flags & FLAG_ACCUMULATE) != 0u;
-    let idx = row * n + col;
-    if (has_second && (n & 1u) == 0u) {
+    let idx = c_base + row * params.c_ld + col;
+    if (has_second && (params.flags & FLAG_PAIRS) != 0u) {
         if (accumulate) {
             out += c_load2(idx);
         }
@@ -114,13 +162,17 @@ fn tile_col(lid_x: u32, j: u32) -> u32 {
 @compute @workgroup_size(WG_X, WG_Y)
 fn matmul_tiled(
     @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
+    if (!start_batch(wid, nwg)) {
+        return;
+    }
     let m = params.m;
     let n = params.n;
     let k = params.k;
-    let row0 = wid.y * BM;
+    let row0 = (wid.y % params.m_tiles) * BM;
     let col0 = wid.x * BN;
     let a_ks = a_k_stride();
     let b_ks = b_k_stride();
@@ -201,12 +253,16 @@ fn matmul_tiled(
 @compute @workgroup_size(WG_X, WG_Y)
 fn matmul_direct(
     @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lane: u32,
 ) {
+    if (!start_batch(wid, nwg)) {
+        return;
+    }
     let m = params.m;
     let n = params.n;
     let k = params.k;
-    let row0 = wid.y * BM;
+    let row0 = (wid.y % params.m_tiles) * BM;
     let col0 = wid.x * BN + 2u * lane;
     let a_ks = a_k_stride();
     let b_ks = b_k_stride();

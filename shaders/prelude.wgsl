@@ -55,3 +55,63 @@ fn unpack_bf16x2(w: u32) -> vec2<f32> {
 fn round_f16(v: f32) -> f32 { return unpack2x16float(f32_to_f16_bits(v)).x; }
 fn round_bf16(v: f32) -> f32 { return bitcast<f32>(f32_to_bf16_bits(v) << 16u); }
 // ---- end prelude -----------------------------------------------------------------------
+
+// ---- counter-based RNG for dropout masks (src/ops/dropout.rs has the CPU twin) ---------
+// Philox4x32-10 (Salmon et al., SC'11; Random123), checked against Random123's known-answer
+// vectors. Pure integer math, so every backend and precision gets the same bits.
+
+// (hi, lo) words of the 64-bit product a * b, from 16-bit halves (WGSL has no mulhi).
+fn philox_mulhilo(a: u32, b: u32) -> vec2<u32> {
+    let a0 = a & 0xffffu;
+    let a1 = a >> 16u;
+    let b0 = b & 0xffffu;
+    let b1 = b >> 16u;
+    let p00 = a0 * b0;
+    let p01 = a0 * b1;
+    let p10 = a1 * b0;
+    let p11 = a1 * b1;
+    let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
+    let hi = p11 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u);
+    return vec2<u32>(hi, a * b);
+}
+
+fn philox4x32_10(counter: vec4<u32>, key: vec2<u32>) -> vec4<u32> {
+    var c = counter;
+    var k = key;
+    for (var r = 0u; r < 10u; r++) {
+        if (r > 0u) {
+            k = k + vec2<u32>(0x9E3779B9u, 0xBB67AE85u);
+        }
+        let p0 = philox_mulhilo(0xD2511F53u, c.x);
+        let p1 = philox_mulhilo(0xCD9E8D57u, c.z);
+        c = vec4<u32>(p1.x ^ c.y ^ k.x, p1.y, p0.x ^ c.w ^ k.y, p0.y);
+    }
+    return c;
+}
+
+// Dropout keep decisions for the element pair (index, index + 1), index even: element e
+// takes 32-bit word e % 4 of philox4x32_10((e / 4, layer, counter_lo, counter_hi),
+// (seed_lo, seed_hi)); its top 24 bits u are kept when u >= threshold (= ceil(p * 2^24)).
+// `state` is the DropoutState words [seed_lo, seed_hi, counter_lo, counter_hi, ...].
+fn dropout_keep2(state: vec4<u32>, layer: u32, index: u32, threshold: u32) -> vec2<bool> {
+    let w = philox4x32_10(vec4<u32>(index >> 2u, layer, state.z, state.w), state.xy);
+    var pair = w.xy;
+    if ((index & 2u) != 0u) {
+        pair = w.zw;
+    }
+    return vec2<bool>((pair.x >> 8u) >= threshold, (pair.y >> 8u) >= threshold);
+}
+
+// dropout(x) = x / (1 - p) where kept, else 0 — except that a dropped inf or NaN gives NaN,
+// as PyTorch's x * mask * scale does (0 * inf), so an overflow is never hidden from the
+// GradScaler. The backward is the same function of the upstream gradient.
+fn dropout_apply(x: f32, keep: bool, scale: f32) -> f32 {
+    if (keep) {
+        return x * scale;
+    }
+    if (is_nonfinite(x)) {
+        return bitcast<f32>(bitcast<u32>(x) | 0x00400000u);
+    }
+    return 0.0;
+}
+// ---- end counter-based RNG -------------------------------------------------------------

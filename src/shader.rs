@@ -37,6 +37,8 @@ pub const SHADERS: &[(&str, &str)] = &[
     ("layernorm", include_str!("../shaders/layernorm.wgsl")),
     ("embedding", include_str!("../shaders/embedding.wgsl")),
     ("sample", include_str!("../shaders/sample.wgsl")),
+    ("attention", include_str!("../shaders/attention.wgsl")),
+    ("dropout", include_str!("../shaders/dropout.wgsl")),
 ];
 
 const PRELUDE: &str = include_str!("../shaders/prelude.wgsl");

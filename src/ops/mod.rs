@@ -3,7 +3,9 @@
 //! Every op is a function that checks shapes and returns a planned [`Kernel`] (pipeline and
 //! bind group made once); callers encode kernels into a step's command buffer.
 
+pub mod attention;
 pub mod conv;
+pub mod dropout;
 pub mod elementwise;
 pub mod embedding;
 pub mod histogram;
@@ -49,6 +51,8 @@ pub fn all_variants() -> Result<Vec<Variant>> {
     v.extend(layernorm::variants()?);
     v.extend(embedding::variants()?);
     v.extend(sample::variants()?);
+    v.extend(attention::variants()?);
+    v.extend(dropout::variants()?);
     Ok(v)
 }
 
