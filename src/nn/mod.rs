@@ -9,6 +9,7 @@
 //! - [`network`]: a model planned on the GPU for one batch size: the forward and backward
 //!   loops ([`plan`] is what they hand each layer), then the [`loss`].
 
+// pub mod gpt; (waits for token inputs)
 pub mod layers;
 pub mod loss;
 pub mod model;

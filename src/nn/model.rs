@@ -12,10 +12,14 @@
 //!
 //! Layer kinds and their fields (defaults after `=`):
 //! `linear {out, bias=true}`, `conv2d {out, kernel, stride=1, padding=0, bias=true}` (square
-//! kernels, zero padding), `relu {}`, `gelu {}` (tanh approximation, PyTorch's
-//! `nn.GELU(approximate='tanh')`), `maxpool2d {kernel, stride=kernel}` (no padding, floor
-//! mode), `flatten {}` (all per-sample dimensions, like `nn.Flatten()`). Each kind is a file
-//! in [`crate::nn::layers`].
+//! kernels, zero padding), `relu {}`, `gelu {}` (`nn.GELU()`, exact), `gelu_tanh {}`
+//! (`nn.GELU(approximate='tanh')`), `maxpool2d {kernel, stride=kernel}` (no padding, floor
+//! mode), `flatten {}` (all per-sample dimensions, like `nn.Flatten()`), `layernorm
+//! {bias=true}` (over the last dimension), `dropout {p}`, `attention {heads, dropout=0}`
+//! (causal self-attention on packed `[T, 3C]` projections), `embedding {vocab, dim,
+//! positions=null}` (token ids `[T]` → `[T, dim]`), `residual {layers}` (`x + layers(x)`).
+//! Each kind is a file in [`crate::nn::layers`]. A whole GPT is `{"gpt": {...}}`
+//! ([`crate::nn::gpt`]).
 //!
 //! Shapes are per sample, without the batch dimension: `[features]` or `[channels, height,
 //! width]`. A JSON model is a `torch.nn.Sequential`: every layer, activations included, takes
@@ -110,7 +114,9 @@ struct ModelJson {
 }
 
 /// Parses one JSON layer, `{"kind": {fields}}`, through [`layers::REGISTRY`].
-fn layer_from_json(value: serde_json::Value) -> std::result::Result<Box<dyn LayerConfig>, String> {
+pub(crate) fn layer_from_json(
+    value: serde_json::Value,
+) -> std::result::Result<Box<dyn LayerConfig>, String> {
     let kinds = || {
         layers::REGISTRY
             .iter()
@@ -161,36 +167,15 @@ impl ModelSpec {
         if layers.is_empty() {
             return Err(Error::model(format!("{name}: the model has no layers")));
         }
-        let mut shape = input_shape.to_vec();
-        let mut resolved = Vec::with_capacity(layers.len());
-        for (index, (layer_name, config)) in layers.iter().enumerate() {
-            let layer = config
-                .resolve(&shape)
-                .and_then(|r| check_sizes(&*r.layer, &r.output_shape).map(|()| r))
-                .map_err(|msg| {
-                    let label = if *layer_name == index.to_string() {
-                        String::new()
-                    } else {
-                        format!(" `{layer_name}`")
-                    };
-                    Error::model(format!(
-                        "{name}: layer {index}{label} ({}): {msg}",
-                        config.kind()
-                    ))
-                })?;
-            resolved.push(NamedLayer {
-                name: layer_name.clone(),
-                layer: layer.layer,
-                input_shape: shape,
-                output_shape: layer.output_shape.clone(),
-            });
-            shape = layer.output_shape;
-        }
-        Ok(ModelSpec {
+        let layers = resolve_layers(input_shape, layers)
+            .map_err(|msg| Error::model(format!("{name}: {msg}")))?;
+        let spec = ModelSpec {
             name: name.to_string(),
             input_shape: input_shape.to_vec(),
-            layers: resolved,
-        })
+            layers,
+        };
+        spec.check_tied_parameters()?;
+        Ok(spec)
     }
 
     /// Parses a JSON description (see the module docs). Unknown layer kinds or fields,
@@ -227,6 +212,42 @@ impl ModelSpec {
             .iter()
             .flat_map(NamedLayer::parameters)
             .collect()
+    }
+
+    /// Parameters used under a second name (weight tying): `(alias, owner)` full names, e.g.
+    /// `("lm_head.weight", "transformer.wte.weight")`. Checkpoints write the alias too (as
+    /// PyTorch's `state_dict` does) and accept it on load.
+    pub fn tied_parameters(&self) -> Vec<(String, String)> {
+        fn walk(prefix: &str, layers: &[NamedLayer], out: &mut Vec<(String, String)>) {
+            for l in layers {
+                let path = if prefix.is_empty() {
+                    l.name.clone()
+                } else {
+                    format!("{prefix}.{}", l.name)
+                };
+                for (alias, owner) in l.layer.tied_parameters() {
+                    out.push((format!("{path}.{alias}"), owner));
+                }
+                walk(&path, l.layer.sublayers(), out);
+            }
+        }
+        let mut out = Vec::new();
+        walk("", &self.layers, &mut out);
+        out
+    }
+
+    /// Every tied parameter names an owner of the same shape.
+    fn check_tied_parameters(&self) -> Result<()> {
+        let params = self.parameters();
+        for (alias, owner) in self.tied_parameters() {
+            if !params.iter().any(|p| p.name == owner) {
+                return Err(Error::model(format!(
+                    "{}: `{alias}` is tied to `{owner}`, which no layer has",
+                    self.name
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Total number of parameter values.
@@ -289,6 +310,37 @@ impl ModelSpec {
         s.push_str(&format!("  parameters: {}\n", self.num_parameters()));
         s
     }
+}
+
+/// Resolves named layer configs in order from `input`; errors name the layer's index and
+/// name (`layer 3 `conv2` (conv2d): ...`).
+pub(crate) fn resolve_layers(
+    input: &[usize],
+    layers: &[(String, Box<dyn LayerConfig>)],
+) -> std::result::Result<Vec<NamedLayer>, String> {
+    let mut shape = input.to_vec();
+    let mut resolved = Vec::with_capacity(layers.len());
+    for (index, (layer_name, config)) in layers.iter().enumerate() {
+        let layer = config
+            .resolve(&shape)
+            .and_then(|r| check_sizes(&*r.layer, &r.output_shape).map(|()| r))
+            .map_err(|msg| {
+                let label = if *layer_name == index.to_string() {
+                    String::new()
+                } else {
+                    format!(" `{layer_name}`")
+                };
+                format!("layer {index}{label} ({}): {msg}", config.kind())
+            })?;
+        resolved.push(NamedLayer {
+            name: layer_name.clone(),
+            layer: layer.layer,
+            input_shape: shape,
+            output_shape: layer.output_shape.clone(),
+        });
+        shape = layer.output_shape;
+    }
+    Ok(resolved)
 }
 
 /// Checks a resolved layer's output and parameter sizes against [`layers::MAX_ELEMENTS`].
@@ -356,9 +408,14 @@ impl SequentialBuilder {
         self.layer(layers::activation::ReluConfig {})
     }
 
-    /// `nn.GELU(approximate='tanh')`.
+    /// `nn.GELU()` (exact).
     pub fn gelu(self) -> Self {
         self.layer(layers::activation::GeluConfig {})
+    }
+
+    /// `nn.GELU(approximate='tanh')`.
+    pub fn gelu_tanh(self) -> Self {
+        self.layer(layers::activation::GeluTanhConfig {})
     }
 
     pub fn maxpool2d(self, kernel: usize, stride: usize) -> Self {

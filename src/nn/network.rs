@@ -13,6 +13,7 @@ use super::plan::{BackwardPlan, ForwardPlan, PrecisionWalk};
 use crate::amp::policy::{Policy, PrecisionRow};
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
+use crate::ops::dropout::DropoutState;
 use crate::tensor::{DType, Tensor};
 
 /// The planned network for one batch size.
@@ -31,6 +32,8 @@ pub struct Network {
     /// Correct predictions (u32), accumulated by [`Network::eval_kernels`].
     pub correct: Arc<GpuBuffer>,
     pub loss_kind: LossKind,
+    /// What the dropout layers read, when the model has any ([`Network::set_dropout`]).
+    dropout: Option<Arc<DropoutState>>,
     forward: Vec<Kernel>,
     train_loss: Vec<Kernel>,
     eval_loss: Vec<Kernel>,
@@ -65,7 +68,7 @@ impl Network {
         // Forward: each layer in order, cast first when the policy says so.
         let (output, tape) = f.run_layers(&spec.layers, input.clone())?;
         let grad_bytes = f.largest_grad(&output);
-        let (forward, scratch) = f.finish();
+        let (forward, scratch, dropout) = f.finish();
 
         // Loss: computed in f32 from the output's storage; the training kernel also writes
         // the seeded gradient of the output, where the backward starts.
@@ -73,7 +76,7 @@ impl Network {
         let labels = ctx.alloc_storage("labels", 4 * batch as u64);
 
         // Backward: what the forward recorded, in reverse.
-        let mut b = BackwardPlan::new(ctx, store, grad_bytes, scratch);
+        let mut b = BackwardPlan::new(ctx, store, dropout.clone(), grad_bytes, scratch);
         let grad_output = b.input_grad(&output)?;
         b.run_tape(&tape, grad_output.clone())?;
         let backward = b.into_kernels();
@@ -99,12 +102,22 @@ impl Network {
             loss,
             correct,
             loss_kind,
+            dropout,
             forward,
             train_loss: planned_loss.train,
             eval_loss: planned_loss.eval,
             count_correct: planned_loss.count_correct,
             backward,
         })
+    }
+
+    /// Set what the next submission's dropout layers do: in training, drop with the masks of
+    /// micro-batch `counter` of the stream `seed`; otherwise pass everything (evaluation).
+    /// A queued write (no wait); nothing for a model without dropout.
+    pub fn set_dropout(&self, ctx: &GpuContext, seed: u64, counter: u64, training: bool) {
+        if let Some(d) = &self.dropout {
+            d.write(ctx, seed, counter, training);
+        }
     }
 
     /// Forward, seeded loss gradient and backward of one (micro-)batch, in order.

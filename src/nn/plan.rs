@@ -6,6 +6,7 @@
 //! Everything here happens once, when a network is planned for a batch size; a training step
 //! only replays the kernels.
 
+use std::cell::OnceCell;
 use std::sync::Arc;
 
 use super::layers::{Backward, Layer, cast};
@@ -14,6 +15,7 @@ use super::params::ParamStore;
 use crate::amp::policy::{Policy, PrecisionRow};
 use crate::error::Result;
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
+use crate::ops::dropout::{DropoutKey, DropoutState};
 use crate::tensor::{DType, Tensor};
 
 /// What the forward recorded for one op (a layer, or a cast autocast inserted).
@@ -37,13 +39,16 @@ pub struct ForwardPlan<'a> {
     ctx: &'a GpuContext,
     store: &'a ParamStore,
     policy: &'a Policy,
+    /// Made when the first dropout layer asks for it.
+    dropout: OnceCell<Arc<DropoutState>>,
     batch: usize,
     kernels: Vec<Kernel>,
     /// The layer being planned: its full name and compute dtype.
     path: String,
     dtype: DType,
-    /// Layers planned so far (the policy's per-layer index).
+    /// Layers planned so far (the policy's per-layer index), and the current layer's index.
     layer_count: usize,
+    index: usize,
     seen_params: bool,
     /// The largest input gradient the backward will need, in bytes.
     largest_grad: u64,
@@ -74,20 +79,23 @@ impl<'a> ForwardPlan<'a> {
             ctx,
             store,
             policy,
+            dropout: OnceCell::new(),
             batch,
             kernels: Vec::new(),
             path: String::new(),
             dtype: DType::F32,
             layer_count: 0,
+            index: 0,
             seen_params: false,
             largest_grad: 0,
             scratch: Scratch::default(),
         }
     }
 
-    /// The kernels, and the scratch buffers for the backward to share.
-    pub(super) fn finish(self) -> (Vec<Kernel>, Scratch) {
-        (self.kernels, self.scratch)
+    /// The kernels, the scratch buffers for the backward to share, and the dropout state
+    /// when a layer asked for it.
+    pub(super) fn finish(self) -> (Vec<Kernel>, Scratch, Option<Arc<DropoutState>>) {
+        (self.kernels, self.scratch, self.dropout.into_inner())
     }
 
     /// The largest gradient buffer the backward needs (the output's gradient included).
@@ -114,12 +122,11 @@ impl<'a> ForwardPlan<'a> {
         x: Tensor,
         tape: &mut Tape,
     ) -> Result<Tensor> {
-        let parent = std::mem::take(&mut self.path);
-        let parent_dtype = self.dtype;
-        self.path = join(&parent, name);
-        let index = self.layer_count;
+        let parent = (std::mem::take(&mut self.path), self.dtype, self.index);
+        self.path = join(&parent.0, name);
+        self.index = self.layer_count;
         self.layer_count += 1;
-        self.dtype = self.policy.compute_dtype(index, layer.op(), x.dtype());
+        self.dtype = self.policy.compute_dtype(self.index, layer.op(), x.dtype());
         let mut x = x;
         if self.dtype != x.dtype() {
             let wants = self.seen_params;
@@ -133,8 +140,7 @@ impl<'a> ForwardPlan<'a> {
         let (y, backward) = layer.forward(self, x.clone())?;
         self.record(tape, x, wants, backward);
         self.seen_params |= has_params;
-        self.path = parent;
-        self.dtype = parent_dtype;
+        (self.path, self.dtype, self.index) = parent;
         Ok(y)
     }
 
@@ -205,12 +211,30 @@ impl<'a> ForwardPlan<'a> {
     pub fn push(&mut self, kernel: Kernel) {
         self.kernels.push(kernel);
     }
+
+    /// The words every dropout kernel reads (seed, micro-batch counter, training flag),
+    /// written before each submit ([`crate::nn::Network::set_dropout`]).
+    pub fn dropout_state(&self) -> Arc<DropoutState> {
+        self.dropout
+            .get_or_init(|| Arc::new(DropoutState::new(self.ctx)))
+            .clone()
+    }
+
+    /// The current layer's dropout key: its mask depends on (seed, counter, this layer's
+    /// index, element), the same under every precision.
+    pub fn dropout_key(&self, p: f32) -> DropoutKey {
+        DropoutKey {
+            p,
+            layer: self.index as u32,
+        }
+    }
 }
 
 /// The backward pass being planned.
 pub struct BackwardPlan<'a> {
     ctx: &'a GpuContext,
     store: &'a ParamStore,
+    dropout: OnceCell<Arc<DropoutState>>,
     kernels: Vec<Kernel>,
     grads: GradientArena,
     scratch: Scratch,
@@ -223,12 +247,14 @@ impl<'a> BackwardPlan<'a> {
     pub(super) fn new(
         ctx: &'a GpuContext,
         store: &'a ParamStore,
+        dropout: Option<Arc<DropoutState>>,
         grad_bytes: u64,
         scratch: Scratch,
     ) -> Self {
         Self {
             ctx,
             store,
+            dropout: dropout.map(OnceCell::from).unwrap_or_default(),
             kernels: Vec::new(),
             grads: GradientArena::new(grad_bytes),
             scratch,
@@ -306,6 +332,13 @@ impl<'a> BackwardPlan<'a> {
         self.store.grad_view(self.ctx, name)
     }
 
+    /// See [`ForwardPlan::dropout_state`] (the same state).
+    pub fn dropout_state(&self) -> Arc<DropoutState> {
+        self.dropout
+            .get_or_init(|| Arc::new(DropoutState::new(self.ctx)))
+            .clone()
+    }
+
     /// Like [`ForwardPlan::scratch`], shaped and stored like `like`.
     pub fn scratch(&mut self, label: &'static str, like: &Tensor) -> Result<Tensor> {
         self.scratch
@@ -318,7 +351,8 @@ impl<'a> BackwardPlan<'a> {
     }
 }
 
-fn same_buffer(a: &Tensor, b: &Tensor) -> bool {
+/// Whether two tensors view the same buffer.
+pub(crate) fn same_buffer(a: &Tensor, b: &Tensor) -> bool {
     Arc::ptr_eq(a.buffer(), b.buffer())
 }
 

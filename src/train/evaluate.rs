@@ -65,6 +65,7 @@ impl Trainer {
         let i = self.plan_network(ctx, batch)?;
         let net = &self.nets[i];
         Self::write_batch(ctx, net, x, targets)?;
+        net.set_dropout(ctx, 0, 0, false);
         let offset = 8 * slot as u64;
         let mut encoder = ctx
             .device
@@ -127,6 +128,7 @@ impl Trainer {
         let i = self.plan_network(ctx, batch)?;
         let net = &self.nets[i];
         net.input.write_f32(ctx, x)?;
+        net.set_dropout(ctx, 0, 0, false);
         let kernels: Vec<&Kernel> = self
             .weight_cast
             .iter()

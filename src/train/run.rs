@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use super::checkpoint::{Checkpoint, Progress};
 use super::stats::StepStats;
-use super::trainer::{BatchTargets, StepConfig, Trainer};
+use super::trainer::{BatchTargets, DropoutStream, StepConfig, Trainer};
 use crate::data::{Batch, Dataset, Loader};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
@@ -175,6 +175,11 @@ impl Run {
             progress = ck.progress;
         }
         let loader = Loader::new(train.n, config.batch_size, config.shuffle, progress.seed)?;
+        // A resumed run continues the dropout masks where the checkpoint's step left them.
+        trainer.dropout = DropoutStream {
+            seed: progress.seed,
+            counter: progress.step * config.step.grad_accum as u64,
+        };
         Ok(Self {
             trainer,
             config,

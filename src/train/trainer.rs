@@ -41,6 +41,15 @@ pub struct StepConfig {
     pub grad_accum: usize,
 }
 
+/// The stream of dropout masks: micro-batch `counter` of run `seed` (masks depend only on
+/// these, the layer and the element).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DropoutStream {
+    pub seed: u64,
+    /// Micro-batches trained so far.
+    pub counter: u64,
+}
+
 /// Targets of one batch.
 pub enum BatchTargets<'a> {
     Classes(&'a [u32]),
@@ -82,6 +91,8 @@ pub struct Trainer {
     micro: usize,
     steps_submitted: u64,
     submissions: u64,
+    /// Where the dropout masks of the next micro-batch come from.
+    pub dropout: DropoutStream,
 }
 
 impl Trainer {
@@ -188,6 +199,7 @@ impl Trainer {
             stats,
             micro: 0,
             steps_submitted: 0,
+            dropout: DropoutStream::default(),
             submissions: 0,
             config,
         })
@@ -283,6 +295,10 @@ impl Trainer {
         let i = self.plan_network(ctx, batch)?;
         let net = &self.nets[i];
         Self::write_batch(ctx, net, x, &targets)?;
+        // Dropout masks of micro-batch `counter`: the same whatever the precision, and
+        // again after a resume (Run positions the counter).
+        net.set_dropout(ctx, self.dropout.seed, self.dropout.counter, true);
+        self.dropout.counter += 1;
 
         let mut encoder = ctx
             .device

@@ -16,11 +16,15 @@
 //! an example).
 
 pub mod activation;
+pub mod attention;
 pub mod cast;
 pub mod conv2d;
+pub mod dropout;
 pub mod flatten;
+pub mod layernorm;
 pub mod linear;
 pub mod pool;
+pub mod residual;
 
 use std::fmt;
 use std::sync::Arc;
@@ -42,8 +46,13 @@ pub const REGISTRY: &[(&str, ParseConfig)] = &[
     ("conv2d", parse::<conv2d::Conv2dConfig>),
     ("relu", parse::<activation::ReluConfig>),
     ("gelu", parse::<activation::GeluConfig>),
+    ("gelu_tanh", parse::<activation::GeluTanhConfig>),
     ("maxpool2d", parse::<pool::MaxPool2dConfig>),
     ("flatten", parse::<flatten::FlattenConfig>),
+    ("layernorm", parse::<layernorm::LayerNormConfig>),
+    ("dropout", parse::<dropout::DropoutConfig>),
+    ("attention", parse::<attention::AttentionConfig>),
+    ("residual", residual::parse),
 ];
 
 fn parse<C: LayerConfig + DeserializeOwned + 'static>(
