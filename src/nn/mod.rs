@@ -10,12 +10,14 @@
 //!   loops ([`plan`] is what they hand each layer), then the [`loss`].
 
 // pub mod gpt; (waits for token inputs)
+mod buffers;
 pub mod layers;
 pub mod loss;
 pub mod model;
 pub mod network;
 pub mod params;
 pub mod plan;
+pub mod precision;
 pub mod presets;
 
 pub use layers::{Layer, LayerConfig, init_bound};

@@ -9,12 +9,13 @@
 use std::cell::OnceCell;
 use std::sync::Arc;
 
+use super::buffers::{GradientArena, Scratch};
 use super::layers::{Backward, Layer, cast};
 use super::model::NamedLayer;
 use super::params::ParamStore;
-use crate::amp::policy::{Policy, PrecisionRow};
+use crate::amp::policy::Policy;
 use crate::error::Result;
-use crate::gpu::{GpuBuffer, GpuContext, Kernel};
+use crate::gpu::{GpuContext, Kernel};
 use crate::ops::dropout::{DropoutKey, DropoutState};
 use crate::tensor::{DType, Tensor};
 
@@ -56,7 +57,7 @@ pub struct ForwardPlan<'a> {
 }
 
 /// `parent.name`, or `name` at the top (an empty name adds nothing: a residual).
-fn join(parent: &str, name: &str) -> String {
+pub(super) fn join(parent: &str, name: &str) -> String {
     match (parent.is_empty(), name.is_empty()) {
         (_, true) => parent.to_string(),
         (true, false) => name.to_string(),
@@ -354,142 +355,4 @@ impl<'a> BackwardPlan<'a> {
 /// Whether two tensors view the same buffer.
 pub(crate) fn same_buffer(a: &Tensor, b: &Tensor) -> bool {
     Arc::ptr_eq(a.buffer(), b.buffer())
-}
-
-/// Activation gradients live only from the backward kernel that writes one to the kernel
-/// that reads it, so a few equal buffers, each as large as the largest gradient, serve a
-/// whole backward pass: a layer's input gradient takes a free buffer, and its output
-/// gradient's buffer is released once the layer is planned. A chain of layers thus
-/// ping-pongs between two buffers.
-struct GradientArena {
-    bytes: u64,
-    /// Each buffer and whether a live gradient holds it.
-    buffers: Vec<(Arc<GpuBuffer>, bool)>,
-}
-
-impl GradientArena {
-    /// Buffers of `bytes` each (made when first needed).
-    fn new(bytes: u64) -> Self {
-        Self {
-            bytes,
-            buffers: Vec::new(),
-        }
-    }
-
-    /// A gradient shaped like `like` in a free buffer.
-    fn take(&mut self, ctx: &GpuContext, like: &Tensor) -> Result<Tensor> {
-        let index = match self.buffers.iter().position(|(_, used)| !used) {
-            Some(i) => i,
-            None => {
-                self.buffers
-                    .push((ctx.alloc_storage("activation grads", self.bytes), false));
-                self.buffers.len() - 1
-            }
-        };
-        self.buffers[index].1 = true;
-        Tensor::view(
-            ctx,
-            self.buffers[index].0.clone(),
-            0,
-            like.shape(),
-            like.storage(),
-        )
-    }
-
-    /// Free the buffer `grad` lives in (a no-op for tensors not from the arena).
-    fn release(&mut self, grad: &Tensor) {
-        if let Some(slot) = self
-            .buffers
-            .iter_mut()
-            .find(|(b, _)| Arc::ptr_eq(b, grad.buffer()))
-        {
-            slot.1 = false;
-        }
-    }
-}
-
-/// Buffers shared by label: see [`ForwardPlan::scratch`]. A request larger than the buffer
-/// so far replaces it (earlier views keep the old one alive: correct, just not shared).
-#[derive(Default)]
-pub(super) struct Scratch {
-    buffers: Vec<(&'static str, Arc<GpuBuffer>)>,
-}
-
-impl Scratch {
-    fn tensor(
-        &mut self,
-        ctx: &GpuContext,
-        label: &'static str,
-        shape: &[usize],
-        storage: crate::tensor::Storage,
-    ) -> Result<Tensor> {
-        let n: usize = shape.iter().product();
-        let bytes = storage.bytes_for(n).next_multiple_of(4);
-        let index = match self.buffers.iter().position(|(l, _)| *l == label) {
-            Some(i) if self.buffers[i].1.size() >= bytes => i,
-            found => {
-                let buffer = ctx.alloc_storage(label, bytes);
-                match found {
-                    Some(i) => self.buffers[i].1 = buffer,
-                    None => self.buffers.push((label, buffer)),
-                }
-                found.unwrap_or(self.buffers.len() - 1)
-            }
-        };
-        Tensor::view(ctx, self.buffers[index].1.clone(), 0, shape, storage)
-    }
-}
-
-/// The precision map's walk: the layers in the order [`ForwardPlan`] plans them, with the
-/// dtype each one computes in and the casts autocast inserts, without touching the GPU.
-pub struct PrecisionWalk<'a> {
-    policy: &'a Policy,
-    path: String,
-    rows: Vec<PrecisionRow>,
-}
-
-impl<'a> PrecisionWalk<'a> {
-    pub(super) fn new(policy: &'a Policy) -> Self {
-        Self {
-            policy,
-            path: String::new(),
-            rows: Vec::new(),
-        }
-    }
-
-    pub(super) fn finish(self) -> Vec<PrecisionRow> {
-        self.rows
-    }
-
-    /// The rows of `layers` run in order from an `x` input; returns the output dtype.
-    pub fn run_layers(&mut self, layers: &[NamedLayer], x: DType) -> DType {
-        layers
-            .iter()
-            .fold(x, |x, l| self.run_layer(&l.name, &*l.layer, x))
-    }
-
-    /// The row of one layer (and, for a layer made of layers, theirs after it).
-    pub fn run_layer(&mut self, name: &str, layer: &dyn Layer, x: DType) -> DType {
-        let parent = std::mem::take(&mut self.path);
-        self.path = join(&parent, name);
-        let index = self.rows.len();
-        let has_params = !layer.parameters().is_empty() || !layer.tied_parameters().is_empty();
-        let row = self
-            .policy
-            .row(index, &self.path, layer.op(), x, has_params);
-        let compute = row.compute_dtype;
-        self.rows.push(row);
-        let out = layer.walk_precision(self, compute);
-        self.rows[index].output_dtype = out;
-        self.path = parent;
-        out
-    }
-
-    /// A row for an op outside the layers (the loss).
-    pub(super) fn run_op(&mut self, name: &str, op: crate::amp::policy::Op, x: DType) -> DType {
-        let row = self.policy.row(self.rows.len(), name, op, x, false);
-        let out = row.output_dtype;
-        self.rows.push(row);
-        out
-    }
 }

@@ -32,7 +32,8 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 
 use super::model::NamedLayer;
-pub use super::plan::{BackwardPlan, ForwardPlan, PrecisionWalk};
+pub use super::plan::{BackwardPlan, ForwardPlan};
+pub use super::precision::PrecisionWalk;
 use crate::amp::policy::Op;
 use crate::error::Result;
 use crate::tensor::{DType, Tensor};

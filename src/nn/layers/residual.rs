@@ -10,7 +10,8 @@ use super::{Backward, BackwardPlan, ForwardPlan, Layer, LayerConfig, ParamDef, R
 use crate::amp::policy::{CastRule, Op};
 use crate::error::Result;
 use crate::nn::model::{NamedLayer, layer_from_json, resolve_layers};
-use crate::nn::plan::{PrecisionWalk, Tape, same_buffer};
+use crate::nn::plan::{Tape, same_buffer};
+use crate::nn::precision::PrecisionWalk;
 use crate::ops::elementwise;
 use crate::tensor::{DType, Tensor};
 
