@@ -19,8 +19,8 @@
 //! one word, so single-element stores to a packed tensor use `atomicAnd`/`atomicOr` on its
 //! own half; kernels that own both halves use `store2`, one plain atomic store.
 
+use crate::dtype::Storage;
 use crate::error::{Error, Result};
-use crate::tensor::Storage;
 
 /// Every shader source, by name. One file per op family.
 pub const SHADERS: &[(&str, &str)] = &[
@@ -138,17 +138,6 @@ impl Variant {
             storages,
             consts: consts.to_vec(),
         })
-    }
-
-    /// Same tensor storages for every declared tensor (handy for enumerating variants).
-    pub fn uniform(
-        shader: &'static str,
-        storage: Storage,
-        consts: &[(&'static str, String)],
-    ) -> Result<Self> {
-        let decls = tensor_decls(shader, source(shader)?)?;
-        let storages: Vec<_> = decls.into_iter().map(|d| (d.name, storage)).collect();
-        Self::new(shader, &storages, consts)
     }
 
     /// Cache key: shader, storages and constants.
@@ -328,11 +317,4 @@ pub fn storage_buffers_used(
             })
             .count() as u32,
     )
-}
-
-/// Entry point names of a shader source (from naga).
-pub fn entry_points(shader: &'static str) -> Result<Vec<String>> {
-    let v = Variant::uniform(shader, Storage::F32, &[])?;
-    let (module, _) = validate(&v.label(), &v.specialise()?)?;
-    Ok(module.entry_points.iter().map(|e| e.name.clone()).collect())
 }

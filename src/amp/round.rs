@@ -2,11 +2,10 @@
 
 use std::sync::Arc;
 
+use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc};
-use crate::ops::grid_1d;
+use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::Variant;
-use crate::tensor::DType;
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]

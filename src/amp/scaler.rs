@@ -24,8 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::check_flat_f32;
 use crate::error::{Error, Result};
-use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc};
-use crate::ops::grid_1d;
+use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::Variant;
 
 const SHADER: &str = "scaler";

@@ -6,11 +6,11 @@
 //! gradients, ...); the kernels are specialised per storage and accumulate in f32. The kernel
 //! size is a compile-time constant of the shader (one pipeline per kernel size).
 
-use super::{Arg, KernelDesc, grid_1d};
+use crate::dtype::Storage;
 use crate::error::{Error, Result};
-use crate::gpu::{GpuContext, Kernel};
+use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::Variant;
-use crate::tensor::{Storage, Tensor};
+use crate::tensor::Tensor;
 
 const SHADER: &str = "conv2d";
 /// Output tile of one workgroup (rows x columns of the GEMM), as in the shader.
@@ -225,14 +225,10 @@ pub fn conv2d_forward(
             format!("bias is {:?}, expected [{}]", b.shape(), d.o),
         ));
     }
-    let mut args = vec![
-        ("x", Arg::Tensor(x)),
-        ("w", Arg::Tensor(w)),
-        ("y", Arg::Tensor(y)),
-    ];
+    let mut args = vec![("x", x.arg()), ("w", w.arg()), ("y", y.arg())];
     // Without a bias the shader never reads it; bind the weight in its place (same storage
     // variant as a real bias of the weight's dtype, so no extra pipeline).
-    args.push(("bias", Arg::Tensor(bias.unwrap_or(w))));
+    args.push(("bias", bias.unwrap_or(w).arg()));
     launch(
         ctx,
         "conv_forward",
@@ -261,11 +257,7 @@ pub fn conv2d_backward_input(
         p,
         (d.n * d.h * d.w, d.c, d.o * d.kh * d.kw),
         (false, false),
-        vec![
-            ("dy", Arg::Tensor(dy)),
-            ("w", Arg::Tensor(w)),
-            ("dx", Arg::Tensor(dx)),
-        ],
+        vec![("dy", dy.arg()), ("w", w.arg()), ("dx", dx.arg())],
     )
 }
 
@@ -288,11 +280,7 @@ pub fn conv2d_backward_weight(
         p,
         (d.c * d.kh * d.kw, d.o, d.n * d.ho * d.wo),
         (false, accumulate),
-        vec![
-            ("x", Arg::Tensor(x)),
-            ("dy", Arg::Tensor(dy)),
-            ("dw", Arg::Tensor(dw)),
-        ],
+        vec![("x", x.arg()), ("dy", dy.arg()), ("dw", dw.arg())],
     )
 }
 

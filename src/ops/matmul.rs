@@ -3,11 +3,11 @@
 //! forward `y = x · Wᵀ + bias` (`trans_b`), input gradient `dx = dy · W`, and weight
 //! gradient `dW += dyᵀ · x` (`trans_a`, `accumulate`, into an f32 gradient).
 
-use super::{Arg, KernelDesc};
+use crate::dtype::Storage;
 use crate::error::{Error, Result};
-use crate::gpu::{GpuContext, Kernel};
+use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc};
 use crate::shader::Variant;
-use crate::tensor::{Storage, Tensor};
+use crate::tensor::Tensor;
 
 const SHADER: &str = "matmul";
 const FLAG_ACCUMULATE: u32 = 1;
@@ -51,7 +51,9 @@ impl MatmulKernel {
     /// adapters (lavapipe, llvmpipe), so those run the direct kernel.
     pub fn resolve(self, ctx: &GpuContext) -> MatmulKernel {
         match self {
-            MatmulKernel::Auto if ctx.report.device_type == "Cpu" => MatmulKernel::Direct,
+            MatmulKernel::Auto if ctx.device_type() == wgpu::DeviceType::Cpu => {
+                MatmulKernel::Direct
+            }
             MatmulKernel::Auto => MatmulKernel::Tiled,
             k => k,
         }
@@ -244,10 +246,10 @@ pub fn matmul_with(
         &tiling.desc(opts.trans_a, opts.trans_b),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
-            ("a", Arg::Tensor(a)),
-            ("b", Arg::Tensor(b)),
-            ("c", Arg::Tensor(c)),
-            ("bias", Arg::Tensor(bias)),
+            ("a", a.arg()),
+            ("b", b.arg()),
+            ("c", c.arg()),
+            ("bias", bias.arg()),
         ],
         workgroups,
     )

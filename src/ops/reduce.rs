@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use super::{Arg, KernelDesc, grid_1d};
+use crate::dtype::Storage;
 use crate::error::{Error, Result};
-use crate::gpu::{GpuBuffer, GpuContext, Kernel};
+use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::Variant;
-use crate::tensor::{Storage, Tensor};
+use crate::tensor::Tensor;
 
 const SHADER: &str = "reduce";
 const WG: u32 = 256;
@@ -65,8 +65,8 @@ fn reduce_all(
     let partials: Arc<GpuBuffer> = ctx.alloc_storage("reduce partials", 4 * groups as u64);
     let args = [
         ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
-        ("x", Arg::Tensor(x)),
-        ("out", Arg::Tensor(out)),
+        ("x", x.arg()),
+        ("out", out.arg()),
         ("partials", Arg::Buffer(&partials)),
     ];
     let first = ctx.kernel(
@@ -124,8 +124,8 @@ pub fn bias_grad(ctx: &GpuContext, dy: &Tensor, db: &Tensor, accumulate: bool) -
         &KernelDesc::new(SHADER, "bias_grad"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
-            ("dy", Arg::Tensor(dy)),
-            ("db", Arg::Tensor(db)),
+            ("dy", dy.arg()),
+            ("db", db.arg()),
         ],
         grid,
     )
