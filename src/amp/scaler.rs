@@ -32,12 +32,16 @@ const WG: u32 = 256;
 /// Elements per thread (`EPT` in the shader).
 const EPT: usize = 4;
 
-/// Words of the state buffer (see the module docs).
+/// Words of the state buffer (see the module docs; the shader names the same offsets).
 pub const STATE_WORDS: usize = 8;
 pub const WORD_SCALE: usize = 0;
 pub const WORD_GROWTH_TRACKER: usize = 1;
 pub const WORD_FOUND_INF: usize = 2;
+pub const WORD_GROWTH_FACTOR: usize = 3;
+pub const WORD_BACKOFF_FACTOR: usize = 4;
+pub const WORD_GROWTH_INTERVAL: usize = 5;
 pub const WORD_INV_SCALE: usize = 6;
+pub const WORD_ENABLED: usize = 7;
 
 /// `torch.amp.GradScaler`'s constructor arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -199,21 +203,21 @@ impl GradScaler {
     }
 
     fn write_state(&self, ctx: &GpuContext, scale: f32, tracker: i32, c: &ScalerConfig) {
-        let words: [u32; STATE_WORDS] = [
-            scale.to_bits(),
-            tracker as u32,
-            0,
-            c.growth_factor.to_bits(),
-            c.backoff_factor.to_bits(),
-            c.growth_interval,
-            inv_scale_of(scale).to_bits(),
-            c.enabled as u32,
-        ];
+        let mut words = [0u32; STATE_WORDS];
+        words[WORD_SCALE] = scale.to_bits();
+        words[WORD_GROWTH_TRACKER] = tracker as u32;
+        words[WORD_FOUND_INF] = 0;
+        words[WORD_GROWTH_FACTOR] = c.growth_factor.to_bits();
+        words[WORD_BACKOFF_FACTOR] = c.backoff_factor.to_bits();
+        words[WORD_GROWTH_INTERVAL] = c.growth_interval;
+        words[WORD_INV_SCALE] = inv_scale_of(scale).to_bits();
+        words[WORD_ENABLED] = c.enabled as u32;
         ctx.queue
             .write_buffer(self.state.raw(), 0, bytemuck::cast_slice(&words));
     }
 
-    /// The GPU state buffer (layout in the module docs): word 0 is the loss backward's seed.
+    /// The GPU state buffer (layout in the module docs): word [`WORD_SCALE`] is the loss
+    /// backward's seed.
     pub fn state_buffer(&self) -> &Arc<GpuBuffer> {
         &self.state
     }
@@ -418,9 +422,8 @@ fn decode_snapshot(bytes: &[u8]) -> ScalerSnapshot {
 
 /// Gradient clipping by global L2 norm on the GPU, after unscale (PyTorch's
 /// `clip_grad_norm_`: coef = max_norm / (total_norm + 1e-6), clamped to 1, grads *= coef).
-/// The reduction is deterministic (fixed tree, no float atomics). Word 0 of
-/// [`GradClipper::norm_buffer`] holds the total norm (f32) for asynchronous reading, word 1
-/// the coefficient applied.
+/// The reduction is deterministic (fixed tree, no float atomics). Its norm buffer holds the
+/// total norm (f32, read by [`GradClipper::total_norm_async`]) and the coefficient applied.
 pub struct GradClipper {
     kernels: Vec<Kernel>,
     norm: Arc<GpuBuffer>,
@@ -466,11 +469,6 @@ impl GradClipper {
     /// Record these in order, after unscale and before the optimizer step.
     pub fn kernels(&self) -> &[Kernel] {
         &self.kernels
-    }
-
-    /// `[total_norm, clip_coef]` as two f32.
-    pub fn norm_buffer(&self) -> &Arc<GpuBuffer> {
-        &self.norm
     }
 
     pub fn max_norm(&self) -> f32 {

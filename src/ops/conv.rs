@@ -6,6 +6,7 @@
 //! gradients, ...); the kernels are specialised per storage and accumulate in f32. The kernel
 //! size is a compile-time constant of the shader (one pipeline per kernel size).
 
+use super::Accumulate;
 use crate::dtype::Storage;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, grid_1d};
@@ -158,13 +159,26 @@ fn check(
     Ok(d)
 }
 
+/// What a kernel's epilogue does besides storing its result.
+struct Epilogue {
+    /// Add `bias[column]` (forward with a bias).
+    bias: bool,
+    /// Add to the output's values instead of overwriting them (weight gradient).
+    accumulate: Accumulate,
+}
+
+const STORE: Epilogue = Epilogue {
+    bias: false,
+    accumulate: Accumulate::Overwrite,
+};
+
 fn launch(
     ctx: &GpuContext,
     entry: &'static str,
     d: &Dims,
     p: Conv2dParams,
     gemm: (usize, usize, usize),
-    flags: (bool, bool),
+    epilogue: Epilogue,
     args: Vec<(&str, Arg<'_>)>,
 ) -> Result<Kernel> {
     let (rows, cols, depth) = gemm;
@@ -179,8 +193,8 @@ fn launch(
         out_w: d.wo as u32,
         stride: p.stride as u32,
         pad: p.padding as u32,
-        has_bias: flags.0 as u32,
-        accumulate: flags.1 as u32,
+        has_bias: epilogue.bias as u32,
+        accumulate: epilogue.accumulate.flag(),
         rows: rows as u32,
         cols: cols as u32,
         depth: depth as u32,
@@ -235,7 +249,10 @@ pub fn conv2d_forward(
         &d,
         p,
         (d.n * d.ho * d.wo, d.o, d.c * d.kh * d.kw),
-        (bias.is_some(), false),
+        Epilogue {
+            bias: bias.is_some(),
+            ..STORE
+        },
         args,
     )
 }
@@ -256,20 +273,20 @@ pub fn conv2d_backward_input(
         &d,
         p,
         (d.n * d.h * d.w, d.c, d.o * d.kh * d.kw),
-        (false, false),
+        STORE,
         vec![("dy", dy.arg()), ("w", w.arg()), ("dx", dx.arg())],
     )
 }
 
-/// dw[O,C,kh,kw] = (or, with `accumulate`, +=) gradient with respect to the weight. dw is
-/// usually f32 while x and dy are f16.
+/// dw[O,C,kh,kw] = (or, with [`Accumulate::Add`], +=) gradient with respect to the weight. dw
+/// is usually f32 while x and dy are f16.
 pub fn conv2d_backward_weight(
     ctx: &GpuContext,
     x: &Tensor,
     dy: &Tensor,
     dw: &Tensor,
     p: Conv2dParams,
-    accumulate: bool,
+    accumulate: impl Into<Accumulate>,
 ) -> Result<Kernel> {
     let op = "conv2d_backward_weight";
     let d = check(op, dims4(op, "input", x)?, dw, dims4(op, "dy", dy)?, p)?;
@@ -279,7 +296,10 @@ pub fn conv2d_backward_weight(
         &d,
         p,
         (d.c * d.kh * d.kw, d.o, d.n * d.ho * d.wo),
-        (false, accumulate),
+        Epilogue {
+            accumulate: accumulate.into(),
+            ..STORE
+        },
         vec![("x", x.arg()), ("dy", dy.arg()), ("dw", dw.arg())],
     )
 }

@@ -10,3 +10,35 @@ pub mod loss;
 pub mod matmul;
 pub mod pool;
 pub mod reduce;
+
+/// Whether a gradient kernel overwrites its output or adds to it (gradient accumulation
+/// over micro-batches, or several contributions to one gradient).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accumulate {
+    /// `out = result`.
+    Overwrite,
+    /// `out += result`.
+    Add,
+}
+
+impl Accumulate {
+    /// The shader's flag word: 1 to add, 0 to overwrite.
+    pub(crate) fn flag(self) -> u32 {
+        match self {
+            Accumulate::Overwrite => 0,
+            Accumulate::Add => 1,
+        }
+    }
+}
+
+/// Compatibility for callers that still pass a bare `bool` (`true` = add); remove once
+/// `src/nn` passes [`Accumulate`].
+impl From<bool> for Accumulate {
+    fn from(add: bool) -> Self {
+        if add {
+            Accumulate::Add
+        } else {
+            Accumulate::Overwrite
+        }
+    }
+}

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use serde::{Deserialize, Serialize};
 
 use crate::amp::check_flat_f32;
+use crate::amp::scaler::WORD_FOUND_INF;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::Variant;
@@ -306,7 +307,7 @@ pub struct Optimizer {
 
 impl Optimizer {
     /// Plan the fused step over `n` parameters. `scaler_state` is the GradScaler's state
-    /// buffer (word 2 = found_inf); when found_inf is set, the kernel leaves parameters,
+    /// buffer (word [`WORD_FOUND_INF`]); when found_inf is set, the kernel leaves parameters,
     /// moments and the step counter untouched.
     pub fn new(
         ctx: &GpuContext,
@@ -323,7 +324,7 @@ impl Optimizer {
         }
         check_flat_f32(ctx, &format!("{name} params"), params, n)?;
         check_flat_f32(ctx, &format!("{name} grads"), grads, n)?;
-        if scaler_state.size() < 12 {
+        if scaler_state.size() < 4 * (WORD_FOUND_INF as u64 + 1) {
             return Err(Error::InvalidArgument(format!(
                 "{name}: scaler state buffer of {} bytes has no found_inf word",
                 scaler_state.size()
