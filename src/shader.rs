@@ -25,13 +25,13 @@ use crate::error::{Error, Result};
 /// Every shader source, by name. One file per op family.
 pub const SHADERS: &[(&str, &str)] = &[
     ("elementwise", include_str!("../shaders/elementwise.wgsl")),
-    ("conv2d", include_str!("../shaders/conv2d.wgsl")),
+    ("conv", include_str!("../shaders/conv.wgsl")),
     ("pool", include_str!("../shaders/pool.wgsl")),
     ("reduce", include_str!("../shaders/reduce.wgsl")),
     ("loss", include_str!("../shaders/loss.wgsl")),
     ("scaler", include_str!("../shaders/scaler.wgsl")),
     ("optim", include_str!("../shaders/optim.wgsl")),
-    ("amp", include_str!("../shaders/amp.wgsl")),
+    ("round", include_str!("../shaders/round.wgsl")),
     ("matmul", include_str!("../shaders/matmul.wgsl")),
     ("histogram", include_str!("../shaders/histogram.wgsl")),
 ];

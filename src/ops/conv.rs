@@ -1,4 +1,4 @@
-//! 2-D convolution (`shaders/conv2d.wgsl`): forward, backward-input and backward-weight, each
+//! 2-D convolution (`shaders/conv.wgsl`): forward, backward-input and backward-weight, each
 //! an implicit GEMM tiled in workgroup memory (see the shader's header for the mapping).
 //!
 //! Layouts are PyTorch's: x `[N, C, H, W]`, weight `[O, C, kh, kw]`, bias `[O]`,
@@ -13,7 +13,7 @@ use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::Variant;
 use crate::tensor::Tensor;
 
-const SHADER: &str = "conv2d";
+const SHADER: &str = "conv";
 /// Output tile of one workgroup (rows x columns of the GEMM), as in the shader.
 const TILE_R: usize = 32;
 const TILE_C: usize = 32;
