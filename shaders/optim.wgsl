@@ -73,7 +73,7 @@ struct StepStart {
 // What every optimizer kernel starts with: read this workgroup's step count, and unless the
 // GradScaler found inf/NaN, count the step. Call it first, in uniform control flow.
 fn start_step(lid: u32, wid: vec3<u32>, nwg: vec3<u32>) -> StepStart {
-    let group = wid.x + wid.y * nwg.x;
+    let group = workgroup_index(wid, nwg);
     let prev = begin(lid, group);
     if (skipped()) {
         return StepStart(false, prev, 0u);

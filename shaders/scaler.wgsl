@@ -37,10 +37,6 @@ struct Sizes {
 @group(0) @binding(3) var<storage, read_write> partials: array<f32>;
 @group(0) @binding(4) var<storage, read_write> norm: array<f32, 2>;
 
-fn flat_group(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return wid.x + wid.y * nwg.x;
-}
-
 // Start of an effective batch: no inf seen yet.
 @compute @workgroup_size(1)
 fn begin_step() {
@@ -59,7 +55,7 @@ fn unscale(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let inv_scale = bitcast<f32>(atomicLoad(&state[INV_SCALE]));
-    let base = flat_group(wid, nwg) * WG * EPT + lid;
+    let base = workgroup_index(wid, nwg) * WG * EPT + lid;
     var found = false;
     for (var k = 0u; k < EPT; k++) {
         let i = base + k * WG;
@@ -186,18 +182,7 @@ fn update() {
 // Deterministic: fixed assignment of elements to threads and fixed-shape tree reductions,
 // no float atomics. Three kernels: partial sums of squares, total, scale.
 
-var<workgroup> wg_sum: array<f32, WG>;
-
-// Tree-reduce wg_sum; the total ends in wg_sum[0].
-fn reduce_workgroup(lid: u32) {
-    for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
-        workgroupBarrier();
-        if (lid < stride) {
-            wg_sum[lid] = wg_sum[lid] + wg_sum[lid + stride];
-        }
-    }
-    workgroupBarrier();
-}
+#include workgroup_reduce
 
 @compute @workgroup_size(WG)
 fn clip_partial(
@@ -205,7 +190,7 @@ fn clip_partial(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
-    let group = flat_group(wid, nwg);
+    let group = workgroup_index(wid, nwg);
     let base = group * WG * EPT + lid;
     var acc = 0.0;
     for (var k = 0u; k < EPT; k++) {
@@ -215,10 +200,9 @@ fn clip_partial(
             acc = acc + g * g;
         }
     }
-    wg_sum[lid] = acc;
-    reduce_workgroup(lid);
+    let total = workgroup_sum(lid, acc);
     if (lid == 0u) {
-        partials[group] = wg_sum[0];
+        partials[group] = total;
     }
 }
 
@@ -229,16 +213,14 @@ fn clip_reduce(@builtin(local_invocation_index) lid: u32) {
     for (var i = lid; i < sizes.groups; i += WG) {
         acc = acc + partials[i];
     }
-    wg_sum[lid] = acc;
-    reduce_workgroup(lid);
+    let sum_sq = workgroup_sum(lid, acc);
     if (lid == 0u) {
-        let total = sqrt(wg_sum[0]);
+        let total = sqrt(sum_sq);
         // PyTorch: max_norm / (total + 1e-6) evaluates as reciprocal(total + 1e-6) * max_norm.
         let coef = (1.0 / (total + 1e-6)) * sizes.max_norm;
         // clamp(max=1) keeps NaN, as torch.clamp does (a NaN norm poisons the gradients).
-        let is_nan = (bitcast<u32>(coef) & 0x7fffffffu) > 0x7f800000u;
         norm[0] = total;
-        norm[1] = select(1.0, coef, is_nan || coef < 1.0);
+        norm[1] = select(1.0, coef, is_nan(coef) || coef < 1.0);
     }
 }
 
@@ -250,7 +232,7 @@ fn clip_apply(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let coef = norm[1];
-    let base = flat_group(wid, nwg) * WG * EPT + lid;
+    let base = workgroup_index(wid, nwg) * WG * EPT + lid;
     for (var k = 0u; k < EPT; k++) {
         let i = base + k * WG;
         if (i < sizes.n) {
