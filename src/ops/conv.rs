@@ -1,5 +1,7 @@
 //! 2-D convolution (`shaders/conv.wgsl`): forward, backward-input and backward-weight, each
-//! an implicit GEMM tiled in workgroup memory (see the shader's header for the mapping).
+//! an implicit GEMM tiled in workgroup memory (see the shader's header for the mapping). The
+//! forward and the input gradient are one pixel-row GEMM in the shader (`src` gathered into
+//! `dst`), differing only in the gather and the weight layout.
 //!
 //! Layouts are PyTorch's: x `[N, C, H, W]`, weight `[O, C, kh, kw]`, bias `[O]`,
 //! y `[N, O, Ho, Wo]`. Every tensor may have its own storage (f16 activations with f32 weight
@@ -239,10 +241,14 @@ pub fn conv2d_forward(
             format!("bias is {:?}, expected [{}]", b.shape(), d.o),
         ));
     }
-    let mut args = vec![("x", x.arg()), ("w", w.arg()), ("y", y.arg())];
     // Without a bias the shader never reads it; bind the weight in its place (same storage
     // variant as a real bias of the weight's dtype, so no extra pipeline).
-    args.push(("bias", bias.unwrap_or(w).arg()));
+    let args = vec![
+        ("src", x.arg()),
+        ("w", w.arg()),
+        ("dst", y.arg()),
+        ("bias", bias.unwrap_or(w).arg()),
+    ];
     launch(
         ctx,
         "conv_forward",
@@ -274,7 +280,13 @@ pub fn conv2d_backward_input(
         p,
         (d.n * d.h * d.w, d.c, d.o * d.kh * d.kw),
         STORE,
-        vec![("dy", dy.arg()), ("w", w.arg()), ("dx", dx.arg())],
+        // The epilogue it shares with the forward names a bias; it is never read here.
+        vec![
+            ("src", dy.arg()),
+            ("w", w.arg()),
+            ("dst", dx.arg()),
+            ("bias", w.arg()),
+        ],
     )
 }
 
@@ -319,11 +331,11 @@ pub fn variants() -> Result<Vec<Variant>> {
             };
             for &aux in auxes {
                 let storages: Vec<(String, Storage)> = [
-                    ("x", s),
+                    ("src", s),
                     ("w", s),
-                    ("y", s),
+                    ("dst", s),
+                    ("x", s),
                     ("dy", s),
-                    ("dx", s),
                     ("bias", aux),
                     ("dw", aux),
                 ]
