@@ -1,5 +1,5 @@
-// GradScaler kernels (PyTorch's torch.amp.GradScaler on the GPU) and gradient clipping by
-// global L2 norm. Nothing here is read back by the CPU inside a step.
+// GradScaler kernels (PyTorch's torch.amp.GradScaler on the GPU): begin_step, unscale (with
+// the inf/NaN check) and update. Nothing here is read back by the CPU inside a step.
 //
 // Scaler state buffer: 8 words (32 bytes), shared by every kernel of a step.
 //   word 0  scale            f32  the loss backward's seed (`scale(loss)`)
@@ -25,17 +25,14 @@ const INV_SCALE: u32 = 6u;
 
 struct Sizes {
     n: u32,          // gradient elements
-    groups: u32,     // partial sums (clipping): workgroups launched by clip_partial
-    max_norm: f32,   // clipping threshold
-    _pad: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read_write> state: array<atomic<u32>, 8>;
 @group(0) @binding(1) var<storage, read_write> grads: array<f32>;
 @group(0) @binding(2) var<uniform> sizes: Sizes;
-// Clipping: one sum of squares per workgroup, then [total_norm, clip_coef].
-@group(0) @binding(3) var<storage, read_write> partials: array<f32>;
-@group(0) @binding(4) var<storage, read_write> norm: array<f32, 2>;
 
 // Start of an effective batch: no inf seen yet.
 @compute @workgroup_size(1)
@@ -176,67 +173,4 @@ fn update() {
     atomicStore(&state[SCALE], scale_bits);
     atomicStore(&state[GROWTH_TRACKER], bitcast<u32>(tracker));
     atomicStore(&state[INV_SCALE], exact_reciprocal_bits(scale_bits));
-}
-
-// ---- gradient clipping by global L2 norm (torch.nn.utils.clip_grad_norm_) ----------------
-// Deterministic: fixed assignment of elements to threads and fixed-shape tree reductions,
-// no float atomics. Three kernels: partial sums of squares, total, scale.
-
-#include workgroup_reduce
-
-@compute @workgroup_size(WG)
-fn clip_partial(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let group = workgroup_index(wid, nwg);
-    let base = group * WG * EPT + lid;
-    var acc = 0.0;
-    for (var k = 0u; k < EPT; k++) {
-        let i = base + k * WG;
-        if (i < sizes.n) {
-            let g = grads[i];
-            acc = acc + g * g;
-        }
-    }
-    let total = workgroup_sum(lid, acc);
-    if (lid == 0u) {
-        partials[group] = total;
-    }
-}
-
-// One workgroup: total norm and clip coefficient max_norm / (norm + 1e-6), clamped to 1.
-@compute @workgroup_size(WG)
-fn clip_reduce(@builtin(local_invocation_index) lid: u32) {
-    var acc = 0.0;
-    for (var i = lid; i < sizes.groups; i += WG) {
-        acc = acc + partials[i];
-    }
-    let sum_sq = workgroup_sum(lid, acc);
-    if (lid == 0u) {
-        let total = sqrt(sum_sq);
-        // PyTorch: max_norm / (total + 1e-6) evaluates as reciprocal(total + 1e-6) * max_norm.
-        let coef = (1.0 / (total + 1e-6)) * sizes.max_norm;
-        // clamp(max=1) keeps NaN, as torch.clamp does (a NaN norm poisons the gradients).
-        norm[0] = total;
-        norm[1] = select(1.0, coef, is_nan(coef) || coef < 1.0);
-    }
-}
-
-// grads *= clip_coef (1 when the norm is within max_norm, as PyTorch multiplies always).
-@compute @workgroup_size(WG)
-fn clip_apply(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let coef = norm[1];
-    let base = workgroup_index(wid, nwg) * WG * EPT + lid;
-    for (var k = 0u; k < EPT; k++) {
-        let i = base + k * WG;
-        if (i < sizes.n) {
-            grads[i] = grads[i] * coef;
-        }
-    }
 }

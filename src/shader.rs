@@ -38,6 +38,7 @@ pub const SHADERS: &[(&str, &str)] = &[
     ("reduce", include_str!("../shaders/reduce.wgsl")),
     ("loss", include_str!("../shaders/loss.wgsl")),
     ("scaler", include_str!("../shaders/scaler.wgsl")),
+    ("clip", include_str!("../shaders/clip.wgsl")),
     ("optim", include_str!("../shaders/optim.wgsl")),
     ("round", include_str!("../shaders/round.wgsl")),
     ("matmul", include_str!("../shaders/matmul.wgsl")),

@@ -15,6 +15,7 @@ pub fn all() -> Result<Vec<Variant>> {
     v.extend(ops::reduce::variants()?);
     v.extend(ops::loss::variants()?);
     v.extend(amp::scaler::variants()?);
+    v.extend(amp::clip::variants()?);
     v.extend(optim::variants()?);
     v.extend(amp::round::variants()?);
     v.extend(ops::matmul::variants()?);

@@ -3,12 +3,14 @@
 //! GPU buffer so a training step never waits for the CPU), gradient clipping by global norm,
 //! and rounding flat f32 buffers to a 16-bit dtype.
 
+pub mod clip;
 pub mod policy;
 pub mod round;
 pub mod scaler;
 pub mod support;
 
-pub use scaler::{GradClipper, GradScaler, ScalerConfig, ScalerSnapshot, ScalerStateDict};
+pub use clip::GradClipper;
+pub use scaler::{GradScaler, ScalerConfig, ScalerSnapshot, ScalerStateDict};
 pub use support::{AdapterReport, ModeSupport};
 
 use std::sync::Arc;

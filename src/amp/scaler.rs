@@ -1,4 +1,4 @@
-//! GradScaler on the GPU (`shaders/scaler.wgsl`) and gradient clipping by global L2 norm.
+//! GradScaler on the GPU (`shaders/scaler.wgsl`).
 //!
 //! PyTorch semantics with the state in one small GPU buffer, so a step is planned once and
 //! replayed with no CPU readback: `begin_step` → (backward seeded with `scale`) → `unscale`
@@ -27,9 +27,12 @@ use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::Variant;
 
+/// Compatibility: clipping moved to [`super::clip`]; `src/train` still imports it from here.
+pub use super::clip::GradClipper;
+
 const SHADER: &str = "scaler";
 const WG: u32 = 256;
-/// Elements per thread (`EPT` in the shader).
+/// Elements per thread (`EPT` in the shaders).
 const EPT: usize = 4;
 
 /// Words of the state buffer (see the module docs; the shader names the same offsets).
@@ -143,9 +146,7 @@ pub fn inv_scale_of(scale: f32) -> f32 {
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct Sizes {
     n: u32,
-    groups: u32,
-    max_norm: f32,
-    _pad: u32,
+    _pad: [u32; 3],
 }
 
 /// A disabled scaler's kernels are planned (their pipelines compile) but have an empty grid,
@@ -154,8 +155,9 @@ fn grid_if(enabled: bool, workgroups: [u32; 3]) -> [u32; 3] {
     if enabled { workgroups } else { [0, 1, 1] }
 }
 
-/// Launch geometry of a kernel over `n` elements, EPT per thread: (workgroups, launched).
-fn geometry(n: usize) -> ([u32; 3], u32) {
+/// Launch geometry of a kernel over `n` elements, EPT per thread (`scaler.wgsl` and
+/// `clip.wgsl`): (workgroups, workgroups launched).
+pub(super) fn geometry(n: usize) -> ([u32; 3], u32) {
     let groups = n.div_ceil(WG as usize * EPT).max(1);
     let wg = grid_1d(groups * WG as usize, WG);
     (wg, wg[0] * wg[1] * wg[2])
@@ -252,9 +254,7 @@ impl GradScaler {
         let (wg, _) = geometry(n);
         let sizes = Sizes {
             n: n as u32,
-            groups: 0,
-            max_norm: 0.0,
-            _pad: 0,
+            _pad: [0; 3],
         };
         ctx.kernel(
             &KernelDesc::new(SHADER, "unscale"),
@@ -417,81 +417,6 @@ fn decode_snapshot(bytes: &[u8]) -> ScalerSnapshot {
         growth_tracker: w[WORD_GROWTH_TRACKER] as i32,
         found_inf: w[WORD_FOUND_INF] != 0,
         inv_scale: f32::from_bits(w[WORD_INV_SCALE]),
-    }
-}
-
-/// Gradient clipping by global L2 norm on the GPU, after unscale (PyTorch's
-/// `clip_grad_norm_`: coef = max_norm / (total_norm + 1e-6), clamped to 1, grads *= coef).
-/// The reduction is deterministic (fixed tree, no float atomics). Its norm buffer holds the
-/// total norm (f32, read by [`GradClipper::total_norm_async`]) and the coefficient applied.
-pub struct GradClipper {
-    kernels: Vec<Kernel>,
-    norm: Arc<GpuBuffer>,
-    max_norm: f32,
-}
-
-impl GradClipper {
-    pub fn new(ctx: &GpuContext, grads: &Arc<GpuBuffer>, n: usize, max_norm: f32) -> Result<Self> {
-        check_flat_f32(ctx, "GradClipper", grads, n)?;
-        if !(max_norm.is_finite() && max_norm > 0.0) {
-            return Err(Error::InvalidArgument(format!(
-                "clip_grad_norm: max_norm must be finite and > 0, got {max_norm}"
-            )));
-        }
-        let (wg, launched) = geometry(n);
-        let partials = ctx.alloc_storage("clip.partials", 4 * launched as u64);
-        let norm = ctx.alloc_storage("clip.norm", 8);
-        let sizes = Sizes {
-            n: n as u32,
-            groups: launched,
-            max_norm,
-            _pad: 0,
-        };
-        let sizes = bytemuck::bytes_of(&sizes);
-        let args = [
-            ("grads", Arg::Buffer(grads)),
-            ("sizes", Arg::Uniform(sizes)),
-            ("partials", Arg::Buffer(&partials)),
-            ("norm", Arg::Buffer(&norm)),
-        ];
-        let kernels = vec![
-            ctx.kernel(&KernelDesc::new(SHADER, "clip_partial"), &args, wg)?,
-            ctx.kernel(&KernelDesc::new(SHADER, "clip_reduce"), &args, [1, 1, 1])?,
-            ctx.kernel(&KernelDesc::new(SHADER, "clip_apply"), &args, wg)?,
-        ];
-        Ok(Self {
-            kernels,
-            norm,
-            max_norm,
-        })
-    }
-
-    /// Record these in order, after unscale and before the optimizer step.
-    pub fn kernels(&self) -> &[Kernel] {
-        &self.kernels
-    }
-
-    pub fn max_norm(&self) -> f32 {
-        self.max_norm
-    }
-
-    /// Eager `clip_grad_norm_`: record and submit the three kernels (no wait).
-    pub fn clip(&self, ctx: &GpuContext) {
-        let ks: Vec<&Kernel> = self.kernels.iter().collect();
-        ctx.run(&ks);
-    }
-
-    /// The last total norm (asynchronous readback).
-    pub async fn total_norm_async(&self, ctx: &GpuContext) -> Result<f32> {
-        let b = ctx.read_bytes_async(&self.norm, 0, 4).await?;
-        Ok(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    /// The last total norm (blocking; native only).
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn total_norm(&self, ctx: &GpuContext) -> Result<f32> {
-        let b = ctx.read_bytes(&self.norm, 0, 4)?;
-        Ok(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 }
 
