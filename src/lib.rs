@@ -15,9 +15,9 @@
 //! - [`app`]: the egui app (f16 and f32 paths side by side), native and web
 //! - `web` (wasm32 only): the browser entry point `start(canvas_id)` and autorun
 //!
-//! Imports run one way, down this list's layers: `cli`/`app` → `train` → `nn`/`amp`/`optim`
-//! → `ops` → `tensor` → `gpu` → `shader` → `dtype` (`error` and `data` stand alone);
-//! `tests/layering.rs` checks it.
+//! Imports run one way, down the layers: `cli`/`app` → `train` → `nn`/`amp`/`optim` → `ops`
+//! → `tensor` → `gpu` → `shader` → `dtype` (`variants` sits above the dispatchers; `error`
+//! and `data` build on nothing else). `tests/layering.rs` checks every `crate::` path.
 
 pub mod amp;
 pub mod app;
