@@ -1,27 +1,11 @@
 // GradScaler kernels (PyTorch's torch.amp.GradScaler on the GPU): begin_step, unscale (with
 // the inf/NaN check) and update. Nothing here is read back by the CPU inside a step.
-//
-// Scaler state buffer: 8 words (32 bytes), shared by every kernel of a step.
-//   word 0  scale            f32  the loss backward's seed (`scale(loss)`)
-//   word 1  growth_tracker   i32  clean steps since the last growth or backoff
-//   word 2  found_inf        u32  1 when this step's gradients held an inf or NaN
-//   word 3  growth_factor    f32
-//   word 4  backoff_factor   f32
-//   word 5  growth_interval  u32
-//   word 6  inv_scale        f32  1/scale rounded as PyTorch does; written wherever scale is
-//   word 7  enabled          u32  1, or 0 for a disabled scaler (scale 1, found_inf 0)
+
+#include scaler_state
 
 const WG: u32 = 256u;
 // Elements each thread handles (strided by WG so a workgroup's loads stay contiguous).
 const EPT: u32 = 4u;
-
-const SCALE: u32 = 0u;
-const GROWTH_TRACKER: u32 = 1u;
-const FOUND_INF: u32 = 2u;
-const GROWTH_FACTOR: u32 = 3u;
-const BACKOFF_FACTOR: u32 = 4u;
-const GROWTH_INTERVAL: u32 = 5u;
-const INV_SCALE: u32 = 6u;
 
 struct Sizes {
     n: u32,          // gradient elements
@@ -30,7 +14,7 @@ struct Sizes {
     _pad2: u32,
 }
 
-@group(0) @binding(0) var<storage, read_write> state: array<atomic<u32>, 8>;
+@group(0) @binding(0) var<storage, read_write> state: array<atomic<u32>, STATE_WORDS>;
 @group(0) @binding(1) var<storage, read_write> grads: array<f32>;
 @group(0) @binding(2) var<uniform> sizes: Sizes;
 

@@ -21,7 +21,8 @@
 //! #include workgroup_reduce     // shaders/include/workgroup_reduce.wgsl, pasted in place
 //! ```
 //!
-//! so the fixed-order workgroup reductions exist once, not once per shader.
+//! so the fixed-order workgroup reductions and the GradScaler's state layout exist once, not
+//! once per shader.
 //!
 //! Packed storages keep two 16-bit values per `u32`. Two threads may write the two halves of
 //! one word, so single-element stores to a packed tensor use `atomicAnd`/`atomicOr` on its
@@ -48,10 +49,16 @@ pub const SHADERS: &[(&str, &str)] = &[
 const PRELUDE: &str = include_str!("../shaders/prelude.wgsl");
 
 /// WGSL that shaders pull in with `#include NAME` (from `shaders/include/`).
-pub const INCLUDES: &[(&str, &str)] = &[(
-    "workgroup_reduce",
-    include_str!("../shaders/include/workgroup_reduce.wgsl"),
-)];
+pub const INCLUDES: &[(&str, &str)] = &[
+    (
+        "workgroup_reduce",
+        include_str!("../shaders/include/workgroup_reduce.wgsl"),
+    ),
+    (
+        "scaler_state",
+        include_str!("../shaders/include/scaler_state.wgsl"),
+    ),
+];
 
 /// The text of `#include NAME`, once per shader: a second include of the same file would
 /// define everything twice.

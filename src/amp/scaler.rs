@@ -424,3 +424,38 @@ fn decode_snapshot(bytes: &[u8]) -> ScalerSnapshot {
 pub fn variants() -> Result<Vec<Variant>> {
     Ok(vec![Variant::new(SHADER, &[], &[])?])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shaders' `#include scaler_state` names the same words as the WORD_* constants.
+    #[test]
+    fn shader_state_words_match_the_rust_constants() {
+        let (_, wgsl) = crate::shader::INCLUDES
+            .iter()
+            .find(|(name, _)| *name == "scaler_state")
+            .expect("scaler_state include");
+        let word = |name: &str| -> usize {
+            let line = wgsl
+                .lines()
+                .find(|l| l.starts_with(&format!("const {name}: u32 = ")))
+                .unwrap_or_else(|| panic!("no {name} in scaler_state.wgsl"));
+            line.rsplit(' ')
+                .next()
+                .unwrap()
+                .trim_end_matches("u;")
+                .parse()
+                .unwrap()
+        };
+        assert_eq!(word("STATE_WORDS"), STATE_WORDS);
+        assert_eq!(word("SCALE"), WORD_SCALE);
+        assert_eq!(word("GROWTH_TRACKER"), WORD_GROWTH_TRACKER);
+        assert_eq!(word("FOUND_INF"), WORD_FOUND_INF);
+        assert_eq!(word("GROWTH_FACTOR"), WORD_GROWTH_FACTOR);
+        assert_eq!(word("BACKOFF_FACTOR"), WORD_BACKOFF_FACTOR);
+        assert_eq!(word("GROWTH_INTERVAL"), WORD_GROWTH_INTERVAL);
+        assert_eq!(word("INV_SCALE"), WORD_INV_SCALE);
+        assert_eq!(word("ENABLED"), WORD_ENABLED);
+    }
+}
