@@ -21,17 +21,13 @@ const WG: u32 = 256u;
 
 // Index of the first element this thread handles (two per thread), or n when out of range.
 fn pair_index(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return 2u * (gid.x + gid.y * nwg.x * WG);
-}
-
-fn is_nan_bits(v: f32) -> bool {
-    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
+    return 2u * thread_index(gid, nwg, WG);
 }
 
 // True when v <= 0 in IEEE terms (false for NaN), from the bits.
 fn is_non_positive(v: f32) -> bool {
     let bits = bitcast<u32>(v);
-    return (bits & 0x7fffffffu) == 0u || ((bits >> 31u) == 1u && !is_nan_bits(v));
+    return (bits & 0x7fffffffu) == 0u || ((bits >> 31u) == 1u && !is_nan(v));
 }
 
 // Apply f to x, writing out: a full pair, or the single last element.

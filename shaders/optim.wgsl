@@ -1,7 +1,7 @@
 // Fused optimizers (torch.optim SGD, Adam, AdamW): one dispatch over every parameter of the
 // model (parameters, gradients and each moment live in one flat f32 buffer each).
 //
-// Skipped steps: word 2 of the GradScaler state (found_inf) is read first; when set, the
+// Skipped steps: the GradScaler state's FOUND_INF word is read first; when set, the
 // kernel leaves parameters, moments AND the step counter untouched, as PyTorch's
 // GradScaler.step skips optimizer.step() entirely. No CPU readback decides anything.
 //
@@ -40,7 +40,7 @@ struct Hyper {
 @group(0) @binding(6) var<storage, read_write> exp_avg: array<f32>;
 @group(0) @binding(7) var<storage, read_write> exp_avg_sq: array<f32>;
 
-const FOUND_INF: u32 = 2u;
+#include scaler_state
 
 var<workgroup> wg_prev_steps: u32;
 
@@ -73,7 +73,7 @@ struct StepStart {
 // What every optimizer kernel starts with: read this workgroup's step count, and unless the
 // GradScaler found inf/NaN, count the step. Call it first, in uniform control flow.
 fn start_step(lid: u32, wid: vec3<u32>, nwg: vec3<u32>) -> StepStart {
-    let group = wid.x + wid.y * nwg.x;
+    let group = workgroup_index(wid, nwg);
     let prev = begin(lid, group);
     if (skipped()) {
         return StepStart(false, prev, 0u);

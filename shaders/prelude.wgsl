@@ -1,4 +1,4 @@
-// ---- prelude: portable numerics shared by every kernel --------------------------------
+// ---- prelude: portable numerics and launch indices, shared by every kernel --------------------------
 // WGSL leaves f32 -> f16 rounding to the implementation and makes pack2x16float
 // indeterminate out of range, so every store to f16 or bf16 goes through these integer
 // helpers: round to nearest even, |x| >= 65520 -> +-inf, NaN kept. Overflow then looks the
@@ -7,6 +7,11 @@
 // True for +-inf and NaN, from the bit pattern (compilers may assume finite math).
 fn is_nonfinite(x: f32) -> bool {
     return (bitcast<u32>(x) & 0x7f800000u) == 0x7f800000u;
+}
+
+// True for NaN only, from the bit pattern.
+fn is_nan(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
 }
 
 fn f32_to_f16_bits(v: f32) -> u32 {
@@ -54,6 +59,15 @@ fn unpack_bf16x2(w: u32) -> vec2<f32> {
 // The f32 value of v rounded to f16 / bf16 (used where a kernel emulates a store).
 fn round_f16(v: f32) -> f32 { return unpack2x16float(f32_to_f16_bits(v)).x; }
 fn round_bf16(v: f32) -> f32 { return bitcast<f32>(f32_to_bf16_bits(v) << 16u); }
+
+// Position in a 1-D launch folded over x and y by the host (gpu::grid_1d): the index of this
+// workgroup, and of this thread for `wg` threads per workgroup.
+fn workgroup_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return wid.x + wid.y * nwg.x;
+}
+fn thread_index(gid: vec3<u32>, nwg: vec3<u32>, wg: u32) -> u32 {
+    return gid.x + gid.y * nwg.x * wg;
+}
 // ---- end prelude -----------------------------------------------------------------------
 
 // ---- counter-based RNG for dropout masks (src/ops/dropout.rs has the CPU twin) ---------

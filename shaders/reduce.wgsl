@@ -23,21 +23,7 @@ struct Params {
 
 const WG: u32 = 256u;
 
-var<workgroup> scratch: array<f32, WG>;
-
-// Sum of v over the workgroup, in a fixed tree order; every thread gets the result.
-fn workgroup_sum(lid: u32, v: f32) -> f32 {
-    workgroupBarrier(); // earlier readers of scratch are done
-    scratch[lid] = v;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            scratch[lid] = scratch[lid] + scratch[lid + s];
-        }
-        workgroupBarrier();
-    }
-    return scratch[0];
-}
+#include workgroup_reduce
 
 // First pass: workgroup g sums element pairs g*WG + lid, + groups*WG, ... of x.
 @compute @workgroup_size(WG)
@@ -87,7 +73,7 @@ fn bias_grad(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let lid = lid3.x;
-    let c = wid.x + wid.y * nwg.x;
+    let c = workgroup_index(wid, nwg);
     if (c >= params.channels) {
         return; // whole workgroup: barriers stay in uniform control flow
     }

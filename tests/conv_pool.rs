@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use common::{ctx_native, ctx_packed, rand_vec};
 use webgpu_amp::gpu::GpuBuffer;
+use webgpu_amp::ops::Accumulate;
 use webgpu_amp::ops::conv::{self, Conv2dParams};
 use webgpu_amp::ops::pool::{self, Pool2dParams};
 use webgpu_amp::{DType, GpuContext, Storage, Tensor};
@@ -206,7 +207,7 @@ fn check_conv(s: &Shape, storage: Storage, dw_storage: Storage, with_bias: bool,
     let p = s.params();
     let fwd = conv::conv2d_forward(ctx, &x, &w, with_bias.then_some(&b), &y, p).unwrap();
     let bwd_in = conv::conv2d_backward_input(ctx, &dy, &w, &dx, p).unwrap();
-    let bwd_w = conv::conv2d_backward_weight(ctx, &x, &dy, &dw, p, false).unwrap();
+    let bwd_w = conv::conv2d_backward_weight(ctx, &x, &dy, &dw, p, Accumulate::Overwrite).unwrap();
     ctx.run(&[&fwd, &bwd_in, &bwd_w]);
     let label = format!("{s:?} {storage:?} dw {dw_storage:?} bias {with_bias}");
     assert_matches(
@@ -372,7 +373,9 @@ fn conv_backward_matches_finite_differences() {
         let gdx = Tensor::zeros_with_storage(ctx, &s.x_shape(), Storage::F32);
         let gdw = Tensor::zeros_with_storage(ctx, &s.w_shape(), Storage::F32);
         let k1 = conv::conv2d_backward_input(ctx, &dy, &w, &gdx, s.params()).unwrap();
-        let k2 = conv::conv2d_backward_weight(ctx, &x, &dy, &gdw, s.params(), false).unwrap();
+        let k2 =
+            conv::conv2d_backward_weight(ctx, &x, &dy, &gdw, s.params(), Accumulate::Overwrite)
+                .unwrap();
         ctx.run(&[&k1, &k2]);
         assert_matches("gpu dx", &gdx.read_f32(ctx).unwrap(), &dx, Storage::F32);
         assert_matches("gpu dw", &gdw.read_f32(ctx).unwrap(), &dw, Storage::F32);
@@ -399,7 +402,8 @@ fn conv_weight_gradient_accumulates() {
         let x = upload(ctx, &xv, &s.x_shape(), storage);
         let dy = upload(ctx, &dyv, &s.y_shape(), storage);
         let dw = upload(ctx, &before, &s.w_shape(), dw_storage);
-        let k = conv::conv2d_backward_weight(ctx, &x, &dy, &dw, s.params(), true).unwrap();
+        let k =
+            conv::conv2d_backward_weight(ctx, &x, &dy, &dw, s.params(), Accumulate::Add).unwrap();
         // Twice: dw = before + 2 * grad.
         ctx.run(&[&k, &k]);
         let grad = conv_backward_weight_ref(&s, &xv, &dyv);

@@ -12,7 +12,9 @@ use webgpu_amp::{DType, GpuContext, Tensor};
 /// that adapter anyway. The tiled body is still checked on that machine through Vulkan
 /// (lavapipe), and on every hardware adapter. Said out loud, never silently.
 fn kernels(ctx: &GpuContext) -> Vec<MatmulKernel> {
-    if ctx.report.backend == "gl" && ctx.report.device_type == "Cpu" {
+    if ctx.adapter.get_info().backend == wgpu::Backend::Gl
+        && ctx.device_type() == wgpu::DeviceType::Cpu
+    {
         eprintln!(
             "note: {} is GL on a CPU adapter: testing the direct matmul body only (the one Auto uses there)",
             ctx.report.name

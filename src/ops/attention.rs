@@ -18,8 +18,8 @@
 use std::sync::Arc;
 
 use super::dropout::{DropoutKey, DropoutState};
-use super::{Arg, KernelDesc};
 use crate::error::{Error, Result};
+use crate::gpu::{Arg, KernelDesc};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::shader::Variant;
 use crate::tensor::{Storage, Tensor};
@@ -115,7 +115,7 @@ fn plan(
         p.layer = key.layer;
         p.drop_scale = key.scale();
     }
-    Ok((p, super::grid_1d(rows, 1)))
+    Ok((p, crate::gpu::grid_1d(rows, 1)))
 }
 
 fn require_f32(op: &'static str, name: &str, t: &Tensor) -> Result<()> {
@@ -160,9 +160,9 @@ pub fn causal_softmax_forward(
         &KernelDesc::new(SHADER, "softmax_forward"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&uniform))),
-            ("s", Arg::Tensor(s)),
-            ("p", Arg::Tensor(p)),
-            ("pd", Arg::Tensor(pd)),
+            ("s", s.arg()),
+            ("p", p.arg()),
+            ("pd", pd.arg()),
             ("dropout_state", Arg::Buffer(&state)),
         ],
         grid,
@@ -187,9 +187,9 @@ pub fn causal_softmax_backward(
         &KernelDesc::new(SHADER, "softmax_backward"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&uniform))),
-            ("p", Arg::Tensor(p)),
-            ("dpd", Arg::Tensor(dpd)),
-            ("ds", Arg::Tensor(ds)),
+            ("p", p.arg()),
+            ("dpd", dpd.arg()),
+            ("ds", ds.arg()),
             ("dropout_state", Arg::Buffer(&state)),
         ],
         grid,

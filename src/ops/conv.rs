@@ -1,18 +1,21 @@
-//! 2-D convolution (`shaders/conv2d.wgsl`): forward, backward-input and backward-weight, each
-//! an implicit GEMM tiled in workgroup memory (see the shader's header for the mapping).
+//! 2-D convolution (`shaders/conv.wgsl`): forward, backward-input and backward-weight, each
+//! an implicit GEMM tiled in workgroup memory (see the shader's header for the mapping). The
+//! forward and the input gradient are one pixel-row GEMM in the shader (`src` gathered into
+//! `dst`), differing only in the gather and the weight layout.
 //!
 //! Layouts are PyTorch's: x `[N, C, H, W]`, weight `[O, C, kh, kw]`, bias `[O]`,
 //! y `[N, O, Ho, Wo]`. Every tensor may have its own storage (f16 activations with f32 weight
 //! gradients, ...); the kernels are specialised per storage and accumulate in f32. The kernel
 //! size is a compile-time constant of the shader (one pipeline per kernel size).
 
-use super::{Arg, KernelDesc, grid_1d};
+use super::Accumulate;
+use crate::dtype::Storage;
 use crate::error::{Error, Result};
-use crate::gpu::{GpuContext, Kernel};
+use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::Variant;
-use crate::tensor::{Storage, Tensor};
+use crate::tensor::Tensor;
 
-const SHADER: &str = "conv2d";
+const SHADER: &str = "conv";
 /// Output tile of one workgroup (rows x columns of the GEMM), as in the shader.
 const TILE_R: usize = 32;
 const TILE_C: usize = 32;
@@ -158,13 +161,26 @@ fn check(
     Ok(d)
 }
 
+/// What a kernel's epilogue does besides storing its result.
+struct Epilogue {
+    /// Add `bias[column]` (forward with a bias).
+    bias: bool,
+    /// Add to the output's values instead of overwriting them (weight gradient).
+    accumulate: Accumulate,
+}
+
+const STORE: Epilogue = Epilogue {
+    bias: false,
+    accumulate: Accumulate::Overwrite,
+};
+
 fn launch(
     ctx: &GpuContext,
     entry: &'static str,
     d: &Dims,
     p: Conv2dParams,
     gemm: (usize, usize, usize),
-    flags: (bool, bool),
+    epilogue: Epilogue,
     args: Vec<(&str, Arg<'_>)>,
 ) -> Result<Kernel> {
     let (rows, cols, depth) = gemm;
@@ -179,8 +195,8 @@ fn launch(
         out_w: d.wo as u32,
         stride: p.stride as u32,
         pad: p.padding as u32,
-        has_bias: flags.0 as u32,
-        accumulate: flags.1 as u32,
+        has_bias: epilogue.bias as u32,
+        accumulate: epilogue.accumulate.flag(),
         rows: rows as u32,
         cols: cols as u32,
         depth: depth as u32,
@@ -225,21 +241,24 @@ pub fn conv2d_forward(
             format!("bias is {:?}, expected [{}]", b.shape(), d.o),
         ));
     }
-    let mut args = vec![
-        ("x", Arg::Tensor(x)),
-        ("w", Arg::Tensor(w)),
-        ("y", Arg::Tensor(y)),
-    ];
     // Without a bias the shader never reads it; bind the weight in its place (same storage
     // variant as a real bias of the weight's dtype, so no extra pipeline).
-    args.push(("bias", Arg::Tensor(bias.unwrap_or(w))));
+    let args = vec![
+        ("src", x.arg()),
+        ("w", w.arg()),
+        ("dst", y.arg()),
+        ("bias", bias.unwrap_or(w).arg()),
+    ];
     launch(
         ctx,
         "conv_forward",
         &d,
         p,
         (d.n * d.ho * d.wo, d.o, d.c * d.kh * d.kw),
-        (bias.is_some(), false),
+        Epilogue {
+            bias: bias.is_some(),
+            ..STORE
+        },
         args,
     )
 }
@@ -260,24 +279,26 @@ pub fn conv2d_backward_input(
         &d,
         p,
         (d.n * d.h * d.w, d.c, d.o * d.kh * d.kw),
-        (false, false),
+        STORE,
+        // The epilogue it shares with the forward names a bias; it is never read here.
         vec![
-            ("dy", Arg::Tensor(dy)),
-            ("w", Arg::Tensor(w)),
-            ("dx", Arg::Tensor(dx)),
+            ("src", dy.arg()),
+            ("w", w.arg()),
+            ("dst", dx.arg()),
+            ("bias", w.arg()),
         ],
     )
 }
 
-/// dw[O,C,kh,kw] = (or, with `accumulate`, +=) gradient with respect to the weight. dw is
-/// usually f32 while x and dy are f16.
+/// dw[O,C,kh,kw] = (or, with [`Accumulate::Add`], +=) gradient with respect to the weight. dw
+/// is usually f32 while x and dy are f16.
 pub fn conv2d_backward_weight(
     ctx: &GpuContext,
     x: &Tensor,
     dy: &Tensor,
     dw: &Tensor,
     p: Conv2dParams,
-    accumulate: bool,
+    accumulate: Accumulate,
 ) -> Result<Kernel> {
     let op = "conv2d_backward_weight";
     let d = check(op, dims4(op, "input", x)?, dw, dims4(op, "dy", dy)?, p)?;
@@ -287,12 +308,11 @@ pub fn conv2d_backward_weight(
         &d,
         p,
         (d.c * d.kh * d.kw, d.o, d.n * d.ho * d.wo),
-        (false, accumulate),
-        vec![
-            ("x", Arg::Tensor(x)),
-            ("dy", Arg::Tensor(dy)),
-            ("dw", Arg::Tensor(dw)),
-        ],
+        Epilogue {
+            accumulate,
+            ..STORE
+        },
+        vec![("x", x.arg()), ("dy", dy.arg()), ("dw", dw.arg())],
     )
 }
 
@@ -311,11 +331,11 @@ pub fn variants() -> Result<Vec<Variant>> {
             };
             for &aux in auxes {
                 let storages: Vec<(String, Storage)> = [
-                    ("x", s),
+                    ("src", s),
                     ("w", s),
-                    ("y", s),
+                    ("dst", s),
+                    ("x", s),
                     ("dy", s),
-                    ("dx", s),
                     ("bias", aux),
                     ("dw", aux),
                 ]

@@ -18,8 +18,8 @@
 
 use std::sync::Arc;
 
-use super::{Arg, KernelDesc, grid_1d};
 use crate::error::{Error, Result};
+use crate::gpu::{Arg, KernelDesc, grid_1d};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::shader::Variant;
 use crate::tensor::{Storage, Tensor};
@@ -200,8 +200,8 @@ fn launch(
         &KernelDesc::new(SHADER, "dropout"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
-            ("x", Arg::Tensor(x)),
-            ("y", Arg::Tensor(y)),
+            ("x", x.arg()),
+            ("y", y.arg()),
             ("dropout_state", Arg::Buffer(state.buffer())),
         ],
         grid_1d(x.numel().div_ceil(4), WG),

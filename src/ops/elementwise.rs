@@ -1,11 +1,11 @@
 //! Elementwise ops (`shaders/elementwise.wgsl`): casts, add, mul, scale, bias add, ReLU and
 //! GELU, forward and backward side by side. Math is f32; every tensor may have its own storage.
 
-use super::{Arg, KernelDesc, grid_1d};
+use crate::dtype::Storage;
 use crate::error::{Error, Result};
-use crate::gpu::{GpuContext, Kernel};
+use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::Variant;
-use crate::tensor::{Storage, Tensor};
+use crate::tensor::Tensor;
 
 const SHADER: &str = "elementwise";
 const WG: u32 = 256;
@@ -58,9 +58,9 @@ fn launch_with(
     };
     let mut args = vec![
         ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
-        ("out", Arg::Tensor(out)),
+        ("out", out.arg()),
     ];
-    args.extend(inputs.iter().map(|(n, t)| (*n, Arg::Tensor(t))));
+    args.extend(inputs.iter().map(|(n, t)| (*n, t.arg())));
     ctx.kernel(
         &KernelDesc::new(SHADER, entry),
         &args,

@@ -3,11 +3,11 @@
 //! forward `y = x · Wᵀ + bias` (`trans_b`), input gradient `dx = dy · W`, and weight
 //! gradient `dW += dyᵀ · x` (`trans_a`, `accumulate`, into an f32 gradient).
 
-use super::{Arg, KernelDesc};
+use crate::dtype::Storage;
 use crate::error::{Error, Result};
-use crate::gpu::{GpuContext, Kernel};
+use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc};
 use crate::shader::Variant;
-use crate::tensor::{Storage, Tensor};
+use crate::tensor::Tensor;
 
 const SHADER: &str = "matmul";
 const FLAG_ACCUMULATE: u32 = 1;
@@ -52,7 +52,9 @@ impl MatmulKernel {
     /// adapters (lavapipe, llvmpipe), so those run the direct kernel.
     pub fn resolve(self, ctx: &GpuContext) -> MatmulKernel {
         match self {
-            MatmulKernel::Auto if ctx.report.device_type == "Cpu" => MatmulKernel::Direct,
+            MatmulKernel::Auto if ctx.device_type() == wgpu::DeviceType::Cpu => {
+                MatmulKernel::Direct
+            }
             MatmulKernel::Auto => MatmulKernel::Tiled,
             k => k,
         }
@@ -297,10 +299,10 @@ fn launch(
         &tiling.desc(opts.trans_a, opts.trans_b),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
-            ("a", Arg::Tensor(a.tensor)),
-            ("b", Arg::Tensor(b.tensor)),
-            ("c", Arg::Tensor(c.tensor)),
-            ("bias", Arg::Tensor(bias)),
+            ("a", a.tensor.arg()),
+            ("b", b.tensor.arg()),
+            ("c", c.tensor.arg()),
+            ("bias", bias.arg()),
         ],
         workgroups,
     )

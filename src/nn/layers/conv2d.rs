@@ -11,7 +11,7 @@ use super::{
 use crate::amp::policy::{CastRule, Op};
 use crate::error::Result;
 use crate::ops::conv::{self, Conv2dParams};
-use crate::ops::reduce;
+use crate::ops::{Accumulate, reduce};
 use crate::tensor::Tensor;
 
 /// `{"conv2d": {"out": C, "kernel": K, "stride": 1, "padding": 0, "bias": true}}`.
@@ -174,11 +174,16 @@ impl Backward for Conv2dBackward {
         let ctx = b.ctx();
         let dw = b.param_grad("weight")?;
         b.push(conv::conv2d_backward_weight(
-            ctx, &self.x, &dy, &dw, self.p, true,
+            ctx,
+            &self.x,
+            &dy,
+            &dw,
+            self.p,
+            Accumulate::Add,
         )?);
         if self.bias {
             let db = b.param_grad("bias")?;
-            b.push(reduce::bias_grad(ctx, &dy, &db, true)?);
+            b.push(reduce::bias_grad(ctx, &dy, &db, Accumulate::Add)?);
         }
         if !b.wants_input_grad() {
             return Ok(None);

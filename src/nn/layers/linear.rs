@@ -11,7 +11,7 @@ use super::{
 use crate::amp::policy::{CastRule, Op};
 use crate::error::Result;
 use crate::ops::matmul::{MatmulOpts, matmul};
-use crate::ops::reduce;
+use crate::ops::{Accumulate, reduce};
 use crate::tensor::Tensor;
 
 /// `{"linear": {"out": N, "bias": true, "init_std": null, "tied_to": null}}`.
@@ -198,7 +198,7 @@ impl Backward for LinearBackward {
         b.push(matmul(ctx, &dy, &x, &dw, opts)?);
         if self.bias {
             let db = b.param_grad("bias")?;
-            b.push(reduce::bias_grad(ctx, &dy, &db, true)?);
+            b.push(reduce::bias_grad(ctx, &dy, &db, Accumulate::Add)?);
         }
         if !b.wants_input_grad() {
             return Ok(None);
