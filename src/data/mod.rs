@@ -1,7 +1,8 @@
 //! Data sets and batching, all on the CPU.
 //!
 //! A [`Dataset`] is a block of f32 samples (`n × sample_shape`, row-major, PyTorch's NCHW
-//! layout for images) with either class labels or regression targets. A [`Split`] holds the
+//! layout for images) with either class labels or regression targets, or token samples
+//! (`T` u32 ids each) with one next-token class per id ([`tokens`]). A [`Split`] holds the
 //! training set and, when there is one, a validation and a test set.
 //!
 //! Sources ([`DataSource`]):
@@ -11,7 +12,8 @@
 //! - `mnist`, `fashion-mnist`: the full sets, fetched by `scripts/fetch-data.sh` into
 //!   `data/` (or `$WEBGPU_AMP_DATA_DIR`).
 //! - `synthetic[:N]`: the tutorials' `x = randn(N, 10)`, `y = randn(N, 1)` regression.
-//! - a path to a `.safetensors` file with `x` and `y` (see [`custom`]).
+//! - a path to a `.safetensors` file with `x` and `y` (see [`custom`]; integer `x` and `y`
+//!   `[N, T]` are token sequences, see [`tokens`]).
 //!
 //! Image sets are scaled to [0, 1] and, when asked, normalised with the usual per-set mean
 //! and standard deviation ([`Normalization`]); custom and synthetic data are never touched.
@@ -24,14 +26,18 @@ pub mod idx;
 pub mod loader;
 pub mod rng;
 pub mod synthetic;
+pub mod text;
+pub mod tokens;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use crate::{Error, Result};
 
-pub use loader::{Batch, BatchLabels, Loader};
+pub use loader::{Batch, BatchInputs, BatchLabels, Loader};
 pub use rng::Rng;
+pub use text::{TextCorpus, Vocab};
+pub use tokens::TokenSamples;
 
 /// Labels of a data set: class indices for classification, f32 vectors for regression.
 #[derive(Clone, Debug, PartialEq)]
@@ -43,6 +49,12 @@ pub enum Labels {
     },
     /// `dim` f32 targets per sample, row-major (`n × dim`).
     Targets { values: Vec<f32>, dim: usize },
+    /// One class per token of a token data set (the next token): `T` per sample, each
+    /// `< num_classes` (the vocabulary size).
+    Tokens {
+        targets: TokenSamples,
+        num_classes: usize,
+    },
 }
 
 impl Labels {
@@ -51,6 +63,7 @@ impl Labels {
         match self {
             Labels::Classes { labels, .. } => labels.len(),
             Labels::Targets { values, dim } => values.len().checked_div(*dim).unwrap_or(0),
+            Labels::Tokens { targets, .. } => targets.len(),
         }
     }
 
@@ -61,13 +74,24 @@ impl Labels {
     /// What a model's output must have per sample: the class count or the target width.
     pub fn output_dim(&self) -> usize {
         match self {
-            Labels::Classes { num_classes, .. } => *num_classes,
+            Labels::Classes { num_classes, .. } | Labels::Tokens { num_classes, .. } => {
+                *num_classes
+            }
             Labels::Targets { dim, .. } => *dim,
         }
     }
 
     pub fn is_classification(&self) -> bool {
-        matches!(self, Labels::Classes { .. })
+        matches!(self, Labels::Classes { .. } | Labels::Tokens { .. })
+    }
+
+    /// Loss rows per sample: 1 for a class label or a target vector, `T` for token samples
+    /// (one class per token). A batch of `B` samples has `B · rows_per_sample()` rows.
+    pub fn rows_per_sample(&self) -> usize {
+        match self {
+            Labels::Classes { .. } | Labels::Targets { .. } => 1,
+            Labels::Tokens { targets, .. } => targets.block_size(),
+        }
     }
 }
 
@@ -109,14 +133,45 @@ pub(crate) fn pixels_to_f32(bytes: &[u8], normalization: Option<Normalization>) 
     bytes.iter().map(|&b| table[b as usize]).collect()
 }
 
+/// Inputs of a data set.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Inputs {
+    /// `n × product(sample_shape)` f32 values, row-major (images, features).
+    Features(Vec<f32>),
+    /// Token ids, `T` per sample, and the vocabulary that decodes them (text sets).
+    Tokens {
+        ids: TokenSamples,
+        vocab: Option<std::sync::Arc<Vocab>>,
+    },
+}
+
+impl Inputs {
+    /// The f32 values of a dense data set.
+    pub fn features(&self) -> Option<&[f32]> {
+        match self {
+            Inputs::Features(x) => Some(x),
+            Inputs::Tokens { .. } => None,
+        }
+    }
+
+    /// The token samples of a token data set.
+    pub fn tokens(&self) -> Option<&TokenSamples> {
+        match self {
+            Inputs::Tokens { ids, .. } => Some(ids),
+            Inputs::Features(_) => None,
+        }
+    }
+}
+
 /// A data set in memory.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Dataset {
     /// Where it came from, for messages ("default/train", a file path, ...).
     pub name: String,
-    /// `n × product(sample_shape)` f32 values, row-major.
-    pub x: Vec<f32>,
-    /// Shape of one sample without the batch dimension, e.g. `[1, 28, 28]` or `[10]`.
+    /// f32 features, or token ids ([`Dataset::from_tokens`]).
+    pub x: Inputs,
+    /// Shape of one sample without the batch dimension, e.g. `[1, 28, 28]` or `[10]`; `[T]`
+    /// for token samples.
     pub sample_shape: Vec<usize>,
     pub y: Labels,
     /// Number of samples.
@@ -124,7 +179,7 @@ pub struct Dataset {
 }
 
 impl Dataset {
-    /// Builds a data set and checks that `x`, `y` and `n` agree.
+    /// Builds a dense data set (f32 features) and checks that `x`, `y` and `n` agree.
     pub fn new(
         name: impl Into<String>,
         x: Vec<f32>,
@@ -135,7 +190,7 @@ impl Dataset {
         let n = y.len();
         let dataset = Dataset {
             name,
-            x,
+            x: Inputs::Features(x),
             sample_shape,
             y,
             n,
@@ -144,7 +199,7 @@ impl Dataset {
         Ok(dataset)
     }
 
-    /// Number of f32 values per sample.
+    /// Number of values (f32 features or token ids) per sample.
     pub fn sample_len(&self) -> usize {
         self.sample_shape.iter().product()
     }
@@ -170,10 +225,35 @@ impl Dataset {
                 self.n
             )));
         }
-        if self.x.len() != self.n * self.sample_len() {
+        let x = match (&self.x, &self.y) {
+            (
+                Inputs::Tokens { ids, .. },
+                Labels::Tokens {
+                    targets,
+                    num_classes,
+                },
+            ) => {
+                return tokens::validate(
+                    who,
+                    self.n,
+                    &self.sample_shape,
+                    ids,
+                    targets,
+                    *num_classes,
+                );
+            }
+            (Inputs::Features(x), Labels::Classes { .. } | Labels::Targets { .. }) => x,
+            _ => {
+                return Err(Error::data(format!(
+                    "{who}: token inputs need token labels and dense inputs need class labels \
+                     or targets"
+                )));
+            }
+        };
+        if x.len() != self.n * self.sample_len() {
             return Err(Error::data(format!(
                 "{who}: {} values do not make {} samples of shape {:?}",
-                self.x.len(),
+                x.len(),
                 self.n,
                 self.sample_shape
             )));
@@ -202,6 +282,8 @@ impl Dataset {
                     )));
                 }
             }
+            // Checked with the token inputs above.
+            Labels::Tokens { .. } => {}
         }
         Ok(())
     }
@@ -214,8 +296,32 @@ impl Dataset {
                 self.name, self.n
             )));
         }
-        let len = self.sample_len();
-        let x = self.x[range.start * len..range.end * len].to_vec();
+        let name = name.into();
+        let x = match &self.x {
+            Inputs::Features(x) => {
+                let len = self.sample_len();
+                x[range.start * len..range.end * len].to_vec()
+            }
+            Inputs::Tokens { ids, vocab } => {
+                let Labels::Tokens {
+                    targets,
+                    num_classes,
+                } = &self.y
+                else {
+                    return Err(Error::data(format!(
+                        "{}: token inputs without token labels",
+                        self.name
+                    )));
+                };
+                return Dataset::from_tokens(
+                    name,
+                    ids.slice(range.clone())?,
+                    targets.slice(range)?,
+                    *num_classes,
+                    vocab.clone(),
+                );
+            }
+        };
         let y = match &self.y {
             Labels::Classes {
                 labels,
@@ -227,6 +333,10 @@ impl Dataset {
             Labels::Targets { values, dim } => Labels::Targets {
                 values: values[range.start * dim..range.end * dim].to_vec(),
                 dim: *dim,
+            },
+            Labels::Tokens { targets, .. } => Labels::Tokens {
+                targets: targets.slice(range)?,
+                num_classes: self.output_dim(),
             },
         };
         Dataset::new(name, x, self.sample_shape.clone(), y)
@@ -263,12 +373,22 @@ impl Dataset {
                 self.name, self.n
             )));
         }
-        let len = self.sample_len();
-        batch.x.clear();
-        batch.x.reserve(indices.len() * len);
-        for &i in indices {
-            batch.x.extend_from_slice(&self.x[i * len..(i + 1) * len]);
-        }
+        batch.x = match &self.x {
+            Inputs::Features(x) => {
+                let mut out = batch.x.take_features();
+                let len = self.sample_len();
+                out.reserve(indices.len() * len);
+                for &i in indices {
+                    out.extend_from_slice(&x[i * len..(i + 1) * len]);
+                }
+                BatchInputs::Features(out)
+            }
+            Inputs::Tokens { ids, .. } => {
+                let mut out = batch.x.take_tokens();
+                ids.gather_into(indices, &mut out);
+                BatchInputs::Tokens(out)
+            }
+        };
         batch.y = match &self.y {
             Labels::Classes { labels, .. } => {
                 let mut out = match std::mem::replace(&mut batch.y, BatchLabels::Classes(vec![])) {
@@ -289,6 +409,15 @@ impl Dataset {
                     out.extend_from_slice(&values[i * dim..(i + 1) * dim]);
                 }
                 BatchLabels::Targets(out)
+            }
+            Labels::Tokens { targets, .. } => {
+                let mut out = match std::mem::replace(&mut batch.y, BatchLabels::Classes(vec![])) {
+                    BatchLabels::Classes(v) => v,
+                    BatchLabels::Targets(_) => Vec::new(),
+                };
+                out.clear();
+                targets.gather_into(indices, &mut out);
+                BatchLabels::Classes(out)
             }
         };
         batch.size = indices.len();
