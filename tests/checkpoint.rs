@@ -350,6 +350,7 @@ fn save_is_atomic_and_replaces_an_existing_file() {
             ..Default::default()
         },
         precision: Some("f32".into()),
+        ..Default::default()
     };
     let listing = || {
         let mut names: Vec<String> = std::fs::read_dir(&dir)

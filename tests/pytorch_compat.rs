@@ -261,7 +261,7 @@ fn check_loads_and_computes(
 
 fn mnist_images(n: usize) -> Vec<f32> {
     let all = embedded::mnist_all(Some(Normalization::MNIST)).unwrap();
-    all.x[..n * 784].to_vec()
+    all.x.features().expect("MNIST images are f32 features")[..n * 784].to_vec()
 }
 
 #[test]

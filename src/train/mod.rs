@@ -24,4 +24,4 @@ pub use run::{Advance, EpochReport, Event, Run, RunConfig};
 #[cfg(not(target_arch = "wasm32"))]
 pub use run_blocking::RunSummary;
 pub use stats::{RING, StepStats};
-pub use trainer::{BatchTargets, DropoutStream, StepConfig, Trainer};
+pub use trainer::{BatchInput, BatchTargets, DropoutStream, StepConfig, Trainer};

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::checkpoint::{Checkpoint, Progress};
 use super::stats::StepStats;
 use super::trainer::{BatchTargets, DropoutStream, StepConfig, Trainer};
-use crate::data::{Batch, Dataset, Loader};
+use crate::data::{Batch, Dataset, Loader, Vocab};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::nn::ModelSpec;
@@ -95,6 +95,9 @@ pub struct Run {
     /// non-finite loss (the CLI). The app turns it off: its pure-f16 mode is there to show
     /// that failure.
     pub stop_on_divergence: bool,
+    /// The vocabulary of a text data set (or of the resumed checkpoint), saved in every
+    /// checkpoint so `sample` decodes without the data.
+    pub vocab: Option<Vocab>,
     /// `progress` right after the last completed optimizer step. Checkpoints record this
     /// position, so that micro-batches accumulated since then (gradient accumulation across an
     /// epoch limit) are replayed on resume instead of lost: resumed equals uninterrupted.
@@ -153,7 +156,21 @@ impl Run {
             seed: config.seed,
             ..Default::default()
         };
+        let mut vocab = train.vocab().map(|v| Vocab::clone(v));
         if let Some(ck) = resume {
+            match (&vocab, &ck.vocab) {
+                (Some(data), Some(saved)) if data != saved => {
+                    return Err(Error::Checkpoint(format!(
+                        "the checkpoint's vocabulary ({} characters) is not the vocabulary of \
+                         {} ({} characters): its token ids would stand for other characters",
+                        saved.len(),
+                        train.name,
+                        data.len()
+                    )));
+                }
+                (None, Some(saved)) => vocab = Some(saved.clone()),
+                _ => {}
+            }
             let slices = param_slices(&trainer);
             if let Some(o) = &ck.optimizer {
                 if o.config.name() != trainer.optimizer.config().name() {
@@ -185,6 +202,7 @@ impl Run {
             config,
             progress,
             stop_on_divergence: true,
+            vocab,
             stepped_at: progress,
             loader,
             order: None,

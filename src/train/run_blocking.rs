@@ -249,6 +249,8 @@ impl Run {
             scaler: Some(scaler),
             progress: self.resume_point(),
             precision: Some(self.config.step.precision.name().into()),
+            vocab: self.vocab.clone(),
+            model: None,
         })
     }
 

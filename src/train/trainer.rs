@@ -15,7 +15,7 @@ use std::sync::Arc;
 use crate::amp::policy::{Policy, Precision};
 use crate::amp::round::round_inplace;
 use crate::amp::scaler::{GradClipper, GradScaler, ScalerConfig};
-use crate::data::BatchLabels;
+use crate::data::{BatchInputs, BatchLabels};
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::nn::ModelSpec;
@@ -48,6 +48,48 @@ pub struct DropoutStream {
     pub seed: u64,
     /// Micro-batches trained so far.
     pub counter: u64,
+}
+
+/// Inputs of one batch: f32 features, or token ids (u32, `batch × T`), which go into the
+/// network's input buffer as raw u32 words.
+#[derive(Clone, Copy, Debug)]
+pub enum BatchInput<'a> {
+    Features(&'a [f32]),
+    Tokens(&'a [u32]),
+}
+
+impl<'a> From<&'a [f32]> for BatchInput<'a> {
+    fn from(x: &'a [f32]) -> Self {
+        BatchInput::Features(x)
+    }
+}
+
+impl<'a> From<&'a Vec<f32>> for BatchInput<'a> {
+    fn from(x: &'a Vec<f32>) -> Self {
+        BatchInput::Features(x)
+    }
+}
+
+impl<'a> From<&'a [u32]> for BatchInput<'a> {
+    fn from(ids: &'a [u32]) -> Self {
+        BatchInput::Tokens(ids)
+    }
+}
+
+impl<'a> From<&'a Vec<u32>> for BatchInput<'a> {
+    fn from(ids: &'a Vec<u32>) -> Self {
+        BatchInput::Tokens(ids)
+    }
+}
+
+impl<'a> From<&'a BatchInputs> for BatchInput<'a> {
+    /// A gathered batch's inputs.
+    fn from(x: &'a BatchInputs) -> Self {
+        match x {
+            BatchInputs::Features(x) => BatchInput::Features(x),
+            BatchInputs::Tokens(ids) => BatchInput::Tokens(ids),
+        }
+    }
 }
 
 /// Targets of one batch.
@@ -241,18 +283,39 @@ impl Trainer {
         self.nets.iter().find(|n| n.batch == batch)
     }
 
-    /// Upload a batch into a network's input buffers (queued writes; no wait).
-    pub fn write_batch(
+    /// Upload a batch into a network's input buffers (queued writes; no wait). Features are
+    /// converted to the input tensor's storage; token ids are written as raw u32 words into
+    /// the input buffer, which must hold one 4-byte element per id. Class labels: one per
+    /// loss row (per sample, or per token of token samples).
+    pub fn write_batch<'x>(
         ctx: &GpuContext,
         net: &Network,
-        x: &[f32],
+        x: impl Into<BatchInput<'x>>,
         targets: &BatchTargets<'_>,
     ) -> Result<()> {
-        net.input.write_f32(ctx, x)?;
+        Self::write_input(ctx, net, x.into())?;
         match (targets, &net.targets) {
             (BatchTargets::Classes(labels), None) => {
-                if labels.len() != net.batch {
-                    return Err(Error::shape("batch", "label count differs from batch size"));
+                let rows = loss_rows(net);
+                if labels.len() != rows {
+                    return Err(Error::shape(
+                        "batch",
+                        format!(
+                            "{} class labels for {rows} loss rows (batch {} × {} per sample)",
+                            labels.len(),
+                            net.batch,
+                            rows / net.batch.max(1)
+                        ),
+                    ));
+                }
+                if net.labels.size() < 4 * rows as u64 {
+                    return Err(Error::shape(
+                        "batch",
+                        format!(
+                            "the labels buffer holds {} bytes, fewer than {rows} u32 labels",
+                            net.labels.size()
+                        ),
+                    ));
                 }
                 ctx.queue
                     .write_buffer(net.labels.raw(), 0, bytemuck::cast_slice(labels));
@@ -268,6 +331,14 @@ impl Trainer {
         Ok(())
     }
 
+    /// Upload a batch's inputs only (see [`Trainer::write_batch`]).
+    pub(super) fn write_input(ctx: &GpuContext, net: &Network, x: BatchInput<'_>) -> Result<()> {
+        match x {
+            BatchInput::Features(x) => net.input.write_f32(ctx, x),
+            BatchInput::Tokens(ids) => write_tokens(ctx, net, ids),
+        }
+    }
+
     /// Train on one micro-batch of `batch` samples: one submit. Every `grad_accum`
     /// micro-batches this completes an optimizer step, in the last micro-batch's submit.
     /// Never waits inside the step; before a step's last micro-batch, when every stats slot
@@ -275,11 +346,11 @@ impl Trainer {
     /// waits for the oldest slot's submission only and counts it
     /// ([`Trainer::throttle_waits`]); on the web that is an error (check
     /// [`Trainer::can_submit`] first).
-    pub fn train_batch(
+    pub fn train_batch<'x>(
         &mut self,
         ctx: &GpuContext,
         batch: usize,
-        x: &[f32],
+        x: impl Into<BatchInput<'x>>,
         targets: BatchTargets<'_>,
     ) -> Result<()> {
         let first = self.micro == 0;
@@ -495,4 +566,46 @@ impl Trainer {
     pub fn low_dtype(&self) -> DType {
         self.config.precision.low_dtype()
     }
+}
+
+/// Loss rows of a network's output `[batch, ..., classes]`: every leading element (the
+/// batch, and `T` for sequence outputs `[batch, T, V]`). Class labels come one per row.
+fn loss_rows(net: &Network) -> usize {
+    let shape = net.output.shape();
+    match shape.last() {
+        Some(&classes) if classes > 0 => net.output.numel() / classes,
+        _ => net.batch,
+    }
+}
+
+/// Token ids as raw u32 words into the network's input buffer: one id per element of the
+/// input tensor, whose elements must be 4 bytes (f32 storage, read as u32 by the embedding).
+fn write_tokens(ctx: &GpuContext, net: &Network, ids: &[u32]) -> Result<()> {
+    let input = &net.input;
+    if input.storage() != crate::tensor::Storage::F32 {
+        return Err(Error::shape(
+            "batch",
+            format!(
+                "token ids need an input buffer of 4-byte words, but the input is {}",
+                input.storage().name()
+            ),
+        ));
+    }
+    if ids.len() != input.numel() {
+        return Err(Error::shape(
+            "batch",
+            format!(
+                "{} token ids for an input of shape {:?} ({} elements)",
+                ids.len(),
+                input.shape(),
+                input.numel()
+            ),
+        ));
+    }
+    ctx.queue.write_buffer(
+        input.buffer().raw(),
+        input.byte_offset(),
+        bytemuck::cast_slice(ids),
+    );
+    Ok(())
 }
