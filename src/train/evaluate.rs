@@ -2,7 +2,8 @@
 //! batches, read back once per 256 batches, or asynchronously by the app through a
 //! [`crate::gpu::ReadbackRing`]) and prediction.
 
-use super::trainer::{BatchInput, BatchTargets, Trainer};
+use super::batch::{BatchInput, BatchTargets};
+use super::trainer::Trainer;
 use crate::error::Result;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gpu::Kernel;

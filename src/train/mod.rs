@@ -3,6 +3,7 @@
 //!
 //! - [`trainer`]: the planned step (forward, backward, unscale, clip, optimizer, scale
 //!   update), one submit per micro-batch;
+//! - [`batch`]: a batch's inputs and targets, uploaded into a planned network;
 //! - [`stats`]: step stats coming back through a ring of asynchronously mapped buffers;
 //! - [`evaluate`]: validation and prediction (forward only);
 //! - [`planning`]: device limits and out-of-memory as errors while planning;
@@ -10,6 +11,7 @@
 //!   native) and the app (one call per frame, native and web) both drive;
 //! - [`checkpoint`]: safetensors checkpoints and resume.
 
+pub mod batch;
 pub mod checkpoint;
 pub mod evaluate;
 pub mod planning;
@@ -19,9 +21,10 @@ mod run_blocking;
 pub mod stats;
 pub mod trainer;
 
+pub use batch::{BatchInput, BatchTargets};
 pub use evaluate::{EvalTally, Evaluation};
 pub use run::{Advance, EpochReport, Event, Run, RunConfig};
 #[cfg(not(target_arch = "wasm32"))]
 pub use run_blocking::RunSummary;
 pub use stats::{RING, StepStats};
-pub use trainer::{BatchInput, BatchTargets, DropoutStream, StepConfig, Trainer};
+pub use trainer::{DropoutStream, StepConfig, Trainer};

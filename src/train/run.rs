@@ -11,9 +11,10 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use super::batch::BatchTargets;
 use super::checkpoint::{Checkpoint, Progress};
 use super::stats::StepStats;
-use super::trainer::{BatchTargets, DropoutStream, StepConfig, Trainer};
+use super::trainer::{DropoutStream, StepConfig, Trainer};
 use crate::data::{Batch, Dataset, Loader, Vocab};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;

@@ -9,11 +9,11 @@
 
 use std::time::Instant;
 
+use super::batch::BatchTargets;
 use super::checkpoint::{Checkpoint, NamedOptimizerState, NamedTensor};
 use super::evaluate::Evaluation;
 use super::run::{EpochReport, Event, Run, param_slices};
 use super::stats::StepStats;
-use super::trainer::BatchTargets;
 use crate::data::{Batch, Dataset, Loader, Split};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
