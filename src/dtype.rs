@@ -22,9 +22,12 @@ pub enum DType {
     F32,
     F16,
     BF16,
+    /// Integer ids (token ids of a sequence model's input): never computed in, never cast.
+    U32,
 }
 
 impl DType {
+    /// The floating-point dtypes (what the precision modes compute in).
     pub const ALL: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 
     pub fn name(self) -> &'static str {
@@ -32,7 +35,13 @@ impl DType {
             DType::F32 => "f32",
             DType::F16 => "f16",
             DType::BF16 => "bf16",
+            DType::U32 => "u32",
         }
+    }
+
+    /// Whether values of this dtype are numbers to compute with (not ids).
+    pub fn is_float(self) -> bool {
+        self != DType::U32
     }
 
     /// Round an f32 to this dtype and back (the CPU reference of a store).
@@ -41,6 +50,7 @@ impl DType {
             DType::F32 => x,
             DType::F16 => f16::from_f32(x).to_f32(),
             DType::BF16 => bf16::from_f32(x).to_f32(),
+            DType::U32 => (x as u32) as f32,
         }
     }
 }
@@ -62,6 +72,8 @@ pub enum Storage {
     F16Packed,
     /// `array<u32>`, two bf16 per word (low half = even element).
     BF16,
+    /// `array<u32>`: integer ids.
+    U32,
 }
 
 impl Storage {
@@ -78,6 +90,7 @@ impl Storage {
             (DType::F16, F16Storage::Native) => Storage::F16,
             (DType::F16, F16Storage::Packed) => Storage::F16Packed,
             (DType::BF16, _) => Storage::BF16,
+            (DType::U32, _) => Storage::U32,
         }
     }
 
@@ -86,6 +99,7 @@ impl Storage {
             Storage::F32 => DType::F32,
             Storage::F16 | Storage::F16Packed => DType::F16,
             Storage::BF16 => DType::BF16,
+            Storage::U32 => DType::U32,
         }
     }
 
@@ -95,6 +109,7 @@ impl Storage {
             Storage::F16 => "f16",
             Storage::F16Packed => "f16packed",
             Storage::BF16 => "bf16",
+            Storage::U32 => "u32",
         }
     }
 
@@ -105,13 +120,14 @@ impl Storage {
             Storage::F16 => "f16 as array<f16> (shader-f16)",
             Storage::F16Packed => "f16 packed two per u32, math in f32",
             Storage::BF16 => "bf16 packed two per u32 (WGSL has no bf16), math in f32",
+            Storage::U32 => "u32 ids",
         }
     }
 
     /// Bytes that `n` elements occupy (before rounding the buffer to 4 bytes).
     pub fn bytes_for(self, n: usize) -> u64 {
         match self {
-            Storage::F32 => 4 * n as u64,
+            Storage::F32 | Storage::U32 => 4 * n as u64,
             Storage::F16 => 2 * n as u64,
             Storage::F16Packed | Storage::BF16 => 4 * n.div_ceil(2) as u64,
         }
@@ -130,6 +146,10 @@ impl Storage {
                 halves(data.iter().map(|&x| f16::from_f32(x).to_bits()).collect())
             }
             Storage::BF16 => halves(data.iter().map(|&x| bf16::from_f32(x).to_bits()).collect()),
+            Storage::U32 => data
+                .iter()
+                .flat_map(|&x| (x as u32).to_le_bytes())
+                .collect(),
         }
     }
 
@@ -146,6 +166,10 @@ impl Storage {
             Storage::BF16 => bytemuck::pod_collect_to_vec::<u8, u16>(&bytes[..2 * n])
                 .into_iter()
                 .map(|h| bf16::from_bits(h).to_f32())
+                .collect(),
+            Storage::U32 => bytemuck::pod_collect_to_vec::<u8, u32>(&bytes[..4 * n])
+                .into_iter()
+                .map(|v| v as f32)
                 .collect(),
         }
     }

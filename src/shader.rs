@@ -275,6 +275,19 @@ fn tensor_wgsl(d: &TensorDecl, storage: Storage) -> String {
                 );
             }
         }
+        Storage::U32 => {
+            s += &format!("@group(0) @binding({b}) var<storage, {access}> {n}: array<u32>;\n");
+            s += &format!("fn {n}_load(i: u32) -> f32 {{ return f32({n}[i]); }}\n");
+            s += &format!(
+                "fn {n}_load2(i: u32) -> vec2<f32> {{ return vec2<f32>(f32({n}[i]), f32({n}[i + 1u])); }}\n"
+            );
+            if d.writable {
+                s += &format!("fn {n}_store(i: u32, v: f32) {{ {n}[i] = u32(v); }}\n");
+                s += &format!(
+                    "fn {n}_store2(i: u32, v: vec2<f32>) {{ {n}[i] = u32(v.x); {n}[i + 1u] = u32(v.y); }}\n"
+                );
+            }
+        }
         Storage::F16 => {
             s += &format!("@group(0) @binding({b}) var<storage, {access}> {n}: array<f16>;\n");
             s += &format!("fn {n}_load(i: u32) -> f32 {{ return f32({n}[i]); }}\n");

@@ -142,6 +142,7 @@ fn check(what: &str, ctx: &GpuContext, kernel: MatmulKernel, case: Case) {
         DType::F32 => (0.0, 0.0),
         DType::F16 => (2f64.powi(-11), 2f64.powi(-25)),
         DType::BF16 => (2f64.powi(-8), 0.0),
+        DType::U32 => unreachable!("ids are not computed in"),
     };
     let acc = 1e-5 * (k.max(1) as f64).sqrt();
     for (i, ((&g, &w), mg)) in got.iter().zip(&want).zip(&mag).enumerate() {
@@ -790,6 +791,7 @@ fn softmax_backward_matches_f64_reference() {
                     DType::F32 => (0.0, 1e-30),
                     DType::F16 => (2f64.powi(-11), 2f64.powi(-25)),
                     DType::BF16 => (2f64.powi(-8), 1e-30),
+                    DType::U32 => unreachable!("ids are not computed in"),
                 };
                 for (i, ((&g, &w), &mg)) in got.iter().zip(&want).zip(&mag).enumerate() {
                     let tol = 1e-5 * mg * (1.0 + rel_out) + rel_out * w.abs() + abs_out;

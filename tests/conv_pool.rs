@@ -141,6 +141,7 @@ fn unit_roundoff(storage: Storage) -> f64 {
         Storage::F32 => 0.0,
         Storage::F16 | Storage::F16Packed => 1.0 / 2048.0,
         Storage::BF16 => 1.0 / 256.0,
+        Storage::U32 => unreachable!("ids are not computed in"),
     }
 }
 

@@ -86,6 +86,7 @@ fn assert_matches(what: &str, got: &[f32], want: &[f64], magnitude: &[f64], k: u
         DType::F32 => (0.0, 0.0),
         DType::F16 => (2f64.powi(-11), 2f64.powi(-25)),
         DType::BF16 => (2f64.powi(-8), 0.0),
+        DType::U32 => unreachable!("ids are not computed in"),
     };
     let acc = 1e-5 * (k.max(1) as f64).sqrt();
     for (i, ((&g, &w), &mag)) in got.iter().zip(want).zip(magnitude).enumerate() {

@@ -196,7 +196,7 @@ impl Policy {
     ) -> PrecisionRow {
         let compute = self.compute_dtype(index, op, input);
         let mut casts = Vec::new();
-        if compute != input {
+        if compute != input && input.is_float() {
             casts.push(format!("input {input}→{compute}"));
         }
         if has_params && compute != DType::F32 {

@@ -27,10 +27,10 @@ pub fn round_inplace(
     let code = match dtype {
         DType::F16 => 0,
         DType::BF16 => 1,
-        DType::F32 => {
-            return Err(Error::InvalidArgument(
-                "rounding to f32 is the identity".into(),
-            ));
+        DType::F32 | DType::U32 => {
+            return Err(Error::InvalidArgument(format!(
+                "rounding f32 values to {dtype} is not a low-precision store"
+            )));
         }
     };
     let params = Params {

@@ -338,7 +338,7 @@ impl Session {
         let split = self.data(&config.dataset)?;
         let train = &split.train;
         let spec = preset(&config.model, &train.sample_shape, train.output_dim())?;
-        spec.check_data(&train.sample_shape, train.output_dim())?;
+        spec.check_dataset(train)?;
         Ok(spec)
     }
 

@@ -71,7 +71,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
             .map(|m| m.name())
             .collect::<Vec<_>>()
             .join(", "),
-        args.common.dataset,
+        prepared.dataset,
         prepared.split.train.n,
         ctx.report.name
     );
@@ -101,7 +101,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         "adapter": ctx.report.name,
         "backend": ctx.report.backend,
         "f16_storage": format!("{:?}", ctx.f16_storage).to_lowercase(),
-        "dataset": args.common.dataset,
+        "dataset": prepared.dataset,
         "batch_size": args.common.batch_size,
         "seed": args.common.seed,
         "runs": runs,

@@ -9,11 +9,11 @@ use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::data::{DataSource, Labels, Split};
 use webgpu_amp::nn::LossKind;
-use webgpu_amp::nn::{ModelSpec, preset};
+use webgpu_amp::nn::ModelSpec;
 use webgpu_amp::optim::OptimizerConfig;
-use webgpu_amp::train::StepConfig;
 use webgpu_amp::train::checkpoint::Checkpoint;
 use webgpu_amp::train::run::{Event, RunConfig};
+use webgpu_amp::train::{ModelChoice, StepConfig, model_and_data};
 use webgpu_amp::{Error, GpuContext, Result};
 
 use super::DeviceArgs;
@@ -25,9 +25,10 @@ pub struct TrainCommon {
     /// Preset (linear, mlp, simple-cnn, mnist-cnn) or a JSON model file.
     #[arg(long)]
     pub model: Option<String>,
-    /// default (embedded MNIST subset), mnist, fashion-mnist, synthetic[:N], or FILE.safetensors.
-    #[arg(long, default_value = "default")]
-    pub dataset: String,
+    /// default (embedded MNIST subset), mnist, fashion-mnist, synthetic[:N], hamlet (embedded
+    /// text), shakespeare, text:FILE, or FILE.safetensors. Default: default, or hamlet for a GPT.
+    #[arg(long)]
+    pub dataset: Option<String>,
     /// mse or cross-entropy (default: cross-entropy for class labels, mse for targets).
     #[arg(long)]
     pub loss: Option<String>,
@@ -118,6 +119,8 @@ pub struct Prepared {
     pub spec: ModelSpec,
     pub init: Vec<(String, Vec<f32>)>,
     pub loss: LossKind,
+    /// The data set's name as resolved (`--dataset`, or the model's default).
+    pub dataset: String,
 }
 
 impl TrainCommon {
@@ -166,31 +169,32 @@ impl TrainCommon {
     }
 
     pub fn prepare(&self) -> Result<Prepared> {
-        let split = self.dataset.parse::<DataSource>()?.load(true)?;
-        let train = &split.train;
-        let out = train.output_dim();
-        let model = self.model.clone().unwrap_or_else(|| {
-            if train.y.is_classification() {
-                "mlp"
-            } else {
-                "linear"
-            }
-            .into()
-        });
-        let spec = if model.ends_with(".json") {
-            let text = std::fs::read_to_string(&model)
-                .map_err(|e| Error::Model(format!("{model}: cannot read: {e}")))?;
-            ModelSpec::from_json(&text).map_err(|e| match e {
-                // from_json's messages start with "json: "; name the file instead.
-                Error::Model(m) => Error::Model(format!(
-                    "{model}: {}",
-                    m.strip_prefix("json: ").unwrap_or(&m)
-                )),
-                other => other,
-            })?
-        } else {
-            preset(&model, &train.sample_shape, out)?
+        let model = match &self.model {
+            Some(m) if m.ends_with(".json") => Some(ModelChoice::Json(
+                std::fs::read_to_string(m)
+                    .map_err(|e| Error::Model(format!("{m}: cannot read: {e}")))?,
+            )),
+            Some(m) => Some(ModelChoice::Preset(m.clone())),
+            None => None,
         };
+        // The embedded MNIST set unless the model is a GPT, which trains on the embedded text.
+        let dataset = self.dataset.clone().unwrap_or_else(|| {
+            if model.as_ref().is_some_and(ModelChoice::is_gpt) {
+                DataSource::EMBEDDED_TEXT.into()
+            } else {
+                "default".into()
+            }
+        });
+        let (spec, split) = model_and_data(model.as_ref(), &dataset.parse::<DataSource>()?, true)
+            .map_err(|e| match (e, &self.model) {
+            // from_json's messages start with "json: "; name the file instead.
+            (Error::Model(m), Some(file)) if file.ends_with(".json") => Error::Model(format!(
+                "{file}: {}",
+                m.strip_prefix("json: ").unwrap_or(&m)
+            )),
+            (e, _) => e,
+        })?;
+        let train = &split.train;
         let loss = match &self.loss {
             Some(l) => LossKind::parse(l)?,
             None => LossKind::default_for(&train.y),
@@ -223,7 +227,6 @@ impl TrainCommon {
                 train.name
             )));
         }
-        spec.check_data(&train.sample_shape, out)?;
         let expected: Vec<(String, Vec<usize>)> = spec
             .parameters()
             .into_iter()
@@ -240,6 +243,7 @@ impl TrainCommon {
             spec,
             init,
             loss,
+            dataset,
         })
     }
 

@@ -117,9 +117,15 @@ pub fn gpt_preset(name: &str, vocab_size: usize) -> Result<GptConfig> {
 }
 
 impl GptConfig {
-    /// The model: input `[block_size]` token ids per sample, output `[block_size, vocab]`
-    /// logits.
+    /// The model on `block_size` tokens: input `[block_size]` token ids per sample, output
+    /// `[block_size, vocab]` logits.
     pub fn model(&self, name: &str) -> Result<ModelSpec> {
+        self.model_for(name, self.block_size)
+    }
+
+    /// The model on sequences of `t` tokens (at most `block_size`, as nanoGPT's forward
+    /// allows): input `[t]`, output `[t, vocab]`; parameters do not depend on `t`.
+    pub fn model_for(&self, name: &str, t: usize) -> Result<ModelSpec> {
         let err = |m: String| Error::model(format!("{name}: {m}"));
         for (what, v) in [
             ("vocab_size", self.vocab_size),
@@ -221,6 +227,14 @@ impl GptConfig {
                 tied_to: Some("transformer.wte.weight".into()),
             },
         ));
-        ModelSpec::build(name, &[self.block_size], &layers)
+        if t == 0 || t > self.block_size {
+            return Err(err(format!(
+                "sequences of {t} tokens do not fit block_size {}",
+                self.block_size
+            )));
+        }
+        let mut spec = ModelSpec::build(name, &[t], &layers)?;
+        spec.gpt = Some(self.clone());
+        Ok(spec)
     }
 }

@@ -9,8 +9,8 @@
 //! - [`network`]: a model planned on the GPU for one batch size: the forward and backward
 //!   loops ([`plan`] is what they hand each layer), then the [`loss`].
 
-// pub mod gpt; (waits for token inputs)
 mod buffers;
+pub mod gpt;
 pub mod layers;
 pub mod loss;
 pub mod model;
@@ -20,6 +20,7 @@ pub mod plan;
 pub mod precision;
 pub mod presets;
 
+pub use gpt::GptConfig;
 pub use layers::{Layer, LayerConfig, init_bound};
 pub use loss::LossKind;
 pub use model::{ModelSpec, NamedLayer, ParamSpec};

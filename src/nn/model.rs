@@ -31,7 +31,8 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::layers::{self, Init, Layer, LayerConfig, checked_numel, too_large};
-use crate::data::Rng;
+use crate::data::{Dataset, Rng};
+use crate::tensor::DType;
 use crate::{Error, Result};
 
 /// One layer of a model, in execution order.
@@ -86,6 +87,9 @@ pub struct ModelSpec {
     /// Per-sample input shape.
     pub input_shape: Vec<usize>,
     pub layers: Vec<NamedLayer>,
+    /// The GPT configuration this model was built from, if any (saved with checkpoints so
+    /// `webgpu-amp sample` rebuilds the model).
+    pub gpt: Option<super::gpt::GptConfig>,
 }
 
 /// Two models are equal when they print the same: names, shapes and every layer's repr.
@@ -111,6 +115,13 @@ const INIT_STREAM: u64 = 0x494e_4954; // "INIT"
 struct ModelJson {
     input: Vec<usize>,
     layers: Vec<serde_json::Value>,
+}
+
+/// A whole GPT: `{"gpt": {GPTConfig's fields}}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GptJson {
+    gpt: super::gpt::GptConfig,
 }
 
 /// Parses one JSON layer, `{"kind": {fields}}`, through [`layers::REGISTRY`].
@@ -173,6 +184,7 @@ impl ModelSpec {
             name: name.to_string(),
             input_shape: input_shape.to_vec(),
             layers,
+            gpt: None,
         };
         spec.check_tied_parameters()?;
         Ok(spec)
@@ -181,6 +193,17 @@ impl ModelSpec {
     /// Parses a JSON description (see the module docs). Unknown layer kinds or fields,
     /// impossible shapes and zero sizes are errors naming the layer's index.
     pub fn from_json(json: &str) -> Result<ModelSpec> {
+        // `{"gpt": {...}}` describes a whole GPT; anything else is a Sequential.
+        if let Ok(serde_json::Value::Object(top)) = serde_json::from_str(json)
+            && top.contains_key("gpt")
+        {
+            let GptJson { gpt } = serde_json::from_str(json).map_err(|e| {
+                Error::model(format!(
+                    "json: {e} (a GPT is {{\"gpt\": {{\"vocab_size\", \"block_size\", \"n_layer\", \"n_head\", \"n_embd\", \"dropout\", \"bias\", \"activation\"}}}})"
+                ))
+            })?;
+            return gpt.model("gpt");
+        }
         let model: ModelJson = serde_json::from_str(json).map_err(|e| {
             Error::model(format!(
                 "json: {e} (expected {{\"input\": [C, H, W] or [features], \"layers\": [...]}})"
@@ -197,6 +220,15 @@ impl ModelSpec {
             })
             .collect::<Result<Vec<_>>>()?;
         ModelSpec::build("json", &model.input, &layers)
+    }
+
+    /// The dtype of the model's input: token ids (u32) when its first layer takes them (an
+    /// embedding), f32 features otherwise.
+    pub fn input_dtype(&self) -> DType {
+        self.layers
+            .first()
+            .and_then(|l| l.layer.input_dtype())
+            .unwrap_or(DType::F32)
     }
 
     /// Per-sample output shape (of the last layer).
@@ -255,8 +287,31 @@ impl ModelSpec {
         self.parameters().iter().map(ParamSpec::numel).sum()
     }
 
+    /// Checks that the model fits a data set: token ids into a model that takes them (an
+    /// embedding first), features into one that does not, and the shapes
+    /// ([`ModelSpec::check_data`]).
+    pub fn check_dataset(&self, data: &Dataset) -> Result<()> {
+        let takes_tokens = self.input_dtype() == DType::U32;
+        if data.is_tokens() != takes_tokens {
+            let (model, data_kind) = if takes_tokens {
+                ("token ids (it starts with an embedding)", "f32 features")
+            } else {
+                (
+                    "f32 features",
+                    "token ids (use a GPT model, e.g. --model gpt-tiny)",
+                )
+            };
+            return Err(Error::model(format!(
+                "{}: the model takes {model} but {} holds {data_kind}",
+                self.name, data.name
+            )));
+        }
+        self.check_data(&data.sample_shape, data.output_dim())
+    }
+
     /// Checks that the model fits the data: its input is the data's sample shape and its
-    /// output is `[output_dim]` (the class count or the target width).
+    /// output is `[output_dim]` (the class count or the target width), or, for a model of
+    /// token ids, one row of `output_dim` per token (`[T, vocabulary]`).
     pub fn check_data(&self, sample_shape: &[usize], output_dim: usize) -> Result<()> {
         if self.input_shape != sample_shape {
             return Err(Error::model(format!(
@@ -264,10 +319,15 @@ impl ModelSpec {
                 self.name, self.input_shape
             )));
         }
-        if self.output_shape() != [output_dim] {
+        let mut want = Vec::new();
+        if self.input_dtype() == DType::U32 {
+            want.extend_from_slice(sample_shape);
+        }
+        want.push(output_dim);
+        if self.output_shape() != want {
             return Err(Error::model(format!(
-                "{}: the model's output is {:?} per sample but the data needs [{output_dim}] \
-                 (classes or target width)",
+                "{}: the model's output is {:?} per sample but the data needs {want:?} \
+                 (classes, vocabulary or target width)",
                 self.name,
                 self.output_shape()
             )));

@@ -64,7 +64,7 @@ impl Network {
             ));
         }
         let mut f = ForwardPlan::new(ctx, store, policy, batch);
-        let input = Tensor::zeros(ctx, &f.batched(&spec.input_shape), DType::F32);
+        let input = Tensor::zeros(ctx, &f.batched(&spec.input_shape), spec.input_dtype());
 
         // Forward: each layer in order, cast first when the policy says so.
         let (output, tape) = f.run_layers(&spec.layers, input.clone())?;
@@ -74,7 +74,12 @@ impl Network {
         // Loss: computed in f32 from the output's storage; the training kernel also writes
         // the seeded gradient of the output, where the backward starts.
         let loss = Tensor::zeros(ctx, &[1], DType::F32);
-        let labels = ctx.alloc_storage("labels", 4 * batch as u64);
+        // One label per loss row: per sample, or per token of a sequence output [B, T, V].
+        let rows = match output.shape() {
+            [_, _, .., classes] => output.numel() / (*classes).max(1),
+            _ => batch,
+        };
+        let labels = ctx.alloc_storage("labels", 4 * rows as u64);
 
         // Backward: what the forward recorded, in reverse.
         let mut b = BackwardPlan::new(ctx, store, dropout.clone(), grad_bytes, scratch);
@@ -148,7 +153,7 @@ impl Network {
 /// the layers of a layer made of layers after it), then the loss.
 pub fn precision_map(spec: &ModelSpec, policy: &Policy, loss: LossKind) -> Vec<PrecisionRow> {
     let mut walk = PrecisionWalk::new(policy);
-    let out = walk.run_layers(&spec.layers, DType::F32);
+    let out = walk.run_layers(&spec.layers, spec.input_dtype());
     walk.run_op("loss", loss.op(), out);
     walk.finish()
 }

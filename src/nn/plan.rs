@@ -129,7 +129,8 @@ impl<'a> ForwardPlan<'a> {
         self.layer_count += 1;
         self.dtype = self.policy.compute_dtype(self.index, layer.op(), x.dtype());
         let mut x = x;
-        if self.dtype != x.dtype() {
+        // Casts convert activations; ids (an embedding's tokens) go in as they are.
+        if self.dtype != x.dtype() && x.dtype().is_float() {
             let wants = self.seen_params;
             let (y, backward) = cast::forward(self, x.clone(), self.dtype)?;
             self.record(tape, std::mem::replace(&mut x, y), wants, backward);

@@ -138,12 +138,13 @@ fn loss_rows(net: &Network) -> usize {
 /// input tensor, whose elements must be 4 bytes (f32 storage, read as u32 by the embedding).
 fn write_tokens(ctx: &GpuContext, net: &Network, ids: &[u32]) -> Result<()> {
     let input = &net.input;
-    if input.storage() != crate::tensor::Storage::F32 {
+    if input.dtype() != crate::tensor::DType::U32 {
         return Err(Error::shape(
             "batch",
             format!(
-                "token ids need an input buffer of 4-byte words, but the input is {}",
-                input.storage().name()
+                "token ids go into a model that takes them (an embedding first), but this \
+                 model's input is {}",
+                input.dtype()
             ),
         ));
     }

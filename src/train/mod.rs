@@ -6,6 +6,7 @@
 //! - [`batch`]: a batch's inputs and targets, uploaded into a planned network;
 //! - [`stats`]: step stats coming back through a ring of asynchronously mapped buffers;
 //! - [`evaluate`]: validation and prediction (forward only);
+//! - [`prepare`]: a model and its data resolved together (text cut to the block size);
 //! - [`planning`]: device limits and out-of-memory as errors while planning;
 //! - [`run`]: the training loop, [`Run::advance`], which the CLI (blocking, [`Run::run`] on
 //!   native) and the app (one call per frame, native and web) both drive;
@@ -15,6 +16,7 @@ pub mod batch;
 pub mod checkpoint;
 pub mod evaluate;
 pub mod planning;
+pub mod prepare;
 pub mod run;
 #[cfg(not(target_arch = "wasm32"))]
 mod run_blocking;
@@ -23,6 +25,7 @@ pub mod trainer;
 
 pub use batch::{BatchInput, BatchTargets};
 pub use evaluate::{EvalTally, Evaluation};
+pub use prepare::{ModelChoice, model_and_data};
 pub use run::{Advance, EpochReport, Event, Run, RunConfig};
 #[cfg(not(target_arch = "wasm32"))]
 pub use run_blocking::RunSummary;

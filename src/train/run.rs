@@ -151,7 +151,7 @@ impl Run {
                 "the epoch limit must be at least 1".into(),
             ));
         }
-        spec.check_data(&train.sample_shape, train.output_dim())?;
+        spec.check_dataset(train)?;
         let mut trainer = Trainer::new(ctx, spec, config.step.clone(), train.output_dim(), init)?;
         let mut progress = Progress {
             seed: config.seed,

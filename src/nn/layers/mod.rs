@@ -20,6 +20,7 @@ pub mod attention;
 pub mod cast;
 pub mod conv2d;
 pub mod dropout;
+pub mod embedding;
 pub mod flatten;
 pub mod layernorm;
 pub mod linear;
@@ -53,6 +54,7 @@ pub const REGISTRY: &[(&str, ParseConfig)] = &[
     ("layernorm", parse::<layernorm::LayerNormConfig>),
     ("dropout", parse::<dropout::DropoutConfig>),
     ("attention", parse::<attention::AttentionConfig>),
+    ("embedding", parse::<embedding::EmbeddingConfig>),
     ("residual", residual::parse),
 ];
 
@@ -107,6 +109,12 @@ pub trait Layer: fmt::Debug + Send + Sync {
     /// owner's full name). GPT's `lm_head.weight` is `transformer.wte.weight`.
     fn tied_parameters(&self) -> Vec<(String, String)> {
         Vec::new()
+    }
+
+    /// The dtype this layer's input must have when it is not a float activation: an
+    /// embedding takes token ids (u32). A model whose first layer says so takes ids.
+    fn input_dtype(&self) -> Option<DType> {
+        None
     }
 
     /// The layers this one is made of (a residual's branch), for descriptions.
