@@ -138,7 +138,7 @@ impl GptConfig {
                 return Err(err(format!("{what} must be at least 1")));
             }
         }
-        if self.n_embd % self.n_head != 0 {
+        if !self.n_embd.is_multiple_of(self.n_head) {
             return Err(err(format!(
                 "n_embd {} is not a multiple of n_head {}",
                 self.n_embd, self.n_head

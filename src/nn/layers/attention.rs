@@ -36,7 +36,7 @@ impl LayerConfig for AttentionConfig {
                 "attention takes packed projections [T, 3·C] per sample, got {input:?}"
             ));
         };
-        if three_c % 3 != 0 || (three_c / 3) % self.heads != 0 {
+        if !three_c.is_multiple_of(3) || !(three_c / 3).is_multiple_of(self.heads) {
             return Err(format!(
                 "the packed width {three_c} is not 3 × a multiple of {} heads",
                 self.heads
