@@ -227,14 +227,10 @@ CASES = [
     Case("mlp-adam-amp-f16-backoff", "mlp", "adam", "amp-f16", steps=30, batch_size=1,
          input_scale=0.05, init_scale=2.0**24, growth_interval=3, min_skips=8, min_growths=3,
          **AMP),
-    # Known issues, pinned (see known_issue).
-    Case("known-mnist-cnn-conv1-weight-grad-b32", "mnist-cnn", "sgd", "f32", steps=1,
-         batch_size=32,
-         known_issue="conv2d_backward_weight returns a wrong conv1 weight gradient when "
-         "batch * out_h * out_w exceeds about 20,000 (28x28 input: batch >= 26; batch <= 25 "
-         "matches PyTorch to 3e-8), on Vulkan and GL alike; the forward, the bias gradient and "
-         "conv2's weight gradient match",
-         expect_problems=["parameter conv1.weight"]),
+    # mnist-cnn at batch 32: conv1's weight gradient reduces over 32 x 28 x 28 = 25,088 pixels,
+    # split into runs of at most 16,384 (lavapipe stopped longer runs early: this case was
+    # wrong before the split).
+    Case("mnist-cnn-sgd-f32-b32", "mnist-cnn", "sgd", "f32", steps=2, batch_size=32),
     Case("known-mlp-amp-f16-f32-weight-grads-b32", "mlp", "adam", "amp-f16", steps=4,
          init_scale=2.0**24, growth_interval=3,
          known_issue="webgpu-amp writes weight and bias gradients in f32; PyTorch writes them "

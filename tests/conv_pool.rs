@@ -209,7 +209,9 @@ fn check_conv(s: &Shape, storage: Storage, dw_storage: Storage, with_bias: bool,
     let fwd = conv::conv2d_forward(ctx, &x, &w, with_bias.then_some(&b), &y, p).unwrap();
     let bwd_in = conv::conv2d_backward_input(ctx, &dy, &w, &dx, p).unwrap();
     let bwd_w = conv::conv2d_backward_weight(ctx, &x, &dy, &dw, p, Accumulate::Overwrite).unwrap();
-    ctx.run(&[&fwd, &bwd_in, &bwd_w]);
+    let mut kernels = vec![&fwd, &bwd_in];
+    kernels.extend(&bwd_w);
+    ctx.run(&kernels);
     let label = format!("{s:?} {storage:?} dw {dw_storage:?} bias {with_bias}");
     assert_matches(
         &format!("forward {label}"),
@@ -377,7 +379,9 @@ fn conv_backward_matches_finite_differences() {
         let k2 =
             conv::conv2d_backward_weight(ctx, &x, &dy, &gdw, s.params(), Accumulate::Overwrite)
                 .unwrap();
-        ctx.run(&[&k1, &k2]);
+        let mut kernels = vec![&k1];
+        kernels.extend(&k2);
+        ctx.run(&kernels);
         assert_matches("gpu dx", &gdx.read_f32(ctx).unwrap(), &dx, Storage::F32);
         assert_matches("gpu dw", &gdw.read_f32(ctx).unwrap(), &dw, Storage::F32);
     }
@@ -406,7 +410,8 @@ fn conv_weight_gradient_accumulates() {
         let k =
             conv::conv2d_backward_weight(ctx, &x, &dy, &dw, s.params(), Accumulate::Add).unwrap();
         // Twice: dw = before + 2 * grad.
-        ctx.run(&[&k, &k]);
+        let twice: Vec<_> = k.iter().chain(&k).collect();
+        ctx.run(&twice);
         let grad = conv_backward_weight_ref(&s, &xv, &dyv);
         let want = Reference {
             value: grad
@@ -687,4 +692,19 @@ fn maxpool_rejects_bad_shapes() {
         )
         .is_err()
     );
+}
+
+#[test]
+fn conv_weight_gradient_is_right_over_long_reductions() {
+    // conv1 of mnist-cnn at batch 26 and 48: the weight gradient's reduction runs over
+    // batch × 28 × 28 = 20,384 and 37,632 output pixels (on lavapipe it was wrong from 20,160
+    // on: now split into runs of at most 16,384, two and three splits here), with packed and
+    // bf16 weight gradients (pairs of a word added in the reduce) and accumulation.
+    for n in [26, 48] {
+        let s = shape(n, 1, (28, 28), 32, (3, 1, 1));
+        check_conv(&s, Storage::F32, Storage::F32, true, 41);
+    }
+    let s = shape(26, 1, (28, 28), 3, (3, 1, 1));
+    check_conv(&s, Storage::F16Packed, Storage::F16Packed, false, 42);
+    check_conv(&s, Storage::BF16, Storage::F32, false, 43);
 }

@@ -173,14 +173,11 @@ impl Backward for Conv2dBackward {
     fn backward(&self, b: &mut BackwardPlan<'_>, dy: Tensor) -> Result<Option<Tensor>> {
         let ctx = b.ctx();
         let dw = b.param_grad("weight")?;
-        b.push(conv::conv2d_backward_weight(
-            ctx,
-            &self.x,
-            &dy,
-            &dw,
-            self.p,
-            Accumulate::Add,
-        )?);
+        let weight_grad =
+            conv::conv2d_backward_weight(ctx, &self.x, &dy, &dw, self.p, Accumulate::Add)?;
+        for k in weight_grad {
+            b.push(k);
+        }
         if self.bias {
             let db = b.param_grad("bias")?;
             b.push(reduce::bias_grad(ctx, &dy, &db, Accumulate::Add)?);
