@@ -9,6 +9,7 @@
 //! - [`optim`]: fused SGD, Adam and AdamW over flat parameter buffers
 //! - [`data`]: data sets (embedded MNIST, IDX, Fashion-MNIST, safetensors, synthetic), batching
 //! - [`nn`]: model descriptions, flat parameter storage, the planned network
+//! - [`dist`]: data-parallel training across processes (`mpirun`, feature `mpi`)
 //! - [`train`]: the planned training step, the one training loop (`train::Run`), checkpoints
 //! - [`app`]: the egui app (f16 and f32 paths side by side), native and web (the browser
 //!   entry point `start(canvas_id)` is `app/web.rs`, wasm32 only)
@@ -16,6 +17,7 @@
 pub mod amp;
 pub mod app;
 pub mod data;
+pub mod dist;
 pub mod error;
 pub mod gpu;
 pub mod nn;

@@ -36,6 +36,20 @@ impl EvalTally {
         }
     }
 
+    /// `[loss sum, correct, samples]`, to add tallies up across processes.
+    pub fn sums(&self) -> [f64; 3] {
+        [self.loss_sum, self.correct as f64, self.samples as f64]
+    }
+
+    /// A tally from [`EvalTally::sums`] (added up across processes).
+    pub fn from_sums(sums: [f64; 3]) -> Self {
+        Self {
+            loss_sum: sums[0],
+            correct: sums[1] as u64,
+            samples: sums[2] as usize,
+        }
+    }
+
     /// Mean loss over the samples, and accuracy when the loss is cross-entropy.
     pub fn finish(&self, loss: LossKind) -> Evaluation {
         let n = self.samples.max(1);
@@ -93,6 +107,16 @@ impl Trainer {
         ctx: &GpuContext,
         batches: impl IntoIterator<Item = (usize, Vec<f32>, BatchTargets<'a>)>,
     ) -> Result<Evaluation> {
+        Ok(self.evaluate_tally(ctx, batches)?.finish(self.config.loss))
+    }
+
+    /// The sums [`Trainer::evaluate`] finishes (native).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn evaluate_tally<'a>(
+        &mut self,
+        ctx: &GpuContext,
+        batches: impl IntoIterator<Item = (usize, Vec<f32>, BatchTargets<'a>)>,
+    ) -> Result<EvalTally> {
         // Per batch, its loss and correct count are copied into a slot of `results`; the
         // slots are read back once per EVAL_CHUNK batches (once for most sets).
         const EVAL_CHUNK: usize = 256;
@@ -117,7 +141,7 @@ impl Trainer {
         }
         drain(&mut sizes)?;
         ctx.check()?;
-        Ok(tally.finish(self.config.loss))
+        Ok(tally)
     }
 
     /// Run the model forward on `x` (batch samples) and read its output back as f32
