@@ -12,6 +12,8 @@
 //! - a rank killed mid-run ends the job within seconds, rank 0 says which checkpoint is
 //!   intact, and that checkpoint loads and resumes;
 //! - a rank that fails (no such adapter) ends the job with its message printed by rank 0;
+//! - ranks started with different flags are refused; rank 0 alone writes checkpoints and
+//!   metrics; a checkpoint of two ranks resumes on two ranks;
 //! - a rank that stops responding ends the job after `--collective-timeout`.
 
 use std::path::{Path, PathBuf};
@@ -89,7 +91,7 @@ fn metrics(path: &Path) -> (Vec<Value>, Value) {
 }
 
 fn train_args<'a>(dir: &'a Path, name: &str, common: &[&'a str], batch: usize) -> Vec<String> {
-    let mut args: Vec<String> = ["train", "--no-validate", "--batch-size"]
+    let mut args: Vec<String> = ["train", "--batch-size"]
         .iter()
         .map(|s| s.to_string())
         .collect();
@@ -232,10 +234,22 @@ fn assert_rank0_reports(what: &str, out: &Output, summary: &Value, global: u64) 
 
 #[test]
 fn two_ranks_equal_one_process_with_the_global_batch_f32() {
-    let common = words("--model mlp --precision f32 --steps 8 --seed 5");
-    let [(s1, _, c1, _), (s2, sum2, c2, out2)] = single_and_two_ranks("f32", &common, 16);
+    // --epochs 1 --steps 8: validation (split over the ranks, summed) after step 8. SGD with
+    // momentum: each update is proportional to the gradient, so a gradient off by any factor
+    // shows (Adam's m/√v would hide a constant factor; the amp-f16 case runs Adam).
+    let common = words(
+        "--model mlp --precision f32 --steps 8 --epochs 1 --seed 5 --optimizer sgd --lr 0.05 --momentum 0.9",
+    );
+    let [(s1, sum1, c1, _), (s2, sum2, c2, out2)] = single_and_two_ranks("f32", &common, 16);
     assert_same_trajectory("f32", &s1, &s2, 8, 1e-5);
     assert_same_params("f32", &c1, &c2, 1e-5);
+    let (v1, v2) = (f(&sum1, "val_loss").unwrap(), f(&sum2, "val_loss").unwrap());
+    assert!((v1 - v2).abs() <= 1e-5 * v1, "validation loss {v1} vs {v2}");
+    let (a1, a2) = (
+        f(&sum1, "val_accuracy").unwrap(),
+        f(&sum2, "val_accuracy").unwrap(),
+    );
+    assert!((a1 - a2).abs() <= 1e-3, "validation accuracy {a1} vs {a2}");
     assert_rank0_reports("f32", &out2, &sum2, 32);
 }
 
@@ -245,7 +259,7 @@ fn two_ranks_equal_one_process_with_the_global_batch_f32() {
 #[test]
 fn two_ranks_equal_one_process_with_the_global_batch_amp_f16() {
     let common = words(
-        "--model mlp --precision amp-f16 --steps 14 --seed 2 --init-scale 268435456 --growth-interval 3 --grad-accum 2 --clip-grad-norm 1.0",
+        "--model mlp --precision amp-f16 --steps 14 --seed 2 --init-scale 268435456 --growth-interval 3 --grad-accum 2 --clip-grad-norm 1.0 --no-validate",
     );
     let [(s1, _, _, _), (s2, sum2, _, out2)] = single_and_two_ranks("amp", &common, 8);
     assert_same_trajectory("amp-f16", &s1, &s2, 14, 2e-3);
@@ -289,7 +303,8 @@ fn an_overflow_on_one_rank_makes_every_rank_skip_the_step() {
     let dir = temp_dir("overflow-data");
     let data = overflow_data(&dir);
     let data = data.display().to_string();
-    let mut common = words("--model mlp --precision amp-f16 --steps 4 --no-shuffle --dataset");
+    let mut common =
+        words("--model mlp --precision amp-f16 --steps 4 --no-shuffle --no-validate --dataset");
     common.push(&data);
     let [(s1, _, _, _), (s2, sum2, _, _)] = single_and_two_ranks("overflow", &common, 4);
     assert_same_trajectory("overflow", &s1, &s2, 4, 2e-3);
@@ -308,6 +323,57 @@ fn an_overflow_on_one_rank_makes_every_rank_skip_the_step() {
         sum2["distributed"]["local_nonfinite_steps"],
         serde_json::json!([0, 1]),
         "{sum2}"
+    );
+}
+
+/// Ranks started with different flags (here --lr) are refused before the first step,
+/// naming the rank; files named differently per rank show that rank 0 alone writes them.
+#[test]
+fn ranks_must_agree_and_rank_0_alone_writes_files() {
+    let _guard = lock();
+    let dir = temp_dir("mpmd");
+    let file = |name: &str| dir.join(name).display().to_string();
+    let (ck0, ck1, m0, m1) = (
+        file("r0.safetensors"),
+        file("r1.safetensors"),
+        file("r0.jsonl"),
+        file("r1.jsonl"),
+    );
+    let train = words("train --model mlp --precision f32 --steps 3 --no-validate");
+    let mut args = vec!["-np", "1", BIN];
+    args.extend(&train);
+    args.extend(["--save", &ck0, "--metrics", &m0, ":", "-np", "1", BIN]);
+    args.extend(&train);
+    args.extend(["--save", &ck1, "--metrics", &m1]);
+    let out = mpirun(&args).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        Path::new(&ck0).is_file() && Path::new(&m0).is_file(),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        !Path::new(&ck1).exists() && !Path::new(&m1).exists(),
+        "rank 1 wrote files: {}",
+        text(&out)
+    );
+
+    let mut args = vec!["-np", "1", BIN];
+    args.extend(&train);
+    args.extend([":", "-np", "1", BIN]);
+    args.extend(&train);
+    args.extend(["--lr", "0.5"]);
+    let job = mpirun(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (out, _) = ends_within(job, Duration::from_secs(120));
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("rank(s) [1] start from a different state"),
+        "{}",
+        text(&out)
     );
 }
 
@@ -417,16 +483,15 @@ fn killing_a_rank_ends_the_job_within_seconds_and_the_checkpoint_loads() {
     );
     let loaded = Checkpoint::load(&ck).unwrap();
     assert!(loaded.progress.step >= 2, "{:?}", loaded.progress);
-    // It resumes (one process, two more steps).
+    // It resumes, on every rank (two ranks, two more steps).
     let steps = (loaded.progress.step + 2).to_string();
     let ck_arg = ck.display().to_string();
-    let resumed = Command::new(BIN)
-        .args(words(
-            "train --model mlp --precision amp-f16 --batch-size 32 --no-validate",
-        ))
-        .args(["--resume", &ck_arg, "--steps", &steps])
-        .output()
-        .unwrap();
+    let mut args = vec!["-np", "2", BIN];
+    args.extend(words(
+        "train --model mlp --precision amp-f16 --batch-size 16 --no-validate --resume",
+    ));
+    args.extend([ck_arg.as_str(), "--steps", &steps]);
+    let resumed = mpirun(&args).output().unwrap();
     assert!(resumed.status.success(), "resume: {}", text(&resumed));
 }
 

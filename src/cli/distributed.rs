@@ -45,7 +45,12 @@ pub struct Joined {
 
 /// Join the job this process was launched into, if any: `None` for a plain process.
 pub fn join(args: &DistArgs) -> Result<Option<Joined>> {
-    let Some(size) = webgpu_amp::dist::launched_size() else {
+    join_launched(args, webgpu_amp::dist::launched_size())
+}
+
+/// [`join`] for a process the launcher started as one of `launched` (`None`: no launcher).
+fn join_launched(args: &DistArgs, launched: Option<usize>) -> Result<Option<Joined>> {
+    let Some(size) = launched else {
         return Ok(None);
     };
     let timeout = args.timeout()?;
@@ -151,6 +156,30 @@ fn pick_adapter(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Without the feature, a launcher with several processes is refused (each would train
+    /// alone); one process, or no launcher, trains as usual.
+    #[cfg(not(feature = "mpi"))]
+    #[test]
+    fn without_the_feature_several_ranks_are_refused() {
+        let args = DistArgs {
+            collective_timeout: 120.0,
+        };
+        let err = join_launched(&args, Some(2)).err().expect("refused");
+        assert!(err.to_string().contains("--features mpi"), "{err}");
+        assert!(join_launched(&args, Some(1)).unwrap().is_none());
+        assert!(join_launched(&args, None).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_bad_collective_timeout_is_refused() {
+        for t in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let args = DistArgs {
+                collective_timeout: t,
+            };
+            assert!(join_launched(&args, Some(2)).is_err(), "{t}");
+        }
+    }
 
     #[test]
     fn ranks_spread_over_the_best_adapters_of_one_backend() {
