@@ -78,10 +78,15 @@ pub fn run_rank_with_progress(
     let mut global = String::new();
     if let Some(c) = rank {
         ranks = c.size() as u64;
+        let (batch, accum) = (run.config.batch_size, run.config.step.grad_accum);
+        let micro = if accum > 1 {
+            format!(" × {accum} micro-batches")
+        } else {
+            String::new()
+        };
         global = format!(
-            " (global batch {} = {ranks} ranks × {})",
-            ranks * run.config.batch_size as u64,
-            run.config.batch_size
+            " (global batch {} = {ranks} ranks × {batch}{micro})",
+            ranks as usize * batch * accum
         );
         run.distribute(ctx, &prepared.split.train, c)?;
     }
