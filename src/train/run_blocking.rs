@@ -265,10 +265,13 @@ impl Run {
     }
 
     /// Write a checkpoint atomically. Refuses parameters with inf/NaN (a diverged run), so
-    /// the file at `path` keeps its last good content.
+    /// the file at `path` keeps its last good content. In a data-parallel job only rank 0
+    /// writes.
     pub fn save(&mut self, ctx: &GpuContext, path: &std::path::Path) -> Result<()> {
-        // In a data-parallel job rank 0 writes; every rank holds the same state.
+        // In a data-parallel job rank 0 writes; every rank holds the same state (and a rank
+        // that fails names rank 0's checkpoint: rank 0 ends the job if its save fails).
         if !self.is_writer() {
+            self.last_saved = Some((path.display().to_string(), self.progress.step));
             return Ok(());
         }
         let checkpoint = self.checkpoint(ctx)?;
