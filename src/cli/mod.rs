@@ -3,6 +3,7 @@
 mod bench;
 mod bench_step;
 mod compare;
+mod distributed;
 mod gui;
 mod info;
 mod plot;

@@ -17,7 +17,8 @@ use webgpu_amp::train::{ModelChoice, StepConfig, model_and_data};
 use webgpu_amp::{Error, GpuContext, Result};
 
 use super::DeviceArgs;
-use super::progress::{print_summary, run_with_progress};
+use super::distributed::{DistArgs, Joined};
+use super::progress::{print_summary, run_rank_with_progress};
 
 /// Flags shared by `train` and `compare` (everything but the precision).
 #[derive(Args, Clone, Debug)]
@@ -111,6 +112,8 @@ pub struct TrainArgs {
     /// Write one JSON object per step, per epoch, and a final summary.
     #[arg(long)]
     metrics: Option<PathBuf>,
+    #[command(flatten)]
+    dist: DistArgs,
 }
 
 /// Data, model and initial parameters resolved from the flags.
@@ -309,6 +312,17 @@ impl TrainCommon {
 }
 
 pub fn run(args: &TrainArgs) -> Result<()> {
+    // Under mpirun: one rank of a data-parallel job; any rank's error ends the whole job.
+    match super::distributed::join(&args.dist)? {
+        None => train(args, None),
+        Some(rank) => match train(args, Some(&rank)) {
+            Ok(()) => Ok(()),
+            Err(e) => rank.fail(&super::flag_names(&e.to_string())),
+        },
+    }
+}
+
+fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
     let precision = Precision::parse(&args.precision)?;
     args.common.validate_args()?;
     if args.save_every.is_some() && args.save.is_none() {
@@ -346,8 +360,13 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         }
         None => prepared,
     };
-    let ctx = GpuContext::new(&args.common.device.options()?)?;
-    let mut metrics = match &args.metrics {
+    let ctx = match rank {
+        Some(rank) => rank.context(&args.common.device.options()?)?,
+        None => GpuContext::new(&args.common.device.options()?)?,
+    };
+    // Data-parallel: rank 0 writes metrics, prints and checkpoints (the others train).
+    let writer = rank.is_none_or(Joined::is_writer);
+    let mut metrics = match args.metrics.as_ref().filter(|_| writer) {
         Some(p) => Some(std::io::BufWriter::new(
             std::fs::File::create(p)
                 .map_err(|e| Error::InvalidArgument(format!("{}: {e}", p.display())))?,
@@ -366,12 +385,13 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         }
         Ok(())
     };
-    let summary = run_with_progress(
+    let summary = run_rank_with_progress(
         &ctx,
         &prepared,
         cfg,
         resume.as_ref(),
         precision.name(),
+        rank.map(|r| r.collective.clone()),
         &mut |event| match event {
             Event::Step { stats, epoch, lr } => write_line(serde_json::json!({
                 "step": stats.step, "epoch": epoch, "loss": stats.loss, "scale": stats.scale,
@@ -385,6 +405,9 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         },
     )?;
     write_line(serde_json::json!({ "summary": summary }))?;
+    if !writer {
+        return Ok(());
+    }
     print_summary(&[&summary]);
     if let Some(p) = &args.save {
         println!("checkpoint: {}", p.display());

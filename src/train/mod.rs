@@ -10,10 +10,14 @@
 //! - [`planning`]: device limits and out-of-memory as errors while planning;
 //! - [`run`]: the training loop, [`Run::advance`], which the CLI (blocking, [`Run::run`] on
 //!   native) and the app (one call per frame, native and web) both drive;
-//! - [`checkpoint`]: safetensors checkpoints and resume.
+//! - [`checkpoint`]: safetensors checkpoints and resume;
+//! - `distributed` (native): one rank of a data-parallel job, the gradient all-reduce
+//!   inside the step ([`crate::dist`] for the collectives).
 
 pub mod batch;
 pub mod checkpoint;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod distributed;
 pub mod evaluate;
 pub mod planning;
 pub mod prepare;

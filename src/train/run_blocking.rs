@@ -47,6 +47,10 @@ pub struct RunSummary {
     /// Every step's stats in order (for curves and comparisons).
     #[serde(skip)]
     pub history: Vec<StepStats>,
+    /// The ranks of a data-parallel run (`None` in a single process). There, `images_per_sec`
+    /// counts the samples of every rank.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distributed: Option<super::distributed::DistributedSummary>,
 }
 
 impl Run {
@@ -142,7 +146,7 @@ impl Run {
                     epoch,
                     val_loss: eval.map(|e| e.loss),
                     val_accuracy: eval.and_then(|e| e.accuracy),
-                    images_per_sec: epoch_images as f64 / secs.max(1e-9),
+                    images_per_sec: (epoch_images * self.trainer.ranks()) as f64 / secs.max(1e-9),
                     peak_gpu_bytes: ctx.memory().peak_bytes,
                     steps: self.progress.step,
                 };
@@ -172,6 +176,10 @@ impl Run {
         }
         let steps = self.progress.step - start_step;
         let final_scale = self.trainer.scaler.get_scale(ctx)?;
+        // Data-parallel: every rank must end with the same state; samples of every rank.
+        self.check_replicas(ctx)?;
+        let distributed = self.distributed_summary()?;
+        let images = images * self.trainer.ranks();
         Ok(RunSummary {
             precision: self.config.step.precision.name().into(),
             adapter: ctx.report.name.clone(),
@@ -191,6 +199,7 @@ impl Run {
             host_waits: ctx.host_waits() - waits_before,
             throttle_waits: self.trainer.throttle_waits() - throttles_before,
             history,
+            distributed,
         })
     }
 
@@ -206,6 +215,9 @@ impl Run {
 
     /// Validation loss and accuracy over a data set, batch by batch.
     pub fn evaluate(&mut self, ctx: &GpuContext, set: &Dataset) -> Result<Evaluation> {
+        if self.rank.is_some() {
+            return self.evaluate_sharded(ctx, set);
+        }
         let loader = Loader::new(set.n, self.config.batch_size, false, 0)?;
         let batches: Vec<Batch> = loader
             .batches(0)
@@ -255,8 +267,15 @@ impl Run {
     }
 
     /// Write a checkpoint atomically. Refuses parameters with inf/NaN (a diverged run), so
-    /// the file at `path` keeps its last good content.
+    /// the file at `path` keeps its last good content. In a data-parallel job only rank 0
+    /// writes.
     pub fn save(&mut self, ctx: &GpuContext, path: &std::path::Path) -> Result<()> {
+        // In a data-parallel job rank 0 writes; every rank holds the same state (and a rank
+        // that fails names rank 0's checkpoint: rank 0 ends the job if its save fails).
+        if !self.is_writer() {
+            self.last_saved = Some((path.display().to_string(), self.progress.step));
+            return Ok(());
+        }
         let checkpoint = self.checkpoint(ctx)?;
         if let Some(bad) = checkpoint
             .params
@@ -273,6 +292,9 @@ impl Run {
         }
         checkpoint.save(path)?;
         self.last_saved = Some((path.display().to_string(), self.progress.step));
+        if let Some(c) = self.collective() {
+            c.set_failure_note(self.checkpoint_note());
+        }
         Ok(())
     }
 }

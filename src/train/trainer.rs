@@ -8,7 +8,9 @@
 //! the copy of the step's metrics into the stats ring ([`super::stats`]). Nothing inside a
 //! step waits for the GPU; the host waits only before submitting a step's last micro-batch
 //! when every stats slot ([`RING`] by default) is still in flight, and then only for the
-//! oldest one ([`Trainer::throttle_waits`]).
+//! oldest one ([`Trainer::throttle_waits`]). A rank of a data-parallel job
+//! ([`Trainer::distribute`], native) splits the last micro-batch's submission in two around
+//! the gradient all-reduce, and waits there (`super::distributed`).
 
 use std::sync::Arc;
 
@@ -77,6 +79,9 @@ pub struct Trainer {
     submissions: u64,
     /// Where the dropout masks of the next micro-batch come from.
     pub dropout: DropoutStream,
+    /// The gradient all-reduce of a data-parallel rank (`None` in a single process).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(super) exchange: Option<super::distributed::GradExchange>,
 }
 
 impl Trainer {
@@ -185,6 +190,8 @@ impl Trainer {
             steps_submitted: 0,
             dropout: DropoutStream::default(),
             submissions: 0,
+            #[cfg(not(target_arch = "wasm32"))]
+            exchange: None,
             config,
         })
     }
@@ -211,12 +218,22 @@ impl Trainer {
                 self.config.loss,
                 self.target_dim,
                 self.scaler.state_buffer(),
-                1.0 / self.config.grad_accum as f32,
+                self.grad_multiplier(),
             )
         });
         let net = planned.map_err(|e| batch_error(e, batch))?;
         self.nets.push(net);
         Ok(self.nets.len() - 1)
+    }
+
+    /// The factor the loss gradient is seeded with (times the scale): 1 / micro-batches, and
+    /// in a data-parallel job 1 / (micro-batches × ranks), so the all-reduce is a plain sum.
+    fn grad_multiplier(&self) -> f32 {
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(ex) = &self.exchange {
+            return 1.0 / (self.config.grad_accum * ex.collective().size()) as f32;
+        }
+        1.0 / self.config.grad_accum as f32
     }
 
     /// The network already planned for `batch`, if any (shared borrow, so it can be used
@@ -238,6 +255,20 @@ impl Trainer {
         batch: usize,
         x: impl Into<BatchInput<'x>>,
         targets: BatchTargets<'_>,
+    ) -> Result<()> {
+        self.train_batch_overlapped(ctx, batch, x, targets, &mut || {})
+    }
+
+    /// [`Trainer::train_batch`]; on a data-parallel rank ([`Trainer::distribute`]),
+    /// `overlap` runs while the step's gradients are all-reduced (host work that does not
+    /// depend on them, such as gathering the next batch). In a single process it never runs.
+    pub fn train_batch_overlapped<'x>(
+        &mut self,
+        ctx: &GpuContext,
+        batch: usize,
+        x: impl Into<BatchInput<'x>>,
+        targets: BatchTargets<'_>,
+        #[cfg_attr(target_arch = "wasm32", allow(unused_variables))] overlap: &mut dyn FnMut(),
     ) -> Result<()> {
         let first = self.micro == 0;
         let last = self.micro + 1 == self.config.grad_accum;
@@ -296,6 +327,21 @@ impl Trainer {
             ctx.queue.submit([encoder.finish()]);
             self.micro += 1;
             return Ok(());
+        }
+        // A data-parallel rank submits forward + backward here, waits for them and sums the
+        // gradients over the ranks; the rest of the step goes in a second submission.
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(ex) = self.exchange.as_mut() {
+            encoder = ex.exchange(
+                ctx,
+                encoder,
+                &self.store.grads,
+                &self.metrics,
+                self.scaler.state_buffer(),
+                self.scaler.enabled(),
+                overlap,
+            )?;
+            self.submissions += 1;
         }
         {
             let mut pass = encoder.begin_compute_pass(&Default::default());
@@ -390,7 +436,8 @@ impl Trainer {
         self.stats.in_flight()
     }
 
-    /// Command buffers [`Trainer::train_batch`] has submitted: one per micro-batch.
+    /// Command buffers [`Trainer::train_batch`] has submitted: one per micro-batch (and one
+    /// more per optimizer step on a data-parallel rank, after the all-reduce).
     pub fn submissions(&self) -> u64 {
         self.submissions
     }
