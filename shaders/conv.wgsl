@@ -51,7 +51,7 @@ struct Params {
     col_tiles: u32,  // ceil(cols / TILE_C)
     splits: u32,     // backward weight: depth splits (1: write dw directly)
     split_len: u32,  // backward weight: pixels per split, a multiple of BK
-    _pad0: u32,
+    round_to: u32,   // backward weight: round_grad's `to` before accumulating
     _pad1: u32,
     _pad2: u32,
     _pad3: u32,
@@ -374,7 +374,10 @@ fn conv_backward_weight(
                 if (t + 1u < taps) { partials_store(split_base + f0 + 1u, v[i + 1u]); }
                 continue;
             }
-            var pair = vec2<f32>(v[i], v[i + 1u]);
+            var pair = vec2<f32>(
+                round_grad(v[i], params.round_to),
+                round_grad(v[i + 1u], params.round_to),
+            );
             if (t + 1u < taps && (f0 & 1u) == 0u) {
                 if (params.accumulate != 0u) { pair = pair + dw_load2(f0); }
                 dw_store2(f0, pair);
@@ -409,6 +412,7 @@ fn conv_weight_reduce(
         sum.x = sum.x + partials_load(base);
         if (i + 1u < n) { sum.y = sum.y + partials_load(base + 1u); }
     }
+    sum = vec2<f32>(round_grad(sum.x, params.round_to), round_grad(sum.y, params.round_to));
     if (i + 1u < n) {
         if (params.accumulate != 0u) { sum = sum + dw_load2(i); }
         dw_store2(i, sum);

@@ -31,7 +31,7 @@ struct Params {
     m: u32,
     n: u32,
     k: u32,
-    flags: u32, // FLAG_ACCUMULATE | FLAG_BIAS | FLAG_PAIRS
+    flags: u32, // FLAG_ACCUMULATE | FLAG_BIAS | FLAG_PAIRS | rounding << ROUND_SHIFT
     // Layouts (elements): offset and row stride of a, b and c.
     a_off: u32,
     a_ld: u32,
@@ -59,6 +59,8 @@ const FLAG_BIAS: u32 = 2u;
 // Every column pair (col, col + 1) with col even starts a packed word of c (c_off, c_ld and
 // the batch strides are even), so a thread owning both writes them with one store2.
 const FLAG_PAIRS: u32 = 4u;
+// The product's rounding before it is stored or accumulated: bits 3-4 hold round_grad's `to`.
+const ROUND_SHIFT: u32 = 3u;
 
 // Element offsets of this workgroup's matrices (set once at the top of each entry point).
 var<private> a_base: u32;
@@ -121,6 +123,8 @@ fn store_pair(row: u32, col: u32, v: vec2<f32>) {
             out.y += bias_load(col + 1u);
         }
     }
+    let round_to = (params.flags >> ROUND_SHIFT) & 3u;
+    out = vec2<f32>(round_grad(out.x, round_to), round_grad(out.y, round_to));
     let accumulate = (params.flags & FLAG_ACCUMULATE) != 0u;
     let idx = c_base + row * params.c_ld + col;
     if (has_second && (params.flags & FLAG_PAIRS) != 0u) {

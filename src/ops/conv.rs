@@ -83,7 +83,8 @@ struct Params {
     col_tiles: u32,
     splits: u32,
     split_len: u32,
-    _pad: [u32; 4],
+    round_to: u32,
+    _pad: [u32; 3],
 }
 
 /// Checked dimensions of one convolution.
@@ -167,6 +168,8 @@ fn check(
 /// What a kernel's epilogue does besides storing its result.
 #[derive(Clone, Copy)]
 struct Epilogue {
+    /// Rounding of the result before it is stored ([`super::round_code`]).
+    round_to: u32,
     /// Add `bias[column]` (forward with a bias).
     bias: bool,
     /// Add to the output's values instead of overwriting them (weight gradient).
@@ -174,6 +177,7 @@ struct Epilogue {
 }
 
 const STORE: Epilogue = Epilogue {
+    round_to: 0,
     bias: false,
     accumulate: Accumulate::Overwrite,
 };
@@ -274,7 +278,8 @@ fn launch(
         col_tiles: col_tiles as u32,
         splits: split.splits as u32,
         split_len: split.len as u32,
-        _pad: [0; 4],
+        round_to: epilogue.round_to,
+        _pad: [0; 3],
     };
     let mut all = vec![("params", Arg::Uniform(bytemuck::bytes_of(&params)))];
     all.extend(args);
@@ -363,10 +368,11 @@ pub fn conv2d_backward_input(
     )
 }
 
-/// dw[O,C,kh,kw] = (or, with [`Accumulate::Add`], +=) gradient with respect to the weight. dw
-/// is usually f32 while x and dy are f16. One kernel, or two when the reduction over the
-/// batch's pixels is split (split-K: partial sums in a scratch buffer made here, then added in
-/// a fixed order).
+/// dw[O,C,kh,kw] = (or, with [`Accumulate::Add`], +=) gradient with respect to the weight,
+/// rounded to `round_to` first when given (the dtype the forward ran in: PyTorch's f16
+/// weight gradient, cast to f32). dw is usually f32 while x and dy are f16. One kernel, or two
+/// when the reduction over the batch's pixels is split (split-K: partial sums in a scratch
+/// buffer made here, then added in a fixed order).
 pub fn conv2d_backward_weight(
     ctx: &GpuContext,
     x: &Tensor,
@@ -374,6 +380,7 @@ pub fn conv2d_backward_weight(
     dw: &Tensor,
     p: Conv2dParams,
     accumulate: Accumulate,
+    round_to: Option<DType>,
 ) -> Result<Vec<Kernel>> {
     let op = "conv2d_backward_weight";
     let d = check(op, dims4(op, "input", x)?, dw, dims4(op, "dy", dy)?, p)?;
@@ -388,6 +395,7 @@ pub fn conv2d_backward_weight(
     };
     let epilogue = Epilogue {
         accumulate,
+        round_to: super::round_code(round_to),
         ..STORE
     };
     if split.splits == 1 {
@@ -449,6 +457,7 @@ fn reduce_params(d: &Dims, gemm: Gemm, epilogue: Epilogue) -> Params {
         accumulate: epilogue.accumulate.flag(),
         splits: gemm.split.splits as u32,
         split_len: gemm.split.len as u32,
+        round_to: epilogue.round_to,
         ..Params::default()
     }
 }

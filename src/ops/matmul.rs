@@ -13,6 +13,8 @@ const SHADER: &str = "matmul";
 const FLAG_ACCUMULATE: u32 = 1;
 const FLAG_BIAS: u32 = 2;
 const FLAG_PAIRS: u32 = 4;
+/// Bits 3-4 of the flags: the product's rounding ([`super::round_code`]).
+const ROUND_SHIFT: u32 = 3;
 
 /// Options of [`matmul`]. `Default` is a plain `c = a · b`.
 #[derive(Clone, Copy, Debug, Default)]
@@ -25,6 +27,9 @@ pub struct MatmulOpts<'a> {
     pub accumulate: bool,
     /// A [N] vector added to every row of the result.
     pub bias: Option<&'a Tensor>,
+    /// Round the result to this dtype before storing or accumulating it (a weight gradient
+    /// computed in the forward's low dtype, landing in f32; see [`super::round_code`]).
+    pub round_to: Option<crate::dtype::DType>,
 }
 
 /// Which kernel body runs. [`MatmulKernel::Auto`] picks by adapter type; tests and the
@@ -249,6 +254,7 @@ fn launch(
     if even(cl.offset) && even(cl.ld) && cl.batch_stride.into_iter().all(even) {
         flags |= FLAG_PAIRS;
     }
+    flags |= super::round_code(opts.round_to) << ROUND_SHIFT;
     let batches = batch[0] * batch[1];
     let m_tiles = m.div_ceil(tiling.bm()).max(1);
     let n_tiles = n.div_ceil(tiling.bn());
