@@ -10,6 +10,7 @@
 //!   loops ([`plan`] is what they hand each layer), then the [`loss`].
 
 mod buffers;
+pub mod builder;
 pub mod gpt;
 pub mod layers;
 pub mod loss;
@@ -20,6 +21,7 @@ pub mod plan;
 pub mod precision;
 pub mod presets;
 
+pub use builder::SequentialBuilder;
 pub use gpt::GptConfig;
 pub use layers::{Layer, LayerConfig, init_bound};
 pub use loss::LossKind;
