@@ -74,6 +74,7 @@ fn trainer(spec: ModelSpec, init: &[(String, Vec<f32>)]) -> Trainer {
         },
         clip_grad_norm: None,
         grad_accum: 1,
+        lr_schedule: Default::default(),
     };
     Trainer::new(ctx(), spec, config, 3, init).unwrap()
 }

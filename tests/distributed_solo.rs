@@ -35,6 +35,7 @@ fn config(
             },
             clip_grad_norm: clip,
             grad_accum: accum,
+            lr_schedule: Default::default(),
         },
         batch_size: batch,
         epochs: None,
@@ -44,6 +45,7 @@ fn config(
         save_every: None,
         save_path: None,
         validate: true,
+        eval: Default::default(),
     }
 }
 

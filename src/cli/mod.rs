@@ -8,6 +8,7 @@ mod gui;
 mod info;
 mod plot;
 mod progress;
+mod recipe;
 mod train;
 
 use clap::{Args, Parser, Subcommand};

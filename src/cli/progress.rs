@@ -1,5 +1,5 @@
-//! The CLI's view of a run: a progress bar over [`Run::run`] (epoch, step, loss, scale,
-//! skipped steps, images/s, validation lines) and the side-by-side summary table that
+//! The CLI's view of a run: a progress bar over [`Run::run`] (epoch, step, loss, lr, scale,
+//! skipped steps, images/s, validation and loss-estimate lines) and the side-by-side summary table that
 //! `train` and `compare` print.
 
 use std::rc::Rc;
@@ -102,17 +102,26 @@ pub fn run_rank_with_progress(
     let mut sink_error = None;
     let batch = ranks * run.config.batch_size as u64 * run.config.step.grad_accum as u64;
     let summary = run.run(ctx, &prepared.split, &mut |event| {
-        if let Event::Step { stats, epoch, .. } = event {
+        if let Event::Step { stats, epoch, lr } = event {
             images += batch;
             skipped += stats.skipped as u64;
             bar.set_position(stats.step);
             bar.set_message(format!(
-                "epoch {} loss {:.4} scale {} skipped {} {:.0} img/s{global}",
+                "epoch {} loss {:.4} lr {lr:.3e} scale {} skipped {} {:.0} img/s{global}",
                 epoch + 1,
                 stats.loss,
                 stats.scale,
                 skipped,
                 images as f64 / started.elapsed().as_secs_f64().max(1e-9)
+            ));
+        }
+        if let Event::Eval(e) = event {
+            let val = e
+                .val_loss
+                .map_or(String::new(), |v| format!(" val loss {v:.4}"));
+            bar.println(format!(
+                "{label}: step {} train loss {:.4}{val}",
+                e.step, e.train_loss
             ));
         }
         if let Event::Epoch(e) = event

@@ -146,10 +146,7 @@ impl Trainer {
             self.submit_eval_batch(ctx, batch, &x, &targets, &results, sizes.len())?;
             // Weigh each batch's mean loss and count its correct predictions per loss row:
             // one per sample, or one per token of token samples (one class label each).
-            sizes.push(match &targets {
-                BatchTargets::Classes(labels) => labels.len(),
-                BatchTargets::Values(_) => batch,
-            });
+            sizes.push(targets.rows(batch));
             if sizes.len() == EVAL_CHUNK {
                 drain(&mut sizes)?;
             }

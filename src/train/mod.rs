@@ -6,6 +6,7 @@
 //! - [`batch`]: a batch's inputs and targets, uploaded into a planned network;
 //! - [`stats`]: step stats coming back through a ring of asynchronously mapped buffers;
 //! - [`evaluate`]: validation and prediction (forward only);
+//! - [`estimate`]: loss estimates on random batches (nanoGPT's `estimate_loss`);
 //! - [`prepare`]: a model and its data resolved together (text cut to the block size);
 //! - [`planning`]: device limits and out-of-memory as errors while planning;
 //! - [`run`]: the training loop, [`Run::advance`], which the CLI (blocking, [`Run::run`] on
@@ -18,6 +19,7 @@ pub mod batch;
 pub mod checkpoint;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod distributed;
+pub mod estimate;
 pub mod evaluate;
 pub mod planning;
 pub mod prepare;
@@ -28,6 +30,7 @@ pub mod stats;
 pub mod trainer;
 
 pub use batch::{BatchInput, BatchTargets};
+pub use estimate::{EVAL_BATCHES, EvalConfig, EvalReport};
 pub use evaluate::{EvalTally, Evaluation};
 pub use prepare::{ModelChoice, model_and_data};
 pub use run::{Advance, EpochReport, Event, Run, RunConfig};

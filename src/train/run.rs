@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use super::batch::BatchTargets;
 use super::checkpoint::{Checkpoint, Progress};
+use super::estimate::{EvalConfig, EvalReport};
 use super::stats::StepStats;
 use super::trainer::{DropoutStream, StepConfig, Trainer};
 use crate::data::{Batch, Dataset, Loader, Vocab};
@@ -39,17 +40,23 @@ pub struct RunConfig {
     pub save_path: Option<std::path::PathBuf>,
     /// Skip validation (it costs a readback per batch).
     pub validate: bool,
+    /// Periodic loss estimates (nanoGPT's `estimate_loss`) and how many random batches the
+    /// validation of token data sets uses.
+    pub eval: EvalConfig,
 }
 
 /// What the loop reports as it goes.
 #[derive(Clone, Debug)]
 pub enum Event {
-    /// An optimizer step finished on the GPU (reported a few steps late).
+    /// An optimizer step finished on the GPU (reported a few steps late). `lr` is the
+    /// learning rate that step used (`stats.lr`).
     Step {
         stats: StepStats,
         epoch: u64,
         lr: f32,
     },
+    /// A periodic loss estimate ([`RunConfig::eval`]) after an optimizer step.
+    Eval(EvalReport),
     /// An epoch ended and (if there is a validation set) was evaluated.
     Epoch(EpochReport),
     /// A checkpoint was written.
@@ -154,6 +161,12 @@ impl Run {
                 "the epoch limit must be at least 1".into(),
             ));
         }
+        if config.eval.every == Some(0) || config.eval.batches == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "loss estimates need at least 1 step between them and 1 batch each, got {:?}",
+                config.eval
+            )));
+        }
         spec.check_dataset(train)?;
         let mut trainer = Trainer::new(ctx, spec, config.step.clone(), train.output_dim(), init)?;
         let mut progress = Progress {
@@ -196,11 +209,13 @@ impl Run {
             progress = ck.progress;
         }
         let loader = Loader::new(train.n, config.batch_size, config.shuffle, progress.seed)?;
-        // A resumed run continues the dropout masks where the checkpoint's step left them.
+        // A resumed run continues the dropout masks and the lr schedule where the
+        // checkpoint's step left them.
         trainer.dropout = DropoutStream {
             seed: progress.seed,
             counter: progress.step * config.step.grad_accum as u64,
         };
+        trainer.step_offset = progress.step;
         Ok(Self {
             trainer,
             config,
@@ -353,7 +368,7 @@ impl Run {
             events.push(Event::Step {
                 stats,
                 epoch,
-                lr: self.trainer.optimizer.lr(),
+                lr: stats.lr,
             });
         }
     }

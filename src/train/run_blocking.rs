@@ -9,12 +9,12 @@
 
 use std::time::Instant;
 
-use super::batch::BatchTargets;
 use super::checkpoint::{Checkpoint, NamedOptimizerState, NamedTensor};
+use super::estimate::{EvalReport, training_batches, validation_batches};
 use super::evaluate::Evaluation;
 use super::run::{EpochReport, Event, Run, param_slices};
 use super::stats::StepStats;
-use crate::data::{Batch, Dataset, Loader, Split};
+use crate::data::{Dataset, Loader, Split};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 
@@ -72,17 +72,30 @@ impl Run {
         })
     }
 
-    /// Micro-batches to submit before the next periodic checkpoint is due (unbounded
-    /// without one), at most a ring's worth so events keep flowing.
+    /// Micro-batches to submit before the next periodic checkpoint or loss estimate is due
+    /// (unbounded without either), at most a ring's worth so events keep flowing.
     fn budget(&self) -> usize {
-        let until_save = match (self.config.save_every, &self.config.save_path) {
-            (Some(every), Some(_)) => {
+        let save_every = match (self.config.save_every, &self.config.save_path) {
+            (Some(every), Some(_)) => Some(every),
+            _ => None,
+        };
+        let until_due = [save_every, self.config.eval.every]
+            .into_iter()
+            .flatten()
+            .map(|every| {
                 let steps = every - self.progress.step % every;
                 steps as usize * self.config.step.grad_accum - self.trainer.pending_micro_batches()
-            }
-            _ => usize::MAX,
-        };
-        until_save.min(self.trainer.stats_ring_slots())
+            })
+            .min()
+            .unwrap_or(usize::MAX);
+        until_due.min(self.trainer.stats_ring_slots())
+    }
+
+    /// Whether the last `advance` ended on an optimizer step that is a multiple of `every`.
+    fn due(&self, stepped: bool, every: Option<u64>) -> bool {
+        stepped
+            && self.trainer.pending_micro_batches() == 0
+            && every.is_some_and(|e| self.progress.step.is_multiple_of(e))
     }
 
     fn run_inner(
@@ -117,11 +130,14 @@ impl Run {
             if advance.throttled {
                 self.trainer.wait_for_slot(ctx)?;
             }
-            if advance.steps > 0
-                && self.trainer.pending_micro_batches() == 0
-                && let (Some(every), Some(path)) =
-                    (self.config.save_every, self.config.save_path.clone())
-                && self.progress.step.is_multiple_of(every)
+            if self.due(advance.steps > 0, self.config.eval.every) {
+                // nanoGPT's estimate_loss, after every step reported so far.
+                emit(self.drain(ctx)?, &mut history);
+                let report = self.estimate_loss(ctx, split)?;
+                emit(vec![Event::Eval(report)], &mut history);
+            }
+            if self.due(advance.steps > 0, self.config.save_every)
+                && let Some(path) = self.config.save_path.clone()
             {
                 // Report (and check for divergence) every step up to here first, so a
                 // periodic checkpoint never holds the parameters of a diverged run.
@@ -213,23 +229,53 @@ impl Run {
         Ok(events)
     }
 
-    /// Validation loss and accuracy over a data set, batch by batch.
+    /// Validation loss and accuracy over a held-out set, forward only, one batch gathered
+    /// at a time: every sample in order, or for token data ([`Dataset::is_tokens`]) the
+    /// random batches of an estimate at this step ([`RunConfig::eval`]'s `batches`; a text's
+    /// whole validation split is too big to go through at every epoch end).
+    ///
+    /// [`RunConfig::eval`]: super::run::RunConfig::eval
     pub fn evaluate(&mut self, ctx: &GpuContext, set: &Dataset) -> Result<Evaluation> {
         if self.rank.is_some() {
             return self.evaluate_sharded(ctx, set);
         }
-        let loader = Loader::new(set.n, self.config.batch_size, false, 0)?;
-        let batches: Vec<Batch> = loader
-            .batches(0)
-            .iter()
-            .map(|idx| set.gather(idx))
-            .collect::<Result<_>>()?;
-        self.trainer.evaluate(
-            ctx,
-            batches
-                .iter()
-                .map(|b| (b.size, b.x.clone(), BatchTargets::from(&b.y))),
-        )
+        let b = self.config.batch_size;
+        let batches = if set.is_tokens() {
+            let (k, seed) = (self.config.eval.batches, self.progress.seed);
+            validation_batches(set, b, k, seed, self.progress.step)
+        } else {
+            Loader::new(set.n, b, false, 0)?.batches(0)
+        };
+        self.trainer.evaluate_indices(ctx, set, &batches)
+    }
+
+    /// nanoGPT's `estimate_loss` after the current step: the mean loss over
+    /// `RunConfig::eval.batches` random batches of the training set and of the held-out set
+    /// (when there is one), dropout off. See [`super::estimate`].
+    pub fn estimate_loss(&mut self, ctx: &GpuContext, split: &Split) -> Result<EvalReport> {
+        let (b, k, seed, step) = (
+            self.config.batch_size,
+            self.config.eval.batches,
+            self.progress.seed,
+            self.progress.step,
+        );
+        let train = training_batches(&split.train, b, k, seed, step);
+        let train_loss = self
+            .trainer
+            .evaluate_indices(ctx, &split.train, &train)?
+            .loss;
+        let val_loss = match split.eval_set() {
+            Some(set) => {
+                let val = validation_batches(set, b, k, seed, step);
+                Some(self.trainer.evaluate_indices(ctx, set, &val)?.loss)
+            }
+            None => None,
+        };
+        Ok(EvalReport {
+            step,
+            train_loss,
+            val_loss,
+        })
     }
 
     /// Everything needed to resume, read back from the GPU (outside the step loop).

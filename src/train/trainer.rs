@@ -23,7 +23,7 @@ use crate::nn::ModelSpec;
 use crate::nn::params::{ParamLayout, ParamStore};
 use crate::nn::{LossKind, Network};
 use crate::ops::elementwise;
-use crate::optim::{Optimizer, OptimizerConfig};
+use crate::optim::{LrSchedule, Optimizer, OptimizerConfig};
 use crate::tensor::DType;
 
 use super::batch::{BatchInput, BatchTargets};
@@ -41,6 +41,9 @@ pub struct StepConfig {
     pub clip_grad_norm: Option<f32>,
     /// Micro-batches per optimizer step.
     pub grad_accum: usize,
+    /// The learning rate of each optimizer step, from the optimizer's (written ahead of the
+    /// step's last submit).
+    pub lr_schedule: LrSchedule,
 }
 
 /// The stream of dropout masks: micro-batch `counter` of run `seed` (masks depend only on
@@ -82,6 +85,9 @@ pub struct Trainer {
     /// The gradient all-reduce of a data-parallel rank (`None` in a single process).
     #[cfg(not(target_arch = "wasm32"))]
     pub(super) exchange: Option<super::distributed::GradExchange>,
+    /// Optimizer steps taken before this trainer's first (a resumed run's step): the lr
+    /// schedule's position is `step_offset + steps_submitted` (Run positions it).
+    pub step_offset: u64,
 }
 
 impl Trainer {
@@ -112,6 +118,7 @@ impl Trainer {
         }
         config.optimizer.validate()?;
         config.scaler.validate()?;
+        config.lr_schedule.validate()?;
         let policy = Policy::new(config.precision);
         let low = config.precision.low_dtype();
         let named: Vec<(String, Vec<usize>)> = spec
@@ -134,13 +141,14 @@ impl Trainer {
         store.upload(ctx, &init)?;
 
         let scaler = GradScaler::new(ctx, config.scaler)?;
-        let optimizer = Optimizer::new(
+        let optimizer = Optimizer::new_grouped(
             ctx,
             config.optimizer,
             &store.master,
             &store.grads,
             total,
             scaler.state_buffer(),
+            weight_decay_mask(&spec, &store.layout).as_deref(),
         )?;
         let clipper = config
             .clip_grad_norm
@@ -189,6 +197,7 @@ impl Trainer {
             micro: 0,
             steps_submitted: 0,
             dropout: DropoutStream::default(),
+            step_offset: 0,
             submissions: 0,
             #[cfg(not(target_arch = "wasm32"))]
             exchange: None,
@@ -358,11 +367,34 @@ impl Trainer {
             .next_buffer()
             .ok_or_else(|| Error::Gpu("no free stats slot".into()))?;
         encoder.copy_buffer_to_buffer(self.metrics.raw(), 0, slot.raw(), 0, self.metrics.size());
+        // This step's learning rate, written ahead: the queued write lands before this
+        // submit's commands and after the previous step's.
+        let lr = self.scheduled_lr();
+        if lr.to_bits() != self.optimizer.lr().to_bits() {
+            self.optimizer.set_lr(ctx, lr)?;
+        }
         self.steps_submitted += 1;
-        self.stats
-            .submit(ctx, encoder, self.steps_submitted, self.config.grad_accum)?;
+        self.stats.submit(
+            ctx,
+            encoder,
+            self.steps_submitted,
+            self.config.grad_accum,
+            lr,
+        )?;
         self.micro = 0;
         Ok(())
+    }
+
+    /// The learning rate of the next optimizer step: the schedule's, or under a constant
+    /// schedule the optimizer's current one (which [`Optimizer::set_lr`] may have changed).
+    pub fn scheduled_lr(&self) -> f32 {
+        match self.config.lr_schedule {
+            LrSchedule::Constant => self.optimizer.lr(),
+            schedule => schedule.lr(
+                self.config.optimizer.lr(),
+                self.step_offset + self.steps_submitted,
+            ),
+        }
     }
 
     /// Whether the next micro-batch can be submitted without waiting (for frame loops and
@@ -499,4 +531,20 @@ impl Trainer {
     pub fn low_dtype(&self) -> DType {
         self.config.precision.low_dtype()
     }
+}
+
+/// nanoGPT's parameter groups (`configure_optimizers`) for a GPT: weight decay for
+/// parameters of two or more dimensions (matmul weights, embeddings), none for biases and
+/// LayerNorm weights; one bit per flat element (padding decays: it stays zero). Other
+/// models keep PyTorch's single group (`None`: everything decays), so their bits do not
+/// change.
+pub fn weight_decay_mask(spec: &ModelSpec, layout: &ParamLayout) -> Option<Vec<bool>> {
+    spec.gpt.as_ref()?;
+    let mut mask = vec![true; layout.total];
+    for e in &layout.entries {
+        if e.shape.len() < 2 {
+            mask[e.offset..e.offset + e.numel()].fill(false);
+        }
+    }
+    Some(mask)
 }
