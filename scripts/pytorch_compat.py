@@ -181,6 +181,8 @@ class Case:
     input_scale: float = 1.0  # x = randn(...) * input_scale
     init_scale: float = 65536.0  # GradScaler (amp-f16 only); PyTorch's defaults
     growth_interval: int = 2000
+    growth_factor: float = 2.0
+    backoff_factor: float = 0.5
     flags: list = field(default_factory=list)  # more webgpu-amp train flags
     # What the scaler must have done on both sides (a sanity check that the case exercises
     # what it is there for, not a comparison): at least this many skipped steps and growths.
@@ -225,6 +227,12 @@ CASES = [
     Case("mlp-adam-amp-f16-backoff", "mlp", "adam", "amp-f16", steps=30, batch_size=1,
          input_scale=0.05, init_scale=2.0**24, growth_interval=3, min_skips=8, min_growths=3,
          **AMP),
+    # The same with factors that are not f32 numbers: PyTorch multiplies the f32 scale by the
+    # f64 factor and rounds to f32, and so must the GPU (with f32 factors the scales of this
+    # sequence differ from PyTorch's in the last bit).
+    Case("mlp-adam-amp-f16-odd-factors", "mlp", "adam", "amp-f16", steps=30, batch_size=1,
+         input_scale=0.05, init_scale=2.0**24, growth_interval=3, growth_factor=1.7,
+         backoff_factor=0.3, min_skips=4, min_growths=3, **AMP),
     # mnist-cnn at batch 32: conv1's weight gradient reduces over 32 x 28 x 28 = 25,088 pixels,
     # split into runs of at most 16,384 (lavapipe stopped longer runs early: this case was
     # wrong before the split).
@@ -270,7 +278,8 @@ def run_ours(case, args, init_path, data_path, workdir):
     if case.precision == "amp-f16":
         cmd += ["--init-scale", repr(case.init_scale),
                 "--growth-interval", str(case.growth_interval),
-                "--growth-factor", "2", "--backoff-factor", "0.5"]
+                "--growth-factor", repr(case.growth_factor),
+                "--backoff-factor", repr(case.backoff_factor)]
     cmd += case.flags
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
@@ -294,7 +303,8 @@ def run_torch(case, init_path, x, y, amp, skip_steps=()):
     model.load_state_dict(load_file(init_path))
     opt = make_opt(model.parameters())
     scaler = torch.amp.GradScaler(
-        "cpu", init_scale=case.init_scale, growth_factor=2.0, backoff_factor=0.5,
+        "cpu", init_scale=case.init_scale, growth_factor=case.growth_factor,
+        backoff_factor=case.backoff_factor,
         growth_interval=case.growth_interval, enabled=amp,
     )
     trajectory = []
@@ -388,7 +398,7 @@ def run_case(case, args, workdir):
         if not loss_ok:
             marks.append("LOSS")
         if not scale_ok:
-            marks.append("SCALE")
+            marks.append(f"SCALE ({o_scale!r} vs {t_scale!r})")
         if not skip_ok:
             marks.append("SKIP")
         print(f"   {i + 1:>4} {o_loss:>12.6f} {t_loss:>12.6f} {abs(o_loss - t_loss):>9.2e}  "

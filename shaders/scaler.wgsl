@@ -127,27 +127,144 @@ fn exact_reciprocal_bits(bits: u32) -> u32 {
     return sign | (u32(x + 127) << 23u) | (q & 0x7fffffu);
 }
 
+// `scale × factor` as PyTorch's `_amp_update_scale_` computes it: the f32 scale times the f64
+// factor in f64, rounded to f32 (to nearest even, inf past f32's range, subnormals kept).
+// Without float arithmetic: the exact product of the two significands (at most 77 bits) in
+// 16-bit limbs, rounded to a double's 53 bits and then to f32's 24, as the f64 multiply and
+// the cast do. inf and NaN scales stay as they are.
+fn scale_times_f64(bits: u32, factor_lo: u32, factor_hi: u32) -> u32 {
+    let sign = (bits ^ factor_hi) & 0x80000000u;
+    let e = (bits >> 23u) & 0xffu;
+    if (e == 0xffu) {
+        return bits;
+    }
+    // scale = ms * 2^(es - 23), factor = mf * 2^(ef - 52) (subnormals without the implicit bit).
+    var ms = bits & 0x7fffffu;
+    var es = -126;
+    if (e != 0u) {
+        ms = ms | 0x800000u;
+        es = i32(e) - 127;
+    }
+    let fe = (factor_hi >> 20u) & 0x7ffu;
+    var mf_hi = factor_hi & 0xfffffu;
+    var ef = -1022;
+    if (fe != 0u) {
+        mf_hi = mf_hi | 0x100000u;
+        ef = i32(fe) - 1023;
+    }
+    var s = array<u32, 2>(ms & 0xffffu, ms >> 16u);
+    var f = array<u32, 4>(factor_lo & 0xffffu, factor_lo >> 16u, mf_hi & 0xffffu, mf_hi >> 16u);
+    var p = array<u32, 6>(0u, 0u, 0u, 0u, 0u, 0u);
+    for (var i = 0u; i < 2u; i++) {
+        for (var j = 0u; j < 4u; j++) {
+            let t = s[i] * f[j];
+            p[i + j] += t & 0xffffu;
+            p[i + j + 1u] += t >> 16u;
+        }
+    }
+    for (var k = 0u; k < 5u; k++) {
+        p[k + 1u] += p[k] >> 16u;
+        p[k] = p[k] & 0xffffu;
+    }
+    var len = 0;
+    for (var b = 95; b >= 0; b--) {
+        if (((p[u32(b) / 16u] >> (u32(b) % 16u)) & 1u) != 0u) {
+            len = b + 1;
+            break;
+        }
+    }
+    if (len == 0) {
+        return sign;
+    }
+    // PyTorch's product is a double: round it to 53 bits first (to nearest even), then to f32.
+    // (Rounding the exact product once differs where the double lands on an f32 tie.)
+    let d1 = len - 53;
+    if (d1 > 0) {
+        var guard1 = 0u;
+        var sticky1 = 0u;
+        for (var b = 0; b < d1; b++) {
+            let bit = (p[u32(b) / 16u] >> (u32(b) % 16u)) & 1u;
+            if (b == d1 - 1) {
+                guard1 = bit;
+            } else {
+                sticky1 = sticky1 | bit;
+            }
+            p[u32(b) / 16u] = p[u32(b) / 16u] & ~(1u << (u32(b) % 16u));
+        }
+        let lsb = (p[u32(d1) / 16u] >> (u32(d1) % 16u)) & 1u;
+        if (guard1 == 1u && (sticky1 != 0u || lsb == 1u)) {
+            p[u32(d1) / 16u] += 1u << (u32(d1) % 16u);
+            for (var k = 0u; k < 5u; k++) {
+                p[k + 1u] += p[k] >> 16u;
+                p[k] = p[k] & 0xffffu;
+            }
+            if (((p[u32(len) / 16u] >> (u32(len) % 16u)) & 1u) != 0u) {
+                len = len + 1;
+            }
+        }
+    }
+    // The product's leading bit is 2^x; keep 24 bits (fewer for a subnormal result).
+    var x = len - 1 + es - 23 + ef - 52;
+    var keep = 24;
+    if (x < -126) {
+        keep = x + 150;
+    }
+    if (keep < 0) {
+        return sign;
+    }
+    let d = len - keep;
+    var q = 0u;
+    var guard = 0u;
+    var sticky = 0u;
+    for (var b = len - 1; b >= 0; b--) {
+        let bit = (p[u32(b) / 16u] >> (u32(b) % 16u)) & 1u;
+        if (b >= d) {
+            q = (q << 1u) | bit;
+        } else if (b == d - 1) {
+            guard = bit;
+        } else {
+            sticky = sticky | bit;
+        }
+    }
+    if (guard == 1u && (sticky != 0u || (q & 1u) == 1u)) {
+        q = q + 1u;
+    }
+    if (keep < 24) {
+        // Subnormal: q counts units of 2^-149 (rounding up to 2^23 gives the smallest normal).
+        return sign | q;
+    }
+    if (q == 0x1000000u) {
+        q = 0x800000u;
+        x = x + 1;
+    }
+    if (x > 127) {
+        return sign | 0x7f800000u;
+    }
+    return sign | (u32(x + 127) << 23u) | (q & 0x7fffffu);
+}
+
 // PyTorch's _amp_update_scale_, one thread: backoff on inf, else count a clean step and grow
-// at growth_interval, but never to inf. The scale factors are f32 here (PyTorch's are
-// doubles; for f32 factors the f32 product is PyTorch's f64 product rounded to f32). The
-// scale is carried as bits when unchanged, so a GPU that flushes subnormal floats cannot
-// alter it without arithmetic.
+// at growth_interval, but never to inf. The factors are doubles as in PyTorch, and the
+// products are computed with integers (`scale_times_f64`), so the scale is PyTorch's for any
+// factor, also on a GPU that flushes subnormal floats.
 @compute @workgroup_size(1)
 fn update() {
     var scale_bits = atomicLoad(&state[SCALE]);
     var tracker = bitcast<i32>(atomicLoad(&state[GROWTH_TRACKER]));
-    let growth_factor = bitcast<f32>(atomicLoad(&state[GROWTH_FACTOR]));
-    let backoff_factor = bitcast<f32>(atomicLoad(&state[BACKOFF_FACTOR]));
     let growth_interval = bitcast<i32>(atomicLoad(&state[GROWTH_INTERVAL]));
     if (atomicLoad(&state[FOUND_INF]) != 0u) {
-        scale_bits = bitcast<u32>(bitcast<f32>(scale_bits) * backoff_factor);
+        let lo = atomicLoad(&state[BACKOFF_FACTOR]);
+        let hi = atomicLoad(&state[BACKOFF_FACTOR + 1u]);
+        scale_bits = scale_times_f64(scale_bits, lo, hi);
         tracker = 0;
     } else {
         let successful = tracker + 1;
         if (successful == growth_interval) {
-            let grown = bitcast<f32>(scale_bits) * growth_factor;
-            if (!is_nonfinite(grown)) {
-                scale_bits = bitcast<u32>(grown);
+            let lo = atomicLoad(&state[GROWTH_FACTOR]);
+            let hi = atomicLoad(&state[GROWTH_FACTOR + 1u]);
+            let grown = scale_times_f64(scale_bits, lo, hi);
+            if ((grown & 0x7f800000u) != 0x7f800000u) {
+                scale_bits = grown;
             }
             tracker = 0;
         } else {

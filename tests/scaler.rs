@@ -33,12 +33,12 @@ fn config(init_scale: f32, growth_interval: u32) -> ScalerConfig {
 /// PyTorch's `_amp_update_scale_` (CPU kernel: factors are doubles, scale is f32).
 fn torch_update_scale(scale: &mut f32, tracker: &mut i32, found_inf: bool, c: &ScalerConfig) {
     if found_inf {
-        *scale = (*scale as f64 * c.backoff_factor as f64) as f32;
+        *scale = (*scale as f64 * c.backoff_factor) as f32;
         *tracker = 0;
     } else {
         let successful = *tracker + 1;
         if successful == c.growth_interval as i32 {
-            let new_scale = (*scale as f64 * c.growth_factor as f64) as f32;
+            let new_scale = (*scale as f64 * c.growth_factor) as f32;
             if new_scale.is_finite() {
                 *scale = new_scale;
             }
@@ -181,8 +181,9 @@ fn scripted_inf_pattern_follows_pytorchs_update_rule_exactly() {
     let pattern = "ccicccciicccccccciccccccccccicccc";
     let configs = [
         config(65536.0, 3),
-        // Factors and a scale whose products round: the f32 GPU product must still be
-        // PyTorch's f64 product rounded to f32, and inv_scale its f64 reciprocal.
+        // Factors and a scale whose products round: the GPU's product must be PyTorch's
+        // (f32 scale × f64 factor, rounded to f32), and inv_scale its f64 reciprocal. With
+        // the factors rounded to f32 this sequence differs (checked below).
         ScalerConfig {
             init_scale: 1000.0,
             growth_factor: 1.7,
@@ -191,6 +192,25 @@ fn scripted_inf_pattern_follows_pytorchs_update_rule_exactly() {
             enabled: true,
         },
     ];
+    let f32_factors = ScalerConfig {
+        growth_factor: configs[1].growth_factor as f32 as f64,
+        backoff_factor: configs[1].backoff_factor as f32 as f64,
+        ..configs[1]
+    };
+    let scales = |c: &ScalerConfig| {
+        let (mut scale, mut tracker) = (c.init_scale, 0i32);
+        let mut out = vec![];
+        for ch in pattern.chars() {
+            torch_update_scale(&mut scale, &mut tracker, ch == 'i', c);
+            out.push(scale);
+        }
+        out
+    };
+    assert_ne!(
+        scales(&configs[1]),
+        scales(&f32_factors),
+        "the case must tell f64 factors from f32 ones"
+    );
     for c in configs {
         let mut scaler = GradScaler::new(ctx, c).unwrap();
         let (mut scale, mut tracker) = (c.init_scale, 0i32);
@@ -291,6 +311,85 @@ fn inv_scale_is_pytorchs_reciprocal_for_awkward_scales() {
             inv_scale_of(scale)
         );
     }
+}
+
+/// One update's product `scale × factor` for awkward scales and factors: subnormal scales
+/// and results, ties, results past f32's range (growth refused, backoff never gets there)
+/// and factors that are not f32 numbers. PyTorch computes it in f64 and rounds to f32.
+#[test]
+fn scale_updates_are_pytorchs_f64_products_for_awkward_factors() {
+    let ctx = ctx();
+    let scales = [
+        1.0f32,
+        1000.0,
+        65536.0,
+        3.0,
+        1.9999999,
+        f32::MAX,
+        1.5 * 2f32.powi(126),
+        f32::MIN_POSITIVE,
+        1e-40,
+        f32::from_bits(1),
+        f32::from_bits(3),
+        f32::from_bits(0x0080_0001),
+        0.1,
+        // × 1.7 in f64 lands exactly on an f32 tie (117821.35546875): the double, not the
+        // exact product, is what rounds.
+        69306.68,
+    ];
+    let growth = [2.0, 1.7, 1.0000001, 3.0000000000000004, 1e30, 1.5];
+    let backoff = [0.5, 0.3, 0.1, 0.999_999_999, 1e-30, 0.75, 5e-324];
+    // The tie case really is one: the f64 product is halfway between two f32s.
+    let tie = 69306.68f32 as f64 * 1.7;
+    let above = tie as f32; // rounds up, to the even neighbour
+    let below = f32::from_bits(above.to_bits() - 1);
+    assert_eq!(tie, (below as f64 + above as f64) / 2.0);
+    let clean = upload(ctx, &[0.0; 4]);
+    let poisoned = upload(ctx, &[f32::NAN; 4]);
+    let mut scaler = GradScaler::new(ctx, config(1.0, 1)).unwrap();
+    let mut distinguished = 0;
+    for scale in scales {
+        for (factor, grow) in growth
+            .iter()
+            .map(|f| (*f, true))
+            .chain(backoff.iter().map(|f| (*f, false)))
+        {
+            let d = ScalerStateDict {
+                scale: Some(scale),
+                growth_factor: Some(if grow { factor } else { 2.0 }),
+                backoff_factor: Some(if grow { 0.5 } else { factor }),
+                growth_interval: Some(1),
+                growth_tracker: Some(0),
+            };
+            scaler.load_state_dict(ctx, &d).unwrap();
+            ctx.queue
+                .write_buffer(clean.raw(), 0, bytemuck::cast_slice(&[0.0f32; 4]));
+            scaler
+                .unscale(ctx, if grow { &clean } else { &poisoned }, 4)
+                .unwrap();
+            scaler.update(ctx).unwrap();
+            let product = (scale as f64 * factor) as f32;
+            let want = if grow && !product.is_finite() {
+                scale
+            } else {
+                product
+            };
+            if (scale * factor as f32).to_bits() != want.to_bits() {
+                distinguished += 1;
+            }
+            let got = scaler.snapshot(ctx).unwrap().scale;
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "{scale:e} × {factor:e} ({}): got {got:e}, want {want:e}",
+                if grow { "growth" } else { "backoff" }
+            );
+        }
+    }
+    assert!(
+        distinguished > 10,
+        "only {distinguished} cases where an f32 product differs: the test must tell them apart"
+    );
 }
 
 #[test]
@@ -403,7 +502,7 @@ fn invalid_configs_are_rejected() {
         (
             "growth_factor",
             ScalerConfig {
-                growth_factor: f32::NAN,
+                growth_factor: f64::NAN,
                 ..ScalerConfig::default()
             },
         ),

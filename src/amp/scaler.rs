@@ -5,18 +5,22 @@
 //! (multiply by 1/scale and detect inf/NaN in one pass) → optional clipping → optimizer step
 //! (skipped on the GPU when found_inf is set) → `update`.
 //!
-//! State buffer layout (8 × 32-bit words; also documented in the shader):
+//! State buffer layout (10 × 32-bit words; also documented in the shader):
 //!
 //! | word | name            | type | meaning                                                   |
 //! |------|-----------------|------|-----------------------------------------------------------|
 //! | 0    | scale           | f32  | the loss backward's seed (`scale(loss)`)                  |
 //! | 1    | growth_tracker  | i32  | clean steps since the last growth or backoff              |
 //! | 2    | found_inf       | u32  | 1 when this step's gradients held an inf or NaN           |
-//! | 3    | growth_factor   | f32  |                                                           |
-//! | 4    | backoff_factor  | f32  |                                                           |
-//! | 5    | growth_interval | u32  |                                                           |
-//! | 6    | inv_scale       | f32  | 1/scale rounded as PyTorch does (`scale.double().reciprocal().float()`) |
-//! | 7    | enabled         | u32  | 0 for a disabled scaler: scale stays 1, found_inf stays 0 |
+//! | 3    | growth_interval | u32  |                                                           |
+//! | 4    | inv_scale       | f32  | 1/scale rounded as PyTorch does (`scale.double().reciprocal().float()`) |
+//! | 5    | enabled         | u32  | 0 for a disabled scaler: scale stays 1, found_inf stays 0 |
+//! | 6, 7 | growth_factor   | f64  | low word first; a double as in PyTorch                    |
+//! | 8, 9 | backoff_factor  | f64  | low word first                                            |
+//!
+//! The factors are doubles, as PyTorch's `_amp_update_scale_` takes them: a new scale is
+//! the f32 scale times the f64 factor, rounded to f32 (computed exactly with integers in the
+//! shader), so `--backoff-factor 0.3` gives PyTorch's scales to the bit.
 
 use std::sync::Arc;
 
@@ -36,22 +40,26 @@ const WG: u32 = 256;
 const EPT: usize = 4;
 
 /// Words of the state buffer (see the module docs; the shader names the same offsets).
-pub const STATE_WORDS: usize = 8;
+pub const STATE_WORDS: usize = 10;
 pub const WORD_SCALE: usize = 0;
 pub const WORD_GROWTH_TRACKER: usize = 1;
 pub const WORD_FOUND_INF: usize = 2;
-pub const WORD_GROWTH_FACTOR: usize = 3;
-pub const WORD_BACKOFF_FACTOR: usize = 4;
-pub const WORD_GROWTH_INTERVAL: usize = 5;
-pub const WORD_INV_SCALE: usize = 6;
-pub const WORD_ENABLED: usize = 7;
+pub const WORD_GROWTH_INTERVAL: usize = 3;
+pub const WORD_INV_SCALE: usize = 4;
+pub const WORD_ENABLED: usize = 5;
+/// First of the two words of the f64 growth factor (low word first).
+pub const WORD_GROWTH_FACTOR: usize = 6;
+/// First of the two words of the f64 backoff factor (low word first).
+pub const WORD_BACKOFF_FACTOR: usize = 8;
 
 /// `torch.amp.GradScaler`'s constructor arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ScalerConfig {
     pub init_scale: f32,
-    pub growth_factor: f32,
-    pub backoff_factor: f32,
+    /// A double, as PyTorch's (`--growth-factor 1.7` is the f64 1.7, not the f32).
+    pub growth_factor: f64,
+    /// A double, as PyTorch's.
+    pub backoff_factor: f64,
     pub growth_interval: u32,
     pub enabled: bool,
 }
@@ -108,9 +116,9 @@ pub struct ScalerStateDict {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale: Option<f32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub growth_factor: Option<f32>,
+    pub growth_factor: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backoff_factor: Option<f32>,
+    pub backoff_factor: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub growth_interval: Option<u32>,
     #[serde(
@@ -209,8 +217,14 @@ impl GradScaler {
         words[WORD_SCALE] = scale.to_bits();
         words[WORD_GROWTH_TRACKER] = tracker as u32;
         words[WORD_FOUND_INF] = 0;
-        words[WORD_GROWTH_FACTOR] = c.growth_factor.to_bits();
-        words[WORD_BACKOFF_FACTOR] = c.backoff_factor.to_bits();
+        for (word, factor) in [
+            (WORD_GROWTH_FACTOR, c.growth_factor),
+            (WORD_BACKOFF_FACTOR, c.backoff_factor),
+        ] {
+            let bits = factor.to_bits();
+            words[word] = bits as u32;
+            words[word + 1] = (bits >> 32) as u32;
+        }
         words[WORD_GROWTH_INTERVAL] = c.growth_interval;
         words[WORD_INV_SCALE] = inv_scale_of(scale).to_bits();
         words[WORD_ENABLED] = c.enabled as u32;

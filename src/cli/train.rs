@@ -87,9 +87,9 @@ pub struct TrainCommon {
     #[arg(long, default_value_t = 2000, allow_negative_numbers = true)]
     pub growth_interval: u32,
     #[arg(long, default_value_t = 2.0, allow_negative_numbers = true)]
-    pub growth_factor: f32,
+    pub growth_factor: f64,
     #[arg(long, default_value_t = 0.5, allow_negative_numbers = true)]
-    pub backoff_factor: f32,
+    pub backoff_factor: f64,
     /// Turn the GradScaler on or off (default: on for amp-f16 only, as PyTorch recommends).
     #[arg(long)]
     pub scaler: Option<bool>,
