@@ -51,10 +51,11 @@ fn expected_params() -> Vec<(String, Vec<usize>)> {
 
 /// A scaler that starts far too high (f16 gradients overflow, steps are skipped and the scale
 /// backs off) and grows every 2 good steps, so both the scale and `_growth_tracker` change
-/// often and matter on resume.
+/// often and matter on resume. (2^19: weight gradients of f16 layers are rounded to f16, as
+/// under autocast, and at 2^24 they overflowed for every step of the short runs.)
 fn jumpy_scaler() -> ScalerConfig {
     ScalerConfig {
-        init_scale: 2f32.powi(24),
+        init_scale: 2f32.powi(19),
         growth_factor: 2.0,
         backoff_factor: 0.5,
         growth_interval: 2,
