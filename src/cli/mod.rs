@@ -7,6 +7,7 @@ mod gui;
 mod info;
 mod plot;
 mod progress;
+mod sample;
 mod train;
 
 use clap::{Args, Parser, Subcommand};
@@ -29,6 +30,8 @@ enum Command {
     Info(info::InfoArgs),
     /// Train a model on a data set under one precision mode.
     Train(train::TrainArgs),
+    /// Generate text on the GPU from a GPT checkpoint (`train --save`).
+    Sample(sample::SampleArgs),
     /// Train the same model from the same weights under f32 and AMP, side by side.
     Compare(compare::CompareArgs),
     /// Benchmarks: `bench matmul` (GFLOP/s per storage), `bench step` (ms/step per model and precision).
@@ -77,6 +80,7 @@ pub fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Info(a) => info::run(&a),
         Command::Train(a) => train::run(&a),
+        Command::Sample(a) => sample::run(&a),
         Command::Compare(a) => compare::run(&a),
         Command::Bench(a) => bench::run(&a),
         Command::Gui(a) => gui::run(&a),

@@ -7,10 +7,12 @@
 //! - [`params`]: every parameter in flat GPU buffers (master weights, gradients, the
 //!   low-precision copy);
 //! - [`network`]: a model planned on the GPU for one batch size: the forward and backward
-//!   loops ([`plan`] is what they hand each layer), then the [`loss`].
+//!   loops ([`plan`] is what they hand each layer), then the [`loss`]; [`inference`]: the
+//!   forward loop alone (text generation).
 
 mod buffers;
 pub mod gpt;
+pub mod inference;
 pub mod layers;
 pub mod loss;
 pub mod model;

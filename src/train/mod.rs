@@ -6,6 +6,7 @@
 //! - [`batch`]: a batch's inputs and targets, uploaded into a planned network;
 //! - [`stats`]: step stats coming back through a ring of asynchronously mapped buffers;
 //! - [`evaluate`]: validation and prediction (forward only);
+//! - [`generate`]: text generation from a GPT checkpoint (forward and sampling on the GPU);
 //! - [`prepare`]: a model and its data resolved together (text cut to the block size);
 //! - [`planning`]: device limits and out-of-memory as errors while planning;
 //! - [`run`]: the training loop, [`Run::advance`], which the CLI (blocking, [`Run::run`] on
@@ -15,6 +16,8 @@
 pub mod batch;
 pub mod checkpoint;
 pub mod evaluate;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod generate;
 pub mod planning;
 pub mod prepare;
 pub mod run;
