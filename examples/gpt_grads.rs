@@ -73,6 +73,7 @@ fn run(model: &str, init: &str, data: &str, precision: &str, out: &str) -> Resul
         },
         clip_grad_norm: None,
         grad_accum: 1,
+        lr_schedule: Default::default(),
     };
     let names: Vec<(String, Vec<usize>)> = spec
         .parameters()

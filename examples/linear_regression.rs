@@ -105,6 +105,7 @@ fn run() -> Result<()> {
         },
         clip_grad_norm: None,
         grad_accum: 1,
+        lr_schedule: Default::default(),
     };
     let mut trainer = Trainer::new(&ctx, spec, config, data.output_dim(), &init)?;
 

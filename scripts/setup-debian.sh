@@ -23,6 +23,21 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${need[@]}"
 fi
 
+# --- MPI (data-parallel training, cargo feature `mpi`; tests/mpi.rs runs mpirun) -----------
+# Open MPI's mpirun and headers, and libclang for the `mpi` crate's generated bindings.
+mpi_need=()
+for pkg in openmpi-bin libopenmpi-dev libclang-dev; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || mpi_need+=("$pkg")
+done
+if [ ${#mpi_need[@]} -gt 0 ]; then
+  echo "setup: installing ${mpi_need[*]} (MPI)"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${mpi_need[@]}"
+fi
+# --- end MPI ---------------------------------------------------------------------------------
+
 if command -v rustup >/dev/null 2>&1; then
   rustup target list --installed | grep -qx wasm32-unknown-unknown \
     || rustup target add wasm32-unknown-unknown

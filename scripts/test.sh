@@ -25,6 +25,14 @@ cargo run -q -- info
 echo "== tests on Vulkan (lavapipe: native and packed f16)"
 WEBGPU_AMP_BACKEND=vulkan cargo test
 
+# --- MPI (data-parallel training, cargo feature `mpi`) -------------------------------------
+echo "== MPI build check: cargo clippy --all-targets --features mpi -- -D warnings"
+cargo clippy --all-targets --features mpi -- -D warnings
+echo "== MPI: unit tests and mpirun -np 2 --oversubscribe against single processes (tests/mpi.rs)"
+WEBGPU_AMP_BACKEND=vulkan cargo test --features mpi --lib --bins --test mpi
+# --- end MPI ---------------------------------------------------------------------------------
+
+
 echo "== PyTorch cross-check on Vulkan: f32, amp-f16 (autocast + GradScaler) and the scaler's skip/scale sequence"
 WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/pytorch_compat.py
 

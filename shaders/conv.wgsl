@@ -8,6 +8,12 @@
 //   backward input  rows = input pixels (n, iy, ix)    cols = in channels    depth = (o, ky, kx)
 //   backward weight rows = weight taps (c, ky, kx)     cols = out channels   depth = (n, oy, ox)
 //
+// The weight gradient's depth (every output pixel of the batch) is long and its output small,
+// so it is split (split-K): workgroup z = column tile + col_tiles × split walks only its
+// split's pixels and, when there are several splits, writes its partial sums to `partials`
+// [splits, out_ch, taps]; conv_weight_reduce then adds the splits in order (fixed order, no
+// atomics: the same bits every run). With one split the workgroup writes dw directly.
+//
 // Rows are always the dimension that is contiguous in the output, so a thread owns pairs of
 // neighbouring output elements and writes packed words whole (store2); it falls back to the
 // per-element store only where a pair straddles two output planes. Every output element is
@@ -24,6 +30,7 @@
 #tensor x 5 read
 #tensor dy 6 read
 #tensor dw 7 read_write
+#tensor partials 8 read_write
 
 struct Params {
     batch: u32,
@@ -41,7 +48,13 @@ struct Params {
     cols: u32,       // GEMM columns
     depth: u32,      // GEMM reduction length
     row_tiles: u32,  // ceil(rows / TILE_R): the grid may be folded past it
-    _pad0: u32,
+    col_tiles: u32,  // ceil(cols / TILE_C)
+    splits: u32,     // backward weight: depth splits (1: write dw directly)
+    split_len: u32,  // backward weight: pixels per split, a multiple of BK
+    round_to: u32,   // backward weight: round_grad's `to` before accumulating
+    _pad1: u32,
+    _pad2: u32,
+    _pad3: u32,
 }
 @group(0) @binding(0) var<uniform> params: Params;
 
@@ -293,8 +306,11 @@ fn conv_backward_weight(
     let row_tile = workgroup_index(wid, nwg);
     if (row_tile >= params.row_tiles) { return; }
     let row0 = row_tile * TILE_R;
-    let col0 = wid.z * TILE_C;
-    let depth = params.depth; // batch * out_h * out_w
+    let split = wid.z / params.col_tiles;
+    let col0 = (wid.z - split * params.col_tiles) * TILE_C;
+    // This workgroup's pixels: [k_begin, depth), at most split_len of them.
+    let k_begin = split * params.split_len;
+    let depth = min(params.depth, k_begin + params.split_len); // batch * out_h * out_w
     let taps = params.rows;   // in_ch * KH * KW
     let plane_out = params.out_h * params.out_w;
     let x_chw = params.in_ch * params.in_h * params.in_w;
@@ -305,7 +321,7 @@ fn conv_backward_weight(
 
     acc0 = vec4<f32>(0.0); acc1 = vec4<f32>(0.0); acc2 = vec4<f32>(0.0); acc3 = vec4<f32>(0.0);
     acc4 = vec4<f32>(0.0); acc5 = vec4<f32>(0.0); acc6 = vec4<f32>(0.0); acc7 = vec4<f32>(0.0);
-    for (var k0 = 0u; k0 < depth; k0 = k0 + BK) {
+    for (var k0 = k_begin; k0 < depth; k0 = k0 + BK) {
         let p = k0 + kk;
         let p_ok = p < depth;
         let img = p / plane_out;
@@ -344,6 +360,7 @@ fn conv_backward_weight(
 
     let tr = lid % TR;
     let tc = lid / TR;
+    let split_base = split * params.out_ch * taps;
     for (var j = 0u; j < 8u; j = j + 1u) {
         let o = col0 + 8u * tc + j;
         if (o >= params.out_ch) { break; }
@@ -352,7 +369,15 @@ fn conv_backward_weight(
             let t = row0 + 4u * tr + i;
             if (t >= taps) { break; }
             let f0 = o * taps + t;
-            var pair = vec2<f32>(v[i], v[i + 1u]);
+            if (params.splits > 1u) {
+                partials_store(split_base + f0, v[i]);
+                if (t + 1u < taps) { partials_store(split_base + f0 + 1u, v[i + 1u]); }
+                continue;
+            }
+            var pair = vec2<f32>(
+                round_grad(v[i], params.round_to),
+                round_grad(v[i + 1u], params.round_to),
+            );
             if (t + 1u < taps && (f0 & 1u) == 0u) {
                 if (params.accumulate != 0u) { pair = pair + dw_load2(f0); }
                 dw_store2(f0, pair);
@@ -367,5 +392,32 @@ fn conv_backward_weight(
                 }
             }
         }
+    }
+}
+
+// ---- backward weight, split-K: dw (+)= the splits' partial sums, added in split order -----
+
+@compute @workgroup_size(256)
+fn conv_weight_reduce(
+    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    // One thread per pair of dw elements (whole packed words).
+    let n = params.out_ch * params.rows;
+    let i = 2u * thread_index(gid, nwg, 256u);
+    if (i >= n) { return; }
+    var sum = vec2<f32>(0.0);
+    for (var s = 0u; s < params.splits; s = s + 1u) {
+        let base = s * n + i;
+        sum.x = sum.x + partials_load(base);
+        if (i + 1u < n) { sum.y = sum.y + partials_load(base + 1u); }
+    }
+    sum = vec2<f32>(round_grad(sum.x, params.round_to), round_grad(sum.y, params.round_to));
+    if (i + 1u < n) {
+        if (params.accumulate != 0u) { sum = sum + dw_load2(i); }
+        dw_store2(i, sum);
+    } else {
+        if (params.accumulate != 0u) { sum.x = sum.x + dw_load(i); }
+        dw_store(i, sum.x);
     }
 }

@@ -15,12 +15,14 @@
 //                            so packed outputs are written a word at a time)
 //   BK: u32                  depth of a shared-memory tile (matmul_tiled only)
 //
-// Two entry points:
+// Three entry points:
 // - matmul_tiled: workgroup tiles of (WG_Y*TM) x (WG_X*TN) staged through workgroup memory,
 //   each thread accumulating a TM x TN register block. For real GPUs.
 // - matmul_direct: the same register blocking read straight from the buffers, no workgroup
 //   memory and no barriers. For CPU adapters (lavapipe, llvmpipe), where a barrier is a
 //   context switch between invocations and the caches already do the tiling.
+// - matmul_direct_narrow: matmul_direct for products at most half a workgroup's columns
+//   wide, the threads split into row groups (params.lanes threads each).
 
 #tensor a 1 read
 #tensor b 2 read
@@ -31,7 +33,7 @@ struct Params {
     m: u32,
     n: u32,
     k: u32,
-    flags: u32, // FLAG_ACCUMULATE | FLAG_BIAS | FLAG_PAIRS
+    flags: u32, // FLAG_ACCUMULATE | FLAG_BIAS | FLAG_PAIRS | rounding << ROUND_SHIFT
     // Layouts (elements): offset and row stride of a, b and c.
     a_off: u32,
     a_ld: u32,
@@ -50,7 +52,7 @@ struct Params {
     b_s1: u32,
     c_s0: u32,
     c_s1: u32,
-    _pad: u32,
+    lanes: u32, // matmul_direct_narrow: threads per row group (a power of two <= THREADS)
 }
 @group(0) @binding(0) var<uniform> params: Params;
 
@@ -59,6 +61,8 @@ const FLAG_BIAS: u32 = 2u;
 // Every column pair (col, col + 1) with col even starts a packed word of c (c_off, c_ld and
 // the batch strides are even), so a thread owning both writes them with one store2.
 const FLAG_PAIRS: u32 = 4u;
+// The product's rounding before it is stored or accumulated: bits 3-4 hold round_grad's `to`.
+const ROUND_SHIFT: u32 = 3u;
 
 // Element offsets of this workgroup's matrices (set once at the top of each entry point).
 var<private> a_base: u32;
@@ -121,6 +125,8 @@ fn store_pair(row: u32, col: u32, v: vec2<f32>) {
             out.y += bias_load(col + 1u);
         }
     }
+    let round_to = (params.flags >> ROUND_SHIFT) & 3u;
+    out = vec2<f32>(round_grad(out.x, round_to), round_grad(out.y, round_to));
     let accumulate = (params.flags & FLAG_ACCUMULATE) != 0u;
     let idx = c_base + row * params.c_ld + col;
     if (has_second && (params.flags & FLAG_PAIRS) != 0u) {
@@ -259,11 +265,35 @@ fn matmul_direct(
     if (!start_batch(wid, nwg)) {
         return;
     }
+    direct_block((wid.y % params.m_tiles) * BM, wid.x * BN + 2u * lane, THREADS);
+}
+
+// The direct kernel for narrow products (N at most half a workgroup's BN columns, such as
+// attention's head-sized products): the workgroup's threads split into THREADS / lanes row
+// groups of `params.lanes` threads (a power of two), each owning TM rows and lanes * TN
+// columns, so few threads hold clamped duplicates. Reads of a are uniform within a row group
+// only. Every output is the same chain of FMAs as in matmul_direct, so the bits are too.
+@compute @workgroup_size(WG_X, WG_Y)
+fn matmul_direct_narrow(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lane: u32,
+) {
+    if (!start_batch(wid, nwg)) {
+        return;
+    }
+    let lanes = params.lanes;
+    let group = lane / lanes;
+    let row0 = (wid.y % params.m_tiles) * TM * (THREADS / lanes) + group * TM;
+    direct_block(row0, wid.x * lanes * TN + 2u * (lane % lanes), lanes);
+}
+
+// One thread's TM x TN block of the direct kernels: rows row0 .. row0 + TM, column pairs
+// (col0 + p * 2 * stride, + 1) for p < TN / 2.
+fn direct_block(row0: u32, col0: u32, stride: u32) {
     let m = params.m;
     let n = params.n;
     let k = params.k;
-    let row0 = (wid.y % params.m_tiles) * BM;
-    let col0 = wid.x * BN + 2u * lane;
     let a_ks = a_k_stride();
     let b_ks = b_k_stride();
     var a_idx: array<u32, TM>;
@@ -272,7 +302,7 @@ fn matmul_direct(
         a_idx[i] = a_row_base(min(row0 + i, m - 1u));
     }
     for (var j = 0u; j < TN; j++) {
-        b_idx[j] = b_col_base(min(col0 + (j / 2u) * 2u * THREADS + (j & 1u), n - 1u));
+        b_idx[j] = b_col_base(min(col0 + (j / 2u) * 2u * stride + (j & 1u), n - 1u));
     }
 
     var acc: array<f32, TM * TN>;
@@ -294,7 +324,7 @@ fn matmul_direct(
 
     for (var i = 0u; i < TM; i++) {
         for (var p = 0u; p < TN / 2u; p++) {
-            let col = col0 + p * 2u * THREADS;
+            let col = col0 + p * 2u * stride;
             store_pair(row0 + i, col, vec2<f32>(acc[i * TN + 2u * p], acc[i * TN + 2u * p + 1u]));
         }
     }

@@ -60,6 +60,15 @@ fn unpack_bf16x2(w: u32) -> vec2<f32> {
 fn round_f16(v: f32) -> f32 { return unpack2x16float(f32_to_f16_bits(v)).x; }
 fn round_bf16(v: f32) -> f32 { return bitcast<f32>(f32_to_bf16_bits(v) << 16u); }
 
+// A parameter gradient as PyTorch's autocast produces it: computed in the forward's low dtype
+// (rounded once, overflow to inf) before it lands in the f32 gradient. `to`: 0 keeps f32,
+// 1 rounds to f16, 2 to bf16 (ROUND_* in src/ops/mod.rs).
+fn round_grad(v: f32, to: u32) -> f32 {
+    if (to == 1u) { return round_f16(v); }
+    if (to == 2u) { return round_bf16(v); }
+    return v;
+}
+
 // Position in a 1-D launch folded over x and y by the host (gpu::grid_1d): the index of this
 // workgroup, and of this thread for `wg` threads per workgroup.
 fn workgroup_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {

@@ -17,7 +17,7 @@ struct Params {
     batch: u32,      // bias_grad: size of dim 0 of dy
     channels: u32,   // bias_grad: size of dim 1 of dy
     inner: u32,      // bias_grad: product of the dims after dim 1
-    _pad: u32,
+    round_to: u32,   // bias_grad: round_grad's `to` before accumulating
 }
 @group(0) @binding(0) var<uniform> params: Params;
 
@@ -91,6 +91,6 @@ fn bias_grad(
             previous = db_load(c);
         }
         // Packed db: neighbouring channels share a word; db_store writes only its half.
-        db_store(c, previous + total);
+        db_store(c, previous + round_grad(total, params.round_to));
     }
 }

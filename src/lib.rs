@@ -11,6 +11,7 @@
 //! - [`variants`]: every shader variant, for the portability tests
 //! - [`data`]: data sets (embedded MNIST, IDX, Fashion-MNIST, safetensors, synthetic), batching
 //! - [`nn`]: model descriptions, flat parameter storage, the planned network
+//! - [`dist`]: data-parallel training across processes (`mpirun`, feature `mpi`)
 //! - [`train`]: the planned training step, the one training loop (`train::Run`), checkpoints
 //! - [`app`]: the egui app (f16 and f32 paths side by side), native and web (the browser
 //!   entry point `start(canvas_id)` is `app/web.rs`, wasm32 only)
@@ -22,6 +23,7 @@
 pub mod amp;
 pub mod app;
 pub mod data;
+pub mod dist;
 pub mod dtype;
 pub mod error;
 pub mod gpu;

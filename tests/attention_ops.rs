@@ -123,6 +123,7 @@ fn check(what: &str, ctx: &GpuContext, kernel: MatmulKernel, case: Case) {
         trans_b: case.trans.1,
         accumulate: case.accumulate,
         bias: None,
+        round_to: None,
     };
     let kern = batched_matmul_with(
         ctx,

@@ -71,6 +71,7 @@ fn config(optimizer: OptimizerConfig, grad_accum: usize, steps: u64) -> RunConfi
             scaler: jumpy_scaler(),
             clip_grad_norm: None,
             grad_accum,
+            lr_schedule: Default::default(),
         },
         batch_size: BATCH,
         epochs: None,
@@ -80,6 +81,7 @@ fn config(optimizer: OptimizerConfig, grad_accum: usize, steps: u64) -> RunConfi
         save_every: None,
         save_path: None,
         validate: false,
+        eval: Default::default(),
     }
 }
 

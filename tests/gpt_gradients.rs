@@ -40,6 +40,7 @@ fn step_config() -> StepConfig {
         },
         clip_grad_norm: None,
         grad_accum: 1,
+        lr_schedule: Default::default(),
     }
 }
 

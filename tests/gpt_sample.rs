@@ -309,6 +309,7 @@ fn dropout_is_off_and_the_forward_is_the_training_networks() {
                 scaler: Default::default(),
                 clip_grad_norm: None,
                 grad_accum: 1,
+                lr_schedule: Default::default(),
             },
             vocab.len(),
             &params,

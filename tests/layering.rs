@@ -32,25 +32,21 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "amp", "optim", "ops", "tensor", "gpu", "shader", "dtype", "data", "error",
         ],
     ),
+    // Data-parallel plumbing (collectives, the distributed sampler): host-side, like data.
+    ("dist", &["data", "error"]),
     // The list of every shader variant, from each dispatcher (for the portability tests).
     ("variants", &["amp", "optim", "ops", "shader", "error"]),
     (
         "train",
         &[
-            "nn", "amp", "optim", "ops", "tensor", "gpu", "shader", "dtype", "data", "error",
+            "nn", "amp", "optim", "ops", "tensor", "gpu", "shader", "dtype", "dist", "data",
+            "error",
         ],
     ),
     (
         "app",
         &[
-            "train", "nn", "amp", "optim", "ops", "tensor", "gpu", "shader", "dtype", "data",
-            "error",
-        ],
-    ),
-    (
-        "web",
-        &[
-            "app", "train", "nn", "amp", "optim", "ops", "tensor", "gpu", "shader", "dtype",
+            "train", "nn", "amp", "optim", "ops", "tensor", "gpu", "shader", "dtype", "dist",
             "data", "error",
         ],
     ),

@@ -248,6 +248,7 @@ fn check_loads_and_computes(
             },
             clip_grad_norm: None,
             grad_accum: 1,
+            lr_schedule: Default::default(),
         };
         let mut t = Trainer::new(ctx(), spec.clone(), cfg, out_dim, &init).unwrap();
         let got = t.predict(ctx(), batch, x).unwrap();

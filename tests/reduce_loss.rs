@@ -191,8 +191,10 @@ fn bias_grad_matches_cpu_on_every_storage_with_and_without_accumulation() {
                     let dy = upload(ctx, &dyv, shape, dtype);
                     let fresh = upload(ctx, &prev, &[c], db_dtype);
                     let accumulated = upload(ctx, &prev, &[c], db_dtype);
-                    let k1 = reduce::bias_grad(ctx, &dy, &fresh, Accumulate::Overwrite).unwrap();
-                    let k2 = reduce::bias_grad(ctx, &dy, &accumulated, Accumulate::Add).unwrap();
+                    let k1 =
+                        reduce::bias_grad(ctx, &dy, &fresh, Accumulate::Overwrite, None).unwrap();
+                    let k2 =
+                        reduce::bias_grad(ctx, &dy, &accumulated, Accumulate::Add, None).unwrap();
                     ctx.run(&[&k1, &k2]);
                     let want = bias_grad_ref(&dyv, shape);
                     let want_fresh: Vec<f32> = want.iter().map(|&v| v as f32).collect();
@@ -256,7 +258,7 @@ fn bias_grad_is_the_gradient_of_bias_add_by_finite_differences() {
     for (name, ctx) in contexts() {
         let wt = upload(ctx, &w, &shape, DType::F32);
         let db = Tensor::zeros(ctx, &[c], DType::F32);
-        let k = reduce::bias_grad(ctx, &wt, &db, Accumulate::Overwrite).unwrap();
+        let k = reduce::bias_grad(ctx, &wt, &db, Accumulate::Overwrite, None).unwrap();
         ctx.run(&[&k]);
         let want: Vec<f32> = analytic.iter().map(|&v| v as f32).collect();
         assert_close(
@@ -276,7 +278,7 @@ fn bias_grad_rejects_mismatched_shapes() {
     for bad in [&[4usize][..], &[3, 1]] {
         let db = Tensor::zeros(ctx, bad, DType::F32);
         assert!(
-            reduce::bias_grad(ctx, &dy, &db, Accumulate::Overwrite).is_err(),
+            reduce::bias_grad(ctx, &dy, &db, Accumulate::Overwrite, None).is_err(),
             "{bad:?}"
         );
     }

@@ -806,6 +806,7 @@ fn token_ids_upload_as_raw_u32_words() {
         },
         clip_grad_norm: None,
         grad_accum: 1,
+        lr_schedule: Default::default(),
     };
     let mut trainer = Trainer::new(ctx, spec, config, 8, &init).unwrap();
     let net = trainer.network(ctx, 2).unwrap();
@@ -880,6 +881,7 @@ fn runs_save_the_vocabulary_and_refuse_another_on_resume() {
             },
             clip_grad_norm: None,
             grad_accum: 1,
+            lr_schedule: Default::default(),
         },
         batch_size: 2,
         epochs: None,
@@ -889,6 +891,7 @@ fn runs_save_the_vocabulary_and_refuse_another_on_resume() {
         save_every: None,
         save_path: None,
         validate: false,
+        eval: Default::default(),
     };
     let mut run = Run::new(ctx, spec.clone(), config.clone(), train, &init, None).unwrap();
     assert_eq!(run.vocab.as_ref(), Some(corpus.vocab().as_ref()));

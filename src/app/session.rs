@@ -384,6 +384,7 @@ impl Session {
             },
             clip_grad_norm: None,
             grad_accum: 1,
+            lr_schedule: Default::default(),
         };
         let run_config = RunConfig {
             step: step.clone(),
@@ -395,6 +396,7 @@ impl Session {
             save_every: None,
             save_path: None,
             validate: false,
+            eval: Default::default(),
         };
         let ctx = &*self.ctx;
         let train = &prepared.split.train;

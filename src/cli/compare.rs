@@ -77,7 +77,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
     );
     let mut summaries = Vec::new();
     for mode in &modes {
-        let cfg = args.common.run_config(*mode, prepared.loss)?;
+        let cfg = args.common.run_config(*mode, &prepared)?;
         let summary = run_with_progress(&ctx, &prepared, cfg, None, mode.name(), &mut |_| Ok(()))?;
         summaries.push(summary);
     }

@@ -3,10 +3,12 @@
 mod bench;
 mod bench_step;
 mod compare;
+mod distributed;
 mod gui;
 mod info;
 mod plot;
 mod progress;
+mod recipe;
 mod sample;
 mod train;
 

@@ -3,14 +3,16 @@
 //! - [`layers`]: one file per layer family, JSON form to planned kernels, forward and
 //!   backward side by side;
 //! - [`model`]: a model as named layers with resolved shapes ([`ModelSpec`]), from JSON or
-//!   Rust; [`presets`]: the tutorials' networks;
+//!   Rust ([`builder`]); [`presets`]: the tutorials' networks; [`gpt`]: nanoGPT's GPT;
 //! - [`params`]: every parameter in flat GPU buffers (master weights, gradients, the
 //!   low-precision copy);
 //! - [`network`]: a model planned on the GPU for one batch size: the forward and backward
-//!   loops ([`plan`] is what they hand each layer), then the [`loss`]; [`inference`]: the
-//!   forward loop alone (text generation).
+//!   loops ([`plan`] is what they hand each layer), then the [`loss`]; [`precision`] walks
+//!   the same layers for the precision map, without the GPU; [`inference`]: the forward
+//!   loop alone (text generation).
 
 mod buffers;
+pub mod builder;
 pub mod gpt;
 pub mod inference;
 pub mod layers;
@@ -22,6 +24,7 @@ pub mod plan;
 pub mod precision;
 pub mod presets;
 
+pub use builder::SequentialBuilder;
 pub use gpt::GptConfig;
 pub use layers::{Layer, LayerConfig, init_bound};
 pub use loss::LossKind;

@@ -13,6 +13,8 @@ const SHADER: &str = "matmul";
 const FLAG_ACCUMULATE: u32 = 1;
 const FLAG_BIAS: u32 = 2;
 const FLAG_PAIRS: u32 = 4;
+/// Bits 3-4 of the flags: the product's rounding ([`super::round_code`]).
+const ROUND_SHIFT: u32 = 3;
 
 /// Options of [`matmul`]. `Default` is a plain `c = a · b`.
 #[derive(Clone, Copy, Debug, Default)]
@@ -25,6 +27,9 @@ pub struct MatmulOpts<'a> {
     pub accumulate: bool,
     /// A [N] vector added to every row of the result.
     pub bias: Option<&'a Tensor>,
+    /// Round the result to this dtype before storing or accumulating it (a weight gradient
+    /// computed in the forward's low dtype, landing in f32; see [`super::round_code`]).
+    pub round_to: Option<crate::dtype::DType>,
 }
 
 /// Which kernel body runs. [`MatmulKernel::Auto`] picks by adapter type; tests and the
@@ -102,6 +107,18 @@ impl Tiling {
         }
     }
 
+    /// Threads per row group when the direct body would leave most threads on clamped
+    /// duplicate columns (N at most half its BN), else 0. The narrow body splits the
+    /// workgroup's row of threads into groups of the fewest threads (a power of two) whose TN
+    /// columns each cover N, so a product N = 16 wide (an attention head) keeps 16 times
+    /// fewer threads idle. Same FMA chain per output: same bits.
+    fn narrow_lanes(&self, n: u32) -> u32 {
+        if self.entry != "matmul_direct" || n > self.bn() / 2 {
+            return 0;
+        }
+        n.div_ceil(self.tn).next_power_of_two()
+    }
+
     fn bm(&self) -> u32 {
         self.wg_y * self.tm
     }
@@ -151,7 +168,8 @@ struct Params {
     b_s1: u32,
     c_s0: u32,
     c_s1: u32,
-    _pad: u32,
+    /// `matmul_direct_narrow`: threads per row group (a power of two); 0 for other bodies.
+    lanes: u32,
 }
 
 fn dims2(what: &str, t: &Tensor) -> Result<(usize, usize)> {
@@ -236,7 +254,11 @@ fn launch(
     opts: &MatmulOpts,
     kernel: MatmulKernel,
 ) -> Result<Kernel> {
-    let tiling = Tiling::choose(kernel.resolve(ctx), a.tensor.storage(), b.tensor.storage());
+    let mut tiling = Tiling::choose(kernel.resolve(ctx), a.tensor.storage(), b.tensor.storage());
+    let lanes = tiling.narrow_lanes(n);
+    if lanes != 0 {
+        tiling.entry = "matmul_direct_narrow";
+    }
     let mut flags = 0;
     if opts.accumulate {
         flags |= FLAG_ACCUMULATE;
@@ -249,9 +271,14 @@ fn launch(
     if even(cl.offset) && even(cl.ld) && cl.batch_stride.into_iter().all(even) {
         flags |= FLAG_PAIRS;
     }
+    flags |= super::round_code(opts.round_to) << ROUND_SHIFT;
     let batches = batch[0] * batch[1];
-    let m_tiles = m.div_ceil(tiling.bm()).max(1);
-    let n_tiles = n.div_ceil(tiling.bn());
+    let (bm, bn) = match lanes {
+        0 => (tiling.bm(), tiling.bn()),
+        lanes => (tiling.tm * (tiling.wg_x / lanes), lanes * tiling.tn),
+    };
+    let m_tiles = m.div_ceil(bm).max(1);
+    let n_tiles = n.div_ceil(bn);
     // Batches walk the grid's z; past the per-dimension limit the rest folds into y.
     let max = ctx.caps.max_compute_workgroups_per_dimension.max(1);
     let z_hi = batches.div_ceil(max).max(1);
@@ -284,7 +311,7 @@ fn launch(
         b_s1: stride(&b.layout, 1),
         c_s0: stride(&cl, 0),
         c_s1: stride(&cl, 1),
-        _pad: 0,
+        lanes,
     };
     // Without a bias the shader never reads it, but the binding must exist: `a` stands in
     // (read-only twice is allowed), which keeps the set of compiled variants small.

@@ -35,3 +35,16 @@ impl Accumulate {
         }
     }
 }
+
+/// The code `round_grad` (shaders/prelude.wgsl) takes: a parameter gradient computed in a
+/// low dtype is rounded to it (overflow to inf) before it lands in the f32 gradient, as
+/// PyTorch's autocast produces f16 weight gradients and casts them to f32. `None` (or f32)
+/// keeps the f32 result.
+pub(crate) fn round_code(round_to: Option<crate::dtype::DType>) -> u32 {
+    use crate::dtype::DType;
+    match round_to {
+        Some(DType::F16) => 1,
+        Some(DType::BF16) => 2,
+        None | Some(DType::F32) | Some(DType::U32) => 0,
+    }
+}

@@ -28,7 +28,7 @@ struct Params {
     batch: u32,
     channels: u32,
     inner: u32,
-    _pad: u32,
+    round_to: u32,
 }
 
 fn count_u32(op: &'static str, n: usize) -> Result<u32> {
@@ -95,13 +95,15 @@ pub fn mean(ctx: &GpuContext, x: &Tensor, out: &Tensor) -> Result<Vec<Kernel>> {
 
 /// `db[C]` (+)= the sum of `dy[N, C, ...]` over every dim except dim 1: the bias gradient of
 /// Linear (`dy` [N, F]) and Conv2d (`dy` [N, C, H, W]). With [`Accumulate::Add`] the sum is
-/// added to `db` (gradient accumulation), else it overwrites it. `db` is usually f32, `dy` any
+/// added to `db` (gradient accumulation), else it overwrites it; `round_to` rounds the sum to
+/// the forward's dtype first (see [`super::round_code`]). `db` is usually f32, `dy` any
 /// storage.
 pub fn bias_grad(
     ctx: &GpuContext,
     dy: &Tensor,
     db: &Tensor,
     accumulate: Accumulate,
+    round_to: Option<crate::dtype::DType>,
 ) -> Result<Kernel> {
     let shape = dy.shape();
     if shape.len() < 2 || db.shape() != [shape[1]] {
@@ -120,6 +122,7 @@ pub fn bias_grad(
         batch: shape[0] as u32,
         channels: shape[1] as u32,
         inner: shape[2..].iter().product::<usize>().max(1) as u32,
+        round_to: super::round_code(round_to),
         ..Default::default()
     };
     let grid = if shape[1] == 0 {

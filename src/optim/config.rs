@@ -190,11 +190,14 @@ pub(super) struct Hyper {
     log_beta2: f32,
     eps: f32,
     param_decay: f32,
-    _pad: [u32; 2],
+    /// 1: weight decay applies only where the `decay_mask` bit is set (parameter groups);
+    /// 0: everywhere (one group, PyTorch's default).
+    pub(super) grouped: u32,
+    _pad: u32,
 }
 
 impl Hyper {
-    pub(super) fn new(config: &OptimizerConfig, n: usize) -> Self {
+    pub(super) fn new(config: &OptimizerConfig, n: usize, grouped: bool) -> Self {
         let mut h = Hyper {
             n: n as u32,
             nesterov: 0,
@@ -210,7 +213,8 @@ impl Hyper {
             log_beta2: 0.0,
             eps: 0.0,
             param_decay: 1.0,
-            _pad: [0; 2],
+            grouped: grouped as u32,
+            _pad: 0,
         };
         match *config {
             OptimizerConfig::Sgd {

@@ -18,8 +18,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use serde::{Deserialize, Serialize};
 
 mod config;
+mod schedule;
 
 pub use config::{OptimizerConfig, widen};
+pub use schedule::LrSchedule;
 
 use crate::amp::check_flat_f32;
 use crate::amp::scaler::WORD_FOUND_INF;
@@ -53,6 +55,10 @@ pub struct Optimizer {
     /// Current learning rate (f32 bits): `set_lr` changes it without `&mut`.
     lr: AtomicU32,
     n: usize,
+    /// Weight decay only where `decay_mask` says (parameter groups); everywhere otherwise.
+    grouped: bool,
+    /// One bit per element: in the weight-decay group (see [`Optimizer::new_grouped`]).
+    decay_mask: Arc<GpuBuffer>,
     /// One step counter per workgroup of the step kernel (see `optim.wgsl`).
     counters: Arc<GpuBuffer>,
     /// Named moment buffers: momentum_buffer (SGD with momentum) or exp_avg, exp_avg_sq.
@@ -63,7 +69,8 @@ pub struct Optimizer {
 impl Optimizer {
     /// Plan the fused step over `n` parameters. `scaler_state` is the GradScaler's state
     /// buffer (word [`WORD_FOUND_INF`]); when found_inf is set, the kernel leaves parameters,
-    /// moments and the step counter untouched.
+    /// moments and the step counter untouched. Weight decay applies to every parameter (one
+    /// parameter group, PyTorch's default).
     pub fn new(
         ctx: &GpuContext,
         config: OptimizerConfig,
@@ -72,10 +79,34 @@ impl Optimizer {
         n: usize,
         scaler_state: &Arc<GpuBuffer>,
     ) -> Result<Self> {
+        Self::new_grouped(ctx, config, params, grads, n, scaler_state, None)
+    }
+
+    /// [`Optimizer::new`] with two parameter groups: the elements where `decay[i]` is true
+    /// get the configured weight decay, the others none (nanoGPT's `configure_optimizers`:
+    /// decay for weights of two or more dimensions only). Still one dispatch: the kernel
+    /// reads one bit per element. `None` is one group (every element decays).
+    pub fn new_grouped(
+        ctx: &GpuContext,
+        config: OptimizerConfig,
+        params: &Arc<GpuBuffer>,
+        grads: &Arc<GpuBuffer>,
+        n: usize,
+        scaler_state: &Arc<GpuBuffer>,
+        decay: Option<&[bool]>,
+    ) -> Result<Self> {
         config.validate()?;
         let name = config.name();
         if n == 0 {
             return Err(Error::InvalidArgument(format!("{name}: no parameters")));
+        }
+        if let Some(d) = decay
+            && d.len() != n
+        {
+            return Err(Error::InvalidArgument(format!(
+                "{name}: weight-decay mask of {} elements for {n} parameters",
+                d.len()
+            )));
         }
         check_flat_f32(ctx, &format!("{name} params"), params, n)?;
         check_flat_f32(ctx, &format!("{name} grads"), grads, n)?;
@@ -97,7 +128,18 @@ impl Optimizer {
                 ("adam_step", vec![moment("exp_avg"), moment("exp_avg_sq")])
             }
         };
-        let hyper = Hyper::new(&config, n);
+        let words: Vec<u32> = match decay {
+            Some(d) => d
+                .chunks(32)
+                .map(|c| c.iter().enumerate().map(|(b, &on)| (on as u32) << b).sum())
+                .collect(),
+            None => vec![u32::MAX],
+        };
+        let decay_mask = ctx.alloc_storage("optim.decay_mask", 4 * words.len() as u64);
+        ctx.queue
+            .write_buffer(decay_mask.raw(), 0, bytemuck::cast_slice(&words));
+        let grouped = decay.is_some();
+        let hyper = Hyper::new(&config, n, grouped);
         let mut args = vec![
             ("hyper", Arg::Uniform(bytemuck::bytes_of(&hyper))),
             ("scaler", Arg::Buffer(scaler_state)),
@@ -108,9 +150,12 @@ impl Optimizer {
         for (label, buffer) in &moments {
             args.push((*label, Arg::Buffer(buffer)));
         }
+        args.push(("decay_mask", Arg::Buffer(&decay_mask)));
         let step = ctx.kernel(&KernelDesc::new(SHADER, entry), &args, wg)?;
         Ok(Self {
             config,
+            grouped,
+            decay_mask,
             lr: AtomicU32::new(config.lr().to_bits()),
             n,
             counters,
@@ -130,7 +175,7 @@ impl Optimizer {
     pub fn set_lr(&self, ctx: &GpuContext, lr: f32) -> Result<()> {
         check_lr(self.config.name(), lr)?;
         self.lr.store(lr.to_bits(), Ordering::Relaxed);
-        let hyper = Hyper::new(&self.config.with_lr(lr), self.n);
+        let hyper = Hyper::new(&self.config.with_lr(lr), self.n, self.grouped);
         self.step.set_uniform(ctx, bytemuck::bytes_of(&hyper));
         Ok(())
     }
@@ -144,6 +189,16 @@ impl Optimizer {
     /// [`Optimizer::lr`]).
     pub fn config(&self) -> &OptimizerConfig {
         &self.config
+    }
+
+    /// Whether weight decay is limited to a group of elements ([`Optimizer::new_grouped`]).
+    pub fn grouped(&self) -> bool {
+        self.grouped
+    }
+
+    /// The weight-decay mask (one bit per element; one all-ones word without groups).
+    pub fn decay_mask_buffer(&self) -> &Arc<GpuBuffer> {
+        &self.decay_mask
     }
 
     pub fn len(&self) -> usize {

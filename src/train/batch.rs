@@ -56,6 +56,17 @@ pub enum BatchTargets<'a> {
     Values(&'a [f32]),
 }
 
+impl BatchTargets<'_> {
+    /// Loss rows of a batch of `batch` samples: one per sample, or one per token of token
+    /// samples (one class label each). Validation weighs each batch's mean loss by these.
+    pub fn rows(&self, batch: usize) -> usize {
+        match self {
+            BatchTargets::Classes(labels) => labels.len(),
+            BatchTargets::Values(_) => batch,
+        }
+    }
+}
+
 impl<'a> From<&'a BatchLabels> for BatchTargets<'a> {
     /// A gathered batch's labels as step targets (class labels or float values).
     fn from(labels: &'a BatchLabels) -> Self {

@@ -38,6 +38,20 @@ impl EvalTally {
         }
     }
 
+    /// `[loss sum, correct, samples]`, to add tallies up across processes.
+    pub fn sums(&self) -> [f64; 3] {
+        [self.loss_sum, self.correct as f64, self.samples as f64]
+    }
+
+    /// A tally from [`EvalTally::sums`] (added up across processes).
+    pub fn from_sums(sums: [f64; 3]) -> Self {
+        Self {
+            loss_sum: sums[0],
+            correct: sums[1] as u64,
+            samples: sums[2] as usize,
+        }
+    }
+
     /// Mean loss over the samples, and accuracy when the loss is cross-entropy.
     pub fn finish(&self, loss: LossKind) -> Evaluation {
         let n = self.samples.max(1);
@@ -100,6 +114,19 @@ impl Trainer {
     where
         for<'x> &'x X: Into<BatchInput<'x>>,
     {
+        Ok(self.evaluate_tally(ctx, batches)?.finish(self.config.loss))
+    }
+
+    /// The sums [`Trainer::evaluate`] finishes (native).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn evaluate_tally<'a, X>(
+        &mut self,
+        ctx: &GpuContext,
+        batches: impl IntoIterator<Item = (usize, X, BatchTargets<'a>)>,
+    ) -> Result<EvalTally>
+    where
+        for<'x> &'x X: Into<BatchInput<'x>>,
+    {
         // Per batch, its loss and correct count are copied into a slot of `results`; the
         // slots are read back once per EVAL_CHUNK batches (once for most sets).
         const EVAL_CHUNK: usize = 256;
@@ -119,17 +146,14 @@ impl Trainer {
             self.submit_eval_batch(ctx, batch, &x, &targets, &results, sizes.len())?;
             // Weigh each batch's mean loss and count its correct predictions per loss row:
             // one per sample, or one per token of token samples (one class label each).
-            sizes.push(match &targets {
-                BatchTargets::Classes(labels) => labels.len(),
-                BatchTargets::Values(_) => batch,
-            });
+            sizes.push(targets.rows(batch));
             if sizes.len() == EVAL_CHUNK {
                 drain(&mut sizes)?;
             }
         }
         drain(&mut sizes)?;
         ctx.check()?;
-        Ok(tally.finish(self.config.loss))
+        Ok(tally)
     }
 
     /// Run the model forward on `x` (batch samples: f32 features or token ids) and read its

@@ -6,15 +6,21 @@
 //! - [`batch`]: a batch's inputs and targets, uploaded into a planned network;
 //! - [`stats`]: step stats coming back through a ring of asynchronously mapped buffers;
 //! - [`evaluate`]: validation and prediction (forward only);
+//! - [`estimate`]: loss estimates on random batches (nanoGPT's `estimate_loss`);
 //! - [`generate`]: text generation from a GPT checkpoint (forward and sampling on the GPU);
 //! - [`prepare`]: a model and its data resolved together (text cut to the block size);
 //! - [`planning`]: device limits and out-of-memory as errors while planning;
 //! - [`run`]: the training loop, [`Run::advance`], which the CLI (blocking, [`Run::run`] on
 //!   native) and the app (one call per frame, native and web) both drive;
-//! - [`checkpoint`]: safetensors checkpoints and resume.
+//! - [`checkpoint`]: safetensors checkpoints and resume;
+//! - `distributed` (native): one rank of a data-parallel job, the gradient all-reduce
+//!   inside the step ([`crate::dist`] for the collectives).
 
 pub mod batch;
 pub mod checkpoint;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod distributed;
+pub mod estimate;
 pub mod evaluate;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod generate;
@@ -27,6 +33,7 @@ pub mod stats;
 pub mod trainer;
 
 pub use batch::{BatchInput, BatchTargets};
+pub use estimate::{EVAL_BATCHES, EvalConfig, EvalReport};
 pub use evaluate::{EvalTally, Evaluation};
 pub use prepare::{ModelChoice, model_and_data};
 pub use run::{Advance, EpochReport, Event, Run, RunConfig};

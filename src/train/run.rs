@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use super::batch::BatchTargets;
 use super::checkpoint::{Checkpoint, Progress};
+use super::estimate::{EvalConfig, EvalReport};
 use super::stats::StepStats;
 use super::trainer::{DropoutStream, StepConfig, Trainer};
 use crate::data::{Batch, Dataset, Loader, Vocab};
@@ -39,17 +40,23 @@ pub struct RunConfig {
     pub save_path: Option<std::path::PathBuf>,
     /// Skip validation (it costs a readback per batch).
     pub validate: bool,
+    /// Periodic loss estimates (nanoGPT's `estimate_loss`) and how many random batches the
+    /// validation of token data sets uses.
+    pub eval: EvalConfig,
 }
 
 /// What the loop reports as it goes.
 #[derive(Clone, Debug)]
 pub enum Event {
-    /// An optimizer step finished on the GPU (reported a few steps late).
+    /// An optimizer step finished on the GPU (reported a few steps late). `lr` is the
+    /// learning rate that step used (`stats.lr`).
     Step {
         stats: StepStats,
         epoch: u64,
         lr: f32,
     },
+    /// A periodic loss estimate ([`RunConfig::eval`]) after an optimizer step.
+    Eval(EvalReport),
     /// An epoch ended and (if there is a validation set) was evaluated.
     Epoch(EpochReport),
     /// A checkpoint was written.
@@ -107,7 +114,10 @@ pub struct Run {
     /// One epoch's batch order (epoch, batches), made once per epoch.
     order: Option<(u64, Arc<Vec<Vec<usize>>>)>,
     /// The last micro-batch submitted (its buffers are reused for the next).
-    batch: Option<Batch>,
+    pub(super) batch: Option<Batch>,
+    /// This process's rank in a data-parallel job ([`Run::distribute`]; native).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(super) rank: Option<super::distributed::RankState>,
     /// Epoch of each submitted-but-unreported step, oldest first.
     epochs_in_flight: VecDeque<u64>,
     /// Stats read back by a blocking wait, reported with the next events.
@@ -151,6 +161,12 @@ impl Run {
                 "the epoch limit must be at least 1".into(),
             ));
         }
+        if config.eval.every == Some(0) || config.eval.batches == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "loss estimates need at least 1 step between them and 1 batch each, got {:?}",
+                config.eval
+            )));
+        }
         spec.check_dataset(train)?;
         let mut trainer = Trainer::new(ctx, spec, config.step.clone(), train.output_dim(), init)?;
         let mut progress = Progress {
@@ -193,11 +209,13 @@ impl Run {
             progress = ck.progress;
         }
         let loader = Loader::new(train.n, config.batch_size, config.shuffle, progress.seed)?;
-        // A resumed run continues the dropout masks where the checkpoint's step left them.
+        // A resumed run continues the dropout masks and the lr schedule where the
+        // checkpoint's step left them.
         trainer.dropout = DropoutStream {
             seed: progress.seed,
             counter: progress.step * config.step.grad_accum as u64,
         };
+        trainer.step_offset = progress.step;
         Ok(Self {
             trainer,
             config,
@@ -208,6 +226,8 @@ impl Run {
             loader,
             order: None,
             batch: None,
+            #[cfg(not(target_arch = "wasm32"))]
+            rank: None,
             epochs_in_flight: VecDeque::new(),
             undelivered: Vec::new(),
             diverged: None,
@@ -261,14 +281,11 @@ impl Run {
                 self.progress.batch_in_epoch = 0;
                 continue;
             }
-            let batch = self.batch.get_or_insert_with(|| Batch::empty(&train.y));
-            train.gather_into(&order[b], batch)?;
             let completes = self.trainer.pending_micro_batches() + 1 == self.config.step.grad_accum;
-            self.trainer
-                .train_batch(ctx, batch.size, &batch.x, BatchTargets::from(&batch.y))?;
+            let size = self.gather_and_train(ctx, train, &order, b)?;
             ctx.check()?;
             out.submitted += 1;
-            out.samples += batch.size;
+            out.samples += size;
             self.progress.batch_in_epoch = b as u64 + 1;
             if completes {
                 out.steps += 1;
@@ -289,12 +306,34 @@ impl Run {
         Ok(out)
     }
 
+    /// Gather micro-batch `b` of `order` and train on it (one submit); its sample count.
+    fn gather_and_train(
+        &mut self,
+        ctx: &GpuContext,
+        train: &Dataset,
+        order: &[Vec<usize>],
+        b: usize,
+    ) -> Result<usize> {
+        #[cfg(not(target_arch = "wasm32"))]
+        if self.rank.is_some() {
+            return self.gather_and_train_rank(ctx, train, order, b);
+        }
+        let batch = self.batch.get_or_insert_with(|| Batch::empty(&train.y));
+        train.gather_into(&order[b], batch)?;
+        self.trainer
+            .train_batch(ctx, batch.size, &batch.x, BatchTargets::from(&batch.y))?;
+        Ok(batch.size)
+    }
+
     /// The batch order of the current epoch (cached per epoch).
     fn epoch_order(&mut self) -> Arc<Vec<Vec<usize>>> {
         let epoch = self.progress.epoch;
         match &self.order {
             Some((e, order)) if *e == epoch => order.clone(),
             _ => {
+                #[cfg(not(target_arch = "wasm32"))]
+                let order = Arc::new(self.batches_of(epoch));
+                #[cfg(target_arch = "wasm32")]
                 let order = Arc::new(self.loader.batches(epoch));
                 self.order = Some((epoch, order.clone()));
                 order
@@ -329,7 +368,7 @@ impl Run {
             events.push(Event::Step {
                 stats,
                 epoch,
-                lr: self.trainer.optimizer.lr(),
+                lr: stats.lr,
             });
         }
     }
@@ -360,7 +399,11 @@ impl Run {
     /// epoch counts as the start of the next).
     pub fn resume_point(&self) -> Progress {
         let mut p = self.stepped_at;
-        if p.batch_in_epoch as usize >= self.loader.num_batches() {
+        #[cfg(not(target_arch = "wasm32"))]
+        let batches = self.batches_per_epoch();
+        #[cfg(target_arch = "wasm32")]
+        let batches = self.loader.num_batches();
+        if p.batch_in_epoch as usize >= batches {
             p.epoch += 1;
             p.batch_in_epoch = 0;
         }

@@ -8,7 +8,9 @@
 //! the copy of the step's metrics into the stats ring ([`super::stats`]). Nothing inside a
 //! step waits for the GPU; the host waits only before submitting a step's last micro-batch
 //! when every stats slot ([`RING`] by default) is still in flight, and then only for the
-//! oldest one ([`Trainer::throttle_waits`]).
+//! oldest one ([`Trainer::throttle_waits`]). A rank of a data-parallel job
+//! ([`Trainer::distribute`], native) splits the last micro-batch's submission in two around
+//! the gradient all-reduce, and waits there (`super::distributed`).
 
 use std::sync::Arc;
 
@@ -21,7 +23,7 @@ use crate::nn::ModelSpec;
 use crate::nn::params::{ParamLayout, ParamStore};
 use crate::nn::{LossKind, Network};
 use crate::ops::elementwise;
-use crate::optim::{Optimizer, OptimizerConfig};
+use crate::optim::{LrSchedule, Optimizer, OptimizerConfig};
 use crate::tensor::DType;
 
 use super::batch::{BatchInput, BatchTargets};
@@ -39,6 +41,9 @@ pub struct StepConfig {
     pub clip_grad_norm: Option<f32>,
     /// Micro-batches per optimizer step.
     pub grad_accum: usize,
+    /// The learning rate of each optimizer step, from the optimizer's (written ahead of the
+    /// step's last submit).
+    pub lr_schedule: LrSchedule,
 }
 
 /// The stream of dropout masks: micro-batch `counter` of run `seed` (masks depend only on
@@ -77,6 +82,12 @@ pub struct Trainer {
     submissions: u64,
     /// Where the dropout masks of the next micro-batch come from.
     pub dropout: DropoutStream,
+    /// The gradient all-reduce of a data-parallel rank (`None` in a single process).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(super) exchange: Option<super::distributed::GradExchange>,
+    /// Optimizer steps taken before this trainer's first (a resumed run's step): the lr
+    /// schedule's position is `step_offset + steps_submitted` (Run positions it).
+    pub step_offset: u64,
 }
 
 impl Trainer {
@@ -107,6 +118,7 @@ impl Trainer {
         }
         config.optimizer.validate()?;
         config.scaler.validate()?;
+        config.lr_schedule.validate()?;
         let policy = Policy::new(config.precision);
         let low = config.precision.low_dtype();
         let named: Vec<(String, Vec<usize>)> = spec
@@ -129,13 +141,14 @@ impl Trainer {
         store.upload(ctx, &init)?;
 
         let scaler = GradScaler::new(ctx, config.scaler)?;
-        let optimizer = Optimizer::new(
+        let optimizer = Optimizer::new_grouped(
             ctx,
             config.optimizer,
             &store.master,
             &store.grads,
             total,
             scaler.state_buffer(),
+            weight_decay_mask(&spec, &store.layout).as_deref(),
         )?;
         let clipper = config
             .clip_grad_norm
@@ -184,7 +197,10 @@ impl Trainer {
             micro: 0,
             steps_submitted: 0,
             dropout: DropoutStream::default(),
+            step_offset: 0,
             submissions: 0,
+            #[cfg(not(target_arch = "wasm32"))]
+            exchange: None,
             config,
         })
     }
@@ -211,12 +227,22 @@ impl Trainer {
                 self.config.loss,
                 self.target_dim,
                 self.scaler.state_buffer(),
-                1.0 / self.config.grad_accum as f32,
+                self.grad_multiplier(),
             )
         });
         let net = planned.map_err(|e| batch_error(e, batch))?;
         self.nets.push(net);
         Ok(self.nets.len() - 1)
+    }
+
+    /// The factor the loss gradient is seeded with (times the scale): 1 / micro-batches, and
+    /// in a data-parallel job 1 / (micro-batches × ranks), so the all-reduce is a plain sum.
+    fn grad_multiplier(&self) -> f32 {
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(ex) = &self.exchange {
+            return 1.0 / (self.config.grad_accum * ex.collective().size()) as f32;
+        }
+        1.0 / self.config.grad_accum as f32
     }
 
     /// The network already planned for `batch`, if any (shared borrow, so it can be used
@@ -238,6 +264,20 @@ impl Trainer {
         batch: usize,
         x: impl Into<BatchInput<'x>>,
         targets: BatchTargets<'_>,
+    ) -> Result<()> {
+        self.train_batch_overlapped(ctx, batch, x, targets, &mut || {})
+    }
+
+    /// [`Trainer::train_batch`]; on a data-parallel rank ([`Trainer::distribute`]),
+    /// `overlap` runs while the step's gradients are all-reduced (host work that does not
+    /// depend on them, such as gathering the next batch). In a single process it never runs.
+    pub fn train_batch_overlapped<'x>(
+        &mut self,
+        ctx: &GpuContext,
+        batch: usize,
+        x: impl Into<BatchInput<'x>>,
+        targets: BatchTargets<'_>,
+        #[cfg_attr(target_arch = "wasm32", allow(unused_variables))] overlap: &mut dyn FnMut(),
     ) -> Result<()> {
         let first = self.micro == 0;
         let last = self.micro + 1 == self.config.grad_accum;
@@ -297,6 +337,21 @@ impl Trainer {
             self.micro += 1;
             return Ok(());
         }
+        // A data-parallel rank submits forward + backward here, waits for them and sums the
+        // gradients over the ranks; the rest of the step goes in a second submission.
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(ex) = self.exchange.as_mut() {
+            encoder = ex.exchange(
+                ctx,
+                encoder,
+                &self.store.grads,
+                &self.metrics,
+                self.scaler.state_buffer(),
+                self.scaler.enabled(),
+                overlap,
+            )?;
+            self.submissions += 1;
+        }
         {
             let mut pass = encoder.begin_compute_pass(&Default::default());
             for k in self.finish_kernels() {
@@ -312,11 +367,34 @@ impl Trainer {
             .next_buffer()
             .ok_or_else(|| Error::Gpu("no free stats slot".into()))?;
         encoder.copy_buffer_to_buffer(self.metrics.raw(), 0, slot.raw(), 0, self.metrics.size());
+        // This step's learning rate, written ahead: the queued write lands before this
+        // submit's commands and after the previous step's.
+        let lr = self.scheduled_lr();
+        if lr.to_bits() != self.optimizer.lr().to_bits() {
+            self.optimizer.set_lr(ctx, lr)?;
+        }
         self.steps_submitted += 1;
-        self.stats
-            .submit(ctx, encoder, self.steps_submitted, self.config.grad_accum)?;
+        self.stats.submit(
+            ctx,
+            encoder,
+            self.steps_submitted,
+            self.config.grad_accum,
+            lr,
+        )?;
         self.micro = 0;
         Ok(())
+    }
+
+    /// The learning rate of the next optimizer step: the schedule's, or under a constant
+    /// schedule the optimizer's current one (which [`Optimizer::set_lr`] may have changed).
+    pub fn scheduled_lr(&self) -> f32 {
+        match self.config.lr_schedule {
+            LrSchedule::Constant => self.optimizer.lr(),
+            schedule => schedule.lr(
+                self.config.optimizer.lr(),
+                self.step_offset + self.steps_submitted,
+            ),
+        }
     }
 
     /// Whether the next micro-batch can be submitted without waiting (for frame loops and
@@ -390,7 +468,8 @@ impl Trainer {
         self.stats.in_flight()
     }
 
-    /// Command buffers [`Trainer::train_batch`] has submitted: one per micro-batch.
+    /// Command buffers [`Trainer::train_batch`] has submitted: one per micro-batch (and one
+    /// more per optimizer step on a data-parallel rank, after the all-reduce).
     pub fn submissions(&self) -> u64 {
         self.submissions
     }
@@ -452,4 +531,20 @@ impl Trainer {
     pub fn low_dtype(&self) -> DType {
         self.config.precision.low_dtype()
     }
+}
+
+/// nanoGPT's parameter groups (`configure_optimizers`) for a GPT: weight decay for
+/// parameters of two or more dimensions (matmul weights, embeddings), none for biases and
+/// LayerNorm weights; one bit per flat element (padding decays: it stays zero). Other
+/// models keep PyTorch's single group (`None`: everything decays), so their bits do not
+/// change.
+pub fn weight_decay_mask(spec: &ModelSpec, layout: &ParamLayout) -> Option<Vec<bool>> {
+    spec.gpt.as_ref()?;
+    let mut mask = vec![true; layout.total];
+    for e in &layout.entries {
+        if e.shape.len() < 2 {
+            mask[e.offset..e.offset + e.numel()].fill(false);
+        }
+    }
+    Some(mask)
 }
