@@ -201,44 +201,48 @@ fn a_tied_weight_loads_from_either_name_or_both_and_never_from_two_values() {
     }
 }
 
+/// nanoGPT's warm-up and cosine decay over 5 steps, whatever the run's own budget.
+const SCHEDULE: [&str; 6] = [
+    "--lr-schedule",
+    "cosine",
+    "--warmup-steps",
+    "1",
+    "--lr-decay-steps",
+    "5",
+];
+
 #[test]
 fn resume_continues_a_gpt_run_exactly() {
-    // 3 steps, then 2 more from the checkpoint, equal 5 in one go (dropout masks included).
     let d = dir("resume");
-    let (model, text, first) = train(&d, &[]);
+    // One schedule for all three runs: by default a GPT's cosine decay ends at each run's own
+    // step budget (3, then 5), which would make the resumed run differ from the whole one.
+    let (model, text, first) = train(&d, &SCHEDULE);
     let dataset = format!("text:{}", text.display());
+    let five = |save: &Path, resume: Option<&Path>| {
+        let mut args = vec![
+            "train",
+            "--model",
+            model.to_str().unwrap(),
+            "--dataset",
+            &dataset,
+            "--steps",
+            "5",
+            "--batch-size",
+            "4",
+            "--no-validate",
+            "--save",
+            save.to_str().unwrap(),
+        ];
+        if let Some(r) = resume {
+            args.extend(["--resume", r.to_str().unwrap()]);
+        }
+        args.extend(SCHEDULE);
+        ok(&args);
+    };
     let resumed = d.join("resumed.safetensors");
-    ok(&[
-        "train",
-        "--model",
-        model.to_str().unwrap(),
-        "--dataset",
-        &dataset,
-        "--resume",
-        first.to_str().unwrap(),
-        "--steps",
-        "5",
-        "--batch-size",
-        "4",
-        "--no-validate",
-        "--save",
-        resumed.to_str().unwrap(),
-    ]);
+    five(&resumed, Some(&first));
     let whole = d.join("whole.safetensors");
-    ok(&[
-        "train",
-        "--model",
-        model.to_str().unwrap(),
-        "--dataset",
-        &dataset,
-        "--steps",
-        "5",
-        "--batch-size",
-        "4",
-        "--no-validate",
-        "--save",
-        whole.to_str().unwrap(),
-    ]);
+    five(&whole, None);
     let (a, b) = (
         Checkpoint::load(&resumed).unwrap(),
         Checkpoint::load(&whole).unwrap(),

@@ -49,16 +49,29 @@ fn ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// The one `error:` line of a failed run (exactly one, no panic).
+/// A failed run's stderr: exactly one line, `error: ...`, holding every one of `needles`
+/// (as `tests/cli_errors.rs` wants of every CLI error: no panic, no other output).
 #[track_caller]
-fn error(args: &[&str]) -> String {
+fn expect_error(args: &[&str], needles: &[&str]) -> String {
     let out = run(args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "webgpu-amp {args:?} succeeded");
     assert!(!stderr.contains("panicked"), "{args:?} panicked:\n{stderr}");
-    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
-    assert_eq!(errors.len(), 1, "{args:?}: want one error line:\n{stderr}");
-    errors[0].to_string()
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{args:?}: want one error line:\n{stderr}");
+    assert!(lines[0].starts_with("error: "), "{args:?}: {}", lines[0]);
+    for needle in needles {
+        assert!(
+            lines[0].contains(needle),
+            "{args:?}: no `{needle}` in: {}",
+            lines[0]
+        );
+    }
+    assert!(
+        out.stdout.is_empty(),
+        "{args:?}: printed text before failing"
+    );
+    lines[0].to_string()
 }
 
 /// The model description: one block, dropout 0.2 (sampling must turn it off).
@@ -102,6 +115,12 @@ fn checkpoint() -> &'static str {
             "adamw",
             "--lr",
             "0.01",
+            // A constant rate, no clipping: enough for 60 steps to learn the text (a GPT's
+            // default cosine decay and clipping at 1 leave it repeating one character).
+            "--lr-schedule",
+            "constant",
+            "--clip-grad-norm",
+            "0",
             "--no-validate",
             "--save",
             ck.to_str().unwrap(),
@@ -321,8 +340,14 @@ fn dropout_is_off_and_the_forward_is_the_training_networks() {
 }
 
 #[test]
-fn errors_name_the_problem() {
+fn checkpoints_that_cannot_sample_are_errors_naming_the_file() {
     let d = dir();
+    let missing = d.join("missing.safetensors");
+    expect_error(
+        &["sample", "--checkpoint", missing.to_str().unwrap()],
+        &["missing.safetensors", "No such file"],
+    );
+
     // An MNIST-style checkpoint: no model description.
     let mlp = d.join("mlp.safetensors");
     ok(&[
@@ -337,10 +362,13 @@ fn errors_name_the_problem() {
         "--save",
         mlp.to_str().unwrap(),
     ]);
-    let e = error(&["sample", "--checkpoint", mlp.to_str().unwrap()]);
-    assert!(
-        e.contains("no model description") && e.contains("mlp.safetensors"),
-        "{e}"
+    expect_error(
+        &["sample", "--checkpoint", mlp.to_str().unwrap()],
+        &[
+            "mlp.safetensors",
+            "no model description",
+            "only checkpoints of a GPT",
+        ],
     );
 
     // A GPT trained on token ids: a model but no vocabulary.
@@ -374,26 +402,58 @@ fn errors_name_the_problem() {
         "--save",
         token_ck.to_str().unwrap(),
     ]);
-    let e = error(&["sample", "--checkpoint", token_ck.to_str().unwrap()]);
-    assert!(e.contains("no vocabulary"), "{e}");
-
-    let ck = checkpoint();
-    let e = error(&["sample", "--checkpoint", ck, "--prompt", "fox Z"]);
-    assert!(
-        e.contains("'Z'") && e.contains("character 4") && e.contains("--prompt"),
-        "{e}"
+    expect_error(
+        &["sample", "--checkpoint", token_ck.to_str().unwrap()],
+        &["tokens-gpt.safetensors", "no vocabulary"],
     );
-    let e = error(&["sample", "--checkpoint", ck, "--top-k", "0"]);
-    assert!(e.contains("--top-k"), "{e}");
-    let e = error(&["sample", "--checkpoint", ck, "--temperature", "0"]);
-    assert!(e.contains("--temperature"), "{e}");
-    let e = error(&["sample", "--checkpoint", ck, "--chunk", "0"]);
-    assert!(e.contains("--chunk"), "{e}");
-    let e = error(&["sample", "--checkpoint", ck, "--precision", "f8"]);
-    assert!(e.contains("f8"), "{e}");
-    let missing = d.join("missing.safetensors");
-    let e = error(&["sample", "--checkpoint", missing.to_str().unwrap()]);
-    assert!(e.contains("missing.safetensors"), "{e}");
+}
+
+#[test]
+fn bad_flags_are_errors_naming_the_flag() {
+    let ck = checkpoint();
+    let bad = |flags: &[&str], needles: &[&str]| {
+        let mut args = vec!["sample", "--checkpoint", ck];
+        args.extend_from_slice(flags);
+        expect_error(&args, needles)
+    };
+    // The prompt's characters must be in the vocabulary: the error names the character.
+    bad(
+        &["--prompt", "fox Z"],
+        &["--prompt", "'Z'", "character 4", "not in the vocabulary"],
+    );
+    bad(&["--prompt", "é"], &["--prompt", "'é'", "character 0"]);
+    bad(&["--tokens", "0"], &["--tokens must be at least 1"]);
+    bad(
+        &["--tokens", "16777217"],
+        &["--tokens 16777217", "at most 16777216"],
+    );
+    bad(
+        &["--tokens", "99999999999999999999999"],
+        &["--tokens", "too large"],
+    );
+    bad(&["--tokens", "-3"], &["--tokens"]);
+    for t in ["0", "-0.5", "NaN", "inf"] {
+        bad(
+            &["--temperature", t],
+            &["--temperature must be finite and > 0"],
+        );
+    }
+    bad(&["--top-k", "0"], &["--top-k must be at least 1"]);
+    let v = vocab_size();
+    let over = (v + 1).to_string();
+    bad(
+        &["--top-k", &over],
+        &[
+            &format!("--top-k {over} is more than the {v} tokens"),
+            "gpt.safetensors",
+        ],
+    );
+    bad(&["--chunk", "0"], &["--chunk"]);
+    bad(&["--precision", "f8"], &["f8"]);
+    // The vocabulary size itself keeps every token; unset, top-k is 200 capped to it.
+    let all = v.to_string();
+    let every = sample(&["--top-k", &all, "--tokens", "20", "--seed", "3"]);
+    assert_eq!(every, sample(&["--tokens", "20", "--seed", "3"]));
 }
 
 #[test]

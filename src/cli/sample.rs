@@ -25,16 +25,17 @@ pub struct SampleArgs {
     /// characters are the model's context.
     #[arg(long)]
     prompt: Option<String>,
-    /// New tokens (characters) to generate.
+    /// New tokens (characters) to generate, 1 to 16,777,216.
     #[arg(long, default_value_t = generate::DEFAULT_TOKENS, allow_negative_numbers = true)]
     tokens: usize,
     /// Divides the logits: below 1 sharpens the distribution, above 1 flattens it.
     #[arg(long, default_value_t = generate::DEFAULT_TEMPERATURE, allow_negative_numbers = true)]
     temperature: f32,
-    /// Sample among the K most likely tokens only (K at least the vocabulary keeps all; 1 is
-    /// greedy).
-    #[arg(long = "top-k", default_value_t = generate::DEFAULT_TOP_K, allow_negative_numbers = true)]
-    top_k: usize,
+    /// Sample among the K most likely tokens only, 1 to the vocabulary size (1 is greedy; the
+    /// vocabulary size keeps every token). Default 200 (nanoGPT's), or the vocabulary size
+    /// when that is smaller.
+    #[arg(long = "top-k", allow_negative_numbers = true)]
+    top_k: Option<usize>,
     /// Seed of the draws: the same seed gives the same text.
     #[arg(long, default_value_t = generate::DEFAULT_SEED)]
     seed: u64,
@@ -49,7 +50,8 @@ pub struct SampleArgs {
 }
 
 impl SampleArgs {
-    /// Checks the flags that need neither the checkpoint nor the GPU.
+    /// Checks the flags that need neither the checkpoint nor the GPU. `top_k` is settled
+    /// later, against the vocabulary ([`SampleArgs::top_k`]).
     fn options(&self) -> Result<SampleOptions> {
         if !(self.temperature > 0.0 && self.temperature.is_finite()) {
             return Err(Error::InvalidArgument(format!(
@@ -57,7 +59,7 @@ impl SampleArgs {
                 self.temperature
             )));
         }
-        if self.top_k == 0 {
+        if self.top_k == Some(0) {
             return Err(Error::InvalidArgument(
                 "--top-k must be at least 1 (1 is greedy; the vocabulary size keeps every token)"
                     .into(),
@@ -66,9 +68,13 @@ impl SampleArgs {
         if self.chunk == 0 {
             return Err(Error::InvalidArgument("--chunk must be at least 1".into()));
         }
+        if self.tokens == 0 {
+            return Err(Error::InvalidArgument("--tokens must be at least 1".into()));
+        }
         if self.tokens > generate::MAX_TOKENS {
             return Err(Error::InvalidArgument(format!(
-                "--tokens {} is more than the {} one run may generate",
+                "--tokens {} is more than one run may generate (at most {}: the tokens are \
+                 kept in one GPU buffer)",
                 self.tokens,
                 generate::MAX_TOKENS
             )));
@@ -76,14 +82,27 @@ impl SampleArgs {
         Ok(SampleOptions {
             tokens: self.tokens,
             temperature: self.temperature,
-            top_k: Some(self.top_k),
+            top_k: None,
             seed: self.seed,
         })
+    }
+
+    /// `--top-k` against a vocabulary of `vocab` tokens: at most `vocab` when given, the
+    /// default capped to it (nanoGPT's `min(top_k, logits.size(-1))`) when not.
+    fn top_k(&self, vocab: usize, what: &str) -> Result<usize> {
+        match self.top_k {
+            Some(k) if k > vocab => Err(Error::InvalidArgument(format!(
+                "--top-k {k} is more than the {vocab} tokens of {what}'s vocabulary (at most \
+                 {vocab}, which keeps every token)"
+            ))),
+            Some(k) => Ok(k),
+            None => Ok(generate::DEFAULT_TOP_K.min(vocab)),
+        }
     }
 }
 
 pub fn run(args: &SampleArgs) -> Result<()> {
-    let options = args.options()?;
+    let mut options = args.options()?;
     let explicit = args
         .precision
         .as_deref()
@@ -97,6 +116,11 @@ pub fn run(args: &SampleArgs) -> Result<()> {
         params,
         vocab,
     } = model_from_checkpoint(&ck, &what)?;
+    let top_k = args.top_k(
+        spec.gpt.as_ref().map_or(vocab.len(), |g| g.vocab_size),
+        &what,
+    )?;
+    options.top_k = Some(top_k);
     let precision = match (explicit, &ck.precision) {
         (Some(p), _) => p,
         (None, Some(saved)) => Precision::parse(saved)
@@ -131,7 +155,7 @@ pub fn run(args: &SampleArgs) -> Result<()> {
         precision.name(),
         options.tokens,
         options.temperature,
-        args.top_k,
+        top_k,
         options.seed
     );
 
