@@ -20,12 +20,23 @@ Cases:
             `safetensors.torch.save_model` (which keeps only `lm_head.weight`, checked here).
             Also the `gelu_tanh` activation
             against `nn.GELU(approximate="tanh")` in place of nanoGPT's MLP.gelu.
-  traj-*    `webgpu-amp train --no-shuffle --optimizer adamw --lr 1e-3 --weight-decay 0.1`
-            for 8 steps of batch 4 against `torch.optim.AdamW(model.parameters(), lr=1e-3,
-            weight_decay=0.1)` on the same batches in the same order: every step's loss (and
-            under amp-f16 the GradScaler's scale and skip flag, exactly), then the final
-            parameters from our checkpoint, loaded with the README's lines into nanoGPT's GPT
-            built from the checkpoint's `model` metadata (load_state_dict is strict).
+  traj-*    `webgpu-amp train --no-shuffle --warmup-steps 2` for 8 steps of batch 4, every
+            other optimizer flag left to a GPT's defaults (nanoGPT's shakespeare-char recipe),
+            against nanoGPT's train.py loop on the same batches in the same order:
+            `model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), "cpu")` (AdamW, weight decay
+            on the 2-D parameters only), `get_lr(it)` (warm-up 2, cosine decay to 1e-4 at step
+            8) written into the groups each step, `scaler.unscale_`, `clip_grad_norm_(1.0)`
+            (it clips every step here), `scaler.step`, `scaler.update`. Every step's loss,
+            learning rate (ours is get_lr rounded to f32) and, under amp-f16, the GradScaler's
+            scale and skip flag, exactly; then the final parameters from our checkpoint,
+            loaded with the README's lines into nanoGPT's GPT built from the checkpoint's
+            `model` metadata (load_state_dict is strict).
+  checkpoint-gpt-tiny  `webgpu-amp train --model gpt-tiny --dataset hamlet --precision
+            amp-f16 --steps 5 --save` (the embedded Hamlet, the README's command), loaded
+            strictly into nanoGPT's GPT with the README's lines; that model's logits and loss
+            on 4 windows of Hamlet (f32, and amp-f16 under autocast) against ours from the
+            same file (examples/gpt_grads.rs with the checkpoint as its init and its `model`
+            metadata as the model).
   sample-greedy  a GPT trained 80 steps on a small text (`train --dataset text:FILE
             --save`), loaded into nanoGPT's GPT with the README's lines; `webgpu-amp sample
             --top-k 1 --precision f32` must print exactly what nanoGPT's
@@ -59,16 +70,19 @@ noise, measured against the whole bias gradient's scale).
     then a value lands on the neighbouring f16 (2^-11 relative), and that travels through the
     later layers and back; PyTorch also rounds weight gradients to f16 before widening them,
     we keep them in f32 (see scripts/pytorch_compat.py).
-  - trajectories (8 AdamW steps): losses 1e-5 relative in f32 (measured 2e-7) and 1e-4 under
-    amp-f16 (measured 2e-6); scale and skip flag exactly. Final parameters: f32 max |diff|
-    1e-5 (measured 3.7e-6); amp-f16 max |diff| 1e-3 (= lr; measured 3.8e-4) and
-    ||diff|| / ||torch - init|| 5e-3 per tensor (measured 1.9e-3; PyTorch's own amp-f16 and
-    f32 runs differ by up to 1.5e-2 that way, printed beside). Why not tighter: Adam divides
-    each gradient element by its own running size, so an element whose gradient is within
-    rounding of zero (the key bias; a few weights, e.g. one whose gradient is 3.5e-9 in
-    PyTorch f32 and 1.8e-8 in our amp-f16, Adam's eps being 1e-8) takes a step of up to lr
-    in a direction rounding decides, on either side. In f32 that noise is ~1e-9 and the steps
-    stay small; under amp-f16 it is f16's.
+  - trajectories (8 steps of the recipe): losses 1e-5 relative in f32 (measured 1e-7) and
+    1e-4 under amp-f16 (measured 3.6e-6); the learning rate 1e-7 relative; scale and skip
+    flag exactly. Final parameters: f32 max |diff| 1e-5 (measured 1.1e-6); amp-f16 max |diff|
+    1e-3 (= lr; measured 1.2e-4) and ||diff|| / ||torch - init|| 5e-3 per tensor (measured
+    1.1e-3; PyTorch's own amp-f16 and f32 runs differ by up to 7.7e-3 that way, printed
+    beside). Why not tighter: Adam divides each gradient element by its own running size, so
+    an element whose gradient is within rounding of zero (the key bias; a few weights, e.g.
+    one whose gradient is 3.5e-9 in PyTorch f32 and 1.8e-8 in our amp-f16, Adam's eps being
+    1e-8) takes a step of up to lr in a direction rounding decides, on either side. In f32
+    that noise is ~1e-9 and the steps stay small; under amp-f16 it is f16's.
+  - checkpoint-gpt-tiny: the one-batch tolerances above for the logits and the loss (f32
+    measured 2.9e-7 and 6.2e-8; amp-f16 4.8e-4 and 1.2e-6; after 20 steps instead of 5:
+    2.5e-7, 6.8e-8, 6.8e-4 and 5.4e-6).
   - sample-greedy: the same characters, exactly.
 
 Usage: .venv/bin/python scripts/nanogpt_compat.py [--bin PATH] [--example PATH] [--cases A,B]
@@ -77,7 +91,9 @@ or numpy is missing (a missing torch is an error, never a skip), 2 on bad argume
 """
 
 import argparse
+import gzip
 import json
+import math
 import os
 import re
 import shutil
@@ -421,11 +437,12 @@ def case_traj(case, args, work):
     x, y = token_data(n, args.seed + 2, data)
     ck = os.path.join(work, f"{case.name}-ours.safetensors")
     metrics = os.path.join(work, f"{case.name}.jsonl")
+    # No optimizer flags but the warm-up: a GPT's defaults are nanoGPT's recipe (RECIPE).
     done = run(command(args, "bin") + [
         "train", "--model", gpt, "--dataset", data, "--init", init, "--precision",
         case.precision, "--batch-size", str(case.batch), "--steps", str(case.steps),
-        "--no-shuffle", "--no-validate", "--optimizer", "adamw", "--lr", str(LR),
-        "--weight-decay", "0.1", "--save", ck, "--metrics", metrics] + case.flags)
+        "--no-shuffle", "--no-validate", "--warmup-steps", str(RECIPE["warmup_iters"]),
+        "--save", ck, "--metrics", metrics] + case.flags)
     with open(metrics) as f:
         ours = [json.loads(line) for line in f if line.strip()]
     ours = [s for s in ours if "step" in s]
@@ -445,17 +462,24 @@ def case_traj(case, args, work):
 
     ok = True
     print(f"   ours: {done.stdout.splitlines()[0] if done.stdout else '?'}")
-    print(f"   {'step':>4} {'loss ours':>11} {'loss torch':>11} {'rel diff':>9}  scale ours/torch  skipped")
+    print(f"   {'step':>4} {'lr':>9} {'loss ours':>11} {'loss torch':>11} {'rel diff':>9}  "
+          f"scale ours/torch  skipped  grad norm (torch)")
     worst = 0.0
-    for i, (o, (t_loss, t_scale, t_skip)) in enumerate(zip(ours, theirs)):
+    for i, (o, (t_loss, t_scale, t_skip, t_lr, t_norm)) in enumerate(zip(ours, theirs)):
         rel = abs(o["loss"] - t_loss) / abs(t_loss)
         worst = max(worst, rel)
-        good = rel <= case.tol.traj_loss and o["scale"] == t_scale and bool(o["skipped"]) == t_skip
+        # Our lr is get_lr's f64 value rounded to f32 once.
+        lr_ok = abs(o["lr"] - t_lr) <= 1e-7 * t_lr
+        good = (rel <= case.tol.traj_loss and o["scale"] == t_scale
+                and bool(o["skipped"]) == t_skip and lr_ok)
         ok &= good
-        print(f"   {i + 1:>4} {o['loss']:>11.6f} {t_loss:>11.6f} {rel:>9.2e}  "
-              f"{o['scale']:g}/{t_scale:g}  {bool(o['skipped'])}/{t_skip}"
+        print(f"   {i + 1:>4} {o['lr']:>9.3e} {o['loss']:>11.6f} {t_loss:>11.6f} {rel:>9.2e}  "
+              f"{o['scale']:g}/{t_scale:g}  {bool(o['skipped'])}/{t_skip}  {t_norm:.3f}"
+              + ("" if lr_ok else f"  lr torch {t_lr:.6e}")
               + ("" if good else "  MISMATCH"))
     print(f"   losses: max relative difference {worst:.2e} (tolerance {case.tol.traj_loss:g})")
+    clipped = sum(1 for t in theirs if t[4] > RECIPE["grad_clip"])
+    print(f"   gradients clipped to norm {RECIPE['grad_clip']:g} on {clipped} of {case.steps} steps")
 
     loaded = load_like_readme(ck)
     print("   our checkpoint loaded into nanoGPT's GPT with the README's lines (strict)")
@@ -487,26 +511,120 @@ def case_traj(case, args, work):
     return ok
 
 
+# nanoGPT's config/train_shakespeare_char.py recipe (what `train` gives a GPT by default),
+# with train.py's loop: warm-up and cosine decay (get_lr) over this run's steps, AdamW
+# parameter groups from GPT.configure_optimizers, clipping after scaler.unscale_.
+RECIPE = dict(learning_rate=1e-3, min_lr=1e-4, beta1=0.9, beta2=0.99, weight_decay=0.1,
+              grad_clip=1.0, warmup_iters=2)
+
+
+def get_lr(it, lr_decay_iters):
+    """nanoGPT train.py's get_lr, with RECIPE's values and lr_decay_iters = the run's steps."""
+    learning_rate, min_lr = RECIPE["learning_rate"], RECIPE["min_lr"]
+    warmup_iters = RECIPE["warmup_iters"]
+    if it < warmup_iters:
+        return learning_rate * (it + 1) / (warmup_iters + 1)
+    if it > lr_decay_iters:
+        return min_lr
+    decay_ratio = (it - warmup_iters) / (lr_decay_iters - warmup_iters)
+    assert 0 <= decay_ratio <= 1
+    coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))
+    return min_lr + coeff * (learning_rate - min_lr)
+
+
 def torch_trajectory(model, x, y, case, amp):
-    """`case.steps` AdamW steps of `model` on consecutive batches, as `train --no-shuffle`
-    takes them; under `amp` with autocast (CUDA's lists) and a GradScaler. Returns per step
-    (loss, scale, skipped) and the final state dict."""
-    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.1)
+    """`case.steps` steps of nanoGPT's train.py loop (RECIPE) on consecutive batches, as
+    `train --no-shuffle` takes them; under `amp` with autocast (CUDA's lists) and a
+    GradScaler. Returns per step (loss, scale, skipped, lr, gradient norm before clipping)
+    and the final state dict."""
+    optimizer = model.configure_optimizers(RECIPE["weight_decay"], RECIPE["learning_rate"],
+                                           (RECIPE["beta1"], RECIPE["beta2"]), "cpu")
     scaler = torch.amp.GradScaler("cpu", enabled=amp)
     out = []
-    for s in range(case.steps):
-        xb, yb = x[s * case.batch:(s + 1) * case.batch], y[s * case.batch:(s + 1) * case.batch]
-        opt.zero_grad()
+    for it in range(case.steps):
+        lr = get_lr(it, case.steps)
+        for param_group in optimizer.param_groups:
+            param_group["lr"] = lr
+        xb = x[it * case.batch:(it + 1) * case.batch]
+        yb = y[it * case.batch:(it + 1) * case.batch]
         if amp:
             _, loss = amp_forward(model, xb, yb)
         else:
             _, loss = model(xb, yb)
         scale = scaler.get_scale() if amp else 1.0
         scaler.scale(loss).backward()
-        scaler.step(opt)
+        scaler.unscale_(optimizer)
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), RECIPE["grad_clip"])
+        scaler.step(optimizer)
         scaler.update()
-        out.append((loss.item(), scale, amp and scaler.get_scale() < scale))
+        optimizer.zero_grad(set_to_none=True)
+        out.append((loss.item(), scale, amp and scaler.get_scale() < scale, lr, float(norm)))
     return out, model.state_dict()
+
+
+HAMLET_GZ = os.path.join(ROOT, "src", "data", "embedded", "hamlet_gut.txt.gz")
+
+
+def hamlet_windows(vocab, n, length):
+    """`n` windows of `length` characters of the embedded Hamlet (as Python's text mode reads
+    it: newlines normalised), spread over the play, each wholly in `vocab`."""
+    with gzip.open(HAMLET_GZ, "rb") as f:
+        text = f.read().decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    index = {c: i for i, c in enumerate(vocab)}
+    out, step = [], len(text) // (n + 1)
+    for k in range(1, n + 1):
+        at = k * step
+        while not all(c in index for c in text[at:at + length]):
+            at += 1
+        out.append([index[c] for c in text[at:at + length]])
+    return torch.tensor(out, dtype=torch.int64)
+
+
+def case_checkpoint(case, args, work):
+    """A gpt-tiny checkpoint trained by `train --model gpt-tiny --dataset hamlet`, loaded
+    strictly into nanoGPT's GPT with the README's lines; that model's logits and loss on
+    Hamlet windows against ours from the same file (examples/gpt_grads.rs with the checkpoint
+    as --init and its `model` metadata as the model)."""
+    ck = os.path.join(work, f"{case.name}.safetensors")
+    done = run(command(args, "bin") + [
+        "train", "--model", "gpt-tiny", "--dataset", "hamlet", "--precision", "amp-f16",
+        "--steps", str(case.steps), "--batch-size", "8", "--no-validate", "--save", ck])
+    print(f"   trained: {done.stdout.splitlines()[0] if done.stdout else '?'}")
+    model = load_like_readme(ck)
+    print("   loaded into nanoGPT's GPT with the README's lines (strict): "
+          f"{model.config}")
+    with safe_open(ck, "pt") as f:
+        meta = f.metadata()
+    vocab = json.loads(meta["vocab"])
+    gpt = os.path.join(work, f"{case.name}.json")
+    with open(gpt, "w") as f:
+        f.write(meta["model"])
+    block = model.config.block_size
+    seq = hamlet_windows(vocab, case.batch, block + 1)
+    x, y = seq[:, :-1].contiguous(), seq[:, 1:].contiguous()
+    data = os.path.join(work, f"{case.name}-data.safetensors")
+    save_file({"x": x, "y": y}, data)
+    use_manual_attention(model)
+    model.eval()
+    ok = True
+    for precision, tol in (("f32", F32), ("amp-f16", AMP)):
+        out = os.path.join(work, f"{case.name}-{precision}.safetensors")
+        run(command(args, "example") + [gpt, ck, data, precision, out])
+        ours = load_file(out)
+        with torch.no_grad():
+            if precision == "amp-f16":
+                check_amp_semantics(model, x, y)
+                logits, loss = amp_forward(model, x, y)
+            else:
+                logits, loss = model(x, y)
+        rows = [("logits", ratio(ours["logits"], logits), tol.logits),
+                ("loss", ratio(ours["loss"], loss.reshape(1)), tol.loss)]
+        print(f"   {precision}: loss ours {float(ours['loss']):.6f} torch {float(loss):.6f}")
+        for what, err, limit in rows:
+            mark = "ok" if err <= limit else "MISMATCH"
+            ok &= err <= limit
+            print(f"   {precision}: {what:<7} error {err:9.2e} (tolerance {limit:g}) {mark}")
+    return ok
 
 
 TEXT = ("the cat sat on the mat. the dog sat on the log. a cat and a dog sat on a mat.\n"
@@ -525,7 +643,7 @@ def case_sample(case, args, work):
     run(command(args, "bin") + [
         "train", "--model", gpt, "--dataset", f"text:{text_path}", "--precision", "f32",
         "--steps", "80", "--batch-size", "8", "--optimizer", "adamw", "--lr", "0.01",
-        "--no-validate", "--save", ck])
+        "--lr-schedule", "constant", "--clip-grad-norm", "0", "--no-validate", "--save", ck])
     model = load_like_readme(ck)
     model.eval()
     with safe_open(ck, "pt") as f:
@@ -560,9 +678,11 @@ CASES = [
          env={"WEBGPU_AMP_F16_STORAGE": "packed"}),
     Case("traj-f32-adamw", "traj", "f32", bias=True),
     Case("traj-amp-f16-adamw", "traj", "amp-f16", bias=False),
+    Case("checkpoint-gpt-tiny", "checkpoint", "amp-f16", bias=False, steps=5),
     Case("sample-greedy", "sample"),
 ]
-RUNNERS = {"grads": case_grads, "traj": case_traj, "sample": case_sample}
+RUNNERS = {"grads": case_grads, "traj": case_traj, "checkpoint": case_checkpoint,
+           "sample": case_sample}
 
 
 def main():

@@ -26,16 +26,20 @@ nanoGPT's own `GPT`:
     position and `F.cross_entropy(..., ignore_index=-1)`, without them only the last
     position's logits; `generate(idx, max_new_tokens, temperature=1.0, top_k=None)` crops the
     context to the last block_size tokens, divides the last logits by the temperature, keeps
-    values not below the k-th largest, and draws with `torch.multinomial`.
+    values not below the k-th largest, and draws with `torch.multinomial`;
+    `configure_optimizers(weight_decay, learning_rate, betas, device_type)`: AdamW with two
+    parameter groups, every parameter of two or more dimensions decayed (weights and
+    embeddings), the others (biases, LayerNorm weights) not; fused on CUDA only.
 
-Left out (not needed here): `from_pretrained`, `configure_optimizers`, `estimate_mfu`,
-`crop_block_size`, and the parameter-count print in `GPT.__init__`.
+Left out (not needed here): `from_pretrained`, `estimate_mfu`, `crop_block_size`, and the
+prints in `GPT.__init__` and `configure_optimizers`.
 
 `use_manual_attention(model)` switches a built model to the manual attention path (the flash
 path's kernel differs between devices and builds; the manual path is plain matmuls and a
 softmax) without changing its state dict: the mask is set as a plain attribute, not a buffer.
 """
 
+import inspect
 import math
 from dataclasses import dataclass
 
@@ -178,6 +182,21 @@ class GPT(nn.Module):
             logits = self.lm_head(x[:, [-1], :])  # the last position only, time dim kept
             loss = None
         return logits, loss
+
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+        param_dict = {pn: p for pn, p in self.named_parameters()}
+        param_dict = {pn: p for pn, p in param_dict.items() if p.requires_grad}
+        # Any parameter that is 2D will be weight decayed, otherwise no.
+        decay_params = [p for n, p in param_dict.items() if p.dim() >= 2]
+        nodecay_params = [p for n, p in param_dict.items() if p.dim() < 2]
+        optim_groups = [
+            {"params": decay_params, "weight_decay": weight_decay},
+            {"params": nodecay_params, "weight_decay": 0.0},
+        ]
+        fused_available = "fused" in inspect.signature(torch.optim.AdamW).parameters
+        use_fused = fused_available and device_type == "cuda"
+        extra_args = dict(fused=True) if use_fused else dict()
+        return torch.optim.AdamW(optim_groups, lr=learning_rate, betas=betas, **extra_args)
 
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
