@@ -40,7 +40,8 @@ Cases:
   sample-greedy  a GPT trained 80 steps on a small text (`train --dataset text:FILE
             --save`), loaded into nanoGPT's GPT with the README's lines; `webgpu-amp sample
             --top-k 1 --precision f32` must print exactly what nanoGPT's
-            `model.generate(idx, n, top_k=1)` (greedy) decodes to, from the same prompt.
+            `model.generate(idx, n, top_k=1)` (greedy) decodes to, from the same prompt, and
+            so must the README's lines for sampling in nanoGPT.
 
 Precision. amp-f16 runs PyTorch with `torch.autocast("cpu", dtype=torch.float16)` around the
 model and the loss on `logits.float()` outside it, with `torch.amp.GradScaler("cpu")`. webgpu-amp
@@ -631,6 +632,30 @@ TEXT = ("the cat sat on the mat. the dog sat on the log. a cat and a dog sat on 
         "to be or not to be, that is the question.\n") * 6
 
 
+def generate_like_readme(model, checkpoint, prompt, n):
+    """What the README's lines for sampling in nanoGPT (the python block with
+    `model.eval().generate`, on "gpt.safetensors" with the prompt "Ham." and 200 tokens)
+    print for `model`, `checkpoint`, `prompt` and `n` tokens."""
+    import contextlib
+    import io
+    with open(os.path.join(ROOT, "README.md")) as f:
+        blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+    code = [b for b in blocks if "model.eval().generate(" in b]
+    if len(code) != 1:
+        raise Fail(f"README.md has {len(code)} python blocks with model.eval().generate(")
+    code = code[0]
+    for old, new in (('"gpt.safetensors"', repr(checkpoint)), ('"Ham."', repr(prompt)),
+                     ("generate(idx, 200,", f"generate(idx, {n},")):
+        if old not in code:
+            raise Fail(f"the README's generate lines lack {old}")
+        code = code.replace(old, new)
+    out = io.StringIO()
+    scope = {"json": json, "safe_open": safe_open, "model": model}
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README.md (generate block)", "exec"), scope)
+    return out.getvalue().rstrip("\n")
+
+
 def case_sample(case, args, work):
     text_path = os.path.join(work, "text.txt")
     with open(text_path, "w") as f:
@@ -653,6 +678,10 @@ def case_sample(case, args, work):
     prompt, n = "the ", 40
     ids = torch.tensor([[vocab.index(c) for c in prompt]])
     want = prompt + "".join(vocab[i] for i in model.generate(ids, n, top_k=1)[0, len(prompt):])
+    readme = generate_like_readme(model, ck, prompt, n)
+    if readme != want:
+        raise Fail(f"the README's generate lines print {readme!r}, generate() gives {want!r}")
+    print("   the README's generate lines print the same")
     done = run(command(args, "bin") + [
         "sample", "--checkpoint", ck, "--prompt", prompt, "--tokens", str(n), "--top-k", "1",
         "--precision", "f32"])
