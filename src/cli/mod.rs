@@ -9,6 +9,7 @@ mod info;
 mod plot;
 mod progress;
 mod recipe;
+mod sample;
 mod train;
 
 use clap::{Args, Parser, Subcommand};
@@ -31,6 +32,8 @@ enum Command {
     Info(info::InfoArgs),
     /// Train a model on a data set under one precision mode.
     Train(train::TrainArgs),
+    /// Generate text on the GPU from a GPT checkpoint (`train --save`).
+    Sample(sample::SampleArgs),
     /// Train the same model from the same weights under f32 and AMP, side by side.
     Compare(compare::CompareArgs),
     /// Benchmarks: `bench matmul` (GFLOP/s per storage), `bench step` (ms/step per model and precision).
@@ -79,6 +82,7 @@ pub fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Info(a) => info::run(&a),
         Command::Train(a) => train::run(&a),
+        Command::Sample(a) => sample::run(&a),
         Command::Compare(a) => compare::run(&a),
         Command::Bench(a) => bench::run(&a),
         Command::Gui(a) => gui::run(&a),

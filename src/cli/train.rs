@@ -240,14 +240,9 @@ impl TrainCommon {
                 train.name
             )));
         }
-        let expected: Vec<(String, Vec<usize>)> = spec
-            .parameters()
-            .into_iter()
-            .map(|p| (p.name, p.shape))
-            .collect();
         let init = match &self.init {
             Some(path) => {
-                Checkpoint::load(path)?.params_for(&expected, &path.display().to_string())?
+                Checkpoint::load(path)?.params_for_model(&spec, &path.display().to_string())?
             }
             None => spec.init_params(self.seed),
         };
@@ -377,14 +372,8 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
         .transpose()?;
     let prepared = match &resume {
         Some(ck) => {
-            let expected: Vec<(String, Vec<usize>)> = prepared
-                .spec
-                .parameters()
-                .into_iter()
-                .map(|p| (p.name, p.shape))
-                .collect();
-            let init = ck.params_for(
-                &expected,
+            let init = ck.params_for_model(
+                &prepared.spec,
                 &args.resume.as_ref().expect("resume").display().to_string(),
             )?;
             Prepared { init, ..prepared }

@@ -8,11 +8,13 @@
 //!   low-precision copy);
 //! - [`network`]: a model planned on the GPU for one batch size: the forward and backward
 //!   loops ([`plan`] is what they hand each layer), then the [`loss`]; [`precision`] walks
-//!   the same layers for the precision map, without the GPU.
+//!   the same layers for the precision map, without the GPU; [`inference`]: the forward
+//!   loop alone (text generation).
 
 mod buffers;
 pub mod builder;
 pub mod gpt;
+pub mod inference;
 pub mod layers;
 pub mod loss;
 pub mod model;

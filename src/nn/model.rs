@@ -222,6 +222,13 @@ impl ModelSpec {
         ModelSpec::build("json", &model.input, &layers)
     }
 
+    /// The description a checkpoint stores (metadata `model`) so the model can be rebuilt
+    /// without its flags: `{"gpt": {GPTConfig's fields, "activation"}}` for a GPT (the JSON
+    /// model format, [`ModelSpec::from_json`] reads it back); `None` for other models.
+    pub fn description(&self) -> Option<serde_json::Value> {
+        self.gpt.as_ref().map(|g| serde_json::json!({ "gpt": g }))
+    }
+
     /// The dtype of the model's input: token ids (u32) when its first layer takes them (an
     /// embedding), f32 features otherwise.
     pub fn input_dtype(&self) -> DType {

@@ -7,6 +7,7 @@
 //! - [`stats`]: step stats coming back through a ring of asynchronously mapped buffers;
 //! - [`evaluate`]: validation and prediction (forward only);
 //! - [`estimate`]: loss estimates on random batches (nanoGPT's `estimate_loss`);
+//! - [`generate`]: text generation from a GPT checkpoint (forward and sampling on the GPU);
 //! - [`prepare`]: a model and its data resolved together (text cut to the block size);
 //! - [`planning`]: device limits and out-of-memory as errors while planning;
 //! - [`run`]: the training loop, [`Run::advance`], which the CLI (blocking, [`Run::run`] on
@@ -21,6 +22,8 @@ pub mod checkpoint;
 pub mod distributed;
 pub mod estimate;
 pub mod evaluate;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod generate;
 pub mod planning;
 pub mod prepare;
 pub mod run;

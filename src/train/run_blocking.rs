@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use super::checkpoint::{Checkpoint, NamedOptimizerState, NamedTensor};
+use super::checkpoint::{Checkpoint, NamedOptimizerState, NamedTensor, add_tied_aliases};
 use super::estimate::{EvalReport, training_batches, validation_batches};
 use super::evaluate::Evaluation;
 use super::run::{EpochReport, Event, Run, param_slices};
@@ -282,7 +282,7 @@ impl Run {
     pub fn checkpoint(&mut self, ctx: &GpuContext) -> Result<Checkpoint> {
         let finished = self.trainer.finish(ctx)?;
         self.undelivered.extend(finished);
-        let params = self
+        let mut params: Vec<NamedTensor> = self
             .trainer
             .store
             .download(ctx)?
@@ -294,6 +294,8 @@ impl Run {
                 values,
             })
             .collect();
+        // A tied weight under both names, as PyTorch's state_dict has it.
+        add_tied_aliases(&mut params, &self.trainer.spec.tied_parameters())?;
         let state = self.trainer.optimizer.state(ctx)?;
         let optimizer = NamedOptimizerState::from_flat(
             *self.trainer.optimizer.config(),
@@ -308,7 +310,7 @@ impl Run {
             progress: self.resume_point(),
             precision: Some(self.config.step.precision.name().into()),
             vocab: self.vocab.clone(),
-            model: None,
+            model: self.trainer.spec.description(),
         })
     }
 

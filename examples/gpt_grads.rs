@@ -1,0 +1,123 @@
+//! One forward and backward of a model on one batch, written out for comparison with
+//! PyTorch (`scripts/nanogpt_compat.py` runs it): the logits, the loss and every parameter's
+//! gradient, exactly as a `webgpu-amp train` step computes them.
+//!
+//! ```sh
+//! cargo run --example gpt_grads -- MODEL.json INIT.safetensors DATA.safetensors PRECISION OUT.safetensors
+//! ```
+//!
+//! - `MODEL.json`: a model description (`{"gpt": {...}}`, see `webgpu-amp train --model`);
+//! - `INIT.safetensors`: its parameters under PyTorch's names (a tied weight under one name
+//!   or both, as `train --init` accepts them);
+//! - `DATA.safetensors`: the batch, every sample of a data set `train --dataset` reads (for a
+//!   GPT: integer tokens `x` and targets `y`, both `[N, T]`);
+//! - `PRECISION`: `f32`, `amp-f16`, `amp-bf16` or `f16`; under `amp-f16` the GradScaler is on
+//!   with its default initial scale 2^16, so the gradients are those of `scale · loss`,
+//!   unscaled, as the optimizer sees them.
+//!
+//! What it does: plans the model as `train` does (same trainer, same kernels) for a batch of
+//! all N samples; runs the forward alone on the initial weights and reads the output
+//! (`logits`, f32, `[N, T, V]` for a GPT: under AMP the f16 values widened); then runs one
+//! training step, forward, loss and backward with the loss gradient seeded by the scale,
+//! and unscaling, and reads back the mean loss of that step (`loss`, `[1]`) and every
+//! parameter's f32 gradient (`grad.NAME`). The step's optimizer is SGD with no momentum and
+//! no weight decay, which leaves the gradient buffer as the backward wrote it. The scale that
+//! step used and whether it found inf/NaN are in the file's metadata (`scale`, `skipped`).
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+
+use safetensors::tensor::{Dtype, TensorView};
+use webgpu_amp::amp::policy::Precision;
+use webgpu_amp::amp::scaler::ScalerConfig;
+use webgpu_amp::data::DataSource;
+use webgpu_amp::nn::LossKind;
+use webgpu_amp::optim::OptimizerConfig;
+use webgpu_amp::train::checkpoint::Checkpoint;
+use webgpu_amp::train::{BatchTargets, ModelChoice, StepConfig, Trainer, model_and_data};
+use webgpu_amp::{Error, GpuContext, GpuOptions, Result};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [model, init, data, precision, out] = args.as_slice() else {
+        eprintln!(
+            "usage: gpt_grads MODEL.json INIT.safetensors DATA.safetensors PRECISION OUT.safetensors"
+        );
+        return ExitCode::from(2);
+    };
+    match run(model, init, data, precision, out) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(model: &str, init: &str, data: &str, precision: &str, out: &str) -> Result<()> {
+    let precision = Precision::parse(precision)?;
+    let text = std::fs::read_to_string(model)
+        .map_err(|e| Error::Model(format!("{model}: cannot read: {e}")))?;
+    let source: DataSource = data.parse()?;
+    let (spec, split) = model_and_data(Some(&ModelChoice::Json(text)), &source, false)?;
+    let train = &split.train;
+    let params = Checkpoint::load(std::path::Path::new(init))?.params_for_model(&spec, init)?;
+    let ctx = GpuContext::new(&GpuOptions::from_env()?)?;
+    let config = StepConfig {
+        precision,
+        loss: LossKind::CrossEntropy,
+        optimizer: OptimizerConfig::sgd(0.01),
+        scaler: ScalerConfig {
+            enabled: precision.scaler_enabled_by_default(),
+            ..Default::default()
+        },
+        clip_grad_norm: None,
+        grad_accum: 1,
+        lr_schedule: Default::default(),
+    };
+    let names: Vec<(String, Vec<usize>)> = spec
+        .parameters()
+        .into_iter()
+        .map(|p| (p.name, p.shape))
+        .collect();
+    let output_shape: Vec<usize> = std::iter::once(train.n)
+        .chain(spec.output_shape().iter().copied())
+        .collect();
+    let mut trainer = Trainer::new(&ctx, spec, config, train.output_dim(), &params)?;
+    let all: Vec<usize> = (0..train.n).collect();
+    let batch = train.gather(&all)?;
+    let logits = trainer.predict(&ctx, train.n, &batch.x)?;
+    trainer.train_batch(&ctx, train.n, &batch.x, BatchTargets::from(&batch.y))?;
+    let stats = trainer.finish(&ctx)?;
+    let step = stats
+        .last()
+        .ok_or_else(|| Error::Gpu("the step reported no stats".into()))?;
+    let grads = trainer.store.download_grads(&ctx)?;
+    ctx.check()?;
+
+    let loss = [step.loss];
+    let mut tensors: Vec<(String, Vec<usize>, &[f32])> = vec![
+        ("logits".into(), output_shape, &logits),
+        ("loss".into(), vec![1], &loss),
+    ];
+    for ((name, values), (_, shape)) in grads.iter().zip(&names) {
+        tensors.push((format!("grad.{name}"), shape.clone(), values));
+    }
+    let views = tensors
+        .iter()
+        .map(|(name, shape, values)| {
+            TensorView::new(Dtype::F32, shape.clone(), bytemuck::cast_slice(values))
+                .map(|v| (name.clone(), v))
+                .map_err(|e| Error::Checkpoint(format!("{name}: {e}")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let metadata = HashMap::from([
+        ("scale".to_string(), step.scale.to_string()),
+        ("skipped".to_string(), step.skipped.to_string()),
+        ("adapter".to_string(), ctx.report.name.clone()),
+    ]);
+    let bytes = safetensors::serialize(views, Some(metadata))
+        .map_err(|e| Error::Checkpoint(format!("{out}: {e}")))?;
+    std::fs::write(out, bytes).map_err(|e| Error::Checkpoint(format!("{out}: {e}")))?;
+    Ok(())
+}

@@ -1,0 +1,763 @@
+#!/usr/bin/env python3
+"""Cross-check webgpu-amp's GPT against nanoGPT's GPT in PyTorch (needs torch, safetensors and
+numpy: the venv made by `bash scripts/python-venv.sh`). nanoGPT's model.py is mirrored in
+scripts/nanogpt_model.py (see there for the commit and what is mirrored).
+
+Model: GPTConfig(vocab_size=11, block_size=16, n_layer=2, n_head=2, n_embd=32, dropout=0.0),
+bias True and False, built in PyTorch with nanoGPT's init (torch.manual_seed(seed)) and saved
+with safetensors as webgpu-amp's `--init`; the same model description goes to webgpu-amp as
+`--model gpt.json` (`{"gpt": {...}}`). Data: a token data set (`x`, `y` int64 [N, 16]: y is x
+shifted by one, sequences of a noisy counting pattern) in a safetensors file.
+
+Cases:
+  grads-*   one batch of 4 sequences through `cargo run --example gpt_grads` (the train step's
+            planned forward and backward, see examples/gpt_grads.rs) against PyTorch's
+            `logits, _ = model(x, y)`, `F.cross_entropy(logits.float(), y)`, `backward()`:
+            the logits, the loss and every parameter's gradient (the tied
+            transformer.wte.weight gets the embedding's and lm_head's together, on both
+            sides). The init goes in both ways a PyTorch user writes it: the state dict with both
+            tied keys (cloned, as nanoGPT's state_dict has them), or
+            `safetensors.torch.save_model` (which keeps only `lm_head.weight`, checked here).
+            Also the `gelu_tanh` activation
+            against `nn.GELU(approximate="tanh")` in place of nanoGPT's MLP.gelu.
+  traj-*    `webgpu-amp train --no-shuffle --warmup-steps 2` for 8 steps of batch 4, every
+            other optimizer flag left to a GPT's defaults (nanoGPT's shakespeare-char recipe),
+            against nanoGPT's train.py loop on the same batches in the same order:
+            `model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), "cpu")` (AdamW, weight decay
+            on the 2-D parameters only), `get_lr(it)` (warm-up 2, cosine decay to 1e-4 at step
+            8) written into the groups each step, `scaler.unscale_`, `clip_grad_norm_(1.0)`
+            (it clips every step here), `scaler.step`, `scaler.update`. Every step's loss,
+            learning rate (ours is get_lr rounded to f32) and, under amp-f16, the GradScaler's
+            scale and skip flag, exactly; then the final parameters from our checkpoint,
+            loaded with the README's lines into nanoGPT's GPT built from the checkpoint's
+            `model` metadata (load_state_dict is strict).
+  checkpoint-gpt-tiny  `webgpu-amp train --model gpt-tiny --dataset hamlet --precision
+            amp-f16 --steps 5 --save` (the embedded Hamlet, the README's command), loaded
+            strictly into nanoGPT's GPT with the README's lines; that model's logits and loss
+            on 4 windows of Hamlet (f32, and amp-f16 under autocast) against ours from the
+            same file (examples/gpt_grads.rs with the checkpoint as its init and its `model`
+            metadata as the model).
+  sample-greedy  a GPT trained 80 steps on a small text (`train --dataset text:FILE
+            --save`), loaded into nanoGPT's GPT with the README's lines; `webgpu-amp sample
+            --top-k 1 --precision f32` must print exactly what nanoGPT's
+            `model.generate(idx, n, top_k=1)` (greedy) decodes to, from the same prompt, and
+            so must the README's lines for sampling in nanoGPT.
+
+Precision. amp-f16 runs PyTorch with `torch.autocast("cpu", dtype=torch.float16)` around the
+model and the loss on `logits.float()` outside it, with `torch.amp.GradScaler("cpu")`. webgpu-amp
+follows CUDA's autocast lists, and CPU's differ where nanoGPT needs it: CPU autocast runs
+`softmax` (and layer_norm, log_softmax) in the input's dtype, CUDA casts their inputs to f32
+(its fp32 list). So the PyTorch side runs under `CudaFp32List`, a TorchFunctionMode that does
+exactly what CUDA autocast does for those three functions (inputs to f32, autocast off inside,
+f32 out); `check_amp_semantics` asserts it took: every Linear's output f16, every layer_norm's
+and softmax's output f32, the residual stream f32. The rest is the same on CPU and CUDA (matmul
+and linear in f16 with f32 master weights, GELU in its input's dtype, embedding in f32).
+nanoGPT scales the f16 attention scores by 1/sqrt(head size) in f16 before the softmax, we do
+it in f32 inside it: with a head size of 16 the factor is 1/4 and both are exact (so are the
+presets': 64 and 16). Attention in PyTorch takes nanoGPT's manual path (flash=False, see
+nanogpt_model.use_manual_attention; the state dict does not change).
+
+Tolerances, measured on lavapipe (native and packed f16 alike) against torch 2.15 on the CPU;
+every number is printed by the run next to its tolerance. "Ratio" is max |ours - torch| over
+a tensor divided by max |torch| over it (for c_attn, over q, k and v separately: v's
+gradients are 10-100x the others' and would hide them; the key bias's gradient is 0 in exact
+arithmetic, a softmax ignoring a shift of its whole row, so there both sides hold rounding
+noise, measured against the whole bias gradient's scale).
+  - f32, one batch: logits, loss and gradients, ratio 2e-5. Same math in f32 on both sides;
+    only summation orders differ. Measured: at most 8e-7.
+  - amp-f16, one batch: logits ratio 2e-3, loss 2e-5 relative, gradients ratio 5e-3.
+    Measured: 2.1e-4, 5.9e-7 and 9.9e-4 (the q bias of the first block). Both sides round the
+    same activations to f16, but their f32 accumulations differ in the last bits, so now and
+    then a value lands on the neighbouring f16 (2^-11 relative), and that travels through the
+    later layers and back; PyTorch also rounds weight gradients to f16 before widening them,
+    we keep them in f32 (see scripts/pytorch_compat.py).
+  - trajectories (8 steps of the recipe): losses 1e-5 relative in f32 (measured 1e-7) and
+    1e-4 under amp-f16 (measured 3.6e-6); the learning rate 1e-7 relative; scale and skip
+    flag exactly. Final parameters: f32 max |diff| 1e-5 (measured 1.1e-6); amp-f16 max |diff|
+    1e-3 (= lr; measured 1.2e-4) and ||diff|| / ||torch - init|| 5e-3 per tensor (measured
+    1.1e-3; PyTorch's own amp-f16 and f32 runs differ by up to 7.7e-3 that way, printed
+    beside). Why not tighter: Adam divides each gradient element by its own running size, so
+    an element whose gradient is within rounding of zero (the key bias; a few weights, e.g.
+    one whose gradient is 3.5e-9 in PyTorch f32 and 1.8e-8 in our amp-f16, Adam's eps being
+    1e-8) takes a step of up to lr in a direction rounding decides, on either side. In f32
+    that noise is ~1e-9 and the steps stay small; under amp-f16 it is f16's.
+  - checkpoint-gpt-tiny: the one-batch tolerances above for the logits and the loss (f32
+    measured 2.9e-7 and 6.2e-8; amp-f16 4.8e-4 and 1.2e-6; after 20 steps instead of 5:
+    2.5e-7, 6.8e-8, 6.8e-4 and 5.4e-6).
+  - sample-greedy: the same characters, exactly.
+
+Usage: .venv/bin/python scripts/nanogpt_compat.py [--bin PATH] [--example PATH] [--cases A,B]
+  [--list]. Exit status 0 when every case matches, 1 when any does not or torch, safetensors
+or numpy is missing (a missing torch is an error, never a skip), 2 on bad arguments.
+"""
+
+import argparse
+import gzip
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VENV_PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
+
+try:
+    import numpy  # noqa: F401
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file, save_model
+    from torch.overrides import TorchFunctionMode
+except ImportError as e:  # pragma: no cover - depends on the machine
+    venv_dir = os.path.dirname(os.path.dirname(VENV_PYTHON))
+    in_venv = os.path.realpath(sys.prefix) == os.path.realpath(venv_dir)
+    if os.path.exists(VENV_PYTHON) and not in_venv and not os.environ.get("WEBGPU_AMP_COMPAT_REEXEC"):
+        os.environ["WEBGPU_AMP_COMPAT_REEXEC"] = "1"
+        os.execv(VENV_PYTHON, [VENV_PYTHON, os.path.abspath(__file__)] + sys.argv[1:])
+    print(
+        f"error: the nanoGPT cross-check needs torch, safetensors and numpy, and "
+        f"{sys.executable} cannot import them ({e}).\n"
+        f"Install them into .venv with `bash scripts/python-venv.sh`, then run "
+        f"`.venv/bin/python scripts/nanogpt_compat.py`.",
+        file=sys.stderr,
+    )
+    sys.exit(1)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nanogpt_model  # noqa: E402  (the mirror of nanoGPT's model.py)
+from nanogpt_model import GPT, GPTConfig, use_manual_attention  # noqa: E402
+
+VOCAB = 11
+BLOCK = 16
+BASE = dict(vocab_size=VOCAB, block_size=BLOCK, n_layer=2, n_head=2, n_embd=32, dropout=0.0)
+
+
+class Fail(Exception):
+    pass
+
+
+# ----------------------------------------------------------------------------- autocast
+
+class CudaFp32List(TorchFunctionMode):
+    """CUDA autocast's treatment of the fp32-list functions nanoGPT calls, on the CPU: when
+    autocast is on, floating-point inputs go to f32 and the function runs with autocast off,
+    so its output is f32 (CPU autocast would run them in the input's dtype)."""
+
+    FUNCS = {F.softmax, F.log_softmax, F.layer_norm, torch.softmax, torch.log_softmax,
+             torch.layer_norm, torch.Tensor.softmax, torch.Tensor.log_softmax}
+
+    def __init__(self, record=None):
+        super().__init__()
+        self.record = record
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.FUNCS and torch.is_autocast_enabled("cpu"):
+            def f32(a):
+                return a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+            args = tuple(f32(a) for a in args)
+            kwargs = {k: f32(v) for k, v in kwargs.items()}
+            with torch.autocast("cpu", enabled=False):
+                out = func(*args, **kwargs)
+            if self.record is not None:
+                self.record.append((getattr(func, "__name__", str(func)), out.dtype))
+            return out
+        return func(*args, **kwargs)
+
+
+def amp_forward(model, x, y):
+    """nanoGPT's forward under CUDA-style autocast to f16; the loss on logits.float()."""
+    with torch.autocast("cpu", dtype=torch.float16), CudaFp32List():
+        logits, _ = model(x, y)
+    loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), y.view(-1))
+    return logits, loss
+
+
+def check_amp_semantics(model, x, y):
+    """The PyTorch side's dtypes under amp-f16 are CUDA autocast's (see the docstring)."""
+    seen = {}
+    hooks = []
+    for name, mod in model.named_modules():
+        if isinstance(mod, (nn.Linear, nanogpt_model.Block)):
+            hooks.append(mod.register_forward_hook(
+                lambda m, i, o, name=name: seen.__setitem__(name, o.dtype)))
+    record = []
+    with torch.autocast("cpu", dtype=torch.float16), CudaFp32List(record):
+        logits, _ = model(x, y)
+    for h in hooks:
+        h.remove()
+    bad = [f"{n}: {d}" for n, d in seen.items()
+           if d != (torch.float32 if n.count(".") == 2 else torch.float16)]
+    counts = {}
+    for fname, dtype in record:
+        counts[fname] = counts.get(fname, 0) + 1
+        if dtype != torch.float32:
+            bad.append(f"{fname}: {dtype}")
+    n_layer = model.config.n_layer
+    if counts.get("softmax", 0) != n_layer or counts.get("layer_norm", 0) != 2 * n_layer + 1:
+        bad.append(f"fp32-list calls {counts}, want {n_layer} softmax and {2 * n_layer + 1} "
+                   f"layer_norm")
+    if logits.dtype != torch.float16:
+        bad.append(f"logits {logits.dtype}")
+    if bad:
+        raise Fail(f"PyTorch's amp-f16 forward is not CUDA autocast's: {bad}")
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def command(args, what):
+    if what == "bin":
+        return [args.bin] if args.bin else ["cargo", "run", "--quiet", "--bin", "webgpu-amp", "--"]
+    return [args.example] if args.example else ["cargo", "run", "--quiet", "--example",
+                                                "gpt_grads", "--"]
+
+
+def run(cmd):
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise Fail(f"`{' '.join(cmd)}` failed ({done.returncode}):\n{done.stderr}")
+    return done
+
+
+def make_model(config, seed, activation="gelu"):
+    torch.manual_seed(seed)
+    model = GPT(GPTConfig(**config))
+    if activation == "gelu_tanh":
+        for block in model.transformer.h:
+            block.mlp.gelu = nn.GELU(approximate="tanh")
+    return model
+
+
+def model_json(config, activation, path):
+    with open(path, "w") as f:
+        json.dump({"gpt": dict(config, activation=activation)}, f)
+
+
+def save_init(model, path, how):
+    """The initial weights as `--init` takes them. `state_dict`: every key of the state dict,
+    the tied weight under both names (cloned: save_file refuses shared tensors); `save_model`:
+    safetensors' save_model, which keeps one name of the shared pair (`lm_head.weight`)."""
+    if how == "state_dict":
+        save_file({k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}, path)
+    elif how == "save_model":
+        save_model(model, path)
+        keys = set(load_file(path))
+        if "lm_head.weight" not in keys or "transformer.wte.weight" in keys:
+            raise Fail("save_model did not keep lm_head.weight alone of the tied pair "
+                       "(README.md says it does)")
+    else:
+        raise ValueError(how)
+
+
+def token_data(n, seed, path):
+    """`x`, `y` int64 [n, BLOCK]: a counting pattern mod VOCAB with a per-sequence start and
+    stride and 10% noise, y = x shifted by one. The largest id is VOCAB - 1."""
+    g = torch.Generator().manual_seed(seed)
+    start = torch.randint(0, VOCAB, (n, 1), generator=g)
+    stride = torch.randint(1, 4, (n, 1), generator=g)
+    seq = (start + stride * torch.arange(BLOCK + 1)) % VOCAB
+    noise = torch.rand(n, BLOCK + 1, generator=g) < 0.1
+    seq = torch.where(noise, torch.randint(0, VOCAB, (n, BLOCK + 1), generator=g), seq)
+    seq[0, 1] = VOCAB - 1
+    x, y = seq[:, :-1].contiguous(), seq[:, 1:].contiguous()
+    save_file({"x": x, "y": y}, path)
+    return x, y
+
+
+def ratio(ours, theirs):
+    """max |ours - theirs| / max |theirs| (the error relative to the tensor's scale)."""
+    ours, theirs = ours.double(), theirs.double()
+    scale = float(theirs.abs().max())
+    return float((ours - theirs).abs().max()) / (scale if scale > 0 else 1.0)
+
+
+@dataclass
+class Tol:
+    logits: float  # max |diff| / max |torch|
+    loss: float  # |diff| / |torch|, the one-batch case
+    grads: float  # max |diff| / max |torch|, per gradient
+    traj_loss: float  # |diff| / |torch|, every step of a trajectory
+    param_max: float  # max |diff| of a final parameter tensor
+    param_l2: float  # ||diff|| / ||torch - init|| of a final parameter tensor (None: unchecked)
+
+
+LR, STEPS = 1e-3, 8
+F32 = Tol(logits=2e-5, loss=2e-5, grads=2e-5, traj_loss=1e-5, param_max=1e-5, param_l2=None)
+AMP = Tol(logits=2e-3, loss=2e-5, grads=5e-3, traj_loss=1e-4, param_max=LR, param_l2=5e-3)
+
+
+@dataclass
+class Case:
+    name: str
+    kind: str  # grads, traj, sample
+    precision: str = "f32"
+    bias: bool = True
+    activation: str = "gelu"
+    init: str = "state_dict"
+    flags: list = field(default_factory=list)  # more `train` flags (traj)
+    env: dict = field(default_factory=dict)  # environment of our side (grads)
+    steps: int = STEPS
+    batch: int = 4
+
+    @property
+    def tol(self):
+        return AMP if self.precision == "amp-f16" else F32
+
+
+# ----------------------------------------------------------------------------- cases
+
+def case_grads(case, args, work):
+    config = dict(BASE, bias=case.bias)
+    model = make_model(config, args.seed, case.activation)
+    init = os.path.join(work, f"{case.name}-init.safetensors")
+    save_init(model, init, case.init)
+    gpt = os.path.join(work, f"{case.name}.json")
+    model_json(config, case.activation, gpt)
+    data = os.path.join(work, f"{case.name}-data.safetensors")
+    x, y = token_data(case.batch, args.seed + 1, data)
+    out = os.path.join(work, f"{case.name}-out.safetensors")
+    done = subprocess.run(command(args, "example") + [gpt, init, data, case.precision, out],
+                          cwd=ROOT, capture_output=True, text=True,
+                          env=dict(os.environ, **case.env))
+    if done.returncode != 0:
+        raise Fail(f"gpt_grads failed ({done.returncode}):\n{done.stderr}")
+    ours = load_file(out)
+    with safe_open(out, "pt") as f:
+        meta = f.metadata()
+
+    use_manual_attention(model)
+    if case.precision == "amp-f16":
+        check_amp_semantics(model, x, y)
+        scaler = torch.amp.GradScaler("cpu")
+        logits, loss = amp_forward(model, x, y)
+        scaler.scale(loss).backward()
+        opt = torch.optim.SGD(model.parameters(), lr=0.0)
+        scaler.unscale_(opt)
+        if float(meta["scale"]) != scaler.get_scale():
+            raise Fail(f"scale: ours {meta['scale']}, torch {scaler.get_scale()}")
+    else:
+        logits, _ = model(x, y)
+        loss = F.cross_entropy(logits.view(-1, VOCAB), y.view(-1))
+        loss.backward()
+    print(f"   ours on {meta['adapter']}; scale {meta['scale']}, skipped {meta['skipped']}")
+    tol = case.tol
+    ok = True
+    rows = [("logits", ratio(ours["logits"], logits.detach()), tol.logits),
+            ("loss", ratio(ours["loss"], loss.detach().reshape(1)), tol.loss)]
+    grads = {n: p.grad for n, p in model.named_parameters()}
+    if set(f"grad.{n}" for n in grads) != {k for k in ours if k.startswith("grad.")}:
+        raise Fail(f"gradient names differ: ours {sorted(k for k in ours if k.startswith('grad.'))}, "
+                   f"torch {sorted(grads)}")
+    c = BASE["n_embd"]
+    for n, g in grads.items():
+        o = ours[f"grad.{n}"]
+        if not n.endswith("attn.c_attn.weight") and not n.endswith("attn.c_attn.bias"):
+            rows.append((f"grad {n}", ratio(o, g), tol.grads))
+            continue
+        # q, k and v separately, each against its own scale (v's gradients are 10-100x
+        # larger and would hide the others'). The key bias's gradient is 0 in exact
+        # arithmetic (a softmax ignores a shift of its whole row), so both sides hold only
+        # rounding noise there: it is measured against the whole bias gradient's scale.
+        for i, part in enumerate("qkv"):
+            sl = slice(i * c, (i + 1) * c)
+            if n.endswith("bias") and part == "k":
+                err = float((o[sl].double() - g[sl].double()).abs().max()) / float(g.abs().max())
+            else:
+                err = ratio(o[sl], g[sl])
+            rows.append((f"grad {n}[{part}]", err, tol.grads))
+    print(f"   loss ours {float(ours['loss']):.6f} torch {float(loss):.6f}")
+    for what, err, limit in rows:
+        mark = "ok" if err <= limit else "MISMATCH"
+        ok &= err <= limit
+        print(f"   {what:<44} error {err:9.2e} (tolerance {limit:g}) {mark}")
+    worst = max(rows[2:], key=lambda r: r[1])
+    print(f"   worst gradient: {worst[0]} {worst[1]:.2e}")
+    return ok
+
+
+README_MARK = "<!-- nanogpt-load: scripts/nanogpt_compat.py runs this block -->"
+
+
+def readme_load_lines():
+    """The Python lines the README gives for loading a checkpoint into nanoGPT's GPT."""
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = f.read()
+    at = text.find(README_MARK)
+    if at < 0:
+        raise Fail(f"README.md has no `{README_MARK}` block")
+    m = re.search(r"```python\n(.*?)```", text[at:], re.S)
+    if not m:
+        raise Fail("README.md: no ```python block after the nanogpt-load mark")
+    return m.group(1)
+
+
+def load_like_readme(checkpoint):
+    """Run the README's lines on `checkpoint` with this mirror as nanoGPT's `model` module;
+    returns the GPT they built and loaded."""
+    code = readme_load_lines()
+    if '"run.safetensors"' not in code:
+        raise Fail("the README's lines do not name run.safetensors")
+    code = code.replace('"run.safetensors"', repr(checkpoint))
+    saved = sys.modules.get("model")
+    sys.modules["model"] = nanogpt_model
+    try:
+        scope = {}
+        exec(compile(code, "README.md (nanogpt-load block)", "exec"), scope)
+    finally:
+        if saved is None:
+            del sys.modules["model"]
+        else:
+            sys.modules["model"] = saved
+    model = scope.get("model")
+    if not isinstance(model, GPT):
+        raise Fail("the README's lines did not leave a nanoGPT GPT in `model`")
+    # strict load means every key matched; check the values arrived too.
+    state = load_file(checkpoint)
+    for k, v in model.state_dict().items():
+        if not torch.equal(v, state[k]):
+            raise Fail(f"{k}: the loaded value differs from the file's")
+    return model
+
+
+def case_traj(case, args, work):
+    config = dict(BASE, bias=case.bias)
+    model = make_model(config, args.seed, case.activation)
+    init = os.path.join(work, f"{case.name}-init.safetensors")
+    save_init(model, init, case.init)
+    gpt = os.path.join(work, f"{case.name}.json")
+    model_json(config, case.activation, gpt)
+    data = os.path.join(work, f"{case.name}-data.safetensors")
+    n = case.steps * case.batch
+    x, y = token_data(n, args.seed + 2, data)
+    ck = os.path.join(work, f"{case.name}-ours.safetensors")
+    metrics = os.path.join(work, f"{case.name}.jsonl")
+    # No optimizer flags but the warm-up: a GPT's defaults are nanoGPT's recipe (RECIPE).
+    done = run(command(args, "bin") + [
+        "train", "--model", gpt, "--dataset", data, "--init", init, "--precision",
+        case.precision, "--batch-size", str(case.batch), "--steps", str(case.steps),
+        "--no-shuffle", "--no-validate", "--warmup-steps", str(RECIPE["warmup_iters"]),
+        "--save", ck, "--metrics", metrics] + case.flags)
+    with open(metrics) as f:
+        ours = [json.loads(line) for line in f if line.strip()]
+    ours = [s for s in ours if "step" in s]
+    if [s["step"] for s in ours] != list(range(1, case.steps + 1)):
+        raise Fail(f"metrics name steps {[s['step'] for s in ours]}")
+
+    use_manual_attention(model)
+    amp = case.precision == "amp-f16"
+    if amp:
+        check_amp_semantics(model, x[:case.batch], y[:case.batch])
+    theirs, ref = torch_trajectory(model, x, y, case, amp)
+    floor = None
+    if amp:
+        # PyTorch in f32 on the same batches: how far f16 moves PyTorch's own training.
+        f32_model = use_manual_attention(make_model(config, args.seed, case.activation))
+        _, floor = torch_trajectory(f32_model, x, y, case, False)
+
+    ok = True
+    print(f"   ours: {done.stdout.splitlines()[0] if done.stdout else '?'}")
+    print(f"   {'step':>4} {'lr':>9} {'loss ours':>11} {'loss torch':>11} {'rel diff':>9}  "
+          f"scale ours/torch  skipped  grad norm (torch)")
+    worst = 0.0
+    for i, (o, (t_loss, t_scale, t_skip, t_lr, t_norm)) in enumerate(zip(ours, theirs)):
+        rel = abs(o["loss"] - t_loss) / abs(t_loss)
+        worst = max(worst, rel)
+        # Our lr is get_lr's f64 value rounded to f32 once.
+        lr_ok = abs(o["lr"] - t_lr) <= 1e-7 * t_lr
+        good = (rel <= case.tol.traj_loss and o["scale"] == t_scale
+                and bool(o["skipped"]) == t_skip and lr_ok)
+        ok &= good
+        print(f"   {i + 1:>4} {o['lr']:>9.3e} {o['loss']:>11.6f} {t_loss:>11.6f} {rel:>9.2e}  "
+              f"{o['scale']:g}/{t_scale:g}  {bool(o['skipped'])}/{t_skip}  {t_norm:.3f}"
+              + ("" if lr_ok else f"  lr torch {t_lr:.6e}")
+              + ("" if good else "  MISMATCH"))
+    print(f"   losses: max relative difference {worst:.2e} (tolerance {case.tol.traj_loss:g})")
+    clipped = sum(1 for t in theirs if t[4] > RECIPE["grad_clip"])
+    print(f"   gradients clipped to norm {RECIPE['grad_clip']:g} on {clipped} of {case.steps} steps")
+
+    loaded = load_like_readme(ck)
+    print("   our checkpoint loaded into nanoGPT's GPT with the README's lines (strict)")
+    init = load_file(init)
+    init.setdefault("lm_head.weight", init.get("transformer.wte.weight"))
+    tol = case.tol
+    print(f"   final parameters: max |ours - torch| (tolerance {tol.param_max:g})"
+          + (f", ||ours - torch|| / ||torch - init|| (tolerance {tol.param_l2:g})"
+             f"; PyTorch's own amp-f16 vs f32 the same ways" if tol.param_l2 else ""))
+    worst = {"max": ("", 0.0), "l2": ("", 0.0)}
+    for name, value in loaded.state_dict().items():
+        ours_d, theirs_d = value.double(), ref[name].double()
+        diff = float((ours_d - theirs_d).abs().max())
+        rel = float((ours_d - theirs_d).norm()) / float((theirs_d - init[name].double()).norm())
+        good = diff <= tol.param_max and (tol.param_l2 is None or rel <= tol.param_l2)
+        ok &= good
+        worst["max"] = max(worst["max"], (name, diff), key=lambda w: w[1])
+        worst["l2"] = max(worst["l2"], (name, rel), key=lambda w: w[1])
+        line = f"   {name:<40} {diff:9.2e}"
+        if tol.param_l2 is not None:
+            line += f" {rel:9.2e}"
+        if floor is not None:
+            fl_d = floor[name].double()
+            fl_rel = float((fl_d - theirs_d).norm()) / float((theirs_d - init[name].double()).norm())
+            line += f"   torch amp vs f32: {float((fl_d - theirs_d).abs().max()):9.2e} {fl_rel:9.2e}"
+        print(line + ("" if good else "  MISMATCH"))
+    print(f"   worst: max {worst['max'][1]:.2e} ({worst['max'][0]}), "
+          f"L2 {worst['l2'][1]:.2e} ({worst['l2'][0]})")
+    return ok
+
+
+# nanoGPT's config/train_shakespeare_char.py recipe (what `train` gives a GPT by default),
+# with train.py's loop: warm-up and cosine decay (get_lr) over this run's steps, AdamW
+# parameter groups from GPT.configure_optimizers, clipping after scaler.unscale_.
+RECIPE = dict(learning_rate=1e-3, min_lr=1e-4, beta1=0.9, beta2=0.99, weight_decay=0.1,
+              grad_clip=1.0, warmup_iters=2)
+
+
+def get_lr(it, lr_decay_iters):
+    """nanoGPT train.py's get_lr, with RECIPE's values and lr_decay_iters = the run's steps."""
+    learning_rate, min_lr = RECIPE["learning_rate"], RECIPE["min_lr"]
+    warmup_iters = RECIPE["warmup_iters"]
+    if it < warmup_iters:
+        return learning_rate * (it + 1) / (warmup_iters + 1)
+    if it > lr_decay_iters:
+        return min_lr
+    decay_ratio = (it - warmup_iters) / (lr_decay_iters - warmup_iters)
+    assert 0 <= decay_ratio <= 1
+    coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))
+    return min_lr + coeff * (learning_rate - min_lr)
+
+
+def torch_trajectory(model, x, y, case, amp):
+    """`case.steps` steps of nanoGPT's train.py loop (RECIPE) on consecutive batches, as
+    `train --no-shuffle` takes them; under `amp` with autocast (CUDA's lists) and a
+    GradScaler. Returns per step (loss, scale, skipped, lr, gradient norm before clipping)
+    and the final state dict."""
+    optimizer = model.configure_optimizers(RECIPE["weight_decay"], RECIPE["learning_rate"],
+                                           (RECIPE["beta1"], RECIPE["beta2"]), "cpu")
+    scaler = torch.amp.GradScaler("cpu", enabled=amp)
+    out = []
+    for it in range(case.steps):
+        lr = get_lr(it, case.steps)
+        for param_group in optimizer.param_groups:
+            param_group["lr"] = lr
+        xb = x[it * case.batch:(it + 1) * case.batch]
+        yb = y[it * case.batch:(it + 1) * case.batch]
+        if amp:
+            _, loss = amp_forward(model, xb, yb)
+        else:
+            _, loss = model(xb, yb)
+        scale = scaler.get_scale() if amp else 1.0
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), RECIPE["grad_clip"])
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        out.append((loss.item(), scale, amp and scaler.get_scale() < scale, lr, float(norm)))
+    return out, model.state_dict()
+
+
+HAMLET_GZ = os.path.join(ROOT, "src", "data", "embedded", "hamlet_gut.txt.gz")
+
+
+def hamlet_windows(vocab, n, length):
+    """`n` windows of `length` characters of the embedded Hamlet (as Python's text mode reads
+    it: newlines normalised), spread over the play, each wholly in `vocab`."""
+    with gzip.open(HAMLET_GZ, "rb") as f:
+        text = f.read().decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    index = {c: i for i, c in enumerate(vocab)}
+    out, step = [], len(text) // (n + 1)
+    for k in range(1, n + 1):
+        at = k * step
+        while not all(c in index for c in text[at:at + length]):
+            at += 1
+        out.append([index[c] for c in text[at:at + length]])
+    return torch.tensor(out, dtype=torch.int64)
+
+
+def case_checkpoint(case, args, work):
+    """A gpt-tiny checkpoint trained by `train --model gpt-tiny --dataset hamlet`, loaded
+    strictly into nanoGPT's GPT with the README's lines; that model's logits and loss on
+    Hamlet windows against ours from the same file (examples/gpt_grads.rs with the checkpoint
+    as --init and its `model` metadata as the model)."""
+    ck = os.path.join(work, f"{case.name}.safetensors")
+    done = run(command(args, "bin") + [
+        "train", "--model", "gpt-tiny", "--dataset", "hamlet", "--precision", "amp-f16",
+        "--steps", str(case.steps), "--batch-size", "8", "--no-validate", "--save", ck])
+    print(f"   trained: {done.stdout.splitlines()[0] if done.stdout else '?'}")
+    model = load_like_readme(ck)
+    print("   loaded into nanoGPT's GPT with the README's lines (strict): "
+          f"{model.config}")
+    with safe_open(ck, "pt") as f:
+        meta = f.metadata()
+    vocab = json.loads(meta["vocab"])
+    gpt = os.path.join(work, f"{case.name}.json")
+    with open(gpt, "w") as f:
+        f.write(meta["model"])
+    block = model.config.block_size
+    seq = hamlet_windows(vocab, case.batch, block + 1)
+    x, y = seq[:, :-1].contiguous(), seq[:, 1:].contiguous()
+    data = os.path.join(work, f"{case.name}-data.safetensors")
+    save_file({"x": x, "y": y}, data)
+    use_manual_attention(model)
+    model.eval()
+    ok = True
+    for precision, tol in (("f32", F32), ("amp-f16", AMP)):
+        out = os.path.join(work, f"{case.name}-{precision}.safetensors")
+        run(command(args, "example") + [gpt, ck, data, precision, out])
+        ours = load_file(out)
+        with torch.no_grad():
+            if precision == "amp-f16":
+                check_amp_semantics(model, x, y)
+                logits, loss = amp_forward(model, x, y)
+            else:
+                logits, loss = model(x, y)
+        rows = [("logits", ratio(ours["logits"], logits), tol.logits),
+                ("loss", ratio(ours["loss"], loss.reshape(1)), tol.loss)]
+        print(f"   {precision}: loss ours {float(ours['loss']):.6f} torch {float(loss):.6f}")
+        for what, err, limit in rows:
+            mark = "ok" if err <= limit else "MISMATCH"
+            ok &= err <= limit
+            print(f"   {precision}: {what:<7} error {err:9.2e} (tolerance {limit:g}) {mark}")
+    return ok
+
+
+TEXT = ("the cat sat on the mat. the dog sat on the log. a cat and a dog sat on a mat.\n"
+        "to be or not to be, that is the question.\n") * 6
+
+
+def generate_like_readme(model, checkpoint, prompt, n):
+    """What the README's lines for sampling in nanoGPT (the python block with
+    `model.eval().generate`, on "gpt.safetensors" with the prompt "Ham." and 200 tokens)
+    print for `model`, `checkpoint`, `prompt` and `n` tokens."""
+    import contextlib
+    import io
+    with open(os.path.join(ROOT, "README.md")) as f:
+        blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+    code = [b for b in blocks if "model.eval().generate(" in b]
+    if len(code) != 1:
+        raise Fail(f"README.md has {len(code)} python blocks with model.eval().generate(")
+    code = code[0]
+    for old, new in (('"gpt.safetensors"', repr(checkpoint)), ('"Ham."', repr(prompt)),
+                     ("generate(idx, 200,", f"generate(idx, {n},")):
+        if old not in code:
+            raise Fail(f"the README's generate lines lack {old}")
+        code = code.replace(old, new)
+    out = io.StringIO()
+    scope = {"json": json, "safe_open": safe_open, "model": model}
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README.md (generate block)", "exec"), scope)
+    return out.getvalue().rstrip("\n")
+
+
+def case_sample(case, args, work):
+    text_path = os.path.join(work, "text.txt")
+    with open(text_path, "w") as f:
+        f.write(TEXT)
+    vocab = sorted(set(TEXT))
+    config = dict(BASE, vocab_size=len(vocab), bias=False)
+    gpt = os.path.join(work, f"{case.name}.json")
+    model_json(config, "gelu", gpt)
+    ck = os.path.join(work, f"{case.name}.safetensors")
+    run(command(args, "bin") + [
+        "train", "--model", gpt, "--dataset", f"text:{text_path}", "--precision", "f32",
+        "--steps", "80", "--batch-size", "8", "--optimizer", "adamw", "--lr", "0.01",
+        "--lr-schedule", "constant", "--clip-grad-norm", "0", "--no-validate", "--save", ck])
+    model = load_like_readme(ck)
+    model.eval()
+    with safe_open(ck, "pt") as f:
+        stored = json.loads(f.metadata()["vocab"])
+    if stored != vocab:
+        raise Fail(f"the checkpoint's vocabulary {stored} is not the text's {vocab}")
+    prompt, n = "the ", 40
+    ids = torch.tensor([[vocab.index(c) for c in prompt]])
+    want = prompt + "".join(vocab[i] for i in model.generate(ids, n, top_k=1)[0, len(prompt):])
+    readme = generate_like_readme(model, ck, prompt, n)
+    if readme != want:
+        raise Fail(f"the README's generate lines print {readme!r}, generate() gives {want!r}")
+    print("   the README's generate lines print the same")
+    done = run(command(args, "bin") + [
+        "sample", "--checkpoint", ck, "--prompt", prompt, "--tokens", str(n), "--top-k", "1",
+        "--precision", "f32"])
+    got = done.stdout[:-1] if done.stdout.endswith("\n") else done.stdout
+    print(f"   nanoGPT generate(top_k=1): {want!r}")
+    print(f"   webgpu-amp sample --top-k 1: {got!r}")
+    if got != want:
+        print("   MISMATCH")
+        return False
+    if len(set(want[len(prompt):])) < 3:
+        print("   the greedy text is too uniform to prove anything (train longer)")
+        return False
+    return True
+
+
+CASES = [
+    Case("grads-f32-bias", "grads", "f32", bias=True, init="state_dict"),
+    Case("grads-f32-nobias-save-model", "grads", "f32", bias=False, init="save_model"),
+    Case("grads-f32-gelu-tanh", "grads", "f32", bias=True, activation="gelu_tanh"),
+    Case("grads-amp-f16-bias", "grads", "amp-f16", bias=True),
+    Case("grads-amp-f16-nobias", "grads", "amp-f16", bias=False, init="save_model"),
+    Case("grads-amp-f16-packed", "grads", "amp-f16", bias=True,
+         env={"WEBGPU_AMP_F16_STORAGE": "packed"}),
+    Case("traj-f32-adamw", "traj", "f32", bias=True),
+    Case("traj-amp-f16-adamw", "traj", "amp-f16", bias=False),
+    Case("checkpoint-gpt-tiny", "checkpoint", "amp-f16", bias=False, steps=5),
+    Case("sample-greedy", "sample"),
+]
+RUNNERS = {"grads": case_grads, "traj": case_traj, "checkpoint": case_checkpoint,
+           "sample": case_sample}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bin", help="webgpu-amp binary (default: cargo run)")
+    parser.add_argument("--example", help="gpt_grads example binary (default: cargo run)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cases", default=",".join(c.name for c in CASES))
+    parser.add_argument("--list", action="store_true")
+    args = parser.parse_args()
+    if args.list:
+        print("\n".join(c.name for c in CASES))
+        return 0
+    by_name = {c.name: c for c in CASES}
+    cases = []
+    for name in args.cases.split(","):
+        if name.strip() not in by_name:
+            parser.error(f"unknown case `{name}` (known: {', '.join(by_name)})")
+        cases.append(by_name[name.strip()])
+    torch.use_deterministic_algorithms(True)
+    print(f"torch {torch.__version__} ({sys.executable})")
+    work = tempfile.mkdtemp(prefix="webgpu-amp-nanogpt-compat-")
+    start = time.monotonic()
+    results = []
+    try:
+        for case in cases:
+            print(f"\n== {case.name}: {case.kind}, {case.precision}, bias {case.bias}, "
+                  f"{case.activation}, init via {case.init}"
+                  + (f", {' '.join(case.flags)}" if case.flags else "")
+                  + "".join(f", {k}={v}" for k, v in case.env.items()))
+            t0 = time.monotonic()
+            try:
+                ok = RUNNERS[case.kind](case, args, work)
+            except Fail as e:
+                print(f"   FAILED: {e}")
+                ok = False
+            print(f"   {case.name}: {'ok' if ok else 'FAILED'} ({time.monotonic() - t0:.1f} s)")
+            results.append((case.name, ok))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    failed = [n for n, ok in results if not ok]
+    print(f"\nnanogpt_compat: {time.monotonic() - start:.1f} s"
+          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

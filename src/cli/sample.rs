@@ -1,0 +1,198 @@
+//! `webgpu-amp sample`: generate text on the GPU from a GPT checkpoint written by
+//! `train --save` (nanoGPT's `sample.py`: its defaults, its top-k, its context cropping).
+//! The prompt and the generated text go to stdout, everything else to stderr.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use webgpu_amp::amp::policy::Precision;
+use webgpu_amp::train::checkpoint::Checkpoint;
+use webgpu_amp::train::generate::{
+    self, DEFAULT_CHUNK, Generator, SampleOptions, SavedModel, model_from_checkpoint,
+};
+use webgpu_amp::{Error, GpuContext, Result};
+
+use super::DeviceArgs;
+
+#[derive(Args, Debug)]
+pub struct SampleArgs {
+    /// A GPT checkpoint from `train --save` (it holds the model and the vocabulary).
+    #[arg(long)]
+    checkpoint: PathBuf,
+    /// Text to continue (default "\n", as nanoGPT's sample.py); only its last block_size
+    /// characters are the model's context.
+    #[arg(long)]
+    prompt: Option<String>,
+    /// New tokens (characters) to generate, 1 to 16,777,216.
+    #[arg(long, default_value_t = generate::DEFAULT_TOKENS, allow_negative_numbers = true)]
+    tokens: usize,
+    /// Divides the logits: below 1 sharpens the distribution, above 1 flattens it.
+    #[arg(long, default_value_t = generate::DEFAULT_TEMPERATURE, allow_negative_numbers = true)]
+    temperature: f32,
+    /// Sample among the K most likely tokens only, 1 to the vocabulary size (1 is greedy; the
+    /// vocabulary size keeps every token). Default 200 (nanoGPT's), or the vocabulary size
+    /// when that is smaller.
+    #[arg(long = "top-k", allow_negative_numbers = true)]
+    top_k: Option<usize>,
+    /// Seed of the draws: the same seed gives the same text.
+    #[arg(long, default_value_t = generate::DEFAULT_SEED)]
+    seed: u64,
+    /// f32, amp-f16, amp-bf16 or f16 (default: the precision the checkpoint was trained in).
+    #[arg(long)]
+    precision: Option<String>,
+    /// Tokens per GPU submission (each submission is read back once).
+    #[arg(long, default_value_t = DEFAULT_CHUNK, allow_negative_numbers = true)]
+    chunk: usize,
+    #[command(flatten)]
+    device: DeviceArgs,
+}
+
+impl SampleArgs {
+    /// Checks the flags that need neither the checkpoint nor the GPU. `top_k` is settled
+    /// later, against the vocabulary ([`SampleArgs::top_k`]).
+    fn options(&self) -> Result<SampleOptions> {
+        if !(self.temperature > 0.0 && self.temperature.is_finite()) {
+            return Err(Error::InvalidArgument(format!(
+                "--temperature must be finite and > 0, got {}",
+                self.temperature
+            )));
+        }
+        if self.top_k == Some(0) {
+            return Err(Error::InvalidArgument(
+                "--top-k must be at least 1 (1 is greedy; the vocabulary size keeps every token)"
+                    .into(),
+            ));
+        }
+        if self.chunk == 0 {
+            return Err(Error::InvalidArgument("--chunk must be at least 1".into()));
+        }
+        if self.tokens == 0 {
+            return Err(Error::InvalidArgument("--tokens must be at least 1".into()));
+        }
+        if self.tokens > generate::MAX_TOKENS {
+            return Err(Error::InvalidArgument(format!(
+                "--tokens {} is more than one run may generate (at most {}: the tokens are \
+                 kept in one GPU buffer)",
+                self.tokens,
+                generate::MAX_TOKENS
+            )));
+        }
+        Ok(SampleOptions {
+            tokens: self.tokens,
+            temperature: self.temperature,
+            top_k: None,
+            seed: self.seed,
+        })
+    }
+
+    /// `--top-k` against a vocabulary of `vocab` tokens: at most `vocab` when given, the
+    /// default capped to it (nanoGPT's `min(top_k, logits.size(-1))`) when not.
+    fn top_k(&self, vocab: usize, what: &str) -> Result<usize> {
+        match self.top_k {
+            Some(k) if k > vocab => Err(Error::InvalidArgument(format!(
+                "--top-k {k} is more than the {vocab} tokens of {what}'s vocabulary (at most \
+                 {vocab}, which keeps every token)"
+            ))),
+            Some(k) => Ok(k),
+            None => Ok(generate::DEFAULT_TOP_K.min(vocab)),
+        }
+    }
+}
+
+pub fn run(args: &SampleArgs) -> Result<()> {
+    let mut options = args.options()?;
+    let explicit = args
+        .precision
+        .as_deref()
+        .map(Precision::parse)
+        .transpose()?;
+    let device = args.device.options()?;
+    let what = args.checkpoint.display().to_string();
+    let ck = Checkpoint::load(&args.checkpoint)?;
+    let SavedModel {
+        spec,
+        params,
+        vocab,
+    } = model_from_checkpoint(&ck, &what)?;
+    let top_k = args.top_k(
+        spec.gpt.as_ref().map_or(vocab.len(), |g| g.vocab_size),
+        &what,
+    )?;
+    options.top_k = Some(top_k);
+    let precision = match (explicit, &ck.precision) {
+        (Some(p), _) => p,
+        (None, Some(saved)) => Precision::parse(saved)
+            .map_err(|e| Error::Checkpoint(format!("{what}: metadata `precision`: {e}")))?,
+        (None, None) => Precision::F32,
+    };
+    let prompt = args
+        .prompt
+        .clone()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| generate::DEFAULT_PROMPT.to_string());
+    let ids = vocab.encode(&prompt).map_err(|e| {
+        let msg = match e {
+            Error::Data(m) => m,
+            other => other.to_string(),
+        };
+        Error::InvalidArgument(format!("--prompt: {msg} of {what}"))
+    })?;
+
+    let ctx = GpuContext::new(&device)?;
+    let generator = Generator::new(&ctx, &spec, &params, precision)?;
+    let c = &generator.config;
+    eprintln!(
+        "sample: {what}: GPT ({} layers, {} heads, {} wide, block {}, vocabulary {}) on {} \
+         under {}; {} tokens, temperature {}, top-k {}, seed {}",
+        c.n_layer,
+        c.n_head,
+        c.n_embd,
+        c.block_size,
+        vocab.len(),
+        ctx.report.name,
+        precision.name(),
+        options.tokens,
+        options.temperature,
+        top_k,
+        options.seed
+    );
+
+    // On a terminal the text itself shows the progress (it appears chunk by chunk), and a bar
+    // redrawn on the same screen would overwrite it: the bar is for a redirected stdout.
+    let bar = if std::io::stdout().is_terminal() {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(options.tokens as u64)
+    };
+    bar.set_style(
+        ProgressStyle::with_template(
+            "   sample [{elapsed_precise}] {bar:30.cyan/blue} {pos}/{len} tokens {per_sec}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    let mut stdout = std::io::stdout().lock();
+    let io = |e: std::io::Error| Error::InvalidArgument(format!("writing the text: {e}"));
+    write!(stdout, "{prompt}")
+        .and_then(|_| stdout.flush())
+        .map_err(io)?;
+    generator.generate(&ctx, &ids, &options, args.chunk, &mut |chunk| {
+        let text = vocab.decode(chunk).map_err(|e| {
+            Error::Checkpoint(format!(
+                "{what}: the model sampled an id its vocabulary of {} characters cannot \
+                 decode (vocab_size {}): {e}",
+                vocab.len(),
+                c.vocab_size
+            ))
+        })?;
+        bar.suspend(|| write!(stdout, "{text}").and_then(|_| stdout.flush()))
+            .map_err(io)?;
+        bar.inc(chunk.len() as u64);
+        Ok(())
+    })?;
+    bar.finish_and_clear();
+    writeln!(stdout).map_err(io)?;
+    Ok(())
+}

@@ -1,0 +1,316 @@
+//! Text generation on the GPU: a GPT rebuilt from a checkpoint (its `model` and `vocab`
+//! metadata), planned forward-only for one sequence of the full block, and
+//! [`crate::ops::sample::sample_next`] after each forward, as nanoGPT's `GPT.generate` does
+//! it: the context is the last `block_size` tokens, the logits of its last position are
+//! divided by the temperature, cut to the top k and sampled.
+//!
+//! The context lives on the GPU (it is the network's input buffer, which the sampling
+//! kernel appends to and shifts), so a token costs no host round trip: a chunk of tokens is
+//! recorded as forward, draw, forward, draw, ... into one compute pass and submitted once,
+//! and the chunk's tokens are read back once ([`DEFAULT_CHUNK`] tokens per submission and
+//! per readback). Dropout is off (evaluation). A seed gives the same text every run on one
+//! adapter and precision.
+//!
+//! Native only: the readbacks block (the browser would map them asynchronously).
+
+use std::sync::Arc;
+
+use super::checkpoint::Checkpoint;
+use crate::amp::policy::{Policy, Precision};
+use crate::data::Vocab;
+use crate::error::{Error, Result};
+use crate::gpu::{GpuBuffer, GpuContext, Kernel};
+use crate::nn::inference::ForwardNetwork;
+use crate::nn::params::{ParamLayout, ParamStore};
+use crate::nn::{GptConfig, ModelSpec};
+use crate::ops::elementwise;
+use crate::ops::sample::{SampleParams, sample_next};
+use crate::tensor::DType;
+
+/// Tokens per submission (and per readback) unless asked otherwise.
+pub const DEFAULT_CHUNK: usize = 64;
+/// Most tokens one generation may produce: their ids are kept in one GPU buffer (64 MiB).
+pub const MAX_TOKENS: usize = 1 << 24;
+
+/// nanoGPT's `sample.py` defaults: `start = "\n"`, `max_new_tokens = 500`,
+/// `temperature = 0.8`, `top_k = 200`, `seed = 1337`.
+pub const DEFAULT_PROMPT: &str = "\n";
+pub const DEFAULT_TOKENS: usize = 500;
+pub const DEFAULT_TEMPERATURE: f32 = 0.8;
+pub const DEFAULT_TOP_K: usize = 200;
+pub const DEFAULT_SEED: u64 = 1337;
+
+/// How to sample.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SampleOptions {
+    /// New tokens to generate.
+    pub tokens: usize,
+    /// Divides the logits (> 0; below 1 sharpens, above 1 flattens).
+    pub temperature: f32,
+    /// Keep only the k most likely tokens (ties at the k-th kept); `None` keeps all.
+    pub top_k: Option<usize>,
+    pub seed: u64,
+}
+
+impl Default for SampleOptions {
+    fn default() -> Self {
+        Self {
+            tokens: DEFAULT_TOKENS,
+            temperature: DEFAULT_TEMPERATURE,
+            top_k: Some(DEFAULT_TOP_K),
+            seed: DEFAULT_SEED,
+        }
+    }
+}
+
+/// What a generation did, for tests and reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Generation {
+    /// The generated token ids (the prompt not included).
+    pub tokens: Vec<u32>,
+    /// Command buffers submitted and readbacks made (one each per chunk).
+    pub submissions: usize,
+    pub readbacks: usize,
+}
+
+/// A GPT planned for generation: parameters on the GPU, a forward pass over one sequence
+/// of `block_size` tokens, and its context and sampling state.
+pub struct Generator {
+    pub spec: ModelSpec,
+    pub config: GptConfig,
+    pub precision: Precision,
+    store: ParamStore,
+    net: ForwardNetwork,
+    weight_cast: Option<Kernel>,
+    /// `[len, draws]`: tokens in the context, tokens drawn (see `sample_next`).
+    state: Arc<GpuBuffer>,
+}
+
+/// What [`model_from_checkpoint`] reads out of a checkpoint.
+pub struct SavedModel {
+    /// The GPT the metadata `model` describes.
+    pub spec: ModelSpec,
+    /// Its parameters by name, in the model's order.
+    pub params: Vec<(String, Vec<f32>)>,
+    /// The vocabulary that decodes its token ids (metadata `vocab`).
+    pub vocab: Vocab,
+}
+
+/// The GPT a checkpoint describes (metadata `model`, `{"gpt": {...}}`), its parameters and
+/// its vocabulary (metadata `vocab`). `what` names the file in errors.
+pub fn model_from_checkpoint(ck: &Checkpoint, what: &str) -> Result<SavedModel> {
+    let Some(model) = &ck.model else {
+        return Err(Error::Checkpoint(format!(
+            "{what}: no model description (metadata `model`): only checkpoints of a GPT \
+             written by `webgpu-amp train --save` can sample"
+        )));
+    };
+    let spec = ModelSpec::from_json(&model.to_string())
+        .map_err(|e| Error::Checkpoint(format!("{what}: metadata `model`: {e}")))?;
+    if spec.gpt.is_none() {
+        return Err(Error::Checkpoint(format!(
+            "{what}: metadata `model` describes no GPT ({model}); only a GPT samples text"
+        )));
+    }
+    let Some(vocab) = ck.vocab() else {
+        return Err(Error::Checkpoint(format!(
+            "{what}: no vocabulary (metadata `vocab`): the model was not trained on text, so \
+             its token ids cannot be decoded"
+        )));
+    };
+    let params = ck.params_for_model(&spec, what)?;
+    Ok(SavedModel {
+        spec,
+        params,
+        vocab: vocab.clone(),
+    })
+}
+
+impl Generator {
+    /// Plan `spec` (a GPT on its full block) with `params` under `precision`.
+    pub fn new(
+        ctx: &GpuContext,
+        spec: &ModelSpec,
+        params: &[(String, Vec<f32>)],
+        precision: Precision,
+    ) -> Result<Self> {
+        let Some(config) = spec.gpt.clone() else {
+            return Err(Error::model(format!(
+                "{}: only a GPT generates text",
+                spec.name
+            )));
+        };
+        // The model on the full block, whatever sequence length it was trained on.
+        let spec = config.model_for(&spec.name, config.block_size)?;
+        let policy = Policy::new(precision);
+        let named: Vec<(String, Vec<usize>)> = spec
+            .parameters()
+            .into_iter()
+            .map(|p| (p.name, p.shape))
+            .collect();
+        let layout = ParamLayout::new(&named, ParamLayout::element_alignment(ctx));
+        let low = precision.low_dtype();
+        let store = ParamStore::new(ctx, layout, Some(low));
+        // Pure f16 keeps f16 values, as training does.
+        let params: Vec<(String, Vec<f32>)> = if precision.master_weights() {
+            params.to_vec()
+        } else {
+            params
+                .iter()
+                .map(|(n, v)| (n.clone(), v.iter().map(|&x| low.round(x)).collect()))
+                .collect()
+        };
+        store.upload(ctx, &params)?;
+        let weight_cast = match store.low_flat(ctx)? {
+            Some(low_flat) => Some(elementwise::cast(ctx, &store.master_flat(ctx)?, &low_flat)?),
+            None => None,
+        };
+        let net = ForwardNetwork::build(ctx, &spec, &store, &policy, 1)?;
+        if net.input.dtype() != DType::U32 || net.input.byte_offset() != 0 {
+            return Err(Error::model(format!(
+                "{}: the model takes no token ids",
+                spec.name
+            )));
+        }
+        let state = ctx.alloc_storage("generate.state", 8);
+        ctx.check()?;
+        Ok(Self {
+            spec,
+            config,
+            precision,
+            store,
+            net,
+            weight_cast,
+            state,
+        })
+    }
+
+    /// The parameters this generator holds (master weights, read back; tests).
+    pub fn parameters(&self, ctx: &GpuContext) -> Result<Vec<(String, Vec<f32>)>> {
+        self.store.download(ctx)
+    }
+
+    /// Generate `options.tokens` tokens after `prompt` (token ids, at least one; only the
+    /// last `block_size` are context). Submits once per `chunk` tokens and reads that
+    /// chunk's tokens back once, handing them to `on_chunk` as they arrive.
+    pub fn generate(
+        &self,
+        ctx: &GpuContext,
+        prompt: &[u32],
+        options: &SampleOptions,
+        chunk: usize,
+        on_chunk: &mut dyn FnMut(&[u32]) -> Result<()>,
+    ) -> Result<Generation> {
+        let (vocab, block) = (self.config.vocab_size, self.config.block_size);
+        if prompt.is_empty() {
+            return Err(Error::InvalidArgument(
+                "generation needs a prompt of at least one token".into(),
+            ));
+        }
+        if let Some((i, &bad)) = prompt
+            .iter()
+            .enumerate()
+            .find(|&(_, &id)| id as usize >= vocab)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "prompt token {bad} at position {i} is not below the model's vocab_size {vocab}"
+            )));
+        }
+        if chunk == 0 {
+            return Err(Error::InvalidArgument(
+                "tokens per submission must be at least 1".into(),
+            ));
+        }
+        if options.tokens > MAX_TOKENS {
+            return Err(Error::InvalidArgument(format!(
+                "{} tokens is more than the {MAX_TOKENS} one generation may produce",
+                options.tokens
+            )));
+        }
+        let mut out = Generation::default();
+        if options.tokens == 0 {
+            return Ok(out);
+        }
+        let params = SampleParams {
+            vocab,
+            block,
+            temperature: options.temperature,
+            top_k: options.top_k,
+            seed: options.seed,
+        };
+        let tokens_buffer = ctx.alloc_storage("generate.tokens", 4 * options.tokens as u64);
+        let logits = self.net.output.reshape(&[block, vocab])?;
+        let sample = sample_next(
+            ctx,
+            &logits,
+            self.net.input.buffer(),
+            &self.state,
+            &tokens_buffer,
+            &params,
+        )?;
+        // The context: the prompt's last `block` tokens, padded with id 0 (positions past
+        // the context's length never reach the rows the draws read: attention is causal).
+        let context = &prompt[prompt.len().saturating_sub(block)..];
+        let mut words = vec![0u32; block];
+        words[..context.len()].copy_from_slice(context);
+        let input = &self.net.input;
+        ctx.queue.write_buffer(
+            input.buffer().raw(),
+            input.byte_offset(),
+            bytemuck::cast_slice(&words),
+        );
+        ctx.queue.write_buffer(
+            self.state.raw(),
+            0,
+            bytemuck::cast_slice(&[context.len() as u32, 0]),
+        );
+        let mut done = 0;
+        while done < options.tokens {
+            let n = chunk.min(options.tokens - done);
+            let mut kernels: Vec<&Kernel> = Vec::new();
+            if done == 0 {
+                kernels.extend(&self.weight_cast);
+            }
+            for _ in 0..n {
+                kernels.extend(self.net.kernels());
+                kernels.push(&sample);
+            }
+            ctx.run(&kernels);
+            out.submissions += 1;
+            let bytes = ctx.read_bytes(&tokens_buffer, 4 * done as u64, 4 * n as u64)?;
+            out.readbacks += 1;
+            ctx.check()?;
+            let ids: Vec<u32> = bytemuck::pod_collect_to_vec(&bytes[..4 * n]);
+            on_chunk(&ids)?;
+            out.tokens.extend_from_slice(&ids);
+            done += n;
+        }
+        Ok(out)
+    }
+
+    /// The logits of the model's forward over `tokens` (at most `block_size`; the rest of
+    /// the block is padded with id 0 and its rows dropped): `[tokens.len(), vocab]` as f32,
+    /// read back (tests: the generator's forward against the training network's).
+    pub fn logits(&self, ctx: &GpuContext, tokens: &[u32]) -> Result<Vec<f32>> {
+        let (vocab, block) = (self.config.vocab_size, self.config.block_size);
+        if tokens.is_empty() || tokens.len() > block {
+            return Err(Error::InvalidArgument(format!(
+                "{} tokens: the forward takes 1 to block_size = {block}",
+                tokens.len()
+            )));
+        }
+        let mut words = vec![0u32; block];
+        words[..tokens.len()].copy_from_slice(tokens);
+        let input = &self.net.input;
+        ctx.queue.write_buffer(
+            input.buffer().raw(),
+            input.byte_offset(),
+            bytemuck::cast_slice(&words),
+        );
+        let kernels: Vec<&Kernel> = self.weight_cast.iter().chain(self.net.kernels()).collect();
+        ctx.run(&kernels);
+        let mut all = self.net.output.read_f32(ctx)?;
+        all.truncate(tokens.len() * vocab);
+        Ok(all)
+    }
+}
