@@ -102,6 +102,26 @@ pub(super) fn check_shapes(
     Ok((m as u32, n as u32, ak as u32))
 }
 
+/// The subgroup size the cooperative body runs on here, or why it cannot run (it is only
+/// ever forced onto such a context; `Auto` never picks it there).
+fn coop_subgroup(ctx: &GpuContext, a: Storage, b: Storage) -> Result<u32> {
+    let Some(config) = ctx.caps.tensor_cores.config() else {
+        return Err(Error::Unsupported(format!(
+            "the cooperative-matrix matmul needs tensor cores; on `{}` they are {}",
+            ctx.report.name,
+            ctx.caps.tensor_cores.describe()
+        )));
+    };
+    if a != Storage::F16 || b != Storage::F16 {
+        return Err(Error::Unsupported(format!(
+            "the cooperative-matrix matmul takes native f16 inputs, got a {} and b {}",
+            a.name(),
+            b.name()
+        )));
+    }
+    Ok(config.subgroup)
+}
+
 /// One matrix operand as the shader indexes it: a tensor and where its matrices are.
 pub(super) struct Operand<'t> {
     pub(super) tensor: &'t Tensor,
@@ -121,7 +141,11 @@ pub(super) fn launch(
     opts: &MatmulOpts,
     kernel: MatmulKernel,
 ) -> Result<Kernel> {
-    let mut tiling = Tiling::choose(kernel.resolve(ctx), a.tensor.storage(), b.tensor.storage());
+    let (sa, sb) = (a.tensor.storage(), b.tensor.storage());
+    let mut tiling = match kernel.resolve(ctx, sa, sb) {
+        MatmulKernel::Coop => Tiling::coop(coop_subgroup(ctx, sa, sb)?),
+        body => Tiling::choose(body, sa, sb),
+    };
     let lanes = tiling.narrow_lanes(n);
     if lanes != 0 {
         tiling.entry = "matmul_direct_narrow";

@@ -1,7 +1,15 @@
-//! Matrix multiply (`shaders/matmul.wgsl`): `c (+)= op(a) · op(b) (+ bias)`, f32 accumulation
-//! for every storage. Linear layers use it for all three products:
+//! Matrix multiply (`shaders/matmul.wgsl`, `shaders/matmul_coop.wgsl`): `c (+)= op(a) · op(b)
+//! (+ bias)`, f32 accumulation for every storage. Linear layers use it for all three products:
 //! forward `y = x · Wᵀ + bias` (`trans_b`), input gradient `dx = dy · W`, and weight
 //! gradient `dW += dyᵀ · x` (`trans_a`, `accumulate`, into an f32 gradient).
+//!
+//! Three kernel bodies share one launch and one epilogue ([`MatmulKernel`]): direct (CPU
+//! adapters), tiled SIMT (GPUs) and cooperative matrices (tensor cores, f16 inputs only; bf16
+//! has no cooperative type in naga 30 and stays on the SIMT bodies).
+//!
+//! - `tiling`: launch shapes of each body per input storage
+//! - `launch`: shape checks, the uniform block and the grid, shared by every entry point
+//! - `batched`: strided batched matmul (attention) and its layout checks
 
 mod batched;
 mod launch;
@@ -11,13 +19,14 @@ pub use batched::{MatrixLayout, batched_matmul, batched_matmul_with};
 
 use crate::dtype::Storage;
 use crate::error::Result;
-use crate::gpu::{GpuContext, Kernel};
+use crate::gpu::{Capabilities, GpuContext, Kernel};
 use crate::shader::Variant;
 use crate::tensor::Tensor;
 use launch::{Operand, check_shapes, launch};
 use tiling::Tiling;
 
 const SHADER: &str = "matmul";
+const COOP_SHADER: &str = "matmul_coop";
 const FLAG_ACCUMULATE: u32 = 1;
 const FLAG_BIAS: u32 = 2;
 const FLAG_PAIRS: u32 = 4;
@@ -40,8 +49,8 @@ pub struct MatmulOpts<'a> {
     pub round_to: Option<crate::dtype::DType>,
 }
 
-/// Which kernel body runs. [`MatmulKernel::Auto`] picks by adapter type; tests and the
-/// benchmark force the others so both are checked on any machine.
+/// Which kernel body runs. [`MatmulKernel::Auto`] picks by adapter and input storages; tests
+/// and the benchmark force the others so each is checked where it can run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MatmulKernel {
     #[default]
@@ -50,6 +59,9 @@ pub enum MatmulKernel {
     Tiled,
     /// Register blocking straight from the buffers, no barriers (CPU adapters).
     Direct,
+    /// Cooperative matrices (tensor cores): native f16 inputs on adapters whose
+    /// [`Capabilities::tensor_cores`] are used.
+    Coop,
 }
 
 impl MatmulKernel {
@@ -58,15 +70,28 @@ impl MatmulKernel {
             MatmulKernel::Auto => "auto",
             MatmulKernel::Tiled => "tiled",
             MatmulKernel::Direct => "direct",
+            MatmulKernel::Coop => "coop",
         }
     }
 
-    /// The kernel `Auto` resolves to on this context: barriers cost a context switch on CPU
-    /// adapters (lavapipe, llvmpipe), so those run the direct kernel.
-    pub fn resolve(self, ctx: &GpuContext) -> MatmulKernel {
+    /// The body `Auto` resolves to on this context for inputs of storages `a` and `b`.
+    pub fn resolve(self, ctx: &GpuContext, a: Storage, b: Storage) -> MatmulKernel {
+        self.resolve_for(&ctx.caps, a, b)
+    }
+
+    /// [`MatmulKernel::resolve`] from capabilities alone (what `info` reports): barriers cost
+    /// a context switch on CPU adapters (lavapipe, llvmpipe), so those run the direct body;
+    /// native f16 inputs on an adapter with tensor cores run on cooperative matrices; every
+    /// other GPU case runs the tiled SIMT body.
+    pub fn resolve_for(self, caps: &Capabilities, a: Storage, b: Storage) -> MatmulKernel {
         match self {
-            MatmulKernel::Auto if ctx.device_type() == wgpu::DeviceType::Cpu => {
-                MatmulKernel::Direct
+            MatmulKernel::Auto if caps.cpu_adapter => MatmulKernel::Direct,
+            MatmulKernel::Auto
+                if caps.tensor_cores.config().is_some()
+                    && a == Storage::F16
+                    && b == Storage::F16 =>
+            {
+                MatmulKernel::Coop
             }
             MatmulKernel::Auto => MatmulKernel::Tiled,
             k => k,
@@ -130,9 +155,9 @@ pub fn flops(m: usize, n: usize, k: usize) -> f64 {
     2.0 * m as f64 * n as f64 * k as f64
 }
 
-/// Every variant [`matmul`] may compile: both kernel bodies, the four transpose
-/// combinations, and every storage of a, b, c and bias within one f16 world (native or
-/// packed; the two never meet in one call).
+/// Every variant [`matmul`] may compile: the SIMT bodies with the four transpose
+/// combinations and every storage of a, b, c and bias within one f16 world (native or
+/// packed; the two never meet in one call), and the cooperative body on native f16 inputs.
 pub fn variants() -> Result<Vec<Variant>> {
     let worlds = [
         [Storage::F32, Storage::F16, Storage::BF16],
@@ -151,6 +176,26 @@ pub fn variants() -> Result<Vec<Variant>> {
         }
     }
     let mut v = Vec::new();
+    // The cooperative body: native f16 inputs, f16 or f32 output and bias, on subgroups of 32
+    // (NVIDIA; other fixed sizes differ only in the workgroup size).
+    for c in [Storage::F16, Storage::F32] {
+        for bias in [Storage::F16, Storage::F32] {
+            for trans_a in [false, true] {
+                for trans_b in [false, true] {
+                    v.push(Variant::new(
+                        COOP_SHADER,
+                        &[
+                            ("a".into(), Storage::F16),
+                            ("b".into(), Storage::F16),
+                            ("c".into(), c),
+                            ("bias".into(), bias),
+                        ],
+                        &Tiling::coop(32).consts(trans_a, trans_b),
+                    )?);
+                }
+            }
+        }
+    }
     for kernel in [MatmulKernel::Tiled, MatmulKernel::Direct] {
         for [a, b, c, bias] in &combos {
             let tiling = Tiling::choose(kernel, *a, *b);

@@ -1,18 +1,21 @@
-//! Launch shapes of the SIMT kernel bodies (tiled, direct), per input storage.
+//! Launch shapes of the kernel bodies (tiled, direct, cooperative), per input storage.
 
-use super::{MatmulKernel, SHADER};
+use super::{COOP_SHADER, MatmulKernel, SHADER};
 use crate::dtype::Storage;
 use crate::gpu::KernelDesc;
 
 /// Launch shape of one kernel body for one input storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Tiling {
+    pub(super) shader: &'static str,
     pub(super) entry: &'static str,
     pub(super) wg_x: u32,
     pub(super) wg_y: u32,
     pub(super) tm: u32,
     pub(super) tn: u32,
     pub(super) bk: u32,
+    /// Cooperative body: the adapter's subgroup size (a workgroup is 4 subgroups); else 0.
+    pub(super) subgroup: u32,
 }
 
 impl Tiling {
@@ -27,21 +30,41 @@ impl Tiling {
         let sixteen_bit = a != Storage::F32 && b != Storage::F32;
         match kernel {
             MatmulKernel::Direct => Tiling {
+                shader: SHADER,
                 entry: "matmul_direct",
                 wg_x: 64,
                 wg_y: 1,
                 tm: 8,
                 tn: 4,
                 bk: 1,
+                subgroup: 0,
             },
-            _ => Tiling {
+            MatmulKernel::Coop => Tiling::coop(32),
+            MatmulKernel::Tiled | MatmulKernel::Auto => Tiling {
+                shader: SHADER,
                 entry: "matmul_tiled",
                 wg_x: 16,
                 wg_y: 16,
                 tm: 8,
                 tn: 8,
                 bk: if sixteen_bit { 16 } else { 8 },
+                subgroup: 0,
             },
+        }
+    }
+
+    /// The cooperative body (`shaders/matmul_coop.wgsl`) on subgroups of `subgroup`
+    /// invocations: 4 subgroups per workgroup, 64×64 output tiles, k slices of 32.
+    pub(super) fn coop(subgroup: u32) -> Tiling {
+        Tiling {
+            shader: COOP_SHADER,
+            entry: "matmul_coop",
+            wg_x: 4 * subgroup,
+            wg_y: 1,
+            tm: 64,
+            tn: 64 / (4 * subgroup).max(1),
+            bk: 32,
+            subgroup,
         }
     }
 
@@ -58,14 +81,27 @@ impl Tiling {
     }
 
     pub(super) fn bm(&self) -> u32 {
+        if self.subgroup != 0 {
+            return 64;
+        }
         self.wg_y * self.tm
     }
 
     pub(super) fn bn(&self) -> u32 {
+        if self.subgroup != 0 {
+            return 64;
+        }
         self.wg_x * self.tn
     }
 
     pub(super) fn consts(&self, trans_a: bool, trans_b: bool) -> Vec<(&'static str, String)> {
+        if self.subgroup != 0 {
+            return vec![
+                ("TRANS_A", trans_a.to_string()),
+                ("TRANS_B", trans_b.to_string()),
+                ("SUBGROUP", format!("{}u", self.subgroup)),
+            ];
+        }
         vec![
             ("TRANS_A", trans_a.to_string()),
             ("TRANS_B", trans_b.to_string()),
@@ -78,7 +114,7 @@ impl Tiling {
     }
 
     pub(super) fn desc(&self, trans_a: bool, trans_b: bool) -> KernelDesc {
-        let mut d = KernelDesc::new(SHADER, self.entry);
+        let mut d = KernelDesc::new(self.shader, self.entry);
         d.consts = self.consts(trans_a, trans_b);
         d
     }
