@@ -70,6 +70,7 @@ fn matmul_path(caps: &Capabilities, storage: Storage) -> String {
             "tiled SIMT (bf16 has no cooperative-matrix type in naga 30)".to_string()
         }
         (MatmulKernel::Tiled, _) => "tiled SIMT".to_string(),
+        (MatmulKernel::Direct, _) => "direct (CPU adapter: no workgroup memory)".to_string(),
         (body, _) => body.name().to_string(),
     }
 }

@@ -28,6 +28,7 @@ use crate::tensor::DType;
 
 use super::batch::{BatchInput, BatchTargets};
 use super::planning::{batch_error, guard_planning, params_error};
+use super::profile::{Clock, HostTimes, Phase};
 use super::stats::{METRIC_LOSSES, RING, StatsRing, StepStats};
 
 /// Everything that shapes a training step.
@@ -71,13 +72,15 @@ pub struct Trainer {
     /// Pure f16 mode: round gradients and parameters to f16 values.
     round_grads: Option<Kernel>,
     round_params: Option<Kernel>,
-    begin_step: Kernel,
+    pub(super) begin_step: Kernel,
     unscale: Option<Kernel>,
     update: Option<Kernel>,
     /// [scale used, found_inf, scale after the update, loss of micro-batch 0, 1, ...].
     metrics: Arc<GpuBuffer>,
     stats: StatsRing,
     micro: usize,
+    /// Host time spent in this trainer's steps (encode, submit, read-back).
+    pub host: HostTimes,
     steps_submitted: u64,
     submissions: u64,
     /// Where the dropout masks of the next micro-batch come from.
@@ -195,6 +198,7 @@ impl Trainer {
             metrics,
             stats,
             micro: 0,
+            host: HostTimes::default(),
             steps_submitted: 0,
             dropout: DropoutStream::default(),
             step_offset: 0,
@@ -283,12 +287,17 @@ impl Trainer {
         let last = self.micro + 1 == self.config.grad_accum;
         if last && self.stats.is_full(ctx) {
             #[cfg(not(target_arch = "wasm32"))]
-            self.stats.wait_oldest(ctx)?;
+            {
+                let waiting = Clock::now();
+                self.stats.wait_oldest(ctx)?;
+                self.host.readback += waiting.elapsed();
+            }
             #[cfg(target_arch = "wasm32")]
             return Err(Error::Gpu(
                 "the GPU is a whole ring of steps behind; check can_submit first".into(),
             ));
         }
+        let encoding = Clock::now();
         let i = self.plan_network(ctx, batch)?;
         let net = &self.nets[i];
         Self::write_batch(ctx, net, x, &targets)?;
@@ -333,7 +342,10 @@ impl Trainer {
         );
         self.submissions += 1;
         if !last {
+            self.host.encode += encoding.elapsed();
+            let submitting = Clock::now();
             ctx.queue.submit([encoder.finish()]);
+            self.host.submit += submitting.elapsed();
             self.micro += 1;
             return Ok(());
         }
@@ -374,6 +386,9 @@ impl Trainer {
             self.optimizer.set_lr(ctx, lr)?;
         }
         self.steps_submitted += 1;
+        self.host.encode += encoding.elapsed();
+        let submitting = Clock::now();
+        self.host.steps += 1;
         self.stats.submit(
             ctx,
             encoder,
@@ -381,6 +396,7 @@ impl Trainer {
             self.config.grad_accum,
             lr,
         )?;
+        self.host.submit += submitting.elapsed();
         self.micro = 0;
         Ok(())
     }
@@ -410,22 +426,29 @@ impl Trainer {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn wait_for_slot(&mut self, ctx: &GpuContext) -> Result<()> {
         if self.stats.is_full(ctx) {
+            let waiting = Clock::now();
             self.stats.wait_oldest(ctx)?;
+            self.host.readback += waiting.elapsed();
         }
         Ok(())
     }
 
     /// Stats of the optimizer steps finished so far (non-blocking; a few steps late).
     pub fn poll_stats(&mut self, ctx: &GpuContext) -> Vec<StepStats> {
+        let reading = Clock::now();
         self.stats.collect(ctx);
-        self.stats.drain()
+        let stats = self.stats.drain();
+        self.host.readback += reading.elapsed();
+        stats
     }
 
     /// Wait for every submitted step and return the remaining stats (native; end of run).
     /// One host wait.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn finish(&mut self, ctx: &GpuContext) -> Result<Vec<StepStats>> {
+        let waiting = Clock::now();
         ctx.sync()?;
+        self.host.readback += waiting.elapsed();
         Ok(self.poll_stats(ctx))
     }
 
@@ -511,19 +534,29 @@ impl Trainer {
         kernels
     }
 
-    /// What the last micro-batch runs after its backward, in PyTorch's order: (pure f16:
+    /// What the last micro-batch runs after its backward ([`Trainer::finish_phases`]).
+    fn finish_kernels(&self) -> Vec<&Kernel> {
+        self.finish_phases().into_iter().map(|(_, k)| k).collect()
+    }
+
+    /// The kernels after the backward with their phases, in PyTorch's order: (pure f16:
     /// round the gradients) → unscale → clip → optimizer step → (pure f16: round the
     /// parameters) → scale update.
-    fn finish_kernels(&self) -> Vec<&Kernel> {
-        let mut kernels: Vec<&Kernel> = Vec::new();
-        kernels.extend(&self.round_grads);
-        kernels.extend(&self.unscale);
-        if let Some(c) = &self.clipper {
-            kernels.extend(c.kernels());
+    pub(super) fn finish_phases(&self) -> Vec<(Phase, &Kernel)> {
+        let mut kernels: Vec<(Phase, &Kernel)> = Vec::new();
+        for k in self.round_grads.iter().chain(&self.unscale) {
+            kernels.push((Phase::Unscale, k));
         }
-        kernels.push(self.optimizer.step_kernel());
-        kernels.extend(&self.round_params);
-        kernels.extend(&self.update);
+        for k in self.clipper.iter().flat_map(|c| c.kernels()) {
+            kernels.push((Phase::Clip, k));
+        }
+        kernels.push((Phase::Optimizer, self.optimizer.step_kernel()));
+        if let Some(k) = &self.round_params {
+            kernels.push((Phase::Optimizer, k));
+        }
+        if let Some(k) = &self.update {
+            kernels.push((Phase::ScaleUpdate, k));
+        }
         kernels
     }
 
