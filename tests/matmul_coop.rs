@@ -86,3 +86,53 @@ fn auto_never_picks_tensor_cores_without_them_and_forcing_them_is_a_clear_error(
         Ok(_) => panic!("the cooperative matmul was built on an adapter without tensor cores"),
     }
 }
+
+/// The body `Auto` picks per adapter class and input storage, from capabilities alone (what
+/// `info` prints): CPU adapters the direct body whatever the storage; GPUs the tiled SIMT
+/// body (128×128 tiles, 8×8 per thread), and native f16 on cooperative matrices where
+/// tensor cores are used. bf16 and packed f16 never run on tensor cores.
+#[test]
+fn auto_picks_the_body_by_adapter_class_and_storage() {
+    use webgpu_amp::gpu::{TensorCoreConfig, TensorCores};
+    let mut caps = ctx().caps.clone();
+    let storages = [
+        Storage::F32,
+        Storage::F16,
+        Storage::F16Packed,
+        Storage::BF16,
+    ];
+    caps.cpu_adapter = true;
+    caps.tensor_cores = TensorCores::NotUsed("CPU adapter".into());
+    for s in storages {
+        assert_eq!(
+            MatmulKernel::Auto.resolve_for(&caps, s, s),
+            MatmulKernel::Direct
+        );
+    }
+    caps.cpu_adapter = false;
+    for s in storages {
+        assert_eq!(
+            MatmulKernel::Auto.resolve_for(&caps, s, s),
+            MatmulKernel::Tiled
+        );
+    }
+    caps.tensor_cores = TensorCores::Used(TensorCoreConfig {
+        m: 16,
+        n: 16,
+        k: 16,
+        inputs: "f16",
+        accumulator: "f32",
+        subgroup: 32,
+    });
+    for s in storages {
+        let want = if s == Storage::F16 {
+            MatmulKernel::Coop
+        } else {
+            MatmulKernel::Tiled
+        };
+        assert_eq!(MatmulKernel::Auto.resolve_for(&caps, s, s), want, "{s:?}");
+    }
+    // Mixed inputs (an f16 activation times an f32 weight) stay on SIMT.
+    let mixed = MatmulKernel::Auto.resolve_for(&caps, Storage::F16, Storage::F32);
+    assert_eq!(mixed, MatmulKernel::Tiled);
+}
