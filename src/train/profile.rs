@@ -6,10 +6,14 @@
 
 use std::time::Duration;
 
-use super::batch::{BatchInput, BatchTargets};
 use super::trainer::Trainer;
 use crate::error::Result;
-use crate::gpu::{GpuContext, Kernel, KernelTimer};
+use crate::gpu::{GpuContext, Kernel};
+#[cfg(not(target_arch = "wasm32"))]
+use {
+    super::batch::{BatchInput, BatchTargets},
+    crate::gpu::KernelTimer,
+};
 
 /// The part of a step a kernel belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -156,6 +160,27 @@ pub struct StepProfile {
 }
 
 impl Trainer {
+    /// The kernels after the backward with their phases, in PyTorch's order: (pure f16:
+    /// round the gradients) → unscale → clip → optimizer step → (pure f16: round the
+    /// parameters) → scale update.
+    pub(super) fn finish_phases(&self) -> Vec<(Phase, &Kernel)> {
+        let mut kernels: Vec<(Phase, &Kernel)> = Vec::new();
+        for k in self.round_grads.iter().chain(&self.unscale) {
+            kernels.push((Phase::Unscale, k));
+        }
+        for k in self.clipper.iter().flat_map(|c| c.kernels()) {
+            kernels.push((Phase::Clip, k));
+        }
+        kernels.push((Phase::Optimizer, self.optimizer.step_kernel()));
+        if let Some(k) = &self.round_params {
+            kernels.push((Phase::Optimizer, k));
+        }
+        if let Some(k) = &self.update {
+            kernels.push((Phase::ScaleUpdate, k));
+        }
+        kernels
+    }
+
     /// Every kernel of one optimizer step at `batch` with its phase, in the order
     /// [`Trainer::train_batch`] records them ([`Trainer::step_kernels`]).
     pub fn step_phases(&mut self, ctx: &GpuContext, batch: usize) -> Result<Vec<(Phase, &Kernel)>> {

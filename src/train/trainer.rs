@@ -27,8 +27,9 @@ use crate::optim::{LrSchedule, Optimizer, OptimizerConfig};
 use crate::tensor::DType;
 
 use super::batch::{BatchInput, BatchTargets};
+pub use super::planning::weight_decay_mask;
 use super::planning::{batch_error, guard_planning, params_error};
-use super::profile::{Clock, HostTimes, Phase};
+use super::profile::{Clock, HostTimes};
 use super::stats::{METRIC_LOSSES, RING, StatsRing, StepStats};
 
 /// Everything that shapes a training step.
@@ -64,17 +65,17 @@ pub struct Trainer {
     pub store: ParamStore,
     pub scaler: GradScaler,
     pub optimizer: Optimizer,
-    clipper: Option<GradClipper>,
+    pub(super) clipper: Option<GradClipper>,
     target_dim: usize,
     pub(super) nets: Vec<Network>,
     /// Master → compute-dtype cast of every parameter, one dispatch, once per step.
     pub(super) weight_cast: Option<Kernel>,
     /// Pure f16 mode: round gradients and parameters to f16 values.
-    round_grads: Option<Kernel>,
-    round_params: Option<Kernel>,
+    pub(super) round_grads: Option<Kernel>,
+    pub(super) round_params: Option<Kernel>,
     pub(super) begin_step: Kernel,
-    unscale: Option<Kernel>,
-    update: Option<Kernel>,
+    pub(super) unscale: Option<Kernel>,
+    pub(super) update: Option<Kernel>,
     /// [scale used, found_inf, scale after the update, loss of micro-batch 0, 1, ...].
     metrics: Arc<GpuBuffer>,
     stats: StatsRing,
@@ -539,45 +540,8 @@ impl Trainer {
         self.finish_phases().into_iter().map(|(_, k)| k).collect()
     }
 
-    /// The kernels after the backward with their phases, in PyTorch's order: (pure f16:
-    /// round the gradients) → unscale → clip → optimizer step → (pure f16: round the
-    /// parameters) → scale update.
-    pub(super) fn finish_phases(&self) -> Vec<(Phase, &Kernel)> {
-        let mut kernels: Vec<(Phase, &Kernel)> = Vec::new();
-        for k in self.round_grads.iter().chain(&self.unscale) {
-            kernels.push((Phase::Unscale, k));
-        }
-        for k in self.clipper.iter().flat_map(|c| c.kernels()) {
-            kernels.push((Phase::Clip, k));
-        }
-        kernels.push((Phase::Optimizer, self.optimizer.step_kernel()));
-        if let Some(k) = &self.round_params {
-            kernels.push((Phase::Optimizer, k));
-        }
-        if let Some(k) = &self.update {
-            kernels.push((Phase::ScaleUpdate, k));
-        }
-        kernels
-    }
-
     /// The dtype the model's parameters compute in under this trainer's policy.
     pub fn low_dtype(&self) -> DType {
         self.config.precision.low_dtype()
     }
-}
-
-/// nanoGPT's parameter groups (`configure_optimizers`) for a GPT: weight decay for
-/// parameters of two or more dimensions (matmul weights, embeddings), none for biases and
-/// LayerNorm weights; one bit per flat element (padding decays: it stays zero). Other
-/// models keep PyTorch's single group (`None`: everything decays), so their bits do not
-/// change.
-pub fn weight_decay_mask(spec: &ModelSpec, layout: &ParamLayout) -> Option<Vec<bool>> {
-    spec.gpt.as_ref()?;
-    let mut mask = vec![true; layout.total];
-    for e in &layout.entries {
-        if e.shape.len() < 2 {
-            mask[e.offset..e.offset + e.numel()].fill(false);
-        }
-    }
-    Some(mask)
 }
