@@ -43,6 +43,7 @@ pub const SHADERS: &[(&str, &str)] = &[
     ("optim", include_str!("../shaders/optim.wgsl")),
     ("round", include_str!("../shaders/round.wgsl")),
     ("matmul", include_str!("../shaders/matmul.wgsl")),
+    ("matmul_coop", include_str!("../shaders/matmul_coop.wgsl")),
     ("histogram", include_str!("../shaders/histogram.wgsl")),
     ("layernorm", include_str!("../shaders/layernorm.wgsl")),
     ("embedding", include_str!("../shaders/embedding.wgsl")),
@@ -62,6 +63,10 @@ pub const INCLUDES: &[(&str, &str)] = &[
     (
         "scaler_state",
         include_str!("../shaders/include/scaler_state.wgsl"),
+    ),
+    (
+        "matmul_common",
+        include_str!("../shaders/include/matmul_common.wgsl"),
     ),
 ];
 
@@ -223,6 +228,12 @@ impl Variant {
         if self.uses_native_f16() {
             out.push_str("enable f16;\n");
         }
+        // A shader's own `enable` directives (cooperative matrices) must precede every
+        // declaration: they move to the top and stay as comments in place.
+        for line in src.lines().filter(|l| is_enable(l)) {
+            out.push_str(line.trim());
+            out.push('\n');
+        }
         for (name, value) in &self.consts {
             out.push_str(&format!("const {name} = {value};\n"));
         }
@@ -236,7 +247,10 @@ impl Variant {
         let mut included = Vec::new();
         for line in src.lines() {
             let directive = line.trim();
-            if directive.starts_with("#tensor") || directive.starts_with("#include") {
+            if directive.starts_with("#tensor")
+                || directive.starts_with("#include")
+                || is_enable(line)
+            {
                 out.push_str("// ");
             }
             out.push_str(line);
@@ -247,6 +261,11 @@ impl Variant {
         }
         Ok(out)
     }
+}
+
+/// An `enable ...;` directive line of a shader source.
+fn is_enable(line: &str) -> bool {
+    line.trim_start().starts_with("enable ")
 }
 
 const NATIVE_F16_HELPERS: &str = "
@@ -342,7 +361,8 @@ pub fn validate(name: &str, src: &str) -> Result<(naga::Module, naga::valid::Mod
         naga::valid::ValidationFlags::all(),
         naga::valid::Capabilities::SHADER_FLOAT16
             | naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32
-            | naga::valid::Capabilities::SUBGROUP,
+            | naga::valid::Capabilities::SUBGROUP
+            | naga::valid::Capabilities::COOPERATIVE_MATRIX,
     )
     .validate(&module)
     .map_err(|e| Error::Shader {

@@ -5,6 +5,7 @@
 use super::policy::Precision;
 use crate::dtype::{DType, F16Storage, Storage};
 use crate::gpu::{AdapterDescription, Capabilities, F16StorageChoice};
+use crate::ops::matmul::MatmulKernel;
 
 /// Whether one precision mode runs on an adapter, and how its low-precision tensors are stored.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -18,6 +19,10 @@ pub struct ModeSupport {
     pub storage: &'static str,
     /// One line for people.
     pub detail: String,
+    /// The matmul body the mode's low-precision products run on here
+    /// ([`MatmulKernel::name`]: `direct`, `tiled` or `coop`), with the tensor-core
+    /// configuration when it is `coop`.
+    pub matmul: String,
 }
 
 impl ModeSupport {
@@ -32,6 +37,7 @@ impl ModeSupport {
                     runs: false,
                     storage: Storage::F16.name(),
                     detail: e.to_string(),
+                    matmul: "-".to_string(),
                 };
             }
             (_, Ok(f16)) => Storage::for_dtype(dtype, f16),
@@ -42,6 +48,7 @@ impl ModeSupport {
             runs: true,
             storage: storage.name(),
             detail: format!("{}: {}", precision.low_dtype_scope(), storage.layout()),
+            matmul: matmul_path(caps, storage),
         }
     }
 
@@ -51,6 +58,20 @@ impl ModeSupport {
             .into_iter()
             .map(|p| Self::of(p, caps, choice))
             .collect()
+    }
+}
+
+/// The matmul body `Auto` picks for inputs of `storage` on an adapter with `caps`.
+fn matmul_path(caps: &Capabilities, storage: Storage) -> String {
+    let body = MatmulKernel::Auto.resolve_for(caps, storage, storage);
+    match (body, caps.tensor_cores.config()) {
+        (MatmulKernel::Coop, Some(c)) => format!("coop (tensor cores {})", c.describe()),
+        (MatmulKernel::Tiled, _) if storage == Storage::BF16 => {
+            "tiled SIMT (bf16 has no cooperative-matrix type in naga 30)".to_string()
+        }
+        (MatmulKernel::Tiled, _) => "tiled SIMT".to_string(),
+        (MatmulKernel::Direct, _) => "direct (CPU adapter: no workgroup memory)".to_string(),
+        (body, _) => body.name().to_string(),
     }
 }
 

@@ -51,6 +51,8 @@ enum KernelArg {
     Auto,
     Tiled,
     Direct,
+    /// Cooperative matrices (tensor cores; native f16 only, where `info` says they are used).
+    Coop,
 }
 
 impl KernelArg {
@@ -59,6 +61,7 @@ impl KernelArg {
             KernelArg::Auto => MatmulKernel::Auto,
             KernelArg::Tiled => MatmulKernel::Tiled,
             KernelArg::Direct => MatmulKernel::Direct,
+            KernelArg::Coop => MatmulKernel::Coop,
         }
     }
 }
@@ -142,6 +145,15 @@ fn bench_matmul(args: &MatmulBenchArgs) -> webgpu_amp::Result<()> {
         );
     }
     let mut results = Vec::new();
+    if kernel == MatmulKernel::Coop {
+        // Tensor cores take native f16 inputs only.
+        runs.retain(|&(_, storage)| storage == Storage::F16);
+        if runs.is_empty() {
+            return Err(webgpu_amp::Error::Unsupported(
+                "--kernel coop needs native f16 storage (an adapter with shader-f16)".into(),
+            ));
+        }
+    }
     for &n in &args.sizes {
         for &(ctx, storage) in &runs {
             let r = measure(ctx, storage, n, kernel, args.repeats)?;
@@ -206,7 +218,7 @@ fn measure(
     Ok(BenchResult {
         storage: storage.name(),
         n,
-        kernel: kernel.resolve(ctx).name(),
+        kernel: kernel.resolve(ctx, storage, storage).name(),
         seconds,
         gflops: work / seconds / 1e9,
         batch,

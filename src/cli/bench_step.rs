@@ -10,7 +10,10 @@ use webgpu_amp::nn::gpt::GPT_PRESETS;
 use webgpu_amp::nn::preset;
 use webgpu_amp::nn::{LossKind, ModelSpec};
 use webgpu_amp::optim::OptimizerConfig;
-use webgpu_amp::train::{BatchTargets, ModelChoice, StepConfig, Trainer, model_and_data};
+use webgpu_amp::train::profile::profile_steps;
+use webgpu_amp::train::{
+    BatchTargets, ModelChoice, StepConfig, StepProfile, Trainer, model_and_data,
+};
 use webgpu_amp::{Error, GpuContext, Result};
 
 use super::DeviceArgs;
@@ -37,6 +40,11 @@ pub struct BenchStepArgs {
     /// Print only JSON lines (no table).
     #[arg(long)]
     json: bool,
+    /// Also profile each model and precision: GPU time per kernel and per phase (forward,
+    /// loss, backward, unscale, clip, optimizer, scale update) from timestamp queries, and
+    /// host time per step (encode, submit, read-back), as a table and a JSON line.
+    #[arg(long)]
+    profile: bool,
     #[command(flatten)]
     device: DeviceArgs,
 }
@@ -136,7 +144,8 @@ fn measure(
     model: &str,
     precision: Precision,
     scaler: bool,
-) -> Result<StepBench> {
+    profile: bool,
+) -> Result<(StepBench, Option<StepProfile>)> {
     let b = args.batch_size;
     let w = workload(model, b)?;
     let init = w.spec.init_params(0);
@@ -167,7 +176,13 @@ fn measure(
     }
     trainer.finish(ctx)?;
     let secs = start.elapsed().as_secs_f64();
-    Ok(StepBench {
+    let profiled = if profile {
+        let y = || BatchTargets::from(&w.batch.y);
+        Some(profile_steps(ctx, &mut trainer, b, x, y, args.steps)?)
+    } else {
+        None
+    };
+    let bench = StepBench {
         kind: "step",
         adapter: ctx.report.name.clone(),
         f16_storage: format!("{:?}", ctx.f16_storage).to_lowercase(),
@@ -182,7 +197,8 @@ fn measure(
         peak_gpu_bytes: ctx.memory().peak_bytes,
         host_waits: ctx.host_waits() - waits,
         throttle_waits: trainer.throttle_waits() - throttles,
-    })
+    };
+    Ok((bench, profiled))
 }
 
 pub fn run(args: &BenchStepArgs) -> Result<()> {
@@ -207,7 +223,24 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
     for model in &args.models {
         let mut amp_with = None;
         for &p in &precisions {
-            let r = measure(&ctx, args, model, p, p.scaler_enabled_by_default())?;
+            let (r, profiled) = measure(
+                &ctx,
+                args,
+                model,
+                p,
+                p.scaler_enabled_by_default(),
+                args.profile,
+            )?;
+            if let Some(prof) = profiled {
+                if !args.json {
+                    eprintln!("\n{} {}: {}", model, p.name(), prof.table(8));
+                }
+                let line = serde_json::json!({
+                    "kind": "profile", "model": model, "precision": p.name(),
+                    "batch_size": args.batch_size, "profile": prof,
+                });
+                println!("{line}");
+            }
             if p == Precision::AmpF16 {
                 amp_with = Some(r.ms_per_step);
             }
@@ -217,9 +250,15 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
         // The GradScaler's cost: amp-f16 with the scaler against amp-f16 without it.
         let with = match amp_with {
             Some(ms) => ms,
-            None => measure(&ctx, args, model, Precision::AmpF16, true)?.ms_per_step,
+            None => {
+                measure(&ctx, args, model, Precision::AmpF16, true, false)?
+                    .0
+                    .ms_per_step
+            }
         };
-        let without = measure(&ctx, args, model, Precision::AmpF16, false)?.ms_per_step;
+        let without = measure(&ctx, args, model, Precision::AmpF16, false, false)?
+            .0
+            .ms_per_step;
         println!(
             "{}",
             serde_json::json!({

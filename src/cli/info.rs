@@ -52,6 +52,7 @@ pub fn run(args: &InfoArgs) -> webgpu_amp::Result<()> {
         println!("    shader-f16       {}", yes_no(c.shader_f16));
         println!("    subgroups        {}", yes_no(c.subgroups));
         println!("    timestamp query  {}", yes_no(c.timestamp_query));
+        println!("    tensor cores     {}", c.tensor_cores.describe());
         println!(
             "    f16 storage      {:?} (what --f16-storage auto uses)",
             r.f16_storage
@@ -68,6 +69,10 @@ pub fn run(args: &InfoArgs) -> webgpu_amp::Result<()> {
                 m.storage,
                 m.detail
             );
+        }
+        println!("    matmul paths     per precision mode (auto):");
+        for m in &r.modes {
+            println!("      {:<9} {}", m.mode, m.matmul);
         }
         println!(
             "    limits           max buffer {} MiB, max storage binding {} MiB, {} storage buffers/stage, workgroup storage {} KiB, {} invocations/workgroup",

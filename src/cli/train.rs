@@ -12,8 +12,11 @@ use webgpu_amp::nn::LossKind;
 use webgpu_amp::nn::ModelSpec;
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::checkpoint::Checkpoint;
+use webgpu_amp::train::profile::profile_steps;
 use webgpu_amp::train::run::{Event, RunConfig};
-use webgpu_amp::train::{ModelChoice, StepConfig, model_and_data};
+use webgpu_amp::train::{
+    BatchTargets, ModelChoice, StepConfig, StepProfile, Trainer, model_and_data,
+};
 use webgpu_amp::{Error, GpuContext, Result};
 
 use super::DeviceArgs;
@@ -121,6 +124,12 @@ pub struct TrainArgs {
     /// Write one JSON object per step, per epoch, and a final summary.
     #[arg(long)]
     metrics: Option<PathBuf>,
+    /// After training, profile the step on a twin of the model (same model, precision and
+    /// batch size; the trained weights are untouched): GPU time per kernel and per phase
+    /// from timestamp queries, host time per step (encode, submit, read-back); a table, and
+    /// a JSON line in --metrics.
+    #[arg(long)]
+    profile: bool,
     #[command(flatten)]
     dist: DistArgs,
 }
@@ -405,6 +414,7 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
         }
         Ok(())
     };
+    let (step_config, batch_size) = (cfg.step.clone(), cfg.batch_size);
     let summary = run_rank_with_progress(
         &ctx,
         &prepared,
@@ -435,5 +445,36 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
     if let Some(p) = &args.save {
         println!("checkpoint: {}", p.display());
     }
+    if args.profile {
+        let profile = profile_twin(&ctx, &prepared, step_config, batch_size)?;
+        println!("{}", profile.table(10));
+        write_line(serde_json::json!({ "profile": profile }))?;
+    }
     Ok(())
+}
+
+/// `--profile`: a twin trainer of the run's model on its first training batch, three
+/// warm-up steps, then [`profile_steps`] over five.
+fn profile_twin(
+    ctx: &GpuContext,
+    prepared: &Prepared,
+    step: StepConfig,
+    batch_size: usize,
+) -> Result<StepProfile> {
+    let train = &prepared.split.train;
+    let b = batch_size.min(train.n).max(1);
+    let batch = train.gather(&(0..b).collect::<Vec<_>>())?;
+    let dim = train.output_dim();
+    let mut twin = Trainer::new(ctx, prepared.spec.clone(), step, dim, &prepared.init)?;
+    for _ in 0..3 {
+        twin.train_batch(ctx, b, &batch.x, BatchTargets::from(&batch.y))?;
+    }
+    profile_steps(
+        ctx,
+        &mut twin,
+        b,
+        &batch.x,
+        || BatchTargets::from(&batch.y),
+        5,
+    )
 }

@@ -1,5 +1,6 @@
 //! The one allocator every GPU buffer goes through. It counts live and peak bytes: the
-//! "peak GPU memory" the FP32-vs-AMP comparison reports.
+//! "peak GPU memory" the FP32-vs-AMP comparison reports; and it counts every buffer and bind
+//! group created, so a test can prove a planned step creates none.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,6 +10,7 @@ pub struct Allocator {
     live: AtomicU64,
     peak: AtomicU64,
     allocations: AtomicU64,
+    bind_groups: AtomicU64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -50,6 +52,16 @@ impl Allocator {
             peak_bytes: self.peak.load(Ordering::Relaxed),
             allocations: self.allocations.load(Ordering::Relaxed),
         }
+    }
+
+    /// Bind groups created on this context so far (every one is made by
+    /// [`crate::gpu::GpuContext::kernel`], which counts it here).
+    pub fn bind_groups(&self) -> u64 {
+        self.bind_groups.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_bind_group(&self) {
+        self.bind_groups.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Start a new peak measurement from the current live bytes.

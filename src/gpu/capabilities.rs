@@ -3,6 +3,7 @@
 //! and what would change that.
 
 use super::F16StorageChoice;
+use super::tensor_cores::TensorCores;
 use crate::dtype::F16Storage;
 use crate::error::{Error, Result};
 
@@ -12,6 +13,10 @@ pub struct Capabilities {
     pub shader_f16: bool,
     pub subgroups: bool,
     pub timestamp_query: bool,
+    /// A CPU adapter (lavapipe, llvmpipe, SwiftShader, WARP): matmuls run the direct body.
+    pub cpu_adapter: bool,
+    /// Whether f16 matmuls run on cooperative matrices (tensor cores) here, and why not.
+    pub tensor_cores: TensorCores,
     pub max_buffer_size: u64,
     pub max_storage_buffer_binding_size: u64,
     pub max_storage_buffers_per_shader_stage: u32,
@@ -23,19 +28,39 @@ pub struct Capabilities {
 
 impl Capabilities {
     pub fn from_adapter(adapter: &wgpu::Adapter) -> Self {
-        Self::from_features_and_limits(adapter.features(), &adapter.limits())
+        let tensor_cores = TensorCores::of_adapter(adapter);
+        Self::from_parts(adapter, adapter.features(), &adapter.limits(), tensor_cores)
     }
 
-    /// What a device someone else created got: only the features it was given.
-    pub fn from_device(device: &wgpu::Device) -> Self {
-        Self::from_features_and_limits(device.features(), &device.limits())
+    /// What a device someone else created on `adapter` got: only the features it was given
+    /// (tensor cores only where the device has cooperative matrices).
+    pub fn from_device(adapter: &wgpu::Adapter, device: &wgpu::Device) -> Self {
+        let features = device.features();
+        let tensor_cores = if features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
+            TensorCores::of_adapter(adapter)
+        } else {
+            match TensorCores::of_adapter(adapter) {
+                TensorCores::Used(_) => TensorCores::NotUsed(
+                    "the device was created without cooperative matrices".to_string(),
+                ),
+                not_used => not_used,
+            }
+        };
+        Self::from_parts(adapter, features, &device.limits(), tensor_cores)
     }
 
-    fn from_features_and_limits(f: wgpu::Features, l: &wgpu::Limits) -> Self {
+    fn from_parts(
+        adapter: &wgpu::Adapter,
+        f: wgpu::Features,
+        l: &wgpu::Limits,
+        tensor_cores: TensorCores,
+    ) -> Self {
         Self {
             shader_f16: f.contains(wgpu::Features::SHADER_F16),
             subgroups: f.contains(wgpu::Features::SUBGROUP),
             timestamp_query: f.contains(wgpu::Features::TIMESTAMP_QUERY),
+            cpu_adapter: adapter.get_info().device_type == wgpu::DeviceType::Cpu,
+            tensor_cores,
             max_buffer_size: l.max_buffer_size,
             max_storage_buffer_binding_size: l.max_storage_buffer_binding_size,
             max_storage_buffers_per_shader_stage: l.max_storage_buffers_per_shader_stage,

@@ -8,6 +8,7 @@ use super::adapter::{F16StorageChoice, GpuOptions, choose_adapter};
 use super::capabilities::{AdapterDescription, Capabilities};
 use super::faults::Faults;
 use super::kernel::{Kernel, PipelineCache};
+use super::tensor_cores::TensorCores;
 use super::{Allocator, GpuBuffer, MemoryStats};
 use crate::dtype::{DType, F16Storage, Storage};
 use crate::error::{Error, Result};
@@ -71,7 +72,7 @@ impl GpuContext {
         f16: F16StorageChoice,
     ) -> Result<Self> {
         let mut report = AdapterDescription::new(&adapter);
-        let caps = Capabilities::from_device(&device);
+        let caps = Capabilities::from_device(&adapter, &device);
         let f16_storage = caps.resolve_f16_storage(f16)?;
         report.f16_storage = caps.auto_f16_storage();
         report.capabilities = caps.clone();
@@ -111,15 +112,28 @@ impl GpuContext {
     /// every optional feature this crate uses that the adapter has, and its full limits.
     /// The app hands this to its renderer so one device serves both.
     pub fn device_descriptor(adapter: &wgpu::Adapter) -> wgpu::DeviceDescriptor<'static> {
-        let wanted = wgpu::Features::SHADER_F16
+        let mut wanted = wgpu::Features::SHADER_F16
             | wgpu::Features::SUBGROUP
             | wgpu::Features::TIMESTAMP_QUERY
             | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
+        // Cooperative matrices are experimental in wgpu 30: requested (with experimental
+        // features enabled) only where the f16 matmul will use them, so every other adapter
+        // gets exactly the device it got before.
+        let tensor_cores = TensorCores::of_adapter(adapter).config().is_some();
+        let experimental_features = if tensor_cores {
+            wanted |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+            // SAFETY: wgpu asks callers to acknowledge that experimental features may hold
+            // bugs. Only cooperative matrices are requested, on adapters that list the
+            // configuration shaders/matmul_coop.wgsl uses; every other path is unchanged.
+            unsafe { wgpu::ExperimentalFeatures::enabled() }
+        } else {
+            wgpu::ExperimentalFeatures::disabled()
+        };
         wgpu::DeviceDescriptor {
             label: Some("webgpu-amp"),
             required_features: adapter.features() & wanted,
             required_limits: adapter.limits(),
-            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            experimental_features,
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         }

@@ -225,6 +225,7 @@ impl GpuContext {
             layout: &layout,
             entries: &entries,
         });
+        self.allocator.count_bind_group();
         Ok(Kernel {
             label: format!("{}::{}", desc.shader, desc.entry),
             pipeline: cached,

@@ -9,7 +9,9 @@
 //! - `capabilities`: what an adapter can do and its description ([`AdapterDescription`])
 //! - `faults`: uncaptured GPU errors and device loss, surfaced by [`GpuContext::check`]
 //! - `context`: [`GpuContext`]
+//! - `tensor_cores`: whether f16 matmuls run on cooperative matrices ([`TensorCores`])
 //! - `alloc`, `kernel`, `readback`: counted buffers, cached pipelines, reading back
+//! - `timing`: GPU time per kernel from timestamp queries ([`KernelTimer`])
 
 mod adapter;
 mod alloc;
@@ -18,6 +20,8 @@ mod context;
 mod faults;
 mod kernel;
 mod readback;
+mod tensor_cores;
+mod timing;
 
 pub use adapter::{BackendChoice, F16StorageChoice, GpuOptions, enumerate_adapters};
 pub use alloc::{Allocator, GpuBuffer, MemoryStats};
@@ -25,6 +29,8 @@ pub use capabilities::{AdapterDescription, Capabilities};
 pub use context::GpuContext;
 pub use kernel::{Arg, Kernel, KernelDesc, grid_1d};
 pub use readback::ReadbackRing;
+pub use tensor_cores::{COOP_WORKGROUP_BYTES, TensorCoreConfig, TensorCores};
+pub use timing::{KernelTimer, KernelTimes};
 
 /// Bytes for people: `313.6 MB`, `2.1 GB`.
 pub fn human_bytes(bytes: u64) -> String {

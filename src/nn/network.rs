@@ -146,6 +146,16 @@ impl Network {
     pub fn forward_kernels(&self) -> impl Iterator<Item = &Kernel> {
         self.forward.iter()
     }
+
+    /// The training loss and its scale-seeded gradient (between forward and backward).
+    pub fn loss_kernels(&self) -> impl Iterator<Item = &Kernel> {
+        self.train_loss.iter()
+    }
+
+    /// Backward only (what [`Network::train_kernels`] runs after the loss).
+    pub fn backward_kernels(&self) -> impl Iterator<Item = &Kernel> {
+        self.backward.iter()
+    }
 }
 
 /// The precision map of a model trained with `loss` under `policy`: each layer's op, compute

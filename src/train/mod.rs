@@ -10,6 +10,7 @@
 //! - [`generate`]: text generation from a GPT checkpoint (forward and sampling on the GPU);
 //! - [`prepare`]: a model and its data resolved together (text cut to the block size);
 //! - [`planning`]: device limits and out-of-memory as errors while planning;
+//! - [`profile`]: where a step's time goes (GPU time per kernel and phase, host time);
 //! - [`run`]: the training loop, [`Run::advance`], which the CLI (blocking, [`Run::run`] on
 //!   native) and the app (one call per frame, native and web) both drive;
 //! - [`checkpoint`]: safetensors checkpoints and resume;
@@ -26,6 +27,7 @@ pub mod evaluate;
 pub mod generate;
 pub mod planning;
 pub mod prepare;
+pub mod profile;
 pub mod run;
 #[cfg(not(target_arch = "wasm32"))]
 mod run_blocking;
@@ -36,6 +38,7 @@ pub use batch::{BatchInput, BatchTargets};
 pub use estimate::{EVAL_BATCHES, EvalConfig, EvalReport};
 pub use evaluate::{EvalTally, Evaluation};
 pub use prepare::{ModelChoice, model_and_data};
+pub use profile::{HostTimes, Phase, StepProfile};
 pub use run::{Advance, EpochReport, Event, Run, RunConfig};
 #[cfg(not(target_arch = "wasm32"))]
 pub use run_blocking::RunSummary;

@@ -3,6 +3,8 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
+use crate::nn::ModelSpec;
+use crate::nn::params::ParamLayout;
 
 /// The hint a batch-size resource error ends with (the CLI names its flag instead).
 pub const SMALLER_BATCH: &str = "use a smaller batch size";
@@ -89,4 +91,20 @@ pub(crate) fn batch_error(e: Error, batch: usize) -> Error {
         }
         other => other,
     }
+}
+
+/// nanoGPT's parameter groups (`configure_optimizers`) for a GPT: weight decay for
+/// parameters of two or more dimensions (matmul weights, embeddings), none for biases and
+/// LayerNorm weights; one bit per flat element (padding decays: it stays zero). Other
+/// models keep PyTorch's single group (`None`: everything decays), so their bits do not
+/// change.
+pub fn weight_decay_mask(spec: &ModelSpec, layout: &ParamLayout) -> Option<Vec<bool>> {
+    spec.gpt.as_ref()?;
+    let mut mask = vec![true; layout.total];
+    for e in &layout.entries {
+        if e.shape.len() < 2 {
+            mask[e.offset..e.offset + e.numel()].fill(false);
+        }
+    }
+    Some(mask)
 }

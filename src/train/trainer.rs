@@ -27,7 +27,9 @@ use crate::optim::{LrSchedule, Optimizer, OptimizerConfig};
 use crate::tensor::DType;
 
 use super::batch::{BatchInput, BatchTargets};
+pub use super::planning::weight_decay_mask;
 use super::planning::{batch_error, guard_planning, params_error};
+use super::profile::{Clock, HostTimes};
 use super::stats::{METRIC_LOSSES, RING, StatsRing, StepStats};
 
 /// Everything that shapes a training step.
@@ -63,21 +65,23 @@ pub struct Trainer {
     pub store: ParamStore,
     pub scaler: GradScaler,
     pub optimizer: Optimizer,
-    clipper: Option<GradClipper>,
+    pub(super) clipper: Option<GradClipper>,
     target_dim: usize,
     pub(super) nets: Vec<Network>,
     /// Master → compute-dtype cast of every parameter, one dispatch, once per step.
     pub(super) weight_cast: Option<Kernel>,
     /// Pure f16 mode: round gradients and parameters to f16 values.
-    round_grads: Option<Kernel>,
-    round_params: Option<Kernel>,
-    begin_step: Kernel,
-    unscale: Option<Kernel>,
-    update: Option<Kernel>,
+    pub(super) round_grads: Option<Kernel>,
+    pub(super) round_params: Option<Kernel>,
+    pub(super) begin_step: Kernel,
+    pub(super) unscale: Option<Kernel>,
+    pub(super) update: Option<Kernel>,
     /// [scale used, found_inf, scale after the update, loss of micro-batch 0, 1, ...].
     metrics: Arc<GpuBuffer>,
     stats: StatsRing,
     micro: usize,
+    /// Host time spent in this trainer's steps (encode, submit, read-back).
+    pub host: HostTimes,
     steps_submitted: u64,
     submissions: u64,
     /// Where the dropout masks of the next micro-batch come from.
@@ -195,6 +199,7 @@ impl Trainer {
             metrics,
             stats,
             micro: 0,
+            host: HostTimes::default(),
             steps_submitted: 0,
             dropout: DropoutStream::default(),
             step_offset: 0,
@@ -283,12 +288,17 @@ impl Trainer {
         let last = self.micro + 1 == self.config.grad_accum;
         if last && self.stats.is_full(ctx) {
             #[cfg(not(target_arch = "wasm32"))]
-            self.stats.wait_oldest(ctx)?;
+            {
+                let waiting = Clock::now();
+                self.stats.wait_oldest(ctx)?;
+                self.host.readback += waiting.elapsed();
+            }
             #[cfg(target_arch = "wasm32")]
             return Err(Error::Gpu(
                 "the GPU is a whole ring of steps behind; check can_submit first".into(),
             ));
         }
+        let encoding = Clock::now();
         let i = self.plan_network(ctx, batch)?;
         let net = &self.nets[i];
         Self::write_batch(ctx, net, x, &targets)?;
@@ -333,7 +343,10 @@ impl Trainer {
         );
         self.submissions += 1;
         if !last {
+            self.host.encode += encoding.elapsed();
+            let submitting = Clock::now();
             ctx.queue.submit([encoder.finish()]);
+            self.host.submit += submitting.elapsed();
             self.micro += 1;
             return Ok(());
         }
@@ -374,6 +387,9 @@ impl Trainer {
             self.optimizer.set_lr(ctx, lr)?;
         }
         self.steps_submitted += 1;
+        self.host.encode += encoding.elapsed();
+        let submitting = Clock::now();
+        self.host.steps += 1;
         self.stats.submit(
             ctx,
             encoder,
@@ -381,6 +397,7 @@ impl Trainer {
             self.config.grad_accum,
             lr,
         )?;
+        self.host.submit += submitting.elapsed();
         self.micro = 0;
         Ok(())
     }
@@ -410,22 +427,29 @@ impl Trainer {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn wait_for_slot(&mut self, ctx: &GpuContext) -> Result<()> {
         if self.stats.is_full(ctx) {
+            let waiting = Clock::now();
             self.stats.wait_oldest(ctx)?;
+            self.host.readback += waiting.elapsed();
         }
         Ok(())
     }
 
     /// Stats of the optimizer steps finished so far (non-blocking; a few steps late).
     pub fn poll_stats(&mut self, ctx: &GpuContext) -> Vec<StepStats> {
+        let reading = Clock::now();
         self.stats.collect(ctx);
-        self.stats.drain()
+        let stats = self.stats.drain();
+        self.host.readback += reading.elapsed();
+        stats
     }
 
     /// Wait for every submitted step and return the remaining stats (native; end of run).
     /// One host wait.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn finish(&mut self, ctx: &GpuContext) -> Result<Vec<StepStats>> {
+        let waiting = Clock::now();
         ctx.sync()?;
+        self.host.readback += waiting.elapsed();
         Ok(self.poll_stats(ctx))
     }
 
@@ -511,40 +535,13 @@ impl Trainer {
         kernels
     }
 
-    /// What the last micro-batch runs after its backward, in PyTorch's order: (pure f16:
-    /// round the gradients) → unscale → clip → optimizer step → (pure f16: round the
-    /// parameters) → scale update.
+    /// What the last micro-batch runs after its backward ([`Trainer::finish_phases`]).
     fn finish_kernels(&self) -> Vec<&Kernel> {
-        let mut kernels: Vec<&Kernel> = Vec::new();
-        kernels.extend(&self.round_grads);
-        kernels.extend(&self.unscale);
-        if let Some(c) = &self.clipper {
-            kernels.extend(c.kernels());
-        }
-        kernels.push(self.optimizer.step_kernel());
-        kernels.extend(&self.round_params);
-        kernels.extend(&self.update);
-        kernels
+        self.finish_phases().into_iter().map(|(_, k)| k).collect()
     }
 
     /// The dtype the model's parameters compute in under this trainer's policy.
     pub fn low_dtype(&self) -> DType {
         self.config.precision.low_dtype()
     }
-}
-
-/// nanoGPT's parameter groups (`configure_optimizers`) for a GPT: weight decay for
-/// parameters of two or more dimensions (matmul weights, embeddings), none for biases and
-/// LayerNorm weights; one bit per flat element (padding decays: it stays zero). Other
-/// models keep PyTorch's single group (`None`: everything decays), so their bits do not
-/// change.
-pub fn weight_decay_mask(spec: &ModelSpec, layout: &ParamLayout) -> Option<Vec<bool>> {
-    spec.gpt.as_ref()?;
-    let mut mask = vec![true; layout.total];
-    for e in &layout.entries {
-        if e.shape.len() < 2 {
-            mask[e.offset..e.offset + e.numel()].fill(false);
-        }
-    }
-    Some(mask)
 }

@@ -2,6 +2,8 @@
 //! none, they fail with a message saying how to get one. They never skip.
 #![allow(dead_code)]
 
+pub mod matmul_ref;
+
 use std::sync::OnceLock;
 
 use webgpu_amp::{F16StorageChoice, GpuContext, GpuOptions};

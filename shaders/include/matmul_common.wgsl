@@ -1,0 +1,119 @@
+// Shared by the matmul kernels (shaders/matmul.wgsl, the SIMT bodies, and
+// shaders/matmul_coop.wgsl, the cooperative-matrix body): the uniform block, the strided
+// batch walk, the index math of op(a) and op(b), and the epilogue every body stores through
+// (bias, accumulate, rounding, f16 stores with round-to-nearest-even and overflow to inf).
+
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+    flags: u32, // FLAG_ACCUMULATE | FLAG_BIAS | FLAG_PAIRS | rounding << ROUND_SHIFT
+    // Layouts (elements): offset and row stride of a, b and c.
+    a_off: u32,
+    a_ld: u32,
+    b_off: u32,
+    b_ld: u32,
+    c_off: u32,
+    c_ld: u32,
+    // Batch: z = (z0, z1), flat zf = z0 * batch_inner + z1, zf < batches. The grid's z
+    // dimension walks zf; past 65535 batches the rest folds into y (y = m tile + m_tiles * hi).
+    batch_inner: u32,
+    batches: u32,
+    m_tiles: u32,
+    a_s0: u32,
+    a_s1: u32,
+    b_s0: u32,
+    b_s1: u32,
+    c_s0: u32,
+    c_s1: u32,
+    lanes: u32, // matmul_direct_narrow: threads per row group (a power of two <= THREADS)
+}
+@group(0) @binding(0) var<uniform> params: Params;
+
+const FLAG_ACCUMULATE: u32 = 1u;
+const FLAG_BIAS: u32 = 2u;
+// Every column pair (col, col + 1) with col even starts a packed word of c (c_off, c_ld and
+// the batch strides are even), so a thread owning both writes them with one store2.
+const FLAG_PAIRS: u32 = 4u;
+// The product's rounding before it is stored or accumulated: bits 3-4 hold round_grad's `to`.
+const ROUND_SHIFT: u32 = 3u;
+
+// Element offsets of this workgroup's matrices (set once at the top of each entry point).
+var<private> a_base: u32;
+var<private> b_base: u32;
+var<private> c_base: u32;
+
+// Pick this workgroup's batch and m tile; false when it is a padding workgroup past the last
+// batch (a whole workgroup, so returning is uniform).
+fn start_batch(wid: vec3<u32>, nwg: vec3<u32>) -> bool {
+    let zf = wid.z + (wid.y / params.m_tiles) * nwg.z;
+    if (zf >= params.batches) {
+        return false;
+    }
+    let z0 = zf / params.batch_inner;
+    let z1 = zf % params.batch_inner;
+    a_base = params.a_off + z0 * params.a_s0 + z1 * params.a_s1;
+    b_base = params.b_off + z0 * params.b_s0 + z1 * params.b_s1;
+    c_base = params.c_off + z0 * params.c_s0 + z1 * params.c_s1;
+    return true;
+}
+
+// Flat index of op(a)[row, kk] = a_row_base(row) + kk * a_k_stride().
+fn a_row_base(row: u32) -> u32 {
+    if (TRANS_A) { return a_base + row; }
+    return a_base + row * params.a_ld;
+}
+fn a_k_stride() -> u32 {
+    if (TRANS_A) { return params.a_ld; }
+    return 1u;
+}
+// Flat index of op(b)[kk, col] = b_col_base(col) + kk * b_k_stride().
+fn b_col_base(col: u32) -> u32 {
+    if (TRANS_B) { return b_base + col * params.b_ld; }
+    return b_base + col;
+}
+fn b_k_stride() -> u32 {
+    if (TRANS_B) { return 1u; }
+    return params.b_ld;
+}
+
+// Epilogue for the column pair (col, col + 1) of one row: bias, accumulate, store. A thread
+// owns both halves of the packed word when the pairs are word-aligned (FLAG_PAIRS: N even
+// for a plain matmul; col is always even), so it writes the pair with one store2; otherwise
+// a word may span two rows owned by different threads, and the single-element stores
+// (atomic on packed storage) keep that race-free.
+fn store_pair(row: u32, col: u32, v: vec2<f32>) {
+    let n = params.n;
+    if (row >= params.m || col >= n) {
+        return;
+    }
+    let has_second = col + 1u < n;
+    var out = v;
+    if ((params.flags & FLAG_BIAS) != 0u) {
+        out.x += bias_load(col);
+        if (has_second) {
+            out.y += bias_load(col + 1u);
+        }
+    }
+    let round_to = (params.flags >> ROUND_SHIFT) & 3u;
+    out = vec2<f32>(round_grad(out.x, round_to), round_grad(out.y, round_to));
+    let accumulate = (params.flags & FLAG_ACCUMULATE) != 0u;
+    let idx = c_base + row * params.c_ld + col;
+    if (has_second && (params.flags & FLAG_PAIRS) != 0u) {
+        if (accumulate) {
+            out += c_load2(idx);
+        }
+        c_store2(idx, out);
+    } else {
+        if (accumulate) {
+            out.x += c_load(idx);
+        }
+        c_store(idx, out.x);
+        if (has_second) {
+            if (accumulate) {
+                out.y += c_load(idx + 1u);
+            }
+            c_store(idx + 1u, out.y);
+        }
+    }
+}

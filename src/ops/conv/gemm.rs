@@ -1,0 +1,253 @@
+//! The implicit GEMM every convolution kernel runs: its uniform block, epilogue, split-K
+//! plan for the weight gradient, and the launch.
+
+use super::shape::Dims;
+use super::{Conv2dParams, SHADER};
+use crate::error::Result;
+use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, grid_1d};
+use crate::ops::Accumulate;
+
+/// Output tile of one workgroup (rows x columns of the GEMM), as in the shader.
+pub(super) const TILE_R: usize = 32;
+pub(super) const TILE_C: usize = 32;
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub(super) struct Params {
+    pub(super) batch: u32,
+    pub(super) in_ch: u32,
+    pub(super) in_h: u32,
+    pub(super) in_w: u32,
+    pub(super) out_ch: u32,
+    pub(super) out_h: u32,
+    pub(super) out_w: u32,
+    pub(super) stride: u32,
+    pub(super) pad: u32,
+    pub(super) has_bias: u32,
+    pub(super) accumulate: u32,
+    pub(super) rows: u32,
+    pub(super) cols: u32,
+    pub(super) depth: u32,
+    pub(super) row_tiles: u32,
+    pub(super) col_tiles: u32,
+    pub(super) splits: u32,
+    pub(super) split_len: u32,
+    pub(super) round_to: u32,
+    pub(super) _pad: [u32; 3],
+}
+
+/// What a kernel's epilogue does besides storing its result.
+#[derive(Clone, Copy)]
+pub(super) struct Epilogue {
+    /// Rounding of the result before it is stored ([`crate::ops::round_code`]).
+    pub(super) round_to: u32,
+    /// Add `bias[column]` (forward with a bias).
+    pub(super) bias: bool,
+    /// Add to the output's values instead of overwriting them (weight gradient).
+    pub(super) accumulate: Accumulate,
+}
+
+pub(super) const STORE: Epilogue = Epilogue {
+    round_to: 0,
+    bias: false,
+    accumulate: Accumulate::Overwrite,
+};
+
+/// How the weight gradient's reduction over every output pixel is split (split-K).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Split {
+    pub(super) splits: usize,
+    /// Pixels per split, a multiple of the shader's tile depth (16).
+    pub(super) len: usize,
+}
+
+impl Split {
+    const NONE: Split = Split {
+        splits: 1,
+        len: u32::MAX as usize & !15,
+    };
+
+    /// CPU adapters (lavapipe, llvmpipe) stop a workgroup's tile loop early once it runs
+    /// past about 1,260 steps of 16 pixels (measured: weight gradients were wrong from
+    /// 20,160 pixels on), so there no workgroup walks more than this many; it keeps one
+    /// split (today's bits) up to batch 20 of a 28×28 layer. GPUs split further, to give
+    /// every multiprocessor work: the weight gradient has few output tiles.
+    const CPU_LEN: usize = 16_384;
+    /// Workgroups a GPU weight gradient aims for (a few per multiprocessor on large GPUs).
+    const GPU_GROUPS: usize = 512;
+    /// Fewest pixels a GPU split walks (below that the partial sums cost more than they save).
+    const GPU_MIN_LEN: usize = 256;
+
+    pub(super) fn plan(device: wgpu::DeviceType, depth: usize, tiles: usize) -> Split {
+        let len = if device == wgpu::DeviceType::Cpu {
+            Self::CPU_LEN
+        } else {
+            let want = Self::GPU_GROUPS.div_ceil(tiles.max(1));
+            depth.div_ceil(want).clamp(Self::GPU_MIN_LEN, Self::CPU_LEN)
+        }
+        .next_multiple_of(16);
+        Split {
+            splits: depth.div_ceil(len).max(1),
+            len,
+        }
+    }
+}
+
+/// One implicit GEMM: its sizes and how its depth is split.
+#[derive(Clone, Copy)]
+pub(super) struct Gemm {
+    pub(super) rows: usize,
+    pub(super) cols: usize,
+    pub(super) depth: usize,
+    pub(super) split: Split,
+}
+
+impl Gemm {
+    pub(super) fn unsplit(rows: usize, cols: usize, depth: usize) -> Self {
+        Gemm {
+            rows,
+            cols,
+            depth,
+            split: Split::NONE,
+        }
+    }
+}
+
+pub(super) fn launch(
+    ctx: &GpuContext,
+    entry: &'static str,
+    d: &Dims,
+    p: Conv2dParams,
+    gemm: Gemm,
+    epilogue: Epilogue,
+    args: Vec<(&str, Arg<'_>)>,
+) -> Result<Kernel> {
+    let Gemm {
+        rows,
+        cols,
+        depth,
+        split,
+    } = gemm;
+    let row_tiles = rows.div_ceil(TILE_R);
+    let col_tiles = cols.div_ceil(TILE_C);
+    let params = Params {
+        batch: d.n as u32,
+        in_ch: d.c as u32,
+        in_h: d.h as u32,
+        in_w: d.w as u32,
+        out_ch: d.o as u32,
+        out_h: d.ho as u32,
+        out_w: d.wo as u32,
+        stride: p.stride as u32,
+        pad: p.padding as u32,
+        has_bias: epilogue.bias as u32,
+        accumulate: epilogue.accumulate.flag(),
+        rows: rows as u32,
+        cols: cols as u32,
+        depth: depth as u32,
+        row_tiles: row_tiles as u32,
+        col_tiles: col_tiles as u32,
+        splits: split.splits as u32,
+        split_len: split.len as u32,
+        round_to: epilogue.round_to,
+        _pad: [0; 3],
+    };
+    let mut all = vec![("params", Arg::Uniform(bytemuck::bytes_of(&params)))];
+    all.extend(args);
+    let [gx, gy, _] = grid_1d(row_tiles, 1);
+    // An empty GEMM (a zero dimension) dispatches nothing; the kernel is still valid.
+    let groups = if rows == 0 || cols == 0 {
+        [0, 0, 0]
+    } else {
+        [gx, gy, (col_tiles * split.splits) as u32]
+    };
+    ctx.kernel(
+        &KernelDesc::new(SHADER, entry)
+            .with_const("KH", d.kh)
+            .with_const("KW", d.kw),
+        &all,
+        groups,
+    )
+}
+
+/// The reduce kernel's parameters: what it reads is `out_ch`, `rows` (taps), `splits` and
+/// `accumulate`.
+pub(super) fn reduce_params(d: &Dims, gemm: Gemm, epilogue: Epilogue) -> Params {
+    Params {
+        out_ch: d.o as u32,
+        rows: gemm.rows as u32,
+        accumulate: epilogue.accumulate.flag(),
+        splits: gemm.split.splits as u32,
+        split_len: gemm.split.len as u32,
+        round_to: epilogue.round_to,
+        ..Params::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wgpu::DeviceType;
+
+    #[test]
+    fn weight_gradient_splits() {
+        // CPU adapters: one split up to 16,384 pixels (the bits of an unsplit reduction),
+        // then runs of 16,384.
+        let cpu = |depth| Split::plan(DeviceType::Cpu, depth, 1);
+        assert_eq!(
+            cpu(12_544),
+            Split {
+                splits: 1,
+                len: 16_384
+            }
+        );
+        assert_eq!(
+            cpu(16_384),
+            Split {
+                splits: 1,
+                len: 16_384
+            }
+        );
+        assert_eq!(
+            cpu(20_384),
+            Split {
+                splits: 2,
+                len: 16_384
+            }
+        );
+        // GPUs: about 512 workgroups over the output tiles, splits of at least 256 pixels.
+        let gpu = |depth, tiles| Split::plan(DeviceType::DiscreteGpu, depth, tiles);
+        // mnist-cnn conv1 at batch 64: 1 tile, 50,176 pixels -> 512 splits of 112 -> 256.
+        assert_eq!(
+            gpu(50_176, 1),
+            Split {
+                splits: 196,
+                len: 256
+            }
+        );
+        // conv2 at batch 64: 9 x 2 tiles, 12,544 pixels -> 29 splits of 433 -> 448.
+        assert_eq!(
+            gpu(12_544, 18),
+            Split {
+                splits: 28,
+                len: 448
+            }
+        );
+        // A huge reduction still caps a split at the CPU length.
+        assert_eq!(
+            gpu(10_000_000, 1_000),
+            Split {
+                splits: 611,
+                len: 16_384
+            }
+        );
+        // Tiny: one split.
+        assert_eq!(
+            gpu(100, 4),
+            Split {
+                splits: 1,
+                len: 256
+            }
+        );
+    }
+}

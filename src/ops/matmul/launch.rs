@@ -1,0 +1,227 @@
+//! The shared launch of every matmul: shape checks, the uniform block and the grid.
+
+use super::batched::MatrixLayout;
+use super::tiling::Tiling;
+use super::{FLAG_ACCUMULATE, FLAG_BIAS, FLAG_PAIRS, MatmulKernel, MatmulOpts, ROUND_SHIFT};
+use crate::dtype::Storage;
+use crate::error::{Error, Result};
+use crate::gpu::{Arg, GpuContext, Kernel};
+use crate::tensor::Tensor;
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+    flags: u32,
+    a_off: u32,
+    a_ld: u32,
+    b_off: u32,
+    b_ld: u32,
+    c_off: u32,
+    c_ld: u32,
+    batch_inner: u32,
+    batches: u32,
+    m_tiles: u32,
+    a_s0: u32,
+    a_s1: u32,
+    b_s0: u32,
+    b_s1: u32,
+    c_s0: u32,
+    c_s1: u32,
+    /// `matmul_direct_narrow`: threads per row group (a power of two); 0 for other bodies.
+    lanes: u32,
+}
+
+fn dims2(what: &str, t: &Tensor) -> Result<(usize, usize)> {
+    match *t.shape() {
+        [r, c] => Ok((r, c)),
+        _ => Err(Error::shape(
+            "matmul",
+            format!("{what} must be 2-D, got shape {:?}", t.shape()),
+        )),
+    }
+}
+
+/// Check shapes and return (M, N, K).
+pub(super) fn check_shapes(
+    a: &Tensor,
+    b: &Tensor,
+    c: &Tensor,
+    opts: &MatmulOpts,
+) -> Result<(u32, u32, u32)> {
+    let (a0, a1) = dims2("a", a)?;
+    let (b0, b1) = dims2("b", b)?;
+    let (m, n) = dims2("c", c)?;
+    let (am, ak) = if opts.trans_a { (a1, a0) } else { (a0, a1) };
+    let (bk, bn) = if opts.trans_b { (b1, b0) } else { (b0, b1) };
+    let t = |x: bool| if x { "ᵀ" } else { "" };
+    if ak != bk || am != m || bn != n {
+        return Err(Error::shape(
+            "matmul",
+            format!(
+                "a{} {:?} · b{} {:?} does not give c {:?} (need a as [{m}, K] and b as [K, {n}] after transposes)",
+                t(opts.trans_a),
+                a.shape(),
+                t(opts.trans_b),
+                b.shape(),
+                c.shape()
+            ),
+        ));
+    }
+    if let Some(bias) = opts.bias
+        && bias.numel() != n
+    {
+        return Err(Error::shape(
+            "matmul",
+            format!(
+                "bias {:?} must hold N = {n} elements (one per output column)",
+                bias.shape()
+            ),
+        ));
+    }
+    // Flat indices are u32 in the shader.
+    for (what, t) in [("a", a), ("b", b), ("c", c)] {
+        if t.numel() > u32::MAX as usize {
+            return Err(Error::shape(
+                "matmul",
+                format!("{what} {:?} has more than 2^32 elements", t.shape()),
+            ));
+        }
+    }
+    // One device uses one f16 storage; a native and a packed f16 tensor in one call is a bug.
+    let mut storages = vec![a.storage(), b.storage(), c.storage()];
+    storages.extend(opts.bias.map(|t| t.storage()));
+    if storages.contains(&Storage::F16) && storages.contains(&Storage::F16Packed) {
+        return Err(Error::shape(
+            "matmul",
+            format!("mixes native and packed f16 storages ({storages:?}); one context uses one"),
+        ));
+    }
+    Ok((m as u32, n as u32, ak as u32))
+}
+
+/// The subgroup size the cooperative body runs on here, or why it cannot run (it is only
+/// ever forced onto such a context; `Auto` never picks it there).
+fn coop_subgroup(ctx: &GpuContext, a: Storage, b: Storage) -> Result<u32> {
+    let Some(config) = ctx.caps.tensor_cores.config() else {
+        return Err(Error::Unsupported(format!(
+            "the cooperative-matrix matmul needs tensor cores; on `{}` they are {}",
+            ctx.report.name,
+            ctx.caps.tensor_cores.describe()
+        )));
+    };
+    if a != Storage::F16 || b != Storage::F16 {
+        return Err(Error::Unsupported(format!(
+            "the cooperative-matrix matmul takes native f16 inputs, got a {} and b {}",
+            a.name(),
+            b.name()
+        )));
+    }
+    Ok(config.subgroup)
+}
+
+/// One matrix operand as the shader indexes it: a tensor and where its matrices are.
+pub(super) struct Operand<'t> {
+    pub(super) tensor: &'t Tensor,
+    pub(super) layout: MatrixLayout,
+}
+
+/// Launch the shared GEMM kernel over `batch` matrices (shapes and layouts already checked).
+/// Column pairs of c are stored as whole words when every even column starts a word.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn launch(
+    ctx: &GpuContext,
+    a: Operand,
+    b: Operand,
+    c: Operand,
+    (m, n, k): (u32, u32, u32),
+    batch: [u32; 2],
+    opts: &MatmulOpts,
+    kernel: MatmulKernel,
+) -> Result<Kernel> {
+    let (sa, sb) = (a.tensor.storage(), b.tensor.storage());
+    let mut tiling = match kernel.resolve(ctx, sa, sb) {
+        MatmulKernel::Coop => Tiling::coop(coop_subgroup(ctx, sa, sb)?),
+        body => Tiling::choose(body, sa, sb),
+    };
+    let lanes = tiling.narrow_lanes(n);
+    if lanes != 0 {
+        tiling.entry = "matmul_direct_narrow";
+    }
+    let mut flags = 0;
+    if opts.accumulate {
+        flags |= FLAG_ACCUMULATE;
+    }
+    if opts.bias.is_some() {
+        flags |= FLAG_BIAS;
+    }
+    let cl = c.layout;
+    let even = |v: usize| v.is_multiple_of(2);
+    if even(cl.offset) && even(cl.ld) && cl.batch_stride.into_iter().all(even) {
+        flags |= FLAG_PAIRS;
+    }
+    flags |= crate::ops::round_code(opts.round_to) << ROUND_SHIFT;
+    let batches = batch[0] * batch[1];
+    let (bm, bn) = match lanes {
+        0 => (tiling.bm(), tiling.bn()),
+        lanes => (tiling.tm * (tiling.wg_x / lanes), lanes * tiling.tn),
+    };
+    let m_tiles = m.div_ceil(bm).max(1);
+    let n_tiles = n.div_ceil(bn);
+    // Batches walk the grid's z; past the per-dimension limit the rest folds into y.
+    let max = ctx.caps.max_compute_workgroups_per_dimension.max(1);
+    let z_hi = batches.div_ceil(max).max(1);
+    let z = batches.div_ceil(z_hi);
+    let u = |v: usize| v as u32; // checked to fit by the callers
+    let stride = |l: &MatrixLayout, d: usize| {
+        if batch[d] > 1 {
+            u(l.batch_stride[d])
+        } else {
+            0
+        }
+    };
+    let params = Params {
+        m,
+        n,
+        k,
+        flags,
+        a_off: u(a.layout.offset),
+        a_ld: u(a.layout.ld),
+        b_off: u(b.layout.offset),
+        b_ld: u(b.layout.ld),
+        c_off: u(cl.offset),
+        c_ld: u(cl.ld),
+        batch_inner: batch[1].max(1),
+        batches,
+        m_tiles,
+        a_s0: stride(&a.layout, 0),
+        a_s1: stride(&a.layout, 1),
+        b_s0: stride(&b.layout, 0),
+        b_s1: stride(&b.layout, 1),
+        c_s0: stride(&cl, 0),
+        c_s1: stride(&cl, 1),
+        lanes,
+    };
+    // Without a bias the shader never reads it, but the binding must exist: `a` stands in
+    // (read-only twice is allowed), which keeps the set of compiled variants small.
+    let bias = opts.bias.unwrap_or(a.tensor);
+    let workgroups = [n_tiles, m_tiles * z_hi, z];
+    let workgroups = if m == 0 || n == 0 || batches == 0 {
+        [0, 0, 0]
+    } else {
+        workgroups
+    };
+    ctx.kernel(
+        &tiling.desc(opts.trans_a, opts.trans_b),
+        &[
+            ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
+            ("a", a.tensor.arg()),
+            ("b", b.tensor.arg()),
+            ("c", c.tensor.arg()),
+            ("bias", bias.arg()),
+        ],
+        workgroups,
+    )
+}

@@ -1,0 +1,127 @@
+//! Where a step's time goes (`--profile`): every phase of the step is in the GPU profile with
+//! its kernels, the times are real, and host times are reported; and a planned step creates
+//! no GPU buffers and no bind groups, counted by the crate's one allocation layer.
+
+mod common;
+
+use webgpu_amp::amp::policy::Precision;
+use webgpu_amp::amp::scaler::ScalerConfig;
+use webgpu_amp::data::{Normalization, embedded};
+use webgpu_amp::gpu::KernelTimer;
+use webgpu_amp::nn::LossKind;
+use webgpu_amp::nn::preset;
+use webgpu_amp::optim::OptimizerConfig;
+use webgpu_amp::train::profile::profile_steps;
+use webgpu_amp::train::{BatchTargets, Phase, StepConfig, Trainer};
+
+const BATCH: usize = 32;
+
+/// amp-f16 with clipping, so the step has every phase: setup (weight cast), forward, loss,
+/// backward, unscale, clip, optimizer, scale update.
+fn trainer(ctx: &webgpu_amp::GpuContext, model: &str) -> Trainer {
+    let spec = preset(model, &[1, 28, 28], 10).unwrap();
+    let init = spec.init_params(0);
+    let config = StepConfig {
+        precision: Precision::AmpF16,
+        loss: LossKind::CrossEntropy,
+        optimizer: OptimizerConfig::adam(1e-3),
+        scaler: ScalerConfig::default(),
+        clip_grad_norm: Some(1.0),
+        grad_accum: 1,
+        lr_schedule: Default::default(),
+    };
+    Trainer::new(ctx, spec, config, 10, &init).unwrap()
+}
+
+#[test]
+fn profile_has_every_phase_with_kernels_and_host_times() {
+    let ctx = common::ctx_owned();
+    let split = embedded::mnist_split(Some(Normalization::MNIST)).unwrap();
+    let batch = split.train.gather(&(0..BATCH).collect::<Vec<_>>()).unwrap();
+    let mut t = trainer(&ctx, "mnist-cnn");
+    let phases: Vec<Phase> = t
+        .step_phases(&ctx, BATCH)
+        .unwrap()
+        .iter()
+        .map(|p| p.0)
+        .collect();
+    assert_eq!(phases.len(), t.step_kernels(&ctx, BATCH).unwrap().len());
+    for p in Phase::ALL {
+        assert!(phases.contains(&p), "no {} kernel in the step", p.name());
+    }
+    let y = || BatchTargets::from(&batch.y);
+    t.train_batch(&ctx, BATCH, &batch.x, y()).unwrap();
+    let profile = profile_steps(&ctx, &mut t, BATCH, &batch.x, y, 3).unwrap();
+    let table = profile.table(5);
+    println!("{table}");
+    assert_eq!(profile.host.steps, 3);
+    assert!(
+        profile.host.encode_ms > 0.0 && profile.host.submit_ms > 0.0,
+        "{table}"
+    );
+    assert!(table.contains("host time per step"), "{table}");
+    match KernelTimer::unavailable(&ctx) {
+        Some(why) => {
+            // Said in the table, never an empty profile.
+            assert!(profile.gpu.is_none());
+            assert!(table.contains("NOT MEASURED"), "{table}");
+            eprintln!("NOTE: GPU times not checked on this adapter: {why}");
+        }
+        None => {
+            let gpu = profile
+                .gpu
+                .as_ref()
+                .expect("GPU times with timestamp queries");
+            assert_eq!(gpu.kernels.len(), phases.len(), "{table}");
+            assert_eq!(gpu.phases.len(), Phase::ALL.len());
+            for p in &gpu.phases {
+                assert!(p.kernels > 0, "phase {} has no kernels: {table}", p.phase);
+                assert!(p.ms >= 0.0 && p.ms.is_finite(), "{table}");
+            }
+            let forward = gpu.phases.iter().find(|p| p.phase == "forward").unwrap();
+            assert!(forward.ms > 0.0, "the forward took no GPU time: {table}");
+            assert!(gpu.kernels_ms > 0.0 && gpu.whole_ms >= 0.0, "{table}");
+            for phase in ["forward", "backward", "unscale", "optimizer"] {
+                assert!(
+                    table.contains(phase),
+                    "{phase} missing from the table:\n{table}"
+                );
+            }
+            let json = serde_json::to_value(&profile).unwrap();
+            assert_eq!(json["gpu"]["phases"].as_array().unwrap().len(), 8);
+        }
+    }
+}
+
+#[test]
+fn a_planned_step_creates_no_buffers_and_no_bind_groups() {
+    let ctx = common::ctx_owned();
+    let split = embedded::mnist_split(Some(Normalization::MNIST)).unwrap();
+    let batch = split.train.gather(&(0..BATCH).collect::<Vec<_>>()).unwrap();
+    for model in ["mlp", "mnist-cnn"] {
+        let mut t = trainer(&ctx, model);
+        let y = || BatchTargets::from(&batch.y);
+        // The first step plans the network for this batch size (buffers, bind groups).
+        t.train_batch(&ctx, BATCH, &batch.x, y()).unwrap();
+        t.finish(&ctx).unwrap();
+        let (buffers, groups) = (ctx.memory().allocations, ctx.allocator.bind_groups());
+        let live = ctx.memory().live_bytes;
+        for _ in 0..10 {
+            t.train_batch(&ctx, BATCH, &batch.x, y()).unwrap();
+            t.poll_stats(&ctx);
+        }
+        t.finish(&ctx).unwrap();
+        assert_eq!(
+            ctx.memory().allocations,
+            buffers,
+            "{model}: buffers were created inside planned steps"
+        );
+        assert_eq!(
+            ctx.allocator.bind_groups(),
+            groups,
+            "{model}: bind groups were created inside planned steps"
+        );
+        assert_eq!(ctx.memory().live_bytes, live, "{model}: live bytes changed");
+        assert!(groups > 0 && buffers > 0, "the counters count");
+    }
+}
