@@ -216,7 +216,10 @@ impl App {
 
 fn log_error(e: &Error) {
     #[cfg(not(target_arch = "wasm32"))]
-    eprintln!("webgpu-amp app: {e}");
+    {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "webgpu-amp app: {e}");
+    }
     #[cfg(target_arch = "wasm32")]
     let _ = e;
 }

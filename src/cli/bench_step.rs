@@ -2,6 +2,8 @@
 //! precision, and the GradScaler's overhead (amp-f16 step time with and without it), as JSON
 //! lines.
 
+use std::io::Write;
+
 use clap::Args;
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::amp::scaler::ScalerConfig;
@@ -13,6 +15,7 @@ use webgpu_amp::train::{BatchTargets, StepConfig, Trainer};
 use webgpu_amp::{Error, GpuContext, Result};
 
 use super::DeviceArgs;
+use super::out::outln;
 
 #[derive(Args, Debug)]
 pub struct BenchStepArgs {
@@ -141,9 +144,12 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
         .collect::<Result<_>>()?;
     let ctx = GpuContext::new(&args.device.options()?)?;
     if !args.json {
-        eprintln!(
+        // A note, not data: a closed stderr is no reason to stop.
+        let _ = writeln!(
+            std::io::stderr(),
             "adapter: {} ({:?} f16 storage)",
-            ctx.report.name, ctx.f16_storage
+            ctx.report.name,
+            ctx.f16_storage
         );
     }
     for model in &args.models {
@@ -153,7 +159,7 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
             if p == Precision::AmpF16 {
                 amp_with = Some(r.ms_per_step);
             }
-            println!("{}", serde_json::to_string(&r).expect("serialises"));
+            outln!("{}", serde_json::to_string(&r).expect("serialises"))?;
         }
         // The GradScaler's cost: amp-f16 with the scaler against amp-f16 without it.
         let with = match amp_with {
@@ -161,7 +167,7 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
             None => measure(&ctx, args, model, Precision::AmpF16, true)?.ms_per_step,
         };
         let without = measure(&ctx, args, model, Precision::AmpF16, false)?.ms_per_step;
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "kind": "scaler_overhead",
@@ -172,7 +178,7 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
                 "ms_per_step_without_scaler": without,
                 "overhead_percent": 100.0 * (with - without) / without,
             })
-        );
+        )?;
     }
     Ok(())
 }

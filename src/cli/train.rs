@@ -13,10 +13,13 @@ use webgpu_amp::nn::{ModelSpec, preset};
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::StepConfig;
 use webgpu_amp::train::checkpoint::Checkpoint;
+use webgpu_amp::train::planning::check_params_fit;
+use webgpu_amp::train::run::MAX_GRAD_ACCUM;
 use webgpu_amp::train::run::{Event, RunConfig};
 use webgpu_amp::{Error, GpuContext, Result};
 
 use super::DeviceArgs;
+use super::out::outln;
 use super::progress::{print_summary, run_with_progress};
 
 /// Flags shared by `train` and `compare` (everything but the precision).
@@ -84,6 +87,11 @@ pub struct TrainCommon {
     /// Turn the GradScaler on or off (default: on for amp-f16 only, as PyTorch recommends).
     #[arg(long)]
     pub scaler: Option<bool>,
+    /// Classes a preset predicts on class labels (default 10, as the tutorials'
+    /// `SimpleCNN(num_classes=10)`); a label outside 0..N is an error. A JSON model's last
+    /// layer sets its own count; float targets set the output width from the data.
+    #[arg(long, allow_negative_numbers = true)]
+    pub num_classes: Option<usize>,
     /// Skip validation at epoch ends.
     #[arg(long)]
     pub no_validate: bool,
@@ -112,6 +120,18 @@ pub struct TrainArgs {
     metrics: Option<PathBuf>,
 }
 
+/// Classes a preset predicts on class labels unless `--num-classes` says otherwise: the
+/// tutorials' `SimpleCNN(num_classes=10)`, and MNIST's and Fashion-MNIST's ten.
+pub const PRESET_CLASSES: usize = 10;
+
+/// A data error with a hint appended (what sets the class count).
+fn with_hint(e: Error, hint: &str) -> Error {
+    match e {
+        Error::Data(m) => Error::Data(format!("{m}; {hint}")),
+        other => other,
+    }
+}
+
 /// Data, model and initial parameters resolved from the flags.
 pub struct Prepared {
     pub split: Split,
@@ -131,6 +151,26 @@ impl TrainCommon {
         if self.grad_accum == 0 {
             return Err(Error::InvalidArgument(
                 "--grad-accum must be at least 1".into(),
+            ));
+        }
+        if self.grad_accum > MAX_GRAD_ACCUM {
+            return Err(Error::InvalidArgument(format!(
+                "--grad-accum {} is over the limit of {MAX_GRAD_ACCUM} micro-batches per optimizer step",
+                self.grad_accum
+            )));
+        }
+        if (self.batch_size as u64)
+            .checked_mul(self.grad_accum as u64)
+            .is_none()
+        {
+            return Err(Error::InvalidArgument(format!(
+                "--batch-size {} × --grad-accum {} overflows 64 bits",
+                self.batch_size, self.grad_accum
+            )));
+        }
+        if self.num_classes == Some(0) {
+            return Err(Error::InvalidArgument(
+                "--num-classes must be at least 1".into(),
             ));
         }
         if self.steps == Some(0) {
@@ -165,65 +205,16 @@ impl TrainCommon {
         }
     }
 
-    pub fn prepare(&self) -> Result<Prepared> {
-        let split = self.dataset.parse::<DataSource>()?.load(true)?;
-        let train = &split.train;
-        let out = train.output_dim();
-        let model = self.model.clone().unwrap_or_else(|| {
-            if train.y.is_classification() {
-                "mlp"
-            } else {
-                "linear"
-            }
-            .into()
-        });
-        let spec = if model.ends_with(".json") {
-            let text = std::fs::read_to_string(&model)
-                .map_err(|e| Error::Model(format!("{model}: cannot read: {e}")))?;
-            ModelSpec::from_json(&text).map_err(|e| match e {
-                // from_json's messages start with "json: "; name the file instead.
-                Error::Model(m) => Error::Model(format!(
-                    "{model}: {}",
-                    m.strip_prefix("json: ").unwrap_or(&m)
-                )),
-                other => other,
-            })?
-        } else {
-            preset(&model, &train.sample_shape, out)?
-        };
-        let loss = match &self.loss {
-            Some(l) => LossKind::parse(l)?,
-            None => LossKind::default_for(&train.y),
-        };
-        match (&train.y, loss) {
-            (Labels::Targets { .. }, LossKind::CrossEntropy) => {
-                return Err(Error::InvalidArgument(format!(
-                    "--loss cross-entropy needs integer class labels; {} has float targets (use --loss mse)",
-                    train.name
-                )));
-            }
-            (Labels::Classes { .. }, LossKind::Mse) => {
-                return Err(Error::InvalidArgument(format!(
-                    "--loss mse needs float targets; {} has integer class labels (use --loss cross-entropy)",
-                    train.name
-                )));
-            }
-            _ => {}
+    /// Load the data, resolve the model and its loss, open the device, check that the
+    /// model's parameters fit it under every one of `precisions`, and only then make the
+    /// initial parameters (`--init` or the model's own initialisation).
+    pub fn prepare(&self, precisions: &[Precision]) -> Result<(Prepared, GpuContext)> {
+        let (split, spec, loss, what) = self.resolve()?;
+        let ctx = GpuContext::new(&self.device.options()?)?;
+        let optimizer = self.optimizer()?;
+        for &precision in precisions {
+            check_params_fit(&ctx, &spec, &what, precision, &optimizer)?;
         }
-        // A label the model has no output for: name the file, the label and the sample
-        // (the loss kernel would only turn that row into NaN).
-        if let (Labels::Classes { labels, .. }, [outputs]) = (&train.y, spec.output_shape())
-            && let Some((i, &bad)) = labels
-                .iter()
-                .enumerate()
-                .find(|&(_, &l)| l as usize >= *outputs)
-        {
-            return Err(Error::Data(format!(
-                "{}: label {bad} of sample {i} is out of range for the model's {outputs} outputs (cross-entropy needs labels in 0..{outputs})",
-                train.name
-            )));
-        }
-        spec.check_data(&train.sample_shape, out)?;
         let expected: Vec<(String, Vec<usize>)> = spec
             .parameters()
             .into_iter()
@@ -235,12 +226,92 @@ impl TrainCommon {
             }
             None => spec.init_params(self.seed),
         };
-        Ok(Prepared {
+        let prepared = Prepared {
             split,
             spec,
             init,
             loss,
-        })
+        };
+        Ok((prepared, ctx))
+    }
+
+    /// Data, model and loss from the flags, without the GPU and without parameters; the
+    /// last item names the model for messages (the preset, or the JSON file).
+    fn resolve(&self) -> Result<(Split, ModelSpec, LossKind, String)> {
+        let mut split = self.dataset.parse::<DataSource>()?.load(true)?;
+        let classes = split.train.y.is_classification();
+        let model = self
+            .model
+            .clone()
+            .unwrap_or_else(|| if classes { "mlp" } else { "linear" }.into());
+        let loss = match &self.loss {
+            Some(l) => LossKind::parse(l)?,
+            None => LossKind::default_for(&split.train.y),
+        };
+        let name = split.train.name.clone();
+        match (&split.train.y, loss) {
+            (Labels::Targets { .. }, LossKind::CrossEntropy) => {
+                return Err(Error::InvalidArgument(format!(
+                    "--loss cross-entropy needs integer class labels; {name} has float targets (use --loss mse)"
+                )));
+            }
+            (Labels::Classes { .. }, LossKind::Mse) => {
+                return Err(Error::InvalidArgument(format!(
+                    "--loss mse needs float targets; {name} has integer class labels (use --loss cross-entropy)"
+                )));
+            }
+            _ => {}
+        }
+        if !classes && let Some(n) = self.num_classes {
+            return Err(Error::InvalidArgument(format!(
+                "--num-classes {n} is for class labels; {name} has float targets, whose width \
+                 sets the model's outputs"
+            )));
+        }
+        let spec = if model.ends_with(".json") {
+            let text = std::fs::read_to_string(&model)
+                .map_err(|e| Error::Model(format!("{model}: cannot read: {e}")))?;
+            let spec = ModelSpec::from_json(&text).map_err(|e| match e {
+                // from_json's messages start with "json: "; name the file instead.
+                Error::Model(m) => Error::Model(format!(
+                    "{model}: {}",
+                    m.strip_prefix("json: ").unwrap_or(&m)
+                )),
+                other => other,
+            })?;
+            // The model's last layer sets the class count; every label must be below it.
+            if classes && let [outputs] = *spec.output_shape() {
+                if let Some(n) = self.num_classes.filter(|&n| n != outputs) {
+                    return Err(Error::InvalidArgument(format!(
+                        "--num-classes {n}, but the model {model} has {outputs} outputs"
+                    )));
+                }
+                split.set_num_classes(outputs).map_err(|e| {
+                    with_hint(e, &format!("the model {model} has {outputs} outputs"))
+                })?;
+            }
+            spec
+        } else {
+            let out = if classes {
+                // A preset keeps its class count whatever the labels say; a label
+                // outside it is an error, not a bigger model.
+                let n = self.num_classes.unwrap_or(PRESET_CLASSES);
+                split.set_num_classes(n).map_err(|e| {
+                    with_hint(
+                        e,
+                        &format!(
+                            "the {model} preset has {n} outputs; --num-classes N changes that"
+                        ),
+                    )
+                })?;
+                n
+            } else {
+                split.train.output_dim()
+            };
+            preset(&model, &split.train.sample_shape, out)?
+        };
+        spec.check_data(&split.train.sample_shape, split.train.output_dim())?;
+        Ok((split, spec, loss, model))
     }
 
     pub fn optimizer(&self) -> Result<OptimizerConfig> {
@@ -317,7 +388,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
             "--save-every must be at least 1".into(),
         ));
     }
-    let prepared = args.common.prepare()?;
+    let (prepared, ctx) = args.common.prepare(&[precision])?;
     let mut cfg = args.common.run_config(precision, prepared.loss)?;
     cfg.save_every = args.save_every;
     cfg.save_path = args.save.clone();
@@ -342,7 +413,6 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         }
         None => prepared,
     };
-    let ctx = GpuContext::new(&args.common.device.options()?)?;
     let mut metrics = match &args.metrics {
         Some(p) => Some(std::io::BufWriter::new(
             std::fs::File::create(p)
@@ -381,9 +451,9 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         },
     )?;
     write_line(serde_json::json!({ "summary": summary }))?;
-    print_summary(&[&summary]);
+    print_summary(&[&summary])?;
     if let Some(p) = &args.save {
-        println!("checkpoint: {}", p.display());
+        outln!("checkpoint: {}", p.display())?;
     }
     Ok(())
 }

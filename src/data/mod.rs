@@ -206,6 +206,38 @@ impl Dataset {
         Ok(())
     }
 
+    /// Set the class count of class labels (see [`Split::set_num_classes`]); an error for
+    /// regression targets or a label out of range.
+    pub fn set_num_classes(&mut self, classes: usize) -> Result<()> {
+        let who = &self.name;
+        let Labels::Classes {
+            labels,
+            num_classes,
+        } = &mut self.y
+        else {
+            return Err(Error::data(format!(
+                "{who}: has float targets, not class labels, so it has no class count"
+            )));
+        };
+        if classes == 0 {
+            return Err(Error::data(format!(
+                "{who}: the class count must be at least 1"
+            )));
+        }
+        if let Some((i, &bad)) = labels
+            .iter()
+            .enumerate()
+            .find(|&(_, &l)| l as usize >= classes)
+        {
+            return Err(Error::data(format!(
+                "{who}: label {bad} of sample {i} is out of bounds for {classes} classes \
+                 (labels must be in 0..{classes})"
+            )));
+        }
+        *num_classes = classes;
+        Ok(())
+    }
+
     /// Samples `range` as a new data set (in the same order), named `name`.
     pub fn slice(&self, range: std::ops::Range<usize>, name: impl Into<String>) -> Result<Dataset> {
         if range.start > range.end || range.end > self.n {
@@ -317,6 +349,24 @@ impl Split {
         }
     }
 
+    /// Give every set of the split `num_classes` classes (what the model outputs), after
+    /// checking that every label is below it. The first label out of range is an error that
+    /// names the set (its file) and the sample, as PyTorch's `cross_entropy` refuses a target
+    /// out of bounds, instead of the class count growing to fit a corrupt label.
+    pub fn set_num_classes(&mut self, num_classes: usize) -> Result<()> {
+        for set in [
+            Some(&mut self.train),
+            self.validation.as_mut(),
+            self.test.as_mut(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            set.set_num_classes(num_classes)?;
+        }
+        Ok(())
+    }
+
     /// The set to evaluate on: validation if there is one, else test.
     pub fn eval_set(&self) -> Option<&Dataset> {
         self.validation.as_ref().or(self.test.as_ref())
@@ -375,6 +425,9 @@ pub enum DataSource {
 impl DataSource {
     /// Samples of the `synthetic` source when no count is given: the tutorial's 20.
     pub const SYNTHETIC_DEFAULT_N: usize = 20;
+    /// Most samples `synthetic:N` makes: 10 million (440 MB of f32 on the host), so a typo
+    /// with extra digits is an error, not an allocation without bound.
+    pub const SYNTHETIC_MAX_N: usize = 10_000_000;
 
     /// Loads the data. `normalize` applies the usual mean/std transform to MNIST and
     /// Fashion-MNIST; custom and synthetic data are never changed.
@@ -426,11 +479,23 @@ impl FromStr for DataSource {
             _ => {}
         }
         if let Some(count) = s.strip_prefix("synthetic:") {
-            let n: usize = count.parse().ok().filter(|&n| n > 0).ok_or_else(|| {
+            // Digits beyond usize are a count over the cap, not a malformed one.
+            let digits = !count.is_empty() && count.bytes().all(|b| b.is_ascii_digit());
+            let n: usize = match count.parse() {
+                Err(_) if digits && !count.trim_start_matches('0').is_empty() => usize::MAX,
+                parsed => parsed.unwrap_or(0),
+            };
+            let n = Some(n).filter(|&n| n > 0).ok_or_else(|| {
                 Error::data(format!(
                     "`{s}`: expected synthetic:N with N a positive integer"
                 ))
             })?;
+            if n > Self::SYNTHETIC_MAX_N {
+                return Err(Error::data(format!(
+                    "`{s}`: N is over the limit of {} synthetic samples",
+                    Self::SYNTHETIC_MAX_N
+                )));
+            }
             return Ok(DataSource::Synthetic {
                 n,
                 in_dim: 10,

@@ -41,6 +41,29 @@ pub struct Progress {
     pub seed: u64,
 }
 
+impl Progress {
+    /// Most steps, epochs or batches a progress may count: counters only ever grow by one,
+    /// so more than 2^53 (beyond any run, and beyond exact f64 for metrics) means a corrupt
+    /// file, and this bound keeps every later `+ 1` far from overflow.
+    pub const MAX_COUNT: u64 = 1 << 53;
+
+    /// `Err` naming the counter that is out of range.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        for (name, v) in [
+            ("step", self.step),
+            ("epoch", self.epoch),
+            ("batch_in_epoch", self.batch_in_epoch),
+        ] {
+            if v > Self::MAX_COUNT {
+                return Err(format!(
+                    "{name} {v} is out of range (at most 2^53); the file is corrupt"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Optimizer state per parameter name (moments unflattened from the flat buffers).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct NamedOptimizerState {
@@ -192,6 +215,13 @@ impl Checkpoint {
             serde_json::from_value(v)
                 .map_err(|e| Error::Checkpoint(format!("{what}: metadata `{key}`: {e}")))
         }
+        let progress: Progress = parse("progress")?
+            .map(|v| from(v, what, "progress"))
+            .transpose()?
+            .unwrap_or_default();
+        progress
+            .check()
+            .map_err(|m| Error::Checkpoint(format!("{what}: metadata `progress`: {m}")))?;
         Ok(Self {
             params,
             optimizer: parse("optimizer")?
@@ -200,10 +230,7 @@ impl Checkpoint {
             scaler: parse("scaler")?
                 .map(|v| from(v, what, "scaler"))
                 .transpose()?,
-            progress: parse("progress")?
-                .map(|v| from(v, what, "progress"))
-                .transpose()?
-                .unwrap_or_default(),
+            progress,
             precision: meta.get("precision").cloned(),
         })
     }

@@ -25,7 +25,8 @@ use crate::ops::elementwise;
 use crate::optim::{Optimizer, OptimizerConfig};
 use crate::tensor::DType;
 
-use super::planning::{batch_error, guard_planning, params_error};
+use super::planning::{batch_error, check_params_fit, guard_planning, params_error};
+use super::run::MAX_GRAD_ACCUM;
 use super::stats::{METRIC_LOSSES, RING, StatsRing, StepStats};
 
 /// Everything that shapes a training step.
@@ -93,7 +94,8 @@ impl Trainer {
         target_dim: usize,
         init: &[(String, Vec<f32>)],
     ) -> Result<Self> {
-        let params = spec.num_parameters();
+        // Before anything is allocated: the flat parameter buffers fit the adapter.
+        let params = check_params_fit(ctx, &spec, &spec.name, config.precision, &config.optimizer)?;
         guard_planning(ctx, || Self::plan(ctx, spec, config, target_dim, init))
             .map_err(|e| params_error(e, params))
     }
@@ -105,10 +107,11 @@ impl Trainer {
         target_dim: usize,
         init: &[(String, Vec<f32>)],
     ) -> Result<Self> {
-        if config.grad_accum == 0 {
-            return Err(Error::InvalidArgument(
-                "gradient accumulation needs at least 1 micro-batch per step".into(),
-            ));
+        if !(1..=MAX_GRAD_ACCUM).contains(&config.grad_accum) {
+            return Err(Error::InvalidArgument(format!(
+                "gradient accumulation needs 1 to {MAX_GRAD_ACCUM} micro-batches per step, got {}",
+                config.grad_accum
+            )));
         }
         config.optimizer.validate()?;
         config.scaler.validate()?;
