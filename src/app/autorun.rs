@@ -17,7 +17,7 @@ pub struct Autorun {
 }
 
 /// Query keys the page understands (anything else is an error, so a typo is not ignored).
-pub const QUERY_KEYS: [&str; 9] = [
+pub const QUERY_KEYS: [&str; 10] = [
     "autorun",
     "precision",
     "steps",
@@ -27,6 +27,7 @@ pub const QUERY_KEYS: [&str; 9] = [
     "lr",
     "optimizer",
     "seed",
+    "init_scale",
 ];
 
 impl Autorun {
@@ -98,6 +99,15 @@ impl Autorun {
         }
         if let Some(s) = get("seed") {
             config.seed = parse_number("seed", s)?;
+        }
+        if let Some(s) = get("init_scale") {
+            // The GradScaler's first scale (the CLI's --init-scale): a huge one makes the
+            // f16 backward overflow, so the page shows steps skipped on inf.
+            config.scaler.init_scale = parse_number("init_scale", s)?;
+            config
+                .scaler
+                .validate()
+                .map_err(|e| Error::InvalidArgument(format!("init_scale={s}: {e}")))?;
         }
         if config.steps == 0 || config.batch_size == 0 {
             return Err(Error::InvalidArgument(
