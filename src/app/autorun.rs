@@ -304,8 +304,10 @@ mod tests {
             .unwrap();
         assert_eq!(a.config.dataset, "synthetic:512");
         assert_eq!(decode("a+b%20c").unwrap(), "a b c");
-        assert!(decode("%zz").is_err());
-        assert!(decode("%4").is_err());
+        for bad in ["%zz", "%4"] {
+            let e = decode(bad).unwrap_err().to_string();
+            assert!(e.contains("bad percent-encoding") && e.contains(bad), "{e}");
+        }
     }
 
     #[test]
@@ -317,5 +319,7 @@ mod tests {
         assert!(err("?autorun=1&optimizer=lbfgs").contains("optimizer=lbfgs"));
         assert!(err("?autorun=1&step=10").contains("unknown query parameter `step`"));
         assert!(err("?autorun=yes").contains("autorun=yes"));
+        assert!(err("?autorun=1&init_scale=-2").contains("init_scale=-2"));
+        assert!(err("?autorun=1&init_scale=big").contains("init_scale=big"));
     }
 }

@@ -145,3 +145,20 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f32], atol: f32, rtol: f32)
         }
     }
 }
+
+/// Asserts `result` is an error whose message contains every one of `needles`; returns the
+/// message. (An `is_err()` alone passes for the wrong error too.)
+#[track_caller]
+pub fn expect_err<T, E: std::fmt::Display>(result: Result<T, E>, needles: &[&str]) -> String {
+    let message = match result {
+        Ok(_) => panic!("expected an error containing {needles:?}, got Ok"),
+        Err(e) => e.to_string(),
+    };
+    for needle in needles {
+        assert!(
+            message.contains(needle),
+            "error lacks `{needle}`: {message}"
+        );
+    }
+    message
+}
