@@ -412,6 +412,14 @@ fn autorun_publishes_the_result(ctx: webgpu_amp::GpuContext) {
     assert!(r.ok, "autorun failed: {:?}", r.error);
     assert_eq!((r.steps, r.precision.as_str()), (40, "amp-f16"));
     assert_eq!(r.f16_storage, storage);
+    let want = match storage {
+        webgpu_amp::F16Storage::Native => "native",
+        webgpu_amp::F16Storage::Packed => "packed",
+    };
+    assert_eq!(
+        r.trained_storage, want,
+        "amp-f16 trains on the storage it reports"
+    );
     let (first, last) = (r.first_loss.unwrap(), r.last_loss.unwrap());
     assert!(last < 0.7 * first, "loss {first} -> {last}");
     // The scaler starts at 2^16 and only moves by powers of two.
@@ -422,6 +430,7 @@ fn autorun_publishes_the_result(ctx: webgpu_amp::GpuContext) {
     for key in [
         "adapter",
         "f16_storage",
+        "trained_storage",
         "precision",
         "steps",
         "first_loss",
@@ -435,6 +444,7 @@ fn autorun_publishes_the_result(ctx: webgpu_amp::GpuContext) {
 
     let r = autorun("?autorun=1&precision=f32&steps=5", common::ctx_owned());
     assert!(r.ok, "autorun failed: {:?}", r.error);
+    assert_eq!(r.trained_storage, "f32");
     assert_eq!((r.steps, r.final_scale, r.skipped_steps), (5, Some(1.0), 0));
 }
 

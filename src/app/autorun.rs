@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::session::{OptimizerKind, Session, SessionConfig, Status};
 use crate::amp::policy::Precision;
 use crate::error::{Error, Result};
+use crate::tensor::Storage;
 
 /// What an autorun trains, from the page's query string.
 #[derive(Clone, Debug, PartialEq)]
@@ -167,6 +168,10 @@ pub struct AutorunResult {
     pub backend: String,
     /// `native` (`array<f16>`, shader-f16) or `packed` (two halves per u32).
     pub f16_storage: crate::F16Storage,
+    /// The storage the run's trainer really keeps its low-precision copy of the weights in:
+    /// `f32` (no copy), `native` or `packed` f16, `bf16`. For f16 modes it must equal
+    /// `f16_storage`; the end-to-end test checks that.
+    pub trained_storage: String,
     pub precision: String,
     pub model: String,
     pub batch_size: usize,
@@ -202,6 +207,15 @@ impl AutorunResult {
             adapter: ctx.report.name.clone(),
             backend: ctx.report.backend.clone(),
             f16_storage: ctx.f16_storage,
+            trained_storage: run.map_or_else(String::new, |r| {
+                match r.trainer().store.low.as_ref().map(|(_, storage)| *storage) {
+                    None | Some(Storage::F32) => "f32",
+                    Some(Storage::F16) => "native",
+                    Some(Storage::F16Packed) => "packed",
+                    Some(Storage::BF16) => "bf16",
+                }
+                .to_string()
+            }),
             precision: session
                 .config
                 .modes

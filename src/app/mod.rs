@@ -115,19 +115,26 @@ impl App {
 
     /// Per-frame logic, no drawing: advance training, keep derived views current.
     pub fn tick(&mut self, ctx: &egui::Context) {
+        let now = ctx.input(|i| i.time);
+        if self.tick_at(now) {
+            ctx.request_repaint();
+        }
+    }
+
+    /// The logic of [`App::tick`] without egui, at time `now` (seconds): also what the
+    /// browser entry calls from a timer, so training never waits for a frame to be
+    /// presented. Returns whether more ticks are wanted soon.
+    pub fn tick_at(&mut self, now: f64) -> bool {
         if self.autostart && *self.session.status() == Status::Idle {
             self.autostart = false;
             self.session.start(self.config.clone());
         }
-        let now = ctx.input(|i| i.time);
         let busy = self.session.tick(now);
         self.sync_histogram_selection();
         if self.tab == Tab::Precision {
             self.refresh_precision_map();
         }
-        if busy {
-            ctx.request_repaint();
-        }
+        busy
     }
 
     /// Per-frame logic then drawing, for hosts that give one `Ui` (tests).

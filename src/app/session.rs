@@ -265,6 +265,9 @@ impl Session {
         let Some(prepared) = &self.prepared else {
             return Ok(());
         };
+        // A lost device or a GPU error ends the run with its reason, even when nothing is
+        // submitted (a full stats ring waits for read-backs a lost device never returns).
+        self.ctx.check()?;
         let running = self.status == Status::Running;
         let budget = if running {
             self.config.steps_per_frame
