@@ -25,7 +25,7 @@
 
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::amp::scaler::ScalerConfig;
-use webgpu_amp::data::{Labels, synthetic};
+use webgpu_amp::data::{Inputs, Labels, synthetic};
 use webgpu_amp::nn::LossKind;
 use webgpu_amp::nn::preset;
 use webgpu_amp::optim::OptimizerConfig;
@@ -79,8 +79,8 @@ fn run() -> Result<()> {
     let args = parse_args()?;
     // x = torch.randn(20, 10); y = torch.randn(20, 1)
     let data = synthetic::regression(20, 10, 1, args.seed)?;
-    let Labels::Targets { values: y, .. } = &data.y else {
-        unreachable!("synthetic data are regression targets")
+    let (Inputs::Features(x), Labels::Targets { values: y, .. }) = (&data.x, &data.y) else {
+        unreachable!("synthetic data are f32 features with regression targets")
     };
 
     // model = SimpleModel() (self.linear = nn.Linear(10, 1))
@@ -105,13 +105,14 @@ fn run() -> Result<()> {
         },
         clip_grad_norm: None,
         grad_accum: 1,
+        lr_schedule: Default::default(),
     };
     let mut trainer = Trainer::new(&ctx, spec, config, data.output_dim(), &init)?;
 
     for epoch in 0..args.epochs {
         // zero_grad, autocast forward, scale(loss).backward(), scaler.step, scaler.update:
         // one planned submit.
-        trainer.train_batch(&ctx, data.n, &data.x, BatchTargets::Values(y))?;
+        trainer.train_batch(&ctx, data.n, x, BatchTargets::Values(y))?;
         // loss.item() waits for the step, as here.
         for stats in trainer.finish(&ctx)? {
             let skipped = if stats.skipped {

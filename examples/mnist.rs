@@ -128,6 +128,7 @@ fn run() -> Result<()> {
             },
             clip_grad_norm: None,
             grad_accum: 1,
+            lr_schedule: Default::default(),
         },
         batch_size: args.batch_size,
         epochs: Some(args.epochs),
@@ -137,6 +138,7 @@ fn run() -> Result<()> {
         save_every: None,
         save_path: None,
         validate: true,
+        eval: Default::default(),
     };
     let steps_per_epoch = train.n.div_ceil(args.batch_size);
     let mut run = Run::new(&ctx, spec, config, train, &init, None)?;

@@ -27,6 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         scaler: None,
         progress: Progress::default(),
         precision: Some("f32".into()),
+        ..Default::default()
     };
     let mut stdout = std::io::stdout();
     for i in 1u64.. {

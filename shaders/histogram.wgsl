@@ -21,8 +21,10 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> values: array<f32>;
-// The GradScaler state buffer; word 0 is the scale (1 when the scaler is off).
+// The GradScaler state buffer; word SCALE is the scale (1 when the scaler is off).
 @group(0) @binding(2) var<storage, read> scale_state: array<f32>;
+
+#include scaler_state
 @group(0) @binding(3) var<storage, read_write> counts: array<atomic<u32>>;
 
 const WG: u32 = 256u;
@@ -69,7 +71,7 @@ fn log2_histogram(
         atomicStore(&local_counts[i], 0u);
     }
     workgroupBarrier();
-    let scale = scale_state[0];
+    let scale = scale_state[SCALE];
     let stride = nwg.x * WG;
     for (var i = gid.x; i < params.len; i += stride) {
         let g = values[params.offset + i];

@@ -34,10 +34,6 @@ const WG: u32 = 256u;
 const ROW_WG: u32 = 64u;
 const F32_LOWEST: f32 = -3.4028234663852886e38;
 
-fn is_nan_bits(v: f32) -> bool {
-    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
-}
-
 // A quiet NaN. The bitcast takes a function parameter so it is evaluated at run time: a
 // const-expression that yields NaN is a shader-creation error in WGSL (Tint rejects it).
 fn f32_from_bits(bits: u32) -> f32 {
@@ -48,51 +44,13 @@ fn quiet_nan() -> f32 {
 }
 
 // ---- workgroup reductions (fixed tree order) ----------------------------------------------
+// Whole workgroups (WG threads: mean_partials, mse) reduce with workgroup_sum; a row's
+// workgroup (ROW_WG threads: cross-entropy) with tree_sum / tree_max over ROW_WG.
 
-var<workgroup> scratch: array<f32, WG>;
-var<workgroup> row_scratch: array<f32, ROW_WG>;
+#include workgroup_reduce
+
 var<workgroup> row_has_nan: atomic<u32>;
 var<workgroup> group_hits: atomic<u32>;
-
-fn workgroup_sum(lid: u32, v: f32) -> f32 {
-    workgroupBarrier();
-    scratch[lid] = v;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            scratch[lid] = scratch[lid] + scratch[lid + s];
-        }
-        workgroupBarrier();
-    }
-    return scratch[0];
-}
-
-fn row_sum(lid: u32, v: f32) -> f32 {
-    workgroupBarrier();
-    row_scratch[lid] = v;
-    workgroupBarrier();
-    for (var s = ROW_WG / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            row_scratch[lid] = row_scratch[lid] + row_scratch[lid + s];
-        }
-        workgroupBarrier();
-    }
-    return row_scratch[0];
-}
-
-// NaN is tracked separately (row_has_nan): max() of NaN is indeterminate in WGSL.
-fn row_max(lid: u32, v: f32) -> f32 {
-    workgroupBarrier();
-    row_scratch[lid] = v;
-    workgroupBarrier();
-    for (var s = ROW_WG / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            row_scratch[lid] = max(row_scratch[lid], row_scratch[lid + s]);
-        }
-        workgroupBarrier();
-    }
-    return row_scratch[0];
-}
 
 // ---- softmax cross-entropy ------------------------------------------------------------------
 
@@ -103,10 +61,6 @@ struct RowStats {
     bad: bool,   // NaN logit or label out of range: the row's loss and gradient are NaN
 }
 
-fn row_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return wid.x + wid.y * nwg.x;
-}
-
 // Max-subtracted log-sum-exp statistics of one row, computed by the whole workgroup.
 fn row_stats(row: u32, lid: u32) -> RowStats {
     let base = row * params.classes;
@@ -114,18 +68,19 @@ fn row_stats(row: u32, lid: u32) -> RowStats {
     var seen_nan = false;
     for (var j = lid; j < params.classes; j = j + ROW_WG) {
         let v = logits_load(base + j);
-        seen_nan = seen_nan || is_nan_bits(v);
+        seen_nan = seen_nan || is_nan(v);
         m = max(m, v);
     }
     if (seen_nan) {
         atomicOr(&row_has_nan, 1u);
     }
-    let row_m = row_max(lid, m);
+    // NaN is tracked apart (row_has_nan): max() of NaN is indeterminate in WGSL.
+    let row_m = tree_max(lid, m, ROW_WG);
     var s = 0.0;
     for (var j = lid; j < params.classes; j = j + ROW_WG) {
         s = s + exp(logits_load(base + j) - row_m);
     }
-    let row_s = row_sum(lid, s);
+    let row_s = tree_sum(lid, s, ROW_WG);
     let raw_label = labels[row];
     let label = min(raw_label, params.classes - 1u);
     let bad = atomicLoad(&row_has_nan) != 0u || raw_label >= params.classes;
@@ -147,7 +102,7 @@ fn cross_entropy_rows(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
-    let row = row_index(wid, nwg);
+    let row = workgroup_index(wid, nwg);
     if (row >= params.rows) {
         return; // whole workgroup
     }
@@ -176,7 +131,7 @@ fn cross_entropy_rows_grad(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
-    let row = row_index(wid, nwg);
+    let row = workgroup_index(wid, nwg);
     if (row >= params.rows) {
         return;
     }
@@ -280,15 +235,15 @@ fn count_correct(
     @builtin(local_invocation_id) lid3: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
-    let row = gid.x + gid.y * nwg.x * WG;
+    let row = thread_index(gid, nwg, WG);
     if (row < params.rows) {
         let base = row * params.classes;
         var best = logits_load(base);
         var best_j = 0u;
-        var best_is_nan = is_nan_bits(best);
+        var best_is_nan = is_nan(best);
         for (var j = 1u; j < params.classes && !best_is_nan; j = j + 1u) {
             let v = logits_load(base + j);
-            if (is_nan_bits(v)) {
+            if (is_nan(v)) {
                 best_j = j;
                 best_is_nan = true;
             } else if (v > best) {

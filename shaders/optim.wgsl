@@ -1,7 +1,7 @@
 // Fused optimizers (torch.optim SGD, Adam, AdamW): one dispatch over every parameter of the
 // model (parameters, gradients and each moment live in one flat f32 buffer each).
 //
-// Skipped steps: word 2 of the GradScaler state (found_inf) is read first; when set, the
+// Skipped steps: the GradScaler state's FOUND_INF word is read first; when set, the
 // kernel leaves parameters, moments AND the step counter untouched, as PyTorch's
 // GradScaler.step skips optimizer.step() entirely. No CPU readback decides anything.
 //
@@ -27,8 +27,8 @@ struct Hyper {
     log_beta2: f32,
     eps: f32,
     param_decay: f32,       // AdamW: 1 - lr * weight_decay; 1 otherwise
+    grouped: u32,           // 1: decay only where decay_mask has the element's bit set
     _pad0: u32,
-    _pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> hyper: Hyper;
@@ -39,8 +39,11 @@ struct Hyper {
 @group(0) @binding(5) var<storage, read_write> momentum_buffer: array<f32>;
 @group(0) @binding(6) var<storage, read_write> exp_avg: array<f32>;
 @group(0) @binding(7) var<storage, read_write> exp_avg_sq: array<f32>;
+// Parameter groups (nanoGPT's configure_optimizers): bit i % 32 of word i / 32 is set when
+// element i gets weight decay. Read only when `grouped` is 1; otherwise every element decays.
+@group(0) @binding(8) var<storage, read> decay_mask: array<u32>;
 
-const FOUND_INF: u32 = 2u;
+#include scaler_state
 
 var<workgroup> wg_prev_steps: u32;
 
@@ -73,7 +76,7 @@ struct StepStart {
 // What every optimizer kernel starts with: read this workgroup's step count, and unless the
 // GradScaler found inf/NaN, count the step. Call it first, in uniform control flow.
 fn start_step(lid: u32, wid: vec3<u32>, nwg: vec3<u32>) -> StepStart {
-    let group = wid.x + wid.y * nwg.x;
+    let group = workgroup_index(wid, nwg);
     let prev = begin(lid, group);
     if (skipped()) {
         return StepStart(false, prev, 0u);
@@ -82,11 +85,19 @@ fn start_step(lid: u32, wid: vec3<u32>, nwg: vec3<u32>) -> StepStart {
     return StepStart(true, prev, group * WG * EPT + lid);
 }
 
+// Whether element i is in the weight-decay group.
+fn decays(i: u32) -> bool {
+    if (hyper.grouped == 0u) {
+        return true;
+    }
+    return ((decay_mask[i >> 5u] >> (i & 31u)) & 1u) != 0u;
+}
+
 // The gradient plus PyTorch's L2 term (SGD and Adam `weight_decay`; 0 for AdamW, which
-// decays the parameter instead).
+// decays the parameter instead), for elements in the weight-decay group.
 fn l2_grad(i: u32, p: f32) -> f32 {
     let g = grad[i];
-    if (hyper.weight_decay != 0.0) {
+    if (hyper.weight_decay != 0.0 && decays(i)) {
         return g + hyper.weight_decay * p;
     }
     return g;
@@ -187,7 +198,10 @@ fn adam_step(
     for (var k = 0u; k < EPT; k++) {
         let i = start.base + k * WG;
         if (i < hyper.n) {
-            let p = param[i] * hyper.param_decay;
+            var p = param[i];
+            if (decays(i)) {
+                p = p * hyper.param_decay;
+            }
             let g = l2_grad(i, p);
             let m = torch_lerp(exp_avg[i], g, hyper.one_minus_beta1);
             let v = exp_avg_sq[i] * hyper.beta2 + hyper.one_minus_beta2 * g * g;

@@ -30,12 +30,7 @@ struct Params {
 const WG: u32 = 64u;
 
 fn row_of(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return gid.x + gid.y * nwg.x * WG;
-}
-
-// NaN from the bit pattern (compilers may assume finite math).
-fn is_nan(v: f32) -> bool {
-    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
+    return thread_index(gid, nwg, WG);
 }
 
 struct WindowMax {

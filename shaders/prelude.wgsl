@@ -1,4 +1,4 @@
-// ---- prelude: portable numerics shared by every kernel --------------------------------
+// ---- prelude: portable numerics and launch indices, shared by every kernel --------------------------
 // WGSL leaves f32 -> f16 rounding to the implementation and makes pack2x16float
 // indeterminate out of range, so every store to f16 or bf16 goes through these integer
 // helpers: round to nearest even, |x| >= 65520 -> +-inf, NaN kept. Overflow then looks the
@@ -7,6 +7,11 @@
 // True for +-inf and NaN, from the bit pattern (compilers may assume finite math).
 fn is_nonfinite(x: f32) -> bool {
     return (bitcast<u32>(x) & 0x7f800000u) == 0x7f800000u;
+}
+
+// True for NaN only, from the bit pattern.
+fn is_nan(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
 }
 
 fn f32_to_f16_bits(v: f32) -> u32 {
@@ -54,4 +59,82 @@ fn unpack_bf16x2(w: u32) -> vec2<f32> {
 // The f32 value of v rounded to f16 / bf16 (used where a kernel emulates a store).
 fn round_f16(v: f32) -> f32 { return unpack2x16float(f32_to_f16_bits(v)).x; }
 fn round_bf16(v: f32) -> f32 { return bitcast<f32>(f32_to_bf16_bits(v) << 16u); }
+
+// A parameter gradient as PyTorch's autocast produces it: computed in the forward's low dtype
+// (rounded once, overflow to inf) before it lands in the f32 gradient. `to`: 0 keeps f32,
+// 1 rounds to f16, 2 to bf16 (ROUND_* in src/ops/mod.rs).
+fn round_grad(v: f32, to: u32) -> f32 {
+    if (to == 1u) { return round_f16(v); }
+    if (to == 2u) { return round_bf16(v); }
+    return v;
+}
+
+// Position in a 1-D launch folded over x and y by the host (gpu::grid_1d): the index of this
+// workgroup, and of this thread for `wg` threads per workgroup.
+fn workgroup_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return wid.x + wid.y * nwg.x;
+}
+fn thread_index(gid: vec3<u32>, nwg: vec3<u32>, wg: u32) -> u32 {
+    return gid.x + gid.y * nwg.x * wg;
+}
 // ---- end prelude -----------------------------------------------------------------------
+
+// ---- counter-based RNG for dropout masks (src/ops/dropout.rs has the CPU twin) ---------
+// Philox4x32-10 (Salmon et al., SC'11; Random123), checked against Random123's known-answer
+// vectors. Pure integer math, so every backend and precision gets the same bits.
+
+// (hi, lo) words of the 64-bit product a * b, from 16-bit halves (WGSL has no mulhi).
+fn philox_mulhilo(a: u32, b: u32) -> vec2<u32> {
+    let a0 = a & 0xffffu;
+    let a1 = a >> 16u;
+    let b0 = b & 0xffffu;
+    let b1 = b >> 16u;
+    let p00 = a0 * b0;
+    let p01 = a0 * b1;
+    let p10 = a1 * b0;
+    let p11 = a1 * b1;
+    let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
+    let hi = p11 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u);
+    return vec2<u32>(hi, a * b);
+}
+
+fn philox4x32_10(counter: vec4<u32>, key: vec2<u32>) -> vec4<u32> {
+    var c = counter;
+    var k = key;
+    for (var r = 0u; r < 10u; r++) {
+        if (r > 0u) {
+            k = k + vec2<u32>(0x9E3779B9u, 0xBB67AE85u);
+        }
+        let p0 = philox_mulhilo(0xD2511F53u, c.x);
+        let p1 = philox_mulhilo(0xCD9E8D57u, c.z);
+        c = vec4<u32>(p1.x ^ c.y ^ k.x, p1.y, p0.x ^ c.w ^ k.y, p0.y);
+    }
+    return c;
+}
+
+// Dropout keep decisions for the element pair (index, index + 1), index even: element e
+// takes 32-bit word e % 4 of philox4x32_10((e / 4, layer, counter_lo, counter_hi),
+// (seed_lo, seed_hi)); its top 24 bits u are kept when u >= threshold (= ceil(p * 2^24)).
+// `state` is the DropoutState words [seed_lo, seed_hi, counter_lo, counter_hi, ...].
+fn dropout_keep2(state: vec4<u32>, layer: u32, index: u32, threshold: u32) -> vec2<bool> {
+    let w = philox4x32_10(vec4<u32>(index >> 2u, layer, state.z, state.w), state.xy);
+    var pair = w.xy;
+    if ((index & 2u) != 0u) {
+        pair = w.zw;
+    }
+    return vec2<bool>((pair.x >> 8u) >= threshold, (pair.y >> 8u) >= threshold);
+}
+
+// dropout(x) = x / (1 - p) where kept, else 0 — except that a dropped inf or NaN gives NaN,
+// as PyTorch's x * mask * scale does (0 * inf), so an overflow is never hidden from the
+// GradScaler. The backward is the same function of the upstream gradient.
+fn dropout_apply(x: f32, keep: bool, scale: f32) -> f32 {
+    if (keep) {
+        return x * scale;
+    }
+    if (is_nonfinite(x)) {
+        return bitcast<f32>(bitcast<u32>(x) | 0x00400000u);
+    }
+    return 0.0;
+}
+// ---- end counter-based RNG -------------------------------------------------------------

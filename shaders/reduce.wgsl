@@ -17,27 +17,13 @@ struct Params {
     batch: u32,      // bias_grad: size of dim 0 of dy
     channels: u32,   // bias_grad: size of dim 1 of dy
     inner: u32,      // bias_grad: product of the dims after dim 1
-    _pad: u32,
+    round_to: u32,   // bias_grad: round_grad's `to` before accumulating
 }
 @group(0) @binding(0) var<uniform> params: Params;
 
 const WG: u32 = 256u;
 
-var<workgroup> scratch: array<f32, WG>;
-
-// Sum of v over the workgroup, in a fixed tree order; every thread gets the result.
-fn workgroup_sum(lid: u32, v: f32) -> f32 {
-    workgroupBarrier(); // earlier readers of scratch are done
-    scratch[lid] = v;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            scratch[lid] = scratch[lid] + scratch[lid + s];
-        }
-        workgroupBarrier();
-    }
-    return scratch[0];
-}
+#include workgroup_reduce
 
 // First pass: workgroup g sums element pairs g*WG + lid, + groups*WG, ... of x.
 @compute @workgroup_size(WG)
@@ -87,7 +73,7 @@ fn bias_grad(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let lid = lid3.x;
-    let c = wid.x + wid.y * nwg.x;
+    let c = workgroup_index(wid, nwg);
     if (c >= params.channels) {
         return; // whole workgroup: barriers stay in uniform control flow
     }
@@ -105,6 +91,6 @@ fn bias_grad(
             previous = db_load(c);
         }
         // Packed db: neighbouring channels share a word; db_store writes only its half.
-        db_store(c, previous + total);
+        db_store(c, previous + round_grad(total, params.round_to));
     }
 }

@@ -1,45 +1,22 @@
-// GradScaler kernels (PyTorch's torch.amp.GradScaler on the GPU) and gradient clipping by
-// global L2 norm. Nothing here is read back by the CPU inside a step.
-//
-// Scaler state buffer: 8 words (32 bytes), shared by every kernel of a step.
-//   word 0  scale            f32  the loss backward's seed (`scale(loss)`)
-//   word 1  growth_tracker   i32  clean steps since the last growth or backoff
-//   word 2  found_inf        u32  1 when this step's gradients held an inf or NaN
-//   word 3  growth_factor    f32
-//   word 4  backoff_factor   f32
-//   word 5  growth_interval  u32
-//   word 6  inv_scale        f32  1/scale rounded as PyTorch does; written wherever scale is
-//   word 7  enabled          u32  1, or 0 for a disabled scaler (scale 1, found_inf 0)
+// GradScaler kernels (PyTorch's torch.amp.GradScaler on the GPU): begin_step, unscale (with
+// the inf/NaN check) and update. Nothing here is read back by the CPU inside a step.
+
+#include scaler_state
 
 const WG: u32 = 256u;
 // Elements each thread handles (strided by WG so a workgroup's loads stay contiguous).
 const EPT: u32 = 4u;
 
-const SCALE: u32 = 0u;
-const GROWTH_TRACKER: u32 = 1u;
-const FOUND_INF: u32 = 2u;
-const GROWTH_FACTOR: u32 = 3u;
-const BACKOFF_FACTOR: u32 = 4u;
-const GROWTH_INTERVAL: u32 = 5u;
-const INV_SCALE: u32 = 6u;
-
 struct Sizes {
     n: u32,          // gradient elements
-    groups: u32,     // partial sums (clipping): workgroups launched by clip_partial
-    max_norm: f32,   // clipping threshold
-    _pad: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
-@group(0) @binding(0) var<storage, read_write> state: array<atomic<u32>, 8>;
+@group(0) @binding(0) var<storage, read_write> state: array<atomic<u32>, STATE_WORDS>;
 @group(0) @binding(1) var<storage, read_write> grads: array<f32>;
 @group(0) @binding(2) var<uniform> sizes: Sizes;
-// Clipping: one sum of squares per workgroup, then [total_norm, clip_coef].
-@group(0) @binding(3) var<storage, read_write> partials: array<f32>;
-@group(0) @binding(4) var<storage, read_write> norm: array<f32, 2>;
-
-fn flat_group(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return wid.x + wid.y * nwg.x;
-}
 
 // Start of an effective batch: no inf seen yet.
 @compute @workgroup_size(1)
@@ -59,7 +36,7 @@ fn unscale(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let inv_scale = bitcast<f32>(atomicLoad(&state[INV_SCALE]));
-    let base = flat_group(wid, nwg) * WG * EPT + lid;
+    let base = workgroup_index(wid, nwg) * WG * EPT + lid;
     var found = false;
     for (var k = 0u; k < EPT; k++) {
         let i = base + k * WG;
@@ -180,81 +157,4 @@ fn update() {
     atomicStore(&state[SCALE], scale_bits);
     atomicStore(&state[GROWTH_TRACKER], bitcast<u32>(tracker));
     atomicStore(&state[INV_SCALE], exact_reciprocal_bits(scale_bits));
-}
-
-// ---- gradient clipping by global L2 norm (torch.nn.utils.clip_grad_norm_) ----------------
-// Deterministic: fixed assignment of elements to threads and fixed-shape tree reductions,
-// no float atomics. Three kernels: partial sums of squares, total, scale.
-
-var<workgroup> wg_sum: array<f32, WG>;
-
-// Tree-reduce wg_sum; the total ends in wg_sum[0].
-fn reduce_workgroup(lid: u32) {
-    for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
-        workgroupBarrier();
-        if (lid < stride) {
-            wg_sum[lid] = wg_sum[lid] + wg_sum[lid + stride];
-        }
-    }
-    workgroupBarrier();
-}
-
-@compute @workgroup_size(WG)
-fn clip_partial(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let group = flat_group(wid, nwg);
-    let base = group * WG * EPT + lid;
-    var acc = 0.0;
-    for (var k = 0u; k < EPT; k++) {
-        let i = base + k * WG;
-        if (i < sizes.n) {
-            let g = grads[i];
-            acc = acc + g * g;
-        }
-    }
-    wg_sum[lid] = acc;
-    reduce_workgroup(lid);
-    if (lid == 0u) {
-        partials[group] = wg_sum[0];
-    }
-}
-
-// One workgroup: total norm and clip coefficient max_norm / (norm + 1e-6), clamped to 1.
-@compute @workgroup_size(WG)
-fn clip_reduce(@builtin(local_invocation_index) lid: u32) {
-    var acc = 0.0;
-    for (var i = lid; i < sizes.groups; i += WG) {
-        acc = acc + partials[i];
-    }
-    wg_sum[lid] = acc;
-    reduce_workgroup(lid);
-    if (lid == 0u) {
-        let total = sqrt(wg_sum[0]);
-        // PyTorch: max_norm / (total + 1e-6) evaluates as reciprocal(total + 1e-6) * max_norm.
-        let coef = (1.0 / (total + 1e-6)) * sizes.max_norm;
-        // clamp(max=1) keeps NaN, as torch.clamp does (a NaN norm poisons the gradients).
-        let is_nan = (bitcast<u32>(coef) & 0x7fffffffu) > 0x7f800000u;
-        norm[0] = total;
-        norm[1] = select(1.0, coef, is_nan || coef < 1.0);
-    }
-}
-
-// grads *= clip_coef (1 when the norm is within max_norm, as PyTorch multiplies always).
-@compute @workgroup_size(WG)
-fn clip_apply(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let coef = norm[1];
-    let base = flat_group(wid, nwg) * WG * EPT + lid;
-    for (var k = 0u; k < EPT; k++) {
-        let i = base + k * WG;
-        if (i < sizes.n) {
-            grads[i] = grads[i] * coef;
-        }
-    }
 }

@@ -56,6 +56,11 @@ pub enum Error {
     #[error("data: {0}")]
     Data(String),
 
+    /// Data-parallel training across processes (MPI): a rank out of step with the others,
+    /// or a collective that failed.
+    #[error("distributed training: {0}")]
+    Distributed(String),
+
     /// A model description (JSON or preset) that cannot be built.
     #[error("model description: {0}")]
     Model(String),

@@ -1,21 +1,30 @@
 //! webgpu-amp: mixed-precision (AMP) neural-network training on WebGPU.
 //!
 //! Module map (see README.md):
-//! - [`gpu`]: device, capabilities, counting allocator, pipeline cache, readbacks
+//! - [`dtype`]: dtypes, f16 storage and storage layouts (plain data)
 //! - [`shader`]: WGSL specialisation per storage and naga validation
-//! - [`tensor`]: dtypes, storages and GPU tensors
+//! - [`gpu`]: device, capabilities, faults, counting allocator, pipeline cache, readbacks
+//! - [`tensor`]: GPU tensors (a dtype, a shape and a view of a counted buffer)
 //! - [`ops`]: one dispatcher per WGSL file, forward and backward together
-//! - [`amp`]: precision policy, the GPU GradScaler and gradient clipping
+//! - [`amp`]: precision policy and mode support, the GPU GradScaler and gradient clipping
 //! - [`optim`]: fused SGD, Adam and AdamW over flat parameter buffers
+//! - [`variants`]: every shader variant, for the portability tests
 //! - [`data`]: data sets (embedded MNIST, IDX, Fashion-MNIST, safetensors, synthetic), batching
 //! - [`nn`]: model descriptions, flat parameter storage, the planned network
+//! - [`dist`]: data-parallel training across processes (`mpirun`, feature `mpi`)
 //! - [`train`]: the planned training step, the one training loop (`train::Run`), checkpoints
 //! - [`app`]: the egui app (f16 and f32 paths side by side), native and web (the browser
 //!   entry point `start(canvas_id)` is `app/web.rs`, wasm32 only)
+//!
+//! Imports run one way, down the layers: `cli`/`app` → `train` → `nn`/`amp`/`optim` → `ops`
+//! → `tensor` → `gpu` → `shader` → `dtype` (`variants` sits above the dispatchers; `error`
+//! and `data` build on nothing else). `tests/layering.rs` checks every `crate::` path.
 
 pub mod amp;
 pub mod app;
 pub mod data;
+pub mod dist;
+pub mod dtype;
 pub mod error;
 pub mod gpu;
 pub mod nn;
@@ -24,7 +33,9 @@ pub mod optim;
 pub mod shader;
 pub mod tensor;
 pub mod train;
+pub mod variants;
 
+pub use dtype::{DType, F16Storage, Storage};
 pub use error::{Error, Result};
-pub use gpu::{BackendChoice, F16Storage, F16StorageChoice, GpuContext, GpuOptions};
-pub use tensor::{DType, Storage, Tensor};
+pub use gpu::{BackendChoice, F16StorageChoice, GpuContext, GpuOptions};
+pub use tensor::Tensor;

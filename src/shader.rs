@@ -13,33 +13,83 @@
 //! Math is always f32; the helpers convert. The Rust side picks a [`Storage`] per tensor and
 //! generates the declaration and helpers for it, prepends `enable f16;` when any tensor is
 //! native f16, injects compile-time `const`s, and adds `shaders/prelude.wgsl` (the portable
-//! rounding helpers every store goes through).
+//! rounding helpers every store goes through, and the indices of a folded 1-D launch).
+//!
+//! WGSL shared by some shaders only lives in `shaders/include/`; a shader pulls a file in with
+//!
+//! ```text
+//! #include workgroup_reduce     // shaders/include/workgroup_reduce.wgsl, pasted in place
+//! ```
+//!
+//! so the fixed-order workgroup reductions and the GradScaler's state layout exist once, not
+//! once per shader.
 //!
 //! Packed storages keep two 16-bit values per `u32`. Two threads may write the two halves of
 //! one word, so single-element stores to a packed tensor use `atomicAnd`/`atomicOr` on its
 //! own half; kernels that own both halves use `store2`, one plain atomic store.
 
+use crate::dtype::Storage;
 use crate::error::{Error, Result};
-use crate::tensor::Storage;
 
 /// Every shader source, by name. One file per op family.
 pub const SHADERS: &[(&str, &str)] = &[
     ("elementwise", include_str!("../shaders/elementwise.wgsl")),
-    ("conv2d", include_str!("../shaders/conv2d.wgsl")),
+    ("conv", include_str!("../shaders/conv.wgsl")),
     ("pool", include_str!("../shaders/pool.wgsl")),
     ("reduce", include_str!("../shaders/reduce.wgsl")),
     ("loss", include_str!("../shaders/loss.wgsl")),
     ("scaler", include_str!("../shaders/scaler.wgsl")),
+    ("clip", include_str!("../shaders/clip.wgsl")),
     ("optim", include_str!("../shaders/optim.wgsl")),
-    ("amp", include_str!("../shaders/amp.wgsl")),
+    ("round", include_str!("../shaders/round.wgsl")),
     ("matmul", include_str!("../shaders/matmul.wgsl")),
     ("histogram", include_str!("../shaders/histogram.wgsl")),
     ("layernorm", include_str!("../shaders/layernorm.wgsl")),
     ("embedding", include_str!("../shaders/embedding.wgsl")),
     ("sample", include_str!("../shaders/sample.wgsl")),
+    ("attention", include_str!("../shaders/attention.wgsl")),
+    ("dropout", include_str!("../shaders/dropout.wgsl")),
 ];
 
 const PRELUDE: &str = include_str!("../shaders/prelude.wgsl");
+
+/// WGSL that shaders pull in with `#include NAME` (from `shaders/include/`).
+pub const INCLUDES: &[(&str, &str)] = &[
+    (
+        "workgroup_reduce",
+        include_str!("../shaders/include/workgroup_reduce.wgsl"),
+    ),
+    (
+        "scaler_state",
+        include_str!("../shaders/include/scaler_state.wgsl"),
+    ),
+];
+
+/// The text of `#include NAME`, once per shader: a second include of the same file would
+/// define everything twice.
+fn include(shader: &str, line: &str, included: &mut Vec<String>) -> Result<&'static str> {
+    let bad = |message: String| Error::Shader {
+        name: shader.into(),
+        message,
+    };
+    let name = match line.split_whitespace().collect::<Vec<_>>()[..] {
+        ["#include", name] => name,
+        _ => {
+            return Err(bad(format!(
+                "bad directive `{line}` (want `#include NAME`)"
+            )));
+        }
+    };
+    let (_, text) = INCLUDES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .ok_or_else(|| bad(format!("no include `{name}` (shaders/include/{name}.wgsl)")))?;
+    if included.iter().any(|n| n == name) {
+        return Err(bad(format!("`{name}` is included twice")));
+    }
+    included.push(name.to_string());
+    Ok(text)
+}
 
 pub fn source(name: &str) -> Result<&'static str> {
     SHADERS
@@ -143,17 +193,6 @@ impl Variant {
         })
     }
 
-    /// Same tensor storages for every declared tensor (handy for enumerating variants).
-    pub fn uniform(
-        shader: &'static str,
-        storage: Storage,
-        consts: &[(&'static str, String)],
-    ) -> Result<Self> {
-        let decls = tensor_decls(shader, source(shader)?)?;
-        let storages: Vec<_> = decls.into_iter().map(|d| (d.name, storage)).collect();
-        Self::new(shader, &storages, consts)
-    }
-
     /// Cache key: shader, storages and constants.
     pub fn key(&self) -> String {
         let s: Vec<String> = self
@@ -194,12 +233,17 @@ impl Variant {
         for (decl, storage) in &self.storages {
             out.push_str(&tensor_wgsl(decl, *storage));
         }
+        let mut included = Vec::new();
         for line in src.lines() {
-            if line.trim().starts_with("#tensor") {
+            let directive = line.trim();
+            if directive.starts_with("#tensor") || directive.starts_with("#include") {
                 out.push_str("// ");
             }
             out.push_str(line);
             out.push('\n');
+            if directive.starts_with("#include") {
+                out.push_str(include(self.shader, directive, &mut included)?);
+            }
         }
         Ok(out)
     }
@@ -228,6 +272,19 @@ fn tensor_wgsl(d: &TensorDecl, storage: Storage) -> String {
                 s += &format!("fn {n}_store(i: u32, v: f32) {{ {n}[i] = v; }}\n");
                 s += &format!(
                     "fn {n}_store2(i: u32, v: vec2<f32>) {{ {n}[i] = v.x; {n}[i + 1u] = v.y; }}\n"
+                );
+            }
+        }
+        Storage::U32 => {
+            s += &format!("@group(0) @binding({b}) var<storage, {access}> {n}: array<u32>;\n");
+            s += &format!("fn {n}_load(i: u32) -> f32 {{ return f32({n}[i]); }}\n");
+            s += &format!(
+                "fn {n}_load2(i: u32) -> vec2<f32> {{ return vec2<f32>(f32({n}[i]), f32({n}[i + 1u])); }}\n"
+            );
+            if d.writable {
+                s += &format!("fn {n}_store(i: u32, v: f32) {{ {n}[i] = u32(v); }}\n");
+                s += &format!(
+                    "fn {n}_store2(i: u32, v: vec2<f32>) {{ {n}[i] = u32(v.x); {n}[i + 1u] = u32(v.y); }}\n"
                 );
             }
         }
@@ -333,9 +390,47 @@ pub fn storage_buffers_used(
     )
 }
 
-/// Entry point names of a shader source (from naga).
-pub fn entry_points(shader: &'static str) -> Result<Vec<String>> {
-    let v = Variant::uniform(shader, Storage::F32, &[])?;
-    let (module, _) = validate(&v.label(), &v.specialise()?)?;
-    Ok(module.entry_points.iter().map(|e| e.name.clone()).collect())
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reduce_variant() -> Variant {
+        Variant::new("reduce", &[("x".into(), Storage::F16Packed)], &[]).unwrap()
+    }
+
+    #[test]
+    fn include_pastes_the_file_once_in_place_of_the_directive() {
+        let src = reduce_variant().specialise().unwrap();
+        assert_eq!(src.matches("fn tree_sum(").count(), 1);
+        assert!(src.contains("// #include workgroup_reduce\n"));
+        let directive = src.find("#include workgroup_reduce").unwrap();
+        assert!(src.find("fn tree_sum(").unwrap() > directive);
+        validate("reduce", &src).expect("the included text validates");
+    }
+
+    #[test]
+    fn unknown_malformed_or_repeated_includes_are_errors() {
+        let mut seen = Vec::new();
+        let err = include("s", "#include nothing_here", &mut seen).unwrap_err();
+        assert!(
+            err.to_string().contains("no include `nothing_here`"),
+            "{err}"
+        );
+        let err = include("s", "#include", &mut seen).unwrap_err();
+        assert!(err.to_string().contains("want `#include NAME`"), "{err}");
+        include("s", "#include workgroup_reduce", &mut seen).unwrap();
+        let err = include("s", "#include workgroup_reduce", &mut seen).unwrap_err();
+        assert!(err.to_string().contains("included twice"), "{err}");
+    }
+
+    #[test]
+    fn every_include_is_used_by_some_shader() {
+        for (name, _) in INCLUDES {
+            let directive = format!("#include {name}");
+            assert!(
+                SHADERS.iter().any(|(_, src)| src.contains(&directive)),
+                "shaders/include/{name}.wgsl is included by no shader"
+            );
+        }
+    }
 }

@@ -3,145 +3,12 @@
 
 use std::sync::Arc;
 
-use half::{bf16, f16};
-
 use crate::error::{Error, Result};
-use crate::gpu::{F16Storage, GpuBuffer, GpuContext};
+use crate::gpu::{Arg, GpuBuffer, GpuContext};
 
-/// The element type a tensor holds, as the user sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DType {
-    F32,
-    F16,
-    BF16,
-}
-
-impl DType {
-    pub const ALL: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            DType::F32 => "f32",
-            DType::F16 => "f16",
-            DType::BF16 => "bf16",
-        }
-    }
-
-    /// Round an f32 to this dtype and back (the CPU reference of a store).
-    pub fn round(self, x: f32) -> f32 {
-        match self {
-            DType::F32 => x,
-            DType::F16 => f16::from_f32(x).to_f32(),
-            DType::BF16 => bf16::from_f32(x).to_f32(),
-        }
-    }
-
-    /// The wider of two dtypes (binary-op promotion). f16 and bf16 together promote to f32,
-    /// as in PyTorch.
-    pub fn promote(self, other: DType) -> DType {
-        match (self, other) {
-            (a, b) if a == b => a,
-            _ => DType::F32,
-        }
-    }
-}
-
-impl std::fmt::Display for DType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// How a dtype is laid out in a WGSL storage buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-pub enum Storage {
-    /// `array<f32>`.
-    F32,
-    /// `array<f16>` (needs `shader-f16`).
-    F16,
-    /// `array<u32>`, two f16 per word (low half = even element).
-    F16Packed,
-    /// `array<u32>`, two bf16 per word (low half = even element).
-    BF16,
-}
-
-impl Storage {
-    pub const ALL: [Storage; 4] = [
-        Storage::F32,
-        Storage::F16,
-        Storage::F16Packed,
-        Storage::BF16,
-    ];
-
-    pub fn for_dtype(dtype: DType, f16: F16Storage) -> Storage {
-        match (dtype, f16) {
-            (DType::F32, _) => Storage::F32,
-            (DType::F16, F16Storage::Native) => Storage::F16,
-            (DType::F16, F16Storage::Packed) => Storage::F16Packed,
-            (DType::BF16, _) => Storage::BF16,
-        }
-    }
-
-    pub fn dtype(self) -> DType {
-        match self {
-            Storage::F32 => DType::F32,
-            Storage::F16 | Storage::F16Packed => DType::F16,
-            Storage::BF16 => DType::BF16,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Storage::F32 => "f32",
-            Storage::F16 => "f16",
-            Storage::F16Packed => "f16packed",
-            Storage::BF16 => "bf16",
-        }
-    }
-
-    /// Bytes that `n` elements occupy (before rounding the buffer to 4 bytes).
-    pub fn bytes_for(self, n: usize) -> u64 {
-        match self {
-            Storage::F32 => 4 * n as u64,
-            Storage::F16 => 2 * n as u64,
-            Storage::F16Packed | Storage::BF16 => 4 * n.div_ceil(2) as u64,
-        }
-    }
-
-    /// Encode f32 values in this storage's byte layout (rounding to nearest even).
-    pub fn encode(self, data: &[f32]) -> Vec<u8> {
-        let halves = |bits: Vec<u16>| -> Vec<u8> {
-            let mut b: Vec<u8> = bytemuck::cast_slice(&bits).to_vec();
-            b.resize(b.len().next_multiple_of(4), 0);
-            b
-        };
-        match self {
-            Storage::F32 => bytemuck::cast_slice(data).to_vec(),
-            Storage::F16 | Storage::F16Packed => {
-                halves(data.iter().map(|&x| f16::from_f32(x).to_bits()).collect())
-            }
-            Storage::BF16 => halves(data.iter().map(|&x| bf16::from_f32(x).to_bits()).collect()),
-        }
-    }
-
-    /// Decode `n` elements of this storage's byte layout to f32.
-    pub fn decode(self, bytes: &[u8], n: usize) -> Vec<f32> {
-        match self {
-            Storage::F32 => bytemuck::pod_collect_to_vec::<u8, f32>(&bytes[..4 * n]),
-            Storage::F16 | Storage::F16Packed => {
-                bytemuck::pod_collect_to_vec::<u8, u16>(&bytes[..2 * n])
-                    .into_iter()
-                    .map(|h| f16::from_bits(h).to_f32())
-                    .collect()
-            }
-            Storage::BF16 => bytemuck::pod_collect_to_vec::<u8, u16>(&bytes[..2 * n])
-                .into_iter()
-                .map(|h| bf16::from_bits(h).to_f32())
-                .collect(),
-        }
-    }
-}
+/// A tensor's element types live below the GPU layer ([`crate::dtype`]); they are named from
+/// here too, where tensors are.
+pub use crate::dtype::{DType, Storage};
 
 /// A typed view of GPU memory.
 #[derive(Clone, Debug)]
@@ -201,8 +68,8 @@ impl Tensor {
         Ok(t)
     }
 
-    /// A view into an existing buffer at `offset` bytes. The offset must respect the device's
-    /// storage-buffer offset alignment (use [`GpuContext::align_offset`]).
+    /// A view into an existing buffer at `offset` bytes. The offset must be a multiple of the
+    /// device's storage-buffer offset alignment (`caps.min_storage_buffer_offset_alignment`).
     pub fn view(
         ctx: &GpuContext,
         buffer: Arc<GpuBuffer>,
@@ -283,6 +150,17 @@ impl Tensor {
             .next_multiple_of(4)
     }
 
+    /// This tensor as a kernel argument: its bytes, and the storage that picks the variant of
+    /// the `#tensor` declaration it binds.
+    pub fn arg(&self) -> Arg<'_> {
+        Arg::Typed {
+            buffer: &self.buffer,
+            offset: self.offset,
+            size: self.binding_size(),
+            storage: self.storage,
+        }
+    }
+
     /// Queue a write of f32 values (converted to this tensor's storage). No wait.
     pub fn write_f32(&self, ctx: &GpuContext, data: &[f32]) -> Result<()> {
         if data.len() != self.numel() {
@@ -315,12 +193,5 @@ impl Tensor {
     pub fn read_f32(&self, ctx: &GpuContext) -> Result<Vec<f32>> {
         let bytes = ctx.read_bytes(&self.buffer, self.offset, self.binding_size())?;
         Ok(self.storage.decode(&bytes, self.numel()))
-    }
-}
-
-impl GpuContext {
-    /// Round a byte offset up to the storage-buffer offset alignment.
-    pub fn align_offset(&self, offset: u64) -> u64 {
-        offset.next_multiple_of(self.caps.min_storage_buffer_offset_alignment as u64)
     }
 }

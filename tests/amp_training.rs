@@ -27,6 +27,7 @@ fn config(precision: Precision, loss: LossKind, optimizer: OptimizerConfig) -> S
         },
         clip_grad_norm: None,
         grad_accum: 1,
+        lr_schedule: Default::default(),
     }
 }
 

@@ -71,6 +71,7 @@ fn config(optimizer: OptimizerConfig, grad_accum: usize, steps: u64) -> RunConfi
             scaler: jumpy_scaler(),
             clip_grad_norm: None,
             grad_accum,
+            lr_schedule: Default::default(),
         },
         batch_size: BATCH,
         epochs: None,
@@ -80,6 +81,7 @@ fn config(optimizer: OptimizerConfig, grad_accum: usize, steps: u64) -> RunConfi
         save_every: None,
         save_path: None,
         validate: false,
+        eval: Default::default(),
     }
 }
 
@@ -350,6 +352,7 @@ fn save_is_atomic_and_replaces_an_existing_file() {
             ..Default::default()
         },
         precision: Some("f32".into()),
+        ..Default::default()
     };
     let listing = || {
         let mut names: Vec<String> = std::fs::read_dir(&dir)

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use common::{ctx_native, ctx_packed, rand_vec};
 use webgpu_amp::gpu::GpuBuffer;
+use webgpu_amp::ops::Accumulate;
 use webgpu_amp::ops::conv::{self, Conv2dParams};
 use webgpu_amp::ops::pool::{self, Pool2dParams};
 use webgpu_amp::{DType, GpuContext, Storage, Tensor};
@@ -140,6 +141,7 @@ fn unit_roundoff(storage: Storage) -> f64 {
         Storage::F32 => 0.0,
         Storage::F16 | Storage::F16Packed => 1.0 / 2048.0,
         Storage::BF16 => 1.0 / 256.0,
+        Storage::U32 => unreachable!("ids are not computed in"),
     }
 }
 
@@ -206,8 +208,11 @@ fn check_conv(s: &Shape, storage: Storage, dw_storage: Storage, with_bias: bool,
     let p = s.params();
     let fwd = conv::conv2d_forward(ctx, &x, &w, with_bias.then_some(&b), &y, p).unwrap();
     let bwd_in = conv::conv2d_backward_input(ctx, &dy, &w, &dx, p).unwrap();
-    let bwd_w = conv::conv2d_backward_weight(ctx, &x, &dy, &dw, p, false).unwrap();
-    ctx.run(&[&fwd, &bwd_in, &bwd_w]);
+    let bwd_w =
+        conv::conv2d_backward_weight(ctx, &x, &dy, &dw, p, Accumulate::Overwrite, None).unwrap();
+    let mut kernels = vec![&fwd, &bwd_in];
+    kernels.extend(&bwd_w);
+    ctx.run(&kernels);
     let label = format!("{s:?} {storage:?} dw {dw_storage:?} bias {with_bias}");
     assert_matches(
         &format!("forward {label}"),
@@ -372,8 +377,19 @@ fn conv_backward_matches_finite_differences() {
         let gdx = Tensor::zeros_with_storage(ctx, &s.x_shape(), Storage::F32);
         let gdw = Tensor::zeros_with_storage(ctx, &s.w_shape(), Storage::F32);
         let k1 = conv::conv2d_backward_input(ctx, &dy, &w, &gdx, s.params()).unwrap();
-        let k2 = conv::conv2d_backward_weight(ctx, &x, &dy, &gdw, s.params(), false).unwrap();
-        ctx.run(&[&k1, &k2]);
+        let k2 = conv::conv2d_backward_weight(
+            ctx,
+            &x,
+            &dy,
+            &gdw,
+            s.params(),
+            Accumulate::Overwrite,
+            None,
+        )
+        .unwrap();
+        let mut kernels = vec![&k1];
+        kernels.extend(&k2);
+        ctx.run(&kernels);
         assert_matches("gpu dx", &gdx.read_f32(ctx).unwrap(), &dx, Storage::F32);
         assert_matches("gpu dw", &gdw.read_f32(ctx).unwrap(), &dw, Storage::F32);
     }
@@ -399,9 +415,11 @@ fn conv_weight_gradient_accumulates() {
         let x = upload(ctx, &xv, &s.x_shape(), storage);
         let dy = upload(ctx, &dyv, &s.y_shape(), storage);
         let dw = upload(ctx, &before, &s.w_shape(), dw_storage);
-        let k = conv::conv2d_backward_weight(ctx, &x, &dy, &dw, s.params(), true).unwrap();
+        let k = conv::conv2d_backward_weight(ctx, &x, &dy, &dw, s.params(), Accumulate::Add, None)
+            .unwrap();
         // Twice: dw = before + 2 * grad.
-        ctx.run(&[&k, &k]);
+        let twice: Vec<_> = k.iter().chain(&k).collect();
+        ctx.run(&twice);
         let grad = conv_backward_weight_ref(&s, &xv, &dyv);
         let want = Reference {
             value: grad
@@ -703,4 +721,73 @@ fn maxpool_rejects_bad_shapes() {
         ),
         &["kernel and stride must be at least 1"],
     );
+}
+
+#[test]
+fn conv_weight_gradient_is_right_over_long_reductions() {
+    // conv1 of mnist-cnn at batch 26 and 48: the weight gradient's reduction runs over
+    // batch × 28 × 28 = 20,384 and 37,632 output pixels (on lavapipe it was wrong from 20,160
+    // on: now split into runs of at most 16,384, two and three splits here), with packed and
+    // bf16 weight gradients (pairs of a word added in the reduce) and accumulation.
+    for n in [26, 48] {
+        let s = shape(n, 1, (28, 28), 32, (3, 1, 1));
+        check_conv(&s, Storage::F32, Storage::F32, true, 41);
+    }
+    let s = shape(26, 1, (28, 28), 3, (3, 1, 1));
+    check_conv(&s, Storage::F16Packed, Storage::F16Packed, false, 42);
+    check_conv(&s, Storage::BF16, Storage::F32, false, 43);
+}
+
+#[test]
+fn weight_and_bias_gradients_round_to_the_forward_dtype() {
+    // A 1x1 convolution over one 1x2 image: dw = Σ x·dy, db = Σ dy, each rounded to f16
+    // before it is added to the f32 gradient (PyTorch's f16 gradients under autocast); both
+    // the unsplit path and (batch 26 of 28x28, on CPU adapters) the split-K reduce.
+    let ctx = ctx_native();
+    let s = shape(1, 1, (1, 2), 1, (1, 1, 0));
+    let x = Tensor::from_f32(ctx, &[1.0, 2f32.powi(-12)], &s.x_shape(), DType::F32).unwrap();
+    let dy = Tensor::from_f32(ctx, &[1.0, 1.0], &s.y_shape(), DType::F32).unwrap();
+    let dw = Tensor::from_f32(ctx, &[0.5], &s.w_shape(), DType::F32).unwrap();
+    let db = Tensor::from_f32(ctx, &[0.25], &[1], DType::F32).unwrap();
+    let mut ks = conv::conv2d_backward_weight(
+        ctx,
+        &x,
+        &dy,
+        &dw,
+        s.params(),
+        Accumulate::Add,
+        Some(DType::F16),
+    )
+    .unwrap();
+    ks.push(
+        webgpu_amp::ops::reduce::bias_grad(ctx, &dy, &db, Accumulate::Add, Some(DType::F16))
+            .unwrap(),
+    );
+    ctx.run(&ks.iter().collect::<Vec<_>>());
+    // 1 + 2^-12 rounds to 1 in f16; 2 is exact.
+    assert_eq!(dw.read_f32(ctx).unwrap(), [1.5]);
+    assert_eq!(db.read_f32(ctx).unwrap(), [2.25]);
+
+    // Split-K: x all 2^-9 · (1 + 2^-4), dy all 1 over 26·784 pixels: the f32 sum is
+    // 20,384 · 2^-9 · 1.0625 = 42.3 (not an f16 value); rounded once, after the splits.
+    let s = shape(26, 1, (28, 28), 1, (1, 1, 0));
+    let n: usize = s.x_shape().iter().product();
+    let v = 2f32.powi(-9) * 1.0625;
+    let x = Tensor::from_f32(ctx, &vec![v; n], &s.x_shape(), DType::F32).unwrap();
+    let dy = Tensor::from_f32(ctx, &vec![1.0; n], &s.y_shape(), DType::F32).unwrap();
+    let dw = Tensor::from_f32(ctx, &[0.0], &s.w_shape(), DType::F32).unwrap();
+    let ks = conv::conv2d_backward_weight(
+        ctx,
+        &x,
+        &dy,
+        &dw,
+        s.params(),
+        Accumulate::Overwrite,
+        Some(DType::F16),
+    )
+    .unwrap();
+    ctx.run(&ks.iter().collect::<Vec<_>>());
+    let exact = n as f32 * v;
+    assert_eq!(dw.read_f32(ctx).unwrap(), [DType::F16.round(exact)]);
+    assert_ne!(DType::F16.round(exact), exact);
 }

@@ -11,8 +11,8 @@ use safetensors::Dtype;
 use safetensors::tensor::TensorView;
 use webgpu_amp::Error;
 use webgpu_amp::data::{
-    BatchLabels, DataSource, Dataset, Labels, Loader, Normalization, custom, embedded, fashion,
-    idx, synthetic,
+    BatchInputs, BatchLabels, DataSource, Dataset, Labels, Loader, Normalization, custom, embedded,
+    fashion, idx, synthetic,
 };
 
 // ---------------------------------------------------------------- helpers
@@ -37,6 +37,11 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     enc.write_all(bytes).unwrap();
     enc.finish().unwrap()
+}
+
+/// The f32 values of a dense data set.
+fn feats(d: &Dataset) -> &[f32] {
+    d.x.features().expect("a dense data set")
 }
 
 fn data_message(result: webgpu_amp::Result<impl std::fmt::Debug>) -> String {
@@ -66,7 +71,7 @@ fn idx_round_trip_raw_pixels() {
     assert_eq!(d.n, 3);
     assert_eq!(d.sample_shape, vec![1, 2, 2]);
     let expected: Vec<f32> = PIXELS.iter().map(|&p| p as f32 / 255.0).collect();
-    assert_eq!(d.x, expected);
+    assert_eq!(feats(&d), expected);
     assert_eq!(
         d.y,
         Labels::Classes {
@@ -82,7 +87,7 @@ fn idx_normalisation_is_mnist_transform() {
     let labels = idx_labels(&[1, 2, 3]);
     let d =
         idx::dataset_from_idx("tiny", &images, &labels, 10, Some(Normalization::MNIST)).unwrap();
-    for (&v, &p) in d.x.iter().zip(PIXELS.iter()) {
+    for (&v, &p) in feats(&d).iter().zip(PIXELS.iter()) {
         let want = (p as f32 / 255.0 - 0.1307) / 0.3081;
         assert!((v - want).abs() < 1e-6, "{v} vs {want}");
     }
@@ -206,7 +211,7 @@ fn embedded_mnist_split() {
     assert!(split.test.is_none());
     assert_eq!((train.n, val.n), (8000, 2000));
     assert_eq!(train.sample_shape, vec![1, 28, 28]);
-    assert_eq!(train.x.len(), 8000 * 784);
+    assert_eq!(feats(train).len(), 8000 * 784);
     let (
         Labels::Classes {
             labels: tl,
@@ -228,32 +233,35 @@ fn embedded_mnist_split() {
     // Normalised pixels: byte 0 -> -0.4242, byte 255 -> 2.8215.
     let lo = (0.0 - 0.1307) / 0.3081;
     let hi = (1.0 - 0.1307) / 0.3081;
-    let min = train.x.iter().cloned().fold(f32::INFINITY, f32::min);
-    let max = train.x.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+    let min = feats(train).iter().cloned().fold(f32::INFINITY, f32::min);
+    let max = feats(train)
+        .iter()
+        .cloned()
+        .fold(f32::NEG_INFINITY, f32::max);
     assert!(
         (min - lo).abs() < 1e-6 && (max - hi).abs() < 1e-6,
         "{min} {max}"
     );
     // The first image: 18454 = sum of its bytes, its brightest pixel (255) at index 355.
-    assert!((train.x[355] - hi).abs() < 1e-6);
+    assert!((feats(train)[355] - hi).abs() < 1e-6);
 }
 
 #[test]
 fn embedded_mnist_unnormalised_is_in_unit_range_with_known_mean() {
     let all = embedded::mnist_all(None).unwrap();
     assert_eq!(all.n, 10_000);
-    assert!(all.x.iter().all(|&v| (0.0..=1.0).contains(&v)));
-    let first_sum: f32 = all.x[..784].iter().sum();
+    assert!(feats(&all).iter().all(|&v| (0.0..=1.0).contains(&v)));
+    let first_sum: f32 = feats(&all)[..784].iter().sum();
     assert!(
         (first_sum * 255.0 - 18454.0).abs() < 0.1,
         "{}",
         first_sum * 255.0
     );
-    let mean = all.x.iter().map(|&v| v as f64).sum::<f64>() / all.x.len() as f64;
+    let mean = feats(&all).iter().map(|&v| v as f64).sum::<f64>() / feats(&all).len() as f64;
     assert!((mean - 0.132515).abs() < 1e-5, "mean {mean}");
     // Same data through DataSource (normalised by default there).
     let split = DataSource::EmbeddedMnist.load(false).unwrap();
-    assert_eq!(split.train.x[..784], all.x[..784]);
+    assert_eq!(feats(&split.train)[..784], feats(&all)[..784]);
 }
 
 #[test]
@@ -357,9 +365,9 @@ fn fashion_split_interleaves_classes() {
     assert_eq!(*num_classes, 10);
     assert_eq!(&labels[..12], &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1]);
     // Train sample 11 is class 1's image 2; test sample 3 is class 3's image 0.
-    assert_eq!(train.x[11 * 784], 12.0 / 255.0);
-    assert_eq!(test.x[3 * 784], 30.0 / 255.0);
-    assert_eq!(train.x[0], 1.0 / 255.0);
+    assert_eq!(feats(train)[11 * 784], 12.0 / 255.0);
+    assert_eq!(feats(test)[3 * 784], 30.0 / 255.0);
+    assert_eq!(feats(train)[0], 1.0 / 255.0);
 
     let mut short = classes.clone();
     short[4] = (2, vec![0; 2 * 784]);
@@ -472,8 +480,8 @@ fn custom_integer_labels_of_each_dtype() {
         let d = custom::load(&path).unwrap();
         assert_eq!(d.n, 4, "{dtype:?}");
         assert_eq!(d.sample_shape, vec![2, 3]);
-        assert_eq!(d.x[0], -3.0);
-        assert_eq!(d.x[23], 8.5);
+        assert_eq!(feats(&d)[0], -3.0);
+        assert_eq!(feats(&d)[23], 8.5);
         assert_eq!(
             d.y,
             Labels::Classes {
@@ -511,7 +519,7 @@ fn custom_regression_targets() {
     assert!(split.validation.is_none() && split.test.is_none());
     let (head, tail) = d.split_last(1).unwrap();
     assert_eq!((head.n, tail.n), (3, 1));
-    assert_eq!(tail.x[0], d.x[18]);
+    assert_eq!(feats(&tail)[0], feats(&d)[18]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -669,20 +677,24 @@ fn synthetic_regression_is_seeded_standard_normal() {
     let b = synthetic::regression(2000, 10, 1, 42).unwrap();
     let c = synthetic::regression(2000, 10, 1, 43).unwrap();
     assert_eq!(a, b);
-    assert_ne!(a.x, c.x);
+    assert_ne!(feats(&a), feats(&c));
     assert_eq!(a.sample_shape, vec![10]);
-    assert_eq!(a.x.len(), 20_000);
+    assert_eq!(feats(&a).len(), 20_000);
     let Labels::Targets { values, dim: 1 } = &a.y else {
         panic!()
     };
     assert_eq!(values.len(), 2000);
-    let mean = a.x.iter().map(|&v| v as f64).sum::<f64>() / 20_000.0;
-    let var = a.x.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / 20_000.0;
+    let mean = feats(&a).iter().map(|&v| v as f64).sum::<f64>() / 20_000.0;
+    let var = feats(&a)
+        .iter()
+        .map(|&v| (v as f64 - mean).powi(2))
+        .sum::<f64>()
+        / 20_000.0;
     assert!(
         mean.abs() < 0.03 && (var - 1.0).abs() < 0.05,
         "{mean} {var}"
     );
-    assert!(a.x.iter().chain(values).all(|v| v.is_finite()));
+    assert!(feats(&a).iter().chain(values).all(|v| v.is_finite()));
     common::expect_err(
         synthetic::regression(0, 10, 1, 0),
         &["sizes must be positive (n = 0"],
@@ -768,11 +780,14 @@ fn gather_collects_inputs_and_labels_in_batch_order() {
     .unwrap();
     let batch = d.gather(&[3, 0]).unwrap();
     assert_eq!(batch.size, 2);
-    assert_eq!(batch.x, vec![9.0, 10.0, 11.0, 0.0, 1.0, 2.0]);
+    assert_eq!(
+        batch.x,
+        BatchInputs::Features(vec![9.0, 10.0, 11.0, 0.0, 1.0, 2.0])
+    );
     assert_eq!(batch.y, BatchLabels::Classes(vec![1, 0]));
     let mut reused = batch;
     d.gather_into(&[2], &mut reused).unwrap();
-    assert_eq!(reused.x, vec![6.0, 7.0, 8.0]);
+    assert_eq!(reused.x, BatchInputs::Features(vec![6.0, 7.0, 8.0]));
     assert_eq!(reused.y, BatchLabels::Classes(vec![2]));
     let msg = data_message(d.gather(&[4]));
     assert!(msg.contains("index 4"), "{msg}");
@@ -785,7 +800,10 @@ fn gather_collects_inputs_and_labels_in_batch_order() {
     let mut want = values[12..15].to_vec();
     want.extend_from_slice(&values[3..6]);
     assert_eq!(batch.y, BatchLabels::Targets(want));
-    assert_eq!(batch.x[..2], r.x[8..10]);
+    let BatchInputs::Features(x) = &batch.x else {
+        panic!("dense inputs")
+    };
+    assert_eq!(x[..2], feats(&r)[8..10]);
 }
 
 #[test]
@@ -856,6 +874,7 @@ fn full_fashion_mnist_from_data_dir() {
     let split = DataSource::FashionMnist.load(false).unwrap();
     assert_eq!(split.train.n, 60_000);
     assert_eq!(split.test.as_ref().unwrap().n, 10_000);
-    let mean = split.train.x.iter().map(|&v| v as f64).sum::<f64>() / split.train.x.len() as f64;
+    let mean = feats(&split.train).iter().map(|&v| v as f64).sum::<f64>()
+        / feats(&split.train).len() as f64;
     assert!((mean - 0.2860).abs() < 0.003, "mean {mean}");
 }

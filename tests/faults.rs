@@ -24,6 +24,7 @@ fn config(save: Option<std::path::PathBuf>, batch_size: usize) -> RunConfig {
             scaler: ScalerConfig::default(),
             clip_grad_norm: None,
             grad_accum: 1,
+            lr_schedule: Default::default(),
         },
         batch_size,
         epochs: None,
@@ -33,6 +34,7 @@ fn config(save: Option<std::path::PathBuf>, batch_size: usize) -> RunConfig {
         save_every: save.as_ref().map(|_| 3),
         save_path: save,
         validate: false,
+        eval: Default::default(),
     }
 }
 

@@ -41,6 +41,7 @@ fn step_config(grad_accum: usize) -> StepConfig {
         scaler: ScalerConfig::default(),
         clip_grad_norm: None,
         grad_accum,
+        lr_schedule: Default::default(),
     }
 }
 
@@ -55,6 +56,7 @@ fn run_config(steps: u64) -> RunConfig {
         save_every: None,
         save_path: None,
         validate: false,
+        eval: Default::default(),
     }
 }
 

@@ -32,6 +32,7 @@ fn ulp(dtype: DType) -> f32 {
         DType::F32 => 2f32.powi(-22),
         DType::F16 => 2f32.powi(-10),
         DType::BF16 => 2f32.powi(-7),
+        DType::U32 => unreachable!("ids are not computed in"),
     }
 }
 

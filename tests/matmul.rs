@@ -12,7 +12,9 @@ use webgpu_amp::{DType, GpuContext, Tensor};
 /// that adapter anyway. The tiled body is still checked on that machine through Vulkan
 /// (lavapipe), and on every hardware adapter. Said out loud, never silently.
 fn kernels(ctx: &GpuContext) -> Vec<MatmulKernel> {
-    if ctx.report.backend == "gl" && ctx.report.device_type == "Cpu" {
+    if ctx.adapter.get_info().backend == wgpu::Backend::Gl
+        && ctx.device_type() == wgpu::DeviceType::Cpu
+    {
         eprintln!(
             "note: {} is GL on a CPU adapter: testing the direct matmul body only (the one Auto uses there)",
             ctx.report.name
@@ -84,6 +86,7 @@ fn assert_matches(what: &str, got: &[f32], want: &[f64], magnitude: &[f64], k: u
         DType::F32 => (0.0, 0.0),
         DType::F16 => (2f64.powi(-11), 2f64.powi(-25)),
         DType::BF16 => (2f64.powi(-8), 0.0),
+        DType::U32 => unreachable!("ids are not computed in"),
     };
     let acc = 1e-5 * (k.max(1) as f64).sqrt();
     for (i, ((&g, &w), &mag)) in got.iter().zip(want).zip(magnitude).enumerate() {
@@ -130,6 +133,7 @@ fn check(what: &str, ctx: &GpuContext, kernel: MatmulKernel, case: Case) {
         trans_b,
         accumulate,
         bias: bias.as_ref(),
+        round_to: None,
     };
     let kern = matmul_with(ctx, &a, &b, &c, opts, kernel).unwrap();
     ctx.run(&[&kern]);
@@ -419,4 +423,38 @@ fn bad_shapes_are_clear_errors() {
     let packed = Tensor::zeros_with_storage(ctx, &[3, 5], webgpu_amp::Storage::F16Packed);
     let e = err(&native, &packed, &t(&[2, 5]), MatmulOpts::default());
     assert!(e.contains("native and packed"), "{e}");
+}
+
+#[test]
+fn gradients_round_to_the_forward_dtype_before_accumulating() {
+    // dW = dyᵀ · x with one element per product (K = 1): 1 + 2^-12 rounds to 1 in f16 and
+    // bf16; 2^16 overflows f16 (inf, as PyTorch's f16 weight gradient does) but not bf16;
+    // accumulation adds the rounded value to the f32 gradient's 0.5.
+    let ctx = ctx();
+    let dy = Tensor::from_f32(ctx, &[1.0, 1.0], &[1, 2], DType::F32).unwrap();
+    let x = Tensor::from_f32(ctx, &[1.0 + 2f32.powi(-12), 65536.0], &[1, 2], DType::F32).unwrap();
+    for (round_to, want) in [
+        (None, [0.5 + 1.0 + 2f32.powi(-12), 0.5 + 65536.0]),
+        (Some(DType::F16), [1.5, f32::INFINITY]),
+        (Some(DType::BF16), [1.5, 0.5 + 65536.0]),
+    ] {
+        for kernel in kernels(ctx) {
+            // dW [2, 2] = dyᵀ [2, 1] · x [1, 2]; check its diagonal.
+            let dw = Tensor::from_f32(ctx, &[0.5; 4], &[2, 2], DType::F32).unwrap();
+            let opts = MatmulOpts {
+                trans_a: true,
+                accumulate: true,
+                round_to,
+                ..Default::default()
+            };
+            let k = matmul_with(ctx, &dy, &x, &dw, opts, kernel).unwrap();
+            ctx.run(&[&k]);
+            let got = dw.read_f32(ctx).unwrap();
+            assert_eq!(
+                [got[0], got[3]],
+                want,
+                "{round_to:?} {kernel:?}: diagonal of {got:?}"
+            );
+        }
+    }
 }

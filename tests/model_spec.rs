@@ -209,7 +209,7 @@ fn json_options_and_shape_arithmetic() {
     // conv: (9 - 3) / 2 + 1 = 4; pool 3 stride 1: 4 - 3 + 1 = 2.
     assert_eq!(m.layers[0].output_shape, vec![4, 4, 4]);
     assert_eq!(m.layers[2].output_shape, vec![4, 2, 2]);
-    assert_eq!(m.layers[1].layer.repr(), "GELU(approximate='tanh')");
+    assert_eq!(m.layers[1].layer.repr(), "GELU(approximate='none')");
     assert_eq!(
         params(&m),
         expected(&[

@@ -4,9 +4,16 @@
 mod common;
 
 use common::{assert_close, ctx, ctx_packed, rand_vec};
-use webgpu_amp::gpu::{AdapterReport, Capabilities, PRECISION_MODES};
+use webgpu_amp::amp::AdapterReport;
+use webgpu_amp::amp::policy::Precision;
+use webgpu_amp::gpu::Capabilities;
 use webgpu_amp::ops::elementwise;
 use webgpu_amp::{DType, Error, F16Storage, F16StorageChoice, Storage, Tensor};
+
+/// The precision modes `info` lists, in order: the trainer's.
+fn precision_modes() -> Vec<&'static str> {
+    Precision::ALL.iter().map(|p| p.name()).collect()
+}
 
 fn expect_no_f16() -> bool {
     std::env::var("WEBGPU_AMP_EXPECT_NO_F16").as_deref() == Ok("1")
@@ -92,9 +99,9 @@ fn the_real_adapter_resolves_as_its_features_say() {
 #[test]
 fn report_lists_all_four_modes_with_their_storage() {
     let c = ctx();
-    let report = &c.report;
+    let report = &AdapterReport::with_f16_choice(&c.adapter, F16StorageChoice::Auto);
     let modes: Vec<&str> = report.modes.iter().map(|m| m.mode).collect();
-    assert_eq!(modes, PRECISION_MODES);
+    assert_eq!(modes, precision_modes());
     assert_eq!(report.f16_storage_requested, F16StorageChoice::Auto);
     let f16_name = Storage::for_dtype(DType::F16, report.f16_storage).name();
     for m in &report.modes {
@@ -113,7 +120,7 @@ fn report_lists_all_four_modes_with_their_storage() {
         .iter()
         .map(|m| m["mode"].as_str().unwrap())
         .collect();
-    assert_eq!(json_modes, PRECISION_MODES);
+    assert_eq!(json_modes, precision_modes());
     assert_eq!(json["f16_storage_requested"], "auto");
 }
 
@@ -234,7 +241,7 @@ fn info_command_json_lists_every_adapter_with_four_modes() {
             .iter()
             .map(|m| m["mode"].as_str().unwrap())
             .collect();
-        assert_eq!(modes, PRECISION_MODES, "{}", r["name"]);
+        assert_eq!(modes, precision_modes(), "{}", r["name"]);
         let f16 = if r["capabilities"]["shader_f16"] == true {
             "f16"
         } else {
@@ -251,7 +258,7 @@ fn info_command_json_lists_every_adapter_with_four_modes() {
 #[test]
 fn variants_without_native_f16_translate_to_hlsl_for_fxc() {
     use naga::back::hlsl;
-    let variants = webgpu_amp::ops::all_variants().expect("variant list");
+    let variants = webgpu_amp::variants::all().expect("variant list");
     let mut checked = 0;
     let mut failures = Vec::new();
     for v in variants
@@ -289,7 +296,7 @@ fn variants_without_native_f16_translate_to_hlsl_for_fxc() {
 fn every_kernel_fits_webgpus_default_limits() {
     let defaults = wgpu::Limits::default();
     let (mut most_buffers, mut most_shared, mut most_threads) = (0, 0, 0);
-    for v in webgpu_amp::ops::all_variants().expect("variant list") {
+    for v in webgpu_amp::variants::all().expect("variant list") {
         let label = v.label();
         let src = v.specialise().expect("specialise");
         let (module, info) = webgpu_amp::shader::validate(&label, &src).expect("validates");
@@ -349,10 +356,9 @@ fn native_f16_tensor_without_shader_f16_is_an_error() {
 
 #[test]
 fn info_modes_are_the_precision_modes_the_trainer_accepts() {
-    use webgpu_amp::amp::policy::Precision;
-    let names: Vec<&str> = Precision::ALL.iter().map(|p| p.name()).collect();
-    assert_eq!(names, PRECISION_MODES);
-    for (mode, precision) in PRECISION_MODES.iter().zip(Precision::ALL) {
-        assert_eq!(Precision::parse(mode).unwrap(), precision);
+    let report = AdapterReport::with_f16_choice(&ctx().adapter, F16StorageChoice::Auto);
+    for (m, precision) in report.modes.iter().zip(Precision::ALL) {
+        assert_eq!(Precision::parse(m.mode).unwrap(), precision);
     }
+    assert_eq!(report.modes.len(), Precision::ALL.len());
 }

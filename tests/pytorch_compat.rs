@@ -248,6 +248,7 @@ fn check_loads_and_computes(
             },
             clip_grad_norm: None,
             grad_accum: 1,
+            lr_schedule: Default::default(),
         };
         let mut t = Trainer::new(ctx(), spec.clone(), cfg, out_dim, &init).unwrap();
         let got = t.predict(ctx(), batch, x).unwrap();
@@ -261,7 +262,7 @@ fn check_loads_and_computes(
 
 fn mnist_images(n: usize) -> Vec<f32> {
     let all = embedded::mnist_all(Some(Normalization::MNIST)).unwrap();
-    all.x[..n * 784].to_vec()
+    all.x.features().expect("MNIST images are f32 features")[..n * 784].to_vec()
 }
 
 #[test]

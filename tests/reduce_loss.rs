@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::{assert_close, ctx, ctx_native, ctx_packed, rand_vec};
 use webgpu_amp::gpu::{GpuBuffer, Kernel};
-use webgpu_amp::ops::{loss, reduce};
+use webgpu_amp::ops::{Accumulate, loss, reduce};
 use webgpu_amp::{DType, GpuContext, Tensor};
 
 fn contexts() -> [(&'static str, &'static GpuContext); 2] {
@@ -21,6 +21,7 @@ fn ulp(dtype: DType) -> f32 {
         DType::F32 => 2f32.powi(-22),
         DType::F16 => 2f32.powi(-10),
         DType::BF16 => 2f32.powi(-7),
+        DType::U32 => unreachable!("ids are not computed in"),
     }
 }
 
@@ -196,8 +197,10 @@ fn bias_grad_matches_cpu_on_every_storage_with_and_without_accumulation() {
                     let dy = upload(ctx, &dyv, shape, dtype);
                     let fresh = upload(ctx, &prev, &[c], db_dtype);
                     let accumulated = upload(ctx, &prev, &[c], db_dtype);
-                    let k1 = reduce::bias_grad(ctx, &dy, &fresh, false).unwrap();
-                    let k2 = reduce::bias_grad(ctx, &dy, &accumulated, true).unwrap();
+                    let k1 =
+                        reduce::bias_grad(ctx, &dy, &fresh, Accumulate::Overwrite, None).unwrap();
+                    let k2 =
+                        reduce::bias_grad(ctx, &dy, &accumulated, Accumulate::Add, None).unwrap();
                     ctx.run(&[&k1, &k2]);
                     let want = bias_grad_ref(&dyv, shape);
                     let want_fresh: Vec<f32> = want.iter().map(|&v| v as f32).collect();
@@ -261,7 +264,7 @@ fn bias_grad_is_the_gradient_of_bias_add_by_finite_differences() {
     for (name, ctx) in contexts() {
         let wt = upload(ctx, &w, &shape, DType::F32);
         let db = Tensor::zeros(ctx, &[c], DType::F32);
-        let k = reduce::bias_grad(ctx, &wt, &db, false).unwrap();
+        let k = reduce::bias_grad(ctx, &wt, &db, Accumulate::Overwrite, None).unwrap();
         ctx.run(&[&k]);
         let want: Vec<f32> = analytic.iter().map(|&v| v as f32).collect();
         assert_close(
@@ -281,7 +284,7 @@ fn bias_grad_rejects_mismatched_shapes() {
     for bad in [&[4usize][..], &[3, 1]] {
         let db = Tensor::zeros(ctx, bad, DType::F32);
         common::expect_err(
-            reduce::bias_grad(ctx, &dy, &db, false),
+            reduce::bias_grad(ctx, &dy, &db, Accumulate::Overwrite, None),
             &["bias_grad", "does not match dim 1"],
         );
     }

@@ -4,8 +4,8 @@
 
 use naga::back::{hlsl, msl, spv};
 use naga::valid::ModuleInfo;
-use webgpu_amp::ops::all_variants;
 use webgpu_amp::shader::validate;
+use webgpu_amp::variants::all as all_variants;
 
 fn to_spirv(module: &naga::Module, info: &ModuleInfo) -> Result<(), String> {
     let options = spv::Options {
@@ -88,7 +88,7 @@ fn every_shader_file_has_variants() {
     for (name, _) in webgpu_amp::shader::SHADERS {
         assert!(
             variants.iter().any(|v| v.shader == *name),
-            "shader {name} has no variants in ops::all_variants(): its portability is untested"
+            "shader {name} has no variants in variants::all(): its portability is untested"
         );
     }
 }

@@ -13,7 +13,8 @@ fuzz_target!(|data: &[u8]| {
         let cut = (cut as usize * rest.len()) / 255;
         let (images, labels) = rest.split_at(cut.min(rest.len()));
         if let Ok(set) = idx::dataset_from_idx("fuzz", images, labels, 10, None) {
-            assert_eq!(set.x.len(), set.n * set.sample_len());
+            let x = set.x.features().expect("IDX images are f32 features");
+            assert_eq!(x.len(), set.n * set.sample_len());
         }
     }
 });

@@ -1,12 +1,17 @@
-//! Automatic mixed precision: the precision policy (autocast's op lists), the GPU GradScaler (PyTorch's `torch.amp.GradScaler`, with its
-//! state in a GPU buffer so a training step never waits for the CPU) and gradient clipping
-//! by global norm.
+//! Automatic mixed precision: the precision policy (autocast's op lists) and which modes run
+//! on an adapter, the GPU GradScaler (PyTorch's `torch.amp.GradScaler`, with its state in a
+//! GPU buffer so a training step never waits for the CPU), gradient clipping by global norm,
+//! and rounding flat f32 buffers to a 16-bit dtype.
 
+pub mod clip;
 pub mod policy;
 pub mod round;
 pub mod scaler;
+pub mod support;
 
-pub use scaler::{GradClipper, GradScaler, ScalerConfig, ScalerSnapshot, ScalerStateDict};
+pub use clip::GradClipper;
+pub use scaler::{GradScaler, ScalerConfig, ScalerSnapshot, ScalerStateDict};
+pub use support::{AdapterReport, ModeSupport};
 
 use std::sync::Arc;
 

@@ -8,8 +8,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::tensor::DType;
 
 /// The user-facing precision modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -63,6 +63,17 @@ impl Precision {
             Self::F32 => DType::F32,
             Self::AmpF16 | Self::F16 => DType::F16,
             Self::AmpBf16 => DType::BF16,
+        }
+    }
+
+    /// Which tensors [`Precision::low_dtype`] covers (for people: `webgpu-amp info`).
+    pub fn low_dtype_scope(self) -> &'static str {
+        match self {
+            Self::F32 => "every tensor",
+            Self::AmpF16 | Self::AmpBf16 => {
+                "autocast activations and weight copies (f32 master weights)"
+            }
+            Self::F16 => "weights, activations and gradients (no master weights)",
         }
     }
 
@@ -185,7 +196,7 @@ impl Policy {
     ) -> PrecisionRow {
         let compute = self.compute_dtype(index, op, input);
         let mut casts = Vec::new();
-        if compute != input {
+        if compute != input && input.is_float() {
             casts.push(format!("input {input}→{compute}"));
         }
         if has_params && compute != DType::F32 {

@@ -1,12 +1,13 @@
-//! In-place rounding of a flat f32 buffer to f16 or bf16 values (`shaders/amp.wgsl`).
+//! In-place rounding of a flat f32 buffer to f16 or bf16 values (`shaders/round.wgsl`).
 
 use std::sync::Arc;
 
+use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc};
-use crate::ops::grid_1d;
+use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::Variant;
-use crate::tensor::DType;
+
+const SHADER: &str = "round";
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -26,10 +27,10 @@ pub fn round_inplace(
     let code = match dtype {
         DType::F16 => 0,
         DType::BF16 => 1,
-        DType::F32 => {
-            return Err(Error::InvalidArgument(
-                "rounding to f32 is the identity".into(),
-            ));
+        DType::F32 | DType::U32 => {
+            return Err(Error::InvalidArgument(format!(
+                "rounding f32 values to {dtype} is not a low-precision store"
+            )));
         }
     };
     let params = Params {
@@ -38,7 +39,7 @@ pub fn round_inplace(
         _pad: [0; 2],
     };
     ctx.kernel(
-        &KernelDesc::new("amp", "round_inplace"),
+        &KernelDesc::new(SHADER, "round_inplace"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
             ("values", Arg::Buffer(values)),
@@ -48,5 +49,5 @@ pub fn round_inplace(
 }
 
 pub fn variants() -> Result<Vec<Variant>> {
-    Ok(vec![Variant::new("amp", &[], &[])?])
+    Ok(vec![Variant::new(SHADER, &[], &[])?])
 }

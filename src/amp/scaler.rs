@@ -1,4 +1,4 @@
-//! GradScaler on the GPU (`shaders/scaler.wgsl`) and gradient clipping by global L2 norm.
+//! GradScaler on the GPU (`shaders/scaler.wgsl`).
 //!
 //! PyTorch semantics with the state in one small GPU buffer, so a step is planned once and
 //! replayed with no CPU readback: `begin_step` → (backward seeded with `scale`) → `unscale`
@@ -24,21 +24,27 @@ use serde::{Deserialize, Serialize};
 
 use super::check_flat_f32;
 use crate::error::{Error, Result};
-use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc};
-use crate::ops::grid_1d;
+use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::Variant;
+
+/// Compatibility: clipping moved to [`super::clip`]; `src/train` still imports it from here.
+pub use super::clip::GradClipper;
 
 const SHADER: &str = "scaler";
 const WG: u32 = 256;
-/// Elements per thread (`EPT` in the shader).
+/// Elements per thread (`EPT` in the shaders).
 const EPT: usize = 4;
 
-/// Words of the state buffer (see the module docs).
+/// Words of the state buffer (see the module docs; the shader names the same offsets).
 pub const STATE_WORDS: usize = 8;
 pub const WORD_SCALE: usize = 0;
 pub const WORD_GROWTH_TRACKER: usize = 1;
 pub const WORD_FOUND_INF: usize = 2;
+pub const WORD_GROWTH_FACTOR: usize = 3;
+pub const WORD_BACKOFF_FACTOR: usize = 4;
+pub const WORD_GROWTH_INTERVAL: usize = 5;
 pub const WORD_INV_SCALE: usize = 6;
+pub const WORD_ENABLED: usize = 7;
 
 /// `torch.amp.GradScaler`'s constructor arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -140,9 +146,7 @@ pub fn inv_scale_of(scale: f32) -> f32 {
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct Sizes {
     n: u32,
-    groups: u32,
-    max_norm: f32,
-    _pad: u32,
+    _pad: [u32; 3],
 }
 
 /// A disabled scaler's kernels are planned (their pipelines compile) but have an empty grid,
@@ -151,8 +155,9 @@ fn grid_if(enabled: bool, workgroups: [u32; 3]) -> [u32; 3] {
     if enabled { workgroups } else { [0, 1, 1] }
 }
 
-/// Launch geometry of a kernel over `n` elements, EPT per thread: (workgroups, launched).
-fn geometry(n: usize) -> ([u32; 3], u32) {
+/// Launch geometry of a kernel over `n` elements, EPT per thread (`scaler.wgsl` and
+/// `clip.wgsl`): (workgroups, workgroups launched).
+pub(super) fn geometry(n: usize) -> ([u32; 3], u32) {
     let groups = n.div_ceil(WG as usize * EPT).max(1);
     let wg = grid_1d(groups * WG as usize, WG);
     (wg, wg[0] * wg[1] * wg[2])
@@ -200,21 +205,21 @@ impl GradScaler {
     }
 
     fn write_state(&self, ctx: &GpuContext, scale: f32, tracker: i32, c: &ScalerConfig) {
-        let words: [u32; STATE_WORDS] = [
-            scale.to_bits(),
-            tracker as u32,
-            0,
-            c.growth_factor.to_bits(),
-            c.backoff_factor.to_bits(),
-            c.growth_interval,
-            inv_scale_of(scale).to_bits(),
-            c.enabled as u32,
-        ];
+        let mut words = [0u32; STATE_WORDS];
+        words[WORD_SCALE] = scale.to_bits();
+        words[WORD_GROWTH_TRACKER] = tracker as u32;
+        words[WORD_FOUND_INF] = 0;
+        words[WORD_GROWTH_FACTOR] = c.growth_factor.to_bits();
+        words[WORD_BACKOFF_FACTOR] = c.backoff_factor.to_bits();
+        words[WORD_GROWTH_INTERVAL] = c.growth_interval;
+        words[WORD_INV_SCALE] = inv_scale_of(scale).to_bits();
+        words[WORD_ENABLED] = c.enabled as u32;
         ctx.queue
             .write_buffer(self.state.raw(), 0, bytemuck::cast_slice(&words));
     }
 
-    /// The GPU state buffer (layout in the module docs): word 0 is the loss backward's seed.
+    /// The GPU state buffer (layout in the module docs): word [`WORD_SCALE`] is the loss
+    /// backward's seed.
     pub fn state_buffer(&self) -> &Arc<GpuBuffer> {
         &self.state
     }
@@ -249,9 +254,7 @@ impl GradScaler {
         let (wg, _) = geometry(n);
         let sizes = Sizes {
             n: n as u32,
-            groups: 0,
-            max_norm: 0.0,
-            _pad: 0,
+            _pad: [0; 3],
         };
         ctx.kernel(
             &KernelDesc::new(SHADER, "unscale"),
@@ -417,88 +420,42 @@ fn decode_snapshot(bytes: &[u8]) -> ScalerSnapshot {
     }
 }
 
-/// Gradient clipping by global L2 norm on the GPU, after unscale (PyTorch's
-/// `clip_grad_norm_`: coef = max_norm / (total_norm + 1e-6), clamped to 1, grads *= coef).
-/// The reduction is deterministic (fixed tree, no float atomics). Word 0 of
-/// [`GradClipper::norm_buffer`] holds the total norm (f32) for asynchronous reading, word 1
-/// the coefficient applied.
-pub struct GradClipper {
-    kernels: Vec<Kernel>,
-    norm: Arc<GpuBuffer>,
-    max_norm: f32,
-}
-
-impl GradClipper {
-    pub fn new(ctx: &GpuContext, grads: &Arc<GpuBuffer>, n: usize, max_norm: f32) -> Result<Self> {
-        check_flat_f32(ctx, "GradClipper", grads, n)?;
-        if !(max_norm.is_finite() && max_norm > 0.0) {
-            return Err(Error::InvalidArgument(format!(
-                "clip_grad_norm: max_norm must be finite and > 0, got {max_norm}"
-            )));
-        }
-        let (wg, launched) = geometry(n);
-        let partials = ctx.alloc_storage("clip.partials", 4 * launched as u64);
-        let norm = ctx.alloc_storage("clip.norm", 8);
-        let sizes = Sizes {
-            n: n as u32,
-            groups: launched,
-            max_norm,
-            _pad: 0,
-        };
-        let sizes = bytemuck::bytes_of(&sizes);
-        let args = [
-            ("grads", Arg::Buffer(grads)),
-            ("sizes", Arg::Uniform(sizes)),
-            ("partials", Arg::Buffer(&partials)),
-            ("norm", Arg::Buffer(&norm)),
-        ];
-        let kernels = vec![
-            ctx.kernel(&KernelDesc::new(SHADER, "clip_partial"), &args, wg)?,
-            ctx.kernel(&KernelDesc::new(SHADER, "clip_reduce"), &args, [1, 1, 1])?,
-            ctx.kernel(&KernelDesc::new(SHADER, "clip_apply"), &args, wg)?,
-        ];
-        Ok(Self {
-            kernels,
-            norm,
-            max_norm,
-        })
-    }
-
-    /// Record these in order, after unscale and before the optimizer step.
-    pub fn kernels(&self) -> &[Kernel] {
-        &self.kernels
-    }
-
-    /// `[total_norm, clip_coef]` as two f32.
-    pub fn norm_buffer(&self) -> &Arc<GpuBuffer> {
-        &self.norm
-    }
-
-    pub fn max_norm(&self) -> f32 {
-        self.max_norm
-    }
-
-    /// Eager `clip_grad_norm_`: record and submit the three kernels (no wait).
-    pub fn clip(&self, ctx: &GpuContext) {
-        let ks: Vec<&Kernel> = self.kernels.iter().collect();
-        ctx.run(&ks);
-    }
-
-    /// The last total norm (asynchronous readback).
-    pub async fn total_norm_async(&self, ctx: &GpuContext) -> Result<f32> {
-        let b = ctx.read_bytes_async(&self.norm, 0, 4).await?;
-        Ok(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    /// The last total norm (blocking; native only).
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn total_norm(&self, ctx: &GpuContext) -> Result<f32> {
-        let b = ctx.read_bytes(&self.norm, 0, 4)?;
-        Ok(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-}
-
 /// Every variant of the scaler shader (it binds raw f32 buffers only: one variant).
 pub fn variants() -> Result<Vec<Variant>> {
     Ok(vec![Variant::new(SHADER, &[], &[])?])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shaders' `#include scaler_state` names the same words as the WORD_* constants.
+    #[test]
+    fn shader_state_words_match_the_rust_constants() {
+        let (_, wgsl) = crate::shader::INCLUDES
+            .iter()
+            .find(|(name, _)| *name == "scaler_state")
+            .expect("scaler_state include");
+        let word = |name: &str| -> usize {
+            let line = wgsl
+                .lines()
+                .find(|l| l.starts_with(&format!("const {name}: u32 = ")))
+                .unwrap_or_else(|| panic!("no {name} in scaler_state.wgsl"));
+            line.rsplit(' ')
+                .next()
+                .unwrap()
+                .trim_end_matches("u;")
+                .parse()
+                .unwrap()
+        };
+        assert_eq!(word("STATE_WORDS"), STATE_WORDS);
+        assert_eq!(word("SCALE"), WORD_SCALE);
+        assert_eq!(word("GROWTH_TRACKER"), WORD_GROWTH_TRACKER);
+        assert_eq!(word("FOUND_INF"), WORD_FOUND_INF);
+        assert_eq!(word("GROWTH_FACTOR"), WORD_GROWTH_FACTOR);
+        assert_eq!(word("BACKOFF_FACTOR"), WORD_BACKOFF_FACTOR);
+        assert_eq!(word("GROWTH_INTERVAL"), WORD_GROWTH_INTERVAL);
+        assert_eq!(word("INV_SCALE"), WORD_INV_SCALE);
+        assert_eq!(word("ENABLED"), WORD_ENABLED);
+    }
 }

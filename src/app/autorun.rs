@@ -209,7 +209,7 @@ impl AutorunResult {
             f16_storage: ctx.f16_storage,
             trained_storage: run.map_or_else(String::new, |r| {
                 match r.trainer().store.low.as_ref().map(|(_, storage)| *storage) {
-                    None | Some(Storage::F32) => "f32",
+                    None | Some(Storage::F32 | Storage::U32) => "f32",
                     Some(Storage::F16) => "native",
                     Some(Storage::F16Packed) => "packed",
                     Some(Storage::BF16) => "bf16",

@@ -341,7 +341,7 @@ impl Session {
         let split = self.data(&config.dataset)?;
         let train = &split.train;
         let spec = preset(&config.model, &train.sample_shape, train.output_dim())?;
-        spec.check_data(&train.sample_shape, train.output_dim())?;
+        spec.check_dataset(train)?;
         Ok(spec)
     }
 
@@ -387,6 +387,7 @@ impl Session {
             },
             clip_grad_norm: None,
             grad_accum: 1,
+            lr_schedule: Default::default(),
         };
         let run_config = RunConfig {
             step: step.clone(),
@@ -398,6 +399,7 @@ impl Session {
             save_every: None,
             save_path: None,
             validate: false,
+            eval: Default::default(),
         };
         let ctx = &*self.ctx;
         let train = &prepared.split.train;

@@ -1,17 +1,18 @@
-//! `webgpu-amp bench step`: ms per training step, images/s and peak GPU memory per model and
-//! precision, and the GradScaler's overhead (amp-f16 step time with and without it), as JSON
-//! lines.
+//! `webgpu-amp bench step`: ms per training step, samples/s (and tokens/s for a GPT) and peak
+//! GPU memory per model and precision, and the GradScaler's overhead (amp-f16 step time with
+//! and without it), as JSON lines and a table.
 
 use std::io::Write;
 
 use clap::Args;
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::amp::scaler::ScalerConfig;
-use webgpu_amp::data::Rng;
-use webgpu_amp::nn::LossKind;
+use webgpu_amp::data::{Batch, DataSource, Rng};
+use webgpu_amp::nn::gpt::GPT_PRESETS;
 use webgpu_amp::nn::preset;
+use webgpu_amp::nn::{LossKind, ModelSpec};
 use webgpu_amp::optim::OptimizerConfig;
-use webgpu_amp::train::{BatchTargets, StepConfig, Trainer};
+use webgpu_amp::train::{BatchTargets, ModelChoice, StepConfig, Trainer, model_and_data};
 use webgpu_amp::{Error, GpuContext, Result};
 
 use super::DeviceArgs;
@@ -19,7 +20,9 @@ use super::out::outln;
 
 #[derive(Args, Debug)]
 pub struct BenchStepArgs {
-    /// Models to measure (presets with image input: mlp, mnist-cnn, simple-cnn).
+    /// Models to measure: presets with image input (mlp, mnist-cnn, simple-cnn) on random
+    /// images, or GPT presets (gpt-tiny, gpt-char) on windows of the embedded text with
+    /// nanoGPT's step (AdamW, clipping at 1).
     #[arg(long, value_delimiter = ',', default_value = "mlp,mnist-cnn")]
     models: Vec<String>,
     /// Precision modes to measure.
@@ -52,7 +55,11 @@ struct StepBench {
     batch_size: usize,
     steps: usize,
     ms_per_step: f64,
+    /// Samples (images, or token sequences for a GPT) per second.
     images_per_sec: f64,
+    /// GPT only: tokens (batch × block size) per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tokens_per_sec: Option<f64>,
     peak_gpu_bytes: u64,
     /// Blocking waits of the host over the timed steps: the throttle waits plus the final
     /// wait for the last step.
@@ -61,15 +68,68 @@ struct StepBench {
     throttle_waits: u64,
 }
 
-fn input_shape(model: &str) -> Result<Vec<usize>> {
-    Ok(match model {
+/// A model to measure, its batch and its step's optimizer.
+struct Workload {
+    spec: ModelSpec,
+    batch: Batch,
+    classes: usize,
+    optimizer: OptimizerConfig,
+    clip_grad_norm: Option<f32>,
+    /// Tokens per sample (GPT).
+    tokens: Option<usize>,
+}
+
+fn workload(model: &str, b: usize) -> Result<Workload> {
+    if GPT_PRESETS.contains(&model) {
+        // nanoGPT's step: AdamW (lr 1e-3, betas (0.9, 0.99), weight decay 0.1), clip at 1.
+        let source: DataSource = "hamlet".parse()?;
+        let (spec, split) =
+            model_and_data(Some(&ModelChoice::Preset(model.into())), &source, true)?;
+        let batch = split.train.gather(&(0..b).collect::<Vec<_>>())?;
+        let optimizer = match OptimizerConfig::adamw(1e-3) {
+            OptimizerConfig::AdamW { beta1, eps, .. } => OptimizerConfig::AdamW {
+                lr: 1e-3,
+                beta1,
+                beta2: 0.99,
+                eps,
+                weight_decay: 0.1,
+            },
+            other => other,
+        };
+        return Ok(Workload {
+            tokens: Some(spec.input_shape.iter().product()),
+            classes: split.train.output_dim(),
+            spec,
+            batch,
+            optimizer,
+            clip_grad_norm: Some(1.0),
+        });
+    }
+    let shape = match model {
         "mlp" | "mnist-cnn" => vec![1, 28, 28],
         "simple-cnn" => vec![3, 32, 32],
         other => {
             return Err(Error::InvalidArgument(format!(
-                "bench step measures mlp, mnist-cnn or simple-cnn, not `{other}`"
+                "bench step measures mlp, mnist-cnn, simple-cnn, gpt-tiny or gpt-char, not `{other}`"
             )));
         }
+    };
+    let mut rng = Rng::new(1);
+    let x: Vec<f32> = (0..b * shape.iter().product::<usize>())
+        .map(|_| rng.normal() as f32)
+        .collect();
+    let labels: Vec<u32> = (0..b).map(|_| rng.below(10) as u32).collect();
+    Ok(Workload {
+        spec: preset(model, &shape, 10)?,
+        batch: Batch {
+            x: webgpu_amp::data::BatchInputs::Features(x),
+            y: webgpu_amp::data::BatchLabels::Classes(labels),
+            size: b,
+        },
+        classes: 10,
+        optimizer: OptimizerConfig::adam(1e-3),
+        clip_grad_norm: None,
+        tokens: None,
     })
 }
 
@@ -80,37 +140,33 @@ fn measure(
     precision: Precision,
     scaler: bool,
 ) -> Result<StepBench> {
-    let shape = input_shape(model)?;
-    let spec = preset(model, &shape, 10)?;
-    let init = spec.init_params(0);
+    let b = args.batch_size;
+    let w = workload(model, b)?;
+    let init = w.spec.init_params(0);
     let config = StepConfig {
         precision,
         loss: LossKind::CrossEntropy,
-        optimizer: OptimizerConfig::adam(1e-3),
+        optimizer: w.optimizer,
         scaler: ScalerConfig {
             enabled: scaler,
             ..Default::default()
         },
-        clip_grad_norm: None,
+        clip_grad_norm: w.clip_grad_norm,
         grad_accum: 1,
+        lr_schedule: Default::default(),
     };
-    let b = args.batch_size;
-    let mut rng = Rng::new(1);
-    let x: Vec<f32> = (0..b * shape.iter().product::<usize>())
-        .map(|_| rng.normal() as f32)
-        .collect();
-    let labels: Vec<u32> = (0..b).map(|_| rng.below(10) as u32).collect();
     ctx.allocator.reset_peak();
-    let mut trainer = Trainer::new(ctx, spec, config, 10, &init)?;
+    let mut trainer = Trainer::new(ctx, w.spec, config, w.classes, &init)?;
+    let x = &w.batch.x;
     for _ in 0..3 {
-        trainer.train_batch(ctx, b, &x, BatchTargets::Classes(&labels))?;
+        trainer.train_batch(ctx, b, x, BatchTargets::from(&w.batch.y))?;
     }
     trainer.finish(ctx)?;
     let waits = ctx.host_waits();
     let throttles = trainer.throttle_waits();
     let start = std::time::Instant::now();
     for _ in 0..args.steps {
-        trainer.train_batch(ctx, b, &x, BatchTargets::Classes(&labels))?;
+        trainer.train_batch(ctx, b, x, BatchTargets::from(&w.batch.y))?;
     }
     trainer.finish(ctx)?;
     let secs = start.elapsed().as_secs_f64();
@@ -125,6 +181,7 @@ fn measure(
         steps: args.steps,
         ms_per_step: 1000.0 * secs / args.steps as f64,
         images_per_sec: (b * args.steps) as f64 / secs,
+        tokens_per_sec: w.tokens.map(|t| (b * t * args.steps) as f64 / secs),
         peak_gpu_bytes: ctx.memory().peak_bytes,
         host_waits: ctx.host_waits() - waits,
         throttle_waits: trainer.throttle_waits() - throttles,
@@ -152,6 +209,7 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
             ctx.f16_storage
         );
     }
+    let mut rows = Vec::new();
     for model in &args.models {
         let mut amp_with = None;
         for &p in &precisions {
@@ -160,6 +218,7 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
                 amp_with = Some(r.ms_per_step);
             }
             outln!("{}", serde_json::to_string(&r).expect("serialises"))?;
+            rows.push(r);
         }
         // The GradScaler's cost: amp-f16 with the scaler against amp-f16 without it.
         let with = match amp_with {
@@ -180,5 +239,29 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
             })
         )?;
     }
+    if !args.json {
+        print_table(&rows);
+    }
     Ok(())
+}
+
+/// The step measurements as a table (samples/s; tokens/s for GPT models).
+fn print_table(rows: &[StepBench]) {
+    println!(
+        "{:<12} {:<9} {:>6} {:>10} {:>10} {:>10} {:>9}",
+        "model", "precision", "scaler", "ms/step", "samples/s", "tokens/s", "peak MB"
+    );
+    for r in rows {
+        let tokens = r.tokens_per_sec.map_or("-".into(), |t| format!("{t:.0}"));
+        println!(
+            "{:<12} {:<9} {:>6} {:>10.1} {:>10.1} {:>10} {:>9.2}",
+            r.model,
+            r.precision,
+            if r.scaler { "on" } else { "off" },
+            r.ms_per_step,
+            r.images_per_sec,
+            tokens,
+            r.peak_gpu_bytes as f64 / 1e6
+        );
+    }
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::train::run::RunSummary;
-use webgpu_amp::{Error, Result};
+use webgpu_amp::{Error, GpuContext, Result};
 
 use super::out::outln;
 use super::plot;
@@ -63,7 +63,8 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         ));
     }
     args.common.validate_args()?;
-    let (prepared, ctx) = args.common.prepare(&modes)?;
+    let options = args.common.device.options()?;
+    let (prepared, ctx) = args.common.prepare(&modes, || GpuContext::new(&options))?;
     // The banner only: with stdout closed already, the runs and their files still matter.
     let _ = outln!(
         "comparing {} on {} ({} training samples) on {}",
@@ -72,13 +73,13 @@ pub fn run(args: &CompareArgs) -> Result<()> {
             .map(|m| m.name())
             .collect::<Vec<_>>()
             .join(", "),
-        args.common.dataset,
+        prepared.dataset,
         prepared.split.train.n,
         ctx.report.name
     );
     let mut summaries = Vec::new();
     for mode in &modes {
-        let cfg = args.common.run_config(*mode, prepared.loss)?;
+        let cfg = args.common.run_config(*mode, &prepared)?;
         let summary = run_with_progress(&ctx, &prepared, cfg, None, mode.name(), &mut |_| Ok(()))?;
         summaries.push(summary);
     }
@@ -100,7 +101,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         "adapter": ctx.report.name,
         "backend": ctx.report.backend,
         "f16_storage": format!("{:?}", ctx.f16_storage).to_lowercase(),
-        "dataset": args.common.dataset,
+        "dataset": prepared.dataset,
         "batch_size": args.common.batch_size,
         "seed": args.common.seed,
         "runs": runs,

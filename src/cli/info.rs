@@ -2,7 +2,8 @@
 //! which f16 storage, so a user knows before training.
 
 use clap::Args;
-use webgpu_amp::gpu::{AdapterReport, BackendChoice, F16StorageChoice, enumerate_adapters};
+use webgpu_amp::amp::AdapterReport;
+use webgpu_amp::gpu::{BackendChoice, F16StorageChoice, enumerate_adapters};
 
 use super::out::outln;
 

@@ -3,11 +3,14 @@
 mod bench;
 mod bench_step;
 mod compare;
+mod distributed;
 mod gui;
 mod info;
 mod out;
 mod plot;
 mod progress;
+mod recipe;
+mod resolve;
 mod train;
 
 use clap::{Args, Parser, Subcommand};

@@ -1,8 +1,11 @@
-//! The CLI's view of a run: a progress bar over [`Run::run`] (epoch, step, loss, scale,
-//! skipped steps, images/s, validation lines) and the side-by-side summary table that
+//! The CLI's view of a run: a progress bar over [`Run::run`] (epoch, step, loss, lr, scale,
+//! skipped steps, images/s, validation and loss-estimate lines) and the side-by-side summary table that
 //! `train` and `compare` print.
 
+use std::rc::Rc;
+
 use indicatif::{ProgressBar, ProgressStyle};
+use webgpu_amp::dist::Collective;
 use webgpu_amp::train::checkpoint::Checkpoint;
 use webgpu_amp::train::run::{Event, Run, RunConfig, RunSummary};
 use webgpu_amp::{GpuContext, Result};
@@ -49,7 +52,20 @@ pub fn run_with_progress(
     label: &str,
     sink: &mut dyn FnMut(&Event) -> Result<()>,
 ) -> Result<RunSummary> {
-    let bar = progress_bar(planned_steps(&cfg, prepared.split.train.n), label);
+    run_rank_with_progress(ctx, prepared, cfg, resume, label, None, sink)
+}
+
+/// [`run_with_progress`] as one rank of a data-parallel job when `rank` is given (the bar on
+/// rank 0 only, counting the global batch).
+pub fn run_rank_with_progress(
+    ctx: &GpuContext,
+    prepared: &Prepared,
+    cfg: RunConfig,
+    resume: Option<&Checkpoint>,
+    label: &str,
+    rank: Option<Rc<dyn Collective>>,
+    sink: &mut dyn FnMut(&Event) -> Result<()>,
+) -> Result<RunSummary> {
     let mut run = Run::new(
         ctx,
         prepared.spec.clone(),
@@ -58,24 +74,55 @@ pub fn run_with_progress(
         &prepared.init,
         resume,
     )?;
+    // Data-parallel: this rank's shard; the bar counts every rank's samples.
+    let mut ranks = 1;
+    let mut global = String::new();
+    if let Some(c) = rank {
+        ranks = c.size() as u64;
+        let (batch, accum) = (run.config.batch_size, run.config.step.grad_accum);
+        let micro = if accum > 1 {
+            format!(" × {accum} micro-batches")
+        } else {
+            String::new()
+        };
+        global = format!(
+            " (global batch {} = {ranks} ranks × {batch}{micro})",
+            ranks as usize * batch * accum
+        );
+        run.distribute(ctx, &prepared.split.train, c)?;
+    }
+    let bar = if run.is_writer() {
+        progress_bar(planned_steps(&run.config, run.samples_per_epoch()), label)
+    } else {
+        ProgressBar::hidden()
+    };
     bar.set_position(run.progress.step);
     let started = std::time::Instant::now();
     let mut images = 0u64;
     let mut skipped = 0u64;
     let mut sink_error = None;
-    let batch = run.config.batch_size as u64 * run.config.step.grad_accum as u64;
+    let batch = ranks * run.config.batch_size as u64 * run.config.step.grad_accum as u64;
     let summary = run.run(ctx, &prepared.split, &mut |event| {
-        if let Event::Step { stats, epoch, .. } = event {
+        if let Event::Step { stats, epoch, lr } = event {
             images += batch;
             skipped += stats.skipped as u64;
             bar.set_position(stats.step);
             bar.set_message(format!(
-                "epoch {} loss {:.4} scale {} skipped {} {:.0} img/s",
+                "epoch {} loss {:.4} lr {lr:.3e} scale {} skipped {} {:.0} img/s{global}",
                 epoch + 1,
                 stats.loss,
                 stats.scale,
                 skipped,
                 images as f64 / started.elapsed().as_secs_f64().max(1e-9)
+            ));
+        }
+        if let Event::Eval(e) = event {
+            let val = e
+                .val_loss
+                .map_or(String::new(), |v| format!(" val loss {v:.4}"));
+            bar.println(format!(
+                "{label}: step {} train loss {:.4}{val}",
+                e.step, e.train_loss
             ));
         }
         if let Event::Epoch(e) = event
@@ -124,6 +171,7 @@ pub fn print_summary(runs: &[&RunSummary]) -> Result<()> {
         ("host waits", row(&|r| r.host_waits.to_string())),
         ("throttle waits", row(&|r| r.throttle_waits.to_string())),
     ];
+    let rows: Vec<(&str, Vec<String>)> = rows.into_iter().chain(distributed_rows(runs)).collect();
     outln!(
         "adapter: {} (f16 storage: {})",
         runs[0].adapter,
@@ -137,4 +185,38 @@ pub fn print_summary(runs: &[&RunSummary]) -> Result<()> {
         outln!()?;
     }
     Ok(())
+}
+
+/// Summary rows of a data-parallel run (none for single-process runs).
+fn distributed_rows(runs: &[&RunSummary]) -> Vec<(&'static str, Vec<String>)> {
+    if runs.iter().all(|r| r.distributed.is_none()) {
+        return Vec::new();
+    }
+    let cell = |f: &dyn Fn(&webgpu_amp::train::distributed::DistributedSummary) -> String| {
+        runs.iter()
+            .map(|r| r.distributed.as_ref().map_or("-".into(), f))
+            .collect::<Vec<_>>()
+    };
+    vec![
+        ("ranks", cell(&|d| d.ranks.to_string())),
+        (
+            "global batch",
+            cell(&|d| {
+                format!(
+                    "{} = {}×{}",
+                    d.global_batch,
+                    d.ranks,
+                    d.global_batch / d.ranks
+                )
+            }),
+        ),
+        (
+            "all-reduce kB",
+            cell(&|d| format!("{:.1}", d.all_reduce_bytes_per_step as f64 / 1e3)),
+        ),
+        (
+            "all-reduce ms",
+            cell(&|d| format!("{:.2}", d.all_reduce_ms_per_step)),
+        ),
+    ]
 }

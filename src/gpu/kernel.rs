@@ -6,10 +6,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::{GpuBuffer, GpuContext};
+use super::{GpuBuffer, GpuContext, human_bytes};
+use crate::dtype::Storage;
 use crate::error::{Error, Result};
 use crate::shader::{self, Variant};
-use crate::tensor::{Storage, Tensor};
 
 /// Which shader and entry point a kernel runs, plus compile-time constants
 /// (tile sizes and the like) injected as WGSL `const`s.
@@ -39,8 +39,15 @@ impl KernelDesc {
 pub enum Arg<'a> {
     /// Bytes of a uniform struct; the kernel owns a small uniform buffer made from them.
     Uniform(&'a [u8]),
-    /// A tensor: also decides the storage variant of its `#tensor` declaration.
-    Tensor(&'a Tensor),
+    /// A typed range of a buffer (what a tensor binds: [`crate::tensor::Tensor::arg`]); its
+    /// storage also picks the variant of the `#tensor` declaration it binds.
+    Typed {
+        buffer: &'a Arc<GpuBuffer>,
+        offset: u64,
+        /// Bytes bound (a multiple of 4).
+        size: u64,
+        storage: Storage,
+    },
     /// A whole raw buffer (scaler state, flat parameter buffers, ...).
     Buffer(&'a Arc<GpuBuffer>),
 }
@@ -56,9 +63,16 @@ pub(crate) struct PipelineCache {
     map: Mutex<HashMap<String, Arc<CachedPipeline>>>,
 }
 
-impl PipelineCache {
-    pub(crate) fn len(&self) -> usize {
-        self.map.lock().map(|m| m.len()).unwrap_or(0)
+/// Workgroup grid for `threads` invocations of a 1-D kernel with `wg` threads per group,
+/// folded into two dimensions when it passes the 65535-groups-per-dimension limit. Kernels
+/// recover the flat index as `gid.x + gid.y * num_workgroups.x * WG`.
+pub fn grid_1d(threads: usize, wg: u32) -> [u32; 3] {
+    let groups = threads.div_ceil(wg as usize).max(1) as u32;
+    if groups <= 65535 {
+        [groups, 1, 1]
+    } else {
+        let y = groups.div_ceil(65535);
+        [groups.div_ceil(y), y, 1]
     }
 }
 
@@ -89,10 +103,6 @@ impl Kernel {
             ctx.queue.write_buffer(u.raw(), 0, bytes);
         }
     }
-
-    pub fn workgroups(&self) -> [u32; 3] {
-        self.workgroups
-    }
 }
 
 impl GpuContext {
@@ -114,7 +124,7 @@ impl GpuContext {
         let storages: Vec<(String, Storage)> = args
             .iter()
             .filter_map(|(name, arg)| match arg {
-                Arg::Tensor(t) => Some((name.to_string(), t.storage())),
+                Arg::Typed { storage, .. } => Some((name.to_string(), *storage)),
                 _ => None,
             })
             .collect();
@@ -155,12 +165,12 @@ impl GpuContext {
                     ranges.push((*binding, buf.clone(), 0, buf.size()));
                     uniform = Some(buf);
                 }
-                Arg::Tensor(t) => ranges.push((
-                    *binding,
-                    t.buffer().clone(),
-                    t.byte_offset(),
-                    t.binding_size(),
-                )),
+                Arg::Typed {
+                    buffer,
+                    offset,
+                    size,
+                    ..
+                } => ranges.push((*binding, (*buffer).clone(), *offset, *size)),
                 Arg::Buffer(b) => ranges.push((*binding, (*b).clone(), 0, b.size())),
             }
         }
@@ -168,7 +178,7 @@ impl GpuContext {
         // tensor of which kernel, how big, and which limit, before touching wgpu.
         for (name, arg) in args {
             let (buffer_size, binding_size) = match arg {
-                Arg::Tensor(t) => (t.buffer().size(), t.binding_size()),
+                Arg::Typed { buffer, size, .. } => (buffer.size(), *size),
                 Arg::Buffer(b) => (b.size(), b.size()),
                 Arg::Uniform(_) => continue,
             };
@@ -178,8 +188,8 @@ impl GpuContext {
                 return Err(Error::Resource {
                     message: format!(
                         "`{name}` of kernel {kernel} needs a {} buffer; this adapter allows {} per buffer (max_buffer_size)",
-                        super::human_bytes(buffer_size),
-                        super::human_bytes(limit)
+                        human_bytes(buffer_size),
+                        human_bytes(limit)
                     ),
                     needed: buffer_size,
                     limit,
@@ -190,8 +200,8 @@ impl GpuContext {
                 return Err(Error::Resource {
                     message: format!(
                         "`{name}` of kernel {kernel} binds {} of storage; this adapter allows {} per storage binding (max_storage_buffer_binding_size)",
-                        super::human_bytes(binding_size),
-                        super::human_bytes(limit)
+                        human_bytes(binding_size),
+                        human_bytes(limit)
                     ),
                     needed: binding_size,
                     limit,

@@ -79,18 +79,24 @@ impl LossKind {
     pub(super) fn plan(self, ctx: &GpuContext, io: LossIo<'_>) -> Result<LossPlan> {
         let (grad, seed, multiplier) = io.grad;
         match self {
-            LossKind::CrossEntropy => Ok(LossPlan {
-                targets: None,
-                train: loss::cross_entropy(
-                    ctx,
-                    io.output,
-                    io.labels,
-                    io.loss,
-                    Some((grad, seed, multiplier)),
-                )?,
-                eval: loss::cross_entropy(ctx, io.output, io.labels, io.loss, None)?,
-                count_correct: Some(loss::count_correct(ctx, io.output, io.labels, io.correct)?),
-            }),
+            LossKind::CrossEntropy => {
+                // Rows of logits: [B, classes], or every token of [B, T, classes].
+                let classes = *io.output.shape().last().unwrap_or(&1);
+                let rows = [io.output.numel() / classes.max(1), classes];
+                let (logits, grad) = (io.output.reshape(&rows)?, grad.reshape(&rows)?);
+                Ok(LossPlan {
+                    targets: None,
+                    train: loss::cross_entropy(
+                        ctx,
+                        &logits,
+                        io.labels,
+                        io.loss,
+                        Some((&grad, seed, multiplier)),
+                    )?,
+                    eval: loss::cross_entropy(ctx, &logits, io.labels, io.loss, None)?,
+                    count_correct: Some(loss::count_correct(ctx, &logits, io.labels, io.correct)?),
+                })
+            }
             LossKind::Mse => {
                 let batch = io.output.shape()[0];
                 if io.output.numel() != batch * io.target_dim {

@@ -12,10 +12,14 @@
 //!
 //! Layer kinds and their fields (defaults after `=`):
 //! `linear {out, bias=true}`, `conv2d {out, kernel, stride=1, padding=0, bias=true}` (square
-//! kernels, zero padding), `relu {}`, `gelu {}` (tanh approximation, PyTorch's
-//! `nn.GELU(approximate='tanh')`), `maxpool2d {kernel, stride=kernel}` (no padding, floor
-//! mode), `flatten {}` (all per-sample dimensions, like `nn.Flatten()`). Each kind is a file
-//! in [`crate::nn::layers`].
+//! kernels, zero padding), `relu {}`, `gelu {}` (`nn.GELU()`, exact), `gelu_tanh {}`
+//! (`nn.GELU(approximate='tanh')`), `maxpool2d {kernel, stride=kernel}` (no padding, floor
+//! mode), `flatten {}` (all per-sample dimensions, like `nn.Flatten()`), `layernorm
+//! {bias=true}` (over the last dimension), `dropout {p}`, `attention {heads, dropout=0}`
+//! (causal self-attention on packed `[T, 3C]` projections), `embedding {vocab, dim,
+//! positions=null}` (token ids `[T]` → `[T, dim]`), `residual {layers}` (`x + layers(x)`).
+//! Each kind is a file in [`crate::nn::layers`]. A whole GPT is `{"gpt": {...}}`
+//! ([`crate::nn::gpt`]).
 //!
 //! Shapes are per sample, without the batch dimension: `[features]` or `[channels, height,
 //! width]`. A JSON model is a `torch.nn.Sequential`: every layer, activations included, takes
@@ -27,7 +31,8 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::layers::{self, Init, Layer, LayerConfig, checked_numel, too_large};
-use crate::data::Rng;
+use crate::data::{Dataset, Rng};
+use crate::tensor::DType;
 use crate::{Error, Result};
 
 /// One layer of a model, in execution order.
@@ -82,6 +87,9 @@ pub struct ModelSpec {
     /// Per-sample input shape.
     pub input_shape: Vec<usize>,
     pub layers: Vec<NamedLayer>,
+    /// The GPT configuration this model was built from, if any (saved with checkpoints so
+    /// `webgpu-amp sample` rebuilds the model).
+    pub gpt: Option<super::gpt::GptConfig>,
 }
 
 /// Two models are equal when they print the same: names, shapes and every layer's repr.
@@ -109,8 +117,17 @@ struct ModelJson {
     layers: Vec<serde_json::Value>,
 }
 
+/// A whole GPT: `{"gpt": {GPTConfig's fields}}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GptJson {
+    gpt: super::gpt::GptConfig,
+}
+
 /// Parses one JSON layer, `{"kind": {fields}}`, through [`layers::REGISTRY`].
-fn layer_from_json(value: serde_json::Value) -> std::result::Result<Box<dyn LayerConfig>, String> {
+pub(crate) fn layer_from_json(
+    value: serde_json::Value,
+) -> std::result::Result<Box<dyn LayerConfig>, String> {
     let kinds = || {
         layers::REGISTRY
             .iter()
@@ -161,41 +178,32 @@ impl ModelSpec {
         if layers.is_empty() {
             return Err(Error::model(format!("{name}: the model has no layers")));
         }
-        let mut shape = input_shape.to_vec();
-        let mut resolved = Vec::with_capacity(layers.len());
-        for (index, (layer_name, config)) in layers.iter().enumerate() {
-            let layer = config
-                .resolve(&shape)
-                .and_then(|r| check_sizes(&*r.layer, &r.output_shape).map(|()| r))
-                .map_err(|msg| {
-                    let label = if *layer_name == index.to_string() {
-                        String::new()
-                    } else {
-                        format!(" `{layer_name}`")
-                    };
-                    Error::model(format!(
-                        "{name}: layer {index}{label} ({}): {msg}",
-                        config.kind()
-                    ))
-                })?;
-            resolved.push(NamedLayer {
-                name: layer_name.clone(),
-                layer: layer.layer,
-                input_shape: shape,
-                output_shape: layer.output_shape.clone(),
-            });
-            shape = layer.output_shape;
-        }
-        Ok(ModelSpec {
+        let layers = resolve_layers(input_shape, layers)
+            .map_err(|msg| Error::model(format!("{name}: {msg}")))?;
+        let spec = ModelSpec {
             name: name.to_string(),
             input_shape: input_shape.to_vec(),
-            layers: resolved,
-        })
+            layers,
+            gpt: None,
+        };
+        spec.check_tied_parameters()?;
+        Ok(spec)
     }
 
     /// Parses a JSON description (see the module docs). Unknown layer kinds or fields,
     /// impossible shapes and zero sizes are errors naming the layer's index.
     pub fn from_json(json: &str) -> Result<ModelSpec> {
+        // `{"gpt": {...}}` describes a whole GPT; anything else is a Sequential.
+        if let Ok(serde_json::Value::Object(top)) = serde_json::from_str(json)
+            && top.contains_key("gpt")
+        {
+            let GptJson { gpt } = serde_json::from_str(json).map_err(|e| {
+                Error::model(format!(
+                    "json: {e} (a GPT is {{\"gpt\": {{\"vocab_size\", \"block_size\", \"n_layer\", \"n_head\", \"n_embd\", \"dropout\", \"bias\", \"activation\"}}}})"
+                ))
+            })?;
+            return gpt.model("gpt");
+        }
         let model: ModelJson = serde_json::from_str(json).map_err(|e| {
             Error::model(format!(
                 "json: {e} (expected {{\"input\": [C, H, W] or [features], \"layers\": [...]}})"
@@ -214,6 +222,15 @@ impl ModelSpec {
         ModelSpec::build("json", &model.input, &layers)
     }
 
+    /// The dtype of the model's input: token ids (u32) when its first layer takes them (an
+    /// embedding), f32 features otherwise.
+    pub fn input_dtype(&self) -> DType {
+        self.layers
+            .first()
+            .and_then(|l| l.layer.input_dtype())
+            .unwrap_or(DType::F32)
+    }
+
     /// Per-sample output shape (of the last layer).
     pub fn output_shape(&self) -> &[usize] {
         self.layers
@@ -229,13 +246,72 @@ impl ModelSpec {
             .collect()
     }
 
+    /// Parameters used under a second name (weight tying): `(alias, owner)` full names, e.g.
+    /// `("lm_head.weight", "transformer.wte.weight")`. Checkpoints write the alias too (as
+    /// PyTorch's `state_dict` does) and accept it on load.
+    pub fn tied_parameters(&self) -> Vec<(String, String)> {
+        fn walk(prefix: &str, layers: &[NamedLayer], out: &mut Vec<(String, String)>) {
+            for l in layers {
+                let path = if prefix.is_empty() {
+                    l.name.clone()
+                } else {
+                    format!("{prefix}.{}", l.name)
+                };
+                for (alias, owner) in l.layer.tied_parameters() {
+                    out.push((format!("{path}.{alias}"), owner));
+                }
+                walk(&path, l.layer.sublayers(), out);
+            }
+        }
+        let mut out = Vec::new();
+        walk("", &self.layers, &mut out);
+        out
+    }
+
+    /// Every tied parameter names an owner of the same shape.
+    fn check_tied_parameters(&self) -> Result<()> {
+        let params = self.parameters();
+        for (alias, owner) in self.tied_parameters() {
+            if !params.iter().any(|p| p.name == owner) {
+                return Err(Error::model(format!(
+                    "{}: `{alias}` is tied to `{owner}`, which no layer has",
+                    self.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Total number of parameter values.
     pub fn num_parameters(&self) -> usize {
         self.parameters().iter().map(ParamSpec::numel).sum()
     }
 
+    /// Checks that the model fits a data set: token ids into a model that takes them (an
+    /// embedding first), features into one that does not, and the shapes
+    /// ([`ModelSpec::check_data`]).
+    pub fn check_dataset(&self, data: &Dataset) -> Result<()> {
+        let takes_tokens = self.input_dtype() == DType::U32;
+        if data.is_tokens() != takes_tokens {
+            let (model, data_kind) = if takes_tokens {
+                ("token ids (it starts with an embedding)", "f32 features")
+            } else {
+                (
+                    "f32 features",
+                    "token ids (use a GPT model, e.g. --model gpt-tiny)",
+                )
+            };
+            return Err(Error::model(format!(
+                "{}: the model takes {model} but {} holds {data_kind}",
+                self.name, data.name
+            )));
+        }
+        self.check_data(&data.sample_shape, data.output_dim())
+    }
+
     /// Checks that the model fits the data: its input is the data's sample shape and its
-    /// output is `[output_dim]` (the class count or the target width).
+    /// output is `[output_dim]` (the class count or the target width), or, for a model of
+    /// token ids, one row of `output_dim` per token (`[T, vocabulary]`).
     pub fn check_data(&self, sample_shape: &[usize], output_dim: usize) -> Result<()> {
         if self.input_shape != sample_shape {
             return Err(Error::model(format!(
@@ -243,10 +319,15 @@ impl ModelSpec {
                 self.name, self.input_shape
             )));
         }
-        if self.output_shape() != [output_dim] {
+        let mut want = Vec::new();
+        if self.input_dtype() == DType::U32 {
+            want.extend_from_slice(sample_shape);
+        }
+        want.push(output_dim);
+        if self.output_shape() != want {
             return Err(Error::model(format!(
-                "{}: the model's output is {:?} per sample but the data needs [{output_dim}] \
-                 (classes or target width)",
+                "{}: the model's output is {:?} per sample but the data needs {want:?} \
+                 (classes, vocabulary or target width)",
                 self.name,
                 self.output_shape()
             )));
@@ -291,6 +372,37 @@ impl ModelSpec {
     }
 }
 
+/// Resolves named layer configs in order from `input`; errors name the layer's index and
+/// name (`layer 3 `conv2` (conv2d): ...`).
+pub(crate) fn resolve_layers(
+    input: &[usize],
+    layers: &[(String, Box<dyn LayerConfig>)],
+) -> std::result::Result<Vec<NamedLayer>, String> {
+    let mut shape = input.to_vec();
+    let mut resolved = Vec::with_capacity(layers.len());
+    for (index, (layer_name, config)) in layers.iter().enumerate() {
+        let layer = config
+            .resolve(&shape)
+            .and_then(|r| check_sizes(&*r.layer, &r.output_shape).map(|()| r))
+            .map_err(|msg| {
+                let label = if *layer_name == index.to_string() {
+                    String::new()
+                } else {
+                    format!(" `{layer_name}`")
+                };
+                format!("layer {index}{label} ({}): {msg}", config.kind())
+            })?;
+        resolved.push(NamedLayer {
+            name: layer_name.clone(),
+            layer: layer.layer,
+            input_shape: shape,
+            output_shape: layer.output_shape.clone(),
+        });
+        shape = layer.output_shape;
+    }
+    Ok(resolved)
+}
+
 /// Checks a resolved layer's output and parameter sizes against [`layers::MAX_ELEMENTS`].
 fn check_sizes(layer: &dyn Layer, output: &[usize]) -> std::result::Result<(), String> {
     checked_numel(output).ok_or_else(|| too_large(output))?;
@@ -298,88 +410,4 @@ fn check_sizes(layer: &dyn Layer, output: &[usize]) -> std::result::Result<(), S
         checked_numel(&p.shape).ok_or_else(|| format!("{} {}", p.name, too_large(&p.shape)))?;
     }
     Ok(())
-}
-
-/// Build a model from Rust, layer by layer, named like `torch.nn.Sequential` (`0`, `1`, …):
-///
-/// ```
-/// # use webgpu_amp::nn::ModelSpec;
-/// let spec = ModelSpec::sequential(&[1, 28, 28])
-///     .conv2d(8, 3, 1, 1)
-///     .relu()
-///     .maxpool2d(2, 2)
-///     .flatten()
-///     .linear(10)
-///     .build()
-///     .unwrap();
-/// assert_eq!(spec.parameters()[0].name, "0.weight");
-/// ```
-#[derive(Debug)]
-pub struct SequentialBuilder {
-    input_shape: Vec<usize>,
-    layers: Vec<Box<dyn LayerConfig>>,
-}
-
-impl ModelSpec {
-    pub fn sequential(input_shape: &[usize]) -> SequentialBuilder {
-        SequentialBuilder {
-            input_shape: input_shape.to_vec(),
-            layers: Vec::new(),
-        }
-    }
-}
-
-impl SequentialBuilder {
-    /// Append any layer config.
-    pub fn layer(mut self, config: impl LayerConfig + 'static) -> Self {
-        self.layers.push(Box::new(config));
-        self
-    }
-
-    /// `nn.Linear(in, out)` with bias.
-    pub fn linear(self, out: usize) -> Self {
-        self.layer(layers::linear::LinearConfig::new(out, true))
-    }
-
-    /// `nn.Conv2d(in, out, kernel, stride, padding)` with bias.
-    pub fn conv2d(self, out: usize, kernel: usize, stride: usize, padding: usize) -> Self {
-        self.layer(layers::conv2d::Conv2dConfig {
-            out,
-            kernel,
-            stride,
-            padding,
-            bias: true,
-        })
-    }
-
-    pub fn relu(self) -> Self {
-        self.layer(layers::activation::ReluConfig {})
-    }
-
-    /// `nn.GELU(approximate='tanh')`.
-    pub fn gelu(self) -> Self {
-        self.layer(layers::activation::GeluConfig {})
-    }
-
-    pub fn maxpool2d(self, kernel: usize, stride: usize) -> Self {
-        self.layer(layers::pool::MaxPool2dConfig {
-            kernel,
-            stride: Some(stride),
-        })
-    }
-
-    pub fn flatten(self) -> Self {
-        self.layer(layers::flatten::FlattenConfig {})
-    }
-
-    /// Resolve shapes; errors name the layer like the JSON path does.
-    pub fn build(self) -> Result<ModelSpec> {
-        let named: Vec<(String, Box<dyn LayerConfig>)> = self
-            .layers
-            .into_iter()
-            .enumerate()
-            .map(|(i, d)| (i.to_string(), d))
-            .collect();
-        ModelSpec::build("sequential", &self.input_shape, &named)
-    }
 }

@@ -9,10 +9,12 @@ use std::sync::Arc;
 use super::loss::{LossIo, LossKind};
 use super::model::ModelSpec;
 use super::params::ParamStore;
-use super::plan::{BackwardPlan, ForwardPlan, PrecisionWalk};
+use super::plan::{BackwardPlan, ForwardPlan};
+use super::precision::PrecisionWalk;
 use crate::amp::policy::{Policy, PrecisionRow};
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
+use crate::ops::dropout::DropoutState;
 use crate::tensor::{DType, Tensor};
 
 /// The planned network for one batch size.
@@ -31,6 +33,8 @@ pub struct Network {
     /// Correct predictions (u32), accumulated by [`Network::eval_kernels`].
     pub correct: Arc<GpuBuffer>,
     pub loss_kind: LossKind,
+    /// What the dropout layers read, when the model has any ([`Network::set_dropout`]).
+    dropout: Option<Arc<DropoutState>>,
     forward: Vec<Kernel>,
     train_loss: Vec<Kernel>,
     eval_loss: Vec<Kernel>,
@@ -60,20 +64,25 @@ impl Network {
             ));
         }
         let mut f = ForwardPlan::new(ctx, store, policy, batch);
-        let input = Tensor::zeros(ctx, &f.batched(&spec.input_shape), DType::F32);
+        let input = Tensor::zeros(ctx, &f.batched(&spec.input_shape), spec.input_dtype());
 
         // Forward: each layer in order, cast first when the policy says so.
         let (output, tape) = f.run_layers(&spec.layers, input.clone())?;
         let grad_bytes = f.largest_grad(&output);
-        let (forward, scratch) = f.finish();
+        let (forward, scratch, dropout) = f.finish();
 
         // Loss: computed in f32 from the output's storage; the training kernel also writes
         // the seeded gradient of the output, where the backward starts.
         let loss = Tensor::zeros(ctx, &[1], DType::F32);
-        let labels = ctx.alloc_storage("labels", 4 * batch as u64);
+        // One label per loss row: per sample, or per token of a sequence output [B, T, V].
+        let rows = match output.shape() {
+            [_, _, .., classes] => output.numel() / (*classes).max(1),
+            _ => batch,
+        };
+        let labels = ctx.alloc_storage("labels", 4 * rows as u64);
 
         // Backward: what the forward recorded, in reverse.
-        let mut b = BackwardPlan::new(ctx, store, grad_bytes, scratch);
+        let mut b = BackwardPlan::new(ctx, store, dropout.clone(), grad_bytes, scratch);
         let grad_output = b.input_grad(&output)?;
         b.run_tape(&tape, grad_output.clone())?;
         let backward = b.into_kernels();
@@ -99,12 +108,22 @@ impl Network {
             loss,
             correct,
             loss_kind,
+            dropout,
             forward,
             train_loss: planned_loss.train,
             eval_loss: planned_loss.eval,
             count_correct: planned_loss.count_correct,
             backward,
         })
+    }
+
+    /// Set what the next submission's dropout layers do: in training, drop with the masks of
+    /// micro-batch `counter` of the stream `seed`; otherwise pass everything (evaluation).
+    /// A queued write (no wait); nothing for a model without dropout.
+    pub fn set_dropout(&self, ctx: &GpuContext, seed: u64, counter: u64, training: bool) {
+        if let Some(d) = &self.dropout {
+            d.write(ctx, seed, counter, training);
+        }
     }
 
     /// Forward, seeded loss gradient and backward of one (micro-)batch, in order.
@@ -134,7 +153,7 @@ impl Network {
 /// the layers of a layer made of layers after it), then the loss.
 pub fn precision_map(spec: &ModelSpec, policy: &Policy, loss: LossKind) -> Vec<PrecisionRow> {
     let mut walk = PrecisionWalk::new(policy);
-    let out = walk.run_layers(&spec.layers, DType::F32);
+    let out = walk.run_layers(&spec.layers, spec.input_dtype());
     walk.run_op("loss", loss.op(), out);
     walk.finish()
 }

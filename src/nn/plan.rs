@@ -6,14 +6,17 @@
 //! Everything here happens once, when a network is planned for a batch size; a training step
 //! only replays the kernels.
 
+use std::cell::OnceCell;
 use std::sync::Arc;
 
+use super::buffers::{GradientArena, Scratch};
 use super::layers::{Backward, Layer, cast};
 use super::model::NamedLayer;
 use super::params::ParamStore;
-use crate::amp::policy::{Policy, PrecisionRow};
+use crate::amp::policy::Policy;
 use crate::error::Result;
-use crate::gpu::{GpuBuffer, GpuContext, Kernel};
+use crate::gpu::{GpuContext, Kernel};
+use crate::ops::dropout::{DropoutKey, DropoutState};
 use crate::tensor::{DType, Tensor};
 
 /// What the forward recorded for one op (a layer, or a cast autocast inserted).
@@ -37,13 +40,16 @@ pub struct ForwardPlan<'a> {
     ctx: &'a GpuContext,
     store: &'a ParamStore,
     policy: &'a Policy,
+    /// Made when the first dropout layer asks for it.
+    dropout: OnceCell<Arc<DropoutState>>,
     batch: usize,
     kernels: Vec<Kernel>,
     /// The layer being planned: its full name and compute dtype.
     path: String,
     dtype: DType,
-    /// Layers planned so far (the policy's per-layer index).
+    /// Layers planned so far (the policy's per-layer index), and the current layer's index.
     layer_count: usize,
+    index: usize,
     seen_params: bool,
     /// The largest input gradient the backward will need, in bytes.
     largest_grad: u64,
@@ -51,7 +57,7 @@ pub struct ForwardPlan<'a> {
 }
 
 /// `parent.name`, or `name` at the top (an empty name adds nothing: a residual).
-fn join(parent: &str, name: &str) -> String {
+pub(super) fn join(parent: &str, name: &str) -> String {
     match (parent.is_empty(), name.is_empty()) {
         (_, true) => parent.to_string(),
         (true, false) => name.to_string(),
@@ -74,20 +80,23 @@ impl<'a> ForwardPlan<'a> {
             ctx,
             store,
             policy,
+            dropout: OnceCell::new(),
             batch,
             kernels: Vec::new(),
             path: String::new(),
             dtype: DType::F32,
             layer_count: 0,
+            index: 0,
             seen_params: false,
             largest_grad: 0,
             scratch: Scratch::default(),
         }
     }
 
-    /// The kernels, and the scratch buffers for the backward to share.
-    pub(super) fn finish(self) -> (Vec<Kernel>, Scratch) {
-        (self.kernels, self.scratch)
+    /// The kernels, the scratch buffers for the backward to share, and the dropout state
+    /// when a layer asked for it.
+    pub(super) fn finish(self) -> (Vec<Kernel>, Scratch, Option<Arc<DropoutState>>) {
+        (self.kernels, self.scratch, self.dropout.into_inner())
     }
 
     /// The largest gradient buffer the backward needs (the output's gradient included).
@@ -114,14 +123,14 @@ impl<'a> ForwardPlan<'a> {
         x: Tensor,
         tape: &mut Tape,
     ) -> Result<Tensor> {
-        let parent = std::mem::take(&mut self.path);
-        let parent_dtype = self.dtype;
-        self.path = join(&parent, name);
-        let index = self.layer_count;
+        let parent = (std::mem::take(&mut self.path), self.dtype, self.index);
+        self.path = join(&parent.0, name);
+        self.index = self.layer_count;
         self.layer_count += 1;
-        self.dtype = self.policy.compute_dtype(index, layer.op(), x.dtype());
+        self.dtype = self.policy.compute_dtype(self.index, layer.op(), x.dtype());
         let mut x = x;
-        if self.dtype != x.dtype() {
+        // Casts convert activations; ids (an embedding's tokens) go in as they are.
+        if self.dtype != x.dtype() && x.dtype().is_float() {
             let wants = self.seen_params;
             let (y, backward) = cast::forward(self, x.clone(), self.dtype)?;
             self.record(tape, std::mem::replace(&mut x, y), wants, backward);
@@ -133,8 +142,7 @@ impl<'a> ForwardPlan<'a> {
         let (y, backward) = layer.forward(self, x.clone())?;
         self.record(tape, x, wants, backward);
         self.seen_params |= has_params;
-        self.path = parent;
-        self.dtype = parent_dtype;
+        (self.path, self.dtype, self.index) = parent;
         Ok(y)
     }
 
@@ -205,12 +213,30 @@ impl<'a> ForwardPlan<'a> {
     pub fn push(&mut self, kernel: Kernel) {
         self.kernels.push(kernel);
     }
+
+    /// The words every dropout kernel reads (seed, micro-batch counter, training flag),
+    /// written before each submit ([`crate::nn::Network::set_dropout`]).
+    pub fn dropout_state(&self) -> Arc<DropoutState> {
+        self.dropout
+            .get_or_init(|| Arc::new(DropoutState::new(self.ctx)))
+            .clone()
+    }
+
+    /// The current layer's dropout key: its mask depends on (seed, counter, this layer's
+    /// index, element), the same under every precision.
+    pub fn dropout_key(&self, p: f32) -> DropoutKey {
+        DropoutKey {
+            p,
+            layer: self.index as u32,
+        }
+    }
 }
 
 /// The backward pass being planned.
 pub struct BackwardPlan<'a> {
     ctx: &'a GpuContext,
     store: &'a ParamStore,
+    dropout: OnceCell<Arc<DropoutState>>,
     kernels: Vec<Kernel>,
     grads: GradientArena,
     scratch: Scratch,
@@ -223,12 +249,14 @@ impl<'a> BackwardPlan<'a> {
     pub(super) fn new(
         ctx: &'a GpuContext,
         store: &'a ParamStore,
+        dropout: Option<Arc<DropoutState>>,
         grad_bytes: u64,
         scratch: Scratch,
     ) -> Self {
         Self {
             ctx,
             store,
+            dropout: dropout.map(OnceCell::from).unwrap_or_default(),
             kernels: Vec::new(),
             grads: GradientArena::new(grad_bytes),
             scratch,
@@ -306,6 +334,13 @@ impl<'a> BackwardPlan<'a> {
         self.store.grad_view(self.ctx, name)
     }
 
+    /// See [`ForwardPlan::dropout_state`] (the same state).
+    pub fn dropout_state(&self) -> Arc<DropoutState> {
+        self.dropout
+            .get_or_init(|| Arc::new(DropoutState::new(self.ctx)))
+            .clone()
+    }
+
     /// Like [`ForwardPlan::scratch`], shaped and stored like `like`.
     pub fn scratch(&mut self, label: &'static str, like: &Tensor) -> Result<Tensor> {
         self.scratch
@@ -318,144 +353,7 @@ impl<'a> BackwardPlan<'a> {
     }
 }
 
-fn same_buffer(a: &Tensor, b: &Tensor) -> bool {
+/// Whether two tensors view the same buffer.
+pub(crate) fn same_buffer(a: &Tensor, b: &Tensor) -> bool {
     Arc::ptr_eq(a.buffer(), b.buffer())
-}
-
-/// Activation gradients live only from the backward kernel that writes one to the kernel
-/// that reads it, so a few equal buffers, each as large as the largest gradient, serve a
-/// whole backward pass: a layer's input gradient takes a free buffer, and its output
-/// gradient's buffer is released once the layer is planned. A chain of layers thus
-/// ping-pongs between two buffers.
-struct GradientArena {
-    bytes: u64,
-    /// Each buffer and whether a live gradient holds it.
-    buffers: Vec<(Arc<GpuBuffer>, bool)>,
-}
-
-impl GradientArena {
-    /// Buffers of `bytes` each (made when first needed).
-    fn new(bytes: u64) -> Self {
-        Self {
-            bytes,
-            buffers: Vec::new(),
-        }
-    }
-
-    /// A gradient shaped like `like` in a free buffer.
-    fn take(&mut self, ctx: &GpuContext, like: &Tensor) -> Result<Tensor> {
-        let index = match self.buffers.iter().position(|(_, used)| !used) {
-            Some(i) => i,
-            None => {
-                self.buffers
-                    .push((ctx.alloc_storage("activation grads", self.bytes), false));
-                self.buffers.len() - 1
-            }
-        };
-        self.buffers[index].1 = true;
-        Tensor::view(
-            ctx,
-            self.buffers[index].0.clone(),
-            0,
-            like.shape(),
-            like.storage(),
-        )
-    }
-
-    /// Free the buffer `grad` lives in (a no-op for tensors not from the arena).
-    fn release(&mut self, grad: &Tensor) {
-        if let Some(slot) = self
-            .buffers
-            .iter_mut()
-            .find(|(b, _)| Arc::ptr_eq(b, grad.buffer()))
-        {
-            slot.1 = false;
-        }
-    }
-}
-
-/// Buffers shared by label: see [`ForwardPlan::scratch`]. A request larger than the buffer
-/// so far replaces it (earlier views keep the old one alive: correct, just not shared).
-#[derive(Default)]
-pub(super) struct Scratch {
-    buffers: Vec<(&'static str, Arc<GpuBuffer>)>,
-}
-
-impl Scratch {
-    fn tensor(
-        &mut self,
-        ctx: &GpuContext,
-        label: &'static str,
-        shape: &[usize],
-        storage: crate::tensor::Storage,
-    ) -> Result<Tensor> {
-        let n: usize = shape.iter().product();
-        let bytes = storage.bytes_for(n).next_multiple_of(4);
-        let index = match self.buffers.iter().position(|(l, _)| *l == label) {
-            Some(i) if self.buffers[i].1.size() >= bytes => i,
-            found => {
-                let buffer = ctx.alloc_storage(label, bytes);
-                match found {
-                    Some(i) => self.buffers[i].1 = buffer,
-                    None => self.buffers.push((label, buffer)),
-                }
-                found.unwrap_or(self.buffers.len() - 1)
-            }
-        };
-        Tensor::view(ctx, self.buffers[index].1.clone(), 0, shape, storage)
-    }
-}
-
-/// The precision map's walk: the layers in the order [`ForwardPlan`] plans them, with the
-/// dtype each one computes in and the casts autocast inserts, without touching the GPU.
-pub struct PrecisionWalk<'a> {
-    policy: &'a Policy,
-    path: String,
-    rows: Vec<PrecisionRow>,
-}
-
-impl<'a> PrecisionWalk<'a> {
-    pub(super) fn new(policy: &'a Policy) -> Self {
-        Self {
-            policy,
-            path: String::new(),
-            rows: Vec::new(),
-        }
-    }
-
-    pub(super) fn finish(self) -> Vec<PrecisionRow> {
-        self.rows
-    }
-
-    /// The rows of `layers` run in order from an `x` input; returns the output dtype.
-    pub fn run_layers(&mut self, layers: &[NamedLayer], x: DType) -> DType {
-        layers
-            .iter()
-            .fold(x, |x, l| self.run_layer(&l.name, &*l.layer, x))
-    }
-
-    /// The row of one layer (and, for a layer made of layers, theirs after it).
-    pub fn run_layer(&mut self, name: &str, layer: &dyn Layer, x: DType) -> DType {
-        let parent = std::mem::take(&mut self.path);
-        self.path = join(&parent, name);
-        let index = self.rows.len();
-        let has_params = !layer.parameters().is_empty() || !layer.tied_parameters().is_empty();
-        let row = self
-            .policy
-            .row(index, &self.path, layer.op(), x, has_params);
-        let compute = row.compute_dtype;
-        self.rows.push(row);
-        let out = layer.walk_precision(self, compute);
-        self.rows[index].output_dtype = out;
-        self.path = parent;
-        out
-    }
-
-    /// A row for an op outside the layers (the loss).
-    pub(super) fn run_op(&mut self, name: &str, op: crate::amp::policy::Op, x: DType) -> DType {
-        let row = self.policy.row(self.rows.len(), name, op, x, false);
-        let out = row.output_dtype;
-        self.rows.push(row);
-        out
-    }
 }

@@ -1,5 +1,6 @@
 //! Named models: the tutorials' networks, adapted to the data's shapes.
 
+use super::gpt::{GPT_PRESETS, gpt_preset};
 use super::layers::LayerConfig;
 use super::layers::activation::ReluConfig;
 use super::layers::conv2d::Conv2dConfig;
@@ -10,7 +11,14 @@ use super::model::ModelSpec;
 use crate::{Error, Result};
 
 /// Names accepted by [`preset`], in the order the CLI and the app list them.
-pub const PRESETS: [&str; 4] = ["linear", "mlp", "simple-cnn", "mnist-cnn"];
+pub const PRESETS: [&str; 6] = [
+    "linear",
+    "mlp",
+    "simple-cnn",
+    "mnist-cnn",
+    "gpt-tiny",
+    "gpt-char",
+];
 
 /// Hidden width of the `mlp` preset.
 pub const MLP_HIDDEN: usize = 256;
@@ -28,11 +36,22 @@ pub const MLP_HIDDEN: usize = 256;
 ///   tutorial, so both uses are named `relu` and `pool`.
 /// - `mnist-cnn`: the same network for 1×28×28 (fc 64·7·7→10); the two presets differ only in
 ///   the input they are meant for, and both adapt to the data's `[C, H, W]`.
+/// - `gpt-tiny`, `gpt-char`: nanoGPT's GPT ([`super::gpt::gpt_preset`]) over a vocabulary of
+///   `output_dim`, on sequences of `input_shape = [T]` tokens (T at most the block size).
 pub fn preset(name: &str, input_shape: &[usize], output_dim: usize) -> Result<ModelSpec> {
     if output_dim == 0 {
         return Err(Error::model(format!(
             "{name}: output size must be at least 1"
         )));
+    }
+    if GPT_PRESETS.contains(&name) {
+        let config = gpt_preset(name, output_dim)?;
+        let &[t] = input_shape else {
+            return Err(Error::model(format!(
+                "{name}: a GPT takes sequences of token ids ([T] per sample), not {input_shape:?}"
+            )));
+        };
+        return config.model_for(name, t);
     }
     type Named = (String, Box<dyn LayerConfig>);
     fn named(name: &str, config: impl LayerConfig + 'static) -> Named {

@@ -28,8 +28,8 @@
 
 use std::sync::Arc;
 
-use super::{Arg, KernelDesc, grid_1d};
 use crate::error::{Error, Result};
+use crate::gpu::{Arg, KernelDesc, grid_1d};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::shader::Variant;
 use crate::tensor::{Storage, Tensor};
@@ -154,10 +154,10 @@ pub fn embedding_forward(
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
             ("tokens", Arg::Buffer(tokens)),
-            ("wte", Arg::Tensor(wte)),
+            ("wte", wte.arg()),
             // Without a position table the shader never reads this binding; `wte` fills it.
-            ("wpe", Arg::Tensor(wpe.unwrap_or(wte))),
-            ("y", Arg::Tensor(y)),
+            ("wpe", wpe.unwrap_or(wte).arg()),
+            ("y", y.arg()),
         ],
         if pairs == 0 {
             [0, 0, 0]
@@ -246,8 +246,8 @@ pub fn embedding_backward(
             ("params", Arg::Uniform(uniform)),
             ("offsets", Arg::Buffer(&offsets)),
             ("order", Arg::Buffer(&order)),
-            ("dy", Arg::Tensor(dy)),
-            ("dwte", Arg::Tensor(dwte)),
+            ("dy", dy.arg()),
+            ("dwte", dwte.arg()),
         ],
         grid_1d(vocab * cols, WG),
     )?);
@@ -256,8 +256,8 @@ pub fn embedding_backward(
             &KernelDesc::new(SHADER, "embedding_wpe_grad"),
             &[
                 ("params", Arg::Uniform(uniform)),
-                ("dy", Arg::Tensor(dy)),
-                ("dwpe", Arg::Tensor(dwpe)),
+                ("dy", dy.arg()),
+                ("dwpe", dwpe.arg()),
             ],
             grid_1d(t * cols, WG),
         )?);

@@ -12,6 +12,8 @@ use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc};
 use crate::shader::Variant;
 
+const SHADER: &str = "histogram";
+
 /// Most binades one histogram can count (the shader's workgroup array size).
 pub const MAX_BINS: usize = 128;
 /// Threads per workgroup, and the most workgroups one dispatch launches (grid-stride loop).
@@ -241,7 +243,7 @@ pub fn log2_histogram(
     };
     let groups = len.div_ceil(WG).clamp(1, MAX_GROUPS) as u32;
     ctx.kernel(
-        &KernelDesc::new("histogram", "log2_histogram"),
+        &KernelDesc::new(SHADER, "log2_histogram"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
             ("values", Arg::Buffer(values)),
@@ -253,5 +255,5 @@ pub fn log2_histogram(
 }
 
 pub fn variants() -> Result<Vec<Variant>> {
-    Ok(vec![Variant::new("histogram", &[], &[])?])
+    Ok(vec![Variant::new(SHADER, &[], &[])?])
 }

@@ -20,8 +20,8 @@
 //!   max(32, ⌈R/256⌉)`, so at most 256 chunks: O(R·C) work, span O(R/256 + 256); scratch
 //!   `chunks·C` f32 (twice that with a bias), allocated when the backward is planned.
 
-use super::{Arg, KernelDesc, grid_1d};
 use crate::error::{Error, Result};
+use crate::gpu::{Arg, KernelDesc, grid_1d};
 use crate::gpu::{GpuContext, Kernel};
 use crate::shader::Variant;
 use crate::tensor::{Storage, Tensor};
@@ -152,13 +152,13 @@ pub fn layernorm_forward(
         &KernelDesc::new(SHADER, "layernorm_forward"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
-            ("x", Arg::Tensor(x)),
-            ("weight", Arg::Tensor(weight)),
+            ("x", x.arg()),
+            ("weight", weight.arg()),
             // Without a bias the shader never reads this binding; `weight` fills it.
-            ("bias", Arg::Tensor(bias.unwrap_or(weight))),
-            ("y", Arg::Tensor(y)),
-            ("mean_out", Arg::Tensor(mean)),
-            ("rstd_out", Arg::Tensor(rstd)),
+            ("bias", bias.unwrap_or(weight).arg()),
+            ("y", y.arg()),
+            ("mean_out", mean.arg()),
+            ("rstd_out", rstd.arg()),
         ],
         row_grid(rows),
     )
@@ -212,12 +212,12 @@ pub fn layernorm_backward(
         &KernelDesc::new(SHADER, "layernorm_backward_dx"),
         &[
             ("params", Arg::Uniform(uniform)),
-            ("dy", Arg::Tensor(dy)),
-            ("x", Arg::Tensor(x)),
-            ("weight", Arg::Tensor(weight)),
-            ("mean", Arg::Tensor(mean)),
-            ("rstd", Arg::Tensor(rstd)),
-            ("dx", Arg::Tensor(dx)),
+            ("dy", dy.arg()),
+            ("x", x.arg()),
+            ("weight", weight.arg()),
+            ("mean", mean.arg()),
+            ("rstd", rstd.arg()),
+            ("dx", dx.arg()),
         ],
         row_grid(rows),
     )?;
@@ -231,10 +231,10 @@ pub fn layernorm_backward(
         &KernelDesc::new(SHADER, "layernorm_param_partials"),
         &[
             ("params", Arg::Uniform(uniform)),
-            ("dy", Arg::Tensor(dy)),
-            ("x", Arg::Tensor(x)),
-            ("mean", Arg::Tensor(mean)),
-            ("rstd", Arg::Tensor(rstd)),
+            ("dy", dy.arg()),
+            ("x", x.arg()),
+            ("mean", mean.arg()),
+            ("rstd", rstd.arg()),
             ("partials", Arg::Buffer(&partials)),
         ],
         grid_1d(chunks * cols, WG),
@@ -244,9 +244,9 @@ pub fn layernorm_backward(
         &[
             ("params", Arg::Uniform(uniform)),
             ("partials", Arg::Buffer(&partials)),
-            ("dweight", Arg::Tensor(dweight)),
+            ("dweight", dweight.arg()),
             // Without a bias the shader never touches this binding; `dweight` fills it.
-            ("dbias", Arg::Tensor(dbias.unwrap_or(dweight))),
+            ("dbias", dbias.unwrap_or(dweight).arg()),
         ],
         grid_1d(cols, WG),
     )?;

@@ -13,11 +13,11 @@
 
 use std::sync::Arc;
 
-use super::{Arg, KernelDesc, grid_1d};
+use crate::dtype::Storage;
 use crate::error::{Error, Result};
-use crate::gpu::{GpuBuffer, GpuContext, Kernel};
+use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::Variant;
-use crate::tensor::{Storage, Tensor};
+use crate::tensor::Tensor;
 
 const SHADER: &str = "loss";
 const WG: u32 = 256;
@@ -128,7 +128,7 @@ pub fn cross_entropy(
     let uniform = bytemuck::bytes_of(&params);
     let mut args = vec![
         ("params", Arg::Uniform(uniform)),
-        ("logits", Arg::Tensor(logits)),
+        ("logits", logits.arg()),
         ("labels", Arg::Buffer(labels)),
         ("partials", Arg::Buffer(&per_row)),
     ];
@@ -150,7 +150,7 @@ pub fn cross_entropy(
                 ));
             }
             check_seed(op, seed)?;
-            args.push(("grad", Arg::Tensor(grad_logits)));
+            args.push(("grad", grad_logits.arg()));
             args.push(("seed", Arg::Buffer(seed)));
             ctx.kernel(
                 &KernelDesc::new(SHADER, "cross_entropy_rows_grad"),
@@ -164,7 +164,7 @@ pub fn cross_entropy(
         &[
             ("params", Arg::Uniform(uniform)),
             ("partials", Arg::Buffer(&per_row)),
-            ("loss", Arg::Tensor(loss_out)),
+            ("loss", loss_out.arg()),
         ],
         [1, 1, 1],
     )?;
@@ -210,10 +210,10 @@ pub fn mse(
     let uniform = bytemuck::bytes_of(&params);
     let mut args = vec![
         ("params", Arg::Uniform(uniform)),
-        ("pred", Arg::Tensor(pred)),
-        ("wanted", Arg::Tensor(target)),
+        ("pred", pred.arg()),
+        ("wanted", target.arg()),
         ("partials", Arg::Buffer(&partials)),
-        ("loss", Arg::Tensor(loss_out)),
+        ("loss", loss_out.arg()),
     ];
     let first = match grad {
         None => ctx.kernel(
@@ -233,7 +233,7 @@ pub fn mse(
                 ));
             }
             check_seed(op, seed)?;
-            args.push(("grad", Arg::Tensor(grad_pred)));
+            args.push(("grad", grad_pred.arg()));
             args.push(("seed", Arg::Buffer(seed)));
             ctx.kernel(
                 &KernelDesc::new(SHADER, "mse_partials_grad"),
@@ -252,7 +252,7 @@ pub fn mse(
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
             ("partials", Arg::Buffer(&partials)),
-            ("loss", Arg::Tensor(loss_out)),
+            ("loss", loss_out.arg()),
         ],
         [1, 1, 1],
     )?;
@@ -278,7 +278,7 @@ pub fn count_correct(
         &KernelDesc::new(SHADER, "count_correct"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
-            ("logits", Arg::Tensor(logits)),
+            ("logits", logits.arg()),
             ("labels", Arg::Buffer(labels)),
             ("correct", Arg::Buffer(correct)),
         ],

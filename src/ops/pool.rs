@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use super::{Arg, KernelDesc, grid_1d};
+use crate::dtype::Storage;
 use crate::error::{Error, Result};
-use crate::gpu::{GpuBuffer, GpuContext, Kernel};
+use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::Variant;
-use crate::tensor::{Storage, Tensor};
+use crate::tensor::Tensor;
 
 const SHADER: &str = "pool";
 const WG: u32 = 64;
@@ -121,8 +121,8 @@ pub fn maxpool2d_forward(
         &KernelDesc::new(SHADER, "maxpool_forward"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
-            ("x", Arg::Tensor(x)),
-            ("y", Arg::Tensor(y)),
+            ("x", x.arg()),
+            ("y", y.arg()),
             ("indices", Arg::Buffer(indices)),
         ],
         if rows == 0 { [0; 3] } else { grid_1d(rows, WG) },
@@ -144,8 +144,8 @@ pub fn maxpool2d_backward(
         &KernelDesc::new(SHADER, "maxpool_backward"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
-            ("dy", Arg::Tensor(dy)),
-            ("dx", Arg::Tensor(dx)),
+            ("dy", dy.arg()),
+            ("dx", dx.arg()),
             ("indices", Arg::Buffer(indices)),
         ],
         if rows == 0 { [0; 3] } else { grid_1d(rows, WG) },

@@ -4,11 +4,12 @@
 
 use std::sync::Arc;
 
-use super::{Arg, KernelDesc, grid_1d};
+use super::Accumulate;
+use crate::dtype::Storage;
 use crate::error::{Error, Result};
-use crate::gpu::{GpuBuffer, GpuContext, Kernel};
+use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::Variant;
-use crate::tensor::{Storage, Tensor};
+use crate::tensor::Tensor;
 
 const SHADER: &str = "reduce";
 const WG: u32 = 256;
@@ -27,7 +28,7 @@ struct Params {
     batch: u32,
     channels: u32,
     inner: u32,
-    _pad: u32,
+    round_to: u32,
 }
 
 fn count_u32(op: &'static str, n: usize) -> Result<u32> {
@@ -65,8 +66,8 @@ fn reduce_all(
     let partials: Arc<GpuBuffer> = ctx.alloc_storage("reduce partials", 4 * groups as u64);
     let args = [
         ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
-        ("x", Arg::Tensor(x)),
-        ("out", Arg::Tensor(out)),
+        ("x", x.arg()),
+        ("out", out.arg()),
         ("partials", Arg::Buffer(&partials)),
     ];
     let first = ctx.kernel(
@@ -93,9 +94,17 @@ pub fn mean(ctx: &GpuContext, x: &Tensor, out: &Tensor) -> Result<Vec<Kernel>> {
 }
 
 /// `db[C]` (+)= the sum of `dy[N, C, ...]` over every dim except dim 1: the bias gradient of
-/// Linear (`dy` [N, F]) and Conv2d (`dy` [N, C, H, W]). With `accumulate` the sum is added to
-/// `db` (gradient accumulation), else it overwrites it. `db` is usually f32, `dy` any storage.
-pub fn bias_grad(ctx: &GpuContext, dy: &Tensor, db: &Tensor, accumulate: bool) -> Result<Kernel> {
+/// Linear (`dy` [N, F]) and Conv2d (`dy` [N, C, H, W]). With [`Accumulate::Add`] the sum is
+/// added to `db` (gradient accumulation), else it overwrites it; `round_to` rounds the sum to
+/// the forward's dtype first (see [`super::round_code`]). `db` is usually f32, `dy` any
+/// storage.
+pub fn bias_grad(
+    ctx: &GpuContext,
+    dy: &Tensor,
+    db: &Tensor,
+    accumulate: Accumulate,
+    round_to: Option<crate::dtype::DType>,
+) -> Result<Kernel> {
     let shape = dy.shape();
     if shape.len() < 2 || db.shape() != [shape[1]] {
         return Err(Error::shape(
@@ -109,10 +118,11 @@ pub fn bias_grad(ctx: &GpuContext, dy: &Tensor, db: &Tensor, accumulate: bool) -
     }
     count_u32("bias_grad", dy.numel())?;
     let params = Params {
-        accumulate: accumulate as u32,
+        accumulate: accumulate.flag(),
         batch: shape[0] as u32,
         channels: shape[1] as u32,
         inner: shape[2..].iter().product::<usize>().max(1) as u32,
+        round_to: super::round_code(round_to),
         ..Default::default()
     };
     let grid = if shape[1] == 0 {
@@ -124,8 +134,8 @@ pub fn bias_grad(ctx: &GpuContext, dy: &Tensor, db: &Tensor, accumulate: bool) -
         &KernelDesc::new(SHADER, "bias_grad"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
-            ("dy", Arg::Tensor(dy)),
-            ("db", Arg::Tensor(db)),
+            ("dy", dy.arg()),
+            ("db", db.arg()),
         ],
         grid,
     )

@@ -38,8 +38,8 @@
 
 use std::sync::Arc;
 
-use super::{Arg, KernelDesc};
 use crate::error::{Error, Result};
+use crate::gpu::{Arg, KernelDesc};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::shader::Variant;
 use crate::tensor::{Storage, Tensor};
@@ -158,7 +158,7 @@ pub fn sample_next(
         &KernelDesc::new(SHADER, "sample_token"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&p))),
-            ("logits", Arg::Tensor(logits)),
+            ("logits", logits.arg()),
             ("ctx_tokens", Arg::Buffer(context)),
             ("sample_state", Arg::Buffer(state)),
             ("out_tokens", Arg::Buffer(out)),

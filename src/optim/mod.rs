@@ -17,266 +17,23 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+mod config;
+mod schedule;
+
+pub use config::{OptimizerConfig, widen};
+pub use schedule::LrSchedule;
+
 use crate::amp::check_flat_f32;
+use crate::amp::scaler::WORD_FOUND_INF;
 use crate::error::{Error, Result};
-use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc};
-use crate::ops::grid_1d;
+use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::Variant;
+use config::{Hyper, check_lr};
 
 const SHADER: &str = "optim";
 const WG: u32 = 256;
 /// Elements per thread (`EPT` in the shader).
 const EPT: usize = 4;
-
-/// An optimizer and its hyperparameters (torch.optim's names and defaults).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
-pub enum OptimizerConfig {
-    Sgd {
-        lr: f32,
-        momentum: f32,
-        dampening: f32,
-        nesterov: bool,
-        weight_decay: f32,
-    },
-    Adam {
-        lr: f32,
-        beta1: f32,
-        beta2: f32,
-        eps: f32,
-        weight_decay: f32,
-    },
-    AdamW {
-        lr: f32,
-        beta1: f32,
-        beta2: f32,
-        eps: f32,
-        weight_decay: f32,
-    },
-}
-
-impl OptimizerConfig {
-    /// `torch.optim.SGD(params, lr)`: no momentum, no dampening, no weight decay.
-    pub fn sgd(lr: f32) -> Self {
-        Self::Sgd {
-            lr,
-            momentum: 0.0,
-            dampening: 0.0,
-            nesterov: false,
-            weight_decay: 0.0,
-        }
-    }
-
-    /// `torch.optim.Adam(params, lr)`: betas (0.9, 0.999), eps 1e-8, weight decay 0.
-    pub fn adam(lr: f32) -> Self {
-        Self::Adam {
-            lr,
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-8,
-            weight_decay: 0.0,
-        }
-    }
-
-    /// `torch.optim.AdamW(params, lr)`: betas (0.9, 0.999), eps 1e-8, weight decay 1e-2.
-    pub fn adamw(lr: f32) -> Self {
-        Self::AdamW {
-            lr,
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-8,
-            weight_decay: 1e-2,
-        }
-    }
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::Sgd { .. } => "SGD",
-            Self::Adam { .. } => "Adam",
-            Self::AdamW { .. } => "AdamW",
-        }
-    }
-
-    pub fn lr(&self) -> f32 {
-        match *self {
-            Self::Sgd { lr, .. } | Self::Adam { lr, .. } | Self::AdamW { lr, .. } => lr,
-        }
-    }
-
-    fn with_lr(mut self, new_lr: f32) -> Self {
-        match &mut self {
-            Self::Sgd { lr, .. } | Self::Adam { lr, .. } | Self::AdamW { lr, .. } => *lr = new_lr,
-        }
-        self
-    }
-
-    /// PyTorch's constructor checks (messages in its words).
-    pub fn validate(&self) -> Result<()> {
-        let name = self.name();
-        let bad = |m: String| Err(Error::InvalidArgument(format!("{name}: {m}")));
-        check_lr(name, self.lr())?;
-        match *self {
-            Self::Sgd {
-                momentum,
-                dampening,
-                nesterov,
-                weight_decay,
-                ..
-            } => {
-                if !(momentum >= 0.0 && momentum.is_finite()) {
-                    return bad(format!("Invalid momentum value: {momentum}"));
-                }
-                if !dampening.is_finite() {
-                    return bad(format!("Invalid dampening value: {dampening}"));
-                }
-                if !(weight_decay >= 0.0 && weight_decay.is_finite()) {
-                    return bad(format!("Invalid weight_decay value: {weight_decay}"));
-                }
-                if nesterov && (momentum <= 0.0 || dampening != 0.0) {
-                    return bad("Nesterov momentum requires a momentum and zero dampening".into());
-                }
-            }
-            Self::Adam {
-                beta1,
-                beta2,
-                eps,
-                weight_decay,
-                ..
-            }
-            | Self::AdamW {
-                beta1,
-                beta2,
-                eps,
-                weight_decay,
-                ..
-            } => {
-                if !(eps >= 0.0 && eps.is_finite()) {
-                    return bad(format!("Invalid epsilon value: {eps}"));
-                }
-                if !(0.0..1.0).contains(&beta1) {
-                    return bad(format!("Invalid beta parameter at index 0: {beta1}"));
-                }
-                if !(0.0..1.0).contains(&beta2) {
-                    return bad(format!("Invalid beta parameter at index 1: {beta2}"));
-                }
-                if !(weight_decay >= 0.0 && weight_decay.is_finite()) {
-                    return bad(format!("Invalid weight_decay value: {weight_decay}"));
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-fn check_lr(name: &str, lr: f32) -> Result<()> {
-    if !(lr >= 0.0 && lr.is_finite()) {
-        return Err(Error::InvalidArgument(format!(
-            "{name}: Invalid learning rate: {lr}"
-        )));
-    }
-    Ok(())
-}
-
-/// The f64 a user meant by an f32 hyperparameter: its shortest round-tripping decimal
-/// (`0.999f32` → `0.999`), which is the Python float PyTorch would have been given.
-pub fn widen(x: f32) -> f64 {
-    format!("{x}").parse().unwrap_or(x as f64)
-}
-
-/// `ln(beta)` for the bias corrections; beta = 0 gives a huge negative number so that
-/// `1 - e^(step ln beta)` is 1 without ever forming inf on the GPU.
-fn log_beta(beta: f32) -> f32 {
-    if beta == 0.0 {
-        -1e30
-    } else {
-        widen(beta).ln() as f32
-    }
-}
-
-/// Uniform block of `optim.wgsl` (`Hyper`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-struct Hyper {
-    n: u32,
-    nesterov: u32,
-    lr: f32,
-    weight_decay: f32,
-    momentum: f32,
-    one_minus_dampening: f32,
-    beta1: f32,
-    one_minus_beta1: f32,
-    beta2: f32,
-    one_minus_beta2: f32,
-    log_beta1: f32,
-    log_beta2: f32,
-    eps: f32,
-    param_decay: f32,
-    _pad: [u32; 2],
-}
-
-impl Hyper {
-    fn new(config: &OptimizerConfig, n: usize) -> Self {
-        let mut h = Hyper {
-            n: n as u32,
-            nesterov: 0,
-            lr: config.lr(),
-            weight_decay: 0.0,
-            momentum: 0.0,
-            one_minus_dampening: 1.0,
-            beta1: 0.0,
-            one_minus_beta1: 1.0,
-            beta2: 0.0,
-            one_minus_beta2: 1.0,
-            log_beta1: 0.0,
-            log_beta2: 0.0,
-            eps: 0.0,
-            param_decay: 1.0,
-            _pad: [0; 2],
-        };
-        match *config {
-            OptimizerConfig::Sgd {
-                momentum,
-                dampening,
-                nesterov,
-                weight_decay,
-                ..
-            } => {
-                h.momentum = momentum;
-                h.one_minus_dampening = (1.0 - widen(dampening)) as f32;
-                h.nesterov = nesterov as u32;
-                h.weight_decay = weight_decay;
-            }
-            OptimizerConfig::Adam {
-                beta1,
-                beta2,
-                eps,
-                weight_decay,
-                ..
-            }
-            | OptimizerConfig::AdamW {
-                beta1,
-                beta2,
-                eps,
-                weight_decay,
-                ..
-            } => {
-                h.beta1 = beta1;
-                h.beta2 = beta2;
-                h.one_minus_beta1 = (1.0 - widen(beta1)) as f32;
-                h.one_minus_beta2 = (1.0 - widen(beta2)) as f32;
-                h.log_beta1 = log_beta(beta1);
-                h.log_beta2 = log_beta(beta2);
-                h.eps = eps;
-                if matches!(config, OptimizerConfig::AdamW { .. }) {
-                    h.param_decay = (1.0 - widen(config.lr()) * widen(weight_decay)) as f32;
-                } else {
-                    h.weight_decay = weight_decay;
-                }
-            }
-        }
-        h
-    }
-}
 
 /// Optimizer state for checkpoints, with PyTorch's names. Moments are flat (the caller's
 /// per-tensor offsets slice them). `step` counts applied steps (skipped ones excluded). A
@@ -298,6 +55,10 @@ pub struct Optimizer {
     /// Current learning rate (f32 bits): `set_lr` changes it without `&mut`.
     lr: AtomicU32,
     n: usize,
+    /// Weight decay only where `decay_mask` says (parameter groups); everywhere otherwise.
+    grouped: bool,
+    /// One bit per element: in the weight-decay group (see [`Optimizer::new_grouped`]).
+    decay_mask: Arc<GpuBuffer>,
     /// One step counter per workgroup of the step kernel (see `optim.wgsl`).
     counters: Arc<GpuBuffer>,
     /// Named moment buffers: momentum_buffer (SGD with momentum) or exp_avg, exp_avg_sq.
@@ -307,8 +68,9 @@ pub struct Optimizer {
 
 impl Optimizer {
     /// Plan the fused step over `n` parameters. `scaler_state` is the GradScaler's state
-    /// buffer (word 2 = found_inf); when found_inf is set, the kernel leaves parameters,
-    /// moments and the step counter untouched.
+    /// buffer (word [`WORD_FOUND_INF`]); when found_inf is set, the kernel leaves parameters,
+    /// moments and the step counter untouched. Weight decay applies to every parameter (one
+    /// parameter group, PyTorch's default).
     pub fn new(
         ctx: &GpuContext,
         config: OptimizerConfig,
@@ -317,14 +79,38 @@ impl Optimizer {
         n: usize,
         scaler_state: &Arc<GpuBuffer>,
     ) -> Result<Self> {
+        Self::new_grouped(ctx, config, params, grads, n, scaler_state, None)
+    }
+
+    /// [`Optimizer::new`] with two parameter groups: the elements where `decay[i]` is true
+    /// get the configured weight decay, the others none (nanoGPT's `configure_optimizers`:
+    /// decay for weights of two or more dimensions only). Still one dispatch: the kernel
+    /// reads one bit per element. `None` is one group (every element decays).
+    pub fn new_grouped(
+        ctx: &GpuContext,
+        config: OptimizerConfig,
+        params: &Arc<GpuBuffer>,
+        grads: &Arc<GpuBuffer>,
+        n: usize,
+        scaler_state: &Arc<GpuBuffer>,
+        decay: Option<&[bool]>,
+    ) -> Result<Self> {
         config.validate()?;
         let name = config.name();
         if n == 0 {
             return Err(Error::InvalidArgument(format!("{name}: no parameters")));
         }
+        if let Some(d) = decay
+            && d.len() != n
+        {
+            return Err(Error::InvalidArgument(format!(
+                "{name}: weight-decay mask of {} elements for {n} parameters",
+                d.len()
+            )));
+        }
         check_flat_f32(ctx, &format!("{name} params"), params, n)?;
         check_flat_f32(ctx, &format!("{name} grads"), grads, n)?;
-        if scaler_state.size() < 12 {
+        if scaler_state.size() < 4 * (WORD_FOUND_INF as u64 + 1) {
             return Err(Error::InvalidArgument(format!(
                 "{name}: scaler state buffer of {} bytes has no found_inf word",
                 scaler_state.size()
@@ -342,7 +128,18 @@ impl Optimizer {
                 ("adam_step", vec![moment("exp_avg"), moment("exp_avg_sq")])
             }
         };
-        let hyper = Hyper::new(&config, n);
+        let words: Vec<u32> = match decay {
+            Some(d) => d
+                .chunks(32)
+                .map(|c| c.iter().enumerate().map(|(b, &on)| (on as u32) << b).sum())
+                .collect(),
+            None => vec![u32::MAX],
+        };
+        let decay_mask = ctx.alloc_storage("optim.decay_mask", 4 * words.len() as u64);
+        ctx.queue
+            .write_buffer(decay_mask.raw(), 0, bytemuck::cast_slice(&words));
+        let grouped = decay.is_some();
+        let hyper = Hyper::new(&config, n, grouped);
         let mut args = vec![
             ("hyper", Arg::Uniform(bytemuck::bytes_of(&hyper))),
             ("scaler", Arg::Buffer(scaler_state)),
@@ -353,9 +150,12 @@ impl Optimizer {
         for (label, buffer) in &moments {
             args.push((*label, Arg::Buffer(buffer)));
         }
+        args.push(("decay_mask", Arg::Buffer(&decay_mask)));
         let step = ctx.kernel(&KernelDesc::new(SHADER, entry), &args, wg)?;
         Ok(Self {
             config,
+            grouped,
+            decay_mask,
             lr: AtomicU32::new(config.lr().to_bits()),
             n,
             counters,
@@ -375,7 +175,7 @@ impl Optimizer {
     pub fn set_lr(&self, ctx: &GpuContext, lr: f32) -> Result<()> {
         check_lr(self.config.name(), lr)?;
         self.lr.store(lr.to_bits(), Ordering::Relaxed);
-        let hyper = Hyper::new(&self.config.with_lr(lr), self.n);
+        let hyper = Hyper::new(&self.config.with_lr(lr), self.n, self.grouped);
         self.step.set_uniform(ctx, bytemuck::bytes_of(&hyper));
         Ok(())
     }
@@ -389,6 +189,16 @@ impl Optimizer {
     /// [`Optimizer::lr`]).
     pub fn config(&self) -> &OptimizerConfig {
         &self.config
+    }
+
+    /// Whether weight decay is limited to a group of elements ([`Optimizer::new_grouped`]).
+    pub fn grouped(&self) -> bool {
+        self.grouped
+    }
+
+    /// The weight-decay mask (one bit per element; one all-ones word without groups).
+    pub fn decay_mask_buffer(&self) -> &Arc<GpuBuffer> {
+        &self.decay_mask
     }
 
     pub fn len(&self) -> usize {

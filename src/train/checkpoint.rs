@@ -3,7 +3,9 @@
 //! Tensors: the model's parameters only, under PyTorch's names and layouts, so
 //! `model.load_state_dict(safetensors.torch.load_file(path))` works in PyTorch (strict).
 //! Everything else — optimizer state (moments per parameter name, step), the GradScaler's
-//! `state_dict` (PyTorch key names), progress (step, epoch, batch, seed) and the precision —
+//! `state_dict` (PyTorch key names), progress (step, epoch, batch, seed), the precision, and
+//! for models of text the vocabulary (`vocab`: a JSON array of one-character strings in id
+//! order, so `sample` decodes without the data) and the model description (`model`, JSON) —
 //! goes in the `__metadata__` string map as JSON, with moment vectors as base64 of
 //! little-endian f32. (safetensors caps the header at 100 MB: enough for Adam on models up to
 //! a few million parameters.) Files are written atomically: temp file, fsync, rename; temp
@@ -16,6 +18,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use safetensors::tensor::{Dtype, TensorView};
 
 use crate::amp::scaler::ScalerStateDict;
+use crate::data::Vocab;
 use crate::error::{Error, Result};
 use crate::optim::{OptimizerConfig, OptimizerState};
 
@@ -73,13 +76,17 @@ pub struct NamedOptimizerState {
     pub moments: HashMap<String, HashMap<String, String>>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Checkpoint {
     pub params: Vec<NamedTensor>,
     pub optimizer: Option<NamedOptimizerState>,
     pub scaler: Option<ScalerStateDict>,
     pub progress: Progress,
     pub precision: Option<String>,
+    /// The vocabulary of a model trained on text (metadata key `vocab`).
+    pub vocab: Option<Vocab>,
+    /// The model description (metadata key `model`, any JSON value).
+    pub model: Option<serde_json::Value>,
 }
 
 pub fn encode_f32(values: &[f32]) -> String {
@@ -180,6 +187,12 @@ impl Checkpoint {
         if let Some(p) = &self.precision {
             meta.insert("precision".into(), p.clone());
         }
+        if let Some(v) = &self.vocab {
+            meta.insert("vocab".into(), v.to_json());
+        }
+        if let Some(m) = &self.model {
+            meta.insert("model".into(), m.to_string());
+        }
         let views: Vec<(String, TensorView<'_>)> = self
             .params
             .iter()
@@ -232,7 +245,25 @@ impl Checkpoint {
                 .transpose()?,
             progress,
             precision: meta.get("precision").cloned(),
+            vocab: meta
+                .get("vocab")
+                .map(|s| {
+                    Vocab::from_json(s).map_err(|e| {
+                        let msg = match e {
+                            Error::Data(m) => m,
+                            other => other.to_string(),
+                        };
+                        Error::Checkpoint(format!("{what}: metadata `vocab`: {msg}"))
+                    })
+                })
+                .transpose()?,
+            model: parse("model")?,
         })
+    }
+
+    /// The vocabulary that decodes the model's token ids (text models).
+    pub fn vocab(&self) -> Option<&Vocab> {
+        self.vocab.as_ref()
     }
 
     /// Write atomically: a temp file beside the target, fsync, then rename over it. A crash

@@ -2,7 +2,8 @@
 //! batches, read back once per 256 batches, or asynchronously by the app through a
 //! [`crate::gpu::ReadbackRing`]) and prediction.
 
-use super::trainer::{BatchTargets, Trainer};
+use super::batch::{BatchInput, BatchTargets};
+use super::trainer::Trainer;
 use crate::error::Result;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gpu::Kernel;
@@ -14,6 +15,7 @@ use crate::nn::LossKind;
 pub struct Evaluation {
     pub loss: f32,
     pub accuracy: Option<f32>,
+    /// Samples evaluated; for token data, tokens (the loss and accuracy are per token).
     pub samples: usize,
 }
 
@@ -36,6 +38,20 @@ impl EvalTally {
         }
     }
 
+    /// `[loss sum, correct, samples]`, to add tallies up across processes.
+    pub fn sums(&self) -> [f64; 3] {
+        [self.loss_sum, self.correct as f64, self.samples as f64]
+    }
+
+    /// A tally from [`EvalTally::sums`] (added up across processes).
+    pub fn from_sums(sums: [f64; 3]) -> Self {
+        Self {
+            loss_sum: sums[0],
+            correct: sums[1] as u64,
+            samples: sums[2] as usize,
+        }
+    }
+
     /// Mean loss over the samples, and accuracy when the loss is cross-entropy.
     pub fn finish(&self, loss: LossKind) -> Evaluation {
         let n = self.samples.max(1);
@@ -53,11 +69,11 @@ impl Trainer {
     /// `2 * slot` and `2 * slot + 1` of `results`. Nothing is read back: callers read the
     /// slots of many batches at once ([`Trainer::evaluate`]) or map them asynchronously
     /// (the app).
-    pub fn submit_eval_batch(
+    pub fn submit_eval_batch<'x>(
         &mut self,
         ctx: &GpuContext,
         batch: usize,
-        x: &[f32],
+        x: impl Into<BatchInput<'x>>,
         targets: &BatchTargets<'_>,
         results: &GpuBuffer,
         slot: usize,
@@ -65,6 +81,7 @@ impl Trainer {
         let i = self.plan_network(ctx, batch)?;
         let net = &self.nets[i];
         Self::write_batch(ctx, net, x, targets)?;
+        net.set_dropout(ctx, 0, 0, false);
         let offset = 8 * slot as u64;
         let mut encoder = ctx
             .device
@@ -86,13 +103,30 @@ impl Trainer {
     }
 
     /// Mean loss and accuracy over `batches` (forward only). Reads back once at the end
-    /// (once per 256 batches).
+    /// (once per 256 batches). Inputs are f32 features (`Vec<f32>`) or a gathered batch's
+    /// [`crate::data::BatchInputs`].
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn evaluate<'a>(
+    pub fn evaluate<'a, X>(
         &mut self,
         ctx: &GpuContext,
-        batches: impl IntoIterator<Item = (usize, Vec<f32>, BatchTargets<'a>)>,
-    ) -> Result<Evaluation> {
+        batches: impl IntoIterator<Item = (usize, X, BatchTargets<'a>)>,
+    ) -> Result<Evaluation>
+    where
+        for<'x> &'x X: Into<BatchInput<'x>>,
+    {
+        Ok(self.evaluate_tally(ctx, batches)?.finish(self.config.loss))
+    }
+
+    /// The sums [`Trainer::evaluate`] finishes (native).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn evaluate_tally<'a, X>(
+        &mut self,
+        ctx: &GpuContext,
+        batches: impl IntoIterator<Item = (usize, X, BatchTargets<'a>)>,
+    ) -> Result<EvalTally>
+    where
+        for<'x> &'x X: Into<BatchInput<'x>>,
+    {
         // Per batch, its loss and correct count are copied into a slot of `results`; the
         // slots are read back once per EVAL_CHUNK batches (once for most sets).
         const EVAL_CHUNK: usize = 256;
@@ -110,23 +144,31 @@ impl Trainer {
         };
         for (batch, x, targets) in batches {
             self.submit_eval_batch(ctx, batch, &x, &targets, &results, sizes.len())?;
-            sizes.push(batch);
+            // Weigh each batch's mean loss and count its correct predictions per loss row:
+            // one per sample, or one per token of token samples (one class label each).
+            sizes.push(targets.rows(batch));
             if sizes.len() == EVAL_CHUNK {
                 drain(&mut sizes)?;
             }
         }
         drain(&mut sizes)?;
         ctx.check()?;
-        Ok(tally.finish(self.config.loss))
+        Ok(tally)
     }
 
-    /// Run the model forward on `x` (batch samples) and read its output back as f32
-    /// (native; tests and inference outside the step loop).
+    /// Run the model forward on `x` (batch samples: f32 features or token ids) and read its
+    /// output back as f32 (native; tests and inference outside the step loop).
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn predict(&mut self, ctx: &GpuContext, batch: usize, x: &[f32]) -> Result<Vec<f32>> {
+    pub fn predict<'x>(
+        &mut self,
+        ctx: &GpuContext,
+        batch: usize,
+        x: impl Into<BatchInput<'x>>,
+    ) -> Result<Vec<f32>> {
         let i = self.plan_network(ctx, batch)?;
         let net = &self.nets[i];
-        net.input.write_f32(ctx, x)?;
+        Self::write_input(ctx, net, x.into())?;
+        net.set_dropout(ctx, 0, 0, false);
         let kernels: Vec<&Kernel> = self
             .weight_cast
             .iter()

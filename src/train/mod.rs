@@ -3,25 +3,38 @@
 //!
 //! - [`trainer`]: the planned step (forward, backward, unscale, clip, optimizer, scale
 //!   update), one submit per micro-batch;
+//! - [`batch`]: a batch's inputs and targets, uploaded into a planned network;
 //! - [`stats`]: step stats coming back through a ring of asynchronously mapped buffers;
 //! - [`evaluate`]: validation and prediction (forward only);
+//! - [`estimate`]: loss estimates on random batches (nanoGPT's `estimate_loss`);
+//! - [`prepare`]: a model and its data resolved together (text cut to the block size);
 //! - [`planning`]: device limits and out-of-memory as errors while planning;
 //! - [`run`]: the training loop, [`Run::advance`], which the CLI (blocking, [`Run::run`] on
 //!   native) and the app (one call per frame, native and web) both drive;
-//! - [`checkpoint`]: safetensors checkpoints and resume.
+//! - [`checkpoint`]: safetensors checkpoints and resume;
+//! - `distributed` (native): one rank of a data-parallel job, the gradient all-reduce
+//!   inside the step ([`crate::dist`] for the collectives).
 
+pub mod batch;
 pub mod checkpoint;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod distributed;
+pub mod estimate;
 pub mod evaluate;
 pub mod planning;
+pub mod prepare;
 pub mod run;
 #[cfg(not(target_arch = "wasm32"))]
 mod run_blocking;
 pub mod stats;
 pub mod trainer;
 
+pub use batch::{BatchInput, BatchTargets};
+pub use estimate::{EVAL_BATCHES, EvalConfig, EvalReport};
 pub use evaluate::{EvalTally, Evaluation};
+pub use prepare::{ModelChoice, model_and_data, model_for_split};
 pub use run::{Advance, EpochReport, Event, Run, RunConfig};
 #[cfg(not(target_arch = "wasm32"))]
 pub use run_blocking::RunSummary;
 pub use stats::{RING, StepStats};
-pub use trainer::{BatchTargets, StepConfig, Trainer};
+pub use trainer::{DropoutStream, StepConfig, Trainer};

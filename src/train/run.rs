@@ -11,10 +11,12 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use super::batch::BatchTargets;
 use super::checkpoint::{Checkpoint, Progress};
+use super::estimate::{EvalConfig, EvalReport};
 use super::stats::StepStats;
-use super::trainer::{BatchTargets, StepConfig, Trainer};
-use crate::data::{Batch, Dataset, Loader};
+use super::trainer::{DropoutStream, StepConfig, Trainer};
+use crate::data::{Batch, Dataset, Loader, Vocab};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::nn::ModelSpec;
@@ -38,6 +40,9 @@ pub struct RunConfig {
     pub save_path: Option<std::path::PathBuf>,
     /// Skip validation (it costs a readback per batch).
     pub validate: bool,
+    /// Periodic loss estimates (nanoGPT's `estimate_loss`) and how many random batches the
+    /// validation of token data sets uses.
+    pub eval: EvalConfig,
 }
 
 /// The most micro-batches one optimizer step may accumulate. Each is a submit and a word of
@@ -77,6 +82,12 @@ impl RunConfig {
                 self.batch_size
             ));
         }
+        if self.eval.every == Some(0) || self.eval.batches == 0 {
+            return bad(format!(
+                "loss estimates need at least 1 step between them and 1 batch each, got {:?}",
+                self.eval
+            ));
+        }
         match (self.save_every, &self.save_path) {
             (Some(0), _) => bad("periodic checkpoints need an interval of at least 1 step".into()),
             (Some(_), None) => bad("periodic checkpoints need a checkpoint path".into()),
@@ -88,12 +99,15 @@ impl RunConfig {
 /// What the loop reports as it goes.
 #[derive(Clone, Debug)]
 pub enum Event {
-    /// An optimizer step finished on the GPU (reported a few steps late).
+    /// An optimizer step finished on the GPU (reported a few steps late). `lr` is the
+    /// learning rate that step used (`stats.lr`).
     Step {
         stats: StepStats,
         epoch: u64,
         lr: f32,
     },
+    /// A periodic loss estimate ([`RunConfig::eval`]) after an optimizer step.
+    Eval(EvalReport),
     /// An epoch ended and (if there is a validation set) was evaluated.
     Epoch(EpochReport),
     /// A checkpoint was written.
@@ -140,6 +154,9 @@ pub struct Run {
     /// non-finite loss (the CLI). The app turns it off: its pure-f16 mode is there to show
     /// that failure.
     pub stop_on_divergence: bool,
+    /// The vocabulary of a text data set (or of the resumed checkpoint), saved in every
+    /// checkpoint so `sample` decodes without the data.
+    pub vocab: Option<Vocab>,
     /// `progress` right after the last completed optimizer step. Checkpoints record this
     /// position, so that micro-batches accumulated since then (gradient accumulation across an
     /// epoch limit) are replayed on resume instead of lost: resumed equals uninterrupted.
@@ -148,7 +165,10 @@ pub struct Run {
     /// One epoch's batch order (epoch, batches), made once per epoch.
     order: Option<(u64, Arc<Vec<Vec<usize>>>)>,
     /// The last micro-batch submitted (its buffers are reused for the next).
-    batch: Option<Batch>,
+    pub(super) batch: Option<Batch>,
+    /// This process's rank in a data-parallel job ([`Run::distribute`]; native).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(super) rank: Option<super::distributed::RankState>,
     /// Epoch of each submitted-but-unreported step, oldest first.
     epochs_in_flight: VecDeque<u64>,
     /// Stats read back by a blocking wait, reported with the next events.
@@ -178,13 +198,27 @@ impl Run {
         resume: Option<&Checkpoint>,
     ) -> Result<Self> {
         config.validate()?;
-        spec.check_data(&train.sample_shape, train.output_dim())?;
+        spec.check_dataset(train)?;
         let mut trainer = Trainer::new(ctx, spec, config.step.clone(), train.output_dim(), init)?;
         let mut progress = Progress {
             seed: config.seed,
             ..Default::default()
         };
+        let mut vocab = train.vocab().map(|v| Vocab::clone(v));
         if let Some(ck) = resume {
+            match (&vocab, &ck.vocab) {
+                (Some(data), Some(saved)) if data != saved => {
+                    return Err(Error::Checkpoint(format!(
+                        "the checkpoint's vocabulary ({} characters) is not the vocabulary of \
+                         {} ({} characters): its token ids would stand for other characters",
+                        saved.len(),
+                        train.name,
+                        data.len()
+                    )));
+                }
+                (None, Some(saved)) => vocab = Some(saved.clone()),
+                _ => {}
+            }
             let slices = param_slices(&trainer);
             if let Some(o) = &ck.optimizer {
                 if o.config.name() != trainer.optimizer.config().name() {
@@ -209,15 +243,25 @@ impl Run {
             progress = p;
         }
         let loader = Loader::new(train.n, config.batch_size, config.shuffle, progress.seed)?;
+        // A resumed run continues the dropout masks and the lr schedule where the
+        // checkpoint's step left them.
+        trainer.dropout = DropoutStream {
+            seed: progress.seed,
+            counter: progress.step * config.step.grad_accum as u64,
+        };
+        trainer.step_offset = progress.step;
         Ok(Self {
             trainer,
             config,
             progress,
             stop_on_divergence: true,
+            vocab,
             stepped_at: progress,
             loader,
             order: None,
             batch: None,
+            #[cfg(not(target_arch = "wasm32"))]
+            rank: None,
             epochs_in_flight: VecDeque::new(),
             undelivered: Vec::new(),
             diverged: None,
@@ -271,14 +315,11 @@ impl Run {
                 self.progress.batch_in_epoch = 0;
                 continue;
             }
-            let batch = self.batch.get_or_insert_with(|| Batch::empty(&train.y));
-            train.gather_into(&order[b], batch)?;
             let completes = self.trainer.pending_micro_batches() + 1 == self.config.step.grad_accum;
-            self.trainer
-                .train_batch(ctx, batch.size, &batch.x, BatchTargets::from(&batch.y))?;
+            let size = self.gather_and_train(ctx, train, &order, b)?;
             ctx.check()?;
             out.submitted += 1;
-            out.samples += batch.size;
+            out.samples += size;
             self.progress.batch_in_epoch = b as u64 + 1;
             if completes {
                 out.steps += 1;
@@ -299,12 +340,34 @@ impl Run {
         Ok(out)
     }
 
+    /// Gather micro-batch `b` of `order` and train on it (one submit); its sample count.
+    fn gather_and_train(
+        &mut self,
+        ctx: &GpuContext,
+        train: &Dataset,
+        order: &[Vec<usize>],
+        b: usize,
+    ) -> Result<usize> {
+        #[cfg(not(target_arch = "wasm32"))]
+        if self.rank.is_some() {
+            return self.gather_and_train_rank(ctx, train, order, b);
+        }
+        let batch = self.batch.get_or_insert_with(|| Batch::empty(&train.y));
+        train.gather_into(&order[b], batch)?;
+        self.trainer
+            .train_batch(ctx, batch.size, &batch.x, BatchTargets::from(&batch.y))?;
+        Ok(batch.size)
+    }
+
     /// The batch order of the current epoch (cached per epoch).
     fn epoch_order(&mut self) -> Arc<Vec<Vec<usize>>> {
         let epoch = self.progress.epoch;
         match &self.order {
             Some((e, order)) if *e == epoch => order.clone(),
             _ => {
+                #[cfg(not(target_arch = "wasm32"))]
+                let order = Arc::new(self.batches_of(epoch));
+                #[cfg(target_arch = "wasm32")]
                 let order = Arc::new(self.loader.batches(epoch));
                 self.order = Some((epoch, order.clone()));
                 order
@@ -339,7 +402,7 @@ impl Run {
             events.push(Event::Step {
                 stats,
                 epoch,
-                lr: self.trainer.optimizer.lr(),
+                lr: stats.lr,
             });
         }
     }
@@ -370,7 +433,11 @@ impl Run {
     /// epoch counts as the start of the next).
     pub fn resume_point(&self) -> Progress {
         let mut p = self.stepped_at;
-        if p.batch_in_epoch as usize >= self.loader.num_batches() {
+        #[cfg(not(target_arch = "wasm32"))]
+        let batches = self.batches_per_epoch();
+        #[cfg(target_arch = "wasm32")]
+        let batches = self.loader.num_batches();
+        if p.batch_in_epoch as usize >= batches {
             p.epoch += 1;
             p.batch_in_epoch = 0;
         }

@@ -10,11 +10,11 @@
 use std::time::Instant;
 
 use super::checkpoint::{Checkpoint, NamedOptimizerState, NamedTensor};
+use super::estimate::{EvalReport, training_batches, validation_batches};
 use super::evaluate::Evaluation;
 use super::run::{EpochReport, Event, Run, param_slices};
 use super::stats::StepStats;
-use super::trainer::BatchTargets;
-use crate::data::{Batch, Dataset, Loader, Split};
+use crate::data::{Dataset, Loader, Split};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 
@@ -47,6 +47,10 @@ pub struct RunSummary {
     /// Every step's stats in order (for curves and comparisons).
     #[serde(skip)]
     pub history: Vec<StepStats>,
+    /// The ranks of a data-parallel run (`None` in a single process). There, `images_per_sec`
+    /// counts the samples of every rank.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distributed: Option<super::distributed::DistributedSummary>,
 }
 
 impl Run {
@@ -68,17 +72,30 @@ impl Run {
         })
     }
 
-    /// Micro-batches to submit before the next periodic checkpoint is due (unbounded
-    /// without one), at most a ring's worth so events keep flowing.
+    /// Micro-batches to submit before the next periodic checkpoint or loss estimate is due
+    /// (unbounded without either), at most a ring's worth so events keep flowing.
     fn budget(&self) -> usize {
-        let until_save = match (self.config.save_every, &self.config.save_path) {
-            (Some(every), Some(_)) => {
+        let save_every = match (self.config.save_every, &self.config.save_path) {
+            (Some(every), Some(_)) => Some(every),
+            _ => None,
+        };
+        let until_due = [save_every, self.config.eval.every]
+            .into_iter()
+            .flatten()
+            .map(|every| {
                 let steps = every - self.progress.step % every;
                 steps as usize * self.config.step.grad_accum - self.trainer.pending_micro_batches()
-            }
-            _ => usize::MAX,
-        };
-        until_save.min(self.trainer.stats_ring_slots())
+            })
+            .min()
+            .unwrap_or(usize::MAX);
+        until_due.min(self.trainer.stats_ring_slots())
+    }
+
+    /// Whether the last `advance` ended on an optimizer step that is a multiple of `every`.
+    fn due(&self, stepped: bool, every: Option<u64>) -> bool {
+        stepped
+            && self.trainer.pending_micro_batches() == 0
+            && every.is_some_and(|e| self.progress.step.is_multiple_of(e))
     }
 
     fn run_inner(
@@ -113,11 +130,14 @@ impl Run {
             if advance.throttled {
                 self.trainer.wait_for_slot(ctx)?;
             }
-            if advance.steps > 0
-                && self.trainer.pending_micro_batches() == 0
-                && let (Some(every), Some(path)) =
-                    (self.config.save_every, self.config.save_path.clone())
-                && self.progress.step.is_multiple_of(every)
+            if self.due(advance.steps > 0, self.config.eval.every) {
+                // nanoGPT's estimate_loss, after every step reported so far.
+                emit(self.drain(ctx)?, &mut history);
+                let report = self.estimate_loss(ctx, split)?;
+                emit(vec![Event::Eval(report)], &mut history);
+            }
+            if self.due(advance.steps > 0, self.config.save_every)
+                && let Some(path) = self.config.save_path.clone()
             {
                 // Report (and check for divergence) every step up to here first, so a
                 // periodic checkpoint never holds the parameters of a diverged run.
@@ -142,7 +162,7 @@ impl Run {
                     epoch,
                     val_loss: eval.map(|e| e.loss),
                     val_accuracy: eval.and_then(|e| e.accuracy),
-                    images_per_sec: epoch_images as f64 / secs.max(1e-9),
+                    images_per_sec: (epoch_images * self.trainer.ranks()) as f64 / secs.max(1e-9),
                     peak_gpu_bytes: ctx.memory().peak_bytes,
                     steps: self.progress.step,
                 };
@@ -172,6 +192,10 @@ impl Run {
         }
         let steps = self.progress.step - start_step;
         let final_scale = self.trainer.scaler.get_scale(ctx)?;
+        // Data-parallel: every rank must end with the same state; samples of every rank.
+        self.check_replicas(ctx)?;
+        let distributed = self.distributed_summary()?;
+        let images = images * self.trainer.ranks();
         Ok(RunSummary {
             precision: self.config.step.precision.name().into(),
             adapter: ctx.report.name.clone(),
@@ -191,6 +215,7 @@ impl Run {
             host_waits: ctx.host_waits() - waits_before,
             throttle_waits: self.trainer.throttle_waits() - throttles_before,
             history,
+            distributed,
         })
     }
 
@@ -204,20 +229,53 @@ impl Run {
         Ok(events)
     }
 
-    /// Validation loss and accuracy over a data set, batch by batch.
+    /// Validation loss and accuracy over a held-out set, forward only, one batch gathered
+    /// at a time: every sample in order, or for token data ([`Dataset::is_tokens`]) the
+    /// random batches of an estimate at this step ([`RunConfig::eval`]'s `batches`; a text's
+    /// whole validation split is too big to go through at every epoch end).
+    ///
+    /// [`RunConfig::eval`]: super::run::RunConfig::eval
     pub fn evaluate(&mut self, ctx: &GpuContext, set: &Dataset) -> Result<Evaluation> {
-        let loader = Loader::new(set.n, self.config.batch_size, false, 0)?;
-        let batches: Vec<Batch> = loader
-            .batches(0)
-            .iter()
-            .map(|idx| set.gather(idx))
-            .collect::<Result<_>>()?;
-        self.trainer.evaluate(
-            ctx,
-            batches
-                .iter()
-                .map(|b| (b.size, b.x.clone(), BatchTargets::from(&b.y))),
-        )
+        if self.rank.is_some() {
+            return self.evaluate_sharded(ctx, set);
+        }
+        let b = self.config.batch_size;
+        let batches = if set.is_tokens() {
+            let (k, seed) = (self.config.eval.batches, self.progress.seed);
+            validation_batches(set, b, k, seed, self.progress.step)
+        } else {
+            Loader::new(set.n, b, false, 0)?.batches(0)
+        };
+        self.trainer.evaluate_indices(ctx, set, &batches)
+    }
+
+    /// nanoGPT's `estimate_loss` after the current step: the mean loss over
+    /// `RunConfig::eval.batches` random batches of the training set and of the held-out set
+    /// (when there is one), dropout off. See [`super::estimate`].
+    pub fn estimate_loss(&mut self, ctx: &GpuContext, split: &Split) -> Result<EvalReport> {
+        let (b, k, seed, step) = (
+            self.config.batch_size,
+            self.config.eval.batches,
+            self.progress.seed,
+            self.progress.step,
+        );
+        let train = training_batches(&split.train, b, k, seed, step);
+        let train_loss = self
+            .trainer
+            .evaluate_indices(ctx, &split.train, &train)?
+            .loss;
+        let val_loss = match split.eval_set() {
+            Some(set) => {
+                let val = validation_batches(set, b, k, seed, step);
+                Some(self.trainer.evaluate_indices(ctx, set, &val)?.loss)
+            }
+            None => None,
+        };
+        Ok(EvalReport {
+            step,
+            train_loss,
+            val_loss,
+        })
     }
 
     /// Everything needed to resume, read back from the GPU (outside the step loop).
@@ -249,12 +307,21 @@ impl Run {
             scaler: Some(scaler),
             progress: self.resume_point(),
             precision: Some(self.config.step.precision.name().into()),
+            vocab: self.vocab.clone(),
+            model: None,
         })
     }
 
     /// Write a checkpoint atomically. Refuses parameters with inf/NaN (a diverged run), so
-    /// the file at `path` keeps its last good content.
+    /// the file at `path` keeps its last good content. In a data-parallel job only rank 0
+    /// writes.
     pub fn save(&mut self, ctx: &GpuContext, path: &std::path::Path) -> Result<()> {
+        // In a data-parallel job rank 0 writes; every rank holds the same state (and a rank
+        // that fails names rank 0's checkpoint: rank 0 ends the job if its save fails).
+        if !self.is_writer() {
+            self.last_saved = Some((path.display().to_string(), self.progress.step));
+            return Ok(());
+        }
         let checkpoint = self.checkpoint(ctx)?;
         if let Some(bad) = checkpoint
             .params
@@ -271,6 +338,9 @@ impl Run {
         }
         checkpoint.save(path)?;
         self.last_saved = Some((path.display().to_string(), self.progress.step));
+        if let Some(c) = self.collective() {
+            c.set_failure_note(self.checkpoint_note());
+        }
         Ok(())
     }
 }

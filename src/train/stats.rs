@@ -31,11 +31,13 @@ pub struct StepStats {
     pub scale_after: f32,
     /// True when the gradients had inf/NaN and the optimizer step was skipped.
     pub skipped: bool,
+    /// The learning rate this step's optimizer update used (or would have, when skipped).
+    pub lr: f32,
 }
 
 impl StepStats {
     /// Decode the metrics words of `step` (see [`METRIC_LOSSES`]) with `micro` losses.
-    fn from_words(step: u64, micro: usize, words: &[u32]) -> Self {
+    fn from_words(step: u64, micro: usize, lr: f32, words: &[u32]) -> Self {
         let first = METRIC_LOSSES as usize;
         let losses = &words[first..first + micro];
         let sum: f32 = losses.iter().map(|&w| f32::from_bits(w)).sum();
@@ -45,14 +47,16 @@ impl StepStats {
             scale: f32::from_bits(words[0]),
             skipped: words[1] != 0,
             scale_after: f32::from_bits(words[2]),
+            lr,
         }
     }
 }
 
-/// Step number and micro-batch count of a slot.
+/// Step number, micro-batch count and learning rate of a slot.
 struct Tag {
     step: u64,
     micro: usize,
+    lr: f32,
 }
 
 /// The trainer's stats ring. See the module docs.
@@ -85,8 +89,9 @@ impl StatsRing {
         encoder: wgpu::CommandEncoder,
         step: u64,
         micro: usize,
+        lr: f32,
     ) -> Result<()> {
-        self.ring.submit(ctx, encoder, Tag { step, micro })?;
+        self.ring.submit(ctx, encoder, Tag { step, micro, lr })?;
         Ok(())
     }
 
@@ -102,7 +107,7 @@ impl StatsRing {
     pub(crate) fn collect(&mut self, ctx: &GpuContext) {
         ctx.poll_ready();
         while let Some(stats) = self.ring.take_ready(|tag, bytes| {
-            StepStats::from_words(tag.step, tag.micro, bytemuck::cast_slice(bytes))
+            StepStats::from_words(tag.step, tag.micro, tag.lr, bytemuck::cast_slice(bytes))
         }) {
             self.ready.push_back(stats);
         }

@@ -8,23 +8,25 @@
 //! the copy of the step's metrics into the stats ring ([`super::stats`]). Nothing inside a
 //! step waits for the GPU; the host waits only before submitting a step's last micro-batch
 //! when every stats slot ([`RING`] by default) is still in flight, and then only for the
-//! oldest one ([`Trainer::throttle_waits`]).
+//! oldest one ([`Trainer::throttle_waits`]). A rank of a data-parallel job
+//! ([`Trainer::distribute`], native) splits the last micro-batch's submission in two around
+//! the gradient all-reduce, and waits there (`super::distributed`).
 
 use std::sync::Arc;
 
 use crate::amp::policy::{Policy, Precision};
 use crate::amp::round::round_inplace;
 use crate::amp::scaler::{GradClipper, GradScaler, ScalerConfig};
-use crate::data::BatchLabels;
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::nn::ModelSpec;
 use crate::nn::params::{ParamLayout, ParamStore};
 use crate::nn::{LossKind, Network};
 use crate::ops::elementwise;
-use crate::optim::{Optimizer, OptimizerConfig};
+use crate::optim::{LrSchedule, Optimizer, OptimizerConfig};
 use crate::tensor::DType;
 
+use super::batch::{BatchInput, BatchTargets};
 use super::planning::{batch_error, check_params_fit, guard_planning, params_error};
 use super::run::MAX_GRAD_ACCUM;
 use super::stats::{METRIC_LOSSES, RING, StatsRing, StepStats};
@@ -40,22 +42,18 @@ pub struct StepConfig {
     pub clip_grad_norm: Option<f32>,
     /// Micro-batches per optimizer step.
     pub grad_accum: usize,
+    /// The learning rate of each optimizer step, from the optimizer's (written ahead of the
+    /// step's last submit).
+    pub lr_schedule: LrSchedule,
 }
 
-/// Targets of one batch.
-pub enum BatchTargets<'a> {
-    Classes(&'a [u32]),
-    Values(&'a [f32]),
-}
-
-impl<'a> From<&'a BatchLabels> for BatchTargets<'a> {
-    /// A gathered batch's labels as step targets (class labels or float values).
-    fn from(labels: &'a BatchLabels) -> Self {
-        match labels {
-            BatchLabels::Classes(l) => BatchTargets::Classes(l),
-            BatchLabels::Targets(t) => BatchTargets::Values(t),
-        }
-    }
+/// The stream of dropout masks: micro-batch `counter` of run `seed` (masks depend only on
+/// these, the layer and the element).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DropoutStream {
+    pub seed: u64,
+    /// Micro-batches trained so far.
+    pub counter: u64,
 }
 
 /// A model, its optimizer and scaler, planned for training.
@@ -83,6 +81,14 @@ pub struct Trainer {
     micro: usize,
     steps_submitted: u64,
     submissions: u64,
+    /// Where the dropout masks of the next micro-batch come from.
+    pub dropout: DropoutStream,
+    /// The gradient all-reduce of a data-parallel rank (`None` in a single process).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(super) exchange: Option<super::distributed::GradExchange>,
+    /// Optimizer steps taken before this trainer's first (a resumed run's step): the lr
+    /// schedule's position is `step_offset + steps_submitted` (Run positions it).
+    pub step_offset: u64,
 }
 
 impl Trainer {
@@ -115,6 +121,7 @@ impl Trainer {
         }
         config.optimizer.validate()?;
         config.scaler.validate()?;
+        config.lr_schedule.validate()?;
         let policy = Policy::new(config.precision);
         let low = config.precision.low_dtype();
         let named: Vec<(String, Vec<usize>)> = spec
@@ -137,13 +144,14 @@ impl Trainer {
         store.upload(ctx, &init)?;
 
         let scaler = GradScaler::new(ctx, config.scaler)?;
-        let optimizer = Optimizer::new(
+        let optimizer = Optimizer::new_grouped(
             ctx,
             config.optimizer,
             &store.master,
             &store.grads,
             total,
             scaler.state_buffer(),
+            weight_decay_mask(&spec, &store.layout).as_deref(),
         )?;
         let clipper = config
             .clip_grad_norm
@@ -191,7 +199,11 @@ impl Trainer {
             stats,
             micro: 0,
             steps_submitted: 0,
+            dropout: DropoutStream::default(),
+            step_offset: 0,
             submissions: 0,
+            #[cfg(not(target_arch = "wasm32"))]
+            exchange: None,
             config,
         })
     }
@@ -218,7 +230,7 @@ impl Trainer {
                 self.config.loss,
                 self.target_dim,
                 self.scaler.state_buffer(),
-                1.0 / self.config.grad_accum as f32,
+                self.grad_multiplier(),
             )
         });
         let net = planned.map_err(|e| batch_error(e, batch))?;
@@ -226,37 +238,20 @@ impl Trainer {
         Ok(self.nets.len() - 1)
     }
 
+    /// The factor the loss gradient is seeded with (times the scale): 1 / micro-batches, and
+    /// in a data-parallel job 1 / (micro-batches × ranks), so the all-reduce is a plain sum.
+    fn grad_multiplier(&self) -> f32 {
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(ex) = &self.exchange {
+            return 1.0 / (self.config.grad_accum * ex.collective().size()) as f32;
+        }
+        1.0 / self.config.grad_accum as f32
+    }
+
     /// The network already planned for `batch`, if any (shared borrow, so it can be used
     /// together with [`Trainer::weight_cast_kernel`]).
     pub fn planned_network(&self, batch: usize) -> Option<&Network> {
         self.nets.iter().find(|n| n.batch == batch)
-    }
-
-    /// Upload a batch into a network's input buffers (queued writes; no wait).
-    pub fn write_batch(
-        ctx: &GpuContext,
-        net: &Network,
-        x: &[f32],
-        targets: &BatchTargets<'_>,
-    ) -> Result<()> {
-        net.input.write_f32(ctx, x)?;
-        match (targets, &net.targets) {
-            (BatchTargets::Classes(labels), None) => {
-                if labels.len() != net.batch {
-                    return Err(Error::shape("batch", "label count differs from batch size"));
-                }
-                ctx.queue
-                    .write_buffer(net.labels.raw(), 0, bytemuck::cast_slice(labels));
-            }
-            (BatchTargets::Values(values), Some(t)) => t.write_f32(ctx, values)?,
-            _ => {
-                return Err(Error::InvalidArgument(
-                    "targets do not match the loss (class labels need cross-entropy, values need mse)"
-                        .into(),
-                ));
-            }
-        }
-        Ok(())
     }
 
     /// Train on one micro-batch of `batch` samples: one submit. Every `grad_accum`
@@ -266,12 +261,26 @@ impl Trainer {
     /// waits for the oldest slot's submission only and counts it
     /// ([`Trainer::throttle_waits`]); on the web that is an error (check
     /// [`Trainer::can_submit`] first).
-    pub fn train_batch(
+    pub fn train_batch<'x>(
         &mut self,
         ctx: &GpuContext,
         batch: usize,
-        x: &[f32],
+        x: impl Into<BatchInput<'x>>,
         targets: BatchTargets<'_>,
+    ) -> Result<()> {
+        self.train_batch_overlapped(ctx, batch, x, targets, &mut || {})
+    }
+
+    /// [`Trainer::train_batch`]; on a data-parallel rank ([`Trainer::distribute`]),
+    /// `overlap` runs while the step's gradients are all-reduced (host work that does not
+    /// depend on them, such as gathering the next batch). In a single process it never runs.
+    pub fn train_batch_overlapped<'x>(
+        &mut self,
+        ctx: &GpuContext,
+        batch: usize,
+        x: impl Into<BatchInput<'x>>,
+        targets: BatchTargets<'_>,
+        #[cfg_attr(target_arch = "wasm32", allow(unused_variables))] overlap: &mut dyn FnMut(),
     ) -> Result<()> {
         let first = self.micro == 0;
         let last = self.micro + 1 == self.config.grad_accum;
@@ -286,6 +295,10 @@ impl Trainer {
         let i = self.plan_network(ctx, batch)?;
         let net = &self.nets[i];
         Self::write_batch(ctx, net, x, &targets)?;
+        // Dropout masks of micro-batch `counter`: the same whatever the precision, and
+        // again after a resume (Run positions the counter).
+        net.set_dropout(ctx, self.dropout.seed, self.dropout.counter, true);
+        self.dropout.counter += 1;
 
         let mut encoder = ctx
             .device
@@ -327,6 +340,21 @@ impl Trainer {
             self.micro += 1;
             return Ok(());
         }
+        // A data-parallel rank submits forward + backward here, waits for them and sums the
+        // gradients over the ranks; the rest of the step goes in a second submission.
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(ex) = self.exchange.as_mut() {
+            encoder = ex.exchange(
+                ctx,
+                encoder,
+                &self.store.grads,
+                &self.metrics,
+                self.scaler.state_buffer(),
+                self.scaler.enabled(),
+                overlap,
+            )?;
+            self.submissions += 1;
+        }
         {
             let mut pass = encoder.begin_compute_pass(&Default::default());
             for k in self.finish_kernels() {
@@ -342,11 +370,34 @@ impl Trainer {
             .next_buffer()
             .ok_or_else(|| Error::Gpu("no free stats slot".into()))?;
         encoder.copy_buffer_to_buffer(self.metrics.raw(), 0, slot.raw(), 0, self.metrics.size());
+        // This step's learning rate, written ahead: the queued write lands before this
+        // submit's commands and after the previous step's.
+        let lr = self.scheduled_lr();
+        if lr.to_bits() != self.optimizer.lr().to_bits() {
+            self.optimizer.set_lr(ctx, lr)?;
+        }
         self.steps_submitted += 1;
-        self.stats
-            .submit(ctx, encoder, self.steps_submitted, self.config.grad_accum)?;
+        self.stats.submit(
+            ctx,
+            encoder,
+            self.steps_submitted,
+            self.config.grad_accum,
+            lr,
+        )?;
         self.micro = 0;
         Ok(())
+    }
+
+    /// The learning rate of the next optimizer step: the schedule's, or under a constant
+    /// schedule the optimizer's current one (which [`Optimizer::set_lr`] may have changed).
+    pub fn scheduled_lr(&self) -> f32 {
+        match self.config.lr_schedule {
+            LrSchedule::Constant => self.optimizer.lr(),
+            schedule => schedule.lr(
+                self.config.optimizer.lr(),
+                self.step_offset + self.steps_submitted,
+            ),
+        }
     }
 
     /// Whether the next micro-batch can be submitted without waiting (for frame loops and
@@ -420,7 +471,8 @@ impl Trainer {
         self.stats.in_flight()
     }
 
-    /// Command buffers [`Trainer::train_batch`] has submitted: one per micro-batch.
+    /// Command buffers [`Trainer::train_batch`] has submitted: one per micro-batch (and one
+    /// more per optimizer step on a data-parallel rank, after the all-reduce).
     pub fn submissions(&self) -> u64 {
         self.submissions
     }
@@ -482,4 +534,20 @@ impl Trainer {
     pub fn low_dtype(&self) -> DType {
         self.config.precision.low_dtype()
     }
+}
+
+/// nanoGPT's parameter groups (`configure_optimizers`) for a GPT: weight decay for
+/// parameters of two or more dimensions (matmul weights, embeddings), none for biases and
+/// LayerNorm weights; one bit per flat element (padding decays: it stays zero). Other
+/// models keep PyTorch's single group (`None`: everything decays), so their bits do not
+/// change.
+pub fn weight_decay_mask(spec: &ModelSpec, layout: &ParamLayout) -> Option<Vec<bool>> {
+    spec.gpt.as_ref()?;
+    let mut mask = vec![true; layout.total];
+    for e in &layout.entries {
+        if e.shape.len() < 2 {
+            mask[e.offset..e.offset + e.numel()].fill(false);
+        }
+    }
+    Some(mask)
 }

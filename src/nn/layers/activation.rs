@@ -1,5 +1,5 @@
-//! Elementwise activations, in their input's dtype (autocast lists neither): `nn.ReLU` and
-//! `nn.GELU(approximate='tanh')`.
+//! Elementwise activations, in their input's dtype (autocast lists none of them): `nn.ReLU`,
+//! `nn.GELU()` (exact, erf form) and `nn.GELU(approximate='tanh')`.
 
 use serde::Deserialize;
 
@@ -64,7 +64,7 @@ impl Backward for ReluBackward {
     }
 }
 
-/// `{"gelu": {}}`: the tanh approximation.
+/// `{"gelu": {}}`: `nn.GELU()`, the exact form `x · Φ(x)` (nanoGPT's current model).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GeluConfig {}
@@ -88,17 +88,17 @@ impl Layer for Gelu {
     }
 
     fn repr(&self) -> String {
-        "GELU(approximate='tanh')".into()
+        "GELU(approximate='none')".into()
     }
 
     fn op(&self) -> Op {
         Op::new("Gelu", CastRule::Input)
     }
 
-    /// `y = x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³)))`.
+    /// `y = x/2 · (1 + erf(x/√2))`.
     fn forward(&self, f: &mut ForwardPlan<'_>, x: Tensor) -> Result<(Tensor, Box<dyn Backward>)> {
         let y = f.activation(&x.shape()[1..]);
-        f.push(elementwise::gelu_forward(f.ctx(), &x, &y)?);
+        f.push(elementwise::gelu_erf_forward(f.ctx(), &x, &y)?);
         Ok((y, Box::new(GeluBackward { x })))
     }
 }
@@ -108,7 +108,62 @@ struct GeluBackward {
 }
 
 impl Backward for GeluBackward {
-    /// `dx = dy · gelu'(x)`.
+    /// `dx = dy · (Φ(x) + x φ(x))`.
+    fn backward(&self, b: &mut BackwardPlan<'_>, dy: Tensor) -> Result<Option<Tensor>> {
+        if !b.wants_input_grad() {
+            return Ok(None);
+        }
+        let dx = b.input_grad(&self.x)?;
+        b.push(elementwise::gelu_erf_backward(b.ctx(), &self.x, &dy, &dx)?);
+        Ok(Some(dx))
+    }
+}
+
+/// `{"gelu_tanh": {}}`: `nn.GELU(approximate='tanh')`, GPT-2's approximation.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GeluTanhConfig {}
+
+impl LayerConfig for GeluTanhConfig {
+    fn kind(&self) -> &'static str {
+        "gelu_tanh"
+    }
+
+    fn resolve(&self, input: &[usize]) -> std::result::Result<Resolved, String> {
+        Ok(Resolved::new(GeluTanh, input.to_vec()))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GeluTanh;
+
+impl Layer for GeluTanh {
+    fn kind(&self) -> &'static str {
+        "gelu_tanh"
+    }
+
+    fn repr(&self) -> String {
+        "GELU(approximate='tanh')".into()
+    }
+
+    fn op(&self) -> Op {
+        Op::new("GeluTanh", CastRule::Input)
+    }
+
+    /// `y = x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³)))`.
+    fn forward(&self, f: &mut ForwardPlan<'_>, x: Tensor) -> Result<(Tensor, Box<dyn Backward>)> {
+        let y = f.activation(&x.shape()[1..]);
+        f.push(elementwise::gelu_forward(f.ctx(), &x, &y)?);
+        Ok((y, Box::new(GeluTanhBackward { x })))
+    }
+}
+
+struct GeluTanhBackward {
+    x: Tensor,
+}
+
+impl Backward for GeluTanhBackward {
+    /// `dx = dy · gelu_tanh'(x)`.
     fn backward(&self, b: &mut BackwardPlan<'_>, dy: Tensor) -> Result<Option<Tensor>> {
         if !b.wants_input_grad() {
             return Ok(None);

@@ -11,7 +11,7 @@ use super::{
 use crate::amp::policy::{CastRule, Op};
 use crate::error::Result;
 use crate::ops::conv::{self, Conv2dParams};
-use crate::ops::reduce;
+use crate::ops::{Accumulate, reduce};
 use crate::tensor::Tensor;
 
 /// `{"conv2d": {"out": C, "kernel": K, "stride": 1, "padding": 0, "bias": true}}`.
@@ -173,12 +173,24 @@ impl Backward for Conv2dBackward {
     fn backward(&self, b: &mut BackwardPlan<'_>, dy: Tensor) -> Result<Option<Tensor>> {
         let ctx = b.ctx();
         let dw = b.param_grad("weight")?;
-        b.push(conv::conv2d_backward_weight(
-            ctx, &self.x, &dy, &dw, self.p, true,
-        )?);
+        // Computed in the forward's dtype and rounded to it (PyTorch's f16 weight gradient
+        // under autocast), then added to the f32 gradient.
+        let round_to = Some(self.w.dtype());
+        let weight_grad = conv::conv2d_backward_weight(
+            ctx,
+            &self.x,
+            &dy,
+            &dw,
+            self.p,
+            Accumulate::Add,
+            round_to,
+        )?;
+        for k in weight_grad {
+            b.push(k);
+        }
         if self.bias {
             let db = b.param_grad("bias")?;
-            b.push(reduce::bias_grad(ctx, &dy, &db, true)?);
+            b.push(reduce::bias_grad(ctx, &dy, &db, Accumulate::Add, round_to)?);
         }
         if !b.wants_input_grad() {
             return Ok(None);

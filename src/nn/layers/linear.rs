@@ -11,7 +11,7 @@ use super::{
 use crate::amp::policy::{CastRule, Op};
 use crate::error::Result;
 use crate::ops::matmul::{MatmulOpts, matmul};
-use crate::ops::reduce;
+use crate::ops::{Accumulate, reduce};
 use crate::tensor::Tensor;
 
 /// `{"linear": {"out": N, "bias": true, "init_std": null, "tied_to": null}}`.
@@ -190,15 +190,19 @@ impl Backward for LinearBackward {
             Some(name) => b.param_grad_at(name)?,
             None => b.param_grad("weight")?,
         };
+        // Computed in the forward's dtype and rounded to it (PyTorch's f16 weight gradient
+        // under autocast), then added to the f32 gradient.
+        let round_to = Some(self.w.dtype());
         let opts = MatmulOpts {
             trans_a: true,
             accumulate: true,
+            round_to,
             ..Default::default()
         };
         b.push(matmul(ctx, &dy, &x, &dw, opts)?);
         if self.bias {
             let db = b.param_grad("bias")?;
-            b.push(reduce::bias_grad(ctx, &dy, &db, true)?);
+            b.push(reduce::bias_grad(ctx, &dy, &db, Accumulate::Add, round_to)?);
         }
         if !b.wants_input_grad() {
             return Ok(None);

@@ -16,11 +16,16 @@
 //! an example).
 
 pub mod activation;
+pub mod attention;
 pub mod cast;
 pub mod conv2d;
+pub mod dropout;
+pub mod embedding;
 pub mod flatten;
+pub mod layernorm;
 pub mod linear;
 pub mod pool;
+pub mod residual;
 
 use std::fmt;
 use std::sync::Arc;
@@ -28,7 +33,8 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 
 use super::model::NamedLayer;
-pub use super::plan::{BackwardPlan, ForwardPlan, PrecisionWalk};
+pub use super::plan::{BackwardPlan, ForwardPlan};
+pub use super::precision::PrecisionWalk;
 use crate::amp::policy::Op;
 use crate::error::Result;
 use crate::tensor::{DType, Tensor};
@@ -42,8 +48,14 @@ pub const REGISTRY: &[(&str, ParseConfig)] = &[
     ("conv2d", parse::<conv2d::Conv2dConfig>),
     ("relu", parse::<activation::ReluConfig>),
     ("gelu", parse::<activation::GeluConfig>),
+    ("gelu_tanh", parse::<activation::GeluTanhConfig>),
     ("maxpool2d", parse::<pool::MaxPool2dConfig>),
     ("flatten", parse::<flatten::FlattenConfig>),
+    ("layernorm", parse::<layernorm::LayerNormConfig>),
+    ("dropout", parse::<dropout::DropoutConfig>),
+    ("attention", parse::<attention::AttentionConfig>),
+    ("embedding", parse::<embedding::EmbeddingConfig>),
+    ("residual", residual::parse),
 ];
 
 fn parse<C: LayerConfig + DeserializeOwned + 'static>(
@@ -97,6 +109,12 @@ pub trait Layer: fmt::Debug + Send + Sync {
     /// owner's full name). GPT's `lm_head.weight` is `transformer.wte.weight`.
     fn tied_parameters(&self) -> Vec<(String, String)> {
         Vec::new()
+    }
+
+    /// The dtype this layer's input must have when it is not a float activation: an
+    /// embedding takes token ids (u32). A model whose first layer says so takes ids.
+    fn input_dtype(&self) -> Option<DType> {
+        None
     }
 
     /// The layers this one is made of (a residual's branch), for descriptions.

@@ -8,19 +8,29 @@
 //   backward input  rows = input pixels (n, iy, ix)    cols = in channels    depth = (o, ky, kx)
 //   backward weight rows = weight taps (c, ky, kx)     cols = out channels   depth = (n, oy, ox)
 //
+// The weight gradient's depth (every output pixel of the batch) is long and its output small,
+// so it is split (split-K): workgroup z = column tile + col_tiles × split walks only its
+// split's pixels and, when there are several splits, writes its partial sums to `partials`
+// [splits, out_ch, taps]; conv_weight_reduce then adds the splits in order (fixed order, no
+// atomics: the same bits every run). With one split the workgroup writes dw directly.
+//
 // Rows are always the dimension that is contiguous in the output, so a thread owns pairs of
 // neighbouring output elements and writes packed words whole (store2); it falls back to the
 // per-element store only where a pair straddles two output planes. Every output element is
 // written by exactly one thread: no atomics for accumulation. KH and KW are compile-time
 // constants (injected), so the tap decodes below divide by constants.
 
-#tensor x 1 read
+// Forward and input gradient gather from `src` (x, or dy) into `dst` (y, or dx); the weight
+// gradient reads x and dy into dw. Without a bias the forward binds w as `bias` (never read),
+// and the input gradient does too (the shared epilogue names it).
+#tensor src 1 read
 #tensor w 2 read
 #tensor bias 3 read
-#tensor y 4 read_write
-#tensor dy 5 read
-#tensor dx 6 read_write
+#tensor dst 4 read_write
+#tensor x 5 read
+#tensor dy 6 read
 #tensor dw 7 read_write
+#tensor partials 8 read_write
 
 struct Params {
     batch: u32,
@@ -38,7 +48,13 @@ struct Params {
     cols: u32,       // GEMM columns
     depth: u32,      // GEMM reduction length
     row_tiles: u32,  // ceil(rows / TILE_R): the grid may be folded past it
-    _pad0: u32,
+    col_tiles: u32,  // ceil(cols / TILE_C)
+    splits: u32,     // backward weight: depth splits (1: write dw directly)
+    split_len: u32,  // backward weight: pixels per split, a multiple of BK
+    round_to: u32,   // backward weight: round_grad's `to` before accumulating
+    _pad1: u32,
+    _pad2: u32,
+    _pad3: u32,
 }
 @group(0) @binding(0) var<uniform> params: Params;
 
@@ -104,196 +120,179 @@ fn nchw_index(m: u32, ch: u32, chans: u32, plane: u32) -> u32 {
     return (img * chans + ch) * plane + (m - img * plane);
 }
 
-// Workgroup position: row tile (folded over x and y), column tile (z).
-fn row_tile_of(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return wid.x + wid.y * nwg.x;
+// ---- forward and input gradient: one pixel-row GEMM ---------------------------------------
+// Both are a GEMM whose rows are the pixels of an NCHW output `dst` and whose columns are its
+// channels: forward gathers x into y (plus bias), the input gradient gathers dy into dx (a
+// convolution transpose written as a gather over the taps). They share the tile loop and the
+// epilogue; `kind` (a constant at each call) picks the row decode, the gather and the weight
+// layout.
+
+const FORWARD: u32 = 0u;
+const INPUT_GRAD: u32 = 1u;
+
+// Where one thread's GEMM row (one pixel of dst) reads src. The thread always loads the same
+// row into tile_a, so this is decoded once.
+struct PixelRow {
+    ok: bool,   // the row exists (pixel < rows)
+    base: u32,  // forward: first element of the image in x; input gradient: image * out_ch
+    y0: i32,    // forward: oy * stride - pad; input gradient: iy + pad
+    x0: i32,    // forward: ox * stride - pad; input gradient: ix + pad
 }
 
-// ---- forward: y = conv(x, w) + bias -------------------------------------------------------
+fn pixel_row(kind: u32, pix: u32) -> PixelRow {
+    let ok = pix < params.rows;
+    if (kind == FORWARD) {
+        let plane_out = params.out_h * params.out_w;
+        let img = pix / plane_out;
+        let rem = pix - img * plane_out;
+        let oy = rem / params.out_w;
+        let ox = rem - oy * params.out_w;
+        let base = img * params.in_ch * params.in_h * params.in_w;
+        return PixelRow(ok, base, i32(oy * params.stride) - i32(params.pad), i32(ox * params.stride) - i32(params.pad));
+    }
+    let plane_in = params.in_h * params.in_w;
+    let img = pix / plane_in;
+    let rem = pix - img * plane_in;
+    let iy = rem / params.in_w;
+    let ix = rem - iy * params.in_w;
+    return PixelRow(ok, img * params.out_ch, i32(iy + params.pad), i32(ix + params.pad));
+}
 
+// GEMM element (row, k) of src: forward x at tap k = (ci, ky, kx) of the output pixel; input
+// gradient dy at the output pixel that reads this input pixel through tap k = (o, ky, kx),
+// (iy + pad - ky) / stride when that divides exactly. Zero outside the image.
+fn gather(kind: u32, row: PixelRow, k: u32) -> f32 {
+    let ch = k / KHW;
+    let tap = k - ch * KHW;
+    let ky = tap / KW;
+    let kx = tap - ky * KW;
+    if (kind == FORWARD) {
+        let iy = row.y0 + i32(ky);
+        let ix = row.x0 + i32(kx);
+        if (iy >= 0 && iy < i32(params.in_h) && ix >= 0 && ix < i32(params.in_w)) {
+            return src_load(row.base + (ch * params.in_h + u32(iy)) * params.in_w + u32(ix));
+        }
+        return 0.0;
+    }
+    let ty = row.y0 - i32(ky);
+    let tx = row.x0 - i32(kx);
+    if (ty >= 0 && tx >= 0) {
+        var oy = u32(ty);
+        var ox = u32(tx);
+        var hit = true;
+        if (params.stride != 1u) {
+            hit = oy % params.stride == 0u && ox % params.stride == 0u;
+            oy = oy / params.stride;
+            ox = ox / params.stride;
+        }
+        if (hit && oy < params.out_h && ox < params.out_w) {
+            return src_load(((row.base + ch) * params.out_h + oy) * params.out_w + ox);
+        }
+    }
+    return 0.0;
+}
+
+// GEMM element (k, col) of the weight [O, C, kh, kw]: forward w[col, k] (col = output
+// channel, k = (c, ky, kx)); input gradient w[o, col, ky, kx] (col = input channel, k = (o, ky, kx)).
+fn weight(kind: u32, col: u32, k: u32) -> f32 {
+    if (kind == FORWARD) {
+        return w_load(col * params.depth + k);
+    }
+    let o = k / KHW;
+    return w_load((o * params.in_ch + col) * KHW + (k - o * KHW));
+}
+
+// Store this thread's 4x8 block into dst (NCHW: rows are pixels of `plane`, columns channels),
+// plus bias[channel] when there is one. A pair of neighbouring pixels in one plane is one
+// store2 (a whole packed word); otherwise each element is stored alone.
+fn store_pixels(row0: u32, col0: u32, lid: u32, plane: u32) {
+    let tr = lid % TR;
+    let tc = lid / TR;
+    for (var j = 0u; j < 8u; j = j + 1u) {
+        let ch = col0 + 8u * tc + j;
+        if (ch >= params.cols) { break; }
+        var v = acc_col(j);
+        if (params.has_bias != 0u) { v = v + vec4<f32>(bias_load(ch)); }
+        for (var i = 0u; i < 4u; i = i + 2u) {
+            let m = row0 + 4u * tr + i;
+            if (m >= params.rows) { break; }
+            let f0 = nchw_index(m, ch, params.cols, plane);
+            let pair = vec2<f32>(v[i], v[i + 1u]);
+            if (m + 1u < params.rows) {
+                let f1 = nchw_index(m + 1u, ch, params.cols, plane);
+                if (f1 == f0 + 1u && (f0 & 1u) == 0u) {
+                    dst_store2(f0, pair);
+                } else {
+                    dst_store(f0, pair.x);
+                    dst_store(f1, pair.y);
+                }
+            } else {
+                dst_store(f0, pair.x);
+            }
+        }
+    }
+}
+
+// The tile loop and epilogue of both kernels.
+fn pixel_gemm(kind: u32, wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
+    let row_tile = workgroup_index(wid, nwg);
+    if (row_tile >= params.row_tiles) { return; }
+    let row0 = row_tile * TILE_R;
+    let col0 = wid.z * TILE_C;
+    let depth = params.depth;
+
+    // This thread always loads the same pixel row into tile_a and column into tile_b.
+    let lr = lid % TILE_R;
+    let row = pixel_row(kind, row0 + lr);
+    let lc = lid % TILE_C;
+    let col = col0 + lc;
+    let col_ok = col < params.cols;
+
+    acc0 = vec4<f32>(0.0); acc1 = vec4<f32>(0.0); acc2 = vec4<f32>(0.0); acc3 = vec4<f32>(0.0);
+    acc4 = vec4<f32>(0.0); acc5 = vec4<f32>(0.0); acc6 = vec4<f32>(0.0); acc7 = vec4<f32>(0.0);
+    for (var k0 = 0u; k0 < depth; k0 = k0 + BK) {
+        for (var kk = lid / TILE_R; kk < BK; kk = kk + THREADS / TILE_R) {
+            let k = k0 + kk;
+            var v = 0.0;
+            if (row.ok && k < depth) { v = gather(kind, row, k); }
+            put_a(kk, lr, v);
+        }
+        for (var kk = lid / TILE_C; kk < BK; kk = kk + THREADS / TILE_C) {
+            let k = k0 + kk;
+            var v = 0.0;
+            if (col_ok && k < depth) { v = weight(kind, col, k); }
+            put_b(kk, lc, v);
+        }
+        workgroupBarrier();
+        multiply_tiles(lid % TR, lid / TR);
+        workgroupBarrier();
+    }
+
+    var plane = params.in_h * params.in_w;
+    if (kind == FORWARD) {
+        plane = params.out_h * params.out_w;
+    }
+    store_pixels(row0, col0, lid, plane);
+}
+
+// y = conv(x, w) + bias: src = x, dst = y.
 @compute @workgroup_size(THREADS)
 fn conv_forward(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let row_tile = row_tile_of(wid, nwg);
-    if (row_tile >= params.row_tiles) { return; }
-    let row0 = row_tile * TILE_R;
-    let col0 = wid.z * TILE_C;
-    let depth = params.depth;
-
-    // This thread always loads the same output pixel into tile_a: decode it once.
-    let lr = lid % TILE_R;
-    let pix = row0 + lr;
-    let pix_ok = pix < params.rows;
-    let plane_out = params.out_h * params.out_w;
-    let img = pix / plane_out;
-    let rem = pix - img * plane_out;
-    let oy = rem / params.out_w;
-    let ox = rem - oy * params.out_w;
-    let iy0 = i32(oy * params.stride) - i32(params.pad);
-    let ix0 = i32(ox * params.stride) - i32(params.pad);
-    let x_img = img * params.in_ch * params.in_h * params.in_w;
-    // ... and the same output channel into tile_b.
-    let lc = lid % TILE_C;
-    let och = col0 + lc;
-    let och_ok = och < params.out_ch;
-
-    acc0 = vec4<f32>(0.0); acc1 = vec4<f32>(0.0); acc2 = vec4<f32>(0.0); acc3 = vec4<f32>(0.0);
-    acc4 = vec4<f32>(0.0); acc5 = vec4<f32>(0.0); acc6 = vec4<f32>(0.0); acc7 = vec4<f32>(0.0);
-    for (var k0 = 0u; k0 < depth; k0 = k0 + BK) {
-        for (var kk = lid / TILE_R; kk < BK; kk = kk + THREADS / TILE_R) {
-            let k = k0 + kk;
-            var v = 0.0;
-            if (pix_ok && k < depth) {
-                let ci = k / KHW;
-                let tap = k - ci * KHW;
-                let ky = tap / KW;
-                let iy = iy0 + i32(ky);
-                let ix = ix0 + i32(tap - ky * KW);
-                if (iy >= 0 && iy < i32(params.in_h) && ix >= 0 && ix < i32(params.in_w)) {
-                    v = x_load(x_img + (ci * params.in_h + u32(iy)) * params.in_w + u32(ix));
-                }
-            }
-            put_a(kk, lr, v);
-        }
-        for (var kk = lid / TILE_C; kk < BK; kk = kk + THREADS / TILE_C) {
-            let k = k0 + kk;
-            var v = 0.0;
-            if (och_ok && k < depth) { v = w_load(och * depth + k); }
-            put_b(kk, lc, v);
-        }
-        workgroupBarrier();
-        multiply_tiles(lid % TR, lid / TR);
-        workgroupBarrier();
-    }
-
-    let tr = lid % TR;
-    let tc = lid / TR;
-    for (var j = 0u; j < 8u; j = j + 1u) {
-        let o = col0 + 8u * tc + j;
-        if (o >= params.out_ch) { break; }
-        var v = acc_col(j);
-        if (params.has_bias != 0u) { v = v + vec4<f32>(bias_load(o)); }
-        for (var i = 0u; i < 4u; i = i + 2u) {
-            let m = row0 + 4u * tr + i;
-            if (m >= params.rows) { break; }
-            let f0 = nchw_index(m, o, params.out_ch, plane_out);
-            let pair = vec2<f32>(v[i], v[i + 1u]);
-            if (m + 1u < params.rows) {
-                let f1 = nchw_index(m + 1u, o, params.out_ch, plane_out);
-                if (f1 == f0 + 1u && (f0 & 1u) == 0u) {
-                    y_store2(f0, pair);
-                } else {
-                    y_store(f0, pair.x);
-                    y_store(f1, pair.y);
-                }
-            } else {
-                y_store(f0, pair.x);
-            }
-        }
-    }
+    pixel_gemm(FORWARD, wid, nwg, lid);
 }
 
-// ---- backward input: dx = conv_transpose(dy, w), as a gather over the taps -----------------
-
+// dx = conv_transpose(dy, w): src = dy, dst = dx (no bias).
 @compute @workgroup_size(THREADS)
 fn conv_backward_input(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let row_tile = row_tile_of(wid, nwg);
-    if (row_tile >= params.row_tiles) { return; }
-    let row0 = row_tile * TILE_R;
-    let col0 = wid.z * TILE_C;
-    let depth = params.depth;
-    let stride = params.stride;
-
-    // This thread always gathers for the same input pixel.
-    let lr = lid % TILE_R;
-    let pix = row0 + lr;
-    let pix_ok = pix < params.rows;
-    let plane_in = params.in_h * params.in_w;
-    let img = pix / plane_in;
-    let rem = pix - img * plane_in;
-    let iy = rem / params.in_w;
-    let ix = rem - iy * params.in_w;
-    // dy row that tap (ky, kx) reads: (iy + pad - ky) / stride, when that divides exactly.
-    let ty0 = i32(iy + params.pad);
-    let tx0 = i32(ix + params.pad);
-    let dy_img = img * params.out_ch;
-    let lc = lid % TILE_C;
-    let ich = col0 + lc;
-    let ich_ok = ich < params.in_ch;
-
-    acc0 = vec4<f32>(0.0); acc1 = vec4<f32>(0.0); acc2 = vec4<f32>(0.0); acc3 = vec4<f32>(0.0);
-    acc4 = vec4<f32>(0.0); acc5 = vec4<f32>(0.0); acc6 = vec4<f32>(0.0); acc7 = vec4<f32>(0.0);
-    for (var k0 = 0u; k0 < depth; k0 = k0 + BK) {
-        for (var kk = lid / TILE_R; kk < BK; kk = kk + THREADS / TILE_R) {
-            let k = k0 + kk;
-            var v = 0.0;
-            if (pix_ok && k < depth) {
-                let o = k / KHW;
-                let tap = k - o * KHW;
-                let ky = tap / KW;
-                let ty = ty0 - i32(ky);
-                let tx = tx0 - i32(tap - ky * KW);
-                if (ty >= 0 && tx >= 0) {
-                    var oy = u32(ty);
-                    var ox = u32(tx);
-                    var hit = true;
-                    if (stride != 1u) {
-                        hit = oy % stride == 0u && ox % stride == 0u;
-                        oy = oy / stride;
-                        ox = ox / stride;
-                    }
-                    if (hit && oy < params.out_h && ox < params.out_w) {
-                        v = dy_load(((dy_img + o) * params.out_h + oy) * params.out_w + ox);
-                    }
-                }
-            }
-            put_a(kk, lr, v);
-        }
-        for (var kk = lid / TILE_C; kk < BK; kk = kk + THREADS / TILE_C) {
-            let k = k0 + kk;
-            var v = 0.0;
-            if (ich_ok && k < depth) {
-                let o = k / KHW;
-                v = w_load((o * params.in_ch + ich) * KHW + (k - o * KHW));
-            }
-            put_b(kk, lc, v);
-        }
-        workgroupBarrier();
-        multiply_tiles(lid % TR, lid / TR);
-        workgroupBarrier();
-    }
-
-    let tr = lid % TR;
-    let tc = lid / TR;
-    for (var j = 0u; j < 8u; j = j + 1u) {
-        let c = col0 + 8u * tc + j;
-        if (c >= params.in_ch) { break; }
-        let v = acc_col(j);
-        for (var i = 0u; i < 4u; i = i + 2u) {
-            let m = row0 + 4u * tr + i;
-            if (m >= params.rows) { break; }
-            let f0 = nchw_index(m, c, params.in_ch, plane_in);
-            let pair = vec2<f32>(v[i], v[i + 1u]);
-            if (m + 1u < params.rows) {
-                let f1 = nchw_index(m + 1u, c, params.in_ch, plane_in);
-                if (f1 == f0 + 1u && (f0 & 1u) == 0u) {
-                    dx_store2(f0, pair);
-                } else {
-                    dx_store(f0, pair.x);
-                    dx_store(f1, pair.y);
-                }
-            } else {
-                dx_store(f0, pair.x);
-            }
-        }
-    }
+    pixel_gemm(INPUT_GRAD, wid, nwg, lid);
 }
 
 // ---- backward weight: dw (+)= sum over pixels of dy * x ------------------------------------
@@ -304,11 +303,14 @@ fn conv_backward_weight(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let row_tile = row_tile_of(wid, nwg);
+    let row_tile = workgroup_index(wid, nwg);
     if (row_tile >= params.row_tiles) { return; }
     let row0 = row_tile * TILE_R;
-    let col0 = wid.z * TILE_C;
-    let depth = params.depth; // batch * out_h * out_w
+    let split = wid.z / params.col_tiles;
+    let col0 = (wid.z - split * params.col_tiles) * TILE_C;
+    // This workgroup's pixels: [k_begin, depth), at most split_len of them.
+    let k_begin = split * params.split_len;
+    let depth = min(params.depth, k_begin + params.split_len); // batch * out_h * out_w
     let taps = params.rows;   // in_ch * KH * KW
     let plane_out = params.out_h * params.out_w;
     let x_chw = params.in_ch * params.in_h * params.in_w;
@@ -319,7 +321,7 @@ fn conv_backward_weight(
 
     acc0 = vec4<f32>(0.0); acc1 = vec4<f32>(0.0); acc2 = vec4<f32>(0.0); acc3 = vec4<f32>(0.0);
     acc4 = vec4<f32>(0.0); acc5 = vec4<f32>(0.0); acc6 = vec4<f32>(0.0); acc7 = vec4<f32>(0.0);
-    for (var k0 = 0u; k0 < depth; k0 = k0 + BK) {
+    for (var k0 = k_begin; k0 < depth; k0 = k0 + BK) {
         let p = k0 + kk;
         let p_ok = p < depth;
         let img = p / plane_out;
@@ -358,6 +360,7 @@ fn conv_backward_weight(
 
     let tr = lid % TR;
     let tc = lid / TR;
+    let split_base = split * params.out_ch * taps;
     for (var j = 0u; j < 8u; j = j + 1u) {
         let o = col0 + 8u * tc + j;
         if (o >= params.out_ch) { break; }
@@ -366,7 +369,15 @@ fn conv_backward_weight(
             let t = row0 + 4u * tr + i;
             if (t >= taps) { break; }
             let f0 = o * taps + t;
-            var pair = vec2<f32>(v[i], v[i + 1u]);
+            if (params.splits > 1u) {
+                partials_store(split_base + f0, v[i]);
+                if (t + 1u < taps) { partials_store(split_base + f0 + 1u, v[i + 1u]); }
+                continue;
+            }
+            var pair = vec2<f32>(
+                round_grad(v[i], params.round_to),
+                round_grad(v[i + 1u], params.round_to),
+            );
             if (t + 1u < taps && (f0 & 1u) == 0u) {
                 if (params.accumulate != 0u) { pair = pair + dw_load2(f0); }
                 dw_store2(f0, pair);
@@ -381,5 +392,32 @@ fn conv_backward_weight(
                 }
             }
         }
+    }
+}
+
+// ---- backward weight, split-K: dw (+)= the splits' partial sums, added in split order -----
+
+@compute @workgroup_size(256)
+fn conv_weight_reduce(
+    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    // One thread per pair of dw elements (whole packed words).
+    let n = params.out_ch * params.rows;
+    let i = 2u * thread_index(gid, nwg, 256u);
+    if (i >= n) { return; }
+    var sum = vec2<f32>(0.0);
+    for (var s = 0u; s < params.splits; s = s + 1u) {
+        let base = s * n + i;
+        sum.x = sum.x + partials_load(base);
+        if (i + 1u < n) { sum.y = sum.y + partials_load(base + 1u); }
+    }
+    sum = vec2<f32>(round_grad(sum.x, params.round_to), round_grad(sum.y, params.round_to));
+    if (i + 1u < n) {
+        if (params.accumulate != 0u) { sum = sum + dw_load2(i); }
+        dw_store2(i, sum);
+    } else {
+        if (params.accumulate != 0u) { sum.x = sum.x + dw_load(i); }
+        dw_store(i, sum.x);
     }
 }

@@ -15,7 +15,7 @@ const WG: u32 = 256u;
 
 @compute @workgroup_size(WG)
 fn round_inplace(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = gid.x + gid.y * nwg.x * WG;
+    let i = thread_index(gid, nwg, WG);
     if (i >= params.n) { return; }
     if (params.dtype == 0u) {
         values[i] = round_f16(values[i]);

@@ -1,0 +1,292 @@
+// Causal softmax for attention, forward and backward, in f32 (autocast's fp32 list).
+//
+// Rows are the [B * nh * T] rows of S [B, nh, T, T]; row r is query i = r % T, and only
+// keys j <= i take part (the causal mask). One workgroup per row, WG threads; the row max
+// and sums are reduced in a fixed tree order through workgroup memory (no atomics), so the
+// same inputs give the same bits every run.
+//
+// forward:  p[r, j] = exp(x_j - max) / Σ exp(x_j - max), x_j = scale * s[r, j], for j <= i;
+//           p = 0 exactly for j > i; pd = dropout(p) (attention dropout, same mask function
+//           as shaders/dropout.wgsl, element index r * T + j), stored in pd's storage.
+// backward: dp = dropout(dpd) with the same mask; ds = scale * p * (dp - Σ_j p dp) for
+//           j <= i, 0 exactly for j > i; stored in ds's storage.
+//
+// Non-finite inputs follow PyTorch's masked_fill(-inf) + softmax: an unmasked NaN or +inf
+// logit, or a row whose logits are all -inf, makes the row's unmasked p NaN; a -inf logit
+// alone gives p = 0. In the backward an inf or NaN of dpd anywhere in the row, masked
+// entries included (PyTorch's row sum multiplies them by p = 0: 0 * inf = NaN), makes the
+// row's unmasked ds NaN, so overflow always reaches the GradScaler.
+//
+// Elements are visited as word pairs (e, e + 1), e even, of the flat index e = r * T + j, so
+// packed 16-bit outputs are written a whole word at a time even when T is odd (a pair that
+// straddles two rows writes only its own element, atomically).
+
+#tensor s 1 read
+#tensor p 2 read_write
+#tensor pd 3 read_write
+#tensor dpd 4 read
+#tensor ds 5 read_write
+// DropoutState: [seed_lo, seed_hi, counter_lo, counter_hi, training, 0, 0, 0]. Only read when
+// FLAG_DROPOUT is set (otherwise another read-only tensor stands in for the binding).
+@group(0) @binding(6) var<storage, read> dropout_state: array<u32>;
+
+struct Params {
+    rows: u32,       // B * nh * T
+    t: u32,          // T
+    scale: f32,      // 1 / sqrt(hs)
+    flags: u32,      // FLAG_DROPOUT
+    threshold: u32,  // dropout: ceil(p * 2^24)
+    layer: u32,      // dropout: layer id keying the mask
+    drop_scale: f32, // dropout: 1 / (1 - p)
+    _pad: u32,
+}
+@group(0) @binding(0) var<uniform> params: Params;
+
+const FLAG_DROPOUT: u32 = 1u;
+const WG: u32 = 64u;
+const F32_MAX: f32 = 3.4028234663852886e38;
+const NEG_INF_BITS: u32 = 0xff800000u;
+
+var<workgroup> red: array<f32, WG>;
+var<workgroup> red_flags: array<u32, WG>;
+
+// A quiet NaN computed at run time (a NaN const-expression is a shader-creation error).
+fn nan_of(bits: u32) -> f32 {
+    return bitcast<f32>(bits | 0x7fc00000u);
+}
+
+// Fixed-order tree reductions over the workgroup; every thread gets the result.
+fn tree_max(tid: u32, v: f32) -> f32 {
+    workgroupBarrier();
+    red[tid] = v;
+    workgroupBarrier();
+    for (var st = WG / 2u; st > 0u; st = st >> 1u) {
+        if (tid < st) {
+            red[tid] = max(red[tid], red[tid + st]);
+        }
+        workgroupBarrier();
+    }
+    return red[0];
+}
+
+fn tree_sum(tid: u32, v: f32) -> f32 {
+    workgroupBarrier();
+    red[tid] = v;
+    workgroupBarrier();
+    for (var st = WG / 2u; st > 0u; st = st >> 1u) {
+        if (tid < st) {
+            red[tid] = red[tid] + red[tid + st];
+        }
+        workgroupBarrier();
+    }
+    return red[0];
+}
+
+fn tree_or(tid: u32, v: u32) -> u32 {
+    workgroupBarrier();
+    red_flags[tid] = v;
+    workgroupBarrier();
+    for (var st = WG / 2u; st > 0u; st = st >> 1u) {
+        if (tid < st) {
+            red_flags[tid] = red_flags[tid] | red_flags[tid + st];
+        }
+        workgroupBarrier();
+    }
+    return red_flags[0];
+}
+
+fn state_words() -> vec4<u32> {
+    return vec4<u32>(dropout_state[0], dropout_state[1], dropout_state[2], dropout_state[3]);
+}
+
+// Whether attention dropout is on for this dispatch (flag set and the training word 1).
+fn dropout_active() -> bool {
+    if ((params.flags & FLAG_DROPOUT) == 0u || params.threshold == 0u) {
+        return false;
+    }
+    return dropout_state[4] != 0u;
+}
+
+// Keep decisions of the pair (e, e + 1), e even; all kept when dropout is off.
+fn keep_pair(enabled: bool, state: vec4<u32>, e: u32) -> vec2<bool> {
+    if (!enabled) {
+        return vec2<bool>(true, true);
+    }
+    return dropout_keep2(state, params.layer, e, params.threshold);
+}
+
+fn drop(enabled: bool, v: f32, keep: bool) -> f32 {
+    if (!enabled) {
+        return v;
+    }
+    return dropout_apply(v, keep, params.drop_scale);
+}
+
+// Row of this workgroup (rows past 65535 fold into y); rows >= params.rows are padding.
+fn row_of(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return wid.x + wid.y * nwg.x;
+}
+
+// Classes of a scaled logit: 0 finite, 1 -inf (p = 0), 2 NaN or +inf (poisons the row).
+fn logit_class(x: f32) -> u32 {
+    if (!is_nonfinite(x)) {
+        return 0u;
+    }
+    if (bitcast<u32>(x) == NEG_INF_BITS) {
+        return 1u;
+    }
+    return 2u;
+}
+
+// ---- forward ------------------------------------------------------------------------------
+
+// p of element j <= i given the row max and sum (finite rows), before dropout.
+fn prob(x: f32, mx: f32, sum: f32) -> f32 {
+    if (logit_class(x) == 1u) {
+        return 0.0;
+    }
+    return exp(x - mx) / sum;
+}
+
+@compute @workgroup_size(WG)
+fn softmax_forward(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let r = row_of(wid, nwg);
+    if (r >= params.rows) {
+        return;
+    }
+    let t = params.t;
+    let i = r % t;
+    let base = r * t;
+    let last = base + i; // last unmasked element
+
+    // Pass 1: max over the finite scaled logits, and the row's classes (bit 0: some finite
+    // logit, bit 1: some NaN or +inf).
+    var mx = -F32_MAX;
+    var seen = 0u;
+    for (var e = base + tid; e <= last; e += WG) {
+        let x = params.scale * s_load(e);
+        let c = logit_class(x);
+        if (c == 0u) {
+            mx = max(mx, x);
+            seen = seen | 1u;
+        } else if (c == 2u) {
+            seen = seen | 2u;
+        }
+    }
+    mx = tree_max(tid, mx);
+    seen = tree_or(tid, seen);
+    let poisoned = seen != 1u; // a NaN/+inf logit, or no finite one (all -inf)
+
+    // Pass 2: the sum of exponentials, each thread over its own elements in order.
+    var acc = 0.0;
+    for (var e = base + tid; e <= last; e += WG) {
+        let x = params.scale * s_load(e);
+        if (logit_class(x) == 0u) {
+            acc += exp(x - mx);
+        }
+    }
+    let sum = tree_sum(tid, acc);
+
+    // Pass 3: write p and pd over the word pairs of the whole row.
+    let enabled = dropout_active();
+    var state = vec4<u32>(0u);
+    if (enabled) {
+        state = state_words();
+    }
+    let end = base + t;
+    for (var e = (base & ~1u) + 2u * tid; e < end; e += 2u * WG) {
+        var pv = vec2<f32>(0.0, 0.0);
+        for (var h = 0u; h < 2u; h++) {
+            let el = e + h;
+            if (el >= base && el <= last) {
+                if (poisoned) {
+                    pv[h] = nan_of(0u);
+                } else {
+                    pv[h] = prob(params.scale * s_load(el), mx, sum);
+                }
+            }
+        }
+        let keep = keep_pair(enabled, state, e);
+        let dv = vec2<f32>(drop(enabled, pv.x, keep.x), drop(enabled, pv.y, keep.y));
+        if (e >= base && e + 1u < end) {
+            p_store2(e, pv);
+            pd_store2(e, dv);
+        } else if (e >= base) {
+            p_store(e, pv.x);
+            pd_store(e, dv.x);
+        } else {
+            p_store(e + 1u, pv.y);
+            pd_store(e + 1u, dv.y);
+        }
+    }
+}
+
+// ---- backward -----------------------------------------------------------------------------
+
+@compute @workgroup_size(WG)
+fn softmax_backward(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let r = row_of(wid, nwg);
+    if (r >= params.rows) {
+        return;
+    }
+    let t = params.t;
+    let i = r % t;
+    let base = r * t;
+    let last = base + i;
+    let end = base + t;
+    let enabled = dropout_active();
+    var state = vec4<u32>(0u);
+    if (enabled) {
+        state = state_words();
+    }
+
+    // Pass 1: Σ_{j<=i} p_j dp_j over word pairs, and whether any masked dpd is inf or NaN.
+    var acc = 0.0;
+    var bad = 0u;
+    for (var e = (base & ~1u) + 2u * tid; e < end; e += 2u * WG) {
+        let keep = keep_pair(enabled, state, e);
+        for (var h = 0u; h < 2u; h++) {
+            let el = e + h;
+            if (el >= base && el < end) {
+                let g = dpd_load(el);
+                if (el <= last) {
+                    acc += p_load(el) * drop(enabled, g, keep[h]);
+                } else if (is_nonfinite(g)) {
+                    bad = 1u;
+                }
+            }
+        }
+    }
+    var row_dot = tree_sum(tid, acc);
+    if (tree_or(tid, bad) != 0u) {
+        row_dot = nan_of(0u);
+    }
+
+    // Pass 2: ds over the word pairs of the whole row.
+    for (var e = (base & ~1u) + 2u * tid; e < end; e += 2u * WG) {
+        let keep = keep_pair(enabled, state, e);
+        var dv = vec2<f32>(0.0, 0.0);
+        for (var h = 0u; h < 2u; h++) {
+            let el = e + h;
+            if (el >= base && el <= last) {
+                let dp = drop(enabled, dpd_load(el), keep[h]);
+                dv[h] = params.scale * (p_load(el) * (dp - row_dot));
+            }
+        }
+        if (e >= base && e + 1u < end) {
+            ds_store2(e, dv);
+        } else if (e >= base) {
+            ds_store(e, dv.x);
+        } else {
+            ds_store(e + 1u, dv.y);
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! Gradient clipping by global L2 norm on the GPU (`shaders/clip.wgsl`), PyTorch's
+//! `clip_grad_norm_`, run after the GradScaler's unscale and before the optimizer step.
+
+use std::sync::Arc;
+
+use super::check_flat_f32;
+use super::scaler::geometry;
+use crate::error::{Error, Result};
+use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc};
+use crate::shader::Variant;
+
+const SHADER: &str = "clip";
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Sizes {
+    n: u32,
+    groups: u32,
+    max_norm: f32,
+    _pad: u32,
+}
+
+/// Gradient clipping by global L2 norm on the GPU, after unscale (PyTorch's
+/// `clip_grad_norm_`: coef = max_norm / (total_norm + 1e-6), clamped to 1, grads *= coef).
+/// The reduction is deterministic (fixed tree, no float atomics). Its norm buffer holds the
+/// total norm (f32, read by [`GradClipper::total_norm_async`]) and the coefficient applied.
+pub struct GradClipper {
+    kernels: Vec<Kernel>,
+    norm: Arc<GpuBuffer>,
+    max_norm: f32,
+}
+
+impl GradClipper {
+    pub fn new(ctx: &GpuContext, grads: &Arc<GpuBuffer>, n: usize, max_norm: f32) -> Result<Self> {
+        check_flat_f32(ctx, "GradClipper", grads, n)?;
+        if !(max_norm.is_finite() && max_norm > 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "clip_grad_norm: max_norm must be finite and > 0, got {max_norm}"
+            )));
+        }
+        let (wg, launched) = geometry(n);
+        let partials = ctx.alloc_storage("clip.partials", 4 * launched as u64);
+        let norm = ctx.alloc_storage("clip.norm", 8);
+        let sizes = Sizes {
+            n: n as u32,
+            groups: launched,
+            max_norm,
+            _pad: 0,
+        };
+        let sizes = bytemuck::bytes_of(&sizes);
+        let args = [
+            ("grads", Arg::Buffer(grads)),
+            ("sizes", Arg::Uniform(sizes)),
+            ("partials", Arg::Buffer(&partials)),
+            ("norm", Arg::Buffer(&norm)),
+        ];
+        let kernels = vec![
+            ctx.kernel(&KernelDesc::new(SHADER, "clip_partial"), &args, wg)?,
+            ctx.kernel(&KernelDesc::new(SHADER, "clip_reduce"), &args, [1, 1, 1])?,
+            ctx.kernel(&KernelDesc::new(SHADER, "clip_apply"), &args, wg)?,
+        ];
+        Ok(Self {
+            kernels,
+            norm,
+            max_norm,
+        })
+    }
+
+    /// Record these in order, after unscale and before the optimizer step.
+    pub fn kernels(&self) -> &[Kernel] {
+        &self.kernels
+    }
+
+    pub fn max_norm(&self) -> f32 {
+        self.max_norm
+    }
+
+    /// Eager `clip_grad_norm_`: record and submit the three kernels (no wait).
+    pub fn clip(&self, ctx: &GpuContext) {
+        let ks: Vec<&Kernel> = self.kernels.iter().collect();
+        ctx.run(&ks);
+    }
+
+    /// The last total norm (asynchronous readback).
+    pub async fn total_norm_async(&self, ctx: &GpuContext) -> Result<f32> {
+        let b = ctx.read_bytes_async(&self.norm, 0, 4).await?;
+        Ok(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    /// The last total norm (blocking; native only).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn total_norm(&self, ctx: &GpuContext) -> Result<f32> {
+        let b = ctx.read_bytes(&self.norm, 0, 4)?;
+        Ok(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+}
+
+/// Every variant of the clipping shader (raw f32 buffers only: one variant).
+pub fn variants() -> Result<Vec<Variant>> {
+    Ok(vec![Variant::new(SHADER, &[], &[])?])
+}

@@ -1,0 +1,108 @@
+//! Which precision modes run on an adapter, and with which storage: the per-mode half of
+//! `webgpu-amp info`. The modes are [`Precision::ALL`]; the adapter side (capabilities, f16
+//! storage, notes) comes from [`crate::gpu`].
+
+use super::policy::Precision;
+use crate::dtype::{DType, F16Storage, Storage};
+use crate::gpu::{AdapterDescription, Capabilities, F16StorageChoice};
+
+/// Whether one precision mode runs on an adapter, and how its low-precision tensors are stored.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ModeSupport {
+    /// [`Precision::name`]: `f32`, `amp-f16`, `amp-bf16` or `f16`.
+    pub mode: &'static str,
+    /// False only when the f16 storage asked for cannot be had (native without shader-f16).
+    pub runs: bool,
+    /// [`Storage::name`] of the mode's low-precision tensors: `f32`, `f16` (`array<f16>`),
+    /// `f16packed` or `bf16` (both two per `u32`).
+    pub storage: &'static str,
+    /// One line for people.
+    pub detail: String,
+}
+
+impl ModeSupport {
+    /// What `precision` would do on an adapter with `caps` under the f16 storage `choice`.
+    pub fn of(precision: Precision, caps: &Capabilities, choice: F16StorageChoice) -> Self {
+        let mode = precision.name();
+        let dtype = precision.low_dtype();
+        let storage = match (dtype, caps.resolve_f16_storage(choice)) {
+            (DType::F16, Err(e)) => {
+                return Self {
+                    mode,
+                    runs: false,
+                    storage: Storage::F16.name(),
+                    detail: e.to_string(),
+                };
+            }
+            (_, Ok(f16)) => Storage::for_dtype(dtype, f16),
+            (_, Err(_)) => Storage::for_dtype(dtype, F16Storage::Packed),
+        };
+        Self {
+            mode,
+            runs: true,
+            storage: storage.name(),
+            detail: format!("{}: {}", precision.low_dtype_scope(), storage.layout()),
+        }
+    }
+
+    /// Every precision mode, in [`Precision::ALL`]'s order.
+    pub fn all(caps: &Capabilities, choice: F16StorageChoice) -> Vec<Self> {
+        Precision::ALL
+            .into_iter()
+            .map(|p| Self::of(p, caps, choice))
+            .collect()
+    }
+}
+
+/// One adapter for `webgpu-amp info`: its description and, for an f16-storage request, what
+/// each precision mode would do there.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct AdapterReport {
+    pub name: String,
+    pub backend: String,
+    pub device_type: String,
+    pub driver: String,
+    pub driver_info: String,
+    pub capabilities: Capabilities,
+    /// The f16 storage that automatic f16 storage picks here.
+    pub f16_storage: F16Storage,
+    /// The f16 storage request that [`Self::modes`] answers.
+    pub f16_storage_requested: F16StorageChoice,
+    /// Every precision mode ([`Precision::ALL`]): whether it runs and with which storage.
+    pub modes: Vec<ModeSupport>,
+    /// What a user should know about this adapter before training (why f16 is packed, what
+    /// would enable native f16).
+    pub notes: Vec<String>,
+}
+
+impl AdapterReport {
+    /// The report, with [`Self::modes`] answering for the f16 storage `choice`.
+    pub fn with_f16_choice(adapter: &wgpu::Adapter, choice: F16StorageChoice) -> Self {
+        Self::new(AdapterDescription::new(adapter), choice)
+    }
+
+    /// The report from what an adapter says about itself (separate from the adapter so the
+    /// reasoning for other backends can be checked on this machine).
+    pub fn from_parts(
+        info: wgpu::AdapterInfo,
+        capabilities: Capabilities,
+        choice: F16StorageChoice,
+    ) -> Self {
+        Self::new(AdapterDescription::from_parts(info, capabilities), choice)
+    }
+
+    pub fn new(adapter: AdapterDescription, choice: F16StorageChoice) -> Self {
+        Self {
+            modes: ModeSupport::all(&adapter.capabilities, choice),
+            name: adapter.name,
+            backend: adapter.backend,
+            device_type: adapter.device_type,
+            driver: adapter.driver,
+            driver_info: adapter.driver_info,
+            capabilities: adapter.capabilities,
+            f16_storage: adapter.f16_storage,
+            f16_storage_requested: choice,
+            notes: adapter.notes,
+        }
+    }
+}

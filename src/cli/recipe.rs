@@ -1,0 +1,162 @@
+//! The training-recipe flags of `train` and `compare` (Adam's betas and eps, the learning-rate
+//! schedule, periodic loss estimates) and the defaults a GPT gets: nanoGPT's
+//! `config/train_shakespeare_char.py` recipe wherever the user gave no flag.
+
+use clap::Args;
+use webgpu_amp::optim::{LrSchedule, OptimizerConfig};
+use webgpu_amp::train::{EVAL_BATCHES, EvalConfig};
+use webgpu_amp::{Error, Result};
+
+/// nanoGPT's shakespeare-char recipe: the defaults of a GPT's flags.
+pub mod gpt {
+    /// `--optimizer`.
+    pub const OPTIMIZER: &str = "adamw";
+    /// `--lr` (`learning_rate = 1e-3`).
+    pub const LR: f32 = 1e-3;
+    /// `--beta2` (`beta2 = 0.99`).
+    pub const BETA2: f32 = 0.99;
+    /// `--weight-decay` (train.py's `weight_decay = 1e-1`).
+    pub const WEIGHT_DECAY: f32 = 0.1;
+    /// `--clip-grad-norm` (train.py's `grad_clip = 1.0`).
+    pub const CLIP_GRAD_NORM: f32 = 1.0;
+    /// `--warmup-steps` is the step budget divided by this, rounded down: nanoGPT's 100
+    /// warm-up iterations of 5000.
+    pub const WARMUP_DIVISOR: u64 = 50;
+    /// `--min-lr` is `--lr` divided by this (`min_lr = 1e-4` for `learning_rate = 1e-3`).
+    pub const MIN_LR_DIVISOR: f32 = 10.0;
+}
+
+#[derive(Args, Clone, Debug, Default)]
+pub struct RecipeArgs {
+    /// Adam/AdamW beta1 (default 0.9).
+    #[arg(long, allow_negative_numbers = true)]
+    pub beta1: Option<f32>,
+    /// Adam/AdamW beta2 (default 0.999; 0.99 for a GPT).
+    #[arg(long, allow_negative_numbers = true)]
+    pub beta2: Option<f32>,
+    /// Adam/AdamW eps (default 1e-8).
+    #[arg(long, allow_negative_numbers = true)]
+    pub eps: Option<f32>,
+    /// constant or cosine (nanoGPT's warm-up and cosine decay). Default: constant; cosine
+    /// for a GPT.
+    #[arg(long)]
+    pub lr_schedule: Option<String>,
+    /// Cosine: steps of linear warm-up (default: the step budget / 50, rounded down, as
+    /// nanoGPT's 100 of 5000).
+    #[arg(long, allow_negative_numbers = true)]
+    pub warmup_steps: Option<u64>,
+    /// Cosine: the learning rate the decay ends at (default --lr / 10).
+    #[arg(long, allow_negative_numbers = true)]
+    pub min_lr: Option<f32>,
+    /// Cosine: the step where the decay reaches --min-lr (default: the run's step budget,
+    /// --steps or the steps of --epochs).
+    #[arg(long, allow_negative_numbers = true)]
+    pub lr_decay_steps: Option<u64>,
+    /// Estimate the training and validation loss every N optimizer steps (nanoGPT's
+    /// estimate_loss: random batches, dropout off).
+    #[arg(long, allow_negative_numbers = true)]
+    pub eval_every: Option<u64>,
+    /// Random batches per split of each estimate, and of the epoch-end and final validation
+    /// of text and token data.
+    #[arg(long, default_value_t = EVAL_BATCHES, allow_negative_numbers = true)]
+    pub eval_batches: usize,
+}
+
+fn bad(message: String) -> Error {
+    Error::InvalidArgument(message)
+}
+
+impl RecipeArgs {
+    /// Checks that need no data.
+    pub fn validate(&self) -> Result<()> {
+        if self.eval_every == Some(0) {
+            return Err(bad("--eval-every must be at least 1".into()));
+        }
+        if self.eval_batches == 0 {
+            return Err(bad("--eval-batches must be at least 1".into()));
+        }
+        if let Some(min_lr) = self.min_lr
+            && !(min_lr >= 0.0 && min_lr.is_finite())
+        {
+            return Err(bad(format!(
+                "--min-lr must be finite and >= 0, got {min_lr}"
+            )));
+        }
+        if self.lr_decay_steps == Some(0) {
+            return Err(bad("--lr-decay-steps must be at least 1".into()));
+        }
+        self.schedule_kind(false)?;
+        Ok(())
+    }
+
+    /// Whether the schedule is cosine (`--lr-schedule`, else cosine for a GPT).
+    fn schedule_kind(&self, gpt: bool) -> Result<bool> {
+        match self.lr_schedule.as_deref() {
+            None => Ok(gpt),
+            Some("constant") => Ok(false),
+            Some("cosine") => Ok(true),
+            Some(other) => Err(bad(format!(
+                "unknown --lr-schedule `{other}` (expected constant or cosine)"
+            ))),
+        }
+    }
+
+    /// The schedule for a run of `budget` optimizer steps whose optimizer starts at `lr`.
+    pub fn schedule(&self, gpt: bool, lr: f32, budget: u64) -> Result<LrSchedule> {
+        if !self.schedule_kind(gpt)? {
+            if let Some(flag) = [
+                (self.warmup_steps.is_some(), "--warmup-steps"),
+                (self.min_lr.is_some(), "--min-lr"),
+                (self.lr_decay_steps.is_some(), "--lr-decay-steps"),
+            ]
+            .iter()
+            .find_map(|&(given, flag)| given.then_some(flag))
+            {
+                return Err(bad(format!("{flag} needs --lr-schedule cosine")));
+            }
+            return Ok(LrSchedule::Constant);
+        }
+        let decay_steps = self.lr_decay_steps.unwrap_or(budget);
+        let warmup_steps = self
+            .warmup_steps
+            .unwrap_or(decay_steps / gpt::WARMUP_DIVISOR);
+        if warmup_steps >= decay_steps {
+            return Err(bad(format!(
+                "--warmup-steps {warmup_steps} must be fewer than the {decay_steps} steps of \
+                 the decay (--lr-decay-steps, default --steps)"
+            )));
+        }
+        let schedule = LrSchedule::Cosine {
+            warmup_steps,
+            decay_steps,
+            min_lr: self.min_lr.unwrap_or(lr / gpt::MIN_LR_DIVISOR),
+        };
+        schedule.validate()?;
+        Ok(schedule)
+    }
+
+    /// Apply `--beta1`, `--beta2` and `--eps` (and a GPT's beta2) to Adam or AdamW.
+    pub fn apply_betas(&self, gpt: bool, config: &mut OptimizerConfig) {
+        if let OptimizerConfig::Adam {
+            beta1, beta2, eps, ..
+        }
+        | OptimizerConfig::AdamW {
+            beta1, beta2, eps, ..
+        } = config
+        {
+            if gpt {
+                *beta2 = gpt::BETA2;
+            }
+            *beta1 = self.beta1.unwrap_or(*beta1);
+            *beta2 = self.beta2.unwrap_or(*beta2);
+            *eps = self.eps.unwrap_or(*eps);
+        }
+    }
+
+    pub fn eval_config(&self) -> EvalConfig {
+        EvalConfig {
+            every: self.eval_every,
+            batches: self.eval_batches,
+        }
+    }
+}

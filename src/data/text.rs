@@ -1,0 +1,295 @@
+//! Character-level text, as nanoGPT's `data/shakespeare_char/prepare.py` prepares it.
+//!
+//! - The file is read as UTF-8 (an invalid byte is an error naming its byte offset and line),
+//!   with line endings as Python's text mode reads them (`\r\n` and a lone `\r` become `\n`).
+//! - The vocabulary is the sorted set of the characters of the whole text
+//!   (`chars = sorted(list(set(data)))`: sorted by code point), and every character is
+//!   encoded as its index in that list ([`Vocab`]).
+//! - The first `int(n * 0.9)` characters train, the rest validate (`n` counts characters;
+//!   the product is the same f64 product Python computes, then truncated).
+//! - A sample is a window of `block_size + 1` characters: inputs `ids[i .. i + T]`, targets
+//!   `ids[i + 1 .. i + T + 1]`, for every offset `i` in `0 .. len - T` of its part
+//!   ([`TextCorpus::split`]). nanoGPT draws the offsets of each batch at random
+//!   (`torch.randint(len(data) - block_size, ...)`); here a shuffled epoch visits every
+//!   offset once in an order seeded by `(seed, epoch)` (the [`super::Loader`]), so runs are
+//!   reproducible and resume exactly; `--no-shuffle` walks the offsets in order.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::tokens::TokenSamples;
+use super::{Dataset, Split, read_file};
+use crate::{Error, Result};
+
+/// Fraction of the characters that train (nanoGPT's `int(n * 0.9)`).
+pub const TRAIN_FRACTION: f64 = 0.9;
+
+/// A character vocabulary: token id `i` is `chars()[i]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vocab {
+    chars: Vec<char>,
+    /// `(char, id)` sorted by char, for encoding.
+    index: Vec<(char, u32)>,
+}
+
+impl Vocab {
+    /// The sorted set of the characters of `text` (nanoGPT: `sorted(list(set(data)))`).
+    pub fn from_text(text: &str) -> Vocab {
+        let mut chars: Vec<char> = text.chars().collect();
+        chars.sort_unstable();
+        chars.dedup();
+        let index = chars
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| (c, i as u32))
+            .collect();
+        Vocab { chars, index }
+    }
+
+    /// A vocabulary in the given id order. Characters must be distinct and there must be at
+    /// least one (and fewer than 2^32).
+    pub fn from_chars(chars: Vec<char>) -> Result<Vocab> {
+        if chars.is_empty() {
+            return Err(Error::data("a vocabulary needs at least one character"));
+        }
+        if u32::try_from(chars.len()).is_err() {
+            return Err(Error::data(format!(
+                "a vocabulary of {} characters does not fit u32 ids",
+                chars.len()
+            )));
+        }
+        let mut index: Vec<(char, u32)> = chars
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| (c, i as u32))
+            .collect();
+        index.sort_unstable();
+        if let Some(w) = index.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Err(Error::data(format!(
+                "the vocabulary lists {} twice (ids {} and {})",
+                describe_char(w[0].0),
+                w[0].1,
+                w[1].1
+            )));
+        }
+        Ok(Vocab { chars, index })
+    }
+
+    /// Number of tokens.
+    pub fn len(&self) -> usize {
+        self.chars.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.chars.is_empty()
+    }
+
+    /// The characters in id order.
+    pub fn chars(&self) -> &[char] {
+        &self.chars
+    }
+
+    /// The id of one character.
+    pub fn id(&self, c: char) -> Option<u32> {
+        self.index
+            .binary_search_by_key(&c, |&(k, _)| k)
+            .ok()
+            .map(|i| self.index[i].1)
+    }
+
+    /// Ids of every character of `text`. A character outside the vocabulary is an error
+    /// naming it and its position (in characters).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        text.chars()
+            .enumerate()
+            .map(|(i, c)| {
+                self.id(c).ok_or_else(|| {
+                    Error::data(format!(
+                        "{} at character {i} is not in the vocabulary of {} characters",
+                        describe_char(c),
+                        self.len()
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// The text of `ids`. An id outside the vocabulary is an error naming it and its position.
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        ids.iter()
+            .enumerate()
+            .map(|(i, &id)| {
+                self.chars.get(id as usize).copied().ok_or_else(|| {
+                    Error::data(format!(
+                        "token {id} at position {i} is not below the vocabulary size {}",
+                        self.len()
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// JSON form, for checkpoint metadata: an array of one-character strings in id order
+    /// (`["\n", " ", "!", ...]`).
+    pub fn to_json(&self) -> String {
+        let strings: Vec<String> = self.chars.iter().map(|c| c.to_string()).collect();
+        serde_json::Value::from(strings).to_string()
+    }
+
+    /// Parses [`Vocab::to_json`]'s form. Each entry must be exactly one character.
+    pub fn from_json(json: &str) -> Result<Vocab> {
+        let strings: Vec<String> = serde_json::from_str(json).map_err(|e| {
+            Error::data(format!(
+                "a vocabulary is a JSON array of one-character strings: {e}"
+            ))
+        })?;
+        let chars = strings
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let mut it = s.chars();
+                match (it.next(), it.next()) {
+                    (Some(c), None) => Ok(c),
+                    _ => Err(Error::data(format!(
+                        "vocabulary entry {i} is {s:?}, not one character"
+                    ))),
+                }
+            })
+            .collect::<Result<Vec<char>>>()?;
+        Vocab::from_chars(chars)
+    }
+}
+
+/// A character for messages: `'a' (U+0061)`, with escapes for control characters.
+fn describe_char(c: char) -> String {
+    format!("character {:?} (U+{:04X})", c, c as u32)
+}
+
+/// Decodes UTF-8 bytes as Python's text mode reads a file: an invalid byte is an error naming
+/// its byte offset and line; `\r\n` and a lone `\r` become `\n`.
+pub fn decode_utf8(name: &str, bytes: &[u8]) -> Result<String> {
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        let at = e.valid_up_to();
+        let line = 1 + bytes[..at].iter().filter(|&&b| b == b'\n').count();
+        match e.error_len() {
+            Some(_) => Error::data(format!(
+                "{name}: not valid UTF-8: byte 0x{:02x} at byte offset {at} (line {line}) \
+                 does not start a valid character",
+                bytes[at]
+            )),
+            None => Error::data(format!(
+                "{name}: not valid UTF-8: the file ends inside a character that starts at \
+                 byte offset {at} (line {line})"
+            )),
+        }
+    })?;
+    Ok(if text.contains('\r') {
+        text.replace("\r\n", "\n").replace('\r', "\n")
+    } else {
+        text.to_string()
+    })
+}
+
+/// A text encoded with its own vocabulary, before it is cut into windows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TextCorpus {
+    /// Where it came from (a file path, `shakespeare`, `hamlet`): names the data sets.
+    pub name: String,
+    vocab: Arc<Vocab>,
+    ids: Arc<[u32]>,
+}
+
+impl TextCorpus {
+    /// Encodes `text` with the vocabulary of its own characters. An empty text is an error.
+    pub fn from_text(name: impl Into<String>, text: &str) -> Result<TextCorpus> {
+        let name = name.into();
+        if text.is_empty() {
+            return Err(Error::data(format!("{name}: the text is empty")));
+        }
+        let vocab = Vocab::from_text(text);
+        let ids = vocab.encode(text)?;
+        Ok(TextCorpus {
+            name,
+            vocab: Arc::new(vocab),
+            ids: ids.into(),
+        })
+    }
+
+    /// UTF-8 bytes of a text file (see [`decode_utf8`]).
+    pub fn from_bytes(name: impl Into<String>, bytes: &[u8]) -> Result<TextCorpus> {
+        let name = name.into();
+        let text = decode_utf8(&name, bytes)?;
+        TextCorpus::from_text(name, &text)
+    }
+
+    /// Reads a UTF-8 text file (`--dataset text:FILE`).
+    pub fn load(path: &Path) -> Result<TextCorpus> {
+        let bytes = read_file(path)?;
+        TextCorpus::from_bytes(path.display().to_string(), &bytes)
+    }
+
+    pub fn vocab(&self) -> &Arc<Vocab> {
+        &self.vocab
+    }
+
+    /// The encoded text, one id per character.
+    pub fn ids(&self) -> &[u32] {
+        &self.ids
+    }
+
+    /// Characters in the text.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Characters of the training part: `int(n * 0.9)`, as Python computes it.
+    pub fn train_len(&self) -> usize {
+        (self.len() as f64 * TRAIN_FRACTION) as usize
+    }
+
+    /// Windows of `block_size + 1` characters over the training part (`{name}/train`) and the
+    /// validation part (`{name}/validation`): see the module docs. Both parts must hold at
+    /// least `block_size + 1` characters.
+    pub fn split(&self, block_size: usize) -> Result<Split> {
+        if block_size == 0 {
+            return Err(Error::data(format!(
+                "{}: the block size must be at least 1",
+                self.name
+            )));
+        }
+        let cut = self.train_len();
+        let n = self.len();
+        let need = block_size + 1;
+        for (part, len) in [
+            ("training part (the first 90%", cut),
+            ("validation part (the last 10%", n - cut),
+        ] {
+            if len < need {
+                return Err(Error::data(format!(
+                    "{}: the {part}: {len} of {n} characters) is shorter than block_size + 1 = \
+                     {need} characters; use a longer text or a model with a smaller block size",
+                    self.name
+                )));
+            }
+        }
+        let set = |range: std::ops::Range<usize>, part: &str| -> Result<Dataset> {
+            let (inputs, targets) = TokenSamples::windows(self.ids.clone(), range, block_size)?;
+            Dataset::from_tokens(
+                format!("{}/{part}", self.name),
+                inputs,
+                targets,
+                self.vocab.len(),
+                Some(self.vocab.clone()),
+            )
+        };
+        Ok(Split {
+            train: set(0..cut, "train")?,
+            validation: Some(set(cut..n, "validation")?),
+            test: None,
+        })
+    }
+}

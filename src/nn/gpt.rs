@@ -1,0 +1,240 @@
+//! GPT, as nanoGPT's `model.py` defines it: token and position embeddings, `n_layer` blocks
+//! of pre-norm causal self-attention and MLP with residual connections, a final LayerNorm and
+//! an `lm_head` whose weight is tied to the token embedding. Parameter names and shapes are
+//! nanoGPT's (`transformer.wte.weight`, `transformer.h.0.ln_1.weight`,
+//! `transformer.h.0.attn.c_attn.weight`, ..., `lm_head.weight`), so a checkpoint loads into
+//! `GPT(GPTConfig(...)).load_state_dict(...)`.
+//!
+//! JSON: `{"gpt": {"vocab_size": 65, "block_size": 256, "n_layer": 6, "n_head": 6,
+//! "n_embd": 384, "dropout": 0.2, "bias": false, "activation": "gelu"}}` (GPTConfig's fields
+//! and defaults; `activation` is `gelu`, nanoGPT's exact `nn.GELU()`, or `gelu_tanh`, GPT-2's
+//! approximation).
+
+use serde::Deserialize;
+
+use super::layers::LayerConfig;
+use super::layers::activation::{GeluConfig, GeluTanhConfig};
+use super::layers::attention::AttentionConfig;
+use super::layers::dropout::DropoutConfig;
+use super::layers::embedding::EmbeddingConfig;
+use super::layers::layernorm::LayerNormConfig;
+use super::layers::linear::LinearConfig;
+use super::layers::residual::ResidualConfig;
+use super::model::ModelSpec;
+use crate::{Error, Result};
+
+/// nanoGPT's `GPTConfig`, plus the MLP's activation.
+#[derive(Clone, Debug, Deserialize, PartialEq, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct GptConfig {
+    #[serde(default = "defaults::vocab_size")]
+    pub vocab_size: usize,
+    #[serde(default = "defaults::block_size")]
+    pub block_size: usize,
+    #[serde(default = "defaults::n_layer")]
+    pub n_layer: usize,
+    #[serde(default = "defaults::n_head")]
+    pub n_head: usize,
+    #[serde(default = "defaults::n_embd")]
+    pub n_embd: usize,
+    #[serde(default)]
+    pub dropout: f32,
+    #[serde(default = "defaults::bias")]
+    pub bias: bool,
+    #[serde(default)]
+    pub activation: Activation,
+}
+
+/// The MLP's GELU.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Activation {
+    /// `nn.GELU()`: the exact, erf form (nanoGPT's current model.py).
+    #[default]
+    Gelu,
+    /// `nn.GELU(approximate='tanh')`: GPT-2's approximation.
+    GeluTanh,
+}
+
+/// GPTConfig's defaults (GPT-2 small).
+mod defaults {
+    pub fn vocab_size() -> usize {
+        50304
+    }
+    pub fn block_size() -> usize {
+        1024
+    }
+    pub fn n_layer() -> usize {
+        12
+    }
+    pub fn n_head() -> usize {
+        12
+    }
+    pub fn n_embd() -> usize {
+        768
+    }
+    pub fn bias() -> bool {
+        true
+    }
+}
+
+/// nanoGPT's standard deviation for Linear and Embedding weights.
+pub const INIT_STD: f32 = 0.02;
+
+/// Names accepted by [`gpt_preset`].
+pub const GPT_PRESETS: [&str; 2] = ["gpt-char", "gpt-tiny"];
+
+/// `gpt-char`: nanoGPT's `train_shakespeare_char` "baby GPT" (6 layers, 6 heads, 384 wide,
+/// block 256, dropout 0.2, no biases, exact GELU). `gpt-tiny`: 2 layers, 4 heads, 64 wide,
+/// block 64, no dropout, no biases, exact GELU — small enough for CI on a software adapter and
+/// a browser on a CPU adapter. Both take the vocabulary size from the data.
+pub fn gpt_preset(name: &str, vocab_size: usize) -> Result<GptConfig> {
+    let base = GptConfig {
+        vocab_size,
+        block_size: 256,
+        n_layer: 6,
+        n_head: 6,
+        n_embd: 384,
+        dropout: 0.2,
+        bias: false,
+        activation: Activation::Gelu,
+    };
+    match name {
+        "gpt-char" => Ok(base),
+        "gpt-tiny" => Ok(GptConfig {
+            block_size: 64,
+            n_layer: 2,
+            n_head: 4,
+            n_embd: 64,
+            dropout: 0.0,
+            ..base
+        }),
+        _ => Err(Error::model(format!(
+            "unknown GPT preset `{name}` (expected one of {})",
+            GPT_PRESETS.join(", ")
+        ))),
+    }
+}
+
+impl GptConfig {
+    /// The model on `block_size` tokens: input `[block_size]` token ids per sample, output
+    /// `[block_size, vocab]` logits.
+    pub fn model(&self, name: &str) -> Result<ModelSpec> {
+        self.model_for(name, self.block_size)
+    }
+
+    /// The model on sequences of `t` tokens (at most `block_size`, as nanoGPT's forward
+    /// allows): input `[t]`, output `[t, vocab]`; parameters do not depend on `t`.
+    pub fn model_for(&self, name: &str, t: usize) -> Result<ModelSpec> {
+        let err = |m: String| Error::model(format!("{name}: {m}"));
+        for (what, v) in [
+            ("vocab_size", self.vocab_size),
+            ("block_size", self.block_size),
+            ("n_layer", self.n_layer),
+            ("n_head", self.n_head),
+            ("n_embd", self.n_embd),
+        ] {
+            if v == 0 {
+                return Err(err(format!("{what} must be at least 1")));
+            }
+        }
+        if !self.n_embd.is_multiple_of(self.n_head) {
+            return Err(err(format!(
+                "n_embd {} is not a multiple of n_head {}",
+                self.n_embd, self.n_head
+            )));
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            return Err(err(format!(
+                "dropout must be in [0, 1), got {}",
+                self.dropout
+            )));
+        }
+        let (c, bias, p) = (self.n_embd, self.bias, self.dropout);
+        type Named = (String, Box<dyn LayerConfig>);
+        fn named(name: impl Into<String>, config: impl LayerConfig + 'static) -> Named {
+            (name.into(), Box::new(config))
+        }
+        // nanoGPT's _init_weights: Linear weights N(0, 0.02), biases 0; the residual
+        // projections (`c_proj`) N(0, 0.02/√(2·n_layer)).
+        let linear = |out| LinearConfig {
+            out,
+            bias,
+            init_std: Some(INIT_STD),
+            tied_to: None,
+        };
+        let c_proj = LinearConfig {
+            init_std: Some(INIT_STD / (2.0 * self.n_layer as f32).sqrt()),
+            ..linear(c)
+        };
+        let gelu = || -> Box<dyn LayerConfig> {
+            match self.activation {
+                Activation::Gelu => Box::new(GeluConfig {}),
+                Activation::GeluTanh => Box::new(GeluTanhConfig {}),
+            }
+        };
+        let mut layers: Vec<Named> = vec![
+            named(
+                "transformer",
+                EmbeddingConfig {
+                    vocab: self.vocab_size,
+                    dim: c,
+                    positions: Some(self.block_size),
+                },
+            ),
+            named("transformer.drop", DropoutConfig { p }),
+        ];
+        for i in 0..self.n_layer {
+            let block = format!("transformer.h.{i}");
+            layers.push(named(
+                block.clone(),
+                ResidualConfig {
+                    branch: vec![
+                        named("ln_1", LayerNormConfig { bias }),
+                        named("attn.c_attn", linear(3 * c)),
+                        named(
+                            "attn",
+                            AttentionConfig {
+                                heads: self.n_head,
+                                dropout: p,
+                            },
+                        ),
+                        named("attn.c_proj", c_proj.clone()),
+                        named("attn.resid_dropout", DropoutConfig { p }),
+                    ],
+                },
+            ));
+            layers.push(named(
+                block,
+                ResidualConfig {
+                    branch: vec![
+                        named("ln_2", LayerNormConfig { bias }),
+                        named("mlp.c_fc", linear(4 * c)),
+                        ("mlp.gelu".to_string(), gelu()),
+                        named("mlp.c_proj", c_proj.clone()),
+                        named("mlp.dropout", DropoutConfig { p }),
+                    ],
+                },
+            ));
+        }
+        layers.push(named("transformer.ln_f", LayerNormConfig { bias }));
+        layers.push(named(
+            "lm_head",
+            LinearConfig {
+                out: self.vocab_size,
+                bias: false,
+                init_std: None,
+                tied_to: Some("transformer.wte.weight".into()),
+            },
+        ));
+        if t == 0 || t > self.block_size {
+            return Err(err(format!(
+                "sequences of {t} tokens do not fit block_size {}",
+                self.block_size
+            )));
+        }
+        let mut spec = ModelSpec::build(name, &[t], &layers)?;
+        spec.gpt = Some(self.clone());
+        Ok(spec)
+    }
+}

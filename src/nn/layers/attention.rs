@@ -1,0 +1,252 @@
+//! The core of nanoGPT's `CausalSelfAttention`, between `c_attn` and `c_proj`: from the
+//! packed projections `qkv` `[T, 3C]` of each sample, per head `softmax(q kᵀ / √hs)` with the
+//! causal mask, attention dropout, and `@ v`, written back as `[T, C]`. Under autocast the
+//! two matmuls run in the low dtype and the softmax in f32 (autocast's fp32 list), exactly
+//! nanoGPT's non-flash path.
+
+use serde::Deserialize;
+
+use super::{Backward, BackwardPlan, ForwardPlan, Layer, LayerConfig, Resolved, positive};
+use crate::amp::policy::{CastRule, Op};
+use crate::error::Result;
+use crate::ops::attention::{self, SoftmaxParams};
+use crate::ops::dropout::{DropoutKey, DropoutState};
+use crate::ops::matmul::{MatmulOpts, MatrixLayout, batched_matmul};
+use crate::tensor::{DType, Tensor};
+
+/// `{"attention": {"heads": nh, "dropout": p}}` on a `[T, 3C]` input.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttentionConfig {
+    pub heads: usize,
+    #[serde(default)]
+    pub dropout: f32,
+}
+
+impl LayerConfig for AttentionConfig {
+    fn kind(&self) -> &'static str {
+        "attention"
+    }
+
+    fn resolve(&self, input: &[usize]) -> std::result::Result<Resolved, String> {
+        positive(self.heads, "`heads`")?;
+        super::dropout::check_p(self.dropout)?;
+        let &[t, three_c] = input else {
+            return Err(format!(
+                "attention takes packed projections [T, 3·C] per sample, got {input:?}"
+            ));
+        };
+        if !three_c.is_multiple_of(3) || !(three_c / 3).is_multiple_of(self.heads) {
+            return Err(format!(
+                "the packed width {three_c} is not 3 × a multiple of {} heads",
+                self.heads
+            ));
+        }
+        let layer = CausalAttention {
+            heads: self.heads,
+            width: three_c / 3,
+            dropout: self.dropout,
+        };
+        Ok(Resolved::new(layer, vec![t, three_c / 3]))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CausalAttention {
+    pub heads: usize,
+    /// C: the embedding width (heads × head size).
+    pub width: usize,
+    pub dropout: f32,
+}
+
+/// Where each head's q, k, v, scores and output sit, for a batch of `b` sequences of `t`.
+struct Layouts {
+    q: MatrixLayout,
+    k: MatrixLayout,
+    v: MatrixLayout,
+    /// Scores and probabilities `[B, nh, T, T]`.
+    scores: MatrixLayout,
+    /// Per-head output `[B, T, C]` at column h·hs.
+    out: MatrixLayout,
+}
+
+impl CausalAttention {
+    fn head_size(&self) -> usize {
+        self.width / self.heads
+    }
+
+    fn layouts(&self, t: usize) -> Layouts {
+        let (c, hs) = (self.width, self.head_size());
+        let packed = |offset| MatrixLayout {
+            offset,
+            ld: 3 * c,
+            batch_stride: [t * 3 * c, hs],
+        };
+        Layouts {
+            q: packed(0),
+            k: packed(c),
+            v: packed(2 * c),
+            scores: MatrixLayout {
+                offset: 0,
+                ld: t,
+                batch_stride: [self.heads * t * t, t * t],
+            },
+            out: MatrixLayout {
+                offset: 0,
+                ld: c,
+                batch_stride: [t * c, hs],
+            },
+        }
+    }
+}
+
+impl Layer for CausalAttention {
+    fn kind(&self) -> &'static str {
+        "attention"
+    }
+
+    fn repr(&self) -> String {
+        format!(
+            "CausalAttention(heads={}, head_size={}, dropout={})",
+            self.heads,
+            self.head_size(),
+            self.dropout
+        )
+    }
+
+    fn op(&self) -> Op {
+        Op::new("Attention", CastRule::LowPrecision)
+    }
+
+    /// `S = q kᵀ`, `P = softmax(S / √hs)` (causal, f32), `Pd = dropout(P)`, `y = Pd v`.
+    fn forward(&self, f: &mut ForwardPlan<'_>, qkv: Tensor) -> Result<(Tensor, Box<dyn Backward>)> {
+        let (batch, t) = (qkv.shape()[0], qkv.shape()[1]);
+        let hs = self.head_size();
+        let l = self.layouts(t);
+        let scores_shape = [self.heads, t, t];
+        // S is dead once the softmax has read it: one buffer serves every attention layer
+        // (and, in the backward, dS).
+        let s = f.scratch("attention scores", &scores_shape, f.dtype())?;
+        let p = f.activation_in(&scores_shape, DType::F32);
+        let pd = f.activation(&scores_shape);
+        let y = f.activation(&[t, self.width]);
+        let ctx = f.ctx();
+        let softmax = Softmax {
+            rows: batch * self.heads * t,
+            t,
+            scale: 1.0 / (hs as f32).sqrt(),
+            dropout: (self.dropout > 0.0).then(|| f.dropout_key(self.dropout)),
+        };
+        let state = f.dropout_state();
+        let params = softmax.params(&state);
+        let batches = [batch, self.heads];
+        let nt = MatmulOpts {
+            trans_b: true,
+            ..Default::default()
+        };
+        f.push(batched_matmul(
+            ctx, &qkv, l.q, &qkv, l.k, &s, l.scores, t, t, hs, batches, nt,
+        )?);
+        f.push(attention::causal_softmax_forward(
+            ctx, &s, &p, &pd, &params,
+        )?);
+        f.push(batched_matmul(
+            ctx,
+            &pd,
+            l.scores,
+            &qkv,
+            l.v,
+            &y,
+            l.out,
+            t,
+            hs,
+            t,
+            batches,
+            MatmulOpts::default(),
+        )?);
+        let backward = AttentionBackward {
+            layer: *self,
+            qkv,
+            p,
+            pd,
+            s,
+            softmax,
+        };
+        Ok((y, Box::new(backward)))
+    }
+}
+
+struct AttentionBackward {
+    layer: CausalAttention,
+    qkv: Tensor,
+    p: Tensor,
+    pd: Tensor,
+    /// The forward's score scratch, reused for dS.
+    s: Tensor,
+    softmax: Softmax,
+}
+
+/// The softmax's sizes and dropout, kept for the backward.
+#[derive(Clone, Copy)]
+struct Softmax {
+    rows: usize,
+    t: usize,
+    scale: f32,
+    dropout: Option<DropoutKey>,
+}
+
+impl Softmax {
+    fn params<'s>(&self, state: &'s DropoutState) -> SoftmaxParams<'s> {
+        SoftmaxParams {
+            rows: self.rows,
+            t: self.t,
+            scale: self.scale,
+            dropout: self.dropout,
+            dropout_state: self.dropout.map(|_| state),
+        }
+    }
+}
+
+impl Backward for AttentionBackward {
+    /// `dPd = dy vᵀ`, `dv = Pdᵀ dy`, `dS = softmax'(P, dropout'(dPd))`, `dq = dS k`, `dk = dSᵀ q`.
+    fn backward(&self, b: &mut BackwardPlan<'_>, dy: Tensor) -> Result<Option<Tensor>> {
+        if !b.wants_input_grad() {
+            return Ok(None);
+        }
+        let ctx = b.ctx();
+        let (batch, t) = (self.qkv.shape()[0], self.qkv.shape()[1]);
+        let hs = self.layer.head_size();
+        let l = self.layer.layouts(t);
+        let batches = [batch, self.layer.heads];
+        let plain = MatmulOpts::default();
+        let nt = MatmulOpts {
+            trans_b: true,
+            ..Default::default()
+        };
+        let tn = MatmulOpts {
+            trans_a: true,
+            ..Default::default()
+        };
+        let dpd = b.scratch("attention dPd", &self.pd)?;
+        let ds = &self.s;
+        let dqkv = b.input_grad(&self.qkv)?;
+        b.push(batched_matmul(
+            ctx, &dy, l.out, &self.qkv, l.v, &dpd, l.scores, t, t, hs, batches, nt,
+        )?);
+        b.push(batched_matmul(
+            ctx, &self.pd, l.scores, &dy, l.out, &dqkv, l.v, t, hs, t, batches, tn,
+        )?);
+        let state = b.dropout_state();
+        let params = self.softmax.params(&state);
+        b.push(attention::causal_softmax_backward(
+            ctx, &self.p, &dpd, ds, &params,
+        )?);
+        b.push(batched_matmul(
+            ctx, ds, l.scores, &self.qkv, l.k, &dqkv, l.q, t, hs, t, batches, plain,
+        )?);
+        b.push(batched_matmul(
+            ctx, ds, l.scores, &self.qkv, l.q, &dqkv, l.k, t, hs, t, batches, tn,
+        )?);
+        Ok(Some(dqkv))
+    }
+}

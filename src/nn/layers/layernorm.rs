@@ -1,0 +1,150 @@
+//! `nn.LayerNorm(C, bias=...)` over the last dimension, eps 1e-5. On autocast's fp32 list:
+//! its input arrives cast to f32 and statistics and output are f32.
+
+use serde::Deserialize;
+
+use super::{
+    Backward, BackwardPlan, ForwardPlan, Init, Layer, LayerConfig, ParamDef, Resolved, positive,
+    py_bool,
+};
+use crate::amp::policy::{CastRule, Op};
+use crate::error::Result;
+use crate::ops::layernorm;
+use crate::tensor::{DType, Tensor};
+
+/// PyTorch's default epsilon.
+pub const EPS: f32 = 1e-5;
+
+/// `{"layernorm": {"bias": true}}`: normalises the last dimension of its input.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayerNormConfig {
+    #[serde(default = "yes")]
+    pub bias: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl LayerConfig for LayerNormConfig {
+    fn kind(&self) -> &'static str {
+        "layernorm"
+    }
+
+    fn resolve(&self, input: &[usize]) -> std::result::Result<Resolved, String> {
+        let Some(&features) = input.last() else {
+            return Err("layernorm needs at least a 1-D input per sample".into());
+        };
+        positive(features, "the normalised dimension")?;
+        let layer = LayerNorm {
+            features,
+            bias: self.bias,
+        };
+        Ok(Resolved::new(layer, input.to_vec()))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LayerNorm {
+    pub features: usize,
+    pub bias: bool,
+}
+
+impl Layer for LayerNorm {
+    fn kind(&self) -> &'static str {
+        "layernorm"
+    }
+
+    fn repr(&self) -> String {
+        format!(
+            "LayerNorm(({},), eps=1e-05, elementwise_affine=True, bias={})",
+            self.features,
+            py_bool(self.bias)
+        )
+    }
+
+    fn op(&self) -> Op {
+        Op::new("LayerNorm", CastRule::F32)
+    }
+
+    fn parameters(&self) -> Vec<ParamDef> {
+        let mut params = vec![ParamDef::new("weight", vec![self.features], Init::Ones)];
+        if self.bias {
+            params.push(ParamDef::new("bias", vec![self.features], Init::Zeros));
+        }
+        params
+    }
+
+    /// `y = (x − mean) / sqrt(var + eps) · weight + bias`, per row of the last dimension.
+    fn forward(&self, f: &mut ForwardPlan<'_>, x: Tensor) -> Result<(Tensor, Box<dyn Backward>)> {
+        let rows = x.numel() / self.features;
+        let x2 = x.reshape(&[rows, self.features])?;
+        let weight = f.param("weight")?;
+        let bias = self.bias.then(|| f.param("bias")).transpose()?;
+        let y = f.activation(&x.shape()[1..]);
+        let mean = Tensor::zeros(f.ctx(), &[rows], DType::F32);
+        let rstd = Tensor::zeros(f.ctx(), &[rows], DType::F32);
+        let y2 = y.reshape(&[rows, self.features])?;
+        f.push(layernorm::layernorm_forward(
+            f.ctx(),
+            &x2,
+            &weight,
+            bias.as_ref(),
+            &y2,
+            &mean,
+            &rstd,
+            EPS,
+        )?);
+        let backward = LayerNormBackward {
+            x,
+            weight,
+            mean,
+            rstd,
+            bias: self.bias,
+            features: self.features,
+        };
+        Ok((y, Box::new(backward)))
+    }
+}
+
+struct LayerNormBackward {
+    x: Tensor,
+    weight: Tensor,
+    mean: Tensor,
+    rstd: Tensor,
+    bias: bool,
+    features: usize,
+}
+
+impl Backward for LayerNormBackward {
+    /// `dweight += Σ dy·x̂`, `dbias += Σ dy`, `dx = rstd · (dy·w − mean(dy·w) − x̂ · mean(dy·w·x̂))`.
+    fn backward(&self, b: &mut BackwardPlan<'_>, dy: Tensor) -> Result<Option<Tensor>> {
+        let rows = self.x.numel() / self.features;
+        let two_d = |t: &Tensor| t.reshape(&[rows, self.features]);
+        let dweight = b.param_grad("weight")?;
+        let dbias = self.bias.then(|| b.param_grad("bias")).transpose()?;
+        // The kernel writes dx whether or not it is needed; give it scratch from the arena.
+        let dx = b.input_grad(&self.x)?;
+        let kernels = layernorm::layernorm_backward(
+            b.ctx(),
+            &two_d(&dy)?,
+            &two_d(&self.x)?,
+            &self.weight,
+            &self.mean,
+            &self.rstd,
+            &two_d(&dx)?,
+            &dweight,
+            dbias.as_ref(),
+        )?;
+        for k in kernels {
+            b.push(k);
+        }
+        if b.wants_input_grad() {
+            Ok(Some(dx))
+        } else {
+            b.release(&dx);
+            Ok(None)
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! A model and the data it trains on, resolved together: the CLI's `train`, `compare` and
+//! `bench`, and the app, all go through [`model_and_data`].
+//!
+//! Text sources are cut into windows of the model's block size, so for them the model comes
+//! first; every other source is loaded first and the model adapts to its shapes.
+
+use crate::data::{DataSource, Dataset, Split};
+use crate::nn::gpt::{GPT_PRESETS, GptConfig, gpt_preset};
+use crate::nn::{ModelSpec, preset};
+use crate::{Error, Result};
+
+/// Which model to train.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ModelChoice {
+    /// A preset's name ([`crate::nn::PRESETS`]).
+    Preset(String),
+    /// A JSON description (the text of a `.json` file; see [`ModelSpec::from_json`]).
+    Json(String),
+}
+
+impl ModelChoice {
+    /// The model a data set trains when none is named: a GPT for token data, the MLP for
+    /// class labels, the linear model for regression targets.
+    pub fn default_for(data: &Dataset) -> Self {
+        let name = if data.is_tokens() {
+            "gpt-tiny"
+        } else if data.y.is_classification() {
+            "mlp"
+        } else {
+            "linear"
+        };
+        ModelChoice::Preset(name.into())
+    }
+
+    /// Whether this is a GPT (a preset `gpt-*` or a `{"gpt": ...}` description).
+    pub fn is_gpt(&self) -> bool {
+        match self {
+            ModelChoice::Preset(name) => GPT_PRESETS.contains(&name.as_str()),
+            ModelChoice::Json(text) => gpt_json(text).is_some(),
+        }
+    }
+
+    /// The GPT configuration for a vocabulary of `vocab` characters, when this is a GPT.
+    fn gpt(&self, vocab: usize) -> Result<Option<GptConfig>> {
+        match self {
+            ModelChoice::Preset(name) if GPT_PRESETS.contains(&name.as_str()) => {
+                gpt_preset(name, vocab).map(Some)
+            }
+            ModelChoice::Preset(_) => Ok(None),
+            ModelChoice::Json(text) => match gpt_json(text) {
+                Some(config) => {
+                    let config = config?;
+                    if config.vocab_size < vocab {
+                        return Err(Error::model(format!(
+                            "gpt: vocab_size {} is smaller than the data's {vocab} characters",
+                            config.vocab_size
+                        )));
+                    }
+                    Ok(Some(config))
+                }
+                None => Ok(None),
+            },
+        }
+    }
+
+    /// The model for data of `sample_shape` with `output_dim` outputs.
+    fn build(&self, sample_shape: &[usize], output_dim: usize) -> Result<ModelSpec> {
+        match self {
+            ModelChoice::Preset(name) => preset(name, sample_shape, output_dim),
+            ModelChoice::Json(text) => match (gpt_json(text), sample_shape) {
+                // A GPT runs on the data's sequence length (at most its block size).
+                (Some(config), &[t]) => config?.model_for("gpt", t),
+                _ => ModelSpec::from_json(text),
+            },
+        }
+    }
+
+    /// Name for messages.
+    fn name(&self) -> &str {
+        match self {
+            ModelChoice::Preset(name) => name,
+            ModelChoice::Json(_) => "json",
+        }
+    }
+}
+
+/// The `{"gpt": {...}}` configuration of a JSON description, if it is one.
+fn gpt_json(text: &str) -> Option<Result<GptConfig>> {
+    #[derive(serde::Deserialize)]
+    struct GptJson {
+        gpt: serde_json::Value,
+    }
+    let top: GptJson = serde_json::from_str(text).ok()?;
+    Some(
+        serde_json::from_value(top.gpt)
+            .map_err(|e| Error::model(format!("gpt: {e} (GPTConfig's fields)"))),
+    )
+}
+
+/// The model and its data: `model` (or the data's default model) on `source`, with the
+/// data's shapes checked against the model (text cut into the model's block size).
+/// `normalize` applies the usual mean/std transform to MNIST and Fashion-MNIST.
+pub fn model_and_data(
+    model: Option<&ModelChoice>,
+    source: &DataSource,
+    normalize: bool,
+) -> Result<(ModelSpec, Split)> {
+    if let Some(corpus) = source.load_text()? {
+        let vocab = corpus.vocab().len();
+        let choice = model
+            .cloned()
+            .unwrap_or_else(|| ModelChoice::Preset("gpt-tiny".into()));
+        let Some(config) = choice.gpt(vocab)? else {
+            return Err(Error::model(format!(
+                "{}: a text data set trains a GPT (--model {} or a {{\"gpt\": ...}} JSON file)",
+                choice.name(),
+                GPT_PRESETS.join(", ")
+            )));
+        };
+        let mut split = corpus.split(config.block_size)?;
+        if config.vocab_size > vocab {
+            split.train = split.train.with_num_classes(config.vocab_size)?;
+            if let Some(v) = split.validation.take() {
+                split.validation = Some(v.with_num_classes(config.vocab_size)?);
+            }
+        }
+        let spec = config.model_for(choice.name(), config.block_size)?;
+        spec.check_dataset(&split.train)?;
+        return Ok((spec, split));
+    }
+    model_for_split(model, source.load(normalize)?)
+}
+
+/// The model for a split already loaded from a source that is not text: `model`, or the
+/// data's default model, checked against the data's shapes (a GPT on token data may widen
+/// the class count to its vocabulary).
+pub fn model_for_split(
+    model: Option<&ModelChoice>,
+    mut split: Split,
+) -> Result<(ModelSpec, Split)> {
+    let choice = model
+        .cloned()
+        .unwrap_or_else(|| ModelChoice::default_for(&split.train));
+    // A GPT description may have a larger vocabulary than the token ids the file uses.
+    if split.train.is_tokens()
+        && let Some(config) = choice.gpt(split.train.output_dim())?
+        && config.vocab_size > split.train.output_dim()
+    {
+        split.train = split.train.with_num_classes(config.vocab_size)?;
+    }
+    let train = &split.train;
+    let spec = choice.build(&train.sample_shape, train.output_dim())?;
+    spec.check_dataset(train)?;
+    Ok((spec, split))
+}

@@ -1,0 +1,206 @@
+//! A GPT with dropout resumes bit for bit through the CLI: 4 steps straight equal 2 steps +
+//! `--resume` for 2 more (every metrics line: loss, scale, lr, skipped; the loss estimates;
+//! the final parameters and optimizer state), under f32 and under amp-f16 with gradient
+//! accumulation. The dropout masks (keyed by seed, micro-batch, layer and element) and the
+//! cosine schedule (warm-up, decay) both continue where the checkpoint left them, and the
+//! straight run's loss estimates (`--eval-every 2`; the split run's first part has none) do
+//! not disturb training.
+//!
+//! gpt-tiny's sizes with dropout 0.1 as a `{"gpt": ...}` JSON file, on the embedded text.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use webgpu_amp::train::checkpoint::Checkpoint;
+
+const GPT: &str = r#"{"gpt": {"vocab_size": 65, "block_size": 64, "n_layer": 2, "n_head": 4, "n_embd": 64, "dropout": 0.1, "bias": false}}"#;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("webgpu-amp-gpt-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `webgpu-amp train` on the JSON GPT with the schedule flags, plus `extra`.
+fn train(dir: &Path, model_json: &str, extra: &[&str]) {
+    let model = dir.join(format!("gpt-{}.json", model_json.len()));
+    std::fs::write(&model, model_json).unwrap();
+    let mut args = vec![
+        "train",
+        "--model",
+        model.to_str().unwrap(),
+        "--dataset",
+        "hamlet",
+        "--seed",
+        "5",
+        "--lr-schedule",
+        "cosine",
+        "--warmup-steps",
+        "1",
+        "--lr-decay-steps",
+        "4",
+        "--min-lr",
+        "1e-4",
+        "--eval-batches",
+        "2",
+    ];
+    args.extend_from_slice(extra);
+    let out = Command::new(env!("CARGO_BIN_EXE_webgpu-amp"))
+        .args(&args)
+        .env(
+            "XDG_RUNTIME_DIR",
+            std::env::var_os("XDG_RUNTIME_DIR").unwrap_or_else(|| std::env::temp_dir().into()),
+        )
+        .output()
+        .expect("run webgpu-amp");
+    assert!(
+        out.status.success(),
+        "webgpu-amp {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn metrics(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn with_key<'a>(lines: &'a [Value], key: &str) -> Vec<&'a Value> {
+    lines.iter().filter(|v| v.get(key).is_some()).collect()
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+fn check_resume(name: &str, precision_flags: &[&str]) {
+    let dir = temp_dir(name);
+    let p = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    let (a, ma) = (p("a.safetensors"), p("a.jsonl"));
+    let (b, mb1) = (p("b.safetensors"), p("b1.jsonl"));
+    let (c, mb2) = (p("c.safetensors"), p("b2.jsonl"));
+    let with = |extra: &[&'static str], rest: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = precision_flags.iter().map(|s| s.to_string()).collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v.extend(rest.iter().map(|s| s.to_string()));
+        v
+    };
+    let run = |args: Vec<String>| {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        train(&dir, GPT, &refs);
+    };
+    run(with(
+        &["--steps", "4", "--eval-every", "2"],
+        &["--save", &a, "--metrics", &ma],
+    ));
+    run(with(
+        &["--steps", "2", "--no-validate"],
+        &["--save", &b, "--metrics", &mb1],
+    ));
+    run(with(
+        &["--steps", "4", "--eval-every", "2"],
+        &["--resume", &b, "--save", &c, "--metrics", &mb2],
+    ));
+
+    let straight = metrics(Path::new(&ma));
+    let mut split = metrics(Path::new(&mb1));
+    let resumed = metrics(Path::new(&mb2));
+    split.extend(resumed.iter().cloned());
+    // Every step line (step, epoch, loss, scale, skipped, lr) bit for bit.
+    let steps = with_key(&straight, "loss");
+    assert_eq!(steps.len(), 4, "{straight:#?}");
+    assert_eq!(
+        steps,
+        with_key(&split, "loss"),
+        "{name}: straight vs resumed"
+    );
+    let lrs: Vec<f64> = steps.iter().map(|s| s["lr"].as_f64().unwrap()).collect();
+    assert!(
+        lrs[0] < lrs[1] && lrs[1] > lrs[2] && lrs[2] > lrs[3],
+        "{name}: warm-up then decay: {lrs:?}"
+    );
+
+    // Estimates after steps 2 and 4; the resumed run's at step 4 is the straight run's.
+    let evals = with_key(&straight, "train_loss");
+    let eval_steps: Vec<u64> = evals.iter().map(|e| e["step"].as_u64().unwrap()).collect();
+    assert_eq!(eval_steps, [2, 4], "{name}");
+    assert_eq!(with_key(&resumed, "train_loss"), [evals[1]], "{name}");
+    for e in &evals {
+        assert!(e["val_loss"].as_f64().unwrap().is_finite(), "{e}");
+    }
+    // The final validation of a text uses the estimate's random batches of that step.
+    let summary = &straight.last().unwrap()["summary"];
+    assert_eq!(summary["val_loss"], evals[1]["val_loss"], "{name}");
+
+    let (ca, cc) = (
+        Checkpoint::load(Path::new(&a)).unwrap(),
+        Checkpoint::load(Path::new(&c)).unwrap(),
+    );
+    assert_eq!(ca.params.len(), cc.params.len());
+    for (x, y) in ca.params.iter().zip(&cc.params) {
+        assert_eq!(x.name, y.name);
+        assert_eq!(bits(&x.values), bits(&y.values), "{name}: {}", x.name);
+    }
+    assert_eq!(ca.optimizer, cc.optimizer, "{name}: optimizer state");
+    assert_eq!(ca.scaler, cc.scaler, "{name}: scaler state");
+    assert_eq!(ca.progress, cc.progress, "{name}: progress");
+}
+
+#[test]
+fn gpt_with_dropout_resumes_bit_for_bit_f32() {
+    check_resume("f32", &["--precision", "f32", "--batch-size", "2"]);
+
+    // Dropout is really on: the same first step without it has another loss.
+    let dir = temp_dir("nodropout");
+    let m = dir.join("m.jsonl");
+    train(
+        &dir,
+        &GPT.replace("\"dropout\": 0.1", "\"dropout\": 0.0"),
+        &[
+            "--precision",
+            "f32",
+            "--batch-size",
+            "2",
+            "--steps",
+            "1",
+            "--no-validate",
+            "--metrics",
+            m.to_str().unwrap(),
+        ],
+    );
+    let without = metrics(&m);
+    let with = metrics(&temp_dir_file("f32", "a.jsonl"));
+    assert_ne!(
+        with_key(&without, "loss")[0]["loss"],
+        with_key(&with, "loss")[0]["loss"],
+        "dropout 0.1 and 0.0 gave the same first loss"
+    );
+}
+
+/// A file of an earlier check's directory.
+fn temp_dir_file(name: &str, file: &str) -> PathBuf {
+    std::env::temp_dir()
+        .join(format!("webgpu-amp-gpt-{name}-{}", std::process::id()))
+        .join(file)
+}
+
+#[test]
+fn gpt_with_dropout_resumes_bit_for_bit_amp_f16_accumulating() {
+    check_resume(
+        "amp-f16",
+        &[
+            "--precision",
+            "amp-f16",
+            "--batch-size",
+            "1",
+            "--grad-accum",
+            "2",
+        ],
+    );
+}

@@ -1,0 +1,539 @@
+//! `mpirun -np 2 --oversubscribe webgpu-amp train ...` on whatever adapter is present (two
+//! ranks on one lavapipe on CI), against single processes. Built only with the `mpi` feature
+//! (`cargo test --features mpi --test mpi`); needs Open MPI's `mpirun` on PATH and fails,
+//! never skips, without it.
+//!
+//! - two ranks with batch B equal one process with batch 2B and the same seed: per-step loss
+//!   (1e-5 relative in f32, 2e-3 in amp-f16), scale and skip flags (exact), parameters
+//!   after K steps (1e-5 relative per tensor, f32); rank 0 alone writes metrics, prints
+//!   and saves;
+//! - an input that overflows on one rank's shard only (a real data file) makes both ranks
+//!   skip that step, as the single process with the whole batch does;
+//! - a rank killed mid-run ends the job within seconds, rank 0 says which checkpoint is
+//!   intact, and that checkpoint loads and resumes;
+//! - a rank that fails (no such adapter) ends the job with its message printed by rank 0;
+//! - ranks started with different flags are refused; rank 0 alone writes checkpoints and
+//!   metrics; a checkpoint of two ranks resumes on two ranks;
+//! - a rank that stops responding ends the job after `--collective-timeout`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use webgpu_amp::train::checkpoint::Checkpoint;
+
+const BIN: &str = env!("CARGO_BIN_EXE_webgpu-amp");
+
+/// One MPI job at a time: two ranks already share the machine's cores, and the timing
+/// checks (a killed job ends within seconds) must not wait behind another job.
+static JOBS: Mutex<()> = Mutex::new(());
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    JOBS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("webgpu-amp-mpi-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `mpirun --oversubscribe` plus `ranks` (e.g. `["-np", "2", BIN, "train", ...]`), allowed to
+/// run as root (CI containers).
+fn mpirun(args: &[&str]) -> Command {
+    let found = Command::new("mpirun")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(
+        found,
+        "these tests launch `mpirun` and it is not on PATH: install Open MPI \
+         (Debian: apt-get install -y openmpi-bin libopenmpi-dev), as scripts/setup-debian.sh does"
+    );
+    let mut cmd = Command::new("mpirun");
+    cmd.arg("--oversubscribe")
+        .args(args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    cmd
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The step lines and the summary of a metrics file.
+fn metrics(path: &Path) -> (Vec<Value>, Value) {
+    let body = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let lines: Vec<Value> = body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let steps = lines
+        .iter()
+        .filter(|v| v.get("step").is_some())
+        .cloned()
+        .collect();
+    let summary = lines
+        .iter()
+        .find_map(|v| v.get("summary").cloned())
+        .expect("a summary line");
+    (steps, summary)
+}
+
+fn train_args<'a>(dir: &'a Path, name: &str, common: &[&'a str], batch: usize) -> Vec<String> {
+    let mut args: Vec<String> = ["train", "--batch-size"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.push(batch.to_string());
+    args.extend(common.iter().map(|s| s.to_string()));
+    args.push("--metrics".into());
+    args.push(dir.join(format!("{name}.jsonl")).display().to_string());
+    args.push("--save".into());
+    args.push(
+        dir.join(format!("{name}.safetensors"))
+            .display()
+            .to_string(),
+    );
+    args
+}
+
+/// One process with batch `2 * batch`, then two ranks with `batch` each; both must succeed.
+/// Returns (single, two ranks) metrics and parameters.
+fn single_and_two_ranks(
+    name: &str,
+    common: &[&str],
+    batch: usize,
+) -> [(Vec<Value>, Value, Checkpoint, Output); 2] {
+    let _guard = lock();
+    let dir = temp_dir(name);
+    let single = train_args(&dir, "single", common, 2 * batch);
+    let out1 = Command::new(BIN).args(&single).output().unwrap();
+    assert!(out1.status.success(), "single process: {}", text(&out1));
+    let ranks = train_args(&dir, "ranks", common, batch);
+    let mut args = vec!["-np".to_string(), "2".into(), BIN.into()];
+    args.extend(ranks);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out2 = mpirun(&args).output().unwrap();
+    assert!(out2.status.success(), "mpirun -np 2: {}", text(&out2));
+    ["single", "ranks"].map(|n| {
+        let (steps, summary) = metrics(&dir.join(format!("{n}.jsonl")));
+        let ck = Checkpoint::load(&dir.join(format!("{n}.safetensors"))).unwrap();
+        let out = if n == "single" {
+            out1.clone()
+        } else {
+            out2.clone()
+        };
+        (steps, summary, ck, out)
+    })
+}
+
+fn f(v: &Value, key: &str) -> Option<f64> {
+    v.get(key).and_then(Value::as_f64)
+}
+
+/// Per-step loss within `rtol` (both non-finite counts as equal: JSON writes them as null),
+/// scale and skip flags exact.
+fn assert_same_trajectory(what: &str, one: &[Value], two: &[Value], steps: usize, rtol: f64) {
+    assert_eq!(one.len(), steps, "{what}: single-process steps");
+    assert_eq!(two.len(), steps, "{what}: two-rank steps");
+    for (a, b) in one.iter().zip(two) {
+        let step = &a["step"];
+        assert_eq!(step, &b["step"], "{what}");
+        assert_eq!(a["scale"], b["scale"], "{what}: scale at step {step}");
+        assert_eq!(
+            a["skipped"], b["skipped"],
+            "{what}: skip flag at step {step}"
+        );
+        match (f(a, "loss"), f(b, "loss")) {
+            (Some(x), Some(y)) => assert!(
+                (x - y).abs() <= rtol * x.abs().max(y.abs()),
+                "{what}: loss at step {step}: one process {x}, two ranks {y} (rtol {rtol})"
+            ),
+            (x, y) => assert_eq!(
+                x.is_some(),
+                y.is_some(),
+                "{what}: loss at step {step}: {} vs {}",
+                a["loss"],
+                b["loss"]
+            ),
+        }
+    }
+}
+
+/// Each parameter tensor within `rtol` of the single process's in L2 norm (|one − two| ≤
+/// rtol·|one|), and every element within `rtol` times the tensor's largest magnitude. (Not
+/// relative to each element: Adam's m/√v turns the rounding of a near-zero gradient into a
+/// change of ~lr·1e-5, which is large next to a parameter that happens to sit near zero.)
+fn assert_same_params(what: &str, one: &Checkpoint, two: &Checkpoint, rtol: f32) {
+    assert_eq!(one.progress, two.progress, "{what}: progress");
+    assert_eq!(one.params.len(), two.params.len());
+    for (a, b) in one.params.iter().zip(&two.params) {
+        assert_eq!((&a.name, &a.shape), (&b.name, &b.shape));
+        let norm =
+            |v: &mut dyn Iterator<Item = f32>| v.map(|x| (x as f64).powi(2)).sum::<f64>().sqrt();
+        let diff = norm(&mut a.values.iter().zip(&b.values).map(|(x, y)| x - y));
+        let size = norm(&mut a.values.iter().copied());
+        assert!(
+            diff <= rtol as f64 * size,
+            "{what}: {}: |one - two| = {diff:e} > {rtol:e} × |one| = {size:e}",
+            a.name
+        );
+        let largest = a.values.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let (at, worst) = a
+            .values
+            .iter()
+            .zip(&b.values)
+            .map(|(x, y)| (x - y).abs())
+            .enumerate()
+            .fold(
+                (0, 0f32),
+                |best, (i, d)| if d > best.1 { (i, d) } else { best },
+            );
+        assert!(
+            worst <= rtol * largest,
+            "{what}: {}[{at}]: one process {}, two ranks {} (differ by {worst:e} > {rtol:e} × {largest:e})",
+            a.name,
+            a.values[at],
+            b.values[at]
+        );
+    }
+}
+
+/// `"--a b --c"` as arguments.
+fn words(s: &str) -> Vec<&str> {
+    s.split_whitespace().collect()
+}
+
+fn assert_rank0_reports(what: &str, out: &Output, summary: &Value, global: u64) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.matches("final loss").count(),
+        1,
+        "{what}: rank 0 alone prints the summary: {}",
+        text(out)
+    );
+    let d = &summary["distributed"];
+    assert_eq!(d["ranks"], 2, "{what}: {summary}");
+    assert_eq!(d["global_batch"], global, "{what}: {summary}");
+    assert!(
+        d["all_reduce_bytes_per_step"].as_u64().unwrap() > 400_000,
+        "{what}: the mlp's ~100k f32 gradients are all-reduced: {summary}"
+    );
+}
+
+#[test]
+fn two_ranks_equal_one_process_with_the_global_batch_f32() {
+    // --epochs 1 --steps 8: validation (split over the ranks, summed) after step 8. SGD with
+    // momentum: each update is proportional to the gradient, so a gradient off by any factor
+    // shows (Adam's m/√v would hide a constant factor; the amp-f16 case runs Adam).
+    let common = words(
+        "--model mlp --precision f32 --steps 8 --epochs 1 --seed 5 --optimizer sgd --lr 0.05 --momentum 0.9",
+    );
+    let [(s1, sum1, c1, _), (s2, sum2, c2, out2)] = single_and_two_ranks("f32", &common, 16);
+    assert_same_trajectory("f32", &s1, &s2, 8, 1e-5);
+    assert_same_params("f32", &c1, &c2, 1e-5);
+    let (v1, v2) = (f(&sum1, "val_loss").unwrap(), f(&sum2, "val_loss").unwrap());
+    assert!((v1 - v2).abs() <= 1e-5 * v1, "validation loss {v1} vs {v2}");
+    let (a1, a2) = (
+        f(&sum1, "val_accuracy").unwrap(),
+        f(&sum2, "val_accuracy").unwrap(),
+    );
+    assert!((a1 - a2).abs() <= 1e-3, "validation accuracy {a1} vs {a2}");
+    assert_rank0_reports("f32", &out2, &sum2, 32);
+}
+
+/// A scale so large that the first steps overflow f16: the skip pattern and the scale
+/// sequence (backoffs, then a growth every 3 clean steps) must be exactly the single
+/// process's; gradient accumulation and clipping ride along.
+#[test]
+fn two_ranks_equal_one_process_with_the_global_batch_amp_f16() {
+    let common = words(
+        "--model mlp --precision amp-f16 --steps 14 --seed 2 --init-scale 268435456 --growth-interval 3 --grad-accum 2 --clip-grad-norm 1.0 --no-validate",
+    );
+    let [(s1, _, _, _), (s2, sum2, _, out2)] = single_and_two_ranks("amp", &common, 8);
+    assert_same_trajectory("amp-f16", &s1, &s2, 14, 2e-3);
+    let skipped = s2.iter().filter(|s| s["skipped"] == true).count();
+    assert!(
+        (1..14).contains(&skipped),
+        "the test wants some skipped steps and some taken: {skipped} of 14 skipped"
+    );
+    assert_rank0_reports("amp-f16", &out2, &sum2, 32);
+}
+
+/// Writes a custom data set: 64 samples of 784 inputs, labels 0..9; sample 5 (on rank 1's
+/// shard under --no-shuffle: rank r takes samples r, r+2, ...) holds 1e6, past f16's range.
+fn overflow_data(dir: &Path) -> PathBuf {
+    let (n, dim) = (64usize, 784usize);
+    let mut x: Vec<f32> = (0..n * dim)
+        .map(|i| ((i * 7919) % 255) as f32 / 255.0)
+        .collect();
+    x[5 * dim..6 * dim].fill(1e6);
+    let y: Vec<i64> = (0..n as i64).map(|i| i % 10).collect();
+    let xv = safetensors::tensor::TensorView::new(
+        safetensors::Dtype::F32,
+        vec![n, dim],
+        bytemuck::cast_slice(&x),
+    )
+    .unwrap();
+    let yv = safetensors::tensor::TensorView::new(
+        safetensors::Dtype::I64,
+        vec![n],
+        bytemuck::cast_slice(&y),
+    )
+    .unwrap();
+    let path = dir.join("overflow.safetensors");
+    let bytes = safetensors::serialize([("x", xv), ("y", yv)], None).unwrap();
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+#[test]
+fn an_overflow_on_one_rank_makes_every_rank_skip_the_step() {
+    let dir = temp_dir("overflow-data");
+    let data = overflow_data(&dir);
+    let data = data.display().to_string();
+    let mut common =
+        words("--model mlp --precision amp-f16 --steps 4 --no-shuffle --no-validate --dataset");
+    common.push(&data);
+    let [(s1, _, _, _), (s2, sum2, _, _)] = single_and_two_ranks("overflow", &common, 4);
+    assert_same_trajectory("overflow", &s1, &s2, 4, 2e-3);
+    let skipped: Vec<&Value> = s2.iter().map(|s| &s["skipped"]).collect();
+    assert_eq!(
+        skipped,
+        [true, false, false, false],
+        "step 1 holds sample 5: {s2:?}"
+    );
+    assert_eq!(
+        s2[1]["scale"], 32768.0,
+        "the scale backed off once on every rank"
+    );
+    // Only rank 1's own gradients overflowed; rank 0 skipped because of the all-reduce.
+    assert_eq!(
+        sum2["distributed"]["local_nonfinite_steps"],
+        serde_json::json!([0, 1]),
+        "{sum2}"
+    );
+}
+
+/// Ranks started with different flags (here --lr) are refused before the first step,
+/// naming the rank; files named differently per rank show that rank 0 alone writes them.
+#[test]
+fn ranks_must_agree_and_rank_0_alone_writes_files() {
+    let _guard = lock();
+    let dir = temp_dir("mpmd");
+    let file = |name: &str| dir.join(name).display().to_string();
+    let (ck0, ck1, m0, m1) = (
+        file("r0.safetensors"),
+        file("r1.safetensors"),
+        file("r0.jsonl"),
+        file("r1.jsonl"),
+    );
+    let train = words("train --model mlp --precision f32 --steps 3 --no-validate");
+    let mut args = vec!["-np", "1", BIN];
+    args.extend(&train);
+    args.extend(["--save", &ck0, "--metrics", &m0, ":", "-np", "1", BIN]);
+    args.extend(&train);
+    args.extend(["--save", &ck1, "--metrics", &m1]);
+    let out = mpirun(&args).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        Path::new(&ck0).is_file() && Path::new(&m0).is_file(),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        !Path::new(&ck1).exists() && !Path::new(&m1).exists(),
+        "rank 1 wrote files: {}",
+        text(&out)
+    );
+
+    let mut args = vec!["-np", "1", BIN];
+    args.extend(&train);
+    args.extend([":", "-np", "1", BIN]);
+    args.extend(&train);
+    args.extend(["--lr", "0.5"]);
+    let job = mpirun(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (out, _) = ends_within(job, Duration::from_secs(120));
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("rank(s) [1] start from a different state"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// The processes `mpirun` (pid `parent`) started, by rank.
+fn rank_pid(parent: u32, rank: usize) -> Option<u32> {
+    let want = format!("OMPI_COMM_WORLD_RANK={rank}");
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // Fields after the command name (which may hold spaces): state, ppid, ...
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid != Some(parent) {
+            continue;
+        }
+        let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        if env.split(|&b| b == 0).any(|v| v == want.as_bytes()) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// Starts a long two-rank run that saves every 2 steps, waits for its first checkpoint and
+/// returns the job, its checkpoint path and rank 1's pid.
+fn long_job(dir: &Path, extra: &[&str]) -> (Child, PathBuf, u32) {
+    let ck = dir.join("run.safetensors");
+    let ck_arg = ck.display().to_string();
+    let mut args = vec!["-np", "2", BIN];
+    args.extend(words(
+        "train --model mlp --precision amp-f16 --batch-size 16 --steps 100000 --no-validate",
+    ));
+    args.extend(["--save", &ck_arg, "--save-every", "2"]);
+    args.extend(extra);
+    let mut job = mpirun(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !ck.exists() {
+        if let Some(status) = job.try_wait().unwrap() {
+            panic!(
+                "the job ended before its first checkpoint: {status}: {}",
+                text(&job.wait_with_output().unwrap())
+            );
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "no checkpoint after 300 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let pid = rank_pid(job.id(), 1).expect("rank 1 among mpirun's children");
+    (job, ck, pid)
+}
+
+/// Waits for `job` to end (at most `limit`); its output and how long it took.
+fn ends_within(mut job: Child, limit: Duration) -> (Output, Duration) {
+    let start = Instant::now();
+    while job.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = job.kill();
+            panic!(
+                "the job still ran {limit:?} later: {}",
+                text(&job.wait_with_output().unwrap())
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = start.elapsed();
+    (job.wait_with_output().unwrap(), took)
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success(), "kill {sig} {pid}");
+}
+
+#[test]
+fn killing_a_rank_ends_the_job_within_seconds_and_the_checkpoint_loads() {
+    let _guard = lock();
+    let dir = temp_dir("kill");
+    let (job, ck, pid) = long_job(&dir, &[]);
+    std::thread::sleep(Duration::from_millis(500));
+    signal(pid, "-KILL");
+    let (out, took) = ends_within(job, Duration::from_secs(60));
+    let all = text(&out);
+    assert!(
+        took < Duration::from_secs(10),
+        "the job took {took:?} to end: {all}"
+    );
+    assert!(!out.status.success(), "{all}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("rank 0: the MPI launcher is ending the job")
+            && stderr.contains("is intact")
+            && stderr.contains("rank 1"),
+        "rank 0 says the job ends and which checkpoint survives; mpirun names rank 1: {all}"
+    );
+    let loaded = Checkpoint::load(&ck).unwrap();
+    assert!(loaded.progress.step >= 2, "{:?}", loaded.progress);
+    // It resumes, on every rank (two ranks, two more steps).
+    let steps = (loaded.progress.step + 2).to_string();
+    let ck_arg = ck.display().to_string();
+    let mut args = vec!["-np", "2", BIN];
+    args.extend(words(
+        "train --model mlp --precision amp-f16 --batch-size 16 --no-validate --resume",
+    ));
+    args.extend([ck_arg.as_str(), "--steps", &steps]);
+    let resumed = mpirun(&args).output().unwrap();
+    assert!(resumed.status.success(), "resume: {}", text(&resumed));
+}
+
+#[test]
+fn a_failing_rank_ends_the_job_with_its_message_on_rank_0() {
+    let _guard = lock();
+    let train = words("train --model mlp --precision f32 --steps 20 --no-validate");
+    let mut args = vec!["-np", "1", BIN];
+    args.extend(&train);
+    args.extend([":", "-np", "1", BIN]);
+    args.extend(&train);
+    args.extend(["--adapter", "no-such-adapter"]);
+    let job = mpirun(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (out, _) = ends_within(job, Duration::from_secs(120));
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("error: rank 1 of 2 failed: no GPU adapter found"),
+        "rank 0 prints rank 1's error: {all}"
+    );
+}
+
+#[test]
+fn a_stuck_rank_ends_the_job_after_the_collective_timeout() {
+    let _guard = lock();
+    let dir = temp_dir("stuck");
+    let (job, _ck, pid) = long_job(&dir, &["--collective-timeout", "3"]);
+    signal(pid, "-STOP");
+    let (out, took) = ends_within(job, Duration::from_secs(60));
+    let _ = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status();
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    assert!(took < Duration::from_secs(20), "took {took:?}: {all}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("did not complete within 3 s"),
+        "{all}"
+    );
+}
