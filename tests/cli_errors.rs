@@ -470,13 +470,16 @@ fn json_model_with_unknown_layer() {
     let tmp = TempDir::new("json-unknown");
     let model = tmp.write(
         "model.json",
-        br#"{"input": [10], "layers": [{"linear": {"out": 4}}, {"dropout": {"p": 0.5}}]}"#,
+        br#"{"input": [10], "layers": [{"linear": {"out": 4}}, {"frobnicate": {"p": 0.5}}]}"#,
     );
     let out = run_train(
         &["--dataset", "synthetic", "--model", model.to_str().unwrap()],
         None,
     );
-    expect_error(&out, &[&model.display().to_string(), "layer 1", "dropout"]);
+    expect_error(
+        &out,
+        &[&model.display().to_string(), "layer 1", "frobnicate"],
+    );
 }
 
 #[test]

@@ -136,7 +136,7 @@ fn class_model(args: &TrainCommon, mut split: Split, model: &str) -> Result<(Mod
         } else {
             preset(model, &split.train.sample_shape, split.train.output_dim())?
         };
-        spec.check_dataset(&split.train)?;
+        check(&spec, &split, model)?;
         return Ok((spec, split));
     }
     let spec = if model.ends_with(".json") {
@@ -165,8 +165,19 @@ fn class_model(args: &TrainCommon, mut split: Split, model: &str) -> Result<(Mod
         })?;
         preset(model, &split.train.sample_shape, n)?
     };
-    spec.check_dataset(&split.train)?;
+    check(&spec, &split, model)?;
     Ok((spec, split))
+}
+
+/// The model's shapes against the data's, naming a JSON model's file.
+fn check(spec: &ModelSpec, split: &Split, model: &str) -> Result<()> {
+    spec.check_dataset(&split.train).map_err(|e| {
+        if model.ends_with(".json") {
+            name_file(e, model)
+        } else {
+            e
+        }
+    })
 }
 
 fn json_model(model: &str) -> Result<ModelSpec> {

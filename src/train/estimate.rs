@@ -11,11 +11,15 @@
 //! whole validation split is far too big to evaluate often (the embedded text's has about
 //! 17,000 windows).
 
-use super::evaluate::{EvalTally, Evaluation};
 use super::trainer::Trainer;
-use crate::data::{Batch, Dataset, Rng};
-use crate::error::Result;
-use crate::gpu::{GpuBuffer, GpuContext};
+use crate::data::{Dataset, Rng};
+#[cfg(not(target_arch = "wasm32"))]
+use {
+    super::evaluate::{EvalTally, Evaluation},
+    crate::data::Batch,
+    crate::error::Result,
+    crate::gpu::{GpuBuffer, GpuContext},
+};
 
 /// Batches per split of an estimate by default. nanoGPT's `eval_iters` is 200 (at batch 64
 /// and block 256 on a GPU); 20 batches keep an estimate of `gpt-tiny` a few seconds on a CPU
