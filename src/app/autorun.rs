@@ -6,6 +6,7 @@
 
 use serde::Serialize;
 
+use super::model::dataset_for;
 use super::session::{OptimizerKind, Session, SessionConfig, Status};
 use crate::amp::policy::Precision;
 use crate::error::{Error, Result};
@@ -81,8 +82,10 @@ impl Autorun {
         if let Some(m) = get("model") {
             config.model = m.to_string();
         }
-        if let Some(d) = get("dataset") {
-            config.dataset = d.to_string();
+        match get("dataset") {
+            Some(d) => config.dataset = d.to_string(),
+            // A GPT trains on the embedded text unless told otherwise.
+            None => config.dataset = dataset_for(&config.model, &config.dataset),
         }
         if let Some(b) = get("batch") {
             config.batch_size = parse_number("batch", b)?;
@@ -174,6 +177,7 @@ pub struct AutorunResult {
     pub trained_storage: String,
     pub precision: String,
     pub model: String,
+    pub dataset: String,
     pub batch_size: usize,
     /// Optimizer steps whose stats came back.
     pub steps: usize,
@@ -182,6 +186,10 @@ pub struct AutorunResult {
     /// The GradScaler's scale after the last step (1 when the mode has no scaler).
     pub final_scale: Option<f32>,
     pub skipped_steps: usize,
+    /// A GPT's last sampled text (the prompt, a newline, then what it wrote) and the step it
+    /// was sampled at; `None` for other models.
+    pub sample: Option<String>,
+    pub sample_step: Option<u64>,
     /// Wall-clock milliseconds per optimizer step while running (frames included: it is
     /// what a user of the page sees, not GPU time).
     pub ms_per_step: Option<f64>,
@@ -222,12 +230,15 @@ impl AutorunResult {
                 .first()
                 .map_or_else(String::new, |p| p.name().to_string()),
             model: session.config.model.clone(),
+            dataset: session.config.dataset.clone(),
             batch_size: session.config.batch_size,
             steps,
             first_loss: history.first().map(|s| s.loss),
             last_loss: history.last().map(|s| s.loss),
             final_scale: run.and_then(|r| r.final_scale()),
             skipped_steps: history.iter().filter(|s| s.skipped).count(),
+            sample: run.and_then(|r| r.samples.last()).map(|(_, t)| t.clone()),
+            sample_step: run.and_then(|r| r.samples.last()).map(|&(s, _)| s),
             ms_per_step: (steps > 0 && secs > 0.0).then(|| secs * 1000.0 / steps as f64),
         })
     }

@@ -4,7 +4,8 @@
 //! `web.rs` (`start(canvas_id)`, wasm32 only).
 //!
 //! Split the way egui's demo app is: [`App`] holds all UI state in one struct and draws one
-//! small function per panel (`setup`, `runs`, `scaling`, `precision`, `kernels`); the
+//! small function per panel (`setup`, `runs`, `scaling`, `precision`, `kernels`,
+//! `samples`); the
 //! UI-free [`session::Session`] owns the GPU and one [`crate::train::Run`] per mode and
 //! advances them inside frames through [`crate::train::Run::advance`], the training loop
 //! the CLI uses too, without ever waiting on the GPU. [`probes`] are the app's own
@@ -16,11 +17,13 @@ pub mod config;
 #[cfg(target_arch = "wasm32")]
 mod dom;
 pub mod kernels;
+pub mod model;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod native;
 pub mod precision;
 pub mod probes;
 pub mod runs;
+pub mod samples;
 pub mod scaling;
 pub mod session;
 pub mod setup;
@@ -43,10 +46,17 @@ pub enum Tab {
     Scaling,
     Precision,
     Kernels,
+    Samples,
 }
 
 impl Tab {
-    pub const ALL: [Tab; 4] = [Tab::Runs, Tab::Scaling, Tab::Precision, Tab::Kernels];
+    pub const ALL: [Tab; 5] = [
+        Tab::Runs,
+        Tab::Scaling,
+        Tab::Precision,
+        Tab::Kernels,
+        Tab::Samples,
+    ];
 
     pub fn title(self) -> &'static str {
         match self {
@@ -54,6 +64,7 @@ impl Tab {
             Tab::Scaling => "Why scaling matters",
             Tab::Precision => "Precision map",
             Tab::Kernels => "Kernels",
+            Tab::Samples => "Sampled text",
         }
     }
 }
@@ -163,6 +174,7 @@ impl App {
                 Tab::Scaling => scaling::show(ui, self),
                 Tab::Precision => precision::show(ui, self),
                 Tab::Kernels => kernels::show(ui, self),
+                Tab::Samples => samples::show(ui, self),
             });
         });
     }

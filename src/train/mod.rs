@@ -21,6 +21,7 @@ pub mod checkpoint;
 pub mod distributed;
 pub mod estimate;
 pub mod evaluate;
+pub mod generate;
 pub mod planning;
 pub mod prepare;
 pub mod run;
@@ -32,6 +33,7 @@ pub mod trainer;
 pub use batch::{BatchInput, BatchTargets};
 pub use estimate::{EVAL_BATCHES, EvalConfig, EvalReport};
 pub use evaluate::{EvalTally, Evaluation};
+pub use generate::{MAX_SAMPLE_TOKENS, SampleRequest};
 pub use prepare::{ModelChoice, model_and_data, model_for_split};
 pub use run::{Advance, EpochReport, Event, Run, RunConfig};
 #[cfg(not(target_arch = "wasm32"))]

@@ -8,7 +8,10 @@ the page to publish `window.webgpuAmpResult`.  With --cli it trains the same run
 CLI (`webgpu-amp train`, same model, data, seed, batch, optimizer, learning rate, steps and f16
 storage) and requires the same final GradScaler scale and skipped-step count, and a last loss
 within LOSS_RTOL.  An amp-f16 run whose first scale (2^40) overflows the f16 backward must skip
-steps, the same ones as the CLI.  Two runs check that training never waits for frames: one in
+steps, the same ones as the CLI.  A gpt-tiny run (model=gpt-tiny, batch 8, a few steps) trains on
+the embedded text: its loss must fall below GPT_LOSS_RATIO of the first, agree with the CLI as
+above, and it must publish text sampled at its last step whose characters all come from that
+text.  Two runs check that training never waits for frames: one in
 a Chromium that cannot present WebGPU frames (only --enable-unsafe-webgpu), one in a tab hidden
 behind another (no animation frames at all).  Then the "no WebGPU" path: a Chromium without
 WebGPU must show a visible #message that mentions WebGPU.
@@ -101,6 +104,20 @@ OVERFLOW_SCALE = 2 ** 40
 # batch order changes the loss by tens of percent).
 LOSS_RTOL = 0.02
 
+# The gpt-tiny run trains on the embedded text (`hamlet`, in the wasm); its sampled text may only
+# use characters of that text.  A few steps of Adam at 1e-3 take the loss from ln(vocabulary)
+# down by well over 5%.
+HAMLET_GZ = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "data",
+                         "embedded", "hamlet_gut.txt.gz")
+GPT_LOSS_RATIO = 0.95
+
+
+def hamlet_chars():
+    import gzip
+    with gzip.open(HAMLET_GZ, "rt", encoding="utf-8") as f:
+        return set(f.read())
+
+
 # The "no WebGPU" runs.  Plain Chromium on Linux has navigator.gpu but requestAdapter() -> null;
 # a page served from a non-secure origin has no navigator.gpu at all (it is [SecureContext]).
 INSECURE_HOST = "webgpu-amp-insecure.test"
@@ -115,7 +132,8 @@ NO_WEBGPU_MODES = {
 
 RESULT_FIELDS = {
     "ok": bool, "error": (str, type(None)), "adapter": str, "backend": str, "f16_storage": str,
-    "trained_storage": str, "precision": str, "model": str, "batch_size": int, "steps": int,
+    "trained_storage": str, "precision": str, "model": str, "dataset": str, "batch_size": int,
+    "steps": int,
     "first_loss": (int, float), "last_loss": (int, float), "final_scale": (int, float),
     "skipped_steps": int, "ms_per_step": (int, float),
 }
@@ -327,8 +345,26 @@ def check_result(res, case, args):
     first, last = res["first_loss"], res["last_loss"]
     if not (math.isfinite(first) and math.isfinite(last)):
         problems.append(f"loss is not finite: first {first}, last {last}")
-    elif case.get("loss_drop", True) and not last < 0.7 * first:
-        problems.append(f"loss did not drop enough: last {last} >= 0.7 * first {first}")
+    elif case.get("loss_drop", True) and not last < case.get("loss_ratio", 0.7) * first:
+        problems.append(f"loss did not drop enough: last {last} >= "
+                        f"{case.get('loss_ratio', 0.7)} * first {first}")
+    if case.get("model") is not None and res["model"] != case["model"]:
+        problems.append(f"model is {res['model']!r}, asked for {case['model']!r}")
+    if case.get("sample"):
+        # A GPT publishes the text it sampled at its last step: the prompt (a newline) and
+        # what it wrote, every character from the text it trained on.
+        text, at = res.get("sample"), res.get("sample_step")
+        if res["dataset"] != "hamlet":
+            problems.append(f"a GPT trains on the embedded text by default, not {res['dataset']!r}")
+        if not isinstance(text, str) or len(text) < 2:
+            problems.append(f"no sampled text beyond the prompt: {text!r}")
+        else:
+            outside = sorted(set(text) - hamlet_chars())
+            if outside:
+                problems.append(f"sampled text {text!r} has characters outside the vocabulary: "
+                                f"{outside!r}")
+        if at != steps:
+            problems.append(f"the last sample was taken at step {at!r}, not the last step {steps}")
     # An adapter without shader-f16 (SwiftShader never has it) must fall back to packed f16.
     want = args.expect_f16_storage
     if want is None and "swiftshader" in res["adapter"].lower():
@@ -358,9 +394,13 @@ def cli_reference(args, case, res):
     skipped_steps, steps, f16_storage), or raises RuntimeError."""
     with tempfile.TemporaryDirectory(prefix="webgpu-amp-e2e-cli-") as tmp:
         metrics = os.path.join(tmp, "metrics.jsonl")
-        cmd = [args.cli, "train", "--model", res["model"], "--dataset", "default",
+        # The page's recipe, spelled out: a GPT's CLI defaults (nanoGPT's AdamW, cosine
+        # schedule, clipping) differ from the app's plain Adam.
+        cmd = [args.cli, "train", "--model", res["model"], "--dataset", res["dataset"],
                "--precision", case["precision"], "--steps", str(case["steps"]),
                "--batch-size", str(res["batch_size"]), "--optimizer", "adam", "--lr", "0.001",
+               "--beta2", "0.999", "--weight-decay", "0", "--clip-grad-norm", "0",
+               "--lr-schedule", "constant",
                "--seed", "0", "--no-validate", "--f16-storage", res["f16_storage"],
                "--metrics", metrics]
         if case.get("init_scale") is not None:
@@ -501,6 +541,9 @@ def run_training(args, case):
         params = {"autorun": 1, "precision": case["precision"], "steps": case["steps"]}
         if case.get("init_scale") is not None:
             params["init_scale"] = case["init_scale"]
+        for key in ("model", "batch"):
+            if case.get(key) is not None:
+                params[key] = case[key]
         url = f"{args.base_url}/index.html?{urllib.parse.urlencode(params)}"
         t0 = time.monotonic()
         wd.navigate(url)
@@ -541,7 +584,9 @@ def run_training(args, case):
     summary = (f"{label}: ok, loss {res['first_loss']:.4g} -> {res['last_loss']:.4g}, "
                f"{res['ms_per_step']:.1f} ms/step, scale {res['final_scale']:g}, "
                f"skipped {res['skipped_steps']}, f16 storage {res['f16_storage']}, "
-               f"adapter {res['adapter']!r}" if ok else f"{label}: FAILED ({problems[0].splitlines()[0]})")
+               f"adapter {res['adapter']!r}"
+               + (f", sampled {res['sample']!r}" if res.get("sample") else "")
+               if ok else f"{label}: FAILED ({problems[0].splitlines()[0]})")
     return ok, summary
 
 
@@ -613,6 +658,10 @@ def main():
                     help="skip the amp-f16 run whose first scale overflows")
     ap.add_argument("--frameless-steps", type=int, default=20,
                     help="steps of the runs without frames (default 20)")
+    ap.add_argument("--skip-gpt", action="store_true",
+                    help="skip the gpt-tiny run (text data, sampled text)")
+    ap.add_argument("--gpt-steps", type=int, default=12,
+                    help="steps of the gpt-tiny run (default 12)")
     ap.add_argument("--cli", default=None,
                     help="the native webgpu-amp binary: train every precision's run with it too "
                          "and compare (final scale, skipped steps exactly; last loss within "
@@ -649,6 +698,10 @@ def main():
                       "flags": WEBGPU_FLAGS, "cli": True, "init_scale": OVERFLOW_SCALE,
                       # the skipped steps do not train; the loss drop is not the point here
                       "loss_drop": False})
+    if not args.skip_gpt:
+        cases.append({"label": "gpt-tiny/amp-f16", "precision": "amp-f16", "steps": args.gpt_steps,
+                      "model": "gpt-tiny", "batch": 8, "flags": WEBGPU_FLAGS, "cli": True,
+                      "loss_ratio": GPT_LOSS_RATIO, "sample": True})
     if not args.skip_frameless:
         n = args.frameless_steps
         cases += [

@@ -122,7 +122,7 @@ impl Profiler {
             encoder.copy_buffer_to_buffer(self.resolve.raw(), 0, staging.raw(), 0, size);
         }
         self.read.submit(ctx, encoder, submitted)?;
-        self.next_step = submitted + every.max(1);
+        self.next_step = submitted.saturating_add(every.max(1));
         Ok(())
     }
 
