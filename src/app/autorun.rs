@@ -256,7 +256,7 @@ pub enum AutorunUpdate {
     /// Ended: the last status line and the result to publish (once).
     Finished {
         status: String,
-        result: AutorunResult,
+        result: Box<AutorunResult>,
     },
 }
 
@@ -275,7 +275,10 @@ impl AutorunPublisher {
         if let Some(result) = AutorunResult::from_session(session) {
             self.published = true;
             let status = format!("autorun done: {}", session.status().label());
-            return Some(AutorunUpdate::Finished { status, result });
+            return Some(AutorunUpdate::Finished {
+                status,
+                result: Box::new(result),
+            });
         }
         let done = session.runs().first().map_or(0, |r| r.history.len());
         Some(AutorunUpdate::Progress(match session.status() {
