@@ -14,6 +14,7 @@ use egui_kittest::kittest::Queryable;
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::app::autorun::{Autorun, AutorunResult};
 use webgpu_amp::app::model::{dataset_for, model_for};
+use webgpu_amp::app::probes::sample::SAMPLE_TOKENS;
 use webgpu_amp::app::session::{DATASETS, Session, SessionConfig, Status};
 use webgpu_amp::app::{App, Tab, precision, samples};
 use webgpu_amp::data::DataSource;
@@ -140,8 +141,8 @@ fn sampled_text_panel_shows_f32_and_amp_f16_side_by_side() {
         let steps: Vec<u64> = run.samples.iter().map(|s| s.0).collect();
         assert_eq!(steps, [4, 8], "{mode}");
         let (_, text) = sample.as_ref().expect("a sample");
-        // The prompt (a newline) and 48 characters, all from the text's vocabulary.
-        assert_eq!(text.chars().count(), 1 + 48, "{mode}: {text:?}");
+        // The prompt (a newline) and the sampled characters, all from the text's vocabulary.
+        assert_eq!(text.chars().count(), 1 + SAMPLE_TOKENS, "{mode}: {text:?}");
         assert!(text.starts_with('\n'), "{mode}: {text:?}");
         assert!(text.chars().all(|c| vocab.contains(&c)), "{mode}: {text:?}");
         texts.push(text.clone());

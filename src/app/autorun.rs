@@ -281,9 +281,14 @@ impl AutorunPublisher {
             });
         }
         let done = session.runs().first().map_or(0, |r| r.history.len());
+        let sampling = if session.sampling() {
+            ", sampling text"
+        } else {
+            ""
+        };
         Some(AutorunUpdate::Progress(match session.status() {
             Status::Running => format!(
-                "autorun {}: step {done}/{}",
+                "autorun {}: step {done}/{}{sampling}",
                 session.config.modes[0], session.config.steps
             ),
             other => format!("autorun: {}", other.label()),

@@ -72,6 +72,11 @@ impl ModeRun {
         self.gpu_ms.last().map(|&(_, ms)| ms)
     }
 
+    /// A text sample is on its way back (GPT runs).
+    pub fn sampling(&self) -> bool {
+        self.sampler.as_ref().is_some_and(SampleProbe::in_flight)
+    }
+
     pub fn skipped_steps(&self) -> usize {
         self.history.iter().filter(|s| s.skipped).count()
     }
@@ -170,6 +175,11 @@ impl Session {
     }
 
     /// Wall-clock seconds spent running (not paused or preparing).
+    /// Some run's text sample is on its way back.
+    pub fn sampling(&self) -> bool {
+        self.runs.iter().any(ModeRun::sampling)
+    }
+
     pub fn running_secs(&self) -> f64 {
         self.running_secs
     }

@@ -11,8 +11,9 @@ use crate::error::Result;
 use crate::gpu::{GpuBuffer, GpuContext, ReadbackRing};
 use crate::train::{SampleRequest, Trainer};
 
-/// Tokens per sample: a couple of lines of text, cheap on a CPU adapter.
-pub const SAMPLE_TOKENS: usize = 48;
+/// Tokens per sample: a few words. Each is a whole forward, and a CPU adapter pays per
+/// dispatch whatever the batch (Chromium's SwiftShader takes several seconds per token).
+pub const SAMPLE_TOKENS: usize = 16;
 /// Softmax temperature of the samples (nanoGPT's `sample.py` uses 0.8).
 pub const TEMPERATURE: f32 = 0.8;
 

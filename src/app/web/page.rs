@@ -1,6 +1,7 @@
 //! What the page says about training after each tick, outside the canvas: the autorun's
 //! progress line and published result, a failed run, and a stall (no step finishing for
-//! [`STALL_SECS`] seconds while running).
+//! [`STALL_SECS`] seconds while running, [`SAMPLE_STALL_SECS`] while a text sample is on its
+//! way).
 
 use super::super::autorun::{AutorunPublisher, AutorunUpdate};
 use super::super::dom;
@@ -8,6 +9,9 @@ use super::super::session::{Session, Status};
 
 /// Seconds without a finished step, while running, before the page says training stalled.
 pub const STALL_SECS: f64 = 30.0;
+/// The same while a GPT's text sample is on its way: one submission of a forward per
+/// character, which a CPU adapter (SwiftShader) takes minutes over.
+pub const SAMPLE_STALL_SECS: f64 = 600.0;
 
 /// How the stall notice starts (it is cleared when steps finish again).
 const STALL_NOTICE: &str = "No training step has finished";
@@ -59,18 +63,29 @@ impl PageReport {
             dom::notice(&format!("Training stopped: {why}"));
         }
         let steps: usize = session.runs().iter().map(|r| r.history.len()).sum();
+        let sampling = session.sampling();
+        let limit = if sampling {
+            SAMPLE_STALL_SECS
+        } else {
+            STALL_SECS
+        };
         if steps != self.progress.0 || *session.status() != Status::Running {
             self.progress = (steps, now);
             if self.stalled {
                 self.stalled = false;
                 dom::clear_notice(STALL_NOTICE);
             }
-        } else if !self.stalled && now - self.progress.1 > STALL_SECS {
+        } else if !self.stalled && now - self.progress.1 > limit {
             self.stalled = true;
             dom::notice(&format!(
-                "{STALL_NOTICE} for {STALL_SECS:.0} s: the GPU has not returned results ({steps} \
-                 steps so far{}). The WebGPU device may be stalled or lost; reload the page to \
-                 start over.",
+                "{STALL_NOTICE} for {limit:.0} s: the GPU has not returned results ({steps} \
+                 steps so far{}{}). The WebGPU device may be stalled or lost; reload the page \
+                 to start over.",
+                if sampling {
+                    ", a text sample on its way"
+                } else {
+                    ""
+                },
                 if hidden { "; this tab is hidden" } else { "" }
             ));
         }
