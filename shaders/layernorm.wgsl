@@ -19,7 +19,8 @@
 #tensor rstd 9 read
 #tensor dx 10 read_write
 #tensor dweight 11 read_write
-// Without a bias the Rust side binds `dweight` here and sets has_bias = 0; it is never touched.
+// Without a bias the Rust side binds a one-word buffer of its own here (WebGPU refuses two
+// writable bindings of one range) and sets has_bias = 0; it is never touched.
 #tensor dbias 12 read_write
 // Per-chunk partial sums of the parameter gradients: [chunks, C] of sum dy * xhat, then (with
 // a bias) [chunks, C] of sum dy.

@@ -233,9 +233,24 @@ fn pure_f16_loses_small_updates_that_amp_keeps() {
     );
 }
 
+/// Overflow → skip on native f16 storage (`array<f16>`): the store helper must give inf
+/// where WGSL would let a compiler assume none (see README, "f16 storage").
 #[test]
-fn f16_overflow_skips_the_step_and_halves_the_scale() {
-    let ctx = ctx();
+fn f16_overflow_skips_the_step_and_halves_the_scale_on_native_storage() {
+    overflow_skips_the_step(common::ctx_native());
+}
+
+/// Overflow → skip on packed f16 storage (two halves per u32, what GL and the browser use).
+#[test]
+fn f16_overflow_skips_the_step_and_halves_the_scale_on_packed_storage() {
+    overflow_skips_the_step(common::ctx_packed());
+}
+
+fn overflow_skips_the_step(ctx: &webgpu_amp::GpuContext) {
+    eprintln!(
+        "overflow → skip on `{}` ({}, {:?} f16 storage)",
+        ctx.report.name, ctx.report.backend, ctx.f16_storage
+    );
     let spec = ModelSpec::from_json(MLP).unwrap();
     let init = spec.init_params(3);
     let mut cfg = config(

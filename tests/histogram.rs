@@ -168,9 +168,18 @@ fn bad_arguments_are_errors() {
         bins: MAX_BINS + 1,
     };
     let counts = ctx.alloc_storage("counts", too_many.bytes());
-    assert!(log2_histogram(ctx, &v, 0, 16, &s, &counts, too_many).is_err());
+    common::expect_err(
+        log2_histogram(ctx, &v, 0, 16, &s, &counts, too_many),
+        &["1 to 128 bins, got 129"],
+    );
     let range = HistogramRange::default();
-    assert!(log2_histogram(ctx, &v, 8, 9, &s, &counts, range).is_err());
+    common::expect_err(
+        log2_histogram(ctx, &v, 8, 9, &s, &counts, range),
+        &["range 8..17 is past the end"],
+    );
     let small = ctx.alloc_storage("small", 16);
-    assert!(log2_histogram(ctx, &v, 0, 16, &s, &small, range).is_err());
+    common::expect_err(
+        log2_histogram(ctx, &v, 0, 16, &s, &small, range),
+        &["counts buffer of 16 bytes, need 608"],
+    );
 }

@@ -1,5 +1,9 @@
-//! Processes killed (SIGKILL) at random moments while they rewrite a checkpoint must always
-//! leave a loadable one: the old content or the new, never a torn or mixed file.
+//! Processes killed (SIGKILL) while they rewrite a checkpoint must always leave a loadable
+//! one: the old content or the new, never a torn or mixed file. Half the kills are
+//! deterministic: the save hook `WEBGPU_AMP_TEST_SAVE_PAUSE=N:MARKER` pauses the writer's
+//! N-th save between its temp file's write + fsync and the rename, and the test kills it
+//! there, so every run kills mid-save and asserts what survives; the other half land at
+//! random moments.
 //!
 //! - `examples/save_loop.rs` does nothing but save (so most kills land inside a save), and
 //!   marks save `i` with `i` (its step and each tensor's first and last value): a reader can
@@ -37,23 +41,64 @@ fn save_loop_binary() -> PathBuf {
     path
 }
 
+/// Marker file the save hook writes when the paused save is between write and rename.
+fn marker_path(dir: &Path) -> PathBuf {
+    dir.join("paused-save")
+}
+
+/// Waits for the paused save's marker and returns the temp file it names (removing the
+/// marker for the next process).
+fn wait_for_pause(marker: &Path, child: &mut Child, kill: usize) -> PathBuf {
+    let started = Instant::now();
+    while !marker.exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("kill {kill}: the writer exited ({status}) before pausing in a save");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "kill {kill}: no save paused within 90 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let tmp = PathBuf::from(std::fs::read_to_string(marker).unwrap());
+    std::fs::remove_file(marker).unwrap();
+    tmp
+}
+
+/// `WEBGPU_AMP_TEST_SAVE_PAUSE` for a pause in save `n` of a process.
+fn pause_env(n: u64, marker: &Path) -> (&'static str, String) {
+    (
+        webgpu_amp::train::checkpoint::SAVE_PAUSE_ENV,
+        format!("{n}:{}", marker.display()),
+    )
+}
+
+/// Every other kill is deterministic: the writer pauses inside save `n` (between its
+/// temp file's write + fsync and the rename, through `WEBGPU_AMP_TEST_SAVE_PAUSE`) and is
+/// killed there, so each run of this test kills mid-save KILLS / 2 times for certain; the
+/// checkpoint must then still be save `n - 1`, whole. The other kills land at random moments
+/// (mostly inside a save too, since the loop does nothing else).
 #[test]
 fn killed_mid_save_leaves_the_old_or_the_new_checkpoint() {
     let dir = std::env::temp_dir().join(format!("webgpu-amp-kill-loop-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let checkpoint = dir.join("run.safetensors");
+    let marker = marker_path(&dir);
     let exe = save_loop_binary();
     let mut rng = 0x10af_u64 ^ std::process::id() as u64;
-    let (mut last_step, mut mid_save) = (0u64, 0usize);
+    let (mut last_step, mut paused_kills, mut random_mid_save) = (0u64, 0usize, 0usize);
     for kill in 0..KILLS {
-        let mut child = Command::new(&exe)
-            .arg(&checkpoint)
-            .arg("4")
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn save_loop");
-        // Wait for one whole save by this process, then kill it a random moment later.
+        let deterministic = kill % 2 == 0;
+        // Pause in save 2, 3 or 4: save 1 of this process has removed older temp files.
+        let pause_at = 2 + next(&mut rng) % 3;
+        let mut cmd = Command::new(&exe);
+        cmd.arg(&checkpoint).arg("4").stdout(Stdio::piped());
+        if deterministic {
+            let (key, value) = pause_env(pause_at, &marker);
+            cmd.env(key, value);
+        }
+        let mut child = cmd.spawn().expect("spawn save_loop");
         // (The pipe stays open until the kill: a closed one would end the loop with EPIPE.)
         let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
@@ -62,7 +107,18 @@ fn killed_mid_save_leaves_the_old_or_the_new_checkpoint() {
             line.starts_with("saved "),
             "kill {kill}: save_loop said {line:?}"
         );
-        std::thread::sleep(Duration::from_millis(next(&mut rng) % 200));
+        let paused_tmp = if deterministic {
+            let tmp = wait_for_pause(&marker, &mut child, kill);
+            assert_eq!(
+                temp_files(&dir),
+                vec![tmp.clone()],
+                "kill {kill}: while save {pause_at} is paused, its temp file is the only one"
+            );
+            Some(tmp)
+        } else {
+            std::thread::sleep(Duration::from_millis(next(&mut rng) % 200));
+            None
+        };
         if let Some(status) = child.try_wait().unwrap() {
             panic!("kill {kill}: save_loop exited by itself: {status}");
         }
@@ -75,7 +131,6 @@ fn killed_mid_save_leaves_the_old_or_the_new_checkpoint() {
             leftovers.len() <= 1,
             "kill {kill}: stale temp files {leftovers:?}"
         );
-        mid_save += leftovers.len();
         let saved = Checkpoint::load(&checkpoint)
             .unwrap_or_else(|e| panic!("kill {kill}: checkpoint does not load: {e}"));
         let step = saved.progress.step;
@@ -89,13 +144,31 @@ fn killed_mid_save_leaves_the_old_or_the_new_checkpoint() {
                 t.name
             );
         }
+        if let Some(tmp) = paused_tmp {
+            // Killed between write and rename: the old checkpoint (save n - 1) is intact,
+            // and the new one never replaced it.
+            assert_eq!(
+                step,
+                pause_at - 1,
+                "kill {kill}: killed inside save {pause_at}, the file must hold save {}",
+                pause_at - 1
+            );
+            assert_eq!(leftovers, vec![tmp], "kill {kill}: the paused temp file");
+            paused_kills += 1;
+        } else {
+            random_mid_save += leftovers.len();
+        }
         // Each process starts over at save 1; what is on disk is from this process.
         last_step = last_step.max(step);
     }
-    eprintln!("save_loop: {KILLS} kills, {mid_save} inside a save, up to save {last_step}");
-    assert!(
-        mid_save > 0,
-        "no kill landed inside a save; the test did not exercise atomic writes"
+    eprintln!(
+        "save_loop: {KILLS} kills, {paused_kills} paused inside a save (between write and \
+         rename), {random_mid_save} of the random ones inside a save, up to save {last_step}"
+    );
+    assert_eq!(
+        paused_kills,
+        KILLS / 2,
+        "every deterministic kill must land inside a save"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -127,7 +200,8 @@ fn write_data(path: &Path) {
     std::fs::write(path, bytes).unwrap();
 }
 
-fn spawn(data: &Path, checkpoint: &Path, resume: bool) -> Child {
+/// `train --save-every 1` on `data`; `pause`: (save number, marker) for the save hook.
+fn spawn(data: &Path, checkpoint: &Path, resume: bool, pause: Option<(u64, &Path)>) -> Child {
     let mut cmd = Command::new(BIN);
     cmd.args(["train", "--model", "mlp", "--precision", "f32"])
         .args(["--batch-size", "16", "--steps", "1000000", "--no-validate"])
@@ -140,6 +214,10 @@ fn spawn(data: &Path, checkpoint: &Path, resume: bool) -> Child {
         .stderr(Stdio::null());
     if resume {
         cmd.arg("--resume").arg(checkpoint);
+    }
+    if let Some((n, marker)) = pause {
+        let (key, value) = pause_env(n, marker);
+        cmd.env(key, value);
     }
     cmd.spawn().expect("spawn webgpu-amp")
 }
@@ -183,6 +261,11 @@ fn temp_files(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The real `train --save-every 1`, killed and resumed from whatever is on disk. Even kills
+/// are deterministic (the run pauses inside its save `n`, between write and rename, and is
+/// killed there): the checkpoint is then exactly the step before, and the previous dead
+/// writer's temp file has been removed by this run's first save. Odd kills land at random
+/// moments. The step never goes backwards.
 #[test]
 fn killed_training_run_resumes_from_what_is_on_disk() {
     let dir = std::env::temp_dir().join(format!("webgpu-amp-kill-{}", std::process::id()));
@@ -190,45 +273,50 @@ fn killed_training_run_resumes_from_what_is_on_disk() {
     std::fs::create_dir_all(&dir).unwrap();
     let data = dir.join("data.safetensors");
     let checkpoint = dir.join("run.safetensors");
+    let marker = marker_path(&dir);
     write_data(&data);
-
-    // First run: wait for its first checkpoint.
-    let mut child = spawn(&data, &checkpoint, false);
-    let started = Instant::now();
-    while !checkpoint.exists() {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("the training run exited before its first checkpoint: {status}");
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "no checkpoint after 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 
     let mut rng = 0x5eed_u64 ^ std::process::id() as u64;
     let mut last_step = 0;
-    let mut mid_save = 0;
+    let (mut paused_kills, mut random_mid_save) = (0, 0);
     for kill in 0..TRAINING_KILLS {
-        // Let the (resumed) run reach its save loop, then kill it at a random moment of it.
-        wait_for_a_save(&checkpoint, &mut child, kill);
-        std::thread::sleep(Duration::from_millis(next(&mut rng) % 300));
+        let deterministic = kill % 2 == 0;
+        let pause_at = 2 + next(&mut rng) % 3;
+        // The first run starts fresh; every later one resumes from what survived (a dead
+        // writer's temp file, if any, still beside it).
+        let resume = kill > 0;
+        let pause = deterministic.then_some((pause_at, marker.as_path()));
+        let mut child = spawn(&data, &checkpoint, resume, pause);
+        let paused_tmp = if deterministic {
+            let tmp = wait_for_pause(&marker, &mut child, kill);
+            assert!(
+                tmp.to_string_lossy()
+                    .ends_with(&format!(".tmp-{}", child.id())),
+                "kill {kill}: paused temp file {tmp:?} is not this run's"
+            );
+            assert_eq!(
+                temp_files(&dir),
+                vec![tmp.clone()],
+                "kill {kill}: this run's first save must have removed the dead writer's temp file"
+            );
+            Some(tmp)
+        } else {
+            // Let the run reach its save loop, then kill it at a random moment of it.
+            wait_for_a_save(&checkpoint, &mut child, kill);
+            std::thread::sleep(Duration::from_millis(next(&mut rng) % 300));
+            None
+        };
         if let Some(status) = child.try_wait().unwrap() {
             panic!("the training run exited by itself ({status}) before kill {kill}");
         }
         child.kill().unwrap(); // SIGKILL: no destructors, no cleanup
         child.wait().unwrap();
 
-        // The killed writer's temp file, if the kill landed in a save; older ones were
-        // removed by the saves of the runs that followed them.
         let leftovers = temp_files(&dir);
         assert!(
             leftovers.len() <= 1,
             "kill {kill}: stale temp files {leftovers:?}"
         );
-        if !leftovers.is_empty() {
-            mid_save += 1;
-        }
         let saved = Checkpoint::load(&checkpoint)
             .unwrap_or_else(|e| panic!("kill {kill}: checkpoint does not load: {e}"));
         assert_eq!(saved.params.len(), 4, "kill {kill}: mlp has 4 parameters");
@@ -243,22 +331,42 @@ fn killed_training_run_resumes_from_what_is_on_disk() {
             saved.optimizer.is_some(),
             "kill {kill}: optimizer state lost"
         );
-        assert!(
-            saved.progress.step >= last_step,
-            "kill {kill}: step went back from {last_step} to {}",
-            saved.progress.step
-        );
-        last_step = saved.progress.step;
-        // Resume from what survived; the dead process's temp file stays where it is.
-        child = spawn(&data, &checkpoint, true);
+        let step = saved.progress.step;
+        if let Some(tmp) = paused_tmp {
+            // Saves come every step from where the run started: save n is step start + n,
+            // and the kill inside it leaves step start + n - 1 on disk.
+            assert_eq!(
+                step,
+                last_step + pause_at - 1,
+                "kill {kill}: killed inside save {pause_at} of a run from step {last_step}"
+            );
+            assert_eq!(leftovers, vec![tmp], "kill {kill}: the paused temp file");
+            paused_kills += 1;
+        } else {
+            assert!(
+                step >= last_step,
+                "kill {kill}: step went back from {last_step} to {step}"
+            );
+            random_mid_save += leftovers.len();
+        }
+        last_step = step;
     }
+    // A last resume runs on from what is on disk.
+    let mut child = spawn(&data, &checkpoint, true, None);
+    wait_for_a_save(&checkpoint, &mut child, TRAINING_KILLS);
     child.kill().unwrap();
     child.wait().unwrap();
     let final_ck = Checkpoint::load(&checkpoint).expect("final checkpoint loads");
-    assert!(final_ck.progress.step >= last_step);
+    assert!(final_ck.progress.step > last_step);
     eprintln!(
-        "train: {TRAINING_KILLS} kills, {mid_save} inside a save, checkpoint reached step {}",
+        "train: {TRAINING_KILLS} kills, {paused_kills} paused inside a save, {random_mid_save} \
+         of the random ones inside a save, checkpoint reached step {}",
         final_ck.progress.step
+    );
+    assert_eq!(
+        paused_kills,
+        TRAINING_KILLS / 2,
+        "every deterministic kill must land inside a save"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -464,13 +464,25 @@ fn layernorm_rejects_bad_shapes_and_storages() {
     let y = Tensor::zeros(ctx, &[4, 8], DType::F32);
     let stat = Tensor::zeros(ctx, &[4], DType::F32);
     let x3 = Tensor::zeros(ctx, &[2, 2, 8], DType::F32);
-    assert!(layernorm_forward(ctx, &x3, &w, None, &x3, &stat, &stat, EPS).is_err());
+    common::expect_err(
+        layernorm_forward(ctx, &x3, &w, None, &x3, &stat, &stat, EPS),
+        &["must be a 2-D view"],
+    );
     let w7 = Tensor::zeros(ctx, &[7], DType::F32);
-    assert!(layernorm_forward(ctx, &x, &w7, None, &y, &stat, &stat, EPS).is_err());
+    common::expect_err(
+        layernorm_forward(ctx, &x, &w7, None, &y, &stat, &stat, EPS),
+        &["weight [7] must hold 8 elements"],
+    );
     let stat16 = Tensor::zeros(ctx, &[4], DType::F16);
-    assert!(layernorm_forward(ctx, &x, &w, None, &y, &stat16, &stat, EPS).is_err());
+    common::expect_err(
+        layernorm_forward(ctx, &x, &w, None, &y, &stat16, &stat, EPS),
+        &["mean must be stored as f32, not f16"],
+    );
     let dw16 = Tensor::zeros(ctx, &[8], DType::BF16);
-    assert!(layernorm_backward(ctx, &y, &x, &w, &stat, &stat, &y, &dw16, None).is_err());
+    common::expect_err(
+        layernorm_backward(ctx, &y, &x, &w, &stat, &stat, &y, &dw16, None),
+        &["dweight must be stored as f32, not bf16"],
+    );
     assert!(layernorm_forward(ctx, &x, &w, None, &y, &stat, &stat, EPS).is_ok());
 }
 
@@ -719,14 +731,26 @@ fn embedding_rejects_bad_shapes() {
     let y = Tensor::zeros(ctx, &[2, 4, 4], DType::F32);
     let tokens = raw_u32(ctx, &[0; 8]);
     // T = 4 > T_max = 3.
-    assert!(embedding_forward(ctx, &tokens, &wte, Some(&wpe), &y, 2, 4).is_err());
+    common::expect_err(
+        embedding_forward(ctx, &tokens, &wte, Some(&wpe), &y, 2, 4),
+        &["wpe [3, 4] must be [T_max, 4]"],
+    );
     // Too few tokens.
     let short = raw_u32(ctx, &[0; 7]);
-    assert!(embedding_forward(ctx, &short, &wte, None, &y, 2, 4).is_err());
+    common::expect_err(
+        embedding_forward(ctx, &short, &wte, None, &y, 2, 4),
+        &["tokens buffer holds 28 bytes"],
+    );
     // y of the wrong size.
-    assert!(embedding_forward(ctx, &tokens, &wte, None, &wte, 2, 4).is_err());
+    common::expect_err(
+        embedding_forward(ctx, &tokens, &wte, None, &wte, 2, 4),
+        &["y [10, 4] must be [B, T, C]"],
+    );
     // f16 gradient tables.
     let dwte16 = Tensor::zeros(ctx, &[10, 4], DType::F16);
-    assert!(embedding_backward(ctx, &tokens, &y, &dwte16, None, 2, 4).is_err());
+    common::expect_err(
+        embedding_backward(ctx, &tokens, &y, &dwte16, None, 2, 4),
+        &["dwte must be stored as f32, not f16"],
+    );
     assert!(embedding_forward(ctx, &tokens, &wte, None, &y, 2, 4).is_ok());
 }

@@ -159,8 +159,14 @@ fn sum_rejects_an_output_that_is_not_one_element() {
     let ctx = ctx();
     let x = Tensor::zeros(ctx, &[4], DType::F32);
     let out = Tensor::zeros(ctx, &[2], DType::F32);
-    assert!(reduce::sum(ctx, &x, &out).is_err());
-    assert!(reduce::mean(ctx, &x, &out).is_err());
+    common::expect_err(
+        reduce::sum(ctx, &x, &out),
+        &["sum: out must hold one element"],
+    );
+    common::expect_err(
+        reduce::mean(ctx, &x, &out),
+        &["mean: out must hold one element"],
+    );
 }
 
 // ---- bias gradient --------------------------------------------------------------------------
@@ -277,9 +283,9 @@ fn bias_grad_rejects_mismatched_shapes() {
     let dy = Tensor::zeros(ctx, &[4, 3], DType::F32);
     for bad in [&[4usize][..], &[3, 1]] {
         let db = Tensor::zeros(ctx, bad, DType::F32);
-        assert!(
-            reduce::bias_grad(ctx, &dy, &db, Accumulate::Overwrite, None).is_err(),
-            "{bad:?}"
+        common::expect_err(
+            reduce::bias_grad(ctx, &dy, &db, Accumulate::Overwrite, None),
+            &["bias_grad", "does not match dim 1"],
         );
     }
 }
@@ -527,18 +533,31 @@ fn cross_entropy_rejects_bad_shapes() {
     let out = Tensor::zeros(ctx, &[1], DType::F32);
     let labels = raw_u32(ctx, &[0, 1]);
     let flat = Tensor::zeros(ctx, &[6], DType::F32);
-    assert!(loss::cross_entropy(ctx, &flat, &labels, &out, None).is_err());
+    common::expect_err(
+        loss::cross_entropy(ctx, &flat, &labels, &out, None),
+        &["logits must be [N, C], not [6]"],
+    );
     let no_classes = Tensor::zeros(ctx, &[2, 0], DType::F32);
-    assert!(loss::cross_entropy(ctx, &no_classes, &labels, &out, None).is_err());
+    common::expect_err(
+        loss::cross_entropy(ctx, &no_classes, &labels, &out, None),
+        &["no classes (C = 0)"],
+    );
     let too_many_rows = Tensor::zeros(ctx, &[3, 2], DType::F32);
-    assert!(loss::cross_entropy(ctx, &too_many_rows, &labels, &out, None).is_err());
+    common::expect_err(
+        loss::cross_entropy(ctx, &too_many_rows, &labels, &out, None),
+        &["labels buffer holds 8 bytes"],
+    );
     let logits = Tensor::zeros(ctx, &[2, 3], DType::F32);
     let wide_out = Tensor::zeros(ctx, &[2], DType::F32);
-    assert!(loss::cross_entropy(ctx, &logits, &labels, &wide_out, None).is_err());
+    common::expect_err(
+        loss::cross_entropy(ctx, &logits, &labels, &wide_out, None),
+        &["loss_out must hold one element"],
+    );
     let seed = seed_buffer(ctx, 1.0);
     let bad_grad = Tensor::zeros(ctx, &[3, 2], DType::F32);
-    assert!(
-        loss::cross_entropy(ctx, &logits, &labels, &out, Some((&bad_grad, &seed, 1.0))).is_err()
+    common::expect_err(
+        loss::cross_entropy(ctx, &logits, &labels, &out, Some((&bad_grad, &seed, 1.0))),
+        &["grad_logits [3, 2] differs from logits [2, 3]"],
     );
 }
 
@@ -648,7 +667,10 @@ fn mse_rejects_mismatched_shapes() {
     let pred = Tensor::zeros(ctx, &[4, 3], DType::F32);
     let target = Tensor::zeros(ctx, &[3, 4], DType::F32);
     let out = Tensor::zeros(ctx, &[1], DType::F32);
-    assert!(loss::mse(ctx, &pred, &target, &out, None).is_err());
+    common::expect_err(
+        loss::mse(ctx, &pred, &target, &out, None),
+        &["pred [4, 3] and target [3, 4] differ"],
+    );
 }
 
 // ---- accuracy ---------------------------------------------------------------------------------

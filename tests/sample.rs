@@ -324,26 +324,44 @@ fn invalid_parameters_are_errors() {
             temperature,
             ..ok.clone()
         };
-        assert!(sample_next(ctx, &s.logits, &s.context, &s.state, &s.out, &p).is_err());
+        common::expect_err(
+            sample_next(ctx, &s.logits, &s.context, &s.state, &s.out, &p),
+            &["temperature must be finite and > 0"],
+        );
     }
     let p = SampleParams {
         top_k: Some(0),
         ..ok.clone()
     };
-    assert!(sample_next(ctx, &s.logits, &s.context, &s.state, &s.out, &p).is_err());
+    common::expect_err(
+        sample_next(ctx, &s.logits, &s.context, &s.state, &s.out, &p),
+        &["top_k must be at least 1"],
+    );
     let p = SampleParams {
         vocab: 5,
         ..ok.clone()
     };
-    assert!(sample_next(ctx, &s.logits, &s.context, &s.state, &s.out, &p).is_err());
+    common::expect_err(
+        sample_next(ctx, &s.logits, &s.context, &s.state, &s.out, &p),
+        &["must be [block, V] = [2, 5]"],
+    );
     let p = SampleParams {
         block: 3,
         ..ok.clone()
     };
-    assert!(sample_next(ctx, &s.logits, &s.context, &s.state, &s.out, &p).is_err());
+    common::expect_err(
+        sample_next(ctx, &s.logits, &s.context, &s.state, &s.out, &p),
+        &["must be [block, V] = [3, 4]"],
+    );
     let short = raw_u32(ctx, &[0]);
-    assert!(sample_next(ctx, &s.logits, &s.context, &short, &s.out, &ok).is_err());
-    assert!(sample_next(ctx, &s.logits, &short, &s.state, &s.out, &ok).is_err());
+    common::expect_err(
+        sample_next(ctx, &s.logits, &s.context, &short, &s.out, &ok),
+        &["state buffer must hold two u32"],
+    );
+    common::expect_err(
+        sample_next(ctx, &s.logits, &short, &s.state, &s.out, &ok),
+        &["context buffer holds 4 bytes"],
+    );
 }
 
 #[test]

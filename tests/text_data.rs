@@ -792,9 +792,9 @@ fn token_ids_upload_as_raw_u32_words() {
     use webgpu_amp::train::{BatchTargets, StepConfig, Trainer};
 
     let ctx = common::ctx();
-    // A dense model over 4 inputs stands in for a token model: its input buffer holds B·T
-    // 4-byte words, which is what token ids need.
-    let spec = preset("linear", &[4], 8).unwrap();
+    // gpt-tiny over sequences of 4 tokens and a vocabulary of 8: its input buffer holds B·T
+    // u32 words, and ids go in as they are (the embedding checks nothing on upload).
+    let spec = preset("gpt-tiny", &[4], 8).unwrap();
     let init = spec.init_params(0);
     let config = StepConfig {
         precision: Precision::F32,
@@ -811,7 +811,8 @@ fn token_ids_upload_as_raw_u32_words() {
     let mut trainer = Trainer::new(ctx, spec, config, 8, &init).unwrap();
     let net = trainer.network(ctx, 2).unwrap();
     let ids: Vec<u32> = vec![7, 0, 3, 0x7fc0_0001, 1, 2, 65, 4_000_000_000];
-    Trainer::write_batch(ctx, net, &ids, &BatchTargets::Classes(&[1, 2])).unwrap();
+    let labels: Vec<u32> = (0..8).collect();
+    Trainer::write_batch(ctx, net, &ids, &BatchTargets::Classes(&labels)).unwrap();
     let bytes = ctx
         .read_bytes(
             net.input.buffer(),
@@ -826,7 +827,7 @@ fn token_ids_upload_as_raw_u32_words() {
     assert_eq!(words, ids, "every id bit for bit, even NaN-looking ones");
 
     // Wrong counts are errors, not GPU validation failures.
-    match Trainer::write_batch(ctx, net, &ids[..6], &BatchTargets::Classes(&[1, 2])) {
+    match Trainer::write_batch(ctx, net, &ids[..6], &BatchTargets::Classes(&labels)) {
         Err(Error::Shape { message, .. }) => {
             assert!(
                 message.contains("6 token ids") && message.contains("[2, 4]"),
@@ -835,11 +836,10 @@ fn token_ids_upload_as_raw_u32_words() {
         }
         other => panic!("expected a shape error, got {other:?}"),
     }
-    // One label per loss row: this model has one row per sample, so B·T labels are refused.
-    let labels = [1u32; 8];
-    match Trainer::write_batch(ctx, net, &ids, &BatchTargets::Classes(&labels)) {
+    // One label per loss row: a GPT has one row per token, so B labels are refused.
+    match Trainer::write_batch(ctx, net, &ids, &BatchTargets::Classes(&[1, 2])) {
         Err(Error::Shape { message, .. }) => assert!(
-            message.contains("8 class labels for 2 loss rows"),
+            message.contains("2 class labels for 8 loss rows"),
             "{message}"
         ),
         other => panic!("expected a shape error, got {other:?}"),
@@ -866,9 +866,13 @@ fn runs_save_the_vocabulary_and_refuse_another_on_resume() {
     let corpus = TextCorpus::from_text("abc", &"abcabcab".repeat(10)).unwrap();
     let split = corpus.split(4).unwrap();
     let train = &split.train;
-    // A dense model over the 4 positions stands in for a token model (the data checks of
-    // GPT models are the model's business).
-    let spec = preset("linear", &[4], 3).unwrap();
+    // A model that takes f32 features is refused token data with a clear error.
+    let linear = preset("linear", &[4], 3).unwrap();
+    let linear_init = linear.init_params(0);
+    let refused = |config: RunConfig| {
+        Run::new(ctx, linear.clone(), config, train, &linear_init, None).map(|_| ())
+    };
+    let spec = preset("gpt-tiny", &[4], 3).unwrap();
     let init = spec.init_params(0);
     let config = RunConfig {
         step: StepConfig {
@@ -900,14 +904,14 @@ fn runs_save_the_vocabulary_and_refuse_another_on_resume() {
     let ck = Checkpoint::from_bytes(&ck.to_bytes().unwrap(), "run").unwrap();
     assert_eq!(ck.vocab(), Some(corpus.vocab().as_ref()));
 
-    // Token batches reach the trainer as B·T ids and B·T labels; this one-row-per-sample
-    // model refuses them with a clear error instead of training on garbage.
-    match run.advance(ctx, train, 1) {
-        Err(Error::Shape { message, .. }) => assert!(
-            message.contains("8 class labels for 2 loss rows"),
+    // Token batches reach the trainer as B·T ids and B·T labels, and train.
+    run.advance(ctx, train, 1).unwrap();
+    match refused(config.clone()) {
+        Err(Error::Model(message)) => assert!(
+            message.contains("takes f32 features but abc/train holds token ids"),
             "{message}"
         ),
-        other => panic!("expected a shape error, got {other:?}"),
+        other => panic!("expected a model error, got {other:?}"),
     }
 
     // Resuming with a text of another vocabulary is refused; the same one is accepted.

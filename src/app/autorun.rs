@@ -6,9 +6,11 @@
 
 use serde::Serialize;
 
+use super::model::dataset_for;
 use super::session::{OptimizerKind, Session, SessionConfig, Status};
 use crate::amp::policy::Precision;
 use crate::error::{Error, Result};
+use crate::tensor::Storage;
 
 /// What an autorun trains, from the page's query string.
 #[derive(Clone, Debug, PartialEq)]
@@ -17,7 +19,7 @@ pub struct Autorun {
 }
 
 /// Query keys the page understands (anything else is an error, so a typo is not ignored).
-pub const QUERY_KEYS: [&str; 9] = [
+pub const QUERY_KEYS: [&str; 10] = [
     "autorun",
     "precision",
     "steps",
@@ -27,6 +29,7 @@ pub const QUERY_KEYS: [&str; 9] = [
     "lr",
     "optimizer",
     "seed",
+    "init_scale",
 ];
 
 impl Autorun {
@@ -79,8 +82,10 @@ impl Autorun {
         if let Some(m) = get("model") {
             config.model = m.to_string();
         }
-        if let Some(d) = get("dataset") {
-            config.dataset = d.to_string();
+        match get("dataset") {
+            Some(d) => config.dataset = d.to_string(),
+            // A GPT trains on the embedded text unless told otherwise.
+            None => config.dataset = dataset_for(&config.model, &config.dataset),
         }
         if let Some(b) = get("batch") {
             config.batch_size = parse_number("batch", b)?;
@@ -98,6 +103,15 @@ impl Autorun {
         }
         if let Some(s) = get("seed") {
             config.seed = parse_number("seed", s)?;
+        }
+        if let Some(s) = get("init_scale") {
+            // The GradScaler's first scale (the CLI's --init-scale): a huge one makes the
+            // f16 backward overflow, so the page shows steps skipped on inf.
+            config.scaler.init_scale = parse_number("init_scale", s)?;
+            config
+                .scaler
+                .validate()
+                .map_err(|e| Error::InvalidArgument(format!("init_scale={s}: {e}")))?;
         }
         if config.steps == 0 || config.batch_size == 0 {
             return Err(Error::InvalidArgument(
@@ -157,8 +171,13 @@ pub struct AutorunResult {
     pub backend: String,
     /// `native` (`array<f16>`, shader-f16) or `packed` (two halves per u32).
     pub f16_storage: crate::F16Storage,
+    /// The storage the run's trainer really keeps its low-precision copy of the weights in:
+    /// `f32` (no copy), `native` or `packed` f16, `bf16`. For f16 modes it must equal
+    /// `f16_storage`; the end-to-end test checks that.
+    pub trained_storage: String,
     pub precision: String,
     pub model: String,
+    pub dataset: String,
     pub batch_size: usize,
     /// Optimizer steps whose stats came back.
     pub steps: usize,
@@ -167,6 +186,10 @@ pub struct AutorunResult {
     /// The GradScaler's scale after the last step (1 when the mode has no scaler).
     pub final_scale: Option<f32>,
     pub skipped_steps: usize,
+    /// A GPT's last sampled text (the prompt, a newline, then what it wrote) and the step it
+    /// was sampled at; `None` for other models.
+    pub sample: Option<String>,
+    pub sample_step: Option<u64>,
     /// Wall-clock milliseconds per optimizer step while running (frames included: it is
     /// what a user of the page sees, not GPU time).
     pub ms_per_step: Option<f64>,
@@ -192,18 +215,30 @@ impl AutorunResult {
             adapter: ctx.report.name.clone(),
             backend: ctx.report.backend.clone(),
             f16_storage: ctx.f16_storage,
+            trained_storage: run.map_or_else(String::new, |r| {
+                match r.trainer().store.low.as_ref().map(|(_, storage)| *storage) {
+                    None | Some(Storage::F32 | Storage::U32) => "f32",
+                    Some(Storage::F16) => "native",
+                    Some(Storage::F16Packed) => "packed",
+                    Some(Storage::BF16) => "bf16",
+                }
+                .to_string()
+            }),
             precision: session
                 .config
                 .modes
                 .first()
                 .map_or_else(String::new, |p| p.name().to_string()),
             model: session.config.model.clone(),
+            dataset: session.config.dataset.clone(),
             batch_size: session.config.batch_size,
             steps,
             first_loss: history.first().map(|s| s.loss),
             last_loss: history.last().map(|s| s.loss),
             final_scale: run.and_then(|r| r.final_scale()),
             skipped_steps: history.iter().filter(|s| s.skipped).count(),
+            sample: run.and_then(|r| r.samples.last()).map(|(_, t)| t.clone()),
+            sample_step: run.and_then(|r| r.samples.last()).map(|&(s, _)| s),
             ms_per_step: (steps > 0 && secs > 0.0).then(|| secs * 1000.0 / steps as f64),
         })
     }
@@ -221,7 +256,7 @@ pub enum AutorunUpdate {
     /// Ended: the last status line and the result to publish (once).
     Finished {
         status: String,
-        result: AutorunResult,
+        result: Box<AutorunResult>,
     },
 }
 
@@ -240,12 +275,20 @@ impl AutorunPublisher {
         if let Some(result) = AutorunResult::from_session(session) {
             self.published = true;
             let status = format!("autorun done: {}", session.status().label());
-            return Some(AutorunUpdate::Finished { status, result });
+            return Some(AutorunUpdate::Finished {
+                status,
+                result: Box::new(result),
+            });
         }
         let done = session.runs().first().map_or(0, |r| r.history.len());
+        let sampling = if session.sampling() {
+            ", sampling text"
+        } else {
+            ""
+        };
         Some(AutorunUpdate::Progress(match session.status() {
             Status::Running => format!(
-                "autorun {}: step {done}/{}",
+                "autorun {}: step {done}/{}{sampling}",
                 session.config.modes[0], session.config.steps
             ),
             other => format!("autorun: {}", other.label()),
@@ -294,8 +337,10 @@ mod tests {
             .unwrap();
         assert_eq!(a.config.dataset, "synthetic:512");
         assert_eq!(decode("a+b%20c").unwrap(), "a b c");
-        assert!(decode("%zz").is_err());
-        assert!(decode("%4").is_err());
+        for bad in ["%zz", "%4"] {
+            let e = decode(bad).unwrap_err().to_string();
+            assert!(e.contains("bad percent-encoding") && e.contains(bad), "{e}");
+        }
     }
 
     #[test]
@@ -307,5 +352,7 @@ mod tests {
         assert!(err("?autorun=1&optimizer=lbfgs").contains("optimizer=lbfgs"));
         assert!(err("?autorun=1&step=10").contains("unknown query parameter `step`"));
         assert!(err("?autorun=yes").contains("autorun=yes"));
+        assert!(err("?autorun=1&init_scale=-2").contains("init_scale=-2"));
+        assert!(err("?autorun=1&init_scale=big").contains("init_scale=big"));
     }
 }

@@ -6,13 +6,22 @@ use crate::amp::scaler::ScalerConfig;
 use crate::error::{Error, Result};
 use crate::optim::OptimizerConfig;
 
-/// Data sets the setup panel offers (`mnist` and `fashion-mnist` need
-/// `scripts/fetch-data.sh` first; the error says so).
+/// Data sets the setup panel offers (`mnist`, `fashion-mnist` and `shakespeare` need
+/// `scripts/fetch-data.sh` first; the error says so). `hamlet` (text in the binary) and
+/// `shakespeare` train the GPT presets.
 #[cfg(not(target_arch = "wasm32"))]
-pub const DATASETS: &[&str] = &["default", "fashion-mnist", "mnist", "synthetic:512"];
-/// Data sets the page offers: those in the wasm itself (a page reads no local files).
+pub const DATASETS: &[&str] = &[
+    "default",
+    "fashion-mnist",
+    "mnist",
+    "synthetic:512",
+    "hamlet",
+    "shakespeare",
+];
+/// Data sets the page offers: those in the wasm itself (a page reads no local files);
+/// `hamlet` is text, for the GPT presets.
 #[cfg(target_arch = "wasm32")]
-pub const DATASETS: &[&str] = &["default", "synthetic:512"];
+pub const DATASETS: &[&str] = &["default", "synthetic:512", "hamlet"];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OptimizerKind {
@@ -67,6 +76,8 @@ pub struct SessionConfig {
     pub eval_samples: usize,
     /// Profile every kernel of a step (GPU timestamps) every this many steps.
     pub profile_every: u64,
+    /// A GPT samples a short text every this many steps (and at the end).
+    pub sample_every: u64,
 }
 
 impl Default for SessionConfig {
@@ -86,6 +97,7 @@ impl Default for SessionConfig {
             eval_every: 50,
             eval_samples: 512,
             profile_every: 50,
+            sample_every: 200,
         }
     }
 }

@@ -4,7 +4,8 @@
 //! `web.rs` (`start(canvas_id)`, wasm32 only).
 //!
 //! Split the way egui's demo app is: [`App`] holds all UI state in one struct and draws one
-//! small function per panel (`setup`, `runs`, `scaling`, `precision`, `kernels`); the
+//! small function per panel (`setup`, `runs`, `scaling`, `precision`, `kernels`,
+//! `samples`); the
 //! UI-free [`session::Session`] owns the GPU and one [`crate::train::Run`] per mode and
 //! advances them inside frames through [`crate::train::Run::advance`], the training loop
 //! the CLI uses too, without ever waiting on the GPU. [`probes`] are the app's own
@@ -16,11 +17,13 @@ pub mod config;
 #[cfg(target_arch = "wasm32")]
 mod dom;
 pub mod kernels;
+pub mod model;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod native;
 pub mod precision;
 pub mod probes;
 pub mod runs;
+pub mod samples;
 pub mod scaling;
 pub mod session;
 pub mod setup;
@@ -43,10 +46,17 @@ pub enum Tab {
     Scaling,
     Precision,
     Kernels,
+    Samples,
 }
 
 impl Tab {
-    pub const ALL: [Tab; 4] = [Tab::Runs, Tab::Scaling, Tab::Precision, Tab::Kernels];
+    pub const ALL: [Tab; 5] = [
+        Tab::Runs,
+        Tab::Scaling,
+        Tab::Precision,
+        Tab::Kernels,
+        Tab::Samples,
+    ];
 
     pub fn title(self) -> &'static str {
         match self {
@@ -54,6 +64,7 @@ impl Tab {
             Tab::Scaling => "Why scaling matters",
             Tab::Precision => "Precision map",
             Tab::Kernels => "Kernels",
+            Tab::Samples => "Sampled text",
         }
     }
 }
@@ -115,19 +126,26 @@ impl App {
 
     /// Per-frame logic, no drawing: advance training, keep derived views current.
     pub fn tick(&mut self, ctx: &egui::Context) {
+        let now = ctx.input(|i| i.time);
+        if self.tick_at(now) {
+            ctx.request_repaint();
+        }
+    }
+
+    /// The logic of [`App::tick`] without egui, at time `now` (seconds): also what the
+    /// browser entry calls from a timer, so training never waits for a frame to be
+    /// presented. Returns whether more ticks are wanted soon.
+    pub fn tick_at(&mut self, now: f64) -> bool {
         if self.autostart && *self.session.status() == Status::Idle {
             self.autostart = false;
             self.session.start(self.config.clone());
         }
-        let now = ctx.input(|i| i.time);
         let busy = self.session.tick(now);
         self.sync_histogram_selection();
         if self.tab == Tab::Precision {
             self.refresh_precision_map();
         }
-        if busy {
-            ctx.request_repaint();
-        }
+        busy
     }
 
     /// Per-frame logic then drawing, for hosts that give one `Ui` (tests).
@@ -156,6 +174,7 @@ impl App {
                 Tab::Scaling => scaling::show(ui, self),
                 Tab::Precision => precision::show(ui, self),
                 Tab::Kernels => kernels::show(ui, self),
+                Tab::Samples => samples::show(ui, self),
             });
         });
     }
@@ -216,7 +235,10 @@ impl App {
 
 fn log_error(e: &Error) {
     #[cfg(not(target_arch = "wasm32"))]
-    eprintln!("webgpu-amp app: {e}");
+    {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "webgpu-amp app: {e}");
+    }
     #[cfg(target_arch = "wasm32")]
     let _ = e;
 }

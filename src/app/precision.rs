@@ -4,7 +4,25 @@
 use eframe::egui;
 
 use super::{App, mode_color};
-use crate::amp::policy::Precision;
+use crate::amp::policy::{Precision, PrecisionRow};
+
+/// What an op computes in f32 inside, whatever its own row says (autocast's fp32 list
+/// applies within it): the attention's softmax.
+pub fn f32_inside(op: &str) -> Option<&'static str> {
+    (op == "Attention").then_some("softmax in f32")
+}
+
+/// The last column of a row: the casts autocast inserts, and what runs in f32 inside.
+pub fn notes(row: &PrecisionRow) -> String {
+    // The bundled font has no arrow glyph.
+    let mut notes: Vec<String> = row.casts.iter().map(|c| c.replace('→', " -> ")).collect();
+    notes.extend(f32_inside(row.op.name).map(String::from));
+    if notes.is_empty() {
+        "–".to_string()
+    } else {
+        notes.join("; ")
+    }
+}
 
 pub fn show(ui: &mut egui::Ui, app: &mut App) {
     ui.horizontal(|ui| {
@@ -18,8 +36,8 @@ pub fn show(ui: &mut egui::Ui, app: &mut App) {
         }
     });
     ui.label(format!(
-        "{} on {}: matmul and conv run in the mode's low dtype, losses in f32, the rest in \
-         their input's dtype (PyTorch's CUDA autocast lists).",
+        "{} on {}: matmul and conv run in the mode's low dtype; LayerNorm, softmax and losses \
+         in f32; the rest in their input's dtype (PyTorch's CUDA autocast lists).",
         app.config.model, app.config.dataset
     ));
     match app.precision_rows() {
@@ -41,7 +59,7 @@ pub fn show(ui: &mut egui::Ui, app: &mut App) {
                         "input",
                         "compute",
                         "output",
-                        "casts inserted",
+                        "casts inserted, f32 inside",
                     ] {
                         ui.strong(h);
                     }
@@ -53,12 +71,7 @@ pub fn show(ui: &mut egui::Ui, app: &mut App) {
                         ui.label(r.input_dtype.to_string());
                         ui.label(r.compute_dtype.to_string());
                         ui.label(r.output_dtype.to_string());
-                        ui.label(if r.casts.is_empty() {
-                            "–".to_string()
-                        } else {
-                            // The bundled font has no arrow glyph.
-                            r.casts.join("; ").replace('→', " -> ")
-                        });
+                        ui.label(notes(r));
                         ui.end_row();
                     }
                 });

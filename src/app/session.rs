@@ -16,17 +16,19 @@
 use std::sync::Arc;
 
 pub use super::config::{DATASETS, OptimizerKind, SessionConfig, Status};
+use super::model::ModelCache;
 use super::probes::eval::{EvalProbe, EvalSet};
 use super::probes::histogram::HistogramProbe;
 pub use super::probes::histogram::HistogramSnapshot;
 pub use super::probes::profile::KernelTime;
 use super::probes::profile::Profiler;
+use super::probes::sample::SampleProbe;
 use crate::amp::policy::{Policy, Precision, PrecisionRow};
 use crate::amp::scaler::ScalerConfig;
-use crate::data::{DataSource, Split};
+use crate::data::Split;
 use crate::error::Result;
 use crate::gpu::GpuContext;
-use crate::nn::{self, LossKind, ModelSpec, preset};
+use crate::nn::{self, LossKind, ModelSpec};
 use crate::ops::histogram::HistogramRange;
 use crate::train::{Event, Run, RunConfig, StepConfig, StepStats, Trainer};
 
@@ -48,8 +50,11 @@ pub struct ModeRun {
     /// weight copy, optimizer state, scaler, activations and their gradients. Everything is
     /// allocated once, so this is also its peak.
     pub memory_bytes: u64,
+    /// (step, text) sampled from a GPT run, oldest first.
+    pub samples: Vec<(u64, String)>,
     eval: Option<EvalProbe>,
     profiler: Option<Profiler>,
+    sampler: Option<SampleProbe>,
 }
 
 impl ModeRun {
@@ -67,6 +72,11 @@ impl ModeRun {
         self.gpu_ms.last().map(|&(_, ms)| ms)
     }
 
+    /// A text sample is on its way back (GPT runs).
+    pub fn sampling(&self) -> bool {
+        self.sampler.as_ref().is_some_and(SampleProbe::in_flight)
+    }
+
     pub fn skipped_steps(&self) -> usize {
         self.history.iter().filter(|s| s.skipped).count()
     }
@@ -81,11 +91,14 @@ impl ModeRun {
         self.run.steps_in_flight() > 0
             || self.eval.as_ref().is_some_and(EvalProbe::in_flight)
             || self.profiler.as_ref().is_some_and(Profiler::in_flight)
+            || self.sampler.as_ref().is_some_and(SampleProbe::in_flight)
     }
 
-    /// Every step submitted and reported.
+    /// Every step submitted and reported (and a GPT's last sample taken).
     fn finished(&self) -> bool {
-        self.run.done() && self.run.steps_in_flight() == 0
+        self.run.done()
+            && self.run.steps_in_flight() == 0
+            && self.sampler.as_ref().is_none_or(SampleProbe::done)
     }
 }
 
@@ -106,8 +119,8 @@ pub struct Session {
     status: Status,
     runs: Vec<ModeRun>,
     prepared: Option<Prepared>,
-    /// Cached data set, by name, so the precision map and restarts don't reload it.
-    data_cache: Option<(String, Arc<Split>)>,
+    /// The model and data set last resolved, so the precision map and restarts don't reload.
+    models: ModelCache,
     histogram: Option<HistogramProbe>,
     histogram_latest: Option<HistogramSnapshot>,
     histogram_range: HistogramRange,
@@ -124,7 +137,7 @@ impl Session {
             status: Status::Idle,
             runs: Vec::new(),
             prepared: None,
-            data_cache: None,
+            models: ModelCache::default(),
             histogram: None,
             histogram_latest: None,
             histogram_range: HistogramRange::default(),
@@ -162,6 +175,11 @@ impl Session {
     }
 
     /// Wall-clock seconds spent running (not paused or preparing).
+    /// Some run's text sample is on its way back.
+    pub fn sampling(&self) -> bool {
+        self.runs.iter().any(ModeRun::sampling)
+    }
+
     pub fn running_secs(&self) -> f64 {
         self.running_secs
     }
@@ -265,6 +283,9 @@ impl Session {
         let Some(prepared) = &self.prepared else {
             return Ok(());
         };
+        // A lost device or a GPU error ends the run with its reason, even when nothing is
+        // submitted (a full stats ring waits for read-backs a lost device never returns).
+        self.ctx.check()?;
         let running = self.status == Status::Running;
         let budget = if running {
             self.config.steps_per_frame
@@ -295,6 +316,17 @@ impl Session {
                     )?;
                 }
             }
+            if let Some(sampler) = &mut mode.sampler {
+                if let Some(sample) = sampler.take() {
+                    mode.samples.push(sample?);
+                }
+                if running {
+                    let submitted = mode.run.progress.step;
+                    let trainer = &mut mode.run.trainer;
+                    let every = config.sample_every;
+                    sampler.maybe_submit(ctx, trainer, submitted, every, config.steps)?;
+                }
+            }
             if let Some(profiler) = &mut mode.profiler {
                 if let Some(p) = profiler.take(ctx) {
                     mode.kernel_times = p.kernels;
@@ -320,26 +352,9 @@ impl Session {
         Ok(())
     }
 
-    /// Load a data set by name (cached).
-    fn data(&mut self, name: &str) -> Result<Arc<Split>> {
-        if let Some((n, split)) = &self.data_cache
-            && n == name
-        {
-            return Ok(split.clone());
-        }
-        let source: DataSource = name.parse()?;
-        let split = Arc::new(source.load(true)?);
-        self.data_cache = Some((name.to_string(), split.clone()));
-        Ok(split)
-    }
-
     /// The model `config` describes, for the data it names.
     pub fn model_spec(&mut self, config: &SessionConfig) -> Result<ModelSpec> {
-        let split = self.data(&config.dataset)?;
-        let train = &split.train;
-        let spec = preset(&config.model, &train.sample_shape, train.output_dim())?;
-        spec.check_dataset(train)?;
-        Ok(spec)
+        Ok(self.models.get(&config.model, &config.dataset)?.0)
     }
 
     /// The precision map of `config`'s model under `precision`: one row per layer plus
@@ -349,8 +364,8 @@ impl Session {
         config: &SessionConfig,
         precision: Precision,
     ) -> Result<Vec<PrecisionRow>> {
-        let spec = self.model_spec(config)?;
-        let loss = LossKind::default_for(&self.data(&config.dataset)?.train.y);
+        let (spec, split) = self.models.get(&config.model, &config.dataset)?;
+        let loss = LossKind::default_for(&split.train.y);
         Ok(nn::precision_map(&spec, &Policy::new(precision), loss))
     }
 
@@ -358,8 +373,7 @@ impl Session {
     fn prepare_one(&mut self, index: usize) -> Result<()> {
         if self.prepared.is_none() {
             let config = self.config.clone();
-            let split = self.data(&config.dataset)?;
-            let spec = self.model_spec(&config)?;
+            let (spec, split) = self.models.get(&config.model, &config.dataset)?;
             let loss = LossKind::default_for(&split.train.y);
             let eval = EvalSet::new(&split, loss, config.batch_size, config.eval_samples)?;
             self.prepared = Some(Prepared {
@@ -418,6 +432,13 @@ impl Session {
             .eval
             .as_ref()
             .map(|set| EvalProbe::new(ctx, set, config.eval_every.min(config.steps)));
+        let sampler = train
+            .vocab()
+            .filter(|_| prepared.spec.gpt.is_some())
+            .map(|vocab| {
+                let first = config.sample_every.clamp(1, config.steps);
+                SampleProbe::new(ctx, vocab.clone(), config.seed, first)
+            });
         let profiler = if self.has_timestamps() {
             // The first profile after a few steps (pipelines warm).
             let first = 5.min(config.steps);
@@ -445,8 +466,10 @@ impl Session {
             gpu_ms: Vec::new(),
             kernel_times: Vec::new(),
             memory_bytes,
+            samples: Vec::new(),
             eval,
             profiler,
+            sampler,
         });
         Ok(())
     }

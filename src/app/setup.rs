@@ -4,6 +4,7 @@
 use eframe::egui;
 
 use super::config::{DATASETS, OptimizerKind, Status};
+use super::model::{dataset_for, model_for};
 use super::{App, mode_color};
 use crate::amp::policy::Precision;
 use crate::nn::PRESETS;
@@ -117,6 +118,7 @@ fn training(ui: &mut egui::Ui, app: &mut App) {
     let c = &mut app.config;
     ui.heading("Training");
     egui::Grid::new("training").num_columns(2).show(ui, |ui| {
+        let (model, dataset) = (c.model.clone(), c.dataset.clone());
         let name = ui.label("model").id;
         egui::ComboBox::from_id_salt("model")
             .selected_text(c.model.clone())
@@ -139,6 +141,13 @@ fn training(ui: &mut egui::Ui, app: &mut App) {
             .response
             .labelled_by(name);
         ui.end_row();
+        // A GPT trains on text and the other presets on the rest: the choice just made
+        // picks the other one when they do not go together.
+        if c.model != model {
+            c.dataset = dataset_for(&c.model, &c.dataset);
+        } else if c.dataset != dataset {
+            c.model = model_for(&c.dataset, &c.model);
+        }
         let name = ui.label("batch size").id;
         labelled(
             ui,

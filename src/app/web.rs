@@ -1,22 +1,33 @@
 //! The browser entry point (wasm32 only): `web/index.html` loads the module that
 //! `scripts/build-web.sh` builds and calls [`start`] with its canvas id. Its twin for the
-//! desktop is `native.rs`.
+//! desktop is `native.rs`. The page runs the same [`App`] as `webgpu-amp gui`, with
+//! training independent of the picture:
 //!
-//! The page runs the same [`App`] as `webgpu-amp gui`, on the device eframe's WebGPU
-//! renderer creates (with `shader-f16` requested where the adapter has it; packed f16
-//! storage where it does not). Training advances inside frames (see
-//! [`crate::app::session`]); nothing here waits on the GPU. The DOM contract is in `dom.rs`.
+//! - training has a WebGPU device of its own ([`GpuContext::new_async`], `shader-f16` where
+//!   the adapter has it, packed f16 storage where not); eframe's renderer draws on another;
+//! - training advances from a timer as well as from frames (`web/driver.rs`), so a hidden
+//!   tab or a canvas that never presents does not stop it;
+//! - a canvas that loses every WebGPU device of the page makes it reload once without the
+//!   picture (`web/fallback.rs`).
+//!
+//! When the page cannot train it says why in `#message` (`web/page.rs`; the DOM contract is
+//! in `dom.rs`).
+
+mod driver;
+mod fallback;
+mod page;
 
 use std::sync::Arc;
 
-use eframe::egui;
 use eframe::egui_wgpu::{WgpuConfiguration, WgpuSetup, WgpuSetupCreateNew};
 use wasm_bindgen::prelude::*;
 
 use super::App;
-use super::autorun::{Autorun, AutorunPublisher, AutorunUpdate};
+use super::autorun::Autorun;
 use super::dom;
-use crate::gpu::{F16StorageChoice, GpuContext};
+use crate::gpu::{BackendChoice, F16StorageChoice, GpuContext, GpuOptions};
+use driver::{Shared, WebApp, drive};
+pub use page::STALL_SECS;
 
 /// Start the app in the canvas `canvas_id`. On failure the page's `#message` says why
 /// (and, during an autorun, the result carries the error), and the promise rejects.
@@ -32,58 +43,55 @@ pub async fn start(canvas_id: String) -> Result<(), JsValue> {
     }
     let canvas = dom::canvas(&canvas_id).map_err(|why| dom::fail(autorunning, &why))?;
 
-    // WebGPU only: the app trains with compute shaders, which WebGL does not have.
+    // Training's own device (WebGPU only: the app trains with compute shaders).
+    let options = GpuOptions {
+        backend: BackendChoice::Webgpu,
+        adapter: None,
+        f16_storage: F16StorageChoice::Auto,
+    };
+    let ctx = GpuContext::new_async(&options)
+        .await
+        .map_err(|e| dom::fail(autorunning, &dom::device_failure(&e)))?;
+    let mut app = App::new(Arc::new(ctx), config.unwrap_or_default());
+    app.autostart = autorunning;
+    // A load before this one lost the device to its canvas: no picture this time.
+    let no_canvas = fallback::take_no_canvas();
+    let shared = Shared::new(app, autorunning, no_canvas.is_none());
+    drive(shared.clone());
+    if let Some(why) = no_canvas {
+        fallback::notice_no_canvas(&why);
+        return Ok(());
+    }
+
+    // The picture, on eframe's own device.
     let mut setup = WgpuSetupCreateNew::without_display_handle();
     setup.instance_descriptor.backends = wgpu::Backends::BROWSER_WEBGPU;
     setup.power_preference = wgpu::PowerPreference::HighPerformance;
-    setup.device_descriptor = Arc::new(GpuContext::device_descriptor);
-    let options = eframe::WebOptions {
+    let web_options = eframe::WebOptions {
         wgpu_options: WgpuConfiguration {
             wgpu_setup: WgpuSetup::CreateNew(setup),
             ..Default::default()
         },
         ..Default::default()
     };
-    eframe::WebRunner::new()
+    let painter = shared.clone();
+    let started = eframe::WebRunner::new()
         .start(
             canvas,
-            options,
+            web_options,
             Box::new(move |cc| {
-                let start = config.clone().unwrap_or_default();
-                let mut app = App::from_creation_context(cc, F16StorageChoice::Auto, start)?;
-                app.autostart = autorunning;
-                let autorun = autorunning.then(AutorunPublisher::default);
-                Ok(Box::new(WebApp { app, autorun }))
+                painter.borrow_mut().egui = Some(cc.egui_ctx.clone());
+                Ok(Box::new(WebApp { shared: painter }))
             }),
         )
-        .await
-        .map_err(|e| dom::fail(autorunning, &dom::start_failure(&e)))
-}
-
-/// The app plus, during an autorun, its publisher.
-struct WebApp {
-    app: App,
-    autorun: Option<AutorunPublisher>,
-}
-
-impl eframe::App for WebApp {
-    fn logic(&mut self, ctx: &egui::Context, _frame: &mut eframe::Frame) {
-        self.app.tick(ctx);
-        match self
-            .autorun
-            .as_mut()
-            .and_then(|p| p.update(&self.app.session))
-        {
-            Some(AutorunUpdate::Progress(line)) => dom::set_text("status", &line),
-            Some(AutorunUpdate::Finished { status, result }) => {
-                dom::set_text("status", &status);
-                dom::publish(&result.to_json());
-            }
-            None => {}
-        }
+        .await;
+    if let Err(e) = started {
+        // Training goes on without the picture; say why the canvas stays empty.
+        dom::notice(&format!(
+            "{} Training does not need it and goes on: its progress and result appear on \
+             this page.",
+            dom::start_failure(&e)
+        ));
     }
-
-    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
-        self.app.show(ui);
-    }
+    Ok(())
 }

@@ -12,6 +12,7 @@ use webgpu_amp::ops::matmul::{MatmulKernel, MatmulOpts, flops, matmul_with};
 use webgpu_amp::{F16StorageChoice, GpuContext, Storage, Tensor};
 
 use super::DeviceArgs;
+use super::out::outln;
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -135,14 +136,23 @@ fn bench_matmul(args: &MatmulBenchArgs) -> webgpu_amp::Result<()> {
     let kernel = args.kernel.kernel();
     let report = &packed.report;
     if !args.json {
-        println!(
+        outln!(
             "matmul on {} ({}, {}, {}); timing: {timing}, median of {}",
-            report.name, report.backend, report.device_type, report.driver, args.repeats
-        );
-        println!(
+            report.name,
+            report.backend,
+            report.device_type,
+            report.driver,
+            args.repeats
+        )?;
+        outln!(
             "{:<10} {:>6} {:>7} {:>6} {:>12} {:>10}",
-            "storage", "n", "kernel", "batch", "ms/matmul", "GFLOP/s"
-        );
+            "storage",
+            "n",
+            "kernel",
+            "batch",
+            "ms/matmul",
+            "GFLOP/s"
+        )?;
     }
     let mut results = Vec::new();
     if kernel == MatmulKernel::Coop {
@@ -158,7 +168,7 @@ fn bench_matmul(args: &MatmulBenchArgs) -> webgpu_amp::Result<()> {
         for &(ctx, storage) in &runs {
             let r = measure(ctx, storage, n, kernel, args.repeats)?;
             if !args.json {
-                println!(
+                outln!(
                     "{:<10} {:>6} {:>7} {:>6} {:>12.3} {:>10.2}",
                     r.storage,
                     r.n,
@@ -166,7 +176,7 @@ fn bench_matmul(args: &MatmulBenchArgs) -> webgpu_amp::Result<()> {
                     r.batch,
                     r.seconds * 1e3,
                     r.gflops
-                );
+                )?;
             }
             results.push(r);
         }
@@ -181,10 +191,10 @@ fn bench_matmul(args: &MatmulBenchArgs) -> webgpu_amp::Result<()> {
             repeats: args.repeats,
             results,
         };
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&out).expect("bench report serialises")
-        );
+        )?;
     }
     Ok(())
 }

@@ -2,6 +2,8 @@
 //! GPU memory per model and precision, and the GradScaler's overhead (amp-f16 step time with
 //! and without it), as JSON lines and a table.
 
+use std::io::Write;
+
 use clap::Args;
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::amp::scaler::ScalerConfig;
@@ -17,6 +19,7 @@ use webgpu_amp::train::{
 use webgpu_amp::{Error, GpuContext, Result};
 
 use super::DeviceArgs;
+use super::out::outln;
 
 #[derive(Args, Debug)]
 pub struct BenchStepArgs {
@@ -214,9 +217,12 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
         .collect::<Result<_>>()?;
     let ctx = GpuContext::new(&args.device.options()?)?;
     if !args.json {
-        eprintln!(
+        // A note, not data: a closed stderr is no reason to stop.
+        let _ = writeln!(
+            std::io::stderr(),
             "adapter: {} ({:?} f16 storage)",
-            ctx.report.name, ctx.f16_storage
+            ctx.report.name,
+            ctx.f16_storage
         );
     }
     let mut rows = Vec::new();
@@ -244,7 +250,7 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
             if p == Precision::AmpF16 {
                 amp_with = Some(r.ms_per_step);
             }
-            println!("{}", serde_json::to_string(&r).expect("serialises"));
+            outln!("{}", serde_json::to_string(&r).expect("serialises"))?;
             rows.push(r);
         }
         // The GradScaler's cost: amp-f16 with the scaler against amp-f16 without it.
@@ -259,7 +265,7 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
         let without = measure(&ctx, args, model, Precision::AmpF16, false, false)?
             .0
             .ms_per_step;
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "kind": "scaler_overhead",
@@ -270,7 +276,7 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
                 "ms_per_step_without_scaler": without,
                 "overhead_percent": 100.0 * (with - without) / without,
             })
-        );
+        )?;
     }
     if !args.json {
         print_table(&rows);

@@ -8,6 +8,7 @@ use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::train::run::RunSummary;
 use webgpu_amp::{Error, GpuContext, Result};
 
+use super::out::outln;
 use super::plot;
 use super::progress::{print_summary, run_with_progress};
 use super::train::TrainCommon;
@@ -62,9 +63,10 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         ));
     }
     args.common.validate_args()?;
-    let prepared = args.common.prepare()?;
-    let ctx = GpuContext::new(&args.common.device.options()?)?;
-    println!(
+    let options = args.common.device.options()?;
+    let (prepared, ctx) = args.common.prepare(&modes, || GpuContext::new(&options))?;
+    // The banner only: with stdout closed already, the runs and their files still matter.
+    let _ = outln!(
         "comparing {} on {} ({} training samples) on {}",
         modes
             .iter()
@@ -81,8 +83,6 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         let summary = run_with_progress(&ctx, &prepared, cfg, None, mode.name(), &mut |_| Ok(()))?;
         summaries.push(summary);
     }
-    print_summary(&summaries.iter().collect::<Vec<_>>());
-
     let runs: Vec<RunReport> = summaries
         .iter()
         .map(|s| RunReport {
@@ -110,7 +110,9 @@ pub fn run(args: &CompareArgs) -> Result<()> {
     std::fs::write(&args.report, text)
         .map_err(|e| Error::InvalidArgument(format!("{}: {e}", args.report.display())))?;
     plot::comparison_png(&args.png, &summaries)?;
-    println!("report: {}", args.report.display());
-    println!("chart:  {}", args.png.display());
+    // The files first, so a closed stdout (`| head`) never costs them.
+    print_summary(&summaries.iter().collect::<Vec<_>>())?;
+    outln!("report: {}", args.report.display())?;
+    outln!("chart:  {}", args.png.display())?;
     Ok(())
 }

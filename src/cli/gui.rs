@@ -5,6 +5,7 @@ use clap::Args;
 use webgpu_amp::Result;
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::app::config::SessionConfig;
+use webgpu_amp::app::model::dataset_for;
 use webgpu_amp::app::native::{NativeOptions, run_native};
 
 use super::DeviceArgs;
@@ -17,13 +18,13 @@ pub struct GuiArgs {
     /// Comma-separated precision modes to train side by side (f32, amp-f16, amp-bf16, f16).
     #[arg(long, default_value = "f32,amp-f16")]
     modes: String,
-    /// Model preset (mlp, linear, simple-cnn, mnist-cnn).
+    /// Model preset (mlp, linear, simple-cnn, mnist-cnn, gpt-tiny, gpt-char).
     #[arg(long, default_value = "mlp")]
     model: String,
-    /// Data set (default: the embedded MNIST subset; fashion-mnist, mnist, synthetic:N,
-    /// FILE.safetensors).
-    #[arg(long, default_value = "default")]
-    dataset: String,
+    /// Data set (default: the embedded MNIST subset, or the embedded hamlet text for a GPT;
+    /// fashion-mnist, mnist, synthetic:N, hamlet, shakespeare, text:FILE, FILE.safetensors).
+    #[arg(long)]
+    dataset: Option<String>,
     /// Optimizer steps per mode.
     #[arg(long, default_value_t = 300)]
     steps: u64,
@@ -54,7 +55,10 @@ pub fn run(a: &GuiArgs) -> Result<()> {
         config: SessionConfig {
             modes,
             model: a.model.clone(),
-            dataset: a.dataset.clone(),
+            dataset: a
+                .dataset
+                .clone()
+                .unwrap_or_else(|| dataset_for(&a.model, "default")),
             steps: a.steps,
             batch_size: a.batch_size,
             ..Default::default()

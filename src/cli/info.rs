@@ -5,6 +5,8 @@ use clap::Args;
 use webgpu_amp::amp::AdapterReport;
 use webgpu_amp::gpu::{BackendChoice, F16StorageChoice, enumerate_adapters};
 
+use super::out::outln;
+
 #[derive(Args)]
 pub struct InfoArgs {
     /// Print JSON instead of a table.
@@ -30,60 +32,60 @@ pub fn run(args: &InfoArgs) -> webgpu_amp::Result<()> {
         .map(|a| AdapterReport::with_f16_choice(a, f16_choice))
         .collect();
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&reports).expect("adapter reports serialise")
-        );
+        )?;
         return Ok(());
     }
     if reports.is_empty() {
-        println!(
+        outln!(
             "no adapters found for backend {} (on Debian: apt-get install -y mesa-vulkan-drivers)",
             backend.name()
-        );
+        )?;
         return Ok(());
     }
     for (i, r) in reports.iter().enumerate() {
         let c = &r.capabilities;
-        println!("[{i}] {}", r.name);
-        println!("    backend          {}", r.backend);
-        println!("    device type      {}", r.device_type);
-        println!("    driver           {} {}", r.driver, r.driver_info);
-        println!("    shader-f16       {}", yes_no(c.shader_f16));
-        println!("    subgroups        {}", yes_no(c.subgroups));
-        println!("    timestamp query  {}", yes_no(c.timestamp_query));
-        println!("    tensor cores     {}", c.tensor_cores.describe());
-        println!(
+        outln!("[{i}] {}", r.name)?;
+        outln!("    backend          {}", r.backend)?;
+        outln!("    device type      {}", r.device_type)?;
+        outln!("    driver           {} {}", r.driver, r.driver_info)?;
+        outln!("    shader-f16       {}", yes_no(c.shader_f16))?;
+        outln!("    subgroups        {}", yes_no(c.subgroups))?;
+        outln!("    timestamp query  {}", yes_no(c.timestamp_query))?;
+        outln!("    tensor cores     {}", c.tensor_cores.describe())?;
+        outln!(
             "    f16 storage      {:?} (what --f16-storage auto uses)",
             r.f16_storage
-        );
-        println!(
+        )?;
+        outln!(
             "    precision modes  with --f16-storage {}:",
             r.f16_storage_requested.name()
-        );
+        )?;
         for m in &r.modes {
-            println!(
+            outln!(
                 "      {:<9} {:<8} storage {:<10} {}",
                 m.mode,
                 if m.runs { "runs" } else { "FAILS" },
                 m.storage,
                 m.detail
-            );
+            )?;
         }
-        println!("    matmul paths     per precision mode (auto):");
+        outln!("    matmul paths     per precision mode (auto):")?;
         for m in &r.modes {
-            println!("      {:<9} {}", m.mode, m.matmul);
+            outln!("      {:<9} {}", m.mode, m.matmul)?;
         }
-        println!(
+        outln!(
             "    limits           max buffer {} MiB, max storage binding {} MiB, {} storage buffers/stage, workgroup storage {} KiB, {} invocations/workgroup",
             c.max_buffer_size >> 20,
             c.max_storage_buffer_binding_size >> 20,
             c.max_storage_buffers_per_shader_stage,
             c.max_compute_workgroup_storage_size >> 10,
             c.max_compute_invocations_per_workgroup
-        );
+        )?;
         for note in &r.notes {
-            println!("    note             {note}");
+            outln!("    note             {note}")?;
         }
     }
     Ok(())

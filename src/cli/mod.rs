@@ -6,9 +6,11 @@ mod compare;
 mod distributed;
 mod gui;
 mod info;
+mod out;
 mod plot;
 mod progress;
 mod recipe;
+mod resolve;
 mod sample;
 mod train;
 
@@ -89,8 +91,10 @@ pub fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        // The reader of stdout went away (`| head`): stop quietly, as a CLI does.
+        Err(_) if out::closed() => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", flag_names(&e.to_string()));
+            error_line(&flag_names(&e.to_string()));
             std::process::ExitCode::FAILURE
         }
     }
@@ -132,6 +136,12 @@ fn argument_error(e: clap::Error) -> std::process::ExitCode {
         .find(|l| !l.trim().is_empty())
         .unwrap_or("invalid arguments");
     let first = first.strip_prefix("error: ").unwrap_or(first);
-    eprintln!("error: {first} (see --help)");
+    error_line(&format!("{first} (see --help)"));
     std::process::ExitCode::from(2)
+}
+
+/// The one `error:` line on stderr (`eprintln!` would panic on a closed stderr).
+fn error_line(message: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "error: {message}");
 }

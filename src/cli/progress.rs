@@ -10,6 +10,7 @@ use webgpu_amp::train::checkpoint::Checkpoint;
 use webgpu_amp::train::run::{Event, Run, RunConfig, RunSummary};
 use webgpu_amp::{GpuContext, Result};
 
+use super::out::{out, outln};
 use super::train::Prepared;
 
 /// A progress bar that shows epoch, step, loss, scale, skipped steps and images/s.
@@ -35,7 +36,7 @@ pub fn planned_steps(cfg: &RunConfig, n: usize) -> Option<u64> {
     let by_epochs = cfg
         .epochs
         .or(if cfg.steps.is_none() { Some(1) } else { None })
-        .map(|e| e * per_epoch);
+        .map(|e| e.saturating_mul(per_epoch));
     match (by_epochs, cfg.steps) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -148,7 +149,7 @@ pub fn run_rank_with_progress(
 }
 
 /// A side-by-side table of run summaries.
-pub fn print_summary(runs: &[&RunSummary]) {
+pub fn print_summary(runs: &[&RunSummary]) -> Result<()> {
     let opt = |v: Option<f32>| v.map_or("-".into(), |x| format!("{x:.4}"));
     let pct = |v: Option<f32>| v.map_or("-".into(), |x| format!("{:.2}%", 100.0 * x));
     let row = |f: &dyn Fn(&RunSummary) -> String| runs.iter().map(|r| f(r)).collect::<Vec<_>>();
@@ -171,17 +172,19 @@ pub fn print_summary(runs: &[&RunSummary]) {
         ("throttle waits", row(&|r| r.throttle_waits.to_string())),
     ];
     let rows: Vec<(&str, Vec<String>)> = rows.into_iter().chain(distributed_rows(runs)).collect();
-    println!(
+    outln!(
         "adapter: {} (f16 storage: {})",
-        runs[0].adapter, runs[0].f16_storage
-    );
+        runs[0].adapter,
+        runs[0].f16_storage
+    )?;
     for (name, values) in rows {
-        print!("{name:<14}");
+        out!("{name:<14}")?;
         for v in values {
-            print!(" {v:>14}");
+            out!(" {v:>14}")?;
         }
-        println!();
+        outln!()?;
     }
+    Ok(())
 }
 
 /// Summary rows of a data-parallel run (none for single-process runs).

@@ -7,22 +7,25 @@ use std::path::PathBuf;
 use clap::Args;
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::amp::scaler::ScalerConfig;
-use webgpu_amp::data::{DataSource, Labels, Split};
+use webgpu_amp::data::Split;
 use webgpu_amp::nn::LossKind;
 use webgpu_amp::nn::ModelSpec;
 use webgpu_amp::optim::OptimizerConfig;
+use webgpu_amp::train::StepConfig;
 use webgpu_amp::train::checkpoint::Checkpoint;
+use webgpu_amp::train::planning::check_params_fit;
 use webgpu_amp::train::profile::profile_steps;
+use webgpu_amp::train::run::MAX_GRAD_ACCUM;
 use webgpu_amp::train::run::{Event, RunConfig};
-use webgpu_amp::train::{
-    BatchTargets, ModelChoice, StepConfig, StepProfile, Trainer, model_and_data,
-};
+use webgpu_amp::train::{BatchTargets, StepProfile, Trainer};
 use webgpu_amp::{Error, GpuContext, Result};
 
 use super::DeviceArgs;
 use super::distributed::{DistArgs, Joined};
+use super::out::outln;
 use super::progress::{planned_steps, print_summary, run_rank_with_progress};
 use super::recipe::{RecipeArgs, gpt};
+use super::resolve::{Resolved, resolve};
 
 /// Flags shared by `train` and `compare` (everything but the precision).
 #[derive(Args, Clone, Debug)]
@@ -96,6 +99,11 @@ pub struct TrainCommon {
     /// Turn the GradScaler on or off (default: on for amp-f16 only, as PyTorch recommends).
     #[arg(long)]
     pub scaler: Option<bool>,
+    /// Classes a preset predicts on class labels (default 10, as the tutorials'
+    /// `SimpleCNN(num_classes=10)`); a label outside 0..N is an error. A JSON model's last
+    /// layer sets its own count; float targets set the output width from the data.
+    #[arg(long, allow_negative_numbers = true)]
+    pub num_classes: Option<usize>,
     /// Skip validation at epoch ends.
     #[arg(long)]
     pub no_validate: bool,
@@ -157,6 +165,26 @@ impl TrainCommon {
                 "--grad-accum must be at least 1".into(),
             ));
         }
+        if self.grad_accum > MAX_GRAD_ACCUM {
+            return Err(Error::InvalidArgument(format!(
+                "--grad-accum {} is over the limit of {MAX_GRAD_ACCUM} micro-batches per optimizer step",
+                self.grad_accum
+            )));
+        }
+        if (self.batch_size as u64)
+            .checked_mul(self.grad_accum as u64)
+            .is_none()
+        {
+            return Err(Error::InvalidArgument(format!(
+                "--batch-size {} × --grad-accum {} overflows 64 bits",
+                self.batch_size, self.grad_accum
+            )));
+        }
+        if self.num_classes == Some(0) {
+            return Err(Error::InvalidArgument(
+                "--num-classes must be at least 1".into(),
+            ));
+        }
         if self.steps == Some(0) {
             return Err(Error::InvalidArgument("--steps must be at least 1".into()));
         }
@@ -190,64 +218,25 @@ impl TrainCommon {
         }
     }
 
-    pub fn prepare(&self) -> Result<Prepared> {
-        let model = match &self.model {
-            Some(m) if m.ends_with(".json") => Some(ModelChoice::Json(
-                std::fs::read_to_string(m)
-                    .map_err(|e| Error::Model(format!("{m}: cannot read: {e}")))?,
-            )),
-            Some(m) => Some(ModelChoice::Preset(m.clone())),
-            None => None,
-        };
-        // The embedded MNIST set unless the model is a GPT, which trains on the embedded text.
-        let dataset = self.dataset.clone().unwrap_or_else(|| {
-            if model.as_ref().is_some_and(ModelChoice::is_gpt) {
-                DataSource::EMBEDDED_TEXT.into()
-            } else {
-                "default".into()
-            }
-        });
-        let (spec, split) = model_and_data(model.as_ref(), &dataset.parse::<DataSource>()?, true)
-            .map_err(|e| match (e, &self.model) {
-            // from_json's messages start with "json: "; name the file instead.
-            (Error::Model(m), Some(file)) if file.ends_with(".json") => Error::Model(format!(
-                "{file}: {}",
-                m.strip_prefix("json: ").unwrap_or(&m)
-            )),
-            (e, _) => e,
-        })?;
-        let train = &split.train;
-        let loss = match &self.loss {
-            Some(l) => LossKind::parse(l)?,
-            None => LossKind::default_for(&train.y),
-        };
-        match (&train.y, loss) {
-            (Labels::Targets { .. }, LossKind::CrossEntropy) => {
-                return Err(Error::InvalidArgument(format!(
-                    "--loss cross-entropy needs integer class labels; {} has float targets (use --loss mse)",
-                    train.name
-                )));
-            }
-            (Labels::Classes { .. }, LossKind::Mse) => {
-                return Err(Error::InvalidArgument(format!(
-                    "--loss mse needs float targets; {} has integer class labels (use --loss cross-entropy)",
-                    train.name
-                )));
-            }
-            _ => {}
-        }
-        // A label the model has no output for: name the file, the label and the sample
-        // (the loss kernel would only turn that row into NaN).
-        if let (Labels::Classes { labels, .. }, [outputs]) = (&train.y, spec.output_shape())
-            && let Some((i, &bad)) = labels
-                .iter()
-                .enumerate()
-                .find(|&(_, &l)| l as usize >= *outputs)
-        {
-            return Err(Error::Data(format!(
-                "{}: label {bad} of sample {i} is out of range for the model's {outputs} outputs (cross-entropy needs labels in 0..{outputs})",
-                train.name
-            )));
+    /// Load the data, resolve the model and its loss, open the device with `open`, check
+    /// that the model's parameters fit it under every one of `precisions`, and only then
+    /// make the initial parameters (`--init` or the model's own initialisation).
+    pub fn prepare(
+        &self,
+        precisions: &[Precision],
+        open: impl FnOnce() -> Result<GpuContext>,
+    ) -> Result<(Prepared, GpuContext)> {
+        let Resolved {
+            split,
+            spec,
+            loss,
+            what,
+            dataset,
+        } = resolve(self)?;
+        let ctx = open()?;
+        let optimizer = self.optimizer(spec.gpt.is_some())?;
+        for &precision in precisions {
+            check_params_fit(&ctx, &spec, &what, precision, &optimizer)?;
         }
         let init = match &self.init {
             Some(path) => {
@@ -255,13 +244,14 @@ impl TrainCommon {
             }
             None => spec.init_params(self.seed),
         };
-        Ok(Prepared {
+        let prepared = Prepared {
             split,
             spec,
             init,
             loss,
             dataset,
-        })
+        };
+        Ok((prepared, ctx))
     }
 
     /// The optimizer from the flags; a GPT's unset flags take nanoGPT's recipe
@@ -370,7 +360,11 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
             "--save-every must be at least 1".into(),
         ));
     }
-    let prepared = args.common.prepare()?;
+    let options = args.common.device.options()?;
+    let (prepared, ctx) = args.common.prepare(&[precision], || match rank {
+        Some(rank) => rank.context(&options),
+        None => GpuContext::new(&options),
+    })?;
     let mut cfg = args.common.run_config(precision, &prepared)?;
     cfg.save_every = args.save_every;
     cfg.save_path = args.save.clone();
@@ -388,10 +382,6 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
             Prepared { init, ..prepared }
         }
         None => prepared,
-    };
-    let ctx = match rank {
-        Some(rank) => rank.context(&args.common.device.options()?)?,
-        None => GpuContext::new(&args.common.device.options()?)?,
     };
     // Data-parallel: rank 0 writes metrics, prints and checkpoints (the others train).
     let writer = rank.is_none_or(Joined::is_writer);
@@ -441,9 +431,9 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
     if !writer {
         return Ok(());
     }
-    print_summary(&[&summary]);
+    print_summary(&[&summary])?;
     if let Some(p) = &args.save {
-        println!("checkpoint: {}", p.display());
+        outln!("checkpoint: {}", p.display())?;
     }
     if args.profile {
         let profile = profile_twin(&ctx, &prepared, step_config, batch_size)?;

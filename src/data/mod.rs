@@ -295,6 +295,38 @@ impl Dataset {
         Ok(())
     }
 
+    /// Set the class count of class labels (see [`Split::set_num_classes`]); an error for
+    /// regression targets or a label out of range.
+    pub fn set_num_classes(&mut self, classes: usize) -> Result<()> {
+        let who = &self.name;
+        let Labels::Classes {
+            labels,
+            num_classes,
+        } = &mut self.y
+        else {
+            return Err(Error::data(format!(
+                "{who}: has float targets, not class labels, so it has no class count"
+            )));
+        };
+        if classes == 0 {
+            return Err(Error::data(format!(
+                "{who}: the class count must be at least 1"
+            )));
+        }
+        if let Some((i, &bad)) = labels
+            .iter()
+            .enumerate()
+            .find(|&(_, &l)| l as usize >= classes)
+        {
+            return Err(Error::data(format!(
+                "{who}: label {bad} of sample {i} is out of bounds for {classes} classes \
+                 (labels must be in 0..{classes})"
+            )));
+        }
+        *num_classes = classes;
+        Ok(())
+    }
+
     /// Samples `range` as a new data set (in the same order), named `name`.
     pub fn slice(&self, range: std::ops::Range<usize>, name: impl Into<String>) -> Result<Dataset> {
         if range.start > range.end || range.end > self.n {
@@ -451,6 +483,24 @@ impl Split {
             validation: None,
             test: None,
         }
+    }
+
+    /// Give every set of the split `num_classes` classes (what the model outputs), after
+    /// checking that every label is below it. The first label out of range is an error that
+    /// names the set (its file) and the sample, as PyTorch's `cross_entropy` refuses a target
+    /// out of bounds, instead of the class count growing to fit a corrupt label.
+    pub fn set_num_classes(&mut self, num_classes: usize) -> Result<()> {
+        for set in [
+            Some(&mut self.train),
+            self.validation.as_mut(),
+            self.test.as_mut(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            set.set_num_classes(num_classes)?;
+        }
+        Ok(())
     }
 
     /// The set to evaluate on: validation if there is one, else test.

@@ -68,6 +68,10 @@ pub enum DataSource {
 impl DataSource {
     /// Samples of the `synthetic` source when no count is given: the tutorial's 20.
     pub const SYNTHETIC_DEFAULT_N: usize = 20;
+    /// Most samples `synthetic:N` makes: 10 million (440 MB of f32 on the host), so a typo
+    /// with extra digits is an error, not an allocation without bound.
+    pub const SYNTHETIC_MAX_N: usize = 10_000_000;
+
     /// Name of the text shipped in the crate (`--dataset hamlet`); GPT presets train on it
     /// when no data set is named. (`default` stays the embedded MNIST set.)
     pub const EMBEDDED_TEXT: &'static str = embedded_text::NAME;
@@ -160,11 +164,23 @@ impl FromStr for DataSource {
             _ => {}
         }
         if let Some(count) = s.strip_prefix("synthetic:") {
-            let n: usize = count.parse().ok().filter(|&n| n > 0).ok_or_else(|| {
+            // Digits beyond usize are a count over the cap, not a malformed one.
+            let digits = !count.is_empty() && count.bytes().all(|b| b.is_ascii_digit());
+            let n: usize = match count.parse() {
+                Err(_) if digits && !count.trim_start_matches('0').is_empty() => usize::MAX,
+                parsed => parsed.unwrap_or(0),
+            };
+            let n = Some(n).filter(|&n| n > 0).ok_or_else(|| {
                 Error::data(format!(
                     "`{s}`: expected synthetic:N with N a positive integer"
                 ))
             })?;
+            if n > Self::SYNTHETIC_MAX_N {
+                return Err(Error::data(format!(
+                    "`{s}`: N is over the limit of {} synthetic samples",
+                    Self::SYNTHETIC_MAX_N
+                )));
+            }
             return Ok(DataSource::Synthetic {
                 n,
                 in_dim: 10,

@@ -239,14 +239,24 @@ pub fn layernorm_backward(
         ],
         grid_1d(chunks * cols, WG),
     )?;
+    // Without a bias the shader never touches `dbias`, but WebGPU refuses two writable
+    // bindings of one buffer range in a dispatch (Chromium's validation does; wgpu's native
+    // one does not), so `dweight` cannot fill it: a one-word buffer of its own does.
+    let unused;
+    let dbias = match dbias {
+        Some(db) => db,
+        None => {
+            unused = Tensor::zeros(ctx, &[1], dweight.dtype());
+            &unused
+        }
+    };
     let final_kernel = ctx.kernel(
         &KernelDesc::new(SHADER, "layernorm_param_final"),
         &[
             ("params", Arg::Uniform(uniform)),
             ("partials", Arg::Buffer(&partials)),
             ("dweight", dweight.arg()),
-            // Without a bias the shader never touches this binding; `dweight` fills it.
-            ("dbias", dbias.unwrap_or(dweight).arg()),
+            ("dbias", dbias.arg()),
         ],
         grid_1d(cols, WG),
     )?;

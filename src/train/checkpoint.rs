@@ -44,6 +44,29 @@ pub struct Progress {
     pub seed: u64,
 }
 
+impl Progress {
+    /// Most steps, epochs or batches a progress may count: counters only ever grow by one,
+    /// so more than 2^53 (beyond any run, and beyond exact f64 for metrics) means a corrupt
+    /// file, and this bound keeps every later `+ 1` far from overflow.
+    pub const MAX_COUNT: u64 = 1 << 53;
+
+    /// `Err` naming the counter that is out of range.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        for (name, v) in [
+            ("step", self.step),
+            ("epoch", self.epoch),
+            ("batch_in_epoch", self.batch_in_epoch),
+        ] {
+            if v > Self::MAX_COUNT {
+                return Err(format!(
+                    "{name} {v} is out of range (at most 2^53); the file is corrupt"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Optimizer state per parameter name (moments unflattened from the flat buffers).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct NamedOptimizerState {
@@ -205,6 +228,13 @@ impl Checkpoint {
             serde_json::from_value(v)
                 .map_err(|e| Error::Checkpoint(format!("{what}: metadata `{key}`: {e}")))
         }
+        let progress: Progress = parse("progress")?
+            .map(|v| from(v, what, "progress"))
+            .transpose()?
+            .unwrap_or_default();
+        progress
+            .check()
+            .map_err(|m| Error::Checkpoint(format!("{what}: metadata `progress`: {m}")))?;
         Ok(Self {
             params,
             optimizer: parse("optimizer")?
@@ -213,10 +243,7 @@ impl Checkpoint {
             scaler: parse("scaler")?
                 .map(|v| from(v, what, "scaler"))
                 .transpose()?,
-            progress: parse("progress")?
-                .map(|v| from(v, what, "progress"))
-                .transpose()?
-                .unwrap_or_default(),
+            progress,
             precision: meta.get("precision").cloned(),
             vocab: meta
                 .get("vocab")
@@ -267,6 +294,7 @@ impl Checkpoint {
         let _ = f.try_lock();
         f.write_all(&bytes).map_err(|e| io(e, "writing"))?;
         f.sync_all().map_err(|e| io(e, "syncing"))?;
+        pause_before_rename(&tmp)?;
         std::fs::rename(&tmp, path).map_err(|e| {
             let _ = std::fs::remove_file(&tmp);
             io(e, "renaming into place")
@@ -403,6 +431,42 @@ fn tied_mismatch(owner: &NamedTensor, alias: &NamedTensor) -> Option<String> {
         "`{}` is tied to `{}` but holds other values (element {i}: {} vs {})",
         alias.name, owner.name, alias.values[i], owner.values[i]
     ))
+}
+
+/// The environment variable of the save test hook (see [`pause_before_rename`]).
+pub const SAVE_PAUSE_ENV: &str = "WEBGPU_AMP_TEST_SAVE_PAUSE";
+
+/// Test hook for `tests/kill_during_save.rs`, so that a kill lands inside a save every
+/// time, not by luck: with `WEBGPU_AMP_TEST_SAVE_PAUSE=N:MARKER`, this process's `N`-th save
+/// (1-based) stops after its temp file is written and synced and before the rename, writes
+/// the temp file's path to `MARKER`, and sleeps (up to two minutes, then goes on) for the
+/// test to kill it. Unset, as everywhere but that test, saves never pause.
+#[cfg(not(target_arch = "wasm32"))]
+fn pause_before_rename(tmp: &std::path::Path) -> Result<()> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SAVES: AtomicU64 = AtomicU64::new(0);
+    let Some(hook) = std::env::var_os(SAVE_PAUSE_ENV) else {
+        return Ok(());
+    };
+    let save = SAVES.fetch_add(1, Ordering::Relaxed) + 1;
+    let hook = hook.to_string_lossy();
+    let (n, marker) = hook
+        .split_once(':')
+        .and_then(|(n, m)| Some((n.parse::<u64>().ok()?, m)))
+        .filter(|(_, m)| !m.is_empty())
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!("{SAVE_PAUSE_ENV}={hook}: expected N:MARKER_PATH"))
+        })?;
+    if save != n {
+        return Ok(());
+    }
+    // Written whole, then renamed: the test never reads a partial marker.
+    let part = format!("{marker}.part");
+    std::fs::write(&part, tmp.display().to_string())
+        .and_then(|()| std::fs::rename(&part, marker))
+        .map_err(|e| Error::InvalidArgument(format!("{SAVE_PAUSE_ENV}: {marker}: {e}")))?;
+    std::thread::sleep(std::time::Duration::from_secs(120));
+    Ok(())
 }
 
 /// Deletes temp files of killed writers (`.{name}.tmp-{pid}` beside the checkpoint): those

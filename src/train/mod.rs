@@ -37,10 +37,11 @@ pub mod trainer;
 pub use batch::{BatchInput, BatchTargets};
 pub use estimate::{EVAL_BATCHES, EvalConfig, EvalReport};
 pub use evaluate::{EvalTally, Evaluation};
-pub use prepare::{ModelChoice, model_and_data};
+pub use prepare::{ModelChoice, model_and_data, model_for_split};
 pub use profile::{HostTimes, Phase, StepProfile};
 pub use run::{Advance, EpochReport, Event, Run, RunConfig};
 #[cfg(not(target_arch = "wasm32"))]
 pub use run_blocking::RunSummary;
 pub use stats::{RING, StepStats};
 pub use trainer::{DropoutStream, StepConfig, Trainer};
+pub use trainer::{MAX_SAMPLE_TOKENS, SampleRequest};

@@ -1,10 +1,15 @@
 //! Planning guards: buffer, pipeline and bind-group creation turns device limits and
-//! out-of-memory into errors that say what to change, never a panic.
+//! out-of-memory into errors that say what to change, never a panic; and the check that a
+//! model's parameters fit the adapter before anything is allocated for them.
 
+use crate::amp::policy::Precision;
 use crate::error::{Error, Result};
-use crate::gpu::GpuContext;
+use crate::gpu::{GpuContext, human_bytes};
 use crate::nn::ModelSpec;
+use crate::nn::layers::MAX_ELEMENTS;
 use crate::nn::params::ParamLayout;
+use crate::optim::OptimizerConfig;
+use crate::tensor::DType;
 
 /// The hint a batch-size resource error ends with (the CLI names its flag instead).
 pub const SMALLER_BATCH: &str = "use a smaller batch size";
@@ -48,7 +53,7 @@ pub(crate) fn guard_planning<T>(ctx: &GpuContext, plan: impl FnOnce() -> Result<
 }
 
 /// A resource error while planning a model: say that its parameters do not fit.
-pub(crate) fn params_error(e: Error, params: usize) -> Error {
+pub(crate) fn params_error(e: Error, params: u64) -> Error {
     match e {
         Error::Resource {
             message,
@@ -107,4 +112,99 @@ pub fn weight_decay_mask(spec: &ModelSpec, layout: &ParamLayout) -> Option<Vec<b
         }
     }
     Some(mask)
+}
+
+/// The flat parameter buffers a trainer for `spec` allocates (master weights, gradients,
+/// the low-precision copy and the optimizer's moments), each checked against the adapter's
+/// per-buffer limits *before* anything is allocated, host or GPU: a model whose parameters
+/// cannot fit fails here with its size and the limit, instead of the host allocating
+/// gigabytes of initial values first. Sizes use checked arithmetic, so no description can
+/// overflow them. `what` names the model in the message (a preset's name or a file).
+/// Returns the number of parameter elements (padding included).
+pub fn check_params_fit(
+    ctx: &GpuContext,
+    spec: &ModelSpec,
+    what: &str,
+    precision: Precision,
+    optimizer: &OptimizerConfig,
+) -> Result<u64> {
+    let align = ParamLayout::element_alignment(ctx) as u64;
+    let overflow = || Error::Resource {
+        message: format!(
+            "model {what}: its parameter count overflows 64 bits; use a smaller model"
+        ),
+        needed: u64::MAX,
+        limit: 0,
+    };
+    // The layout ParamLayout::new makes, in u64 with every step checked.
+    let mut total = 0u64;
+    for p in spec.parameters() {
+        let n = p
+            .shape
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64))
+            .ok_or_else(overflow)?;
+        total = total
+            .checked_add(n)
+            .and_then(|t| t.checked_next_multiple_of(align))
+            .ok_or_else(overflow)?;
+    }
+    let total = total.max(align);
+    let f32_bytes = total.checked_mul(4).ok_or_else(overflow)?;
+    let low_bytes = match precision.low_dtype() {
+        DType::F32 => None,
+        // 2 bytes per value natively; packed storages round up to whole u32 words.
+        _ => Some(total.div_ceil(2).checked_mul(4).ok_or_else(overflow)?),
+    };
+    let moments: &[&str] = match optimizer {
+        OptimizerConfig::Sgd { momentum, .. } if *momentum == 0.0 => &[],
+        OptimizerConfig::Sgd { .. } => &["momentum_buffer"],
+        OptimizerConfig::Adam { .. } | OptimizerConfig::AdamW { .. } => &["exp_avg", "exp_avg_sq"],
+    };
+    let mut f32_buffers = vec!["master weights", "gradients"];
+    f32_buffers.extend_from_slice(moments);
+    let all_bytes = (f32_buffers.len() as u64)
+        .checked_mul(f32_bytes)
+        .and_then(|b| b.checked_add(low_bytes.unwrap_or(0)))
+        .ok_or_else(overflow)?;
+    let caps = &ctx.caps;
+    let (limit, limit_name) = if caps.max_storage_buffer_binding_size <= caps.max_buffer_size {
+        (
+            caps.max_storage_buffer_binding_size,
+            "max_storage_buffer_binding_size",
+        )
+    } else {
+        (caps.max_buffer_size, "max_buffer_size")
+    };
+    let too_big = |message: String, needed: u64, limit: u64| {
+        Err(Error::Resource {
+            message: format!(
+                "model {what}: {total} parameters {message} (all flat parameter buffers \
+                 under {precision}: {}); use a smaller model",
+                human_bytes(all_bytes)
+            ),
+            needed,
+            limit,
+        })
+    };
+    if total > MAX_ELEMENTS {
+        return too_big(
+            format!("are more than the {MAX_ELEMENTS} elements one flat buffer can index (u32)"),
+            total,
+            MAX_ELEMENTS,
+        );
+    }
+    if f32_bytes > limit {
+        return too_big(
+            format!(
+                "need {} per f32 buffer ({}), over this adapter's {limit_name} of {}",
+                human_bytes(f32_bytes),
+                f32_buffers.join(", "),
+                human_bytes(limit)
+            ),
+            f32_bytes,
+            limit,
+        );
+    }
+    Ok(total)
 }

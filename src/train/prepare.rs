@@ -128,7 +128,16 @@ pub fn model_and_data(
         spec.check_dataset(&split.train)?;
         return Ok((spec, split));
     }
-    let mut split = source.load(normalize)?;
+    model_for_split(model, source.load(normalize)?)
+}
+
+/// The model for a split already loaded from a source that is not text: `model`, or the
+/// data's default model, checked against the data's shapes (a GPT on token data may widen
+/// the class count to its vocabulary).
+pub fn model_for_split(
+    model: Option<&ModelChoice>,
+    mut split: Split,
+) -> Result<(ModelSpec, Split)> {
     let choice = model
         .cloned()
         .unwrap_or_else(|| ModelChoice::default_for(&split.train));

@@ -45,6 +45,57 @@ pub struct RunConfig {
     pub eval: EvalConfig,
 }
 
+/// The most micro-batches one optimizer step may accumulate. Each is a submit and a word of
+/// the step's metrics; far beyond any effective batch PyTorch users accumulate (a few
+/// hundred), and low enough that every count derived from it stays far from overflow.
+pub const MAX_GRAD_ACCUM: usize = 1 << 16;
+
+impl RunConfig {
+    /// Checks the limits without touching data or the GPU: positive batch size, step and
+    /// epoch limits and checkpoint interval, gradient accumulation within
+    /// [`MAX_GRAD_ACCUM`], and an effective batch (`batch_size × grad_accum`) that fits in
+    /// 64 bits. [`Run::new`] calls it; front ends call it first to fail before loading data.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidArgument(m));
+        if self.batch_size == 0 {
+            return bad("batch size must be at least 1".into());
+        }
+        if self.steps == Some(0) {
+            return bad("the step limit must be at least 1".into());
+        }
+        if self.epochs == Some(0) {
+            return bad("the epoch limit must be at least 1".into());
+        }
+        let accum = self.step.grad_accum;
+        if accum == 0 {
+            return bad("gradient accumulation needs at least 1 micro-batch per step".into());
+        }
+        if accum > MAX_GRAD_ACCUM {
+            return bad(format!(
+                "gradient accumulation over {accum} micro-batches is above the limit of \
+                 {MAX_GRAD_ACCUM} per optimizer step"
+            ));
+        }
+        if (self.batch_size as u64).checked_mul(accum as u64).is_none() {
+            return bad(format!(
+                "batch size {} × {accum} accumulated micro-batches overflows 64 bits",
+                self.batch_size
+            ));
+        }
+        if self.eval.every == Some(0) || self.eval.batches == 0 {
+            return bad(format!(
+                "loss estimates need at least 1 step between them and 1 batch each, got {:?}",
+                self.eval
+            ));
+        }
+        match (self.save_every, &self.save_path) {
+            (Some(0), _) => bad("periodic checkpoints need an interval of at least 1 step".into()),
+            (Some(_), None) => bad("periodic checkpoints need a checkpoint path".into()),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// What the loop reports as it goes.
 #[derive(Clone, Debug)]
 pub enum Event {
@@ -146,27 +197,7 @@ impl Run {
         init: &[(String, Vec<f32>)],
         resume: Option<&Checkpoint>,
     ) -> Result<Self> {
-        if config.batch_size == 0 {
-            return Err(Error::InvalidArgument(
-                "batch size must be at least 1".into(),
-            ));
-        }
-        if config.steps == Some(0) {
-            return Err(Error::InvalidArgument(
-                "the step limit must be at least 1".into(),
-            ));
-        }
-        if config.epochs == Some(0) {
-            return Err(Error::InvalidArgument(
-                "the epoch limit must be at least 1".into(),
-            ));
-        }
-        if config.eval.every == Some(0) || config.eval.batches == 0 {
-            return Err(Error::InvalidArgument(format!(
-                "loss estimates need at least 1 step between them and 1 batch each, got {:?}",
-                config.eval
-            )));
-        }
+        config.validate()?;
         spec.check_dataset(train)?;
         let mut trainer = Trainer::new(ctx, spec, config.step.clone(), train.output_dim(), init)?;
         let mut progress = Progress {
@@ -206,7 +237,10 @@ impl Run {
             {
                 trainer.scaler.load_state_dict(ctx, s)?;
             }
-            progress = ck.progress;
+            let p = ck.progress;
+            p.check()
+                .map_err(|m| Error::Checkpoint(format!("resume progress: {m}")))?;
+            progress = p;
         }
         let loader = Loader::new(train.n, config.batch_size, config.shuffle, progress.seed)?;
         // A resumed run continues the dropout masks and the lr schedule where the

@@ -27,11 +27,15 @@ use crate::optim::{LrSchedule, Optimizer, OptimizerConfig};
 use crate::tensor::DType;
 
 mod in_flight;
+mod sample;
+
+pub use sample::{MAX_SAMPLE_TOKENS, SampleRequest};
 
 use super::batch::{BatchInput, BatchTargets};
 pub use super::planning::weight_decay_mask;
-use super::planning::{batch_error, guard_planning, params_error};
+use super::planning::{batch_error, check_params_fit, guard_planning, params_error};
 use super::profile::{Clock, HostTimes};
+use super::run::MAX_GRAD_ACCUM;
 use super::stats::{METRIC_LOSSES, RING, StatsRing};
 
 /// Everything that shapes a training step.
@@ -105,7 +109,8 @@ impl Trainer {
         target_dim: usize,
         init: &[(String, Vec<f32>)],
     ) -> Result<Self> {
-        let params = spec.num_parameters();
+        // Before anything is allocated: the flat parameter buffers fit the adapter.
+        let params = check_params_fit(ctx, &spec, &spec.name, config.precision, &config.optimizer)?;
         guard_planning(ctx, || Self::plan(ctx, spec, config, target_dim, init))
             .map_err(|e| params_error(e, params))
     }
@@ -117,10 +122,11 @@ impl Trainer {
         target_dim: usize,
         init: &[(String, Vec<f32>)],
     ) -> Result<Self> {
-        if config.grad_accum == 0 {
-            return Err(Error::InvalidArgument(
-                "gradient accumulation needs at least 1 micro-batch per step".into(),
-            ));
+        if !(1..=MAX_GRAD_ACCUM).contains(&config.grad_accum) {
+            return Err(Error::InvalidArgument(format!(
+                "gradient accumulation needs 1 to {MAX_GRAD_ACCUM} micro-batches per step, got {}",
+                config.grad_accum
+            )));
         }
         config.optimizer.validate()?;
         config.scaler.validate()?;

@@ -32,19 +32,81 @@ pub fn ctx_owned() -> GpuContext {
     make(F16StorageChoice::Auto)
 }
 
+/// A context of its own forced to packed f16 storage.
+pub fn ctx_owned_packed() -> GpuContext {
+    make(F16StorageChoice::Packed)
+}
+
+/// A context of its own with native f16 storage, on the terms of [`ctx_native`]: without
+/// shader-f16 it fails, or (WEBGPU_AMP_EXPECT_NO_F16=1) says so and gives a packed one.
+pub fn ctx_owned_native() -> GpuContext {
+    if ctx_native().f16_storage == webgpu_amp::F16Storage::Native {
+        make(F16StorageChoice::Native)
+    } else {
+        make(F16StorageChoice::Packed)
+    }
+}
+
 /// Context forced to packed f16 storage, so both paths run on one machine.
 pub fn ctx_packed() -> &'static GpuContext {
     static CTX: OnceLock<GpuContext> = OnceLock::new();
     CTX.get_or_init(|| make(F16StorageChoice::Packed))
 }
 
+/// Whether the run was told that the adapter has no shader-f16 (`WEBGPU_AMP_EXPECT_NO_F16=1`,
+/// e.g. on GL).
+pub fn expect_no_f16() -> bool {
+    std::env::var("WEBGPU_AMP_EXPECT_NO_F16").as_deref() == Ok("1")
+}
+
+/// Print `line` to stderr once per test (thread), prefixed with the test's name, in capitals
+/// where it matters: what a test ran instead of what its name says is never silent.
+pub fn say_once(key: &str, line: &str) {
+    use std::cell::RefCell;
+    use std::collections::HashSet;
+    thread_local! {
+        static SAID: RefCell<HashSet<String>> = RefCell::new(HashSet::new());
+    }
+    if SAID.with(|s| s.borrow_mut().insert(key.to_string())) {
+        let thread = std::thread::current();
+        let test = thread.name().unwrap_or("?");
+        eprintln!("*** {test}: {line}");
+    }
+}
+
 /// Context with native f16 storage; fails loudly when the adapter lacks shader-f16, unless
-/// the run was told to expect that (WEBGPU_AMP_EXPECT_NO_F16=1, e.g. on GL), in which case
-/// the packed context stands in so the test still runs every kernel.
+/// the run was told to expect that (WEBGPU_AMP_EXPECT_NO_F16=1, e.g. on GL). Then it checks
+/// that native storage is refused with a clear error, and the packed context stands in so
+/// the test still runs every kernel; the test says so on stderr (`*** test: ... PACKED`),
+/// so a "native" case that ran packed is never mistaken for a native one.
 pub fn ctx_native() -> &'static GpuContext {
     let c = ctx();
     if c.f16_storage != webgpu_amp::F16Storage::Native {
-        if std::env::var("WEBGPU_AMP_EXPECT_NO_F16").as_deref() == Ok("1") {
+        if expect_no_f16() {
+            static REFUSED: OnceLock<String> = OnceLock::new();
+            let refused = REFUSED.get_or_init(|| {
+                let mut options = GpuOptions::from_env().expect("bad WEBGPU_AMP_* environment");
+                options.f16_storage = F16StorageChoice::Native;
+                match GpuContext::new(&options) {
+                    Ok(ctx) => panic!(
+                        "WEBGPU_AMP_EXPECT_NO_F16=1, but adapter `{}` gave native f16 storage",
+                        ctx.report.name
+                    ),
+                    Err(e) => e.to_string(),
+                }
+            });
+            assert!(
+                refused.contains("shader-f16") || refused.contains("native"),
+                "native f16 refused without saying why: {refused}"
+            );
+            say_once(
+                "native->packed",
+                &format!(
+                    "adapter `{}` has no shader-f16 (WEBGPU_AMP_EXPECT_NO_F16=1; native storage \
+                     is refused: {refused}): this test's NATIVE f16 cases run on PACKED storage",
+                    c.report.name
+                ),
+            );
             return ctx_packed();
         }
         panic!(
@@ -84,4 +146,21 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f32], atol: f32, rtol: f32)
             panic!("{what}: element {i}: got {g}, want {w} (|err| {err} > tol {tol})");
         }
     }
+}
+
+/// Asserts `result` is an error whose message contains every one of `needles`; returns the
+/// message. (An `is_err()` alone passes for the wrong error too.)
+#[track_caller]
+pub fn expect_err<T, E: std::fmt::Display>(result: Result<T, E>, needles: &[&str]) -> String {
+    let message = match result {
+        Ok(_) => panic!("expected an error containing {needles:?}, got Ok"),
+        Err(e) => e.to_string(),
+    };
+    for needle in needles {
+        assert!(
+            message.contains(needle),
+            "error lacks `{needle}`: {message}"
+        );
+    }
+    message
 }

@@ -4,12 +4,22 @@
 Talks W3C WebDriver to an already running chromedriver with urllib only (no selenium, no npm),
 so it runs on a bare Debian box.  For every precision it starts a fresh headless Chromium whose
 WebGPU is SwiftShader (CPU Vulkan), loads index.html?autorun=1&precision=P&steps=N and waits for
-the page to publish `window.webgpuAmpResult`.  Then it checks the "no WebGPU" path: a Chromium
-without WebGPU must show a visible #message that mentions WebGPU.
+the page to publish `window.webgpuAmpResult`.  With --cli it trains the same run with the native
+CLI (`webgpu-amp train`, same model, data, seed, batch, optimizer, learning rate, steps and f16
+storage) and requires the same final GradScaler scale and skipped-step count, and a last loss
+within LOSS_RTOL.  An amp-f16 run whose first scale (2^40) overflows the f16 backward must skip
+steps, the same ones as the CLI.  A gpt-tiny run (model=gpt-tiny, batch 8, a few steps) trains on
+the embedded text: its loss must fall below GPT_LOSS_RATIO of the first, agree with the CLI as
+above, and it must publish text sampled at its last step whose characters all come from that
+text.  Two runs check that training never waits for frames: one in
+a Chromium that cannot present WebGPU frames (only --enable-unsafe-webgpu), one in a tab hidden
+behind another (no animation frames at all).  Then the "no WebGPU" path: a Chromium without
+WebGPU must show a visible #message that mentions WebGPU.
 
 Usage (normally via `bash web/e2e/run.sh`):
   e2e.py --base-url http://127.0.0.1:8000 --webdriver-url http://127.0.0.1:9515 \
-         [--precisions f32,amp-f16] [--steps 100] [--timeout 600] [--expect-f16-storage packed]
+         [--precisions f32,amp-f16] [--steps 100] [--timeout 600] [--expect-f16-storage packed] \
+         [--cli target/debug/webgpu-amp] [--skip-frameless]
 """
 
 import argparse
@@ -18,6 +28,7 @@ import math
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -71,6 +82,42 @@ WEBGPU_FLAGS = [
     "--enable-webgpu-developer-features",
 ]
 
+# A Chromium that has WebGPU (SwiftShader) but cannot present a WebGPU canvas: only the flag
+# that enables WebGPU, none of the Vulkan/ANGLE flags above.  The page's canvas never shows a
+# frame (eframe's renderer fails or its device is lost on the first present), so training must
+# not depend on frames: it runs on a device of its own, driven by a timer.
+FRAMELESS_FLAGS = ["--enable-unsafe-webgpu", "--enable-webgpu-developer-features"]
+
+# The amp-f16 overflow run: a first GradScaler scale of 2^40 makes the f16 backward of the
+# loss overflow (2^40 / batch far above 65504), so steps are skipped and the scale halves until
+# the gradients fit.  Which steps are skipped depends on the gradients' size against 65504 with
+# a wide margin (about 10% at the last skipped step, see README), not on rounding, so the page
+# on SwiftShader and the CLI on lavapipe must skip exactly the same number.
+OVERFLOW_SCALE = 2 ** 40
+
+# The last loss of the page and the CLI may differ by this much (relative).  Both compute the
+# same run from the same weights and batches, but on different drivers (SwiftShader in the
+# browser, Mesa lavapipe for the CLI), whose f32 sums and exp/log differ in the last bits;
+# f16 storage rounds those to half precision, and Adam carries the differences from step to
+# step.  Measured over 100 steps: see README ("In the browser") for the numbers; 2% is a few
+# times the largest difference measured and far below a real bug (a wrong storage, scale or
+# batch order changes the loss by tens of percent).
+LOSS_RTOL = 0.02
+
+# The gpt-tiny run trains on the embedded text (`hamlet`, in the wasm); its sampled text may only
+# use characters of that text.  A few steps of Adam at 1e-3 take the loss from ln(vocabulary)
+# down by well over 5%.
+HAMLET_GZ = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "data",
+                         "embedded", "hamlet_gut.txt.gz")
+GPT_LOSS_RATIO = 0.95
+
+
+def hamlet_chars():
+    import gzip
+    with gzip.open(HAMLET_GZ, "rt", encoding="utf-8") as f:
+        return set(f.read())
+
+
 # The "no WebGPU" runs.  Plain Chromium on Linux has navigator.gpu but requestAdapter() -> null;
 # a page served from a non-secure origin has no navigator.gpu at all (it is [SecureContext]).
 INSECURE_HOST = "webgpu-amp-insecure.test"
@@ -85,9 +132,36 @@ NO_WEBGPU_MODES = {
 
 RESULT_FIELDS = {
     "ok": bool, "error": (str, type(None)), "adapter": str, "backend": str, "f16_storage": str,
-    "precision": str, "steps": int, "first_loss": (int, float), "last_loss": (int, float),
-    "final_scale": (int, float), "skipped_steps": int, "ms_per_step": (int, float),
+    "trained_storage": str, "precision": str, "model": str, "dataset": str, "batch_size": int,
+    "steps": int,
+    "first_loss": (int, float), "last_loss": (int, float), "final_scale": (int, float),
+    "skipped_steps": int, "ms_per_step": (int, float),
 }
+
+# Injected into the autorun's tab before it is hidden: log visibility changes, and copy the
+# result (and the log) into localStorage, where another tab of the same origin can read them
+# while this one stays in the background.
+WATCH_HIDDEN_JS = """
+const log = window.__e2eVisibility = [{hidden: document.hidden, t: performance.now()}];
+const save = () => {
+  localStorage.setItem('e2e-visibility', JSON.stringify(log));
+  if (window.webgpuAmpResult !== undefined) {
+    localStorage.setItem('e2e-result', JSON.stringify(
+      Object.assign({finished_at: window.__e2eFinished ??= performance.now()},
+                    window.webgpuAmpResult)));
+  }
+  localStorage.setItem('e2e-status', (document.getElementById('status') || {}).textContent || '');
+};
+document.addEventListener('visibilitychange', () => {
+  log.push({hidden: document.hidden, t: performance.now()});
+  save();
+});
+// A hidden tab's timers are throttled (about once a second), which is fine for this.
+setInterval(save, 200);
+localStorage.removeItem('e2e-result');
+save();
+return document.hidden;
+"""
 
 # Snapshot of the page state, taken once per poll.
 SNAPSHOT_JS = """
@@ -154,6 +228,19 @@ class WebDriver:
 
     def navigate(self, url):
         self._s("POST", "/url", {"url": url})
+
+    def new_tab(self):
+        """Open a new tab and return its window handle (it is not switched to)."""
+        return self._s("POST", "/window/new", {"type": "tab"})["handle"]
+
+    def switch_to(self, handle):
+        self._s("POST", "/window", {"handle": handle})
+
+    def window_handle(self):
+        return self._s("GET", "/window")
+
+    def close_window(self):
+        return self._s("DELETE", "/window")
 
     def execute(self, script, *args):
         return self._s("POST", "/execute/sync", {"script": script, "args": list(args)})
@@ -235,9 +322,10 @@ def close_session(wd, profile, problems, console):
         log("   browser console:\n" + fmt_console(console))
 
 
-def check_result(res, precision, args):
+def check_result(res, case, args):
     """Returns a list of problems (empty = pass)."""
     problems = []
+    precision, steps = case["precision"], case["steps"]
     if not isinstance(res, dict):
         return [f"webgpuAmpResult is not an object: {res!r}"]
     if res.get("ok") is not True:
@@ -252,13 +340,31 @@ def check_result(res, precision, args):
         return problems
     if res["precision"] != precision:
         problems.append(f"precision is {res['precision']!r}, asked for {precision!r}")
-    if res["steps"] != args.steps:
-        problems.append(f"steps is {res['steps']}, asked for {args.steps}")
+    if res["steps"] != steps:
+        problems.append(f"steps is {res['steps']}, asked for {steps}")
     first, last = res["first_loss"], res["last_loss"]
     if not (math.isfinite(first) and math.isfinite(last)):
         problems.append(f"loss is not finite: first {first}, last {last}")
-    elif not last < 0.7 * first:
-        problems.append(f"loss did not drop enough: last {last} >= 0.7 * first {first}")
+    elif case.get("loss_drop", True) and not last < case.get("loss_ratio", 0.7) * first:
+        problems.append(f"loss did not drop enough: last {last} >= "
+                        f"{case.get('loss_ratio', 0.7)} * first {first}")
+    if case.get("model") is not None and res["model"] != case["model"]:
+        problems.append(f"model is {res['model']!r}, asked for {case['model']!r}")
+    if case.get("sample"):
+        # A GPT publishes the text it sampled at its last step: the prompt (a newline) and
+        # what it wrote, every character from the text it trained on.
+        text, at = res.get("sample"), res.get("sample_step")
+        if res["dataset"] != "hamlet":
+            problems.append(f"a GPT trains on the embedded text by default, not {res['dataset']!r}")
+        if not isinstance(text, str) or len(text) < 2:
+            problems.append(f"no sampled text beyond the prompt: {text!r}")
+        else:
+            outside = sorted(set(text) - hamlet_chars())
+            if outside:
+                problems.append(f"sampled text {text!r} has characters outside the vocabulary: "
+                                f"{outside!r}")
+        if at != steps:
+            problems.append(f"the last sample was taken at step {at!r}, not the last step {steps}")
     # An adapter without shader-f16 (SwiftShader never has it) must fall back to packed f16.
     want = args.expect_f16_storage
     if want is None and "swiftshader" in res["adapter"].lower():
@@ -266,69 +372,194 @@ def check_result(res, precision, args):
     if want is not None and res["f16_storage"] != want:
         problems.append(f"f16_storage is {res['f16_storage']!r}, expected {want!r} "
                         f"(adapter {res['adapter']!r})")
+    # What the run's trainer really stored its f16 tensors in must be what the page reports.
+    trained = {"f32": "f32", "amp-bf16": "bf16"}.get(precision, res["f16_storage"])
+    if res["trained_storage"] != trained:
+        problems.append(f"{precision} trained with {res['trained_storage']!r} storage, but the "
+                        f"page reports f16 storage {res['f16_storage']!r}")
+    scale = case.get("init_scale")
+    if scale is not None:
+        skipped = res["skipped_steps"]
+        if not 0 < skipped < steps:
+            problems.append(f"a first scale of {scale} must skip some steps (on inf) and then "
+                            f"train: {skipped} of {steps} skipped")
+        elif res["final_scale"] != scale / 2 ** skipped:
+            problems.append(f"final scale {res['final_scale']} after {skipped} skips from "
+                            f"{scale} (each skip halves it, nothing else moves it here)")
     return problems
 
 
-def run_training(args, precision):
-    label = precision
-    log(f"-- e2e {label}: {args.steps} steps")
+def cli_reference(args, case, res):
+    """Train the page's run with the native CLI; its summary (final_loss, final_scale,
+    skipped_steps, steps, f16_storage), or raises RuntimeError."""
+    with tempfile.TemporaryDirectory(prefix="webgpu-amp-e2e-cli-") as tmp:
+        metrics = os.path.join(tmp, "metrics.jsonl")
+        # The page's recipe, spelled out: a GPT's CLI defaults (nanoGPT's AdamW, cosine
+        # schedule, clipping) differ from the app's plain Adam.
+        cmd = [args.cli, "train", "--model", res["model"], "--dataset", res["dataset"],
+               "--precision", case["precision"], "--steps", str(case["steps"]),
+               "--batch-size", str(res["batch_size"]), "--optimizer", "adam", "--lr", "0.001",
+               "--beta2", "0.999", "--weight-decay", "0", "--clip-grad-norm", "0",
+               "--lr-schedule", "constant",
+               "--seed", "0", "--no-validate", "--f16-storage", res["f16_storage"],
+               "--metrics", metrics]
+        if case.get("init_scale") is not None:
+            cmd += ["--init-scale", str(case["init_scale"])]
+        t0 = time.monotonic()
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        if out.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()}")
+        with open(metrics) as f:
+            lines = [json.loads(line) for line in f if line.strip()]
+        summary = next(v["summary"] for v in reversed(lines) if "summary" in v)
+        log(f"   CLI ({summary['backend']}, {summary['f16_storage']} f16) in "
+            f"{time.monotonic() - t0:.1f}s: loss {summary['first_loss']:.6g} -> "
+            f"{summary['final_loss']:.6g}, scale {summary['final_scale']}, "
+            f"skipped {summary['skipped_steps']}")
+        return summary
+
+
+def compare_with_cli(res, cli):
+    """The page against the CLI for the same run: exact scale, skips and steps; the last loss
+    within LOSS_RTOL (relative)."""
+    problems = []
+    for key, cli_key in (("steps", "steps"), ("final_scale", "final_scale"),
+                         ("skipped_steps", "skipped_steps")):
+        if res[key] != cli[cli_key]:
+            problems.append(f"{key}: page {res[key]} != CLI {cli[cli_key]}")
+    page, native = res["last_loss"], cli["final_loss"]
+    diff = abs(page - native) / max(abs(native), 1e-12)
+    log(f"   last loss: page {page:.6g}, CLI {native:.6g}, relative difference {diff:.2e} "
+        f"(tolerance {LOSS_RTOL})")
+    if not diff <= LOSS_RTOL:
+        problems.append(f"last loss: page {page} vs CLI {native}: relative difference "
+                        f"{diff:.3g} > {LOSS_RTOL}")
+    return problems
+
+
+def wait_for_result(wd, args, t0, console, label):
+    """Poll the page until it publishes a result; returns (result, snapshot, problems)."""
+    last_print = last_status = None
+    snap = {}
+    while True:
+        elapsed = time.monotonic() - t0
+        if elapsed > args.timeout:
+            return None, snap, [f"no window.webgpuAmpResult after {args.timeout:.0f}s"]
+        snap = snapshot(wd) or snap
+        if http_error(snap):
+            return None, snap, [http_error(snap)]
+        res = snap.get("result")
+        if isinstance(res, str):  # tolerate a JSON string instead of an object
+            try:
+                res = json.loads(res)
+            except ValueError:
+                pass
+        if res is not None:
+            if args.screenshots:
+                # A frame or two more, so the canvas shows the finished run.
+                time.sleep(1)
+                os.makedirs(args.screenshots, exist_ok=True)
+                shot = os.path.join(args.screenshots, f"{label.replace('/', '-')}.png")
+                wd.screenshot(shot)
+                log(f"   screenshot: {shot}")
+            return res, snap, []
+        # A Rust panic (console_error_panic_hook) never sets the result: fail fast.
+        console += wd.browser_log()
+        panics = [e for e in console if "panicked at" in str(e.get("message"))]
+        if panics:
+            msg = str(panics[0].get("message"))
+            msg = msg[msg.index("panicked at"):].replace("\\n", " ").rstrip('"')
+            return None, snap, ["the page panicked: " + msg]
+        # progress: on a #status change (at most every 5 s), else every 30 s
+        status = (snap.get("status") or {}).get("text")
+        since = time.monotonic() - last_print if last_print else 1e9
+        if (status != last_status and since >= 5) or since >= 30:
+            msg = snap.get("message") or {}
+            extra = f" | #message: {msg['text']}" if msg.get("visible") and msg.get("text") else ""
+            log(f"   [{elapsed:5.0f}s] #status: {status!r}{extra}")
+            last_print, last_status = time.monotonic(), status
+        time.sleep(1)
+
+
+def wait_hidden(wd, args, t0):
+    """The autorun's tab is hidden behind a second tab (same origin) from which its progress
+    is read out of localStorage.  Returns (result, problems)."""
+    problems = []
+    autorun_tab = wd.window_handle()
+    was_hidden = wd.execute(WATCH_HIDDEN_JS)
+    if was_hidden:
+        return None, ["the autorun's tab was hidden before another tab covered it"]
+    other = wd.new_tab()
+    wd.switch_to(other)
+    # Same origin (a directory listing of web/pkg), so localStorage is shared.
+    wd.navigate(f"{args.base_url}/pkg/")
+    res = None
+    last_status = None
+    while True:
+        elapsed = time.monotonic() - t0
+        if elapsed > args.timeout:
+            problems.append(f"no result from the hidden tab after {args.timeout:.0f}s")
+            break
+        state = wd.execute("return {result: localStorage.getItem('e2e-result'), "
+                           "visibility: localStorage.getItem('e2e-visibility'), "
+                           "status: localStorage.getItem('e2e-status')};")
+        status = state.get("status")
+        if status != last_status:
+            log(f"   [{elapsed:5.0f}s] hidden tab #status: {status!r}")
+            last_status = status
+        if state.get("result"):
+            res = json.loads(state["result"])
+            visibility = json.loads(state.get("visibility") or "[]")
+            finished = res.get("finished_at", 0)
+            hidden_at = [v["t"] for v in visibility if v["hidden"]]
+            if not hidden_at:
+                problems.append("the autorun's tab never became hidden (document.hidden stayed "
+                                "false): the hidden-tab case did not test what it should")
+            elif min(hidden_at) >= finished:
+                problems.append("the run finished before its tab was hidden; use more --steps")
+            else:
+                log(f"   hidden {finished - min(hidden_at):.0f} ms before the run finished "
+                    f"(visibility log: {visibility})")
+            break
+        time.sleep(1)
+    wd.close_window()
+    wd.switch_to(autorun_tab)
+    return res, problems
+
+
+def run_training(args, case):
+    label = case["label"]
+    log(f"-- e2e {label}: {case['steps']} steps")
     wd = None
     profile = None
     problems = []
     res = None
     console = []
+    snap = {}
     try:
-        wd, profile = browser_session(args, WEBGPU_FLAGS, label)
-        query = urllib.parse.urlencode({"autorun": 1, "precision": precision, "steps": args.steps})
-        url = f"{args.base_url}/index.html?{query}"
+        wd, profile = browser_session(args, case["flags"], label.replace("/", "-"))
+        params = {"autorun": 1, "precision": case["precision"], "steps": case["steps"]}
+        if case.get("init_scale") is not None:
+            params["init_scale"] = case["init_scale"]
+        for key in ("model", "batch"):
+            if case.get(key) is not None:
+                params[key] = case[key]
+        url = f"{args.base_url}/index.html?{urllib.parse.urlencode(params)}"
         t0 = time.monotonic()
         wd.navigate(url)
-        last_print = last_status = None
-        snap = {}
-        while True:
-            elapsed = time.monotonic() - t0
-            if elapsed > args.timeout:
-                problems.append(f"no window.webgpuAmpResult after {args.timeout:.0f}s")
-                break
-            snap = snapshot(wd) or snap
-            if http_error(snap):
-                problems.append(http_error(snap))
-                break
-            res = snap.get("result")
-            if isinstance(res, str):  # tolerate a JSON string instead of an object
-                try:
-                    res = json.loads(res)
-                except ValueError:
-                    pass
-            if res is not None:
-                if args.screenshots:
-                    # A frame or two more, so the canvas shows the finished run.
-                    time.sleep(1)
-                    os.makedirs(args.screenshots, exist_ok=True)
-                    shot = os.path.join(args.screenshots, f"{label}.png")
-                    wd.screenshot(shot)
-                    log(f"   screenshot: {shot}")
-                break
-            # A Rust panic (console_error_panic_hook) never sets the result: fail fast.
-            console += wd.browser_log()
-            panics = [e for e in console if "panicked at" in str(e.get("message"))]
-            if panics:
-                msg = str(panics[0].get("message"))
-                msg = msg[msg.index("panicked at"):].replace("\\n", " ").rstrip('"')
-                problems.append("the page panicked: " + msg)
-                break
-            # progress: on a #status change (at most every 5 s), else every 30 s
-            status = (snap.get("status") or {}).get("text")
-            since = time.monotonic() - last_print if last_print else 1e9
-            if (status != last_status and since >= 5) or since >= 30:
-                msg = snap.get("message") or {}
-                extra = f" | #message: {msg['text']}" if msg.get("visible") and msg.get("text") else ""
-                log(f"   [{elapsed:5.0f}s] #status: {status!r}{extra}")
-                last_print, last_status = time.monotonic(), status
-            time.sleep(1)
+        if case.get("hidden"):
+            res, problems = wait_hidden(wd, args, t0)
+        else:
+            res, snap, problems = wait_for_result(wd, args, t0, console, label)
         log(f"   finished after {time.monotonic() - t0:.1f}s")
         if res is not None:
-            problems += check_result(res, precision, args)
+            problems += check_result(res, case, args)
+            if not problems and case.get("cli") and args.cli:
+                try:
+                    problems += compare_with_cli(res, cli_reference(args, case, res))
+                except (RuntimeError, subprocess.SubprocessError, OSError, StopIteration,
+                        ValueError, KeyError) as e:
+                    problems.append(f"the CLI reference run failed: {e}")
         if problems and res is None:
             # Say what the page showed, to tell a hang from a missing-WebGPU message.
             for key in ("status", "message", "resultText"):
@@ -336,6 +567,10 @@ def run_training(args, precision):
                 log(f"   #{'result' if key == 'resultText' else key}: "
                     + (f"{el['text']!r} (visible: {el['visible']})" if el else "(no such element)"))
             log(f"   document.readyState: {snap.get('readyState')}, navigator.gpu: {snap.get('hasGpu')}")
+        if res is not None:
+            msg = (snapshot(wd) or {}).get("message") or {}
+            if msg.get("visible"):
+                log(f"   #message: {msg.get('text')!r}")
     except WebDriverError as e:
         problems.append(f"webdriver: {e}")
     finally:
@@ -347,8 +582,11 @@ def run_training(args, precision):
     for p in problems:
         log(f"   FAIL: {p}")
     summary = (f"{label}: ok, loss {res['first_loss']:.4g} -> {res['last_loss']:.4g}, "
-               f"{res['ms_per_step']:.1f} ms/step, f16 storage {res['f16_storage']}, "
-               f"adapter {res['adapter']!r}" if ok else f"{label}: FAILED ({problems[0].splitlines()[0]})")
+               f"{res['ms_per_step']:.1f} ms/step, scale {res['final_scale']:g}, "
+               f"skipped {res['skipped_steps']}, f16 storage {res['f16_storage']}, "
+               f"adapter {res['adapter']!r}"
+               + (f", sampled {res['sample']!r}" if res.get("sample") else "")
+               if ok else f"{label}: FAILED ({problems[0].splitlines()[0]})")
     return ok, summary
 
 
@@ -414,6 +652,20 @@ def main():
     ap.add_argument("--screenshots", metavar="DIR", default=None,
                     help="save each training run's page as DIR/PRECISION.png when it finishes")
     ap.add_argument("--skip-no-webgpu", action="store_true", help="skip the runs without WebGPU")
+    ap.add_argument("--skip-frameless", action="store_true",
+                    help="skip the runs without frames (no WebGPU presentation, hidden tab)")
+    ap.add_argument("--skip-overflow", action="store_true",
+                    help="skip the amp-f16 run whose first scale overflows")
+    ap.add_argument("--frameless-steps", type=int, default=20,
+                    help="steps of the runs without frames (default 20)")
+    ap.add_argument("--skip-gpt", action="store_true",
+                    help="skip the gpt-tiny run (text data, sampled text)")
+    ap.add_argument("--gpt-steps", type=int, default=12,
+                    help="steps of the gpt-tiny run (default 12)")
+    ap.add_argument("--cli", default=None,
+                    help="the native webgpu-amp binary: train every precision's run with it too "
+                         "and compare (final scale, skipped steps exactly; last loss within "
+                         f"{LOSS_RTOL:g} relative)")
     ap.add_argument("--no-webgpu-modes", default="no-adapter,no-api",
                     help="which no-WebGPU runs: no-adapter (navigator.gpu present, adapter null), "
                          "no-api (navigator.gpu undefined); default both")
@@ -439,8 +691,27 @@ def main():
         log(f"e2e: FAILED: chromedriver is not answering at {args.webdriver_url}: {e}")
         return 2
 
+    cases = [{"label": p, "precision": p, "steps": args.steps, "flags": WEBGPU_FLAGS, "cli": True}
+             for p in precisions]
+    if not args.skip_overflow:
+        cases.append({"label": "amp-f16/overflow", "precision": "amp-f16", "steps": args.steps,
+                      "flags": WEBGPU_FLAGS, "cli": True, "init_scale": OVERFLOW_SCALE,
+                      # the skipped steps do not train; the loss drop is not the point here
+                      "loss_drop": False})
+    if not args.skip_gpt:
+        cases.append({"label": "gpt-tiny/amp-f16", "precision": "amp-f16", "steps": args.gpt_steps,
+                      "model": "gpt-tiny", "batch": 8, "flags": WEBGPU_FLAGS, "cli": True,
+                      "loss_ratio": GPT_LOSS_RATIO, "sample": True})
+    if not args.skip_frameless:
+        n = args.frameless_steps
+        cases += [
+            {"label": "frameless/f32", "precision": "f32", "steps": n, "flags": FRAMELESS_FLAGS,
+             "loss_drop": False},
+            {"label": "hidden-tab/f32", "precision": "f32", "steps": n, "flags": WEBGPU_FLAGS,
+             "hidden": True, "loss_drop": False},
+        ]
     t0 = time.monotonic()
-    outcomes = [run_training(args, p) for p in precisions]
+    outcomes = [run_training(args, c) for c in cases]
     outcomes += [run_no_webgpu(args, m) for m in modes]
     failed = sum(1 for ok, _ in outcomes if not ok)
     log("")

@@ -51,6 +51,13 @@ else
     echo "e2e: building the web app (scripts/build-web.sh)"
     (cd "$ROOT" && bash scripts/build-web.sh) || die "scripts/build-web.sh failed"
 fi
+# The native CLI trains every browser run again, for the page-against-CLI comparison.
+STEP="build the CLI"
+echo "e2e: building the native CLI (cargo build), the reference for the browser runs"
+(cd "$ROOT" && cargo build --quiet --bin webgpu-amp) || die "cargo build failed"
+CLI="$ROOT/target/debug/webgpu-amp"
+[[ -x $CLI ]] || die "no $CLI after cargo build"
+STEP="build"
 [[ -f $WEB_DIR/index.html ]] || die "$WEB_DIR/index.html does not exist"
 WEB_DIR="$(cd "$WEB_DIR" && pwd)"
 if [[ -z ${WEBGPU_AMP_E2E_WEB_DIR:-} ]]; then
@@ -170,9 +177,11 @@ wait_http "$WEBDRIVER_URL/status" "$DRIVER_PID" || die "chromedriver did not com
 # In the background + `wait`, so that a SIGTERM/SIGINT to this script runs the cleanup at once
 # (bash defers traps until a foreground child exits, and a run may take many minutes).
 # --expect-f16-storage packed: the flags pin WebGPU to SwiftShader, which has no shader-f16.
+# --cli: the same runs on the native CLI (with --f16-storage packed, as the page reports),
+# compared with the page's results.
 STEP="tests"
 python3 "$HERE/e2e.py" --base-url "$BASE_URL" --webdriver-url "$WEBDRIVER_URL" \
-    --chromium "$CHROMIUM" --profile-root "$TMP" --expect-f16-storage packed "$@" &
+    --chromium "$CHROMIUM" --profile-root "$TMP" --expect-f16-storage packed --cli "$CLI" "$@" &
 E2E_PID=$!
 wait "$E2E_PID" || die "e2e.py reported failures (see above)"
 E2E_PID=""

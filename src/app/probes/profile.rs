@@ -89,7 +89,7 @@ impl Profiler {
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
         encoder.clear_buffer(grads.raw(), 0, None);
         self.timer.submit(ctx, encoder, &kernels, submitted)?;
-        self.next_step = submitted + every.max(1);
+        self.next_step = submitted.saturating_add(every.max(1));
         Ok(())
     }
 

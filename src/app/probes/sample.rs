@@ -1,0 +1,110 @@
+//! Text sampled from one GPT run as it trains: every few hundred steps (and at the run's last
+//! step) a short sample is generated on the GPU with the run's current weights
+//! ([`Trainer::submit_sample`]), copied into a read-back slot and mapped; a later frame
+//! decodes it. Every mode samples with the same seed and prompt, so the f32 and amp-f16
+//! texts differ only where their weights do.
+
+use std::sync::Arc;
+
+use crate::data::Vocab;
+use crate::error::Result;
+use crate::gpu::{GpuBuffer, GpuContext, ReadbackRing};
+use crate::train::{SampleRequest, Trainer};
+
+/// Tokens per sample: a few words. Each is a whole forward, and a CPU adapter pays per
+/// dispatch whatever the batch (Chromium's SwiftShader takes several seconds per token).
+pub const SAMPLE_TOKENS: usize = 16;
+/// Softmax temperature of the samples (nanoGPT's `sample.py` uses 0.8).
+pub const TEMPERATURE: f32 = 0.8;
+
+/// One mode's sampling in flight (or due).
+pub struct SampleProbe {
+    vocab: Arc<Vocab>,
+    prompt: Vec<u32>,
+    tokens: Arc<GpuBuffer>,
+    read: ReadbackRing<u64>,
+    /// The run's step count at which the next sample is taken.
+    next_step: u64,
+    seed: u64,
+}
+
+impl SampleProbe {
+    /// Samples that start from a newline (or the vocabulary's first character), decoded
+    /// with `vocab`; the first at step `first_step`.
+    pub fn new(ctx: &GpuContext, vocab: Arc<Vocab>, seed: u64, first_step: u64) -> Self {
+        let prompt = vec![vocab.id('\n').unwrap_or(0)];
+        let bytes = 4 * SAMPLE_TOKENS as u64;
+        Self {
+            vocab,
+            prompt,
+            tokens: ctx.alloc_storage("app.sample.tokens", bytes),
+            read: ReadbackRing::new(ctx, "app.sample.read", 1, bytes),
+            next_step: first_step,
+            seed,
+        }
+    }
+
+    pub fn in_flight(&self) -> bool {
+        self.read.in_flight() > 0
+    }
+
+    /// The run's last sample has been taken.
+    pub fn done(&self) -> bool {
+        self.next_step == u64::MAX && !self.in_flight()
+    }
+
+    /// Sample `trainer`'s current weights when `submitted` steps reach the next due step
+    /// and the previous sample has been taken; the next is due `every` steps later (or at
+    /// `last`, the run's final step).
+    pub fn maybe_submit(
+        &mut self,
+        ctx: &GpuContext,
+        trainer: &mut Trainer,
+        submitted: u64,
+        every: u64,
+        last: u64,
+    ) -> Result<()> {
+        if submitted < self.next_step || self.read.is_full() {
+            return Ok(());
+        }
+        let request = SampleRequest {
+            tokens: SAMPLE_TOKENS,
+            temperature: TEMPERATURE,
+            top_k: None,
+            seed: self.seed,
+        };
+        trainer.submit_sample(ctx, &self.prompt, &request, &self.tokens)?;
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        if let Some(staging) = self.read.next_buffer() {
+            encoder.copy_buffer_to_buffer(
+                self.tokens.raw(),
+                0,
+                staging.raw(),
+                0,
+                self.tokens.size(),
+            );
+        }
+        self.read.submit(ctx, encoder, submitted)?;
+        self.next_step = if submitted >= last {
+            u64::MAX
+        } else {
+            submitted.saturating_add(every.max(1)).min(last)
+        };
+        Ok(())
+    }
+
+    /// (step, text) of the sample that has landed, if one has: the prompt, then the
+    /// generated characters.
+    pub fn take(&mut self) -> Option<Result<(u64, String)>> {
+        let vocab = &self.vocab;
+        let prompt = &self.prompt;
+        self.read.take_ready(|step, bytes| {
+            let ids: Vec<u32> = prompt
+                .iter()
+                .copied()
+                .chain(bytemuck::cast_slice::<u8, u32>(bytes).iter().copied())
+                .collect();
+            vocab.decode(&ids).map(|text| (step, text))
+        })
+    }
+}

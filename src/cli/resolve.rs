@@ -1,0 +1,187 @@
+//! The model and data of `train` and `compare`, resolved from the flags before any GPU work:
+//! text and token data train a GPT ([`model_and_data`]); class labels train a preset that
+//! keeps its class count (`--num-classes`) or a JSON model whose last layer sets it.
+
+use webgpu_amp::data::{DataSource, Labels, Split};
+use webgpu_amp::nn::{LossKind, ModelSpec, preset};
+use webgpu_amp::train::{ModelChoice, model_and_data, model_for_split};
+use webgpu_amp::{Error, Result};
+
+use super::train::TrainCommon;
+
+/// Classes a preset predicts on class labels unless `--num-classes` says otherwise: the
+/// tutorials' `SimpleCNN(num_classes=10)`, and MNIST's and Fashion-MNIST's ten.
+pub const PRESET_CLASSES: usize = 10;
+
+/// What [`resolve`] found: the data, the model, its loss, the model's name for messages
+/// (the preset or the JSON file) and the data set's name.
+pub struct Resolved {
+    pub split: Split,
+    pub spec: ModelSpec,
+    pub loss: LossKind,
+    pub what: String,
+    pub dataset: String,
+}
+
+/// A data error with a hint appended (what sets the class count).
+fn with_hint(e: Error, hint: &str) -> Error {
+    match e {
+        Error::Data(m) => Error::Data(format!("{m}; {hint}")),
+        other => other,
+    }
+}
+
+/// from_json's messages start with "json: "; name the file instead.
+fn name_file(e: Error, file: &str) -> Error {
+    match e {
+        Error::Model(m) => Error::Model(format!(
+            "{file}: {}",
+            m.strip_prefix("json: ").unwrap_or(&m)
+        )),
+        other => other,
+    }
+}
+
+/// Data, model and loss from the flags, without the GPU and without parameters.
+pub fn resolve(args: &TrainCommon) -> Result<Resolved> {
+    let file = args.model.as_ref().filter(|m| m.ends_with(".json"));
+    let choice = match (&args.model, file) {
+        (Some(m), Some(_)) => Some(ModelChoice::Json(
+            std::fs::read_to_string(m)
+                .map_err(|e| Error::Model(format!("{m}: cannot read: {e}")))?,
+        )),
+        (Some(m), None) => Some(ModelChoice::Preset(m.clone())),
+        (None, _) => None,
+    };
+    let gpt = choice.as_ref().is_some_and(ModelChoice::is_gpt);
+    // The embedded MNIST set unless the model is a GPT, which trains on the embedded text.
+    let dataset = args.dataset.clone().unwrap_or_else(|| {
+        if gpt {
+            DataSource::EMBEDDED_TEXT.into()
+        } else {
+            "default".into()
+        }
+    });
+    let source = dataset.parse::<DataSource>()?;
+    let named = |e: Error| match file {
+        Some(f) => name_file(e, f),
+        None => e,
+    };
+    let (spec, split) = if source.is_text() {
+        model_and_data(choice.as_ref(), &source, true).map_err(named)?
+    } else {
+        let split = source.load(true)?;
+        if gpt || split.train.is_tokens() {
+            model_for_split(choice.as_ref(), split).map_err(named)?
+        } else {
+            let model = args.model.clone().unwrap_or_else(|| {
+                if split.train.y.is_classification() {
+                    "mlp"
+                } else {
+                    "linear"
+                }
+                .into()
+            });
+            class_model(args, split, &model)?
+        }
+    };
+    let what = args.model.clone().unwrap_or_else(|| spec.name.clone());
+    let loss = match &args.loss {
+        Some(l) => LossKind::parse(l)?,
+        None => LossKind::default_for(&split.train.y),
+    };
+    let name = &split.train.name;
+    match (&split.train.y, loss) {
+        (Labels::Targets { .. }, LossKind::CrossEntropy) => {
+            return Err(Error::InvalidArgument(format!(
+                "--loss cross-entropy needs integer class labels; {name} has float targets (use --loss mse)"
+            )));
+        }
+        (Labels::Classes { .. } | Labels::Tokens { .. }, LossKind::Mse) => {
+            return Err(Error::InvalidArgument(format!(
+                "--loss mse needs float targets; {name} has integer class labels (use --loss cross-entropy)"
+            )));
+        }
+        _ => {}
+    }
+    if let (Some(n), false) = (
+        args.num_classes,
+        matches!(split.train.y, Labels::Classes { .. }),
+    ) {
+        return Err(Error::InvalidArgument(format!(
+            "--num-classes {n} is for class labels; {name} has {}, which set the model's outputs",
+            if split.train.is_tokens() {
+                "tokens"
+            } else {
+                "float targets"
+            }
+        )));
+    }
+    Ok(Resolved {
+        split,
+        spec,
+        loss,
+        what,
+        dataset,
+    })
+}
+
+/// A preset or JSON model on class labels or float targets (not tokens).
+fn class_model(args: &TrainCommon, mut split: Split, model: &str) -> Result<(ModelSpec, Split)> {
+    let classes = matches!(split.train.y, Labels::Classes { .. });
+    if !classes {
+        // --num-classes on float targets is refused by the caller.
+        let spec = if model.ends_with(".json") {
+            json_model(model)?
+        } else {
+            preset(model, &split.train.sample_shape, split.train.output_dim())?
+        };
+        check(&spec, &split, model)?;
+        return Ok((spec, split));
+    }
+    let spec = if model.ends_with(".json") {
+        let spec = json_model(model)?;
+        // The model's last layer sets the class count; every label must be below it.
+        if let [outputs] = *spec.output_shape() {
+            if let Some(n) = args.num_classes.filter(|&n| n != outputs) {
+                return Err(Error::InvalidArgument(format!(
+                    "--num-classes {n}, but the model {model} has {outputs} outputs"
+                )));
+            }
+            split
+                .set_num_classes(outputs)
+                .map_err(|e| with_hint(e, &format!("the model {model} has {outputs} outputs")))?;
+        }
+        spec
+    } else {
+        // A preset keeps its class count whatever the labels say; a label outside it is an
+        // error, not a bigger model.
+        let n = args.num_classes.unwrap_or(PRESET_CLASSES);
+        split.set_num_classes(n).map_err(|e| {
+            with_hint(
+                e,
+                &format!("the {model} preset has {n} outputs; --num-classes N changes that"),
+            )
+        })?;
+        preset(model, &split.train.sample_shape, n)?
+    };
+    check(&spec, &split, model)?;
+    Ok((spec, split))
+}
+
+/// The model's shapes against the data's, naming a JSON model's file.
+fn check(spec: &ModelSpec, split: &Split, model: &str) -> Result<()> {
+    spec.check_dataset(&split.train).map_err(|e| {
+        if model.ends_with(".json") {
+            name_file(e, model)
+        } else {
+            e
+        }
+    })
+}
+
+fn json_model(model: &str) -> Result<ModelSpec> {
+    let text = std::fs::read_to_string(model)
+        .map_err(|e| Error::Model(format!("{model}: cannot read: {e}")))?;
+    ModelSpec::from_json(&text).map_err(|e| name_file(e, model))
+}

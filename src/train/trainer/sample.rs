@@ -1,0 +1,133 @@
+//! Text from a GPT as it trains: after a prompt, each new token is one forward of the model
+//! on the context (batch 1, dropout off, the current weights cast as a step casts them) and
+//! one [`sample_next`] draw that appends the token to the context the next forward reads.
+//! All tokens are one submission with no host round trip; the caller reads the tokens back
+//! when it likes (the app through a read-back ring, a test at once).
+
+use std::sync::Arc;
+
+use super::Trainer;
+use crate::error::{Error, Result};
+use crate::gpu::{GpuBuffer, GpuContext};
+use crate::ops::sample::{SampleParams, sample_next};
+use crate::tensor::Storage;
+
+/// Most tokens one [`Trainer::submit_sample`] generates: each is a whole forward, and a
+/// submission that long would stall a browser's GPU.
+pub const MAX_SAMPLE_TOKENS: usize = 1024;
+
+/// What to sample: how many tokens, and the distribution ([`SampleParams`]'s fields).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SampleRequest {
+    pub tokens: usize,
+    pub temperature: f32,
+    pub top_k: Option<usize>,
+    /// The same seed gives the same draws, so runs under different precisions that predict
+    /// alike write alike.
+    pub seed: u64,
+}
+
+impl Trainer {
+    /// Generate `request.tokens` tokens after `prompt` into `out` (u32 per token, at least
+    /// `4 · tokens` bytes): one submission, no wait. Errors (before anything is submitted)
+    /// for a model that is not a GPT, an empty or too long prompt, a token outside the
+    /// vocabulary, or a token count of 0 or above [`MAX_SAMPLE_TOKENS`].
+    pub fn submit_sample(
+        &mut self,
+        ctx: &GpuContext,
+        prompt: &[u32],
+        request: &SampleRequest,
+        out: &Arc<GpuBuffer>,
+    ) -> Result<()> {
+        let op = "sample";
+        if self.spec.gpt.is_none() {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: the model {} is not a GPT; only a GPT's next-token logits can be sampled",
+                self.spec.name
+            )));
+        }
+        if !(1..=MAX_SAMPLE_TOKENS).contains(&request.tokens) {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: {} tokens requested; between 1 and {MAX_SAMPLE_TOKENS} per sample",
+                request.tokens
+            )));
+        }
+        if out.size() < 4 * request.tokens as u64 {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: the output buffer holds {} bytes, fewer than {} tokens",
+                out.size(),
+                request.tokens
+            )));
+        }
+        let i = self.plan_network(ctx, 1)?;
+        let net = &self.nets[i];
+        let block = net.input.numel();
+        let vocab = *net.output.shape().last().unwrap_or(&0);
+        if net.input.storage() != Storage::U32 || net.output.numel() != block * vocab {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: the model's input {:?} is not a token sequence with logits {:?} per token",
+                net.input.shape(),
+                net.output.shape()
+            )));
+        }
+        if prompt.is_empty() || prompt.len() > block {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: the prompt has {} tokens; between 1 and the block size {block}",
+                prompt.len()
+            )));
+        }
+        if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= vocab) {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: prompt token {bad} is outside the vocabulary of {vocab}"
+            )));
+        }
+        let mut context = prompt.to_vec();
+        context.resize(block, 0);
+        let input = net.input.buffer();
+        ctx.queue.write_buffer(
+            input.raw(),
+            net.input.byte_offset(),
+            bytemuck::cast_slice(&context),
+        );
+        let state = ctx.alloc_storage("sample.state", 8);
+        ctx.queue.write_buffer(
+            state.raw(),
+            0,
+            bytemuck::cast_slice(&[prompt.len() as u32, 0]),
+        );
+        let draw = sample_next(
+            ctx,
+            &net.output,
+            input,
+            &state,
+            out,
+            &SampleParams {
+                vocab,
+                block,
+                temperature: request.temperature,
+                top_k: request.top_k,
+                seed: request.seed,
+            },
+        )?;
+        net.set_dropout(ctx, 0, 0, false);
+        let mut encoder = ctx
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("sample"),
+            });
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            for k in self.weight_cast.iter() {
+                k.encode(&mut pass);
+            }
+            for _ in 0..request.tokens {
+                for k in net.forward_kernels() {
+                    k.encode(&mut pass);
+                }
+                draw.encode(&mut pass);
+            }
+        }
+        ctx.queue.submit([encoder.finish()]);
+        Ok(())
+    }
+}

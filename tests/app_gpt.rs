@@ -1,0 +1,304 @@
+//! The app with the GPT presets (issue 12's app part), driven headlessly on a real GPU
+//! context: the presets in the model list and the data set that goes with them, the
+//! precision map of gpt-tiny (LayerNorm, the attention's softmax and the loss in f32), text
+//! sampled on the GPU from the f32 and amp-f16 runs side by side, and the browser's autorun
+//! with `model=gpt-tiny`.
+
+mod common;
+
+use std::sync::Arc;
+
+use eframe::egui;
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use webgpu_amp::amp::policy::Precision;
+use webgpu_amp::app::autorun::{Autorun, AutorunResult};
+use webgpu_amp::app::model::{dataset_for, model_for};
+use webgpu_amp::app::probes::sample::SAMPLE_TOKENS;
+use webgpu_amp::app::session::{DATASETS, Session, SessionConfig, Status};
+use webgpu_amp::app::{App, Tab, precision, samples};
+use webgpu_amp::data::DataSource;
+use webgpu_amp::nn::PRESETS;
+use webgpu_amp::tensor::DType;
+use webgpu_amp::train::{Run, RunConfig, SampleRequest, StepConfig};
+
+/// gpt-tiny on the embedded text, two modes, a sample every 4 steps.
+fn gpt_config() -> SessionConfig {
+    SessionConfig {
+        model: "gpt-tiny".into(),
+        dataset: "hamlet".into(),
+        modes: vec![Precision::F32, Precision::AmpF16],
+        batch_size: 4,
+        steps: 8,
+        sample_every: 4,
+        eval_every: u64::MAX,
+        profile_every: u64::MAX,
+        ..Default::default()
+    }
+}
+
+/// The characters of the embedded text's vocabulary.
+fn vocabulary() -> Vec<char> {
+    let corpus = DataSource::EmbeddedText
+        .load_text()
+        .unwrap()
+        .expect("hamlet is text");
+    corpus.vocab().chars().to_vec()
+}
+
+#[test]
+fn gpt_presets_are_in_the_model_list_with_the_text_they_train_on() {
+    for gpt in ["gpt-tiny", "gpt-char"] {
+        assert!(PRESETS.contains(&gpt), "{gpt} missing from {PRESETS:?}");
+        // Choosing a GPT on an image data set switches to the embedded text, and back.
+        assert_eq!(dataset_for(gpt, "default"), "hamlet");
+        assert_eq!(dataset_for(gpt, "hamlet"), "hamlet");
+    }
+    assert!(DATASETS.contains(&"hamlet"), "{DATASETS:?}");
+    assert_eq!(dataset_for("mlp", "hamlet"), "default");
+    assert_eq!(model_for("hamlet", "mlp"), "gpt-tiny");
+    assert_eq!(model_for("default", "gpt-char"), "mlp");
+    assert_eq!(model_for("hamlet", "gpt-char"), "gpt-char");
+}
+
+#[test]
+fn precision_map_of_gpt_tiny_keeps_layernorm_softmax_and_the_loss_in_f32() {
+    let mut session = Session::new(Arc::new(common::ctx_owned()));
+    let rows = session
+        .precision_map(&gpt_config(), Precision::AmpF16)
+        .unwrap();
+    let of = |op: &str| -> Vec<_> { rows.iter().filter(|r| r.op.name == op).collect() };
+    let layernorms = of("LayerNorm");
+    // Two blocks of two LayerNorms each, and the final one.
+    assert_eq!(layernorms.len(), 5, "{rows:#?}");
+    for r in layernorms.iter().chain(&of("CrossEntropyLoss")) {
+        assert_eq!(
+            r.compute_dtype,
+            DType::F32,
+            "{} computes in f32: {r:?}",
+            r.op.name
+        );
+    }
+    let attention = of("Attention");
+    assert_eq!(attention.len(), 2, "{rows:#?}");
+    for r in attention {
+        assert_eq!(
+            r.compute_dtype,
+            DType::F16,
+            "attention matmuls in f16: {r:?}"
+        );
+        assert!(precision::notes(r).contains("softmax in f32"), "{r:?}");
+    }
+    assert!(
+        of("Linear").iter().all(|r| r.compute_dtype == DType::F16),
+        "{rows:#?}"
+    );
+    // The panel shows it.
+    let mut app = App::new(Arc::new(common::ctx_owned()), gpt_config());
+    app.map_mode = Precision::AmpF16;
+    app.tab = Tab::Precision;
+    app.refresh_precision_map();
+    let mut harness = Harness::builder()
+        .with_size(egui::vec2(1100.0, 900.0))
+        .build_ui_state(|ui, app: &mut App| precision::show(ui, app), app);
+    harness.step();
+    assert_eq!(harness.query_all_by_label("LayerNorm").count(), 5);
+    assert_eq!(
+        harness
+            .query_all_by_label_contains("softmax in f32")
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn sampled_text_panel_shows_f32_and_amp_f16_side_by_side() {
+    let mut config = gpt_config();
+    config.sample_every = 4;
+    let mut app = App::new(Arc::new(common::ctx_owned()), config);
+    app.tab = Tab::Samples;
+    let mut harness = Harness::builder()
+        .with_size(egui::vec2(1280.0, 820.0))
+        .build_ui_state(|ui, app: &mut App| app.update(ui), app);
+    harness.step();
+    harness.get_by_label_contains("Sampled text needs a GPT");
+    harness.get_by_label("Start").click();
+    for _ in 0..20_000 {
+        harness.step();
+        if *harness.state().session.status() == Status::Finished {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let app = harness.state();
+    assert_eq!(*app.session.status(), Status::Finished);
+    let vocab = vocabulary();
+    let latest = samples::latest(app.session.runs());
+    assert_eq!(latest.len(), 2);
+    let mut texts = Vec::new();
+    for (run, (mode, sample)) in app.session.runs().iter().zip(&latest) {
+        // Step 4, then the last step, 8.
+        let steps: Vec<u64> = run.samples.iter().map(|s| s.0).collect();
+        assert_eq!(steps, [4, 8], "{mode}");
+        let (_, text) = sample.as_ref().expect("a sample");
+        // The prompt (a newline) and the sampled characters, all from the text's vocabulary.
+        assert_eq!(text.chars().count(), 1 + SAMPLE_TOKENS, "{mode}: {text:?}");
+        assert!(text.starts_with('\n'), "{mode}: {text:?}");
+        assert!(text.chars().all(|c| vocab.contains(&c)), "{mode}: {text:?}");
+        texts.push(text.clone());
+    }
+    harness.step();
+    // Each run's text in its column (two equal texts are two labels with that text).
+    for text in &texts {
+        let same = texts.iter().filter(|t| *t == text).count();
+        assert_eq!(harness.query_all_by_label(text).count(), same, "{text:?}");
+    }
+    assert_eq!(harness.query_all_by_label("step 8").count(), 2);
+}
+
+#[test]
+fn gpt_autorun_trains_on_the_embedded_text_and_publishes_sampled_text() {
+    let run = Autorun::from_query("autorun=1&model=gpt-tiny&precision=amp-f16&steps=12&batch=8")
+        .unwrap()
+        .expect("autorun asked for");
+    assert_eq!(run.config.dataset, "hamlet");
+    let mut session = Session::new(Arc::new(common::ctx_owned()));
+    session.start(run.config);
+    let mut now = 0.0;
+    let result = loop {
+        now += 1.0 / 60.0;
+        session.tick(now);
+        if let Some(r) = AutorunResult::from_session(&session) {
+            break r;
+        }
+        assert!(
+            now < 3600.0,
+            "no result (status {})",
+            session.status().label()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
+    assert!(result.ok, "{result:?}");
+    assert_eq!(
+        (result.model.as_str(), result.dataset.as_str()),
+        ("gpt-tiny", "hamlet")
+    );
+    assert_eq!(result.steps, 12);
+    let (first, last) = (result.first_loss.unwrap(), result.last_loss.unwrap());
+    // ln(vocabulary) at the start; Adam at 1e-3 takes it down within a few steps.
+    assert!(last < 0.95 * first, "loss {first} -> {last}");
+    assert_eq!(result.sample_step, Some(12));
+    let text = result.sample.expect("a sample");
+    let vocab = vocabulary();
+    assert!(text.chars().count() > 1, "{text:?}");
+    assert!(text.chars().all(|c| vocab.contains(&c)), "{text:?}");
+    let json: serde_json::Value = serde_json::from_str(&AutorunResult::to_json(
+        &AutorunResult::from_session(&session).unwrap(),
+    ))
+    .unwrap();
+    assert_eq!(json["sample"].as_str(), Some(text.as_str()));
+}
+
+#[test]
+fn sampling_needs_a_gpt_and_a_prompt_in_its_vocabulary() {
+    let ctx = common::ctx_owned();
+    let run_config = |precision| RunConfig {
+        step: StepConfig {
+            precision,
+            loss: webgpu_amp::nn::LossKind::CrossEntropy,
+            optimizer: webgpu_amp::optim::OptimizerConfig::adam(1e-3),
+            scaler: Default::default(),
+            clip_grad_norm: None,
+            grad_accum: 1,
+            lr_schedule: Default::default(),
+        },
+        batch_size: 4,
+        epochs: None,
+        steps: Some(1),
+        seed: 0,
+        shuffle: false,
+        save_every: None,
+        save_path: None,
+        validate: false,
+        eval: Default::default(),
+    };
+    let request = SampleRequest {
+        tokens: 4,
+        temperature: 1.0,
+        top_k: None,
+        seed: 0,
+    };
+    let out = ctx.alloc_storage("test.sample.out", 16);
+    let model = |name: &str, data: &str| {
+        webgpu_amp::train::model_and_data(
+            Some(&webgpu_amp::train::ModelChoice::Preset(name.into())),
+            &data.parse().unwrap(),
+            true,
+        )
+        .unwrap()
+    };
+    let (spec, split) = model("mlp", "default");
+    let init = spec.init_params(0);
+    let mut mlp = Run::new(
+        &ctx,
+        spec,
+        run_config(Precision::F32),
+        &split.train,
+        &init,
+        None,
+    )
+    .unwrap();
+    common::expect_err(
+        mlp.trainer.submit_sample(&ctx, &[0], &request, &out),
+        &["sample", "not a GPT"],
+    );
+    let (spec, split) = model("gpt-tiny", "hamlet");
+    let vocab = split.train.output_dim() as u32;
+    let init = spec.init_params(0);
+    let mut gpt = Run::new(
+        &ctx,
+        spec,
+        run_config(Precision::AmpF16),
+        &split.train,
+        &init,
+        None,
+    )
+    .unwrap();
+    let t = &mut gpt.trainer;
+    common::expect_err(
+        t.submit_sample(&ctx, &[], &request, &out),
+        &["prompt has 0 tokens"],
+    );
+    common::expect_err(
+        t.submit_sample(&ctx, &[vocab], &request, &out),
+        &[&format!("prompt token {vocab} is outside the vocabulary")],
+    );
+    common::expect_err(
+        t.submit_sample(&ctx, &[0; 65], &request, &out),
+        &["prompt has 65 tokens", "block size 64"],
+    );
+    let big = SampleRequest {
+        tokens: 5,
+        ..request.clone()
+    };
+    common::expect_err(
+        t.submit_sample(&ctx, &[0], &big, &out),
+        &["fewer than 5 tokens"],
+    );
+    let zero = SampleRequest {
+        tokens: 0,
+        ..request.clone()
+    };
+    common::expect_err(
+        t.submit_sample(&ctx, &[0], &zero, &out),
+        &["0 tokens requested"],
+    );
+    // A good request: the same seed draws the same tokens, each in the vocabulary.
+    let read = |t: &mut webgpu_amp::train::Trainer| -> Vec<u32> {
+        t.submit_sample(&ctx, &[0, 1], &request, &out).unwrap();
+        bytemuck::cast_slice(&ctx.read_bytes(&out, 0, 16).unwrap()).to_vec()
+    };
+    let a = read(t);
+    assert!(a.iter().all(|&id| id < vocab), "{a:?}");
+    assert_eq!(a, read(t));
+}
