@@ -84,6 +84,29 @@ fn mlp_trainer(ctx: &GpuContext, split: &Split, grad_accum: usize, slots: usize)
 /// of the scale.
 const END_OF_RUN_WAITS: u64 = 2;
 
+/// A 1-slot ring must fill and throttle. Except on GL: wgpu's GL backend (llvmpipe) runs
+/// each submission to completion inside `queue.submit`, so no step is ever in flight when
+/// the next is submitted, the ring cannot fill and the throttle path cannot run. There the
+/// accounting is still checked (every host wait counted, none a throttle wait), and the
+/// test says loudly that the throttle path itself was NOT checked (Vulkan checks it).
+fn expect_throttles(throttles: u64) {
+    if common::ctx().report.backend == "gl" {
+        eprintln!(
+            "NOT CHECKED on GL: the throttle path (GL finishes every submission inside \
+             queue.submit, so the ring never fills); {throttles} throttle waits; checked on Vulkan"
+        );
+        assert_eq!(
+            throttles, 0,
+            "GL throttled although submit finishes the work"
+        );
+        return;
+    }
+    assert!(
+        throttles > 0,
+        "the 1-slot ring never filled: the throttle path did not run"
+    );
+}
+
 #[test]
 fn a_run_shorter_than_the_ring_never_throttles() {
     let ctx = common::ctx_owned();
@@ -122,11 +145,7 @@ fn a_long_run_counts_every_wait() {
 
 #[test]
 fn a_long_run_on_a_one_slot_ring_throttles_and_counts_every_wait() {
-    let throttles = long_run(1);
-    assert!(
-        throttles > 0,
-        "the 1-slot ring never filled: the throttle path did not run"
-    );
+    expect_throttles(long_run(1));
 }
 
 /// Drives `Run::advance` by hand with a `slots`-deep ring: it never waits; when it reports
@@ -183,11 +202,7 @@ fn advance_by_hand(slots: usize) -> u64 {
 #[test]
 fn advance_never_waits_and_a_throttle_wait_is_for_the_oldest_step() {
     advance_by_hand(RING);
-    let throttles = advance_by_hand(1);
-    assert!(
-        throttles > 0,
-        "the 1-slot ring never filled: the throttle path did not run"
-    );
+    expect_throttles(advance_by_hand(1));
 }
 
 /// The trainer's own throttle (direct `train_batch` calls, as in the examples) with a
@@ -227,11 +242,7 @@ fn train_batch_loop(slots: usize) -> u64 {
 #[test]
 fn train_batch_throttles_on_the_oldest_slot_only() {
     train_batch_loop(RING);
-    let throttles = train_batch_loop(1);
-    assert!(
-        throttles > 0,
-        "the 1-slot ring never filled: the throttle path did not run"
-    );
+    expect_throttles(train_batch_loop(1));
 }
 
 /// One submit per micro-batch: with gradient accumulation the optimizer step, unscale and
