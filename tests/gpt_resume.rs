@@ -7,12 +7,14 @@
 //! not disturb training.
 //!
 //! gpt-tiny's sizes with dropout 0.1 as a `{"gpt": ...}` JSON file, on the embedded text.
+//! The amp-f16 case keeps its moments in moments files (the test hook lowers the header's
+//! limit to 0 bytes), the path a model too big for the header (`gpt-char`) takes.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-use webgpu_amp::train::checkpoint::Checkpoint;
+use webgpu_amp::train::checkpoint::{Checkpoint, INLINE_MOMENTS_MAX_ENV};
 
 const GPT: &str = r#"{"gpt": {"vocab_size": 65, "block_size": 64, "n_layer": 2, "n_head": 4, "n_embd": 64, "dropout": 0.1, "bias": false}}"#;
 
@@ -25,6 +27,25 @@ fn temp_dir(name: &str) -> PathBuf {
 
 /// `webgpu-amp train` on the JSON GPT with the schedule flags, plus `extra`.
 fn train(dir: &Path, model_json: &str, extra: &[&str]) {
+    train_with_env(dir, model_json, extra, &[]);
+}
+
+fn train_with_env(dir: &Path, model_json: &str, extra: &[&str], env: &[(&str, &str)]) {
+    let out = run_train(dir, model_json, extra, env);
+    assert!(
+        out.status.success(),
+        "webgpu-amp {extra:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn run_train(
+    dir: &Path,
+    model_json: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Output {
     let model = dir.join(format!("gpt-{}.json", model_json.len()));
     std::fs::write(&model, model_json).unwrap();
     let mut args = vec![
@@ -47,20 +68,15 @@ fn train(dir: &Path, model_json: &str, extra: &[&str]) {
         "2",
     ];
     args.extend_from_slice(extra);
-    let out = Command::new(env!("CARGO_BIN_EXE_webgpu-amp"))
+    Command::new(env!("CARGO_BIN_EXE_webgpu-amp"))
         .args(&args)
         .env(
             "XDG_RUNTIME_DIR",
             std::env::var_os("XDG_RUNTIME_DIR").unwrap_or_else(|| std::env::temp_dir().into()),
         )
+        .envs(env.iter().copied())
         .output()
-        .expect("run webgpu-amp");
-    assert!(
-        out.status.success(),
-        "webgpu-amp {args:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .expect("run webgpu-amp")
 }
 
 fn metrics(path: &Path) -> Vec<Value> {
@@ -79,8 +95,26 @@ fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
 
-fn check_resume(name: &str, precision_flags: &[&str]) {
+/// The moments files beside `checkpoint` (`NAME.optimizer-CRC.safetensors`).
+fn moments_files(checkpoint: &str) -> Vec<String> {
+    let path = Path::new(checkpoint);
+    let prefix = format!("{}.optimizer-", path.file_name().unwrap().to_str().unwrap());
+    let mut files: Vec<String> = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|f| f.starts_with(&prefix))
+        .collect();
+    files.sort();
+    files
+}
+
+fn check_resume(name: &str, precision_flags: &[&str], moments_in_file: bool) {
     let dir = temp_dir(name);
+    let env: &[(&str, &str)] = if moments_in_file {
+        &[(INLINE_MOMENTS_MAX_ENV, "0")]
+    } else {
+        &[]
+    };
     let p = |f: &str| dir.join(f).to_str().unwrap().to_string();
     let (a, ma) = (p("a.safetensors"), p("a.jsonl"));
     let (b, mb1) = (p("b.safetensors"), p("b1.jsonl"));
@@ -93,7 +127,7 @@ fn check_resume(name: &str, precision_flags: &[&str]) {
     };
     let run = |args: Vec<String>| {
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        train(&dir, GPT, &refs);
+        train_with_env(&dir, GPT, &refs, env);
     };
     run(with(
         &["--steps", "4", "--eval-every", "2"],
@@ -148,13 +182,48 @@ fn check_resume(name: &str, precision_flags: &[&str]) {
         assert_eq!(bits(&x.values), bits(&y.values), "{name}: {}", x.name);
     }
     assert_eq!(ca.optimizer, cc.optimizer, "{name}: optimizer state");
+    let opt = ca.optimizer.as_ref().unwrap();
+    assert_eq!(opt.moments.len(), 2, "{name}: exp_avg and exp_avg_sq");
+    assert_eq!(opt.unavailable, None, "{name}");
+    // One moments file per checkpoint when the moments are outside the header, none else.
+    for ck in [&a, &b, &c] {
+        let files = moments_files(ck);
+        let named = Checkpoint::load(Path::new(ck))
+            .unwrap()
+            .optimizer
+            .unwrap()
+            .moments_file;
+        if moments_in_file {
+            assert_eq!(files.len(), 1, "{name}: {ck}: {files:?}");
+            assert_eq!(
+                named.map(|f| f.file),
+                Some(files[0].clone()),
+                "{name}: {ck}"
+            );
+        } else {
+            assert_eq!((files.len(), named), (0, None), "{name}: {ck}");
+        }
+    }
+    if moments_in_file {
+        // Without its moments file the checkpoint cannot resume, and says which file.
+        let file = &moments_files(&b)[0];
+        std::fs::remove_file(dir.join(file)).unwrap();
+        let refs: Vec<String> = with(&["--steps", "4"], &["--resume", &b]);
+        let refs: Vec<&str> = refs.iter().map(String::as_str).collect();
+        let out = run_train(&dir, GPT, &refs, env);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(file.as_str()) && err.contains("cannot be read"),
+            "{name}: resume without the moments file: {err}"
+        );
+    }
     assert_eq!(ca.scaler, cc.scaler, "{name}: scaler state");
     assert_eq!(ca.progress, cc.progress, "{name}: progress");
 }
 
 #[test]
 fn gpt_with_dropout_resumes_bit_for_bit_f32() {
-    check_resume("f32", &["--precision", "f32", "--batch-size", "2"]);
+    check_resume("f32", &["--precision", "f32", "--batch-size", "2"], false);
 
     // Dropout is really on: the same first step without it has another loss.
     let dir = temp_dir("nodropout");
@@ -191,7 +260,7 @@ fn temp_dir_file(name: &str, file: &str) -> PathBuf {
 }
 
 #[test]
-fn gpt_with_dropout_resumes_bit_for_bit_amp_f16_accumulating() {
+fn gpt_with_dropout_resumes_bit_for_bit_amp_f16_accumulating_through_moments_files() {
     check_resume(
         "amp-f16",
         &[
@@ -202,5 +271,6 @@ fn gpt_with_dropout_resumes_bit_for_bit_amp_f16_accumulating() {
             "--grad-accum",
             "2",
         ],
+        true,
     );
 }

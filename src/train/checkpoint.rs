@@ -7,25 +7,30 @@
 //! for models of text the vocabulary (`vocab`: a JSON array of one-character strings in id
 //! order, so `sample` decodes without the data) and the model description (`model`, JSON) —
 //! goes in the `__metadata__` string map as JSON, with moment vectors as base64 of
-//! little-endian f32. (safetensors caps the header at 100 MB: enough for Adam on models up to
-//! a few million parameters.) Files are written atomically: temp file, fsync, rename; temp
-//! files a killed writer left behind are removed by the next save.
+//! little-endian f32 — or, when they are too big for safetensors' 100 MB header, in a
+//! moments file beside the checkpoint (`moments_file.rs`). Files are written atomically:
+//! temp file, fsync, rename; temp files a killed writer left behind are removed by the next
+//! save.
 
+#[cfg(not(target_arch = "wasm32"))]
+mod atomic;
+mod moments_file;
+mod optimizer_state;
 mod save_pause;
+pub use moments_file::{INLINE_MOMENTS_MAX, INLINE_MOMENTS_MAX_ENV};
+pub use optimizer_state::{MomentsFileRef, NamedOptimizerState, decode_f32, encode_f32};
 pub use save_pause::SAVE_PAUSE_ENV;
 #[cfg(not(target_arch = "wasm32"))]
 use save_pause::pause_before_rename;
 
 use std::collections::HashMap;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as B64;
 use safetensors::tensor::{Dtype, TensorView};
 
 use crate::amp::scaler::ScalerStateDict;
 use crate::data::Vocab;
 use crate::error::{Error, Result};
-use crate::optim::{OptimizerConfig, OptimizerState};
+use optimizer_state::OptimizerMeta;
 
 pub const FORMAT: &str = "webgpu-amp/1";
 
@@ -72,15 +77,6 @@ impl Progress {
     }
 }
 
-/// Optimizer state per parameter name (moments unflattened from the flat buffers).
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct NamedOptimizerState {
-    pub config: OptimizerConfig,
-    pub step: u32,
-    /// Moment name (`momentum_buffer`, `exp_avg`, `exp_avg_sq`) → parameter name → base64 f32.
-    pub moments: HashMap<String, HashMap<String, String>>,
-}
-
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Checkpoint {
     pub params: Vec<NamedTensor>,
@@ -94,96 +90,39 @@ pub struct Checkpoint {
     pub model: Option<serde_json::Value>,
 }
 
-pub fn encode_f32(values: &[f32]) -> String {
-    B64.encode(bytemuck::cast_slice::<f32, u8>(values))
-}
-
-pub fn decode_f32(s: &str, what: &str) -> Result<Vec<f32>> {
-    let bytes = B64
-        .decode(s)
-        .map_err(|e| Error::Checkpoint(format!("{what}: bad base64: {e}")))?;
-    if bytes.len() % 4 != 0 {
-        return Err(Error::Checkpoint(format!(
-            "{what}: length is not a multiple of 4"
-        )));
-    }
-    Ok(bytemuck::pod_collect_to_vec(&bytes))
-}
-
-impl NamedOptimizerState {
-    /// Split a flat optimizer state into per-parameter moments using `(name, offset, len)`.
-    pub fn from_flat(
-        config: OptimizerConfig,
-        state: &OptimizerState,
-        slices: &[(String, usize, usize)],
-    ) -> Self {
-        let mut moments = HashMap::new();
-        for (key, flat) in [
-            ("momentum_buffer", &state.momentum_buffer),
-            ("exp_avg", &state.exp_avg),
-            ("exp_avg_sq", &state.exp_avg_sq),
-        ] {
-            if let Some(flat) = flat {
-                let per: HashMap<String, String> = slices
-                    .iter()
-                    .map(|(n, off, len)| (n.clone(), encode_f32(&flat[*off..*off + *len])))
-                    .collect();
-                moments.insert(key.to_string(), per);
-            }
-        }
-        Self {
-            config,
-            step: state.step,
-            moments,
-        }
-    }
-
-    /// Rebuild a flat state of `total` elements with the current layout.
-    pub fn to_flat(
-        &self,
-        slices: &[(String, usize, usize)],
-        total: usize,
-    ) -> Result<OptimizerState> {
-        let mut state = OptimizerState {
-            step: self.step,
-            ..Default::default()
-        };
-        for (key, per) in &self.moments {
-            let mut flat = vec![0f32; total];
-            for (name, off, len) in slices {
-                let enc = per.get(name).ok_or_else(|| {
-                    Error::Checkpoint(format!("optimizer {key} has no entry for `{name}`"))
-                })?;
-                let v = decode_f32(enc, &format!("optimizer {key}.{name}"))?;
-                if v.len() != *len {
-                    return Err(Error::Checkpoint(format!(
-                        "optimizer {key}.{name} has {} values, the model has {len}",
-                        v.len()
-                    )));
-                }
-                flat[*off..*off + *len].copy_from_slice(&v);
-            }
-            match key.as_str() {
-                "momentum_buffer" => state.momentum_buffer = Some(flat),
-                "exp_avg" => state.exp_avg = Some(flat),
-                "exp_avg_sq" => state.exp_avg_sq = Some(flat),
-                other => {
-                    return Err(Error::Checkpoint(format!(
-                        "unknown optimizer state `{other}`"
-                    )));
-                }
-            }
-        }
-        Ok(state)
-    }
-}
-
 impl Checkpoint {
+    /// The checkpoint as one safetensors file, moments in the header (see [`Checkpoint::save`]
+    /// for models whose moments do not fit there).
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let optimizer = self.optimizer_meta(None)?;
+        self.encode(optimizer.as_ref()).map_err(|e| match e {
+            Error::Checkpoint(m) if m.contains("header too large") => Error::Checkpoint(format!(
+                "{m}: the optimizer moments ({} values) do not fit in the header;                  `save` puts them in a moments file",
+                self.optimizer.as_ref().map_or(0, |o| o.moment_values())
+            )),
+            other => other,
+        })
+    }
+
+    /// The header's `optimizer` entry, moments inline or in the moments file `file`.
+    fn optimizer_meta(&self, file: Option<MomentsFileRef>) -> Result<Option<OptimizerMeta>> {
+        let Some(o) = &self.optimizer else {
+            return Ok(None);
+        };
+        if let Some(why) = &o.unavailable {
+            // Writing it would drop the moments it never had.
+            return Err(Error::Checkpoint(format!(
+                "cannot save an optimizer state whose moments were not read: {why}"
+            )));
+        }
+        Ok(Some(o.to_meta(file)))
+    }
+
+    fn encode(&self, optimizer: Option<&OptimizerMeta>) -> Result<Vec<u8>> {
         let mut meta = HashMap::new();
         meta.insert("format".to_string(), FORMAT.to_string());
         meta.insert("progress".into(), to_json(&self.progress)?);
-        if let Some(o) = &self.optimizer {
+        if let Some(o) = optimizer {
             meta.insert("optimizer".into(), to_json(o)?);
         }
         if let Some(s) = &self.scaler {
@@ -243,7 +182,9 @@ impl Checkpoint {
         Ok(Self {
             params,
             optimizer: parse("optimizer")?
-                .map(|v| from(v, what, "optimizer"))
+                .map(|v| from::<OptimizerMeta>(v, what, "optimizer"))
+                .transpose()?
+                .map(|m| NamedOptimizerState::from_meta(m, what))
                 .transpose()?,
             scaler: parse("scaler")?
                 .map(|v| from(v, what, "scaler"))
@@ -272,52 +213,61 @@ impl Checkpoint {
     }
 
     /// Write atomically: a temp file beside the target, fsync, then rename over it. A crash
-    /// at any point leaves either the old file or the new one, never a torn one.
+    /// at any point leaves either the old file or the new one, never a torn one. Moments too
+    /// big for the header go first to their own file (see `moments_file.rs`).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn save(&self, path: &std::path::Path) -> Result<()> {
-        use std::io::Write;
-        let bytes = self.to_bytes()?;
-        let dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(std::path::Path::new("."));
-        let file_name = path
+        self.save_with_inline_limit(path, moments_file::inline_max()?)
+    }
+
+    /// [`Checkpoint::save`] with moments of up to `inline_max` bytes (raw f32) in the header
+    /// and bigger ones in a moments file ([`INLINE_MOMENTS_MAX`] in `save`).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn save_with_inline_limit(&self, path: &std::path::Path, inline_max: usize) -> Result<()> {
+        let name = path
             .file_name()
-            .ok_or_else(|| Error::Checkpoint(format!("{}: not a file path", path.display())))?;
-        let tmp = dir.join(format!(
-            ".{}.tmp-{}",
-            file_name.to_string_lossy(),
-            std::process::id()
-        ));
-        let io = |e: std::io::Error, what: &str| {
-            Error::Checkpoint(format!("{}: {what}: {e}", path.display()))
-        };
-        let prefix = format!(".{}.tmp-", file_name.to_string_lossy());
-        // The temp file stays locked until it is renamed: a lock a later save can take
-        // belongs to a writer that died (the OS drops locks with the process).
-        let mut f = std::fs::File::create(&tmp).map_err(|e| io(e, "creating temp file"))?;
-        let _ = f.try_lock();
-        f.write_all(&bytes).map_err(|e| io(e, "writing"))?;
-        f.sync_all().map_err(|e| io(e, "syncing"))?;
-        pause_before_rename(&tmp)?;
-        std::fs::rename(&tmp, path).map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            io(e, "renaming into place")
-        })?;
-        drop(f);
-        remove_stale_temp_files(dir, &prefix);
-        // Make the rename itself durable.
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
+            .ok_or_else(|| Error::Checkpoint(format!("{}: not a file path", path.display())))?
+            .to_string_lossy()
+            .into_owned();
+        let moment_bytes = self.optimizer.as_ref().map_or(0, |o| 4 * o.moment_values());
+        let mut moments_file = None;
+        if moment_bytes > inline_max
+            && let Some(o) = &self.optimizer
+        {
+            let bytes = moments_file::encode(o, &self.params, &name)?;
+            let crc32 = crc32fast::hash(&bytes);
+            let file = moments_file::file_name(&name, crc32);
+            atomic::write_atomic(&atomic::parent_dir(path).join(&file), &bytes, |_| Ok(()))?;
+            moments_file = Some(MomentsFileRef { file, crc32 });
         }
+        let keep = moments_file.as_ref().map(|f| f.file.clone());
+        let optimizer = self.optimizer_meta(moments_file)?;
+        let bytes = self.encode(optimizer.as_ref())?;
+        atomic::write_atomic(path, &bytes, pause_before_rename)?;
+        moments_file::remove_others(path, keep.as_deref());
         Ok(())
     }
 
+    /// Read a checkpoint, and its moments file if it names one. A moments file that is
+    /// missing or does not match leaves the optimizer state `unavailable` (resuming says
+    /// why), not the whole file unreadable: the weights still serve `--init` and `sample`.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn load(path: &std::path::Path) -> Result<Self> {
         let bytes = std::fs::read(path)
             .map_err(|e| Error::Checkpoint(format!("{}: {e}", path.display())))?;
-        Self::from_bytes(&bytes, &path.display().to_string())
+        let mut ck = Self::from_bytes(&bytes, &path.display().to_string())?;
+        if let Some(o) = &mut ck.optimizer
+            && let Some(f) = &o.moments_file
+        {
+            match moments_file::read(path, &f.file, f.crc32) {
+                Ok(moments) => {
+                    o.moments = moments;
+                    o.unavailable = None;
+                }
+                Err(why) => o.unavailable = Some(why),
+            }
+        }
+        Ok(ck)
     }
 
     /// Check the parameters against the model's `(name, shape)` list and return them in the
@@ -436,26 +386,6 @@ fn tied_mismatch(owner: &NamedTensor, alias: &NamedTensor) -> Option<String> {
         "`{}` is tied to `{}` but holds other values (element {i}: {} vs {})",
         alias.name, owner.name, alias.values[i], owner.values[i]
     ))
-}
-
-/// Deletes temp files of killed writers (`.{name}.tmp-{pid}` beside the checkpoint): those
-/// whose lock can be taken. Files still being written by a live process stay.
-#[cfg(not(target_arch = "wasm32"))]
-fn remove_stale_temp_files(dir: &std::path::Path, prefix: &str) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if !entry.file_name().to_string_lossy().starts_with(prefix) {
-            continue;
-        }
-        if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&path)
-            && f.try_lock().is_ok()
-        {
-            let _ = std::fs::remove_file(&path);
-        }
-    }
 }
 
 /// Every tensor of a safetensors file as f32 (f32, f16, bf16 and f64 accepted).
