@@ -30,6 +30,7 @@ pub mod embedded_text;
 pub mod fashion;
 pub mod idx;
 pub mod loader;
+mod normalization;
 pub mod rng;
 pub mod shakespeare;
 pub mod source;
@@ -40,6 +41,8 @@ pub mod tokens;
 use crate::{Error, Result};
 
 pub use loader::{Batch, BatchInputs, BatchLabels, Loader};
+pub use normalization::Normalization;
+pub(crate) use normalization::pixels_to_f32;
 pub use rng::Rng;
 pub use source::{DATA_DIR_ENV, DataSource, FETCH_SCRIPT, data_dir};
 pub(crate) use source::{missing_data_error, read_file};
@@ -100,44 +103,6 @@ impl Labels {
             Labels::Tokens { targets, .. } => targets.block_size(),
         }
     }
-}
-
-/// Per-pixel normalisation `(x - mean) / std` applied after scaling bytes to [0, 1], like
-/// torchvision's `transforms.Normalize((mean,), (std,))`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Normalization {
-    pub mean: f32,
-    pub std: f32,
-}
-
-impl Normalization {
-    /// The usual MNIST transform: mean 0.1307, std 0.3081 (the training set's statistics).
-    pub const MNIST: Normalization = Normalization {
-        mean: 0.1307,
-        std: 0.3081,
-    };
-    /// Fashion-MNIST's usual statistics: mean 0.2860, std 0.3530.
-    pub const FASHION_MNIST: Normalization = Normalization {
-        mean: 0.2860,
-        std: 0.3530,
-    };
-
-    /// Maps a byte pixel to f32: `byte / 255`, then `(x - mean) / std` when normalising.
-    pub fn pixel(normalization: Option<Normalization>, byte: u8) -> f32 {
-        let x = byte as f32 / 255.0;
-        match normalization {
-            Some(n) => (x - n.mean) / n.std,
-            None => x,
-        }
-    }
-}
-
-/// Byte pixels to f32 through a 256-entry table (same result as [`Normalization::pixel`]).
-pub(crate) fn pixels_to_f32(bytes: &[u8], normalization: Option<Normalization>) -> Vec<f32> {
-    let table: Vec<f32> = (0..=255u8)
-        .map(|b| Normalization::pixel(normalization, b))
-        .collect();
-    bytes.iter().map(|&b| table[b as usize]).collect()
 }
 
 /// Inputs of a data set.
