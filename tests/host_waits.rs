@@ -91,10 +91,11 @@ const END_OF_RUN_WAITS: u64 = 2;
 /// test says loudly that the throttle path itself was NOT checked (Vulkan checks it).
 fn expect_throttles(throttles: u64) {
     if common::ctx().report.backend == "gl" {
-        eprintln!(
-            "NOT CHECKED on GL: the throttle path (GL finishes every submission inside \
-             queue.submit, so the ring never fills); {throttles} throttle waits; checked on Vulkan"
-        );
+        common::not_checked(&format!(
+            "the throttle path on GL (`{}` finishes every submission inside queue.submit, so \
+             the ring never fills; {throttles} throttle waits); checked on Vulkan",
+            common::ctx().report.name
+        ));
         assert_eq!(
             throttles, 0,
             "GL throttled although submit finishes the work"

@@ -16,14 +16,12 @@ use webgpu_amp::{DType, Error, Storage, Tensor};
 fn tensor_core_matmul_matches_f64_reference_or_says_it_did_not_run() {
     let ctx = ctx();
     let Some(config) = ctx.caps.tensor_cores.config() else {
-        eprintln!(
-            "\n======================================================================\n\
-             SKIPPED: no cooperative-matrix adapter. `{}`: tensor cores {}.\n\
-             The tensor-core matmul's numerics were NOT checked on this machine.\n\
-             ======================================================================\n",
+        common::not_checked(&format!(
+            "the tensor-core matmul's numerics: no cooperative-matrix adapter (`{}`: tensor \
+             cores {})",
             ctx.report.name,
             ctx.caps.tensor_cores.describe()
-        );
+        ));
         return;
     };
     let ctx = ctx_native();

@@ -65,7 +65,10 @@ fn profile_has_every_phase_with_kernels_and_host_times() {
             // Said in the table, never an empty profile.
             assert!(profile.gpu.is_none());
             assert!(table.contains("NOT MEASURED"), "{table}");
-            eprintln!("NOTE: GPU times not checked on this adapter: {why}");
+            common::not_checked(&format!(
+                "the profile's GPU times on `{}`: {why}",
+                ctx.report.name
+            ));
         }
         None => {
             let gpu = profile

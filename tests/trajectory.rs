@@ -9,6 +9,8 @@
 //! run on one adapter), and it says loudly that the cross-version pin did not run there.
 //! `WEBGPU_AMP_RECORD_TRAJECTORIES=1` writes the records for the current adapter.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -188,10 +190,10 @@ fn check(storage: &str) {
             }
         }
         None => {
-            eprintln!(
-                "\n*** NOTE: {FIXTURE} pins no trajectory for `{key}`: the cross-version pin \
-                 did not run on this adapter. Checking run-to-run determinism instead. ***\n"
-            );
+            common::not_checked(&format!(
+                "{FIXTURE} pins no trajectory for `{key}`: the cross-version pin did not run \
+                 on this adapter (run-to-run determinism is checked instead)"
+            ));
             for (m, p, extra) in CASES {
                 let name = case_name(m, p, extra);
                 let first = &runs.iter().find(|(n, _)| *n == name).expect("ran").1;

@@ -164,3 +164,24 @@ pub fn expect_err<T, E: std::fmt::Display>(result: Result<T, E>, needles: &[&str
     }
     message
 }
+
+/// Says loudly that a check did not run on this machine, and why: on stderr (cargo shows it
+/// only for failing tests) and appended to `target/tmp/NOT_CHECKED`, which
+/// `scripts/test.sh` prints at the end of every run, so a passing suite cannot hide it.
+pub fn not_checked(what: &str) {
+    use std::io::Write;
+    let line = format!("{}: {what}", env!("CARGO_CRATE_NAME"));
+    eprintln!("NOT CHECKED: {line}");
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("NOT_CHECKED");
+    let appended = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| writeln!(f, "{line}"));
+    if let Err(e) = appended {
+        panic!(
+            "could not record a NOT CHECKED note in {}: {e}",
+            path.display()
+        );
+    }
+}
