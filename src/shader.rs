@@ -281,42 +281,22 @@ fn tensor_wgsl(d: &TensorDecl, storage: Storage) -> String {
     let access = if d.writable { "read_write" } else { "read" };
     let mut s = String::new();
     match storage {
-        Storage::F32 => {
-            s += &format!("@group(0) @binding({b}) var<storage, {access}> {n}: array<f32>;\n");
-            s += &format!("fn {n}_load(i: u32) -> f32 {{ return {n}[i]; }}\n");
+        Storage::F32 | Storage::U32 | Storage::F16 => {
+            // One element per array slot, converted to and from f32 (`()`: no conversion).
+            let (elem, to_f32, from_f32) = match storage {
+                Storage::F32 => ("f32", "", ""),
+                Storage::U32 => ("u32", "f32", "u32"),
+                _ => ("f16", "f32", "f16_from_f32"),
+            };
+            s += &format!("@group(0) @binding({b}) var<storage, {access}> {n}: array<{elem}>;\n");
+            s += &format!("fn {n}_load(i: u32) -> f32 {{ return {to_f32}({n}[i]); }}\n");
             s += &format!(
-                "fn {n}_load2(i: u32) -> vec2<f32> {{ return vec2<f32>({n}[i], {n}[i + 1u]); }}\n"
+                "fn {n}_load2(i: u32) -> vec2<f32> {{ return vec2<f32>({to_f32}({n}[i]), {to_f32}({n}[i + 1u])); }}\n"
             );
             if d.writable {
-                s += &format!("fn {n}_store(i: u32, v: f32) {{ {n}[i] = v; }}\n");
+                s += &format!("fn {n}_store(i: u32, v: f32) {{ {n}[i] = {from_f32}(v); }}\n");
                 s += &format!(
-                    "fn {n}_store2(i: u32, v: vec2<f32>) {{ {n}[i] = v.x; {n}[i + 1u] = v.y; }}\n"
-                );
-            }
-        }
-        Storage::U32 => {
-            s += &format!("@group(0) @binding({b}) var<storage, {access}> {n}: array<u32>;\n");
-            s += &format!("fn {n}_load(i: u32) -> f32 {{ return f32({n}[i]); }}\n");
-            s += &format!(
-                "fn {n}_load2(i: u32) -> vec2<f32> {{ return vec2<f32>(f32({n}[i]), f32({n}[i + 1u])); }}\n"
-            );
-            if d.writable {
-                s += &format!("fn {n}_store(i: u32, v: f32) {{ {n}[i] = u32(v); }}\n");
-                s += &format!(
-                    "fn {n}_store2(i: u32, v: vec2<f32>) {{ {n}[i] = u32(v.x); {n}[i + 1u] = u32(v.y); }}\n"
-                );
-            }
-        }
-        Storage::F16 => {
-            s += &format!("@group(0) @binding({b}) var<storage, {access}> {n}: array<f16>;\n");
-            s += &format!("fn {n}_load(i: u32) -> f32 {{ return f32({n}[i]); }}\n");
-            s += &format!(
-                "fn {n}_load2(i: u32) -> vec2<f32> {{ return vec2<f32>(f32({n}[i]), f32({n}[i + 1u])); }}\n"
-            );
-            if d.writable {
-                s += &format!("fn {n}_store(i: u32, v: f32) {{ {n}[i] = f16_from_f32(v); }}\n");
-                s += &format!(
-                    "fn {n}_store2(i: u32, v: vec2<f32>) {{ {n}[i] = f16_from_f32(v.x); {n}[i + 1u] = f16_from_f32(v.y); }}\n"
+                    "fn {n}_store2(i: u32, v: vec2<f32>) {{ {n}[i] = {from_f32}(v.x); {n}[i + 1u] = {from_f32}(v.y); }}\n"
                 );
             }
         }
