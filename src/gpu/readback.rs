@@ -115,6 +115,21 @@ impl<T> ReadbackRing<T> {
         Ok(index)
     }
 
+    /// [`ReadbackRing::submit`] with `encoder`'s work followed by a copy of the whole of
+    /// `source` into the next slot (`source` must fit in a slot).
+    pub fn submit_copy(
+        &mut self,
+        ctx: &GpuContext,
+        mut encoder: wgpu::CommandEncoder,
+        source: &GpuBuffer,
+        tag: T,
+    ) -> Result<wgpu::SubmissionIndex> {
+        if let Some(staging) = self.next_buffer() {
+            encoder.copy_buffer_to_buffer(source.raw(), 0, staging.raw(), 0, source.size());
+        }
+        self.submit(ctx, encoder, tag)
+    }
+
     fn oldest_index(&self) -> Option<usize> {
         (self.in_flight > 0)
             .then(|| (self.head + self.slots.len() - self.in_flight) % self.slots.len())

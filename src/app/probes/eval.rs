@@ -10,6 +10,8 @@ use crate::gpu::{GpuBuffer, GpuContext, ReadbackRing};
 use crate::nn::LossKind;
 use crate::train::{BatchTargets, EvalTally, Trainer};
 
+use super::Schedule;
+
 /// Held-out batches for validation (full batches only, so the training network serves).
 pub struct EvalSet {
     batches: Vec<Batch>,
@@ -47,8 +49,7 @@ impl EvalSet {
 pub struct EvalProbe {
     counts: Arc<GpuBuffer>,
     read: ReadbackRing<u64>,
-    /// The run's step count at which the next validation is submitted.
-    next_step: u64,
+    due: Schedule,
 }
 
 impl EvalProbe {
@@ -58,7 +59,7 @@ impl EvalProbe {
         Self {
             counts: ctx.alloc_storage("app.eval.counts", bytes),
             read: ReadbackRing::new(ctx, "app.eval.read", 1, bytes),
-            next_step: first_step,
+            due: Schedule::first_at(first_step),
         }
     }
 
@@ -78,29 +79,17 @@ impl EvalProbe {
         every: u64,
         last: u64,
     ) -> Result<()> {
-        if submitted < self.next_step || self.read.is_full() {
+        if !self.due.is_due(submitted) || self.read.is_full() {
             return Ok(());
         }
         for (i, b) in set.batches.iter().enumerate() {
             let targets = BatchTargets::from(&b.y);
             trainer.submit_eval_batch(ctx, b.size, &b.x, &targets, &self.counts, i)?;
         }
-        let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        if let Some(staging) = self.read.next_buffer() {
-            encoder.copy_buffer_to_buffer(
-                self.counts.raw(),
-                0,
-                staging.raw(),
-                0,
-                self.counts.size(),
-            );
-        }
-        self.read.submit(ctx, encoder, submitted)?;
-        self.next_step = if submitted >= last {
-            u64::MAX
-        } else {
-            submitted.saturating_add(every).min(last)
-        };
+        let encoder = ctx.device.create_command_encoder(&Default::default());
+        self.read
+            .submit_copy(ctx, encoder, &self.counts, submitted)?;
+        self.due.taken(submitted, every, Some(last));
         Ok(())
     }
 

@@ -9,3 +9,6 @@ pub mod eval;
 pub mod histogram;
 pub mod profile;
 pub mod sample;
+mod schedule;
+
+use schedule::Schedule;

@@ -8,6 +8,8 @@ use crate::gpu::{GpuContext, KernelTimer};
 use crate::nn::ModelSpec;
 use crate::train::{BatchTargets, StepConfig, Trainer};
 
+use super::Schedule;
+
 /// One kernel's GPU time in the latest profile of a mode.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelTime {
@@ -28,7 +30,7 @@ pub struct Profiler {
     batch: usize,
     timer: KernelTimer,
     labels: Vec<String>,
-    next_step: u64,
+    due: Schedule,
 }
 
 impl Profiler {
@@ -55,7 +57,7 @@ impl Profiler {
             batch,
             timer,
             labels,
-            next_step: first_step,
+            due: Schedule::first_at(first_step),
         })
     }
 
@@ -76,7 +78,7 @@ impl Profiler {
         let Some(batch) = batch else {
             return Ok(());
         };
-        if submitted < self.next_step || self.timer.is_full() || batch.size != self.batch {
+        if !self.due.is_due(submitted) || self.timer.is_full() || batch.size != self.batch {
             return Ok(());
         }
         let net = self
@@ -89,7 +91,7 @@ impl Profiler {
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
         encoder.clear_buffer(grads.raw(), 0, None);
         self.timer.submit(ctx, encoder, &kernels, submitted)?;
-        self.next_step = submitted.saturating_add(every.max(1));
+        self.due.taken(submitted, every, None);
         Ok(())
     }
 

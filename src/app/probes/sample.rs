@@ -11,6 +11,8 @@ use crate::error::Result;
 use crate::gpu::{GpuBuffer, GpuContext, ReadbackRing};
 use crate::train::{SampleRequest, Trainer};
 
+use super::Schedule;
+
 /// Tokens per sample: a few words. Each is a whole forward, and a CPU adapter pays per
 /// dispatch whatever the batch (Chromium's SwiftShader takes several seconds per token).
 pub const SAMPLE_TOKENS: usize = 16;
@@ -23,8 +25,7 @@ pub struct SampleProbe {
     prompt: Vec<u32>,
     tokens: Arc<GpuBuffer>,
     read: ReadbackRing<u64>,
-    /// The run's step count at which the next sample is taken.
-    next_step: u64,
+    due: Schedule,
     seed: u64,
 }
 
@@ -39,7 +40,7 @@ impl SampleProbe {
             prompt,
             tokens: ctx.alloc_storage("app.sample.tokens", bytes),
             read: ReadbackRing::new(ctx, "app.sample.read", 1, bytes),
-            next_step: first_step,
+            due: Schedule::first_at(first_step),
             seed,
         }
     }
@@ -50,7 +51,7 @@ impl SampleProbe {
 
     /// The run's last sample has been taken.
     pub fn done(&self) -> bool {
-        self.next_step == u64::MAX && !self.in_flight()
+        self.due.finished() && !self.in_flight()
     }
 
     /// Sample `trainer`'s current weights when `submitted` steps reach the next due step
@@ -64,7 +65,7 @@ impl SampleProbe {
         every: u64,
         last: u64,
     ) -> Result<()> {
-        if submitted < self.next_step || self.read.is_full() {
+        if !self.due.is_due(submitted) || self.read.is_full() {
             return Ok(());
         }
         let request = SampleRequest {
@@ -74,22 +75,10 @@ impl SampleProbe {
             seed: self.seed,
         };
         trainer.submit_sample(ctx, &self.prompt, &request, &self.tokens)?;
-        let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        if let Some(staging) = self.read.next_buffer() {
-            encoder.copy_buffer_to_buffer(
-                self.tokens.raw(),
-                0,
-                staging.raw(),
-                0,
-                self.tokens.size(),
-            );
-        }
-        self.read.submit(ctx, encoder, submitted)?;
-        self.next_step = if submitted >= last {
-            u64::MAX
-        } else {
-            submitted.saturating_add(every.max(1)).min(last)
-        };
+        let encoder = ctx.device.create_command_encoder(&Default::default());
+        self.read
+            .submit_copy(ctx, encoder, &self.tokens, submitted)?;
+        self.due.taken(submitted, every, Some(last));
         Ok(())
     }
 
