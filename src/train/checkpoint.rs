@@ -14,9 +14,11 @@
 
 #[cfg(not(target_arch = "wasm32"))]
 mod atomic;
+#[cfg(not(target_arch = "wasm32"))]
 mod moments_file;
 mod optimizer_state;
 mod save_pause;
+#[cfg(not(target_arch = "wasm32"))]
 pub use moments_file::{INLINE_MOMENTS_MAX, INLINE_MOMENTS_MAX_ENV};
 pub use optimizer_state::{MomentsFileRef, NamedOptimizerState, decode_f32, encode_f32};
 pub use save_pause::SAVE_PAUSE_ENV;

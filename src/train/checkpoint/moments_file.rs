@@ -8,9 +8,8 @@
 //! `load_state_dict` still reads it. The moments file is written (atomically) before the
 //! checkpoint and under a name of its own, so a crash between the two leaves the previous
 //! checkpoint with the moments file it names; files no checkpoint names are removed by the
-//! next save.
+//! next save. Native only, as saving and loading files are.
 
-#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
 use safetensors::tensor::{Dtype, TensorView};
@@ -30,7 +29,6 @@ pub const INLINE_MOMENTS_MAX: usize = 48 << 20;
 pub(super) const FORMAT: &str = "webgpu-amp/1 optimizer moments";
 
 /// The limit in force: [`INLINE_MOMENTS_MAX`], or the test hook's value.
-#[cfg(not(target_arch = "wasm32"))]
 pub(super) fn inline_max() -> Result<usize> {
     match std::env::var(INLINE_MOMENTS_MAX_ENV) {
         Err(_) => Ok(INLINE_MOMENTS_MAX),
@@ -105,7 +103,6 @@ pub(super) fn decode(bytes: &[u8], what: &str) -> std::result::Result<Moments, S
 }
 
 /// Read and check the moments file `file` named by the checkpoint at `checkpoint`.
-#[cfg(not(target_arch = "wasm32"))]
 pub(super) fn read(
     checkpoint: &Path,
     file: &str,
@@ -139,7 +136,6 @@ pub(super) fn read(
 
 /// Remove the checkpoint's moments files other than `keep`, and their writers' stale temp
 /// files (after a save: the previous save's file, and any a crash left unnamed).
-#[cfg(not(target_arch = "wasm32"))]
 pub(super) fn remove_others(checkpoint: &Path, keep: Option<&str>) {
     let dir = super::atomic::parent_dir(checkpoint);
     let name = checkpoint.file_name().unwrap_or_default().to_string_lossy();
