@@ -271,7 +271,9 @@ fn sampling_needs_a_gpt_and_a_prompt_in_its_vocabulary() {
     );
     common::expect_err(
         t.submit_sample(&ctx, &[vocab], &request, &out),
-        &[&format!("prompt token {vocab} is outside the vocabulary")],
+        &[&format!(
+            "prompt token {vocab} at position 0 is outside the vocabulary"
+        )],
     );
     common::expect_err(
         t.submit_sample(&ctx, &[0; 65], &request, &out),

@@ -167,6 +167,58 @@ pub fn sample_next(
     )
 }
 
+/// Start a generation: check `prompt` (at least one token, each below `vocab`), write its
+/// last `block` tokens into the token-id tensor `input` (padded with id 0: positions past the
+/// context never reach the rows the draws read, as attention is causal) and set `state` to
+/// (context length, 0 draws). Both samplers, the CLI's and the app's, start here.
+pub fn start_context(
+    ctx: &GpuContext,
+    input: &Tensor,
+    state: &GpuBuffer,
+    prompt: &[u32],
+    vocab: usize,
+    block: usize,
+) -> Result<()> {
+    if prompt.is_empty() {
+        return Err(Error::InvalidArgument(
+            "the prompt has 0 tokens; generation needs at least one token".into(),
+        ));
+    }
+    if let Some((i, &bad)) = prompt
+        .iter()
+        .enumerate()
+        .find(|&(_, &id)| id as usize >= vocab)
+    {
+        return Err(Error::InvalidArgument(format!(
+            "prompt token {bad} at position {i} is outside the vocabulary (the model's \
+             vocab_size is {vocab})"
+        )));
+    }
+    if input.numel() != block || state.size() < 8 {
+        return Err(Error::shape(
+            "start_context",
+            format!(
+                "input {:?} must hold block = {block} token ids and the state two u32",
+                input.shape()
+            ),
+        ));
+    }
+    let context = &prompt[prompt.len().saturating_sub(block)..];
+    let mut words = vec![0u32; block];
+    words[..context.len()].copy_from_slice(context);
+    ctx.queue.write_buffer(
+        input.buffer().raw(),
+        input.byte_offset(),
+        bytemuck::cast_slice(&words),
+    );
+    ctx.queue.write_buffer(
+        state.raw(),
+        0,
+        bytemuck::cast_slice(&[context.len() as u32, 0]),
+    );
+    Ok(())
+}
+
 /// Wellons' triple32 mixer (as `mix32` in the shader).
 fn mix32(mut x: u32) -> u32 {
     x ^= x >> 17;

@@ -24,7 +24,7 @@ use crate::nn::inference::ForwardNetwork;
 use crate::nn::params::{ParamLayout, ParamStore};
 use crate::nn::{GptConfig, ModelSpec};
 use crate::ops::elementwise;
-use crate::ops::sample::{SampleParams, sample_next};
+use crate::ops::sample::{SampleParams, sample_next, start_context};
 use crate::tensor::DType;
 
 /// Tokens per submission (and per readback) unless asked otherwise.
@@ -202,20 +202,6 @@ impl Generator {
         on_chunk: &mut dyn FnMut(&[u32]) -> Result<()>,
     ) -> Result<Generation> {
         let (vocab, block) = (self.config.vocab_size, self.config.block_size);
-        if prompt.is_empty() {
-            return Err(Error::InvalidArgument(
-                "generation needs a prompt of at least one token".into(),
-            ));
-        }
-        if let Some((i, &bad)) = prompt
-            .iter()
-            .enumerate()
-            .find(|&(_, &id)| id as usize >= vocab)
-        {
-            return Err(Error::InvalidArgument(format!(
-                "prompt token {bad} at position {i} is not below the model's vocab_size {vocab}"
-            )));
-        }
         if chunk == 0 {
             return Err(Error::InvalidArgument(
                 "tokens per submission must be at least 1".into(),
@@ -248,22 +234,7 @@ impl Generator {
             &tokens_buffer,
             &params,
         )?;
-        // The context: the prompt's last `block` tokens, padded with id 0 (positions past
-        // the context's length never reach the rows the draws read: attention is causal).
-        let context = &prompt[prompt.len().saturating_sub(block)..];
-        let mut words = vec![0u32; block];
-        words[..context.len()].copy_from_slice(context);
-        let input = &self.net.input;
-        ctx.queue.write_buffer(
-            input.buffer().raw(),
-            input.byte_offset(),
-            bytemuck::cast_slice(&words),
-        );
-        ctx.queue.write_buffer(
-            self.state.raw(),
-            0,
-            bytemuck::cast_slice(&[context.len() as u32, 0]),
-        );
+        start_context(ctx, &self.net.input, &self.state, prompt, vocab, block)?;
         let mut done = 0;
         while done < options.tokens {
             let n = chunk.min(options.tokens - done);

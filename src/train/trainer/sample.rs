@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::Trainer;
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext};
-use crate::ops::sample::{SampleParams, sample_next};
+use crate::ops::sample::{SampleParams, sample_next, start_context};
 use crate::tensor::Storage;
 
 /// Most tokens one [`Trainer::submit_sample`] generates: each is a whole forward, and a
@@ -70,31 +70,16 @@ impl Trainer {
                 net.output.shape()
             )));
         }
-        if prompt.is_empty() || prompt.len() > block {
+        // The app's prompts fit the block; a longer one is a caller's mistake, not a tail.
+        if prompt.len() > block {
             return Err(Error::InvalidArgument(format!(
-                "{op}: the prompt has {} tokens; between 1 and the block size {block}",
+                "{op}: the prompt has {} tokens; at most the block size {block}",
                 prompt.len()
             )));
         }
-        if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= vocab) {
-            return Err(Error::InvalidArgument(format!(
-                "{op}: prompt token {bad} is outside the vocabulary of {vocab}"
-            )));
-        }
-        let mut context = prompt.to_vec();
-        context.resize(block, 0);
         let input = net.input.buffer();
-        ctx.queue.write_buffer(
-            input.raw(),
-            net.input.byte_offset(),
-            bytemuck::cast_slice(&context),
-        );
         let state = ctx.alloc_storage("sample.state", 8);
-        ctx.queue.write_buffer(
-            state.raw(),
-            0,
-            bytemuck::cast_slice(&[prompt.len() as u32, 0]),
-        );
+        start_context(ctx, &net.input, &state, prompt, vocab, block)?;
         let draw = sample_next(
             ctx,
             &net.output,
