@@ -32,8 +32,11 @@ Cases:
             loaded with the README's lines into nanoGPT's GPT built from the checkpoint's
             `model` metadata (load_state_dict is strict).
   checkpoint-gpt-tiny  `webgpu-amp train --model gpt-tiny --dataset hamlet --precision
-            amp-f16 --steps 5 --save` (the embedded Hamlet, the README's command), loaded
-            strictly into nanoGPT's GPT with the README's lines; that model's logits and loss
+            amp-f16 --steps 5 --save` (the embedded Hamlet, the README's command; the
+            moments in a moments file, as a model too big for the header has them), loaded
+            strictly into nanoGPT's GPT with the README's lines; the moments file holds
+            exp_avg and exp_avg_sq of each of nanoGPT's parameters in its shape; that
+            model's logits and loss
             on 4 windows of Hamlet (f32, and amp-f16 under autocast) against ours from the
             same file (examples/gpt_grads.rs with the checkpoint as its init and its `model`
             metadata as the model).
@@ -104,8 +107,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VENV_PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compat_env  # noqa: E402
+from compat_env import ROOT  # noqa: E402
 
 try:
     import numpy  # noqa: F401
@@ -116,21 +120,8 @@ try:
     from safetensors.torch import load_file, save_file, save_model
     from torch.overrides import TorchFunctionMode
 except ImportError as e:  # pragma: no cover - depends on the machine
-    venv_dir = os.path.dirname(os.path.dirname(VENV_PYTHON))
-    in_venv = os.path.realpath(sys.prefix) == os.path.realpath(venv_dir)
-    if os.path.exists(VENV_PYTHON) and not in_venv and not os.environ.get("WEBGPU_AMP_COMPAT_REEXEC"):
-        os.environ["WEBGPU_AMP_COMPAT_REEXEC"] = "1"
-        os.execv(VENV_PYTHON, [VENV_PYTHON, os.path.abspath(__file__)] + sys.argv[1:])
-    print(
-        f"error: the nanoGPT cross-check needs torch, safetensors and numpy, and "
-        f"{sys.executable} cannot import them ({e}).\n"
-        f"Install them into .venv with `bash scripts/python-venv.sh`, then run "
-        f"`.venv/bin/python scripts/nanogpt_compat.py`.",
-        file=sys.stderr,
-    )
-    sys.exit(1)
+    compat_env.torch_missing(e, "nanoGPT cross-check", __file__)
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nanogpt_model  # noqa: E402  (the mirror of nanoGPT's model.py)
 from nanogpt_model import GPT, GPTConfig, use_manual_attention  # noqa: E402
 
@@ -219,8 +210,9 @@ def command(args, what):
                                                 "gpt_grads", "--"]
 
 
-def run(cmd):
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+def run(cmd, env=None):
+    env = dict(os.environ, **(env or {}))
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise Fail(f"`{' '.join(cmd)}` failed ({done.returncode}):\n{done.stderr}")
     return done
@@ -587,13 +579,19 @@ def case_checkpoint(case, args, work):
     Hamlet windows against ours from the same file (examples/gpt_grads.rs with the checkpoint
     as --init and its `model` metadata as the model)."""
     ck = os.path.join(work, f"{case.name}.safetensors")
+    # The moments go to a moments file (the test hook's limit of 0 bytes), as gpt-char's
+    # do: the checkpoint must still load strictly, and the moments file must name every
+    # parameter in its shape.
     done = run(command(args, "bin") + [
         "train", "--model", "gpt-tiny", "--dataset", "hamlet", "--precision", "amp-f16",
-        "--steps", str(case.steps), "--batch-size", "8", "--no-validate", "--save", ck])
+        "--steps", str(case.steps), "--batch-size", "8", "--no-validate", "--save", ck],
+        env={"WEBGPU_AMP_TEST_INLINE_MOMENTS_MAX": "0"})
     print(f"   trained: {done.stdout.splitlines()[0] if done.stdout else '?'}")
     model = load_like_readme(ck)
     print("   loaded into nanoGPT's GPT with the README's lines (strict): "
           f"{model.config}")
+    if not check_moments_file(ck, model):
+        return False
     with safe_open(ck, "pt") as f:
         meta = f.metadata()
     vocab = json.loads(meta["vocab"])
@@ -625,6 +623,21 @@ def case_checkpoint(case, args, work):
             mark = "ok" if err <= limit else "MISMATCH"
             ok &= err <= limit
             print(f"   {precision}: {what:<7} error {err:9.2e} (tolerance {limit:g}) {mark}")
+    return ok
+
+
+def check_moments_file(ck, model):
+    """The moments file the checkpoint names: exp_avg and exp_avg_sq of every parameter of
+    nanoGPT's `model.parameters()` (the tied lm_head is wte), each in its shape."""
+    with safe_open(ck, "pt") as f:
+        ref = json.loads(f.metadata()["optimizer"])["moments_file"]
+    moments = load_file(os.path.join(os.path.dirname(ck), ref["file"]))
+    want = {f"{m}.{name}": tuple(p.shape) for name, p in model.named_parameters()
+            for m in ("exp_avg", "exp_avg_sq")}
+    got = {k: tuple(v.shape) for k, v in moments.items()}
+    ok = got == want and all(v.dtype == torch.float32 for v in moments.values())
+    print(f"   moments file {ref['file']}: {len(got)} tensors, "
+          f"{'every parameter in its shape' if ok else f'MISMATCH: {sorted(set(got) ^ set(want))}'}")
     return ok
 
 

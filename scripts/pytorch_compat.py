@@ -80,8 +80,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VENV_PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compat_env  # noqa: E402
+from compat_env import ROOT  # noqa: E402
 
 try:
     import numpy  # noqa: F401  (installed with torch by the venv step; checked here so a
@@ -90,20 +91,7 @@ try:
     import torch.nn.functional as F
     from safetensors.torch import load_file, save_file
 except ImportError as e:  # pragma: no cover - depends on the machine
-    venv_dir = os.path.dirname(os.path.dirname(VENV_PYTHON))
-    in_venv = os.path.realpath(sys.prefix) == os.path.realpath(venv_dir)
-    if os.path.exists(VENV_PYTHON) and not in_venv and not os.environ.get("WEBGPU_AMP_COMPAT_REEXEC"):
-        # The venv made by scripts/python-venv.sh is there: use it.
-        os.environ["WEBGPU_AMP_COMPAT_REEXEC"] = "1"
-        os.execv(VENV_PYTHON, [VENV_PYTHON, os.path.abspath(__file__)] + sys.argv[1:])
-    print(
-        f"error: the PyTorch cross-check needs torch, safetensors and numpy, and "
-        f"{sys.executable} cannot import them ({e}).\n"
-        f"Install them into .venv with `bash scripts/python-venv.sh`, then run "
-        f"`.venv/bin/python scripts/pytorch_compat.py`.",
-        file=sys.stderr,
-    )
-    sys.exit(1)
+    compat_env.torch_missing(e, "PyTorch cross-check", __file__)
 
 
 def mlp():
