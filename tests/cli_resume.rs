@@ -147,6 +147,10 @@ fn resume_through_the_cli_equals_an_uninterrupted_run() {
                 for k in ["final_loss", "val_accuracy", "ms_per_step", "final_scale"] {
                     assert!(s[k].is_number(), "summary `{k}`: {s}");
                 }
+                assert!(
+                    s.get("tokens_per_sec").is_none(),
+                    "images have no tokens: {s}"
+                );
             }
             _ => {
                 assert_eq!(keys(line), step_keys, "step line: {line}");

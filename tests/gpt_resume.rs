@@ -171,6 +171,15 @@ fn check_resume(name: &str, precision_flags: &[&str], moments_in_file: bool) {
     // The final validation of a text uses the estimate's random batches of that step.
     let summary = &straight.last().unwrap()["summary"];
     assert_eq!(summary["val_loss"], evals[1]["val_loss"], "{name}");
+    // A GPT's summary counts tokens: samples of block_size (64) tokens each.
+    let (samples, tokens) = (
+        summary["images_per_sec"].as_f64().unwrap(),
+        summary["tokens_per_sec"].as_f64().unwrap(),
+    );
+    assert!(
+        samples > 0.0 && (tokens / samples - 64.0).abs() < 1e-9,
+        "{name}: {summary}"
+    );
 
     let (ca, cc) = (
         Checkpoint::load(Path::new(&a)).unwrap(),

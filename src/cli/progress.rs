@@ -161,7 +161,7 @@ pub fn print_summary(runs: &[&RunSummary]) -> Result<()> {
         ("val loss", row(&|r| opt(r.val_loss))),
         ("val accuracy", row(&|r| pct(r.val_accuracy))),
         ("ms/step", row(&|r| format!("{:.2}", r.ms_per_step))),
-        ("images/s", row(&|r| format!("{:.0}", r.images_per_sec))),
+        ("images/s", row(&|r| per_sec(r.images_per_sec))),
         (
             "peak GPU MB",
             row(&|r| format!("{:.2}", r.peak_gpu_bytes as f64 / 1e6)),
@@ -171,7 +171,16 @@ pub fn print_summary(runs: &[&RunSummary]) -> Result<()> {
         ("host waits", row(&|r| r.host_waits.to_string())),
         ("throttle waits", row(&|r| r.throttle_waits.to_string())),
     ];
-    let rows: Vec<(&str, Vec<String>)> = rows.into_iter().chain(distributed_rows(runs)).collect();
+    // Text models: tokens/s beside images/s (samples of `block` tokens each).
+    let tokens = runs.iter().any(|r| r.tokens_per_sec.is_some()).then(|| {
+        let cell = |r: &RunSummary| r.tokens_per_sec.map_or("-".into(), per_sec);
+        ("tokens/s", row(&cell))
+    });
+    let rows: Vec<(&str, Vec<String>)> = rows
+        .into_iter()
+        .chain(tokens)
+        .chain(distributed_rows(runs))
+        .collect();
     outln!(
         "adapter: {} (f16 storage: {})",
         runs[0].adapter,
@@ -185,6 +194,16 @@ pub fn print_summary(runs: &[&RunSummary]) -> Result<()> {
         outln!()?;
     }
     Ok(())
+}
+
+/// A rate: whole numbers, or two decimals below 10 (a GPT on a CPU adapter does 0.03
+/// samples/s, which `{:.0}` would print as 0).
+fn per_sec(v: f64) -> String {
+    if v < 10.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.0}")
+    }
 }
 
 /// Summary rows of a data-parallel run (none for single-process runs).

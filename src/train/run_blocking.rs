@@ -34,6 +34,10 @@ pub struct RunSummary {
     pub val_accuracy: Option<f32>,
     pub ms_per_step: f64,
     pub images_per_sec: f64,
+    /// Tokens (predicted positions) per second of token data (a GPT): samples per second
+    /// times the block size. `None` for other data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_per_sec: Option<f64>,
     pub peak_gpu_bytes: u64,
     pub skipped_steps: u64,
     pub final_scale: f32,
@@ -209,6 +213,11 @@ impl Run {
             val_accuracy: last_eval.and_then(|e| e.accuracy),
             ms_per_step: 1000.0 * elapsed / steps.max(1) as f64,
             images_per_sec: images as f64 / elapsed.max(1e-9),
+            tokens_per_sec: split
+                .train
+                .x
+                .tokens()
+                .map(|t| (images * t.block_size()) as f64 / elapsed.max(1e-9)),
             peak_gpu_bytes: ctx.memory().peak_bytes,
             skipped_steps: history.iter().filter(|s| s.skipped).count() as u64,
             final_scale,
