@@ -176,11 +176,15 @@ pub fn print_summary(runs: &[&RunSummary]) -> Result<()> {
         let cell = |r: &RunSummary| r.tokens_per_sec.map_or("-".into(), per_sec);
         ("tokens/s", row(&cell))
     });
-    let rows: Vec<(&str, Vec<String>)> = rows
-        .into_iter()
-        .chain(tokens)
-        .chain(distributed_rows(runs))
-        .collect();
+    let mut rows: Vec<(&str, Vec<String>)> =
+        rows.into_iter().chain(distributed_rows(runs)).collect();
+    if let Some(tokens) = tokens {
+        let at = rows
+            .iter()
+            .position(|(n, _)| *n == "images/s")
+            .map_or(0, |i| i + 1);
+        rows.insert(at, tokens);
+    }
     outln!(
         "adapter: {} (f16 storage: {})",
         runs[0].adapter,
