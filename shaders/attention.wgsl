@@ -17,6 +17,12 @@
 // entries included (PyTorch's row sum multiplies them by p = 0: 0 * inf = NaN), makes the
 // row's unmasked ds NaN, so overflow always reaches the GradScaler.
 //
+// Two bodies of each kernel: softmax_forward/backward run one workgroup per row (GPUs);
+// the *_rowwise bodies run one invocation per row with no barriers (CPU adapters, where a
+// barrier is a context switch). A rowwise body keeps the workgroup body's 64 strided
+// partial sums in an array and combines them in tree_sum's order, and computes every element
+// the same way, so both give the same bits.
+//
 // Elements are visited as word pairs (e, e + 1), e even, of the flat index e = r * T + j, so
 // packed 16-bit outputs are written a whole word at a time even when T is odd (a pair that
 // straddles two rows writes only its own element, atomically).
@@ -80,6 +86,16 @@ fn tree_sum(tid: u32, v: f32) -> f32 {
         workgroupBarrier();
     }
     return red[0];
+}
+
+// tree_sum's combination, over the 64 partial sums of one invocation (rowwise bodies).
+fn tree_sum_private(part: ptr<function, array<f32, WG>>) -> f32 {
+    for (var st = WG / 2u; st > 0u; st = st >> 1u) {
+        for (var l = 0u; l < st; l++) {
+            (*part)[l] = (*part)[l] + (*part)[l + st];
+        }
+    }
+    return (*part)[0];
 }
 
 fn tree_or(tid: u32, v: u32) -> u32 {
@@ -148,6 +164,44 @@ fn prob(x: f32, mx: f32, sum: f32) -> f32 {
     return exp(x - mx) / sum;
 }
 
+// p and pd of the word pair (e, e + 1) of the row [base, end) (last: its last unmasked
+// element), given the row's max and sum; a pair that straddles rows writes only its own.
+fn write_p_pair(
+    e: u32,
+    base: u32,
+    last: u32,
+    end: u32,
+    poisoned: bool,
+    mx: f32,
+    sum: f32,
+    enabled: bool,
+    state: vec4<u32>,
+) {
+    var pv = vec2<f32>(0.0, 0.0);
+    for (var h = 0u; h < 2u; h++) {
+        let el = e + h;
+        if (el >= base && el <= last) {
+            if (poisoned) {
+                pv[h] = nan_of(0u);
+            } else {
+                pv[h] = prob(params.scale * s_load(el), mx, sum);
+            }
+        }
+    }
+    let keep = keep_pair(enabled, state, e);
+    let dv = vec2<f32>(drop(enabled, pv.x, keep.x), drop(enabled, pv.y, keep.y));
+    if (e >= base && e + 1u < end) {
+        p_store2(e, pv);
+        pd_store2(e, dv);
+    } else if (e >= base) {
+        p_store(e, pv.x);
+        pd_store(e, dv.x);
+    } else {
+        p_store(e + 1u, pv.y);
+        pd_store(e + 1u, dv.y);
+    }
+}
+
 @compute @workgroup_size(WG)
 fn softmax_forward(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -199,33 +253,64 @@ fn softmax_forward(
     }
     let end = base + t;
     for (var e = (base & ~1u) + 2u * tid; e < end; e += 2u * WG) {
-        var pv = vec2<f32>(0.0, 0.0);
-        for (var h = 0u; h < 2u; h++) {
-            let el = e + h;
-            if (el >= base && el <= last) {
-                if (poisoned) {
-                    pv[h] = nan_of(0u);
-                } else {
-                    pv[h] = prob(params.scale * s_load(el), mx, sum);
-                }
-            }
-        }
-        let keep = keep_pair(enabled, state, e);
-        let dv = vec2<f32>(drop(enabled, pv.x, keep.x), drop(enabled, pv.y, keep.y));
-        if (e >= base && e + 1u < end) {
-            p_store2(e, pv);
-            pd_store2(e, dv);
-        } else if (e >= base) {
-            p_store(e, pv.x);
-            pd_store(e, dv.x);
-        } else {
-            p_store(e + 1u, pv.y);
-            pd_store(e + 1u, dv.y);
-        }
+        write_p_pair(e, base, last, end, poisoned, mx, sum, enabled, state);
     }
 }
 
 // ---- backward -----------------------------------------------------------------------------
+
+// A partial row sum Σ p·dp, and 1 once a masked dpd is inf or NaN.
+struct PartialDot {
+    acc: f32,
+    bad: u32,
+}
+
+// `d` with the word pair (e, e + 1) added, element by element in order.
+fn dot_pair(d: PartialDot, e: u32, base: u32, last: u32, end: u32, enabled: bool, state: vec4<u32>) -> PartialDot {
+    let keep = keep_pair(enabled, state, e);
+    var acc = d.acc;
+    var bad = d.bad;
+    for (var h = 0u; h < 2u; h++) {
+        let el = e + h;
+        if (el >= base && el < end) {
+            let g = dpd_load(el);
+            if (el <= last) {
+                acc += p_load(el) * drop(enabled, g, keep[h]);
+            } else if (is_nonfinite(g)) {
+                bad = 1u;
+            }
+        }
+    }
+    return PartialDot(acc, bad);
+}
+
+// ds of the word pair (e, e + 1) given the row sum.
+fn write_ds_pair(
+    e: u32,
+    base: u32,
+    last: u32,
+    end: u32,
+    row_dot: f32,
+    enabled: bool,
+    state: vec4<u32>,
+) {
+    let keep = keep_pair(enabled, state, e);
+    var dv = vec2<f32>(0.0, 0.0);
+    for (var h = 0u; h < 2u; h++) {
+        let el = e + h;
+        if (el >= base && el <= last) {
+            let dp = drop(enabled, dpd_load(el), keep[h]);
+            dv[h] = params.scale * (p_load(el) * (dp - row_dot));
+        }
+    }
+    if (e >= base && e + 1u < end) {
+        ds_store2(e, dv);
+    } else if (e >= base) {
+        ds_store(e, dv.x);
+    } else {
+        ds_store(e + 1u, dv.y);
+    }
+}
 
 @compute @workgroup_size(WG)
 fn softmax_backward(
@@ -249,44 +334,116 @@ fn softmax_backward(
     }
 
     // Pass 1: Σ_{j<=i} p_j dp_j over word pairs, and whether any masked dpd is inf or NaN.
-    var acc = 0.0;
-    var bad = 0u;
+    var d = PartialDot(0.0, 0u);
     for (var e = (base & ~1u) + 2u * tid; e < end; e += 2u * WG) {
-        let keep = keep_pair(enabled, state, e);
-        for (var h = 0u; h < 2u; h++) {
-            let el = e + h;
-            if (el >= base && el < end) {
-                let g = dpd_load(el);
-                if (el <= last) {
-                    acc += p_load(el) * drop(enabled, g, keep[h]);
-                } else if (is_nonfinite(g)) {
-                    bad = 1u;
-                }
-            }
-        }
+        d = dot_pair(d, e, base, last, end, enabled, state);
     }
-    var row_dot = tree_sum(tid, acc);
-    if (tree_or(tid, bad) != 0u) {
+    var row_dot = tree_sum(tid, d.acc);
+    if (tree_or(tid, d.bad) != 0u) {
         row_dot = nan_of(0u);
     }
 
     // Pass 2: ds over the word pairs of the whole row.
     for (var e = (base & ~1u) + 2u * tid; e < end; e += 2u * WG) {
-        let keep = keep_pair(enabled, state, e);
-        var dv = vec2<f32>(0.0, 0.0);
-        for (var h = 0u; h < 2u; h++) {
-            let el = e + h;
-            if (el >= base && el <= last) {
-                let dp = drop(enabled, dpd_load(el), keep[h]);
-                dv[h] = params.scale * (p_load(el) * (dp - row_dot));
-            }
+        write_ds_pair(e, base, last, end, row_dot, enabled, state);
+    }
+}
+
+// ---- rowwise bodies (CPU adapters) --------------------------------------------------------
+
+// Row of this invocation: one per invocation, WG per workgroup (workgroups past 65535 fold
+// into y).
+fn row_of_invocation(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return gid.x + gid.y * nwg.x * WG;
+}
+
+@compute @workgroup_size(WG)
+fn softmax_forward_rowwise(
+    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let r = row_of_invocation(gid, nwg);
+    if (r >= params.rows) {
+        return;
+    }
+    let t = params.t;
+    let base = r * t;
+    let last = base + r % t;
+
+    var mx = -F32_MAX;
+    var seen = 0u;
+    for (var e = base; e <= last; e++) {
+        let x = params.scale * s_load(e);
+        let c = logit_class(x);
+        if (c == 0u) {
+            mx = max(mx, x);
+            seen = seen | 1u;
+        } else if (c == 2u) {
+            seen = seen | 2u;
         }
-        if (e >= base && e + 1u < end) {
-            ds_store2(e, dv);
-        } else if (e >= base) {
-            ds_store(e, dv.x);
-        } else {
-            ds_store(e + 1u, dv.y);
+    }
+    let poisoned = seen != 1u;
+
+    // Element base + l + k * WG goes to the workgroup body's thread l.
+    var part: array<f32, WG>;
+    for (var e = base; e <= last; e++) {
+        let x = params.scale * s_load(e);
+        if (logit_class(x) == 0u) {
+            let l = (e - base) % WG;
+            part[l] += exp(x - mx);
         }
+    }
+    let sum = tree_sum_private(&part);
+
+    let enabled = dropout_active();
+    var state = vec4<u32>(0u);
+    if (enabled) {
+        state = state_words();
+    }
+    let end = base + t;
+    for (var e = base & ~1u; e < end; e += 2u) {
+        write_p_pair(e, base, last, end, poisoned, mx, sum, enabled, state);
+    }
+}
+
+@compute @workgroup_size(WG)
+fn softmax_backward_rowwise(
+    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let r = row_of_invocation(gid, nwg);
+    if (r >= params.rows) {
+        return;
+    }
+    let t = params.t;
+    let base = r * t;
+    let last = base + r % t;
+    let end = base + t;
+    let enabled = dropout_active();
+    var state = vec4<u32>(0u);
+    if (enabled) {
+        state = state_words();
+    }
+
+    // Pair q goes to the workgroup body's thread q % WG.
+    var part: array<PartialDot, WG>;
+    var q = 0u;
+    for (var e = base & ~1u; e < end; e += 2u) {
+        part[q % WG] = dot_pair(part[q % WG], e, base, last, end, enabled, state);
+        q++;
+    }
+    var sums: array<f32, WG>;
+    var bad = 0u;
+    for (var l = 0u; l < WG; l++) {
+        sums[l] = part[l].acc;
+        bad = bad | part[l].bad;
+    }
+    var row_dot = tree_sum_private(&sums);
+    if (bad != 0u) {
+        row_dot = nan_of(0u);
+    }
+
+    for (var e = base & ~1u; e < end; e += 2u) {
+        write_ds_pair(e, base, last, end, row_dot, enabled, state);
     }
 }

@@ -7,7 +7,9 @@
 mod common;
 
 use common::{ctx, ctx_native, ctx_packed, rand_vec};
-use webgpu_amp::ops::attention::{SoftmaxParams, causal_softmax_backward, causal_softmax_forward};
+use webgpu_amp::ops::attention::{
+    SoftmaxBody, SoftmaxParams, causal_softmax_backward, causal_softmax_forward,
+};
 use webgpu_amp::ops::dropout::{DropoutKey, DropoutState, keep};
 use webgpu_amp::ops::matmul::{
     MatmulKernel, MatmulOpts, MatrixLayout, batched_matmul, batched_matmul_with,
@@ -727,6 +729,7 @@ fn softmax_forward_attention_dropout_uses_the_shared_mask() {
             scale,
             dropout: Some(key),
             dropout_state: Some(&state),
+            ..Default::default()
         };
         let sv = quantised(rows * t, 800, 4.0, dt);
         for (seed, counter, training) in [(42u64, 3u64, true), (42, 4, true), (42, 3, false)] {
@@ -772,6 +775,7 @@ fn softmax_backward_matches_f64_reference() {
                     scale,
                     dropout,
                     dropout_state: Some(&state),
+                    ..Default::default()
                 };
                 let sv = quantised(rows * t, 900, 4.0, dt);
                 let fwd = run_forward(ctx, &sv, (rows, t), dt, &params);
@@ -845,6 +849,7 @@ fn softmax_gradient_matches_finite_differences_in_f32() {
             scale,
             dropout,
             dropout_state: Some(&state),
+            ..Default::default()
         };
         let key = dropout.map(|k| (k, 5, 11));
         let sv = quantised(rows * t, 1000, 3.0, DType::F32);
@@ -918,6 +923,7 @@ fn softmax_is_deterministic_run_to_run() {
             scale: 0.35,
             dropout: Some(DropoutKey { p: 0.1, layer: 3 }),
             dropout_state: Some(&state),
+            ..Default::default()
         };
         let s = Tensor::from_f32(ctx, &quantised(rows * t, 1100, 4.0, dt), &[rows, t], dt).unwrap();
         let p = Tensor::zeros(ctx, &[rows, t], DType::F32);
@@ -1084,4 +1090,63 @@ fn softmax_bad_arguments_are_clear_errors() {
         &bad_p,
     ));
     assert!(e.contains("[0, 1]"), "{e}");
+}
+
+/// The rowwise body (one invocation per row, no barriers: CPU adapters) and the workgroup
+/// body (one workgroup per row: GPUs) give the same bits — forward p and pd, backward ds —
+/// with and without dropout, with non-finite logits and gradients, and for rows shorter and
+/// longer than the 64-thread workgroup (several strided elements per partial sum).
+#[test]
+fn softmax_bodies_give_the_same_bits() {
+    let bits = |v: &[f32]| -> Vec<u32> { v.iter().map(|x| x.to_bits()).collect() };
+    for (name, ctx, dt) in storages() {
+        let state = DropoutState::new(ctx);
+        state.write(ctx, 3, 2, true);
+        for (rows, t) in [(ROWS, T), (B * NH * 17, 17), (3, 1), (2 * 130, 130)] {
+            let mut sv = quantised(rows * t, 1300 + t as u64, 4.0, dt);
+            let mut dpdv = quantised(rows * t, 1301 + t as u64, 2.0, dt);
+            if t >= 5 {
+                sv[t + 1] = f32::NEG_INFINITY; // row 1 (i = 1): -inf alone, p = 0 there
+                sv[2 * t + 2] = f32::NAN; // row 2: NaN poisons the row
+                dpdv[3 * t + t - 1] = f32::INFINITY; // row 3: masked inf poisons ds
+            }
+            for dropout in [None, Some(DropoutKey { p: 0.25, layer: 4 })] {
+                let run = |body: SoftmaxBody| {
+                    let params = SoftmaxParams {
+                        rows,
+                        t,
+                        scale: 0.3,
+                        dropout,
+                        dropout_state: Some(&state),
+                        body,
+                    };
+                    let fwd = run_forward(ctx, &sv, (rows, t), dt, &params);
+                    let p = Tensor::from_f32(ctx, &fwd.p, &[rows, t], DType::F32).unwrap();
+                    let dpd = Tensor::from_f32(ctx, &dpdv, &[rows, t], dt).unwrap();
+                    let ds = Tensor::from_f32(ctx, &vec![7.0; rows * t], &[rows, t], dt).unwrap();
+                    let k = causal_softmax_backward(ctx, &p, &dpd, &ds, &params).unwrap();
+                    ctx.run(&[&k]);
+                    [
+                        bits(&fwd.p),
+                        bits(&fwd.pd),
+                        bits(&ds.read_f32(ctx).unwrap()),
+                    ]
+                };
+                let what = format!("{name} T={t} dropout {dropout:?}");
+                let (workgroup, rowwise) = (run(SoftmaxBody::Workgroup), run(SoftmaxBody::Rowwise));
+                for (k, out) in ["p", "pd", "ds"].iter().enumerate() {
+                    let first = workgroup[k]
+                        .iter()
+                        .zip(&rowwise[k])
+                        .position(|(a, b)| a != b);
+                    assert!(
+                        first.is_none(),
+                        "{what}: {out} differs between the bodies at {first:?}: {:?} vs {:?}",
+                        first.map(|i| f32::from_bits(workgroup[k][i])),
+                        first.map(|i| f32::from_bits(rowwise[k][i]))
+                    );
+                }
+            }
+        }
+    }
 }

@@ -7,8 +7,9 @@
 //! The dropout mask is [`super::dropout::keep`] at element index `r · T + j` of the
 //! [B, nh, T, T] tensor, so it matches the standalone dropout kernels bit for bit.
 //!
-//! One workgroup per row with fixed-order tree reductions: deterministic, no float atomics.
-//! Any T works (each thread strides over the row).
+//! One workgroup per row with fixed-order tree reductions on GPUs; one invocation per row
+//! with no barriers on CPU adapters, in the same arithmetic order, so the bits are the same
+//! ([`SoftmaxBody`]). Deterministic, no float atomics. Any T works.
 //!
 //! Two small differences from PyTorch's manual attention path, both below the low dtype's
 //! rounding: PyTorch rounds `S · scale` to the low dtype before the softmax (here the
@@ -19,13 +20,48 @@ use std::sync::Arc;
 
 use super::dropout::{DropoutKey, DropoutState};
 use crate::error::{Error, Result};
-use crate::gpu::{Arg, KernelDesc};
+use crate::gpu::{Arg, KernelDesc, grid_1d};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::shader::Variant;
 use crate::tensor::{Storage, Tensor};
 
 const SHADER: &str = "attention";
 const FLAG_DROPOUT: u32 = 1;
+/// Threads per workgroup of both bodies (`WG` in the shader).
+const WG: u32 = 64;
+
+/// Which kernel body runs. Both give the same bits; tests force each.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SoftmaxBody {
+    /// By adapter: [`SoftmaxBody::Rowwise`] on CPU adapters, else [`SoftmaxBody::Workgroup`].
+    #[default]
+    Auto,
+    /// One workgroup per row, tree reductions through workgroup memory (GPUs).
+    Workgroup,
+    /// One invocation per row, no barriers: on a CPU adapter (lavapipe, llvmpipe,
+    /// SwiftShader) each barrier is a context switch between invocations.
+    Rowwise,
+}
+
+impl SoftmaxBody {
+    fn resolve(self, ctx: &GpuContext) -> SoftmaxBody {
+        match self {
+            SoftmaxBody::Auto if ctx.caps.cpu_adapter => SoftmaxBody::Rowwise,
+            SoftmaxBody::Auto => SoftmaxBody::Workgroup,
+            other => other,
+        }
+    }
+
+    /// The entry point for `forward` or backward, and the grid for `rows`.
+    fn entry(self, ctx: &GpuContext, forward: bool, rows: usize) -> (&'static str, [u32; 3]) {
+        match (self.resolve(ctx), forward) {
+            (SoftmaxBody::Rowwise, true) => ("softmax_forward_rowwise", grid_1d(rows, WG)),
+            (SoftmaxBody::Rowwise, false) => ("softmax_backward_rowwise", grid_1d(rows, WG)),
+            (_, true) => ("softmax_forward", grid_1d(rows, 1)),
+            (_, false) => ("softmax_backward", grid_1d(rows, 1)),
+        }
+    }
+}
 
 /// Sizes and options of one causal softmax.
 #[derive(Clone, Copy, Debug, Default)]
@@ -41,6 +77,8 @@ pub struct SoftmaxParams<'a> {
     /// The state buffer the dropout kernels read (seed, counter, training flag); required
     /// when `dropout` is set.
     pub dropout_state: Option<&'a DropoutState>,
+    /// The kernel body (default: by adapter).
+    pub body: SoftmaxBody,
 }
 
 #[repr(C)]
@@ -56,12 +94,8 @@ struct Params {
     _pad: u32,
 }
 
-/// Check sizes and the dropout setting; the uniform parameters and grid.
-fn plan(
-    op: &'static str,
-    params: &SoftmaxParams,
-    tensors: &[(&str, &Tensor)],
-) -> Result<(Params, [u32; 3])> {
+/// Check sizes and the dropout setting; the uniform parameters.
+fn plan(op: &'static str, params: &SoftmaxParams, tensors: &[(&str, &Tensor)]) -> Result<Params> {
     let (rows, t) = (params.rows, params.t);
     if t == 0 || rows % t != 0 {
         return Err(Error::shape(
@@ -115,7 +149,7 @@ fn plan(
         p.layer = key.layer;
         p.drop_scale = key.scale();
     }
-    Ok((p, crate::gpu::grid_1d(rows, 1)))
+    Ok(p)
 }
 
 fn require_f32(op: &'static str, name: &str, t: &Tensor) -> Result<()> {
@@ -154,10 +188,11 @@ pub fn causal_softmax_forward(
 ) -> Result<Kernel> {
     const OP: &str = "causal_softmax_forward";
     require_f32(OP, "p", p)?;
-    let (uniform, grid) = plan(OP, params, &[("s", s), ("p", p), ("pd", pd)])?;
+    let uniform = plan(OP, params, &[("s", s), ("p", p), ("pd", pd)])?;
     let state = state_buffer(ctx, params);
+    let (entry, grid) = params.body.entry(ctx, true, params.rows);
     ctx.kernel(
-        &KernelDesc::new(SHADER, "softmax_forward"),
+        &KernelDesc::new(SHADER, entry),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&uniform))),
             ("s", s.arg()),
@@ -181,10 +216,11 @@ pub fn causal_softmax_backward(
 ) -> Result<Kernel> {
     const OP: &str = "causal_softmax_backward";
     require_f32(OP, "p", p)?;
-    let (uniform, grid) = plan(OP, params, &[("p", p), ("dpd", dpd), ("ds", ds)])?;
+    let uniform = plan(OP, params, &[("p", p), ("dpd", dpd), ("ds", ds)])?;
     let state = state_buffer(ctx, params);
+    let (entry, grid) = params.body.entry(ctx, false, params.rows);
     ctx.kernel(
-        &KernelDesc::new(SHADER, "softmax_backward"),
+        &KernelDesc::new(SHADER, entry),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&uniform))),
             ("p", p.arg()),

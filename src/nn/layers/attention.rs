@@ -203,6 +203,7 @@ impl Softmax {
             scale: self.scale,
             dropout: self.dropout,
             dropout_state: self.dropout.map(|_| state),
+            body: Default::default(),
         }
     }
 }
