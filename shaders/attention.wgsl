@@ -111,7 +111,11 @@ fn tree_or(tid: u32, v: u32) -> u32 {
     return red_flags[0];
 }
 
-fn state_words() -> vec4<u32> {
+// The dropout state words when dropout is on (zeros otherwise: the buffer is then unread).
+fn dropout_words(enabled: bool) -> vec4<u32> {
+    if (!enabled) {
+        return vec4<u32>(0u);
+    }
     return vec4<u32>(dropout_state[0], dropout_state[1], dropout_state[2], dropout_state[3]);
 }
 
@@ -202,6 +206,43 @@ fn write_p_pair(
     }
 }
 
+// One thread's share of the forward's passes 1 and 2: the elements first, first + WG, ...,
+// up to `last` (the workgroup body's thread l has first = base + l).
+
+// Max over the finite scaled logits, and the classes seen (bit 0: some finite logit, bit 1:
+// some NaN or +inf).
+struct RowMax {
+    mx: f32,
+    seen: u32,
+}
+
+fn thread_max(first: u32, last: u32) -> RowMax {
+    var m = RowMax(-F32_MAX, 0u);
+    for (var e = first; e <= last; e += WG) {
+        let x = params.scale * s_load(e);
+        let c = logit_class(x);
+        if (c == 0u) {
+            m.mx = max(m.mx, x);
+            m.seen = m.seen | 1u;
+        } else if (c == 2u) {
+            m.seen = m.seen | 2u;
+        }
+    }
+    return m;
+}
+
+// Σ exp(x - mx) over the finite scaled logits, in element order.
+fn thread_exp_sum(first: u32, last: u32, mx: f32) -> f32 {
+    var acc = 0.0;
+    for (var e = first; e <= last; e += WG) {
+        let x = params.scale * s_load(e);
+        if (logit_class(x) == 0u) {
+            acc += exp(x - mx);
+        }
+    }
+    return acc;
+}
+
 @compute @workgroup_size(WG)
 fn softmax_forward(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -217,40 +258,17 @@ fn softmax_forward(
     let base = r * t;
     let last = base + i; // last unmasked element
 
-    // Pass 1: max over the finite scaled logits, and the row's classes (bit 0: some finite
-    // logit, bit 1: some NaN or +inf).
-    var mx = -F32_MAX;
-    var seen = 0u;
-    for (var e = base + tid; e <= last; e += WG) {
-        let x = params.scale * s_load(e);
-        let c = logit_class(x);
-        if (c == 0u) {
-            mx = max(mx, x);
-            seen = seen | 1u;
-        } else if (c == 2u) {
-            seen = seen | 2u;
-        }
-    }
-    mx = tree_max(tid, mx);
-    seen = tree_or(tid, seen);
-    let poisoned = seen != 1u; // a NaN/+inf logit, or no finite one (all -inf)
+    // Pass 1: the row's max and classes.
+    let m = thread_max(base + tid, last);
+    let mx = tree_max(tid, m.mx);
+    let poisoned = tree_or(tid, m.seen) != 1u; // a NaN/+inf logit, or no finite one (all -inf)
 
     // Pass 2: the sum of exponentials, each thread over its own elements in order.
-    var acc = 0.0;
-    for (var e = base + tid; e <= last; e += WG) {
-        let x = params.scale * s_load(e);
-        if (logit_class(x) == 0u) {
-            acc += exp(x - mx);
-        }
-    }
-    let sum = tree_sum(tid, acc);
+    let sum = tree_sum(tid, thread_exp_sum(base + tid, last, mx));
 
     // Pass 3: write p and pd over the word pairs of the whole row.
     let enabled = dropout_active();
-    var state = vec4<u32>(0u);
-    if (enabled) {
-        state = state_words();
-    }
+    let state = dropout_words(enabled);
     let end = base + t;
     for (var e = (base & ~1u) + 2u * tid; e < end; e += 2u * WG) {
         write_p_pair(e, base, last, end, poisoned, mx, sum, enabled, state);
@@ -312,6 +330,16 @@ fn write_ds_pair(
     }
 }
 
+// One thread's share of the backward's pass 1: the word pairs first, first + 2·WG, ...
+// (the workgroup body's thread l has first = (base & ~1) + 2l).
+fn thread_dot(first: u32, base: u32, last: u32, end: u32, enabled: bool, state: vec4<u32>) -> PartialDot {
+    var d = PartialDot(0.0, 0u);
+    for (var e = first; e < end; e += 2u * WG) {
+        d = dot_pair(d, e, base, last, end, enabled, state);
+    }
+    return d;
+}
+
 @compute @workgroup_size(WG)
 fn softmax_backward(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -328,16 +356,10 @@ fn softmax_backward(
     let last = base + i;
     let end = base + t;
     let enabled = dropout_active();
-    var state = vec4<u32>(0u);
-    if (enabled) {
-        state = state_words();
-    }
+    let state = dropout_words(enabled);
 
     // Pass 1: Σ_{j<=i} p_j dp_j over word pairs, and whether any masked dpd is inf or NaN.
-    var d = PartialDot(0.0, 0u);
-    for (var e = (base & ~1u) + 2u * tid; e < end; e += 2u * WG) {
-        d = dot_pair(d, e, base, last, end, enabled, state);
-    }
+    let d = thread_dot((base & ~1u) + 2u * tid, base, last, end, enabled, state);
     var row_dot = tree_sum(tid, d.acc);
     if (tree_or(tid, d.bad) != 0u) {
         row_dot = nan_of(0u);
@@ -370,36 +392,24 @@ fn softmax_forward_rowwise(
     let base = r * t;
     let last = base + r % t;
 
+    // The workgroup body's threads in turn: the same partial results, combined in the same
+    // order.
     var mx = -F32_MAX;
     var seen = 0u;
-    for (var e = base; e <= last; e++) {
-        let x = params.scale * s_load(e);
-        let c = logit_class(x);
-        if (c == 0u) {
-            mx = max(mx, x);
-            seen = seen | 1u;
-        } else if (c == 2u) {
-            seen = seen | 2u;
-        }
+    for (var l = 0u; l < WG; l++) {
+        let m = thread_max(base + l, last);
+        mx = max(mx, m.mx);
+        seen = seen | m.seen;
     }
     let poisoned = seen != 1u;
-
-    // Element base + l + k * WG goes to the workgroup body's thread l.
     var part: array<f32, WG>;
-    for (var e = base; e <= last; e++) {
-        let x = params.scale * s_load(e);
-        if (logit_class(x) == 0u) {
-            let l = (e - base) % WG;
-            part[l] += exp(x - mx);
-        }
+    for (var l = 0u; l < WG; l++) {
+        part[l] = thread_exp_sum(base + l, last, mx);
     }
     let sum = tree_sum_private(&part);
 
     let enabled = dropout_active();
-    var state = vec4<u32>(0u);
-    if (enabled) {
-        state = state_words();
-    }
+    let state = dropout_words(enabled);
     let end = base + t;
     for (var e = base & ~1u; e < end; e += 2u) {
         write_p_pair(e, base, last, end, poisoned, mx, sum, enabled, state);
@@ -420,23 +430,15 @@ fn softmax_backward_rowwise(
     let last = base + r % t;
     let end = base + t;
     let enabled = dropout_active();
-    var state = vec4<u32>(0u);
-    if (enabled) {
-        state = state_words();
-    }
+    let state = dropout_words(enabled);
 
-    // Pair q goes to the workgroup body's thread q % WG.
-    var part: array<PartialDot, WG>;
-    var q = 0u;
-    for (var e = base & ~1u; e < end; e += 2u) {
-        part[q % WG] = dot_pair(part[q % WG], e, base, last, end, enabled, state);
-        q++;
-    }
+    // The workgroup body's threads in turn.
     var sums: array<f32, WG>;
     var bad = 0u;
     for (var l = 0u; l < WG; l++) {
-        sums[l] = part[l].acc;
-        bad = bad | part[l].bad;
+        let d = thread_dot((base & ~1u) + 2u * l, base, last, end, enabled, state);
+        sums[l] = d.acc;
+        bad = bad | d.bad;
     }
     var row_dot = tree_sum_private(&sums);
     if (bad != 0u) {
