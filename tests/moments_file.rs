@@ -184,6 +184,18 @@ fn each_save_leaves_exactly_the_moments_file_its_checkpoint_names() {
     assert_eq!(second.len(), 2, "{second:?}");
     assert!(second.iter().any(|f| f.starts_with("other.")), "{second:?}");
     assert_ne!(first, second, "new moments, new file");
+    // Equality is bitwise: other moments differ, and so does -0.0 from 0.0.
+    assert_ne!(checkpoint(4, 1), checkpoint(4, 2));
+    let mut signed = checkpoint(4, 2);
+    let exp_avg = signed
+        .optimizer
+        .as_mut()
+        .unwrap()
+        .moments
+        .get_mut("exp_avg")
+        .unwrap();
+    exp_avg.get_mut("w").unwrap()[0] = 0.0;
+    assert_ne!(signed, checkpoint(4, 2), "-0.0 and 0.0 moments must differ");
     assert!(!stale.exists(), "stale temp file removed");
     assert_eq!(Checkpoint::load(&path).unwrap(), checkpoint(4, 2));
 

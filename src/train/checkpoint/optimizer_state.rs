@@ -31,23 +31,22 @@ pub struct NamedOptimizerState {
 /// where they were stored does not count.
 impl PartialEq for NamedOptimizerState {
     fn eq(&self, other: &Self) -> bool {
-        let bits = |m: &Moments| -> Vec<(String, String, Vec<u32>)> {
-            m.iter()
-                .flat_map(|(k, per)| {
-                    per.iter().map(move |(n, v)| {
-                        (
-                            k.clone(),
-                            n.clone(),
-                            v.iter().map(|x| x.to_bits()).collect(),
-                        )
-                    })
-                })
-                .collect()
+        // BTreeMaps iterate in key order, so equal maps zip entry by entry.
+        let same_values = |a: &[f32], b: &[f32]| {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+        };
+        let same_moment = |a: &BTreeMap<String, Vec<f32>>, b: &BTreeMap<String, Vec<f32>>| {
+            a.len() == b.len()
+                && a.iter()
+                    .zip(b)
+                    .all(|((na, va), (nb, vb))| na == nb && same_values(va, vb))
         };
         self.config == other.config
             && self.step == other.step
             && self.unavailable == other.unavailable
-            && bits(&self.moments) == bits(&other.moments)
+            && self.moments.len() == other.moments.len()
+            && (self.moments.iter().zip(&other.moments))
+                .all(|((ka, a), (kb, b))| ka == kb && same_moment(a, b))
     }
 }
 
