@@ -10,6 +10,8 @@
 //! The amp-f16 case keeps its moments in moments files (the test hook lowers the header's
 //! limit to 0 bytes), the path a model too big for the header (`gpt-char`) takes.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -99,13 +101,7 @@ fn bits(v: &[f32]) -> Vec<u32> {
 fn moments_files(checkpoint: &str) -> Vec<String> {
     let path = Path::new(checkpoint);
     let prefix = format!("{}.optimizer-", path.file_name().unwrap().to_str().unwrap());
-    let mut files: Vec<String> = std::fs::read_dir(path.parent().unwrap())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|f| f.starts_with(&prefix))
-        .collect();
-    files.sort();
-    files
+    common::file_names(path.parent().unwrap(), |f| f.starts_with(&prefix))
 }
 
 fn check_resume(name: &str, precision_flags: &[&str], moments_in_file: bool) {

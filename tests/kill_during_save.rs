@@ -14,6 +14,8 @@
 //!   the kills also land between a moments file's rename and its checkpoint's: the surviving
 //!   checkpoint must still find the moments file it names.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -254,11 +256,7 @@ fn wait_for_a_save(checkpoint: &Path, child: &mut Child, kill: usize) {
 }
 
 fn moments_files(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("run.safetensors.optimizer-"))
-        .collect()
+    common::file_names(dir, |n| n.starts_with("run.safetensors.optimizer-"))
 }
 
 fn temp_files(dir: &Path) -> Vec<PathBuf> {

@@ -5,6 +5,8 @@
 //! files no checkpoint names. The CLI's resume through a moments file is in
 //! `tests/gpt_resume.rs`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use webgpu_amp::optim::{OptimizerConfig, OptimizerState};
@@ -64,13 +66,7 @@ fn checkpoint(rows: usize, salt: u32) -> Checkpoint {
 }
 
 fn moments_files(dir: &Path) -> Vec<String> {
-    let mut files: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|f| f.contains(".optimizer-"))
-        .collect();
-    files.sort();
-    files
+    common::file_names(dir, |f| f.contains(".optimizer-"))
 }
 
 fn tensor_names(path: &Path) -> Vec<String> {

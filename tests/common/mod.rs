@@ -185,3 +185,14 @@ pub fn not_checked(what: &str) {
         );
     }
 }
+
+/// The names of the files in `dir` that `keep` accepts, sorted.
+pub fn file_names(dir: &std::path::Path, keep: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| keep(n))
+        .collect();
+    names.sort();
+    names
+}
