@@ -27,7 +27,7 @@ use save_pause::pause_before_rename;
 
 use std::collections::HashMap;
 
-use safetensors::tensor::{Dtype, TensorView};
+use safetensors::tensor::{Dtype, SafeTensorError, TensorView};
 
 use crate::amp::scaler::ScalerStateDict;
 use crate::data::Vocab;
@@ -97,13 +97,7 @@ impl Checkpoint {
     /// for models whose moments do not fit there).
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
         let optimizer = self.optimizer_meta(None)?;
-        self.encode(optimizer.as_ref()).map_err(|e| match e {
-            Error::Checkpoint(m) if m.contains("header too large") => Error::Checkpoint(format!(
-                "{m}: the optimizer moments ({} values) do not fit in the header;                  `save` puts them in a moments file",
-                self.optimizer.as_ref().map_or(0, |o| o.moment_values())
-            )),
-            other => other,
-        })
+        self.encode(optimizer.as_ref())
     }
 
     /// The header's `optimizer` entry, moments inline or in the moments file `file`.
@@ -148,8 +142,15 @@ impl Checkpoint {
                     .map_err(|e| Error::Checkpoint(format!("tensor `{}`: {e}", t.name)))
             })
             .collect::<Result<_>>()?;
-        safetensors::serialize(views, Some(meta))
-            .map_err(|e| Error::Checkpoint(format!("serialising: {e}")))
+        let moments_inline = optimizer.is_some_and(|o| o.moments_file.is_none());
+        safetensors::serialize(views, Some(meta)).map_err(|e| match e {
+            SafeTensorError::HeaderTooLarge if moments_inline => Error::Checkpoint(format!(
+                "serialising: header too large: the optimizer moments ({} values) do not fit \
+                 in the header; `save` puts them in a moments file",
+                self.optimizer.as_ref().map_or(0, |o| o.moment_values())
+            )),
+            e => Error::Checkpoint(format!("serialising: {e}")),
+        })
     }
 
     /// Parse a checkpoint (or a plain PyTorch state_dict file: then only `params` is set).
