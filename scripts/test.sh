@@ -17,11 +17,15 @@ fi
 not_checked="${CARGO_TARGET_DIR:-target}/tmp/NOT_CHECKED"
 rm -f "$not_checked"
 say_not_checked() {
+  local status=$?
   if [ -s "$not_checked" ]; then
     echo "== NOT CHECKED on this machine (said by the tests; each line: test file: what and why)"
     sort -u "$not_checked" | sed 's/^/   /'
-  else
+  elif [ "$status" -eq 0 ]; then
     echo "== every check ran (no test reported a NOT CHECKED note)"
+  fi
+  if [ "$status" -ne 0 ]; then
+    echo "== FAILED (exit $status): the checks after the failing step did not run"
   fi
 }
 trap say_not_checked EXIT
