@@ -11,6 +11,7 @@
 //! - `context`: [`GpuContext`]
 //! - `tensor_cores`: whether f16 matmuls run on cooperative matrices ([`TensorCores`])
 //! - `alloc`, `kernel`, `readback`: counted buffers, cached pipelines, reading back
+//! - `map_signal`: a buffer map's outcome, waited for whichever thread's poll fires it
 //! - `timing`: GPU time per kernel from timestamp queries ([`KernelTimer`])
 
 mod adapter;
@@ -19,6 +20,7 @@ mod capabilities;
 mod context;
 mod faults;
 mod kernel;
+mod map_signal;
 mod readback;
 mod tensor_cores;
 mod timing;
@@ -28,6 +30,7 @@ pub use alloc::{Allocator, GpuBuffer, MemoryStats};
 pub use capabilities::{AdapterDescription, Capabilities};
 pub use context::GpuContext;
 pub use kernel::{Arg, Kernel, KernelDesc, grid_1d};
+pub use map_signal::{LATE_MAPS_ENV, MapSignal, MapState};
 pub use readback::ReadbackRing;
 pub use tensor_cores::{COOP_WORKGROUP_BYTES, TensorCoreConfig, TensorCores};
 pub use timing::{KernelTimer, KernelTimes};

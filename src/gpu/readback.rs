@@ -12,21 +12,15 @@
 //! counts as a host wait too.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
 
+use super::map_signal::{MapSignal, MapState};
 use super::{GpuBuffer, GpuContext};
 use crate::error::{Error, Result};
 
-const FREE: u8 = 0;
-const PENDING: u8 = 1;
-const READY: u8 = 2;
-const FAILED: u8 = 3;
-
 struct Slot<T> {
     buffer: Arc<GpuBuffer>,
-    /// FREE, PENDING (copy submitted, map requested), READY (mapped) or FAILED (the map
-    /// failed: a lost device or a destroyed buffer).
-    state: Arc<AtomicU8>,
+    /// Free, pending (copy submitted, map requested), ready (mapped) or failed.
+    map: Arc<MapSignal>,
     submission: Option<wgpu::SubmissionIndex>,
     tag: Option<T>,
 }
@@ -52,7 +46,7 @@ impl<T> ReadbackRing<T> {
                     bytes,
                     wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
                 ),
-                state: Arc::new(AtomicU8::new(FREE)),
+                map: MapSignal::new(),
                 submission: None,
                 tag: None,
             })
@@ -102,14 +96,7 @@ impl<T> ReadbackRing<T> {
         let slot = &mut self.slots[self.head];
         slot.submission = Some(index.clone());
         slot.tag = Some(tag);
-        slot.state.store(PENDING, Ordering::Release);
-        let state = slot.state.clone();
-        slot.buffer
-            .raw()
-            .slice(..)
-            .map_async(wgpu::MapMode::Read, move |r| {
-                state.store(if r.is_ok() { READY } else { FAILED }, Ordering::Release);
-            });
+        slot.map.map_read(slot.buffer.raw());
         self.head = (self.head + 1) % self.slots.len();
         self.in_flight += 1;
         Ok(index)
@@ -144,7 +131,7 @@ impl<T> ReadbackRing<T> {
     /// it will never be ready.
     pub fn oldest_failed(&self) -> bool {
         self.oldest_index()
-            .is_some_and(|i| self.slots[i].state.load(Ordering::Acquire) == FAILED)
+            .is_some_and(|i| self.slots[i].map.state() == MapState::Failed)
     }
 
     /// The oldest slot's tag and bytes, through `read`, once its map has landed; frees the
@@ -153,7 +140,7 @@ impl<T> ReadbackRing<T> {
     pub fn take_ready<R>(&mut self, read: impl FnOnce(T, &[u8]) -> R) -> Option<R> {
         let i = self.oldest_index()?;
         let slot = &mut self.slots[i];
-        if slot.state.load(Ordering::Acquire) != READY {
+        if slot.map.state() != MapState::Ready {
             return None;
         }
         let result = {
@@ -166,7 +153,7 @@ impl<T> ReadbackRing<T> {
         };
         slot.buffer.raw().unmap();
         slot.submission = None;
-        slot.state.store(FREE, Ordering::Release);
+        slot.map.free();
         self.in_flight -= 1;
         result
     }
@@ -180,24 +167,25 @@ impl<T> ReadbackRing<T> {
             return Ok(());
         };
         let slot = &self.slots[i];
-        if slot.state.load(Ordering::Acquire) == PENDING {
-            let index = slot.submission.clone();
+        if slot.map.state() == MapState::Pending {
             ctx.count_host_wait();
             self.waits += 1;
-            ctx.device
-                .poll(wgpu::PollType::Wait {
-                    submission_index: index,
-                    timeout: None,
-                })
-                .map_err(|e| ctx.poll_error(e))?;
         }
-        match slot.state.load(Ordering::Acquire) {
-            READY => Ok(()),
-            _ => Err(match ctx.device_lost() {
-                Some(reason) => Error::DeviceLost(reason),
-                None => Error::Gpu("a read-back did not land after its submission finished".into()),
-            }),
+        slot.map.wait(ctx, slot.submission.clone())
+    }
+
+    /// Block until every slot in flight has landed (native; the end of a run), so that
+    /// [`ReadbackRing::take_ready`] takes them all. Meant to follow [`GpuContext::sync`],
+    /// which counts the host wait: this one waits for map callbacks that another thread's
+    /// poll may still be firing, and counts nothing.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn wait_all(&self, ctx: &GpuContext) -> Result<()> {
+        let len = self.slots.len();
+        for k in 0..self.in_flight {
+            let slot = &self.slots[(self.head + len - self.in_flight + k) % len];
+            slot.map.wait(ctx, slot.submission.clone())?;
         }
+        Ok(())
     }
 
     /// Blocking waits made by [`ReadbackRing::wait_oldest`] so far.

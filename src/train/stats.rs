@@ -128,6 +128,15 @@ impl StatsRing {
         Ok(())
     }
 
+    /// Block until every slot in flight has landed, then take them all (native; the end of
+    /// a run: after this nothing is in flight).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(crate) fn collect_all(&mut self, ctx: &GpuContext) -> Result<()> {
+        self.ring.wait_all(ctx)?;
+        self.collect(ctx);
+        Ok(())
+    }
+
     /// Stats collected so far, in step order.
     pub(crate) fn drain(&mut self) -> Vec<StepStats> {
         self.ready.drain(..).collect()

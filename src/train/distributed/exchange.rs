@@ -4,12 +4,11 @@
 
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Instant;
 
 use crate::dist::Collective;
 use crate::error::{Error, Result};
-use crate::gpu::{GpuBuffer, GpuContext};
+use crate::gpu::{GpuBuffer, GpuContext, MapSignal};
 use crate::train::stats::METRIC_LOSSES;
 
 /// What the exchange did so far (this rank).
@@ -94,30 +93,16 @@ impl GradExchange {
         );
         let index = ctx.queue.submit([encoder.finish()]);
         let waited = Instant::now();
-        let state = Arc::new(AtomicU8::new(0));
-        let landed = state.clone();
-        self.staging
-            .raw()
-            .slice(..)
-            .map_async(wgpu::MapMode::Read, move |r| {
-                landed.store(if r.is_ok() { 1 } else { 2 }, Ordering::Release);
-            });
+        let landed = MapSignal::new();
+        landed.map_read(self.staging.raw());
         ctx.count_host_wait();
-        ctx.device
-            .poll(wgpu::PollType::Wait {
-                submission_index: Some(index),
-                timeout: None,
-            })
-            .map_err(|e| ctx.poll_error(e))?;
+        landed.wait(ctx, Some(index)).map_err(|e| match e {
+            Error::DeviceLost(_) => e,
+            _ => Error::Gpu(format!(
+                "the gradients could not be read back for the all-reduce: {e}"
+            )),
+        })?;
         ctx.check()?;
-        if state.load(Ordering::Acquire) != 1 {
-            return Err(match ctx.device_lost() {
-                Some(reason) => Error::DeviceLost(reason),
-                None => {
-                    Error::Gpu("the gradients could not be read back for the all-reduce".into())
-                }
-            });
-        }
         self.stats.readback_secs += waited.elapsed().as_secs_f64();
 
         let reducing = Instant::now();

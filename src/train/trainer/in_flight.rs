@@ -37,14 +37,16 @@ impl Trainer {
         stats
     }
 
-    /// Wait for every submitted step and return the remaining stats (native; end of run).
-    /// One host wait.
+    /// Wait for every submitted step and return the remaining stats (native; end of run):
+    /// every step submitted is in them, even when another thread's poll fires the last
+    /// read-backs' callbacks ([`crate::gpu::MapSignal`]). One host wait.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn finish(&mut self, ctx: &GpuContext) -> Result<Vec<StepStats>> {
         let waiting = Clock::now();
         ctx.sync()?;
+        self.stats.collect_all(ctx)?;
         self.host.readback += waiting.elapsed();
-        Ok(self.poll_stats(ctx))
+        Ok(self.stats.drain())
     }
 
     /// Times the host waited because every stats slot was in flight (the GPU a whole ring
