@@ -49,71 +49,65 @@ STEP = ["{bin}", "bench", "step", "--json", "--models", "{model}", "--batch-size
 MATMUL = ["{bin}", "bench", "matmul", "--json", "--sizes", "{n}", "--repeats", "{repeats}"]
 TORCH = ["{py}", "{torch}", "--steps", "{steps}", "--warmup", "{warmup}"]
 QUICK_TORCH = dict(steps=1, warmup=1, quick="--quick")
+QUICK_MODEL = {"gpt-char": "gpt-tiny"}  # gpt-char takes minutes a step on a CPU adapter
+
+
+def matmul(id, what, kernel, storage, n, quick_n, repeats, budget):
+    return dict(id=id, what=what, args=MATMUL + ["--kernel", kernel, "--storages", storage],
+                budget=budget, full=dict(n=n, repeats=repeats), quick=dict(n=quick_n, repeats=1))
+
+
+def step(id, what, model, b, quick_b, steps, flags, budget, needs=()):
+    return dict(id=id, what=what, args=STEP + flags, budget=budget, needs=list(needs),
+                full=dict(model=model, b=b, steps=steps),
+                quick=dict(model=QUICK_MODEL.get(model, model), b=quick_b, steps=1))
+
+
+BOTH = ["--precisions", "f32,amp-f16"]
 MEASUREMENTS = [
     dict(id="info", what="adapters, capabilities, matmul path per mode",
          args=["{bin}", "info", "--json"], budget=60),
-    dict(id="matmul-tc-4096", what="matmul n³, tensor cores (f16 in and out, f32 accumulate)",
-         args=MATMUL + ["--kernel", "coop", "--storages", "f16"], budget=90,
-         full=dict(n=4096, repeats=5), quick=dict(n=64, repeats=1)),
-    dict(id="simple-cnn-b64", what="SimpleCNN 3x32x32, f32 and amp-f16, profiled",
-         args=STEP + ["--precisions", "f32,amp-f16", "--profile"], budget=120,
-         full=dict(model="simple-cnn", b=64, steps=50), quick=dict(model="simple-cnn", b=2, steps=1)),
+    matmul("matmul-tc-4096", "matmul n³, tensor cores (f16 in and out, f32 accumulate)",
+           "coop", "f16", 4096, 64, 5, 90),
+    step("simple-cnn-b64", "SimpleCNN 3x32x32, f32 and amp-f16, profiled",
+         "simple-cnn", 64, 2, 50, BOTH + ["--profile"], 120),
     dict(id="torch-probe", what="PyTorch: version, CUDA, device", side="pytorch",
          args=["{py}", "{torch}", "--group", "probe"], budget=90),
     dict(id="torch-cnn", what="PyTorch eager SimpleCNN, f32 and AMP", side="pytorch",
          args=TORCH + ["--group", "cnn", "--batch-sizes", "{b64},{b256}", "{quick}"], budget=120,
          full=dict(b64=64, b256=256, steps=50, warmup=5, quick=None),
          quick=dict(b64=2, b256=4, **QUICK_TORCH)),
-    dict(id="gpt-char-b64", what="gpt-char (nanoGPT baby GPT) T256, f32 and amp-f16, profiled",
-         args=STEP + ["--precisions", "f32,amp-f16", "--profile"], budget=240,
-         full=dict(model="gpt-char", b=64, steps=10), quick=dict(model="gpt-tiny", b=1, steps=1)),
+    step("gpt-char-b64", "gpt-char (nanoGPT baby GPT) T256, f32 and amp-f16, profiled",
+         "gpt-char", 64, 1, 10, BOTH + ["--profile"], 240),
     dict(id="torch-gpt", what="PyTorch eager nanoGPT, f32 and AMP, manual and SDPA attention",
          side="pytorch", budget=180,
          args=TORCH + ["--group", "gpt", "--batch-sizes", "{b}", "{quick}"],
          full=dict(b=64, steps=10, warmup=3, quick=None), quick=dict(b=1, **QUICK_TORCH)),
-    dict(id="simple-cnn-b256", what="SimpleCNN 3x32x32, f32 and amp-f16, profiled",
-         args=STEP + ["--precisions", "f32,amp-f16", "--profile"], budget=120,
-         full=dict(model="simple-cnn", b=256, steps=30), quick=dict(model="simple-cnn", b=4, steps=1)),
-    dict(id="mlp-b128", what="MLP 784-256-10, f32 and amp-f16, profiled",
-         args=STEP + ["--precisions", "f32,amp-f16", "--profile"], budget=90,
-         full=dict(model="mlp", b=128, steps=100), quick=dict(model="mlp", b=4, steps=1)),
+    step("simple-cnn-b256", "SimpleCNN 3x32x32, f32 and amp-f16, profiled",
+         "simple-cnn", 256, 4, 30, BOTH + ["--profile"], 120),
+    step("mlp-b128", "MLP 784-256-10, f32 and amp-f16, profiled",
+         "mlp", 128, 4, 100, BOTH + ["--profile"], 90),
     dict(id="torch-mlp", what="PyTorch eager MLP, f32 and AMP", side="pytorch", budget=90,
          args=TORCH + ["--group", "mlp", "--batch-sizes", "{b}", "{quick}"],
          full=dict(b=128, steps=100, warmup=5, quick=None), quick=dict(b=4, **QUICK_TORCH)),
-    dict(id="matmul-simt-f32-4096", what="matmul n³, SIMT body, f32",
-         args=MATMUL + ["--kernel", "tiled", "--storages", "f32"], budget=90,
-         full=dict(n=4096, repeats=5), quick=dict(n=64, repeats=1)),
-    dict(id="matmul-simt-f16-4096", what="matmul n³, SIMT body, f16 storage (f32 math)",
-         args=MATMUL + ["--kernel", "tiled", "--storages", "f16"], budget=90,
-         full=dict(n=4096, repeats=5), quick=dict(n=64, repeats=1)),
+    matmul("matmul-simt-f32-4096", "matmul n³, SIMT body, f32", "tiled", "f32", 4096, 64, 5, 90),
+    matmul("matmul-simt-f16-4096", "matmul n³, SIMT body, f16 storage (f32 math)",
+           "tiled", "f16", 4096, 64, 5, 90),
     dict(id="torch-matmul", what="PyTorch matmul 4096³ and 8192³: f32, TF32, f16", side="pytorch",
          args=["{py}", "{torch}", "--group", "matmul", "--repeats", "{repeats}", "{quick}"],
          budget=90, full=dict(repeats=5, quick=None), quick=dict(repeats=1, quick="--quick")),
-    dict(id="matmul-tc-8192", what="matmul n³, tensor cores",
-         args=MATMUL + ["--kernel", "coop", "--storages", "f16"], budget=90,
-         full=dict(n=8192, repeats=5), quick=dict(n=128, repeats=1)),
-    dict(id="matmul-simt-f32-8192", what="matmul n³, SIMT body, f32",
-         args=MATMUL + ["--kernel", "tiled", "--storages", "f32"], budget=120,
-         full=dict(n=8192, repeats=3), quick=dict(n=128, repeats=1)),
-    dict(id="matmul-simt-f16-8192", what="matmul n³, SIMT body, f16 storage",
-         args=MATMUL + ["--kernel", "tiled", "--storages", "f16"], budget=120,
-         full=dict(n=8192, repeats=3), quick=dict(n=128, repeats=1)),
-    dict(id="simple-cnn-b64-tc-off", what="SimpleCNN amp-f16 without tensor cores",
-         args=STEP + ["--precisions", "amp-f16", "--tensor-cores", "off"], budget=90,
-         needs=["--tensor-cores"],
-         full=dict(model="simple-cnn", b=64, steps=50), quick=dict(model="simple-cnn", b=2, steps=1)),
-    dict(id="gpt-char-b64-unfused", what="gpt-char, unfused attention (B×H×T×T scores)",
-         args=STEP + ["--precisions", "f32,amp-f16", "--attention", "unfused"], budget=180,
-         needs=["--attention"],
-         full=dict(model="gpt-char", b=64, steps=10), quick=dict(model="gpt-tiny", b=1, steps=1)),
-    dict(id="gpt-char-b64-fused", what="gpt-char, fused attention",
-         args=STEP + ["--precisions", "f32,amp-f16", "--attention", "fused"], budget=180,
-         needs=["--attention"],
-         full=dict(model="gpt-char", b=64, steps=10), quick=dict(model="gpt-tiny", b=1, steps=1)),
-    dict(id="gpt-char-b64-tc-off", what="gpt-char amp-f16 without tensor cores",
-         args=STEP + ["--precisions", "amp-f16", "--tensor-cores", "off"], budget=150,
-         needs=["--tensor-cores"],
-         full=dict(model="gpt-char", b=64, steps=10), quick=dict(model="gpt-tiny", b=1, steps=1)),
+    matmul("matmul-tc-8192", "matmul n³, tensor cores", "coop", "f16", 8192, 128, 5, 90),
+    matmul("matmul-simt-f32-8192", "matmul n³, SIMT body, f32", "tiled", "f32", 8192, 128, 3, 120),
+    matmul("matmul-simt-f16-8192", "matmul n³, SIMT body, f16 storage",
+           "tiled", "f16", 8192, 128, 3, 120),
+    step("simple-cnn-b64-tc-off", "SimpleCNN amp-f16 without tensor cores", "simple-cnn", 64, 2,
+         50, ["--precisions", "amp-f16", "--tensor-cores", "off"], 90, ["--tensor-cores"]),
+    step("gpt-char-b64-unfused", "gpt-char, unfused attention (B×H×T×T scores)", "gpt-char",
+         64, 1, 10, BOTH + ["--attention", "unfused"], 180, ["--attention"]),
+    step("gpt-char-b64-fused", "gpt-char, fused attention", "gpt-char", 64, 1, 10,
+         BOTH + ["--attention", "fused"], 180, ["--attention"]),
+    step("gpt-char-b64-tc-off", "gpt-char amp-f16 without tensor cores", "gpt-char", 64, 1, 10,
+         ["--precisions", "amp-f16", "--tensor-cores", "off"], 150, ["--tensor-cores"]),
 ]
 
 
@@ -218,23 +212,25 @@ def measure(m, mode, run, env, deadline):
                         note=f"`{run['bin']} {' '.join(sub)} --help` does not list {flag}")
     left = deadline - time.monotonic()
     if left < min(15, m["budget"]):
-        return dict(entry, status=NO_BUDGET, note=f"{left:.0f} s of the budget left")
+        return dict(entry, status=NO_BUDGET, note=f"{max(left, 0):.0f} s of the budget left")
     limit = min(m["budget"], left)
     code, out, err, secs = run_command(argv, limit, env)
     entry.update(seconds=round(secs, 2), exit_code=code,
                  stderr_tail=err[-2000:], values=json_values(out))
-    if code is None:
-        return dict(entry, status=TIMEOUT, note=f"killed after {limit:.0f} s")
-    if code != 0:
-        last = [line for line in err.splitlines() if line.strip()]
-        return dict(entry, status=FAILED, note=last[-1] if last else f"exit {code}")
+    # Rows printed before a timeout or a failure are kept: each says what it measured.
     entry["rows"], entry["profiles"] = rows_of(m, entry["values"])
     for row in entry["rows"] + entry["profiles"]:
         row["measurement"] = m["id"]
     if m["id"] not in ("info", "torch-probe"):
         entry.pop("values")
-        if not entry["rows"]:
-            return dict(entry, status=FAILED, note="exit 0 but no measurement in its output")
+    partial = f"; {len(entry['rows'])} rows before that" if entry["rows"] else ""
+    if code is None:
+        return dict(entry, status=TIMEOUT, note=f"killed after {limit:.0f} s{partial}")
+    if code != 0:
+        last = [line for line in err.splitlines() if line.strip()]
+        return dict(entry, status=FAILED, note=(last[-1] if last else f"exit {code}") + partial)
+    if not entry["rows"] and m["id"] not in ("info", "torch-probe"):
+        return dict(entry, status=FAILED, note="exit 0 but no measurement in its output")
     return dict(entry, status=OK, note="")
 
 
