@@ -316,3 +316,34 @@ fn pytorch_side_runs_every_group_on_the_cpu() {
         }
     }
 }
+
+/// `bench matmul --storages` (which the report uses to time one path alone) refuses what it
+/// cannot measure in one error line, rather than measuring less than asked.
+#[test]
+fn bench_matmul_storages_refuses_in_one_line() {
+    for (args, needle) in [
+        (
+            &["--storages", "f64"][..],
+            "`f64` is not one of f32, f16, f16packed, bf16",
+        ),
+        (
+            &["--storages", "f16packed", "--f16-storage", "native"],
+            "--storages f16packed: not available here",
+        ),
+    ] {
+        let out = Command::new(BIN)
+            .args(["bench", "matmul", "--sizes", "8", "--repeats", "1"])
+            .args(args)
+            .env_remove("WEBGPU_AMP_F16_STORAGE")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{args:?}: one line, got:\n{stderr}");
+        assert!(
+            lines[0].starts_with("error: ") && lines[0].contains(needle),
+            "{stderr}"
+        );
+    }
+}
