@@ -5,8 +5,8 @@
 # options (--bin, --out, --quick, --budget, --only, --list; --help lists them).
 #
 # Defaults: the release binary target/release/webgpu-amp, the report in target/gpu-report/,
-# and for the PyTorch side the first python of .venv/bin/python and python3 that imports
-# torch (PYTHON_TORCH overrides). The report itself needs only python3's standard library.
+# and for the PyTorch side .venv/bin/python where it exists, else python3 (PYTHON_TORCH
+# overrides). The report itself needs only python3's standard library.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,12 +17,8 @@ fi
 
 python_torch="${PYTHON_TORCH:-}"
 if [ -z "$python_torch" ]; then
-  for candidate in .venv/bin/python python3; do
-    if command -v "$candidate" >/dev/null && "$candidate" -c 'import torch' 2>/dev/null; then
-      python_torch="$candidate"
-      break
-    fi
-  done
+  python_torch=python3
+  [ -x .venv/bin/python ] && python_torch=.venv/bin/python
 fi
-# No python imports torch: the report says so (its probe fails loudly); python3 runs it.
-exec python3 scripts/gpu_report.py --python-torch "${python_torch:-python3}" "$@"
+# A python that cannot import torch or use CUDA: the report says so (its probe), loudly.
+exec python3 scripts/gpu_report.py --python-torch "$python_torch" "$@"
