@@ -40,6 +40,10 @@ struct MatmulBenchArgs {
     /// Kernel body: auto picks by adapter type (direct on CPU adapters, tiled on GPUs).
     #[arg(long, value_enum, default_value_t = KernelArg::Auto)]
     kernel: KernelArg,
+    /// Comma-separated storages to measure (f32, f16, f16packed, bf16); default: every one
+    /// this adapter offers.
+    #[arg(long, value_delimiter = ',')]
+    storages: Vec<String>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -127,6 +131,7 @@ fn bench_matmul(args: &MatmulBenchArgs) -> webgpu_amp::Result<()> {
         runs.push((&packed, Storage::F16Packed));
     }
     runs.push((&packed, Storage::BF16));
+    let mut runs = super::bench_storages::keep(runs, &args.storages)?;
 
     let timing = if packed.caps.timestamp_query {
         "gpu-timestamps"

@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_step;
+mod bench_storages;
 mod compare;
 mod distributed;
 mod gui;
