@@ -121,6 +121,15 @@ fn check_steps(m: &Value, gpt: bool, profiled: bool) {
 
 #[test]
 fn quick_report_has_every_measurement_with_its_command_and_numbers() {
+    // The quick report drives the CLI on whatever WEBGPU_AMP_BACKEND names; on llvmpipe's
+    // GL it costs ~200 s of CI for rows the Vulkan pass already checks.
+    if std::env::var("WEBGPU_AMP_BACKEND").is_ok_and(|b| b == "gl") {
+        common::not_checked(
+            "the quick GPU report on GL (200 s on llvmpipe); checked on Vulkan, where it runs \
+             every row",
+        );
+        return;
+    }
     let out = out_dir("quick");
     let run = Command::new("bash")
         .arg(Path::new(ROOT).join("scripts/gpu-report.sh"))
