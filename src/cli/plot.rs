@@ -31,9 +31,24 @@ fn err<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> Error + '_ {
     move |e| Error::InvalidArgument(format!("{}: drawing the chart: {e}", path.display()))
 }
 
-pub fn comparison_png(path: &Path, runs: &[RunSummary]) -> Result<()> {
+/// The chart's size in pixels.
+const SIZE: (u32, u32) = (1200, 480);
+
+/// The chart as PNG bytes (`path` names it in errors; the caller writes it atomically).
+pub fn comparison_png(path: &Path, runs: &[RunSummary]) -> Result<Vec<u8>> {
+    let mut rgb = vec![0u8; (SIZE.0 * SIZE.1 * 3) as usize];
+    draw(path, runs, &mut rgb)?;
+    let image = image::RgbImage::from_raw(SIZE.0, SIZE.1, rgb).expect("buffer of the chart's size");
+    let mut png = std::io::Cursor::new(Vec::new());
+    image
+        .write_to(&mut png, image::ImageOutputFormat::Png)
+        .map_err(err(path))?;
+    Ok(png.into_inner())
+}
+
+fn draw(path: &Path, runs: &[RunSummary], rgb: &mut [u8]) -> Result<()> {
     register();
-    let root = BitMapBackend::new(path, (1200, 480)).into_drawing_area();
+    let root = BitMapBackend::with_buffer(rgb, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(err(path))?;
     let (left, right) = root.split_horizontally(640);
     let (time_area, mem_area) = right.split_horizontally(280);

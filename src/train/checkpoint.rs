@@ -21,6 +21,8 @@ mod moments_file;
 mod optimizer_state;
 mod save_pause;
 #[cfg(not(target_arch = "wasm32"))]
+mod save_target;
+#[cfg(not(target_arch = "wasm32"))]
 pub use disk_full::DISK_FULL_ENV;
 #[cfg(not(target_arch = "wasm32"))]
 pub use moments_file::{INLINE_MOMENTS_MAX, INLINE_MOMENTS_MAX_ENV};
@@ -28,6 +30,8 @@ pub use optimizer_state::{MomentsFileRef, NamedOptimizerState, decode_f32, encod
 pub use save_pause::SAVE_PAUSE_ENV;
 #[cfg(not(target_arch = "wasm32"))]
 use save_pause::pause_before_rename;
+#[cfg(not(target_arch = "wasm32"))]
+pub use save_target::{check_save_target, save_file};
 
 use std::collections::HashMap;
 
@@ -234,6 +238,8 @@ impl Checkpoint {
     /// and bigger ones in a moments file ([`INLINE_MOMENTS_MAX`] in `save`).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn save_with_inline_limit(&self, path: &std::path::Path, inline_max: usize) -> Result<()> {
+        // Through a symlink: the moments file goes beside the file the link points to.
+        let path = &save_target::resolve_save_target(path, "save to")?;
         let name = path
             .file_name()
             .ok_or_else(|| Error::Checkpoint(format!("{}: not a file path", path.display())))?
@@ -284,7 +290,9 @@ impl Checkpoint {
         if let Some(o) = &mut ck.optimizer
             && let Some(f) = &o.moments_file
         {
-            match moments_file::read(path, &f.file, f.crc32) {
+            // Beside the file itself, where a save through a symlink put it.
+            let file = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+            match moments_file::read(&file, &f.file, f.crc32) {
                 Ok(moments) => {
                     o.moments = moments;
                     o.unavailable = None;

@@ -6,6 +6,7 @@ use std::io::{ErrorKind, Write};
 use std::path::Path;
 
 use super::disk_full::{self, Fault};
+use super::save_target::resolve_save_target;
 use crate::error::{Error, Result};
 use crate::gpu::human_bytes;
 
@@ -23,7 +24,7 @@ pub(super) fn parent_dir(path: &Path) -> &Path {
 }
 
 /// Write `bytes` to `path` atomically: a crash at any point leaves either the old file or
-/// the new one, never a torn one. `save_needs` is what the whole save writes (this file
+/// the new one, never a torn one; a symlink to a regular file is written through. `save_needs` is what the whole save writes (this file
 /// and, for a checkpoint, its moments file), for the message when the disk is full.
 /// `before_rename` runs on the synced temp file (the save test hook).
 pub(super) fn write_atomic(
@@ -32,13 +33,9 @@ pub(super) fn write_atomic(
     save_needs: u64,
     before_rename: impl FnOnce(&Path) -> Result<()>,
 ) -> Result<()> {
+    // Only ever onto a regular file or a new path (a rename would replace a device node).
+    let path = &resolve_save_target(path, "save to")?;
     let dir = parent_dir(path);
-    if path.file_name().is_none() {
-        return Err(Error::Checkpoint(format!(
-            "{}: not a file path",
-            path.display()
-        )));
-    }
     let fault = disk_full::fault_for_next_write()?;
     let prefix = temp_prefix(path);
     let tmp = dir.join(format!("{prefix}{}", std::process::id()));
