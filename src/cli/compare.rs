@@ -112,11 +112,19 @@ pub fn run(args: &CompareArgs) -> Result<()> {
     });
     let text = serde_json::to_string_pretty(&report).expect("report serialises");
     save_file(&args.report, text.as_bytes(), "--report")?;
-    save_file(
-        &args.png,
-        &plot::comparison_png(&args.png, &summaries)?,
-        "--png",
-    )?;
+    let info = plot::ChartInfo {
+        model: args
+            .common
+            .model
+            .clone()
+            .unwrap_or_else(|| prepared.spec.name.clone()),
+        dataset: prepared.dataset.clone(),
+        batch_size: args.common.batch_size,
+        adapter: ctx.report.name.clone(),
+        backend: ctx.report.backend.clone(),
+    };
+    let png = plot::comparison_png(&args.png, &info, &summaries)?;
+    save_file(&args.png, &png, "--png")?;
     // The files first, so a closed stdout (`| head`) never costs them.
     print_summary(&summaries.iter().collect::<Vec<_>>())?;
     outln!("report: {}", args.report.display())?;
