@@ -9,7 +9,7 @@
 //! - the allocator's live GPU bytes stay exactly equal;
 //! - host RSS (`/proc/self/statm`) stays within a small allowance of its warm-up figure.
 //!
-//! The figures are printed every 250 steps. Small inputs and batch 8 keep a step short on
+//! The figures, taken every 250 steps, are printed (visible in plain `cargo test` output). Small inputs and batch 8 keep a step short on
 //! lavapipe (the mlp on MNIST's 784 inputs takes about six times as long per step); what
 //! this test looks for, objects and bytes that pile up step after step, does not depend on
 //! the layers' widths.
@@ -142,18 +142,17 @@ fn three_thousand_steps_create_nothing_and_hold_memory_flat_after_warm_up() {
     steps_reported += run.trainer.finish(&ctx).unwrap().len() as u64;
     let seconds = started.elapsed().as_secs_f64();
 
-    println!(
-        "soak: {STEPS} steps of mlp (amp-f16, Adam, clip 1.0) at batch {BATCH} on `{}`, {epochs_ended} \
-         epochs ended, final loss {last_loss}, {seconds:.1} s in all",
-        ctx.report.name
-    );
-    println!(
-        "{:>6} {:>12} {:>12} {:>8} {:>12} {:>10}",
-        "step", "host RSS B", "GPU live B", "buffers", "bind groups", "pipelines"
+    // Shown in plain `cargo test` output too, where `println!` of a passing test is hidden.
+    let mut table = format!(
+        "\nsoak: {STEPS} steps of mlp (amp-f16, Adam, clip 1.0) at batch {BATCH} on `{}`, \
+         {epochs_ended} epochs ended, final loss {last_loss}, {seconds:.1} s in all\n\
+         {:>6} {:>12} {:>12} {:>8} {:>12} {:>10}",
+        ctx.report.name, "step", "host RSS B", "GPU live B", "buffers", "bind groups", "pipelines"
     );
     for s in &samples {
-        println!("{}", s.row());
+        table += &format!("\n{}", s.row());
     }
+    common::show(&table);
     assert_eq!(steps_reported, STEPS, "every step's stats came back");
     // Random targets: nothing to learn beyond their mean, but every loss must be a number.
     assert!(last_loss.is_finite(), "loss {last_loss}");
