@@ -5,6 +5,7 @@
 //! only after the training it was meant to keep.
 
 use std::fs::{FileType, Metadata};
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 use super::atomic;
@@ -46,7 +47,10 @@ pub(super) fn resolve_save_target(path: &Path, what: &str) -> Result<PathBuf> {
         return Err(refuse(path, what, "is not a file path"));
     }
     let target = match std::fs::symlink_metadata(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => path.to_path_buf(),
+        // Nothing there (or its folder is not one: said below).
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+            path.to_path_buf()
+        }
         Err(e) => return Err(refuse(path, what, &e.to_string())),
         Ok(m) if m.is_file() => path.to_path_buf(),
         Ok(m) if m.file_type().is_symlink() => {
@@ -64,10 +68,10 @@ pub(super) fn resolve_save_target(path: &Path, what: &str) -> Result<PathBuf> {
     let dir = atomic::parent_dir(&target);
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => Ok(target),
-        Ok(m) => Err(refuse(
+        Ok(_) => Err(refuse(
             path,
             what,
-            &format!("{} is {}", dir.display(), kind(&m)),
+            &format!("its folder {} is not a directory", dir.display()),
         )),
         Err(e) => Err(refuse(
             path,
