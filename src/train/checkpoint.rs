@@ -262,6 +262,7 @@ impl Checkpoint {
         let needs = (bytes.len() + moments.as_ref().map_or(0, |(_, b)| b.len())) as u64;
         let mut written_moments = None;
         if let Some((file, moment_bytes)) = &moments {
+            moments_file::remove_unnamed(path);
             let path = atomic::parent_dir(path).join(&file.file);
             // Same name, same CRC: the previous save's file, which its checkpoint still names.
             let existed = path.symlink_metadata().is_ok();
