@@ -15,39 +15,21 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::cli::{BIN, assert_says, error_line, fresh_dir, quick};
 use webgpu_amp::train::checkpoint::{Checkpoint, DISK_FULL_ENV, INLINE_MOMENTS_MAX_ENV};
 
-const BIN: &str = env!("CARGO_BIN_EXE_webgpu-amp");
 const CHECKPOINT: &str = "run.safetensors";
 const MOMENTS_PREFIX: &str = "run.safetensors.optimizer-";
 
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("webgpu-amp-disk-full-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// Two optimizer steps of the mlp on a small synthetic set, saved after each and at the end.
 fn train(dir: &Path, hook: Option<&str>) -> Output {
+    let checkpoint = dir.join(CHECKPOINT).display().to_string();
     let mut cmd = Command::new(BIN);
-    cmd.args([
+    cmd.args(quick(
         "train",
-        "--model",
-        "mlp",
-        "--dataset",
-        "synthetic:64",
-        "--batch-size",
-        "8",
-        "--steps",
-        "2",
-        "--no-validate",
-        "--save-every",
-        "1",
-        "--save",
-    ])
-    .arg(dir.join(CHECKPOINT))
+        2,
+        &["--save-every", "1", "--save", &checkpoint],
+    ))
     .env(INLINE_MOMENTS_MAX_ENV, "0");
     match hook {
         Some(h) => cmd.env(DISK_FULL_ENV, h),
@@ -56,32 +38,54 @@ fn train(dir: &Path, hook: Option<&str>) -> Output {
     cmd.output().expect("run webgpu-amp")
 }
 
-/// The one `error:` line of a failed run.
-fn error_line(out: &Output, what: &str) -> String {
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+/// The bytes of the moments file and of the checkpoint that one save of [`train`] writes,
+/// from a run without the hook (in its own folder, `tag`).
+fn one_save(tag: &str) -> (u64, u64) {
+    let dir = fresh_dir(tag);
+    let out = train(&dir, None);
     assert!(
-        !out.status.success(),
-        "{what}: the run succeeded:\n{stderr}"
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    assert!(!stderr.contains("panicked"), "{what}: panic:\n{stderr}");
-    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "{what}: stderr must be one line:\n{stderr}");
-    assert!(lines[0].starts_with("error: "), "{what}: {}", lines[0]);
-    lines[0].to_string()
-}
-
-/// The bytes of the checkpoint at `dir` and its moments file: what one save writes.
-fn save_bytes(dir: &Path) -> u64 {
-    let names = common::file_names(dir, |_| true);
+    let names = common::file_names(&dir, |_| true);
     assert_eq!(
         names.len(),
         2,
         "a checkpoint and its moments file: {names:?}"
     );
-    names
-        .iter()
-        .map(|n| std::fs::metadata(dir.join(n)).unwrap().len())
-        .sum()
+    let size = |name: &str| std::fs::metadata(dir.join(name)).unwrap().len();
+    let sizes = (size(&names[1]), size(&names[0]));
+    let _ = std::fs::remove_dir_all(&dir);
+    sizes
+}
+
+/// What the error of a save that ran out of space says: the file (the moments file or the
+/// checkpoint, `stage`), the bytes the whole save needs, that no temp file remains, and the
+/// step the checkpoint on disk still holds.
+fn assert_says_out_of_space(
+    line: &str,
+    what: &str,
+    dir: &Path,
+    stage: &str,
+    needs: u64,
+    step: u64,
+) {
+    let file = match stage {
+        "checkpoint" => format!("{}: ", dir.join(CHECKPOINT).display()),
+        _ => dir.join(MOMENTS_PREFIX).display().to_string(),
+    };
+    let needs = format!("the save needs {needs} bytes");
+    let holds = format!("{} still holds step {step}", dir.join(CHECKPOINT).display());
+    let needles = [
+        &file,
+        "No space left on device",
+        &needs,
+        "the temp file is removed",
+        &holds,
+    ];
+    assert_says(line, what, &needles);
+    println!("{what}: {line}");
 }
 
 /// What must hold after a save failed: the checkpoint holds `step` with its optimizer state
@@ -112,16 +116,8 @@ fn assert_previous_intact(dir: &Path, step: u64, what: &str) {
 
 #[test]
 fn a_full_disk_at_each_stage_of_a_save_keeps_the_previous_checkpoint() {
-    // A run without the hook: what one save of this run writes.
-    let clean = temp_dir("clean");
-    let out = train(&clean, None);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let needs = save_bytes(&clean);
-    let _ = std::fs::remove_dir_all(&clean);
+    let (moments, checkpoint) = one_save("clean");
+    let needs = moments + checkpoint;
 
     // (hook, the file it fails, the step the checkpoint must still hold)
     let all = u64::MAX.to_string();
@@ -137,22 +133,9 @@ fn a_full_disk_at_each_stage_of_a_save_keeps_the_previous_checkpoint() {
     ];
     for (hook, stage, step) in cases {
         let what = format!("{DISK_FULL_ENV}={hook} ({stage})");
-        let dir = temp_dir(&hook.replace(':', "-"));
+        let dir = fresh_dir(&hook.replace(':', "-"));
         let line = error_line(&train(&dir, Some(&hook)), &what);
-        let file = match stage {
-            "checkpoint" => format!("{}: ", dir.join(CHECKPOINT).display()),
-            _ => format!("{}", dir.join(MOMENTS_PREFIX).display()),
-        };
-        for needle in [
-            file.as_str(),
-            "No space left on device",
-            &format!("the save needs {needs} bytes"),
-            "the temp file is removed",
-            &format!("{} still holds step {step}", dir.join(CHECKPOINT).display()),
-        ] {
-            assert!(line.contains(needle), "{what}: lacks `{needle}`: {line}");
-        }
-        println!("{what}: {line}");
+        assert_says_out_of_space(&line, &what, &dir, stage, needs, step);
         assert_previous_intact(&dir, step, &what);
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -191,30 +174,15 @@ fn pages(bytes: u64) -> u64 {
 /// 2 runs out of space inside its moments file, or inside its checkpoint.
 #[test]
 fn a_real_full_file_system_keeps_the_previous_checkpoint() {
-    let clean = temp_dir("tmpfs-clean");
-    let out = train(&clean, None);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let size = |prefix: &str| {
-        let name = &common::file_names(&clean, |n| n.starts_with(prefix))[0];
-        std::fs::metadata(clean.join(name)).unwrap().len()
-    };
-    let (moments, checkpoint) = (size(MOMENTS_PREFIX), size(CHECKPOINT));
-    let _ = std::fs::remove_dir_all(&clean);
-    let one_save = pages(moments) + pages(checkpoint);
+    let (moments, checkpoint) = one_save("tmpfs-clean");
+    let first = pages(moments) + pages(checkpoint);
     let cases = [
-        ("moments file", one_save + pages(moments) / 2),
-        (
-            "checkpoint",
-            one_save + pages(moments) + pages(checkpoint) / 2,
-        ),
+        ("moments file", first + pages(moments) / 2),
+        ("checkpoint", first + pages(moments) + pages(checkpoint) / 2),
     ];
     for (stage, capacity) in cases {
         let what = format!("a {capacity}-page tmpfs ({stage})");
-        let dir = temp_dir(&format!("tmpfs-{capacity}"));
+        let dir = fresh_dir(&format!("tmpfs-{capacity}"));
         let mounted = match Tmpfs::mount(&dir, capacity * 4) {
             Ok(m) => m,
             Err(why) => {
@@ -227,19 +195,12 @@ fn a_real_full_file_system_keeps_the_previous_checkpoint() {
             }
         };
         let line = error_line(&train(&dir, None), &what);
-        let file = match stage {
-            "checkpoint" => format!("{}: writing: ", dir.join(CHECKPOINT).display()),
-            _ => format!("{}", dir.join(MOMENTS_PREFIX).display()),
-        };
-        for needle in [
-            file.as_str(),
-            "No space left on device",
-            &format!("the save needs {} bytes", moments + checkpoint),
-            &format!("{} still holds step 1", dir.join(CHECKPOINT).display()),
-        ] {
-            assert!(line.contains(needle), "{what}: lacks `{needle}`: {line}");
-        }
-        println!("{what}: {line}");
+        assert_says(
+            &line,
+            &what,
+            &["writing: No space left on device (os error 28)"],
+        );
+        assert_says_out_of_space(&line, &what, &dir, stage, moments + checkpoint, 1);
         assert_previous_intact(&dir, 1, &what);
         drop(mounted);
         let _ = std::fs::remove_dir_all(&dir);

@@ -11,37 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::cli::{BIN, assert_says, error_line, fresh_dir, quick};
 use webgpu_amp::train::checkpoint::{Checkpoint, DISK_FULL_ENV, INLINE_MOMENTS_MAX_ENV};
 
-const BIN: &str = env!("CARGO_BIN_EXE_webgpu-amp");
 const RULE: &str = "a save goes only to a regular file or a new path";
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "webgpu-amp-save-targets-{}-{tag}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn train_args(extra: &[&str]) -> Vec<String> {
-    let mut args = vec![
-        "train",
-        "--model",
-        "mlp",
-        "--dataset",
-        "synthetic:64",
-        "--batch-size",
-        "8",
-        "--steps",
-        "1",
-        "--no-validate",
-    ];
-    args.extend_from_slice(extra);
-    args.into_iter().map(String::from).collect()
-}
 
 /// Runs the binary, killed after 60 s (a write that blocks on a FIFO would hang).
 fn run(args: &[String], env: &[(&str, &str)]) -> Output {
@@ -67,25 +40,15 @@ fn run(args: &[String], env: &[(&str, &str)]) -> Output {
 
 /// The single `error:` line of a run refused before it trained (nothing on stdout).
 fn refused(out: &Output, needles: &[&str]) -> String {
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(
-        !out.status.success(),
-        "expected a refusal, got success:\n{stderr}"
-    );
-    assert!(!stderr.contains("panicked"), "panic:\n{stderr}");
-    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "stderr must be one line:\n{stderr}");
-    let line = lines[0];
-    assert!(line.starts_with("error: "), "{line}");
-    for n in needles.iter().chain([&RULE]) {
-        assert!(line.contains(n), "lacks `{n}`: {line}");
-    }
+    let line = error_line(out, "a refused target");
+    assert_says(&line, "a refused target", needles);
+    assert_says(&line, "a refused target", &[RULE]);
     assert!(
         out.stdout.is_empty(),
         "refused only after starting: stdout {}",
         String::from_utf8_lossy(&out.stdout)
     );
-    line.to_string()
+    line
 }
 
 /// A character device to aim at: a node of our own (root: `mknod`, like /dev/full), else
@@ -133,7 +96,7 @@ fn file_type(path: &Path) -> String {
 
 #[test]
 fn save_and_metrics_refuse_what_is_not_a_regular_file_before_training() {
-    let dir = temp_dir("refused");
+    let dir = fresh_dir("refused");
     let device = char_device(&dir);
     let folder = dir.join("folder");
     std::fs::create_dir(&folder).unwrap();
@@ -170,7 +133,7 @@ fn save_and_metrics_refuse_what_is_not_a_regular_file_before_training() {
     for flag in ["--save", "--metrics"] {
         for (target, says) in &cases {
             let path = target.display().to_string();
-            let out = run(&train_args(&[flag, &path]), &[]);
+            let out = run(&quick("train", 1, &[flag, &path]), &[]);
             let line = refused(&out, &[&format!("{flag} {path}: "), says]);
             println!("{line}");
         }
@@ -193,7 +156,7 @@ fn save_and_metrics_refuse_what_is_not_a_regular_file_before_training() {
 /// goes beside the file itself; the link stays a link and loads, moments included.
 #[test]
 fn a_symlink_to_a_regular_file_is_saved_through() {
-    let dir = temp_dir("through");
+    let dir = fresh_dir("through");
     let real_dir = dir.join("real");
     std::fs::create_dir(&real_dir).unwrap();
     let real = real_dir.join("run.safetensors");
@@ -202,7 +165,7 @@ fn a_symlink_to_a_regular_file_is_saved_through() {
     symlink(&real, &link);
     let link_arg = link.display().to_string();
     let out = run(
-        &train_args(&["--save", &link_arg]),
+        &quick("train", 1, &["--save", &link_arg]),
         &[(INLINE_MOMENTS_MAX_ENV, "0")],
     );
     assert!(
@@ -234,26 +197,11 @@ fn a_symlink_to_a_regular_file_is_saved_through() {
 /// disk, by the write hook) leaves the previous chart as it was.
 #[test]
 fn compare_reports_go_only_to_regular_files_and_a_failed_write_keeps_the_old_one() {
-    let dir = temp_dir("compare");
+    let dir = fresh_dir("compare");
     let device = char_device(&dir);
     let report = dir.join("report.json");
     let png = dir.join("report.png");
-    let compare = |extra: &[&str]| -> Vec<String> {
-        let mut args = vec![
-            "compare",
-            "--model",
-            "mlp",
-            "--dataset",
-            "synthetic:64",
-            "--batch-size",
-            "8",
-            "--steps",
-            "2",
-            "--no-validate",
-        ];
-        args.extend_from_slice(extra);
-        args.into_iter().map(String::from).collect()
-    };
+    let compare = |extra: &[&str]| quick("compare", 2, extra);
     let (report_arg, png_arg) = (report.display().to_string(), png.display().to_string());
     let device_arg = device.display().to_string();
     let dir_arg = dir.display().to_string();
