@@ -12,8 +12,9 @@ if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
   export XDG_RUNTIME_DIR="$(mktemp -d)"
 fi
 
-# Tests append what they could not check on this machine (tests/common: `not_checked`);
-# printed at the end, pass or fail, so a green run cannot hide it.
+# Tests append what they could not check on this machine (tests/common: `not_checked`; each
+# note also shows in cargo test's output as it happens); printed again at the end, pass or
+# fail, so a long green log cannot bury it.
 not_checked="${CARGO_TARGET_DIR:-target}/tmp/NOT_CHECKED"
 rm -f "$not_checked"
 say_not_checked() {

@@ -209,3 +209,33 @@ fn each_save_leaves_exactly_the_moments_file_its_checkpoint_names() {
 fn save_in_file(ck: &Checkpoint, path: &Path) {
     ck.save_with_inline_limit(path, 0).unwrap();
 }
+
+/// A killed writer's moments file (renamed, then never named by a checkpoint) goes before
+/// the next save writes its own, so that no moment of that save has more than two moments
+/// files: the one the checkpoint on disk names and the new one. Seen here through a save
+/// that fails after its moments file (its checkpoint's temp path is taken by a folder): it
+/// removes its own file, and the killed writer's is gone already.
+#[test]
+fn a_killed_writers_moments_file_goes_before_the_next_save_writes() {
+    let dir = temp_dir("leftover");
+    let path = dir.join("run.safetensors");
+    save_in_file(&checkpoint(4, 1), &path);
+    let named = moments_files(&dir);
+    assert_eq!(named.len(), 1);
+    // What a writer killed between its two renames leaves: a moments file nobody names.
+    let leftover = dir.join("run.safetensors.optimizer-0badf00d.safetensors");
+    std::fs::copy(dir.join(&named[0]), &leftover).unwrap();
+    let blocker = dir.join(format!(".run.safetensors.tmp-{}", std::process::id()));
+    std::fs::create_dir(&blocker).unwrap();
+
+    let failed = checkpoint(4, 2).save_with_inline_limit(&path, 0);
+    common::expect_err(failed, &["run.safetensors", "creating a temp file"]);
+    assert_eq!(
+        moments_files(&dir),
+        named,
+        "only the named moments file remains"
+    );
+    assert_eq!(Checkpoint::load(&path).unwrap(), checkpoint(4, 1));
+    std::fs::remove_dir(&blocker).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

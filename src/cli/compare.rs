@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use webgpu_amp::amp::policy::Precision;
+use webgpu_amp::train::checkpoint::{check_save_target, save_file};
 use webgpu_amp::train::run::RunSummary;
 use webgpu_amp::{Error, GpuContext, Result};
 
@@ -63,6 +64,9 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         ));
     }
     args.common.validate_args()?;
+    // Before any training: the files go only to regular files or new paths.
+    check_save_target(&args.report, "--report")?;
+    check_save_target(&args.png, "--png")?;
     let options = args.common.device.options()?;
     let (prepared, ctx) = args.common.prepare(&modes, || GpuContext::new(&options))?;
     // The banner only: with stdout closed already, the runs and their files still matter.
@@ -107,9 +111,20 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         "runs": runs,
     });
     let text = serde_json::to_string_pretty(&report).expect("report serialises");
-    std::fs::write(&args.report, text)
-        .map_err(|e| Error::InvalidArgument(format!("{}: {e}", args.report.display())))?;
-    plot::comparison_png(&args.png, &summaries)?;
+    save_file(&args.report, text.as_bytes(), "--report")?;
+    let info = plot::ChartInfo {
+        model: args
+            .common
+            .model
+            .clone()
+            .unwrap_or_else(|| prepared.spec.name.clone()),
+        dataset: prepared.dataset.clone(),
+        batch_size: args.common.batch_size,
+        adapter: ctx.report.name.clone(),
+        backend: ctx.report.backend.clone(),
+    };
+    let png = plot::comparison_png(&args.png, &info, &summaries)?;
+    save_file(&args.png, &png, "--png")?;
     // The files first, so a closed stdout (`| head`) never costs them.
     print_summary(&summaries.iter().collect::<Vec<_>>())?;
     outln!("report: {}", args.report.display())?;

@@ -12,7 +12,7 @@ use webgpu_amp::nn::LossKind;
 use webgpu_amp::nn::ModelSpec;
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::StepConfig;
-use webgpu_amp::train::checkpoint::Checkpoint;
+use webgpu_amp::train::checkpoint::{Checkpoint, check_save_target};
 use webgpu_amp::train::planning::check_params_fit;
 use webgpu_amp::train::profile::profile_steps;
 use webgpu_amp::train::run::MAX_GRAD_ACCUM;
@@ -359,6 +359,15 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
         return Err(Error::InvalidArgument(
             "--save-every must be at least 1".into(),
         ));
+    }
+    // Before any training: the files the writer rank makes go only to regular files or
+    // new paths (a rename onto /dev/full replaced the device node).
+    if rank.is_none_or(Joined::is_writer) {
+        for (flag, path) in [("--save", &args.save), ("--metrics", &args.metrics)] {
+            if let Some(p) = path {
+                check_save_target(p, flag)?;
+            }
+        }
     }
     let options = args.common.device.options()?;
     let (prepared, ctx) = args.common.prepare(&[precision], || match rank {

@@ -4,6 +4,7 @@
 //! passes, step after step; nothing is created inside a step.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::{GpuBuffer, GpuContext, human_bytes};
@@ -61,6 +62,8 @@ struct CachedPipeline {
 #[derive(Default)]
 pub(crate) struct PipelineCache {
     map: Mutex<HashMap<String, Arc<CachedPipeline>>>,
+    /// Pipelines (and their shader modules) compiled: cache misses.
+    created: AtomicU64,
 }
 
 /// Workgroup grid for `threads` invocations of a 1-D kernel with `wg` threads per group,
@@ -106,6 +109,13 @@ impl Kernel {
 }
 
 impl GpuContext {
+    /// Compute pipelines created on this context so far (each with its shader module; the
+    /// cache makes one per shader variant and entry point). With the allocator's buffer
+    /// and bind-group counts, what a long run must stop creating after warm-up.
+    pub fn pipelines_created(&self) -> u64 {
+        self.pipelines.created.load(Ordering::Relaxed)
+    }
+
     /// Build a kernel: specialise the shader for the storages of the tensors bound, compile
     /// it once (cached), and make its bind group.
     pub fn kernel(
@@ -275,6 +285,7 @@ impl GpuContext {
                 compilation_options: Default::default(),
                 cache: None,
             });
+        self.pipelines.created.fetch_add(1, Ordering::Relaxed);
         let cached = Arc::new(CachedPipeline {
             pipeline,
             used_bindings,

@@ -15,15 +15,23 @@
 #[cfg(not(target_arch = "wasm32"))]
 mod atomic;
 #[cfg(not(target_arch = "wasm32"))]
+mod disk_full;
+#[cfg(not(target_arch = "wasm32"))]
 mod moments_file;
 mod optimizer_state;
 mod save_pause;
+#[cfg(not(target_arch = "wasm32"))]
+mod save_target;
+#[cfg(not(target_arch = "wasm32"))]
+pub use disk_full::DISK_FULL_ENV;
 #[cfg(not(target_arch = "wasm32"))]
 pub use moments_file::{INLINE_MOMENTS_MAX, INLINE_MOMENTS_MAX_ENV};
 pub use optimizer_state::{MomentsFileRef, NamedOptimizerState, decode_f32, encode_f32};
 pub use save_pause::SAVE_PAUSE_ENV;
 #[cfg(not(target_arch = "wasm32"))]
 use save_pause::pause_before_rename;
+#[cfg(not(target_arch = "wasm32"))]
+pub use save_target::{check_save_target, save_file};
 
 use std::collections::HashMap;
 
@@ -217,7 +225,10 @@ impl Checkpoint {
 
     /// Write atomically: a temp file beside the target, fsync, then rename over it. A crash
     /// at any point leaves either the old file or the new one, never a torn one. Moments too
-    /// big for the header go first to their own file (see `moments_file.rs`).
+    /// big for the header go first to their own file (see `moments_file.rs`). A save that
+    /// fails at any stage (a full disk: the error names the file and the bytes the save
+    /// needs) leaves the previous checkpoint and its moments file as they were, and no
+    /// partial file.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn save(&self, path: &std::path::Path) -> Result<()> {
         self.save_with_inline_limit(path, moments_file::inline_max()?)
@@ -227,27 +238,45 @@ impl Checkpoint {
     /// and bigger ones in a moments file ([`INLINE_MOMENTS_MAX`] in `save`).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn save_with_inline_limit(&self, path: &std::path::Path, inline_max: usize) -> Result<()> {
+        // Through a symlink: the moments file goes beside the file the link points to.
+        let path = &save_target::resolve_save_target(path, "save to")?;
         let name = path
             .file_name()
             .ok_or_else(|| Error::Checkpoint(format!("{}: not a file path", path.display())))?
             .to_string_lossy()
             .into_owned();
         let moment_bytes = self.optimizer.as_ref().map_or(0, |o| 4 * o.moment_values());
-        let mut moments_file = None;
+        // Everything is encoded before anything is written, so a failed write can say what
+        // the whole save needs.
+        let mut moments = None;
         if moment_bytes > inline_max
             && let Some(o) = &self.optimizer
         {
             let bytes = moments_file::encode(o, &self.params, &name)?;
             let crc32 = crc32fast::hash(&bytes);
             let file = moments_file::file_name(&name, crc32);
-            atomic::write_atomic(&atomic::parent_dir(path).join(&file), &bytes, |_| Ok(()))?;
-            moments_file = Some(MomentsFileRef { file, crc32 });
+            moments = Some((MomentsFileRef { file, crc32 }, bytes));
         }
-        let keep = moments_file.as_ref().map(|f| f.file.clone());
-        let optimizer = self.optimizer_meta(moments_file)?;
+        let optimizer = self.optimizer_meta(moments.as_ref().map(|(f, _)| f.clone()))?;
         let bytes = self.encode(optimizer.as_ref())?;
-        atomic::write_atomic(path, &bytes, pause_before_rename)?;
-        moments_file::remove_others(path, keep.as_deref());
+        let needs = (bytes.len() + moments.as_ref().map_or(0, |(_, b)| b.len())) as u64;
+        let mut written_moments = None;
+        if let Some((file, moment_bytes)) = &moments {
+            moments_file::remove_unnamed(path);
+            let path = atomic::parent_dir(path).join(&file.file);
+            // Same name, same CRC: the previous save's file, which its checkpoint still names.
+            let existed = path.symlink_metadata().is_ok();
+            atomic::write_atomic(&path, moment_bytes, needs, |_| Ok(()))?;
+            written_moments = (!existed).then_some(path);
+        }
+        if let Err(e) = atomic::write_atomic(path, &bytes, needs, pause_before_rename) {
+            // The previous checkpoint names its own moments file; this one is nobody's.
+            if let Some(orphan) = written_moments {
+                let _ = std::fs::remove_file(orphan);
+            }
+            return Err(e);
+        }
+        moments_file::remove_others(path, moments.as_ref().map(|(f, _)| f.file.as_str()));
         Ok(())
     }
 
@@ -262,7 +291,9 @@ impl Checkpoint {
         if let Some(o) = &mut ck.optimizer
             && let Some(f) = &o.moments_file
         {
-            match moments_file::read(path, &f.file, f.crc32) {
+            // Beside the file itself, where a save through a symlink put it.
+            let file = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+            match moments_file::read(&file, &f.file, f.crc32) {
                 Ok(moments) => {
                     o.moments = moments;
                     o.unavailable = None;

@@ -347,7 +347,15 @@ impl Run {
                 path.display()
             )));
         }
-        checkpoint.save(path)?;
+        checkpoint
+            .save(path)
+            .map_err(|e| match (e, &self.last_saved) {
+                // Which step a resume would start from.
+                (Error::Checkpoint(m), Some((last, step))) => {
+                    Error::Checkpoint(format!("{m}; {last} still holds step {step}"))
+                }
+                (e, _) => e,
+            })?;
         self.last_saved = Some((path.display().to_string(), self.progress.step));
         if let Some(c) = self.collective() {
             c.set_failure_note(self.checkpoint_note());

@@ -2,6 +2,7 @@
 //! none, they fail with a message saying how to get one. They never skip.
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod matmul_ref;
 
 use std::sync::OnceLock;
@@ -165,14 +166,29 @@ pub fn expect_err<T, E: std::fmt::Display>(result: Result<T, E>, needles: &[&str
     message
 }
 
-/// Says loudly that a check did not run on this machine, and why: on stderr (cargo shows it
-/// only for failing tests) and appended to `target/tmp/NOT_CHECKED`, which
-/// `scripts/test.sh` prints at the end of every run, so a passing suite cannot hide it.
+/// Makes [`not_checked`] fail the test instead of passing with a note: for a machine that
+/// should run every check (one with a cooperative-matrix GPU, say).
+pub const REQUIRE_ALL_CHECKS_ENV: &str = "WEBGPU_AMP_REQUIRE_ALL_CHECKS";
+/// Where [`not_checked`] records its notes instead of `target/tmp/NOT_CHECKED` (for
+/// `tests/not_checked.rs`, whose self-test must not add to the real list).
+pub const NOT_CHECKED_FILE_ENV: &str = "WEBGPU_AMP_NOT_CHECKED_FILE";
+
+/// Says loudly that a check did not run on this machine, and why, three ways:
+/// - on the test process's stdout, written past the test harness's capture (which hides
+///   `println!` and `eprintln!` of passing tests), so plain `cargo test` shows
+///   `NOT CHECKED: <test file>: <what>`;
+/// - appended to `target/tmp/NOT_CHECKED`, which `scripts/test.sh` prints at the end of
+///   every run, so a long log cannot bury it;
+/// - with `WEBGPU_AMP_REQUIRE_ALL_CHECKS=1`, as a failure of the test.
 pub fn not_checked(what: &str) {
     use std::io::Write;
     let line = format!("{}: {what}", env!("CARGO_CRATE_NAME"));
-    eprintln!("NOT CHECKED: {line}");
-    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("NOT_CHECKED");
+    // On a line of its own, not after the harness's `test name ... `.
+    show(&format!("\nNOT CHECKED: {line}"));
+    let path = match std::env::var_os(NOT_CHECKED_FILE_ENV) {
+        Some(p) => std::path::PathBuf::from(p),
+        None => std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("NOT_CHECKED"),
+    };
     let appended = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -184,6 +200,19 @@ pub fn not_checked(what: &str) {
             path.display()
         );
     }
+    if std::env::var_os(REQUIRE_ALL_CHECKS_ENV).is_some_and(|v| v == "1") {
+        panic!("NOT CHECKED: {line} ({REQUIRE_ALL_CHECKS_ENV}=1 requires every check)");
+    }
+}
+
+/// Writes `text` (and a newline) to the process's stdout directly: the test harness
+/// captures only the `print!` family, so this shows under plain `cargo test` even when the
+/// test passes. For what a passing test must not hide.
+pub fn show(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(format!("{text}\n").as_bytes());
+    let _ = out.flush();
 }
 
 /// The names of the files in `dir` that `keep` accepts, sorted.

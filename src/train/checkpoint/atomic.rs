@@ -1,10 +1,14 @@
 //! Atomic file writes: a temp file beside the target, fsync, rename; and the clean-up of
-//! temp files that killed writers left behind.
+//! temp files that killed writers left behind. A write that fails at any stage (a full
+//! disk included) removes its temp file and leaves the target as it was.
 
-use std::io::Write;
+use std::io::{ErrorKind, Write};
 use std::path::Path;
 
+use super::disk_full::{self, Fault};
+use super::save_target::resolve_save_target;
 use crate::error::{Error, Result};
+use crate::gpu::human_bytes;
 
 /// The prefix of `path`'s temp files (`.{name}.tmp-{pid}`).
 pub(super) fn temp_prefix(path: &Path) -> String {
@@ -20,43 +24,102 @@ pub(super) fn parent_dir(path: &Path) -> &Path {
 }
 
 /// Write `bytes` to `path` atomically: a crash at any point leaves either the old file or
-/// the new one, never a torn one. `before_rename` runs on the synced temp file (the save
-/// test hook).
+/// the new one, never a torn one; a symlink to a regular file is written through. `save_needs` is what the whole save writes (this file
+/// and, for a checkpoint, its moments file), for the message when the disk is full.
+/// `before_rename` runs on the synced temp file (the save test hook).
 pub(super) fn write_atomic(
     path: &Path,
     bytes: &[u8],
+    save_needs: u64,
     before_rename: impl FnOnce(&Path) -> Result<()>,
 ) -> Result<()> {
+    // Only ever onto a regular file or a new path (a rename would replace a device node).
+    let path = &resolve_save_target(path, "save to")?;
     let dir = parent_dir(path);
-    if path.file_name().is_none() {
-        return Err(Error::Checkpoint(format!(
-            "{}: not a file path",
-            path.display()
-        )));
-    }
+    let fault = disk_full::fault_for_next_write()?;
     let prefix = temp_prefix(path);
     let tmp = dir.join(format!("{prefix}{}", std::process::id()));
-    let io = |e: std::io::Error, what: &str| {
-        Error::Checkpoint(format!("{}: {what}: {e}", path.display()))
+    let existed = path.symlink_metadata().is_ok();
+    let failed = |stage: &str, e: std::io::Error, written: usize| {
+        let _ = std::fs::remove_file(&tmp);
+        let kept = if existed {
+            "the file there is unchanged"
+        } else {
+            "no file was created there"
+        };
+        // Out of space: say how much the save needed, the figure a user must free.
+        let needs = match e.kind() {
+            ErrorKind::StorageFull | ErrorKind::QuotaExceeded | ErrorKind::FileTooLarge => {
+                format!(
+                    "; the save needs {save_needs} bytes ({}) free",
+                    human_bytes(save_needs)
+                )
+            }
+            _ => String::new(),
+        };
+        Error::Checkpoint(format!(
+            "{}: {stage}: {e} ({written} of its {} bytes written){needs}; {kept} and the temp \
+             file is removed",
+            path.display(),
+            bytes.len(),
+        ))
     };
     // The temp file stays locked until it is renamed: a lock a later save can take
     // belongs to a writer that died (the OS drops locks with the process).
-    let mut f = std::fs::File::create(&tmp).map_err(|e| io(e, "creating temp file"))?;
+    let mut f = std::fs::File::create(&tmp).map_err(|e| failed("creating a temp file", e, 0))?;
     let _ = f.try_lock();
-    f.write_all(bytes).map_err(|e| io(e, "writing"))?;
-    f.sync_all().map_err(|e| io(e, "syncing"))?;
-    before_rename(&tmp)?;
-    std::fs::rename(&tmp, path).map_err(|e| {
+    let limit = match fault {
+        Some(Fault::AtByte(n)) => usize::try_from(n).unwrap_or(usize::MAX).min(bytes.len()),
+        _ => bytes.len(),
+    };
+    let written = write_counted(&mut f, &bytes[..limit]);
+    let written = match (written, fault) {
+        (Err((e, n)), _) => Err((e, n)),
+        (Ok(n), Some(Fault::AtByte(_))) => Err((disk_full::no_space(), n)),
+        (Ok(n), _) => Ok(n),
+    };
+    if let Err((e, n)) = written {
+        drop(f);
+        return Err(failed("writing", e, n));
+    }
+    if let Err(e) = f.sync_all() {
+        drop(f);
+        return Err(failed("syncing", e, bytes.len()));
+    }
+    if let Err(e) = before_rename(&tmp) {
+        drop(f);
         let _ = std::fs::remove_file(&tmp);
-        io(e, "renaming into place")
-    })?;
+        return Err(e);
+    }
+    let renamed = match fault {
+        Some(Fault::Rename) => Err(disk_full::no_space()),
+        _ => std::fs::rename(&tmp, path),
+    };
     drop(f);
+    renamed.map_err(|e| failed("renaming into place", e, bytes.len()))?;
     remove_stale_temp_files(dir, &prefix);
     // Make the rename itself durable.
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// `write_all` that says how many bytes made it before an error.
+fn write_counted(
+    f: &mut std::fs::File,
+    bytes: &[u8],
+) -> std::result::Result<usize, (std::io::Error, usize)> {
+    let mut done = 0;
+    while done < bytes.len() {
+        match f.write(&bytes[done..]) {
+            Ok(0) => return Err((ErrorKind::WriteZero.into(), done)),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err((e, done)),
+        }
+    }
+    Ok(done)
 }
 
 /// Deletes temp files of killed writers (`{prefix}{pid}` in `dir`): those whose lock can be

@@ -8,7 +8,8 @@
 //! `load_state_dict` still reads it. The moments file is written (atomically) before the
 //! checkpoint and under a name of its own, so a crash between the two leaves the previous
 //! checkpoint with the moments file it names; files no checkpoint names are removed by the
-//! next save. Native only, as saving and loading files are.
+//! next save, those a killed writer left before it writes its own (so a kill never leaves
+//! more than two: the named one and the new one). Native only, as saving and loading files are.
 
 use std::path::Path;
 
@@ -149,4 +150,50 @@ pub(super) fn remove_others(checkpoint: &Path, keep: Option<&str>) {
         }
     }
     super::atomic::remove_stale_temp_files(dir, &format!(".{prefix}"));
+}
+
+/// Before a save: removes the moments files a killed writer left that the checkpoint on
+/// disk does not name, so that a kill at any later moment of this save leaves at most two,
+/// the named one and this save's own. (Without this, a kill between this save's rename and
+/// its clean-up left three.) Nothing is removed when the checkpoint's header cannot be read.
+pub(super) fn remove_unnamed(checkpoint: &Path) {
+    let dir = super::atomic::parent_dir(checkpoint);
+    let name = checkpoint.file_name().unwrap_or_default().to_string_lossy();
+    let prefix = prefix(&name);
+    let count = std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .count()
+    });
+    // The usual case, one named file (or none): nothing to read.
+    if count < 2 {
+        return;
+    }
+    if let Some(named) = named_file(checkpoint) {
+        remove_others(checkpoint, named.as_deref());
+    }
+}
+
+/// The moments file the checkpoint at `path` names (`Some(None)`: none, its moments are
+/// inline or it has no optimizer), from its header alone; `None` if that cannot be read.
+fn named_file(path: &Path) -> Option<Option<String>> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).ok()?;
+    let mut len = [0u8; 8];
+    f.read_exact(&mut len).ok()?;
+    // safetensors' own limit on a header.
+    let len = u64::from_le_bytes(len).min(100_000_001);
+    let mut header = Vec::new();
+    f.take(len).read_to_end(&mut header).ok()?;
+    let header: serde_json::Value = serde_json::from_slice(&header).ok()?;
+    let Some(optimizer) = header["__metadata__"]["optimizer"].as_str() else {
+        return Some(None);
+    };
+    let optimizer: serde_json::Value = serde_json::from_str(optimizer).ok()?;
+    Some(
+        optimizer["moments_file"]["file"]
+            .as_str()
+            .map(str::to_string),
+    )
 }

@@ -1,0 +1,64 @@
+//! Running the `webgpu-amp` binary from tests: a quick mlp run, and what a failed run must
+//! print (one `error:` line, no panic).
+
+use std::path::PathBuf;
+use std::process::Output;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_webgpu-amp");
+
+/// `subcommand` (`train` or `compare`) of the mlp on 64 synthetic samples at batch 8 for
+/// `steps` steps, without validation (well under a second of training on lavapipe), then
+/// `extra`: for tests of what surrounds training.
+pub fn quick(subcommand: &str, steps: u64, extra: &[&str]) -> Vec<String> {
+    let steps = steps.to_string();
+    let mut args = vec![
+        subcommand,
+        "--model",
+        "mlp",
+        "--dataset",
+        "synthetic:64",
+        "--batch-size",
+        "8",
+        "--steps",
+        &steps,
+        "--no-validate",
+    ];
+    args.extend_from_slice(extra);
+    args.into_iter().map(String::from).collect()
+}
+
+/// The single `error:` line of a failed run (`what` names the case in failures).
+#[track_caller]
+pub fn error_line(out: &Output, what: &str) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !out.status.success(),
+        "{what}: the run succeeded:\n{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{what}: panic:\n{stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{what}: stderr must be one line:\n{stderr}");
+    assert!(lines[0].starts_with("error: "), "{what}: {}", lines[0]);
+    lines[0].to_string()
+}
+
+/// Asserts `line` holds every one of `needles`.
+#[track_caller]
+pub fn assert_says(line: &str, what: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(line.contains(needle), "{what}: lacks `{needle}`: {line}");
+    }
+}
+
+/// A fresh, empty folder in the system temp dir, named for the test file, `tag` and this
+/// process.
+pub fn fresh_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "webgpu-amp-{}-{}-{tag}",
+        env!("CARGO_CRATE_NAME"),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
