@@ -34,6 +34,7 @@ use webgpu_amp::data::DataSource;
 use webgpu_amp::nn::LossKind;
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::checkpoint::Checkpoint;
+use webgpu_amp::train::evaluate::predict;
 use webgpu_amp::train::{BatchTargets, ModelChoice, StepConfig, Trainer, model_and_data};
 use webgpu_amp::{Error, GpuContext, GpuOptions, Result};
 
@@ -86,7 +87,7 @@ fn run(model: &str, init: &str, data: &str, precision: &str, out: &str) -> Resul
     let mut trainer = Trainer::new(&ctx, spec, config, train.output_dim(), &params)?;
     let all: Vec<usize> = (0..train.n).collect();
     let batch = train.gather(&all)?;
-    let logits = trainer.predict(&ctx, train.n, &batch.x)?;
+    let logits = predict(&ctx, &mut trainer, train.n, &batch.x)?;
     trainer.train_batch(&ctx, train.n, &batch.x, BatchTargets::from(&batch.y))?;
     let stats = trainer.finish(&ctx)?;
     let step = stats

@@ -17,7 +17,7 @@ use webgpu_amp::nn::LossKind;
 use webgpu_amp::nn::{ModelSpec, preset};
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::StepConfig;
-use webgpu_amp::train::run::{Event, Run, RunConfig};
+use webgpu_amp::train::{Event, Run, RunConfig};
 use webgpu_amp::{Error, GpuContext, GpuOptions, Result};
 
 const LOG_EVERY: u64 = 50;

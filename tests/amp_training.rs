@@ -11,6 +11,7 @@ use webgpu_amp::nn::LossKind;
 use webgpu_amp::nn::ModelSpec;
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::tensor::DType;
+use webgpu_amp::train::evaluate::{evaluate, predict};
 use webgpu_amp::train::{BatchTargets, StepConfig, StepStats, Trainer};
 
 const MLP: &str =
@@ -316,7 +317,7 @@ fn gradient_underflow_without_scaling_and_training_with_it() {
         &init,
     )
     .unwrap();
-    let out = probe.predict(ctx, n, &x).unwrap();
+    let out = predict(ctx, &mut probe, n, &x).unwrap();
     let y: Vec<f32> = out.iter().map(|v| v + 1e-7).collect();
     let run = |enabled: bool| {
         let mut cfg = config(Precision::AmpF16, LossKind::Mse, OptimizerConfig::sgd(1.0));
@@ -538,14 +539,14 @@ fn evaluation_reads_back_once_and_agrees_with_predict() {
         t.network(ctx, n).unwrap();
     }
     let before = ctx.host_waits();
-    let eval = t
-        .evaluate(
-            ctx,
-            batches
-                .iter()
-                .map(|(n, x, l)| (*n, x.clone(), BatchTargets::Classes(l))),
-        )
-        .unwrap();
+    let eval = evaluate(
+        ctx,
+        &mut t,
+        batches
+            .iter()
+            .map(|(n, x, l)| (*n, x.clone(), BatchTargets::Classes(l))),
+    )
+    .unwrap();
     assert_eq!(
         ctx.host_waits() - before,
         1,
@@ -556,7 +557,7 @@ fn evaluation_reads_back_once_and_agrees_with_predict() {
     // The same numbers from the model's outputs, on the CPU.
     let (mut correct, mut loss_sum) = (0usize, 0.0f64);
     for (n, x, labels) in &batches {
-        let out = t.predict(ctx, *n, x).unwrap();
+        let out = predict(ctx, &mut t, *n, x).unwrap();
         for (row, &label) in out.chunks_exact(3).zip(labels) {
             let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
             let lse = max + row.iter().map(|v| (v - max).exp()).sum::<f32>().ln();
@@ -614,7 +615,7 @@ fn cnn_gradients_match_finite_differences() {
     let mut loss_at = |params: &[(String, Vec<f32>)]| {
         t.store.upload(ctx, params).unwrap();
         let batch = [(n, x.clone(), BatchTargets::Classes(&labels))];
-        t.evaluate(ctx, batch).unwrap().loss as f64
+        evaluate(ctx, &mut t, batch).unwrap().loss as f64
     };
     let eps = 1e-3f32;
     for (name, index) in [

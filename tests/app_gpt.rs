@@ -20,6 +20,7 @@ use webgpu_amp::app::{App, Tab, precision, samples};
 use webgpu_amp::data::DataSource;
 use webgpu_amp::nn::PRESETS;
 use webgpu_amp::tensor::DType;
+use webgpu_amp::train::sample::submit_sample;
 use webgpu_amp::train::{Run, RunConfig, SampleRequest, StepConfig};
 
 /// gpt-tiny on the embedded text, two modes, a sample every 4 steps.
@@ -249,7 +250,7 @@ fn sampling_needs_a_gpt_and_a_prompt_in_its_vocabulary() {
     )
     .unwrap();
     common::expect_err(
-        mlp.trainer.submit_sample(&ctx, &[0], &request, &out),
+        submit_sample(&ctx, &mut mlp.trainer, &[0], &request, &out),
         &["sample", "not a GPT"],
     );
     let (spec, split) = model("gpt-tiny", "hamlet");
@@ -266,17 +267,17 @@ fn sampling_needs_a_gpt_and_a_prompt_in_its_vocabulary() {
     .unwrap();
     let t = &mut gpt.trainer;
     common::expect_err(
-        t.submit_sample(&ctx, &[], &request, &out),
+        submit_sample(&ctx, t, &[], &request, &out),
         &["prompt has 0 tokens"],
     );
     common::expect_err(
-        t.submit_sample(&ctx, &[vocab], &request, &out),
+        submit_sample(&ctx, t, &[vocab], &request, &out),
         &[&format!(
             "prompt token {vocab} at position 0 is outside the vocabulary"
         )],
     );
     common::expect_err(
-        t.submit_sample(&ctx, &[0; 65], &request, &out),
+        submit_sample(&ctx, t, &[0; 65], &request, &out),
         &["prompt has 65 tokens", "block size 64"],
     );
     let big = SampleRequest {
@@ -284,7 +285,7 @@ fn sampling_needs_a_gpt_and_a_prompt_in_its_vocabulary() {
         ..request.clone()
     };
     common::expect_err(
-        t.submit_sample(&ctx, &[0], &big, &out),
+        submit_sample(&ctx, t, &[0], &big, &out),
         &["fewer than 5 tokens"],
     );
     let zero = SampleRequest {
@@ -292,12 +293,12 @@ fn sampling_needs_a_gpt_and_a_prompt_in_its_vocabulary() {
         ..request.clone()
     };
     common::expect_err(
-        t.submit_sample(&ctx, &[0], &zero, &out),
+        submit_sample(&ctx, t, &[0], &zero, &out),
         &["0 tokens requested"],
     );
     // A good request: the same seed draws the same tokens, each in the vocabulary.
     let read = |t: &mut webgpu_amp::train::Trainer| -> Vec<u32> {
-        t.submit_sample(&ctx, &[0, 1], &request, &out).unwrap();
+        submit_sample(&ctx, t, &[0, 1], &request, &out).unwrap();
         bytemuck::cast_slice(&ctx.read_bytes(&out, 0, 16).unwrap()).to_vec()
     };
     let a = read(t);

@@ -16,7 +16,7 @@ use webgpu_amp::nn::LossKind;
 use webgpu_amp::nn::ModelSpec;
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::checkpoint::{Checkpoint, Progress};
-use webgpu_amp::train::run::{Run, RunConfig};
+use webgpu_amp::train::{Run, RunConfig};
 use webgpu_amp::train::{StepConfig, StepStats};
 
 /// Linear(784, 16) → ReLU → Linear(16, 10): small enough for many short runs.

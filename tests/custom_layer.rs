@@ -13,6 +13,7 @@ use webgpu_amp::nn::layers::{Backward, BackwardPlan, ForwardPlan, Layer, LayerCo
 use webgpu_amp::nn::{LossKind, ModelSpec};
 use webgpu_amp::ops::elementwise;
 use webgpu_amp::optim::OptimizerConfig;
+use webgpu_amp::train::evaluate::predict;
 use webgpu_amp::train::{BatchTargets, StepConfig, Trainer};
 use webgpu_amp::{Result, Tensor};
 
@@ -97,8 +98,8 @@ fn a_layer_from_outside_the_crate_trains() {
     // Forward: twice the plain model's output.
     let n = 4;
     let x = rand_vec(n * 5, 1);
-    let ya = a.predict(ctx, n, &x[..]).unwrap();
-    let yb = b.predict(ctx, n, &x[..]).unwrap();
+    let ya = predict(ctx, &mut a, n, &x[..]).unwrap();
+    let yb = predict(ctx, &mut b, n, &x[..]).unwrap();
     for (p, d) in ya.iter().zip(&yb) {
         assert_eq!(2.0 * p, *d);
     }

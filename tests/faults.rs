@@ -12,7 +12,7 @@ use webgpu_amp::nn::preset;
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::StepConfig;
 use webgpu_amp::train::checkpoint::Checkpoint;
-use webgpu_amp::train::run::{Event, Run, RunConfig};
+use webgpu_amp::train::{Event, Run, RunConfig};
 use webgpu_amp::{Error, GpuContext, GpuOptions};
 
 fn config(save: Option<std::path::PathBuf>, batch_size: usize) -> RunConfig {

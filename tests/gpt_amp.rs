@@ -15,6 +15,7 @@ use webgpu_amp::data::embedded_text::hamlet;
 use webgpu_amp::nn::LossKind;
 use webgpu_amp::optim::{LrSchedule, OptimizerConfig};
 use webgpu_amp::train::estimate::validation_batches;
+use webgpu_amp::train::evaluate::evaluate_indices;
 use webgpu_amp::train::{EvalConfig, ModelChoice, Run, RunConfig, StepConfig, model_and_data};
 
 const STEPS: u64 = 40;
@@ -97,7 +98,7 @@ fn amp_f16_learns_what_f32_learns_on_the_embedded_text() {
         let mut run = Run::new(ctx, spec.clone(), config, &split.train, &init, None).unwrap();
         let summary = run.run(ctx, &split, &mut |_| {}).unwrap();
         assert_eq!(summary.steps, STEPS);
-        let eval = run.trainer.evaluate_indices(ctx, val, &batches).unwrap();
+        let eval = evaluate_indices(ctx, &mut run.trainer, val, &batches).unwrap();
         assert_eq!(eval.samples, BATCH * VAL_BATCHES * 64, "tokens evaluated");
         println!(
             "{precision}: first loss {:.4}, last loss {:.4}, validation loss {:.4} \

@@ -17,6 +17,7 @@ use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::nn::{LossKind, ModelSpec};
 use webgpu_amp::optim::OptimizerConfig;
+use webgpu_amp::train::batch::write_batch;
 use webgpu_amp::train::{BatchTargets, DropoutStream, StepConfig, Trainer};
 
 const BATCH: usize = 2;
@@ -106,7 +107,7 @@ fn check(what: &str, spec: ModelSpec) {
     let loss_at = |trainer: &mut Trainer, p: &[(String, Vec<f32>)]| -> f64 {
         trainer.store.upload(ctx, p).unwrap();
         let net = trainer.network(ctx, BATCH).unwrap();
-        Trainer::write_batch(ctx, net, &tokens, &BatchTargets::Classes(&labels)).unwrap();
+        write_batch(ctx, net, &tokens, &BatchTargets::Classes(&labels)).unwrap();
         net.set_dropout(ctx, DROPOUT_SEED, 0, true);
         let kernels: Vec<_> = net.forward_kernels().collect();
         ctx.run(&kernels);

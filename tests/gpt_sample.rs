@@ -17,6 +17,7 @@ use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::nn::ModelSpec;
 use webgpu_amp::ops::sample::sample_reference;
 use webgpu_amp::train::checkpoint::Checkpoint;
+use webgpu_amp::train::evaluate::predict;
 use webgpu_amp::train::generate::{Generator, SampleOptions, SavedModel, model_from_checkpoint};
 use webgpu_amp::{Error, GpuContext};
 
@@ -334,7 +335,7 @@ fn dropout_is_off_and_the_forward_is_the_training_networks() {
             &params,
         )
         .unwrap();
-        let predicted = trainer.predict(ctx, 1, &tokens).unwrap();
+        let predicted = predict(ctx, &mut trainer, 1, &tokens).unwrap();
         assert_eq!(logits, predicted, "{precision:?}");
     }
 }

@@ -22,6 +22,7 @@ use webgpu_amp::nn::LossKind;
 use webgpu_amp::nn::{ModelSpec, preset};
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::checkpoint::Checkpoint;
+use webgpu_amp::train::evaluate::predict;
 use webgpu_amp::train::{StepConfig, Trainer};
 
 /// A PyTorch state_dict: name, shape, f32 values.
@@ -251,7 +252,7 @@ fn check_loads_and_computes(
             lr_schedule: Default::default(),
         };
         let mut t = Trainer::new(ctx(), spec.clone(), cfg, out_dim, &init).unwrap();
-        let got = t.predict(ctx(), batch, x).unwrap();
+        let got = predict(ctx(), &mut t, batch, x).unwrap();
         let per = x.len() / batch;
         let want: Vec<f32> = (0..batch)
             .flat_map(|s| reference(sd, &x[s * per..(s + 1) * per]))

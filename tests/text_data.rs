@@ -14,7 +14,9 @@ use webgpu_amp::data::{
     BatchInputs, BatchLabels, DataSource, Dataset, Labels, Loader, TextCorpus, TokenSamples, Vocab,
     custom, embedded_text, shakespeare,
 };
+use webgpu_amp::train::batch::write_batch;
 use webgpu_amp::train::checkpoint::{Checkpoint, NamedTensor};
+use webgpu_amp::train::evaluate::predict;
 
 // ---------------------------------------------------------------- helpers
 
@@ -812,7 +814,7 @@ fn token_ids_upload_as_raw_u32_words() {
     let net = trainer.network(ctx, 2).unwrap();
     let ids: Vec<u32> = vec![7, 0, 3, 0x7fc0_0001, 1, 2, 65, 4_000_000_000];
     let labels: Vec<u32> = (0..8).collect();
-    Trainer::write_batch(ctx, net, &ids, &BatchTargets::Classes(&labels)).unwrap();
+    write_batch(ctx, net, &ids, &BatchTargets::Classes(&labels)).unwrap();
     let bytes = ctx
         .read_bytes(
             net.input.buffer(),
@@ -827,7 +829,7 @@ fn token_ids_upload_as_raw_u32_words() {
     assert_eq!(words, ids, "every id bit for bit, even NaN-looking ones");
 
     // Wrong counts are errors, not GPU validation failures.
-    match Trainer::write_batch(ctx, net, &ids[..6], &BatchTargets::Classes(&labels)) {
+    match write_batch(ctx, net, &ids[..6], &BatchTargets::Classes(&labels)) {
         Err(Error::Shape { message, .. }) => {
             assert!(
                 message.contains("6 token ids") && message.contains("[2, 4]"),
@@ -837,7 +839,7 @@ fn token_ids_upload_as_raw_u32_words() {
         other => panic!("expected a shape error, got {other:?}"),
     }
     // One label per loss row: a GPT has one row per token, so B labels are refused.
-    match Trainer::write_batch(ctx, net, &ids, &BatchTargets::Classes(&[1, 2])) {
+    match write_batch(ctx, net, &ids, &BatchTargets::Classes(&[1, 2])) {
         Err(Error::Shape { message, .. }) => assert!(
             message.contains("2 class labels for 8 loss rows"),
             "{message}"
@@ -845,7 +847,7 @@ fn token_ids_upload_as_raw_u32_words() {
         other => panic!("expected a shape error, got {other:?}"),
     }
     // Inference takes token ids the same way.
-    match trainer.predict(ctx, 2, &ids[..7]) {
+    match predict(ctx, &mut trainer, 2, &ids[..7]) {
         Err(Error::Shape { message, .. }) => {
             assert!(message.contains("7 token ids"), "{message}")
         }

@@ -12,6 +12,7 @@ mod plot;
 mod progress;
 mod recipe;
 mod resolve;
+mod run_args;
 mod sample;
 mod train;
 

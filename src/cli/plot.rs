@@ -6,7 +6,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 use plotters::style::{FontStyle, register_font};
-use webgpu_amp::train::run::RunSummary;
+use webgpu_amp::train::RunSummary;
 use webgpu_amp::{Error, Result};
 
 const COLORS: [RGBColor; 4] = [

@@ -10,8 +10,8 @@
 use std::time::Instant;
 
 use super::checkpoint::{Checkpoint, NamedOptimizerState, NamedTensor, add_tied_aliases};
-use super::estimate::{EvalReport, training_batches, validation_batches};
-use super::evaluate::Evaluation;
+use super::estimate::{Draw, estimate_loss, validation_batches};
+use super::evaluate::{Evaluation, evaluate_indices};
 use super::run::{EpochReport, Event, Run, param_slices};
 use super::stats::StepStats;
 use crate::data::{Dataset, Loader, Split};
@@ -137,7 +137,13 @@ impl Run {
             if self.due(advance.steps > 0, self.config.eval.every) {
                 // nanoGPT's estimate_loss, after every step reported so far.
                 emit(self.drain(ctx)?, &mut history);
-                let report = self.estimate_loss(ctx, split)?;
+                let draw = Draw {
+                    batch_size: self.config.batch_size,
+                    batches: self.config.eval.batches,
+                    seed: self.progress.seed,
+                    step: self.progress.step,
+                };
+                let report = estimate_loss(ctx, &mut self.trainer, split, draw)?;
                 emit(vec![Event::Eval(report)], &mut history);
             }
             if self.due(advance.steps > 0, self.config.save_every)
@@ -243,9 +249,9 @@ impl Run {
     /// random batches of an estimate at this step ([`RunConfig::eval`]'s `batches`; a text's
     /// whole validation split is too big to go through at every epoch end).
     ///
-    /// [`RunConfig::eval`]: super::run::RunConfig::eval
+    /// [`RunConfig::eval`]: super::RunConfig::eval
     pub fn evaluate(&mut self, ctx: &GpuContext, set: &Dataset) -> Result<Evaluation> {
-        if self.rank.is_some() {
+        if self.rank.collective().is_some() {
             return self.evaluate_sharded(ctx, set);
         }
         let b = self.config.batch_size;
@@ -255,36 +261,7 @@ impl Run {
         } else {
             Loader::new(set.n, b, false, 0)?.batches(0)
         };
-        self.trainer.evaluate_indices(ctx, set, &batches)
-    }
-
-    /// nanoGPT's `estimate_loss` after the current step: the mean loss over
-    /// `RunConfig::eval.batches` random batches of the training set and of the held-out set
-    /// (when there is one), dropout off. See [`super::estimate`].
-    pub fn estimate_loss(&mut self, ctx: &GpuContext, split: &Split) -> Result<EvalReport> {
-        let (b, k, seed, step) = (
-            self.config.batch_size,
-            self.config.eval.batches,
-            self.progress.seed,
-            self.progress.step,
-        );
-        let train = training_batches(&split.train, b, k, seed, step);
-        let train_loss = self
-            .trainer
-            .evaluate_indices(ctx, &split.train, &train)?
-            .loss;
-        let val_loss = match split.eval_set() {
-            Some(set) => {
-                let val = validation_batches(set, b, k, seed, step);
-                Some(self.trainer.evaluate_indices(ctx, set, &val)?.loss)
-            }
-            None => None,
-        };
-        Ok(EvalReport {
-            step,
-            train_loss,
-            val_loss,
-        })
+        evaluate_indices(ctx, &mut self.trainer, set, &batches)
     }
 
     /// Everything needed to resume, read back from the GPU (outside the step loop).

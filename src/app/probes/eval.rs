@@ -1,5 +1,5 @@
 //! Validation of one mode without waiting: per held-out batch, the loss and correct count
-//! land in a slot of `counts` ([`Trainer::submit_eval_batch`]); then all slots are copied
+//! land in a slot of `counts` ([`submit_eval_batch`]); then all slots are copied
 //! into a read-back slot and mapped, and a later frame turns them into an accuracy.
 
 use std::sync::Arc;
@@ -8,6 +8,7 @@ use crate::data::{Batch, Split};
 use crate::error::Result;
 use crate::gpu::{GpuBuffer, GpuContext, ReadbackRing};
 use crate::nn::LossKind;
+use crate::train::evaluate::submit_eval_batch;
 use crate::train::{BatchTargets, EvalTally, Trainer};
 
 use super::Schedule;
@@ -84,7 +85,7 @@ impl EvalProbe {
         }
         for (i, b) in set.batches.iter().enumerate() {
             let targets = BatchTargets::from(&b.y);
-            trainer.submit_eval_batch(ctx, b.size, &b.x, &targets, &self.counts, i)?;
+            submit_eval_batch(ctx, trainer, b.size, &b.x, &targets, &self.counts, i)?;
         }
         let encoder = ctx.device.create_command_encoder(&Default::default());
         self.read

@@ -6,6 +6,7 @@ use crate::data::Batch;
 use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::nn::ModelSpec;
+use crate::train::batch::write_batch;
 use crate::train::{BatchTargets, StepConfig, Trainer};
 
 use super::Schedule;
@@ -85,7 +86,7 @@ impl Profiler {
             .twin
             .planned_network(self.batch)
             .ok_or_else(|| Error::InvalidArgument("network not planned".into()))?;
-        Trainer::write_batch(ctx, net, &batch.x, &BatchTargets::from(&batch.y))?;
+        write_batch(ctx, net, &batch.x, &BatchTargets::from(&batch.y))?;
         let grads = self.twin.store.grads.clone();
         let kernels = self.twin.step_kernels(ctx, self.batch)?;
         let mut encoder = ctx.device.create_command_encoder(&Default::default());

@@ -1,6 +1,6 @@
 //! Text sampled from one GPT run as it trains: every few hundred steps (and at the run's last
 //! step) a short sample is generated on the GPU with the run's current weights
-//! ([`Trainer::submit_sample`]), copied into a read-back slot and mapped; a later frame
+//! ([`submit_sample`]), copied into a read-back slot and mapped; a later frame
 //! decodes it. Every mode samples with the same seed and prompt, so the f32 and amp-f16
 //! texts differ only where their weights do.
 
@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::data::Vocab;
 use crate::error::Result;
 use crate::gpu::{GpuBuffer, GpuContext, ReadbackRing};
+use crate::train::sample::submit_sample;
 use crate::train::{SampleRequest, Trainer};
 
 use super::Schedule;
@@ -74,7 +75,7 @@ impl SampleProbe {
             top_k: None,
             seed: self.seed,
         };
-        trainer.submit_sample(ctx, &self.prompt, &request, &self.tokens)?;
+        submit_sample(ctx, trainer, &self.prompt, &request, &self.tokens)?;
         let encoder = ctx.device.create_command_encoder(&Default::default());
         self.read
             .submit_copy(ctx, encoder, &self.tokens, submitted)?;
