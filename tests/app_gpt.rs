@@ -21,7 +21,7 @@ use webgpu_amp::data::DataSource;
 use webgpu_amp::nn::PRESETS;
 use webgpu_amp::tensor::DType;
 use webgpu_amp::train::sample::submit_sample;
-use webgpu_amp::train::{Run, RunConfig, SampleRequest, StepConfig};
+use webgpu_amp::train::{Run, SampleRequest, StepConfig};
 
 /// gpt-tiny on the embedded text, two modes, a sample every 4 steps.
 fn gpt_config() -> SessionConfig {
@@ -203,25 +203,13 @@ fn gpt_autorun_trains_on_the_embedded_text_and_publishes_sampled_text() {
 #[test]
 fn sampling_needs_a_gpt_and_a_prompt_in_its_vocabulary() {
     let ctx = common::ctx_owned();
-    let run_config = |precision| RunConfig {
-        step: StepConfig {
+    let run_config = |precision| {
+        let step = StepConfig::new(
             precision,
-            loss: webgpu_amp::nn::LossKind::CrossEntropy,
-            optimizer: webgpu_amp::optim::OptimizerConfig::adam(1e-3),
-            scaler: Default::default(),
-            clip_grad_norm: None,
-            grad_accum: 1,
-            lr_schedule: Default::default(),
-        },
-        batch_size: 4,
-        epochs: None,
-        steps: Some(1),
-        seed: 0,
-        shuffle: false,
-        save_every: None,
-        save_path: None,
-        validate: false,
-        eval: Default::default(),
+            webgpu_amp::nn::LossKind::CrossEntropy,
+            webgpu_amp::optim::OptimizerConfig::adam(1e-3),
+        );
+        common::runs::steps_run(step.scaler_enabled(true), 4, 1).shuffle(false)
     };
     let request = SampleRequest {
         tokens: 4,

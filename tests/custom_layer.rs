@@ -8,7 +8,6 @@ mod common;
 use common::{ctx, rand_vec};
 use serde::Deserialize;
 use webgpu_amp::amp::policy::{CastRule, Op, Precision};
-use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::nn::layers::{Backward, BackwardPlan, ForwardPlan, Layer, LayerConfig, Resolved};
 use webgpu_amp::nn::{LossKind, ModelSpec};
 use webgpu_amp::ops::elementwise;
@@ -65,18 +64,8 @@ impl Backward for DoubleBackward {
 }
 
 fn trainer(spec: ModelSpec, init: &[(String, Vec<f32>)]) -> Trainer {
-    let config = StepConfig {
-        precision: Precision::F32,
-        loss: LossKind::Mse,
-        optimizer: OptimizerConfig::sgd(0.1),
-        scaler: ScalerConfig {
-            enabled: false,
-            ..Default::default()
-        },
-        clip_grad_norm: None,
-        grad_accum: 1,
-        lr_schedule: Default::default(),
-    };
+    let config = StepConfig::new(Precision::F32, LossKind::Mse, OptimizerConfig::sgd(0.1))
+        .scaler_enabled(false);
     Trainer::new(ctx(), spec, config, 3, init).unwrap()
 }
 

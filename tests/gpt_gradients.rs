@@ -14,7 +14,6 @@ mod common;
 
 use common::{ctx, rand_vec};
 use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::nn::{LossKind, ModelSpec};
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::batch::write_batch;
@@ -31,18 +30,12 @@ const RTOL: f64 = 5e-3;
 const DROPOUT_SEED: u64 = 99;
 
 fn step_config() -> StepConfig {
-    StepConfig {
-        precision: Precision::F32,
-        loss: LossKind::CrossEntropy,
-        optimizer: OptimizerConfig::sgd(0.01),
-        scaler: ScalerConfig {
-            enabled: false,
-            ..Default::default()
-        },
-        clip_grad_norm: None,
-        grad_accum: 1,
-        lr_schedule: Default::default(),
-    }
+    StepConfig::new(
+        Precision::F32,
+        LossKind::CrossEntropy,
+        OptimizerConfig::sgd(0.01),
+    )
+    .scaler_enabled(false)
 }
 
 /// Parameters with gradients well away from 0: U(-0.5, 0.5), LayerNorm weights 1 ± 0.3.

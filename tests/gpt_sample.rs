@@ -322,15 +322,12 @@ fn dropout_is_off_and_the_forward_is_the_training_networks() {
         let mut trainer = webgpu_amp::train::Trainer::new(
             ctx,
             spec.clone(),
-            webgpu_amp::train::StepConfig {
+            webgpu_amp::train::StepConfig::new(
                 precision,
-                loss: webgpu_amp::nn::LossKind::CrossEntropy,
-                optimizer: webgpu_amp::optim::OptimizerConfig::sgd(0.1),
-                scaler: Default::default(),
-                clip_grad_norm: None,
-                grad_accum: 1,
-                lr_schedule: Default::default(),
-            },
+                webgpu_amp::nn::LossKind::CrossEntropy,
+                webgpu_amp::optim::OptimizerConfig::sgd(0.1),
+            )
+            .scaler_enabled(true),
             vocab.len(),
             &params,
         )

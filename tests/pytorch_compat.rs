@@ -16,7 +16,6 @@ use std::process::Command;
 use common::{assert_close, ctx, rand_vec};
 use safetensors::tensor::{Dtype, TensorView};
 use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::data::{Normalization, embedded};
 use webgpu_amp::nn::LossKind;
 use webgpu_amp::nn::{ModelSpec, preset};
@@ -239,18 +238,12 @@ fn check_loads_and_computes(
                 "{what}: `{name}` values"
             );
         }
-        let cfg = StepConfig {
-            precision: Precision::F32,
-            loss: LossKind::CrossEntropy,
-            optimizer: OptimizerConfig::sgd(0.1),
-            scaler: ScalerConfig {
-                enabled: false,
-                ..Default::default()
-            },
-            clip_grad_norm: None,
-            grad_accum: 1,
-            lr_schedule: Default::default(),
-        };
+        let cfg = StepConfig::new(
+            Precision::F32,
+            LossKind::CrossEntropy,
+            OptimizerConfig::sgd(0.1),
+        )
+        .scaler_enabled(false);
         let mut t = Trainer::new(ctx(), spec.clone(), cfg, out_dim, &init).unwrap();
         let got = predict(ctx(), &mut t, batch, x).unwrap();
         let per = x.len() / batch;

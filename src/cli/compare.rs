@@ -62,7 +62,9 @@ pub fn run(args: &CompareArgs) -> Result<()> {
             "no precision modes to compare".into(),
         ));
     }
-    args.common.validate_args()?;
+    for &mode in &modes {
+        args.common.validate_args(mode, (None, None))?;
+    }
     let options = args.common.device.options()?;
     let (inputs, ctx) = args.common.prepare(&modes, || GpuContext::new(&options))?;
     // The banner only: with stdout closed already, the runs and their files still matter.
@@ -79,7 +81,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
     );
     let mut summaries = Vec::new();
     for mode in &modes {
-        let cfg = args.common.run_config(*mode, &inputs)?;
+        let cfg = args.common.run_config(*mode, &inputs, (None, None))?;
         let summary = run_with_progress(&ctx, &inputs, cfg, None, mode.name(), &mut |_| Ok(()))?;
         summaries.push(summary);
     }

@@ -1,6 +1,7 @@
 //! The flags `train` and `compare` share (everything but the precision and the files a run
 //! writes), and the run they describe: its data, model and initial parameters
-//! ([`RunArgs::prepare`]) and its [`RunConfig`].
+//! ([`RunArgs::prepare`]), and its [`RunConfig`] made with the library's run builder and
+//! checked by its one validation, every setting named by its flag ([`super::flag`]).
 
 use std::path::PathBuf;
 
@@ -12,7 +13,7 @@ use webgpu_amp::nn::{LossKind, ModelSpec};
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::checkpoint::Checkpoint;
 use webgpu_amp::train::planning::check_params_fit;
-use webgpu_amp::train::{MAX_GRAD_ACCUM, RunConfig, StepConfig};
+use webgpu_amp::train::{RunConfig, StepConfig};
 use webgpu_amp::{Error, GpuContext, Result};
 
 use super::DeviceArgs;
@@ -115,60 +116,72 @@ pub struct RunInputs {
     pub dataset: String,
 }
 
+/// Where a run writes checkpoints: `--save-every N` to `--save FILE` (`train` only).
+pub type SaveFlags = (Option<u64>, Option<PathBuf>);
+
 impl RunArgs {
-    /// Checks the flags that need no data or GPU, so a typo fails at once.
-    pub fn validate_args(&self) -> Result<()> {
-        if self.batch_size == 0 {
-            return Err(Error::InvalidArgument(
-                "--batch-size must be at least 1".into(),
-            ));
-        }
-        if self.grad_accum == 0 {
-            return Err(Error::InvalidArgument(
-                "--grad-accum must be at least 1".into(),
-            ));
-        }
-        if self.grad_accum > MAX_GRAD_ACCUM {
-            return Err(Error::InvalidArgument(format!(
-                "--grad-accum {} is over the limit of {MAX_GRAD_ACCUM} micro-batches per optimizer step",
-                self.grad_accum
-            )));
-        }
-        if (self.batch_size as u64)
-            .checked_mul(self.grad_accum as u64)
-            .is_none()
-        {
-            return Err(Error::InvalidArgument(format!(
-                "--batch-size {} × --grad-accum {} overflows 64 bits",
-                self.batch_size, self.grad_accum
-            )));
-        }
+    /// Checks the flags that need no data or GPU, so a typo fails at once: the run they
+    /// describe before the data is known (no GPT defaults, no schedule yet) through the run
+    /// validation, then the flags only parsed here.
+    pub fn validate_args(&self, precision: Precision, save: SaveFlags) -> Result<()> {
+        self.config(precision, LossKind::CrossEntropy, false, save)?
+            .validate_named(super::flag)?;
         if self.num_classes == Some(0) {
             return Err(Error::InvalidArgument(
                 "--num-classes must be at least 1".into(),
             ));
         }
-        if self.steps == Some(0) {
-            return Err(Error::InvalidArgument("--steps must be at least 1".into()));
-        }
-        if self.epochs == Some(0) {
-            return Err(Error::InvalidArgument("--epochs must be at least 1".into()));
-        }
-        if let Some(max) = self.clip_grad_norm
-            && !(max >= 0.0 && max.is_finite())
-        {
-            return Err(Error::InvalidArgument(format!(
-                "--clip-grad-norm must be finite and > 0 (or 0 for no clipping), got {max}"
-            )));
-        }
         if let Some(loss) = &self.loss {
             LossKind::parse(loss)?;
         }
-        self.optimizer(false)?;
         self.recipe.validate()?;
-        self.scaler_config(true).validate()?;
         self.device.options()?;
         Ok(())
+    }
+
+    /// The run of `precision` on `inputs`, writing checkpoints as `save` says: a GPT's unset
+    /// recipe flags take nanoGPT's values ([`gpt`]), and the learning-rate schedule spans the
+    /// run's step budget. Checked as [`RunArgs::validate_args`] checks it.
+    pub fn run_config(
+        &self,
+        precision: Precision,
+        inputs: &RunInputs,
+        save: SaveFlags,
+    ) -> Result<RunConfig> {
+        let is_gpt = inputs.spec.gpt.is_some();
+        let mut cfg = self.config(precision, inputs.loss, is_gpt, save)?;
+        cfg.validate_named(super::flag)?;
+        let budget = cfg.planned_steps(inputs.split.train.n).unwrap_or(1);
+        let lr = cfg.step.optimizer.lr();
+        cfg.step.lr_schedule = self.recipe.schedule(is_gpt, lr, budget)?;
+        Ok(cfg)
+    }
+
+    /// The run the flags describe, made with the run builder (not checked yet).
+    fn config(
+        &self,
+        precision: Precision,
+        loss: LossKind,
+        is_gpt: bool,
+        (save_every, save_path): SaveFlags,
+    ) -> Result<RunConfig> {
+        let scaler = self.scaler.unwrap_or(precision.scaler_enabled_by_default());
+        // A GPT clips at nanoGPT's norm unless told otherwise (0: no clipping).
+        let clip = self
+            .clip_grad_norm
+            .or(is_gpt.then_some(gpt::CLIP_GRAD_NORM));
+        let step = StepConfig::new(precision, loss, self.optimizer(is_gpt)?)
+            .scaler(self.scaler_config(scaler))
+            .clip_grad_norm(clip)
+            .grad_accum(self.grad_accum);
+        Ok(RunConfig::new(step, self.batch_size)
+            .epochs(self.epochs)
+            .steps(self.steps)
+            .seed(self.seed)
+            .shuffle(!self.no_shuffle)
+            .validate_each_epoch(!self.no_validate)
+            .eval(self.recipe.eval_config())
+            .save(save_every, save_path))
     }
 
     fn scaler_config(&self, enabled: bool) -> ScalerConfig {
@@ -222,8 +235,8 @@ impl RunArgs {
         Ok((inputs, ctx))
     }
 
-    /// The optimizer from the flags; a GPT's unset flags take nanoGPT's recipe
-    /// ([`gpt`]).
+    /// The optimizer from the flags (not checked yet); a GPT's unset flags take nanoGPT's
+    /// recipe ([`gpt`]).
     pub fn optimizer(&self, is_gpt: bool) -> Result<OptimizerConfig> {
         let default = if is_gpt { gpt::OPTIMIZER } else { "adam" };
         let adam_lr = if is_gpt { gpt::LR } else { 1e-3 };
@@ -261,45 +274,6 @@ impl RunArgs {
             }
         }
         self.recipe.apply_betas(is_gpt, &mut cfg);
-        cfg.validate()?;
-        Ok(cfg)
-    }
-
-    /// The run's configuration; a GPT's unset recipe flags take nanoGPT's values ([`gpt`]).
-    pub fn run_config(&self, precision: Precision, inputs: &RunInputs) -> Result<RunConfig> {
-        self.validate_args()?;
-        let is_gpt = inputs.spec.gpt.is_some();
-        let scaler =
-            self.scaler_config(self.scaler.unwrap_or(precision.scaler_enabled_by_default()));
-        scaler.validate()?;
-        let optimizer = self.optimizer(is_gpt)?;
-        let clip = match self.clip_grad_norm {
-            Some(0.0) => None,
-            Some(max) => Some(max),
-            None => is_gpt.then_some(gpt::CLIP_GRAD_NORM),
-        };
-        let mut cfg = RunConfig {
-            step: StepConfig {
-                precision,
-                loss: inputs.loss,
-                optimizer,
-                scaler,
-                clip_grad_norm: clip,
-                grad_accum: self.grad_accum,
-                lr_schedule: Default::default(),
-            },
-            batch_size: self.batch_size,
-            epochs: self.epochs,
-            steps: self.steps,
-            seed: self.seed,
-            shuffle: !self.no_shuffle,
-            save_every: None,
-            save_path: None,
-            validate: !self.no_validate,
-            eval: self.recipe.eval_config(),
-        };
-        let budget = cfg.planned_steps(inputs.split.train.n).unwrap_or(1);
-        cfg.step.lr_schedule = self.recipe.schedule(is_gpt, optimizer.lr(), budget)?;
         Ok(cfg)
     }
 }

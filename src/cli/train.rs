@@ -58,25 +58,14 @@ pub fn run(args: &TrainArgs) -> Result<()> {
 
 fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
     let precision = Precision::parse(&args.precision)?;
-    args.common.validate_args()?;
-    if args.save_every.is_some() && args.save.is_none() {
-        return Err(Error::InvalidArgument(
-            "--save-every needs --save FILE".into(),
-        ));
-    }
-    if args.save_every == Some(0) {
-        return Err(Error::InvalidArgument(
-            "--save-every must be at least 1".into(),
-        ));
-    }
+    let save = (args.save_every, args.save.clone());
+    args.common.validate_args(precision, save.clone())?;
     let options = args.common.device.options()?;
     let (inputs, ctx) = args.common.prepare(&[precision], || match rank {
         Some(rank) => rank.context(&options),
         None => GpuContext::new(&options),
     })?;
-    let mut cfg = args.common.run_config(precision, &inputs)?;
-    cfg.save_every = args.save_every;
-    cfg.save_path = args.save.clone();
+    let cfg = args.common.run_config(precision, &inputs, save)?;
     let resume = args
         .resume
         .as_ref()

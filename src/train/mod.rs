@@ -1,7 +1,8 @@
 //! Training: the planned step and, on top of it, the one training loop, metrics and
 //! checkpoints.
 //!
-//! - [`config`]: how a run is set up ([`StepConfig`], [`RunConfig`]) and its limits;
+//! - [`config`]: how a run is set up ([`StepConfig::new`], [`RunConfig::new`]) and the one
+//!   place its settings are checked;
 //! - [`trainer`]: a model, its optimizer and GradScaler planned for training, and the steps
 //!   it has in flight;
 //! - [`step`]: one step in order (begin, forward, loss, backward, unscale, clip, optimizer,
@@ -47,7 +48,7 @@ pub mod profile;
 mod run_blocking;
 
 pub use batch::{BatchInput, BatchTargets};
-pub use config::{EVAL_BATCHES, EvalConfig, MAX_GRAD_ACCUM, RunConfig, StepConfig};
+pub use config::{EVAL_BATCHES, EvalConfig, MAX_GRAD_ACCUM, RunConfig, Setting, StepConfig};
 pub use estimate::EvalReport;
 pub use evaluate::{EvalTally, Evaluation};
 pub use host_time::HostTimes;

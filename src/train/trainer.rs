@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use super::config::{MAX_GRAD_ACCUM, StepConfig};
+use super::config::StepConfig;
 use super::host_time::{Clock, HostTimes};
 pub use super::planning::weight_decay_mask;
 use super::planning::{batch_error, check_params_fit, guard_planning, params_error};
@@ -75,7 +75,8 @@ pub struct Trainer {
 }
 
 impl Trainer {
-    /// Plan a trainer. `init` are the initial parameters by PyTorch name.
+    /// Plan a trainer. `init` are the initial parameters by PyTorch name. Checks `config`
+    /// first ([`StepConfig::validate`]).
     pub fn new(
         ctx: &GpuContext,
         spec: ModelSpec,
@@ -83,6 +84,7 @@ impl Trainer {
         target_dim: usize,
         init: &[(String, Vec<f32>)],
     ) -> Result<Self> {
+        config.validate()?;
         // Before anything is allocated: the flat parameter buffers fit the adapter.
         let params = check_params_fit(ctx, &spec, &spec.name, config.precision, &config.optimizer)?;
         guard_planning(ctx, || Self::plan(ctx, spec, config, target_dim, init))
@@ -96,15 +98,6 @@ impl Trainer {
         target_dim: usize,
         init: &[(String, Vec<f32>)],
     ) -> Result<Self> {
-        if !(1..=MAX_GRAD_ACCUM).contains(&config.grad_accum) {
-            return Err(Error::InvalidArgument(format!(
-                "gradient accumulation needs 1 to {MAX_GRAD_ACCUM} micro-batches per step, got {}",
-                config.grad_accum
-            )));
-        }
-        config.optimizer.validate()?;
-        config.scaler.validate()?;
-        config.lr_schedule.validate()?;
         let policy = Policy::new(config.precision);
         let low = config.precision.low_dtype();
         let named: Vec<(String, Vec<usize>)> = spec
@@ -137,7 +130,7 @@ impl Trainer {
             weight_decay_mask(&spec, &store.layout).as_deref(),
         )?;
         let clipper = config
-            .clip_grad_norm
+            .clip_norm()
             .map(|max| GradClipper::new(ctx, &store.grads, total, max))
             .transpose()?;
         let weight_cast = match store.low_flat(ctx)? {

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod matmul_ref;
+pub mod runs;
 
 use std::sync::OnceLock;
 
