@@ -21,7 +21,7 @@ use webgpu_amp::data::DataSource;
 use webgpu_amp::nn::PRESETS;
 use webgpu_amp::tensor::DType;
 use webgpu_amp::train::sample::submit_sample;
-use webgpu_amp::train::{Run, SampleRequest, StepConfig};
+use webgpu_amp::train::{Run, SampleOptions, StepConfig};
 
 /// gpt-tiny on the embedded text, two modes, a sample every 4 steps.
 fn gpt_config() -> SessionConfig {
@@ -211,7 +211,7 @@ fn sampling_needs_a_gpt_and_a_prompt_in_its_vocabulary() {
         );
         common::runs::steps_run(step.scaler_enabled(true), 4, 1).shuffle(false)
     };
-    let request = SampleRequest {
+    let request = SampleOptions {
         tokens: 4,
         temperature: 1.0,
         top_k: None,
@@ -268,17 +268,17 @@ fn sampling_needs_a_gpt_and_a_prompt_in_its_vocabulary() {
         submit_sample(&ctx, t, &[0; 65], &request, &out),
         &["prompt has 65 tokens", "block size 64"],
     );
-    let big = SampleRequest {
+    let big = SampleOptions {
         tokens: 5,
-        ..request.clone()
+        ..request
     };
     common::expect_err(
         submit_sample(&ctx, t, &[0], &big, &out),
         &["fewer than 5 tokens"],
     );
-    let zero = SampleRequest {
+    let zero = SampleOptions {
         tokens: 0,
-        ..request.clone()
+        ..request
     };
     common::expect_err(
         submit_sample(&ctx, t, &[0], &zero, &out),

@@ -12,7 +12,7 @@
 //! - [`host_time`]: the host's time in the steps;
 //! - [`evaluate`]: validation and prediction (forward only);
 //! - [`estimate`]: loss estimates on random batches (nanoGPT's `estimate_loss`);
-//! - [`sample`]: text from a GPT as it trains (the app's panel);
+//! - [`sample`]: text from a GPT, the one sampling core of `sample` and the app;
 //! - [`generate`] (native): `sample`'s text generation from a GPT checkpoint;
 //! - [`prepare`]: a model and its data resolved together (text cut to the block size);
 //! - [`planning`]: device limits and out-of-memory as errors while planning;
@@ -58,7 +58,7 @@ pub use profile::StepProfile;
 pub use run::{Advance, EpochReport, Event, Run};
 #[cfg(not(target_arch = "wasm32"))]
 pub use run_blocking::RunSummary;
-pub use sample::{MAX_SAMPLE_TOKENS, SampleRequest};
+pub use sample::{MAX_SAMPLE_TOKENS, SampleOptions};
 pub use stats::{RING, StepStats};
 pub use step::Phase;
 pub use trainer::{DropoutStream, Trainer};

@@ -10,7 +10,7 @@ use crate::data::Vocab;
 use crate::error::Result;
 use crate::gpu::{GpuBuffer, GpuContext, ReadbackRing};
 use crate::train::sample::submit_sample;
-use crate::train::{SampleRequest, Trainer};
+use crate::train::{SampleOptions, Trainer};
 
 use super::Schedule;
 
@@ -69,13 +69,13 @@ impl SampleProbe {
         if !self.due.is_due(submitted) || self.read.is_full() {
             return Ok(());
         }
-        let request = SampleRequest {
+        let options = SampleOptions {
             tokens: SAMPLE_TOKENS,
             temperature: TEMPERATURE,
             top_k: None,
             seed: self.seed,
         };
-        submit_sample(ctx, trainer, &self.prompt, &request, &self.tokens)?;
+        submit_sample(ctx, trainer, &self.prompt, &options, &self.tokens)?;
         let encoder = ctx.device.create_command_encoder(&Default::default());
         self.read
             .submit_copy(ctx, encoder, &self.tokens, submitted)?;
