@@ -19,6 +19,7 @@
 //! - [`profile`] (native): where a step's time goes (GPU time per kernel and phase);
 //! - [`run`]: the training loop, [`Run::advance`], which the CLI (blocking, `Run::run` on
 //!   native) and the app (one call per frame, native and web) both drive;
+//! - [`periodic`]: when a run's periodic work is due (the CLI's loop and the app's probes);
 //! - [`checkpoint`]: safetensors checkpoints and resume;
 //! - `rank`: a process's place in a data-parallel job, as the trainer and the run hold it;
 //!   `distributed` (native): joining a job ([`crate::dist`] for the collectives).
@@ -29,6 +30,7 @@ pub mod config;
 pub mod estimate;
 pub mod evaluate;
 pub mod host_time;
+pub mod periodic;
 pub mod planning;
 pub mod prepare;
 mod rank;
@@ -52,6 +54,7 @@ pub use config::{EVAL_BATCHES, EvalConfig, MAX_GRAD_ACCUM, RunConfig, Setting, S
 pub use estimate::EvalReport;
 pub use evaluate::{EvalTally, Evaluation};
 pub use host_time::HostTimes;
+pub use periodic::Periodic;
 pub use prepare::{ModelChoice, model_and_data, model_for_split};
 #[cfg(not(target_arch = "wasm32"))]
 pub use profile::StepProfile;

@@ -12,6 +12,7 @@ use std::time::Instant;
 use super::checkpoint::{Checkpoint, NamedOptimizerState, NamedTensor, add_tied_aliases};
 use super::estimate::{Draw, estimate_loss, validation_batches};
 use super::evaluate::{Evaluation, evaluate_indices};
+use super::periodic::Periodic;
 use super::run::{EpochReport, Event, Run, param_slices};
 use super::stats::StepStats;
 use crate::data::{Dataset, Loader, Split};
@@ -76,30 +77,33 @@ impl Run {
         })
     }
 
-    /// Micro-batches to submit before the next periodic checkpoint or loss estimate is due
-    /// (unbounded without either), at most a ring's worth so events keep flowing.
-    fn budget(&self) -> usize {
-        let save_every = match (self.config.save_every, &self.config.save_path) {
-            (Some(every), Some(_)) => Some(every),
-            _ => None,
-        };
-        let until_due = [save_every, self.config.eval.every]
-            .into_iter()
-            .flatten()
-            .map(|every| {
-                let steps = every - self.progress.step % every;
-                steps as usize * self.config.step.grad_accum - self.trainer.pending_micro_batches()
+    /// Micro-batches to submit before the next periodic work in `due` is (unbounded without
+    /// any), at most a ring's worth so events keep flowing.
+    fn budget(&self, due: &[Periodic]) -> usize {
+        let accum = self.config.step.grad_accum;
+        let pending = self.trainer.pending_micro_batches();
+        let until_due = due
+            .iter()
+            .map(|p| {
+                let steps = p.steps_until_due(self.progress.step) as usize;
+                steps.saturating_mul(accum).saturating_sub(pending)
             })
             .min()
             .unwrap_or(usize::MAX);
         until_due.min(self.trainer.stats_ring_slots())
     }
 
-    /// Whether the last `advance` ended on an optimizer step that is a multiple of `every`.
-    fn due(&self, stepped: bool, every: Option<u64>) -> bool {
-        stepped
+    /// Whether the last `advance` ended on an optimizer step where `periodic` is due (and
+    /// then the next is due `every` steps later).
+    fn due(&self, stepped: bool, periodic: &mut Option<Periodic>, every: Option<u64>) -> bool {
+        let step = self.progress.step;
+        let due = stepped
             && self.trainer.pending_micro_batches() == 0
-            && every.is_some_and(|e| self.progress.step.is_multiple_of(e))
+            && periodic.is_some_and(|p| p.is_due(step));
+        if due && let (Some(p), Some(every)) = (periodic.as_mut(), every) {
+            p.taken(step, every, None);
+        }
+        due
     }
 
     fn run_inner(
@@ -125,16 +129,26 @@ impl Run {
                 on_event(&event);
             }
         };
+        // Loss estimates and periodic checkpoints, every N steps of the run's count.
+        let eval_every = self.config.eval.every;
+        let save_every = self
+            .config
+            .save_every
+            .filter(|_| self.config.save_path.is_some());
+        let mut estimates = eval_every.map(|every| Periodic::every(every, start_step));
+        let mut saves = save_every.map(|every| Periodic::every(every, start_step));
         ctx.allocator.reset_peak();
         while !self.done() {
-            let advance = self.advance(ctx, &split.train, self.budget())?;
+            let due: Vec<Periodic> = estimates.iter().chain(&saves).copied().collect();
+            let advance = self.advance(ctx, &split.train, self.budget(&due))?;
             images += advance.samples;
             epoch_images += advance.samples;
             emit(advance.events, &mut history);
             if advance.throttled {
                 self.trainer.wait_for_slot(ctx)?;
             }
-            if self.due(advance.steps > 0, self.config.eval.every) {
+            let stepped = advance.steps > 0;
+            if self.due(stepped, &mut estimates, eval_every) {
                 // nanoGPT's estimate_loss, after every step reported so far.
                 emit(self.drain(ctx)?, &mut history);
                 let draw = Draw {
@@ -146,7 +160,7 @@ impl Run {
                 let report = estimate_loss(ctx, &mut self.trainer, split, draw)?;
                 emit(vec![Event::Eval(report)], &mut history);
             }
-            if self.due(advance.steps > 0, self.config.save_every)
+            if self.due(stepped, &mut saves, save_every)
                 && let Some(path) = self.config.save_path.clone()
             {
                 // Report (and check for divergence) every step up to here first, so a

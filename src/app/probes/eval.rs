@@ -9,9 +9,7 @@ use crate::error::Result;
 use crate::gpu::{GpuBuffer, GpuContext, ReadbackRing};
 use crate::nn::LossKind;
 use crate::train::evaluate::submit_eval_batch;
-use crate::train::{BatchTargets, EvalTally, Trainer};
-
-use super::Schedule;
+use crate::train::{BatchTargets, EvalTally, Periodic, Trainer};
 
 /// Held-out batches for validation (full batches only, so the training network serves).
 pub struct EvalSet {
@@ -50,7 +48,7 @@ impl EvalSet {
 pub struct EvalProbe {
     counts: Arc<GpuBuffer>,
     read: ReadbackRing<u64>,
-    due: Schedule,
+    due: Periodic,
 }
 
 impl EvalProbe {
@@ -60,7 +58,7 @@ impl EvalProbe {
         Self {
             counts: ctx.alloc_storage("app.eval.counts", bytes),
             read: ReadbackRing::new(ctx, "app.eval.read", 1, bytes),
-            due: Schedule::first_at(first_step),
+            due: Periodic::first_at(first_step),
         }
     }
 

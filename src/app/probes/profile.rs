@@ -7,9 +7,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::nn::ModelSpec;
 use crate::train::batch::write_batch;
-use crate::train::{BatchTargets, StepConfig, Trainer};
-
-use super::Schedule;
+use crate::train::{BatchTargets, Periodic, StepConfig, Trainer};
 
 /// One kernel's GPU time in the latest profile of a mode.
 #[derive(Clone, Debug, PartialEq)]
@@ -31,7 +29,7 @@ pub struct Profiler {
     batch: usize,
     timer: KernelTimer,
     labels: Vec<String>,
-    due: Schedule,
+    due: Periodic,
 }
 
 impl Profiler {
@@ -58,7 +56,7 @@ impl Profiler {
             batch,
             timer,
             labels,
-            due: Schedule::first_at(first_step),
+            due: Periodic::first_at(first_step),
         })
     }
 

@@ -10,9 +10,7 @@ use crate::data::Vocab;
 use crate::error::Result;
 use crate::gpu::{GpuBuffer, GpuContext, ReadbackRing};
 use crate::train::sample::submit_sample;
-use crate::train::{SampleOptions, Trainer};
-
-use super::Schedule;
+use crate::train::{Periodic, SampleOptions, Trainer};
 
 /// Tokens per sample: a few words. Each is a whole forward, and a CPU adapter pays per
 /// dispatch whatever the batch (Chromium's SwiftShader takes several seconds per token).
@@ -26,7 +24,7 @@ pub struct SampleProbe {
     prompt: Vec<u32>,
     tokens: Arc<GpuBuffer>,
     read: ReadbackRing<u64>,
-    due: Schedule,
+    due: Periodic,
     seed: u64,
 }
 
@@ -41,7 +39,7 @@ impl SampleProbe {
             prompt,
             tokens: ctx.alloc_storage("app.sample.tokens", bytes),
             read: ReadbackRing::new(ctx, "app.sample.read", 1, bytes),
-            due: Schedule::first_at(first_step),
+            due: Periodic::first_at(first_step),
             seed,
         }
     }
