@@ -29,11 +29,11 @@ use std::process::ExitCode;
 
 use safetensors::tensor::{Dtype, TensorView};
 use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::data::DataSource;
 use webgpu_amp::nn::LossKind;
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::checkpoint::Checkpoint;
+use webgpu_amp::train::evaluate::predict;
 use webgpu_amp::train::{BatchTargets, ModelChoice, StepConfig, Trainer, model_and_data};
 use webgpu_amp::{Error, GpuContext, GpuOptions, Result};
 
@@ -63,18 +63,11 @@ fn run(model: &str, init: &str, data: &str, precision: &str, out: &str) -> Resul
     let train = &split.train;
     let params = Checkpoint::load(std::path::Path::new(init))?.params_for_model(&spec, init)?;
     let ctx = GpuContext::new(&GpuOptions::from_env()?)?;
-    let config = StepConfig {
+    let config = StepConfig::new(
         precision,
-        loss: LossKind::CrossEntropy,
-        optimizer: OptimizerConfig::sgd(0.01),
-        scaler: ScalerConfig {
-            enabled: precision.scaler_enabled_by_default(),
-            ..Default::default()
-        },
-        clip_grad_norm: None,
-        grad_accum: 1,
-        lr_schedule: Default::default(),
-    };
+        LossKind::CrossEntropy,
+        OptimizerConfig::sgd(0.01),
+    );
     let names: Vec<(String, Vec<usize>)> = spec
         .parameters()
         .into_iter()
@@ -86,7 +79,7 @@ fn run(model: &str, init: &str, data: &str, precision: &str, out: &str) -> Resul
     let mut trainer = Trainer::new(&ctx, spec, config, train.output_dim(), &params)?;
     let all: Vec<usize> = (0..train.n).collect();
     let batch = train.gather(&all)?;
-    let logits = trainer.predict(&ctx, train.n, &batch.x)?;
+    let logits = predict(&ctx, &mut trainer, train.n, &batch.x)?;
     trainer.train_batch(&ctx, train.n, &batch.x, BatchTargets::from(&batch.y))?;
     let stats = trainer.finish(&ctx)?;
     let step = stats

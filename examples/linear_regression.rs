@@ -24,7 +24,6 @@
 //! a PyTorch run; the procedure is the same.
 
 use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::data::{Inputs, Labels, synthetic};
 use webgpu_amp::nn::LossKind;
 use webgpu_amp::nn::preset;
@@ -95,18 +94,7 @@ fn run() -> Result<()> {
 
     // optimizer = optim.SGD(model.parameters(), lr=0.1); loss_fn = nn.MSELoss();
     // scaler = GradScaler() (on by default for amp-f16, as PyTorch recommends).
-    let config = StepConfig {
-        precision: args.precision,
-        loss: LossKind::Mse,
-        optimizer: OptimizerConfig::sgd(0.1),
-        scaler: ScalerConfig {
-            enabled: args.precision.scaler_enabled_by_default(),
-            ..Default::default()
-        },
-        clip_grad_norm: None,
-        grad_accum: 1,
-        lr_schedule: Default::default(),
-    };
+    let config = StepConfig::new(args.precision, LossKind::Mse, OptimizerConfig::sgd(0.1));
     let mut trainer = Trainer::new(&ctx, spec, config, data.output_dim(), &init)?;
 
     for epoch in 0..args.epochs {

@@ -11,13 +11,12 @@
 //! Defaults: `mnist-cnn`, `amp-f16`, one epoch, batch 64, Adam 1e-3.
 
 use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::data::{DataSource, data_dir};
 use webgpu_amp::nn::LossKind;
 use webgpu_amp::nn::{ModelSpec, preset};
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::StepConfig;
-use webgpu_amp::train::run::{Event, Run, RunConfig};
+use webgpu_amp::train::{Event, Run, RunConfig};
 use webgpu_amp::{Error, GpuContext, GpuOptions, Result};
 
 const LOG_EVERY: u64 = 50;
@@ -117,29 +116,16 @@ fn run() -> Result<()> {
     );
     print!("{}", spec.summary());
 
-    let config = RunConfig {
-        step: StepConfig {
-            precision: args.precision,
-            loss: LossKind::CrossEntropy,
-            optimizer: OptimizerConfig::adam(1e-3),
-            scaler: ScalerConfig {
-                enabled: args.precision.scaler_enabled_by_default(),
-                ..Default::default()
-            },
-            clip_grad_norm: None,
-            grad_accum: 1,
-            lr_schedule: Default::default(),
-        },
-        batch_size: args.batch_size,
-        epochs: Some(args.epochs),
-        steps: None,
-        seed: args.seed,
-        shuffle: true,
-        save_every: None,
-        save_path: None,
-        validate: true,
-        eval: Default::default(),
-    };
+    let config = RunConfig::new(
+        StepConfig::new(
+            args.precision,
+            LossKind::CrossEntropy,
+            OptimizerConfig::adam(1e-3),
+        ),
+        args.batch_size,
+    )
+    .epochs(args.epochs)
+    .seed(args.seed);
     let steps_per_epoch = train.n.div_ceil(args.batch_size);
     let mut run = Run::new(&ctx, spec, config, train, &init, None)?;
     let summary = run.run(&ctx, &split, &mut |event| match event {

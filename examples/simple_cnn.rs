@@ -15,7 +15,6 @@
 use std::time::Instant;
 
 use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::data::Rng;
 use webgpu_amp::nn::LossKind;
 use webgpu_amp::nn::{ModelSpec, preset};
@@ -93,18 +92,11 @@ fn train(
     // report_memory("Before training"): start the peak from what is live now.
     ctx.allocator.reset_peak();
     let start = Instant::now();
-    let config = StepConfig {
+    let config = StepConfig::new(
         precision,
-        loss: LossKind::CrossEntropy,
-        optimizer: OptimizerConfig::adam(1e-3),
-        scaler: ScalerConfig {
-            enabled: precision.scaler_enabled_by_default(),
-            ..Default::default()
-        },
-        clip_grad_norm: None,
-        grad_accum: 1,
-        lr_schedule: Default::default(),
-    };
+        LossKind::CrossEntropy,
+        OptimizerConfig::adam(1e-3),
+    );
     let mut trainer = Trainer::new(ctx, spec.clone(), config, CLASSES, init)?;
     let mut last: Option<StepStats> = None;
     let mut skipped = 0;

@@ -6,30 +6,15 @@ mod common;
 
 use common::{ctx, rand_vec};
 use webgpu_amp::amp::policy::{CastRule, Op, Policy, Precision};
-use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::nn::LossKind;
 use webgpu_amp::nn::ModelSpec;
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::tensor::DType;
+use webgpu_amp::train::evaluate::{evaluate, predict};
 use webgpu_amp::train::{BatchTargets, StepConfig, StepStats, Trainer};
 
 const MLP: &str =
     r#"{"input": [4], "layers": [{"linear": {"out": 8}}, {"relu": {}}, {"linear": {"out": 3}}]}"#;
-
-fn config(precision: Precision, loss: LossKind, optimizer: OptimizerConfig) -> StepConfig {
-    StepConfig {
-        precision,
-        loss,
-        optimizer,
-        scaler: ScalerConfig {
-            enabled: precision.scaler_enabled_by_default(),
-            ..Default::default()
-        },
-        clip_grad_norm: None,
-        grad_accum: 1,
-        lr_schedule: Default::default(),
-    }
-}
 
 /// CPU f32 reference of Linear(4,8) → ReLU → Linear(8,3) with MSE, plain SGD.
 struct CpuMlp {
@@ -134,7 +119,7 @@ fn train_mse(
     let mut t = mlp_trainer(
         ctx,
         7,
-        config(precision, LossKind::Mse, OptimizerConfig::sgd(lr)),
+        StepConfig::new(precision, LossKind::Mse, OptimizerConfig::sgd(lr)),
     );
     let n = 16;
     for s in 0..steps {
@@ -253,7 +238,7 @@ fn overflow_skips_the_step(ctx: &webgpu_amp::GpuContext) {
     );
     let spec = ModelSpec::from_json(MLP).unwrap();
     let init = spec.init_params(3);
-    let mut cfg = config(
+    let mut cfg = StepConfig::new(
         Precision::AmpF16,
         LossKind::Mse,
         OptimizerConfig::adam(1e-3),
@@ -311,15 +296,15 @@ fn gradient_underflow_without_scaling_and_training_with_it() {
     let mut probe = Trainer::new(
         ctx,
         spec.clone(),
-        config(Precision::AmpF16, LossKind::Mse, OptimizerConfig::sgd(0.0)),
+        StepConfig::new(Precision::AmpF16, LossKind::Mse, OptimizerConfig::sgd(0.0)),
         3,
         &init,
     )
     .unwrap();
-    let out = probe.predict(ctx, n, &x).unwrap();
+    let out = predict(ctx, &mut probe, n, &x).unwrap();
     let y: Vec<f32> = out.iter().map(|v| v + 1e-7).collect();
     let run = |enabled: bool| {
-        let mut cfg = config(Precision::AmpF16, LossKind::Mse, OptimizerConfig::sgd(1.0));
+        let mut cfg = StepConfig::new(Precision::AmpF16, LossKind::Mse, OptimizerConfig::sgd(1.0));
         cfg.scaler.enabled = enabled;
         let mut t = Trainer::new(ctx, spec.clone(), cfg, 3, &init).unwrap();
         t.train_batch(ctx, n, &x, BatchTargets::Values(&y)).unwrap();
@@ -346,7 +331,7 @@ fn host_waits_stay_zero_inside_the_step_loop() {
     // Its own context: other tests in this binary read back on the shared one concurrently.
     let owned = common::ctx_owned();
     let ctx = &owned;
-    let cfg = config(Precision::AmpF16, LossKind::Mse, OptimizerConfig::sgd(0.01));
+    let cfg = StepConfig::new(Precision::AmpF16, LossKind::Mse, OptimizerConfig::sgd(0.01));
     let mut t = mlp_trainer(ctx, 1, cfg);
     let n = 8;
     let (x, y) = data(n, 4);
@@ -366,7 +351,7 @@ fn scale_grows_after_growth_interval_clean_steps() {
     let ctx = ctx();
     let spec = ModelSpec::from_json(MLP).unwrap();
     let init = spec.init_params(2);
-    let mut cfg = config(Precision::AmpF16, LossKind::Mse, OptimizerConfig::sgd(0.01));
+    let mut cfg = StepConfig::new(Precision::AmpF16, LossKind::Mse, OptimizerConfig::sgd(0.01));
     cfg.scaler.growth_interval = 3;
     cfg.scaler.init_scale = 1024.0;
     let mut t = Trainer::new(ctx, spec, cfg, 3, &init).unwrap();
@@ -390,7 +375,7 @@ fn accumulation_of_two_halves_equals_one_full_batch() {
     let mut full = Trainer::new(
         ctx,
         spec.clone(),
-        config(Precision::F32, LossKind::Mse, OptimizerConfig::sgd(0.5)),
+        StepConfig::new(Precision::F32, LossKind::Mse, OptimizerConfig::sgd(0.5)),
         3,
         &init,
     )
@@ -398,7 +383,7 @@ fn accumulation_of_two_halves_equals_one_full_batch() {
     full.train_batch(ctx, 8, &x, BatchTargets::Values(&y))
         .unwrap();
     full.finish(ctx).unwrap();
-    let mut cfg = config(Precision::F32, LossKind::Mse, OptimizerConfig::sgd(0.5));
+    let mut cfg = StepConfig::new(Precision::F32, LossKind::Mse, OptimizerConfig::sgd(0.5));
     cfg.grad_accum = 2;
     let mut acc = Trainer::new(ctx, spec, cfg, 3, &init).unwrap();
     acc.train_batch(ctx, 4, &x[..16], BatchTargets::Values(&y[..12]))
@@ -433,7 +418,7 @@ fn clipping_runs_after_unscale() {
     let init = spec.init_params(13);
     let (x, y) = data(8, 14);
     let run = |clip: Option<f32>| {
-        let mut cfg = config(Precision::AmpF16, LossKind::Mse, OptimizerConfig::sgd(0.1));
+        let mut cfg = StepConfig::new(Precision::AmpF16, LossKind::Mse, OptimizerConfig::sgd(0.1));
         cfg.clip_grad_norm = clip;
         let mut t = Trainer::new(ctx, spec.clone(), cfg, 3, &init).unwrap();
         t.train_batch(ctx, 8, &x, BatchTargets::Values(&y)).unwrap();
@@ -518,7 +503,7 @@ fn evaluation_reads_back_once_and_agrees_with_predict() {
     let owned = common::ctx_owned();
     let ctx = &owned;
     // f32: f16 logits could tie, and the argmax below need not break ties as the GPU does.
-    let cfg = config(
+    let cfg = StepConfig::new(
         Precision::F32,
         LossKind::CrossEntropy,
         OptimizerConfig::sgd(0.01),
@@ -538,14 +523,14 @@ fn evaluation_reads_back_once_and_agrees_with_predict() {
         t.network(ctx, n).unwrap();
     }
     let before = ctx.host_waits();
-    let eval = t
-        .evaluate(
-            ctx,
-            batches
-                .iter()
-                .map(|(n, x, l)| (*n, x.clone(), BatchTargets::Classes(l))),
-        )
-        .unwrap();
+    let eval = evaluate(
+        ctx,
+        &mut t,
+        batches
+            .iter()
+            .map(|(n, x, l)| (*n, x.clone(), BatchTargets::Classes(l))),
+    )
+    .unwrap();
     assert_eq!(
         ctx.host_waits() - before,
         1,
@@ -556,7 +541,7 @@ fn evaluation_reads_back_once_and_agrees_with_predict() {
     // The same numbers from the model's outputs, on the CPU.
     let (mut correct, mut loss_sum) = (0usize, 0.0f64);
     for (n, x, labels) in &batches {
-        let out = t.predict(ctx, *n, x).unwrap();
+        let out = predict(ctx, &mut t, *n, x).unwrap();
         for (row, &label) in out.chunks_exact(3).zip(labels) {
             let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
             let lse = max + row.iter().map(|v| (v - max).exp()).sum::<f32>().ln();
@@ -594,7 +579,7 @@ fn cnn_gradients_match_finite_differences() {
     let mut t = Trainer::new(
         ctx,
         spec,
-        config(
+        StepConfig::new(
             Precision::F32,
             LossKind::CrossEntropy,
             OptimizerConfig::sgd(0.1),
@@ -614,7 +599,7 @@ fn cnn_gradients_match_finite_differences() {
     let mut loss_at = |params: &[(String, Vec<f32>)]| {
         t.store.upload(ctx, params).unwrap();
         let batch = [(n, x.clone(), BatchTargets::Classes(&labels))];
-        t.evaluate(ctx, batch).unwrap().loss as f64
+        evaluate(ctx, &mut t, batch).unwrap().loss as f64
     };
     let eps = 1e-3f32;
     for (name, index) in [

@@ -20,7 +20,8 @@ use webgpu_amp::app::{App, Tab, precision, samples};
 use webgpu_amp::data::DataSource;
 use webgpu_amp::nn::PRESETS;
 use webgpu_amp::tensor::DType;
-use webgpu_amp::train::{Run, RunConfig, SampleRequest, StepConfig};
+use webgpu_amp::train::sample::submit_sample;
+use webgpu_amp::train::{Run, SampleOptions, StepConfig};
 
 /// gpt-tiny on the embedded text, two modes, a sample every 4 steps.
 fn gpt_config() -> SessionConfig {
@@ -202,27 +203,15 @@ fn gpt_autorun_trains_on_the_embedded_text_and_publishes_sampled_text() {
 #[test]
 fn sampling_needs_a_gpt_and_a_prompt_in_its_vocabulary() {
     let ctx = common::ctx_owned();
-    let run_config = |precision| RunConfig {
-        step: StepConfig {
+    let run_config = |precision| {
+        let step = StepConfig::new(
             precision,
-            loss: webgpu_amp::nn::LossKind::CrossEntropy,
-            optimizer: webgpu_amp::optim::OptimizerConfig::adam(1e-3),
-            scaler: Default::default(),
-            clip_grad_norm: None,
-            grad_accum: 1,
-            lr_schedule: Default::default(),
-        },
-        batch_size: 4,
-        epochs: None,
-        steps: Some(1),
-        seed: 0,
-        shuffle: false,
-        save_every: None,
-        save_path: None,
-        validate: false,
-        eval: Default::default(),
+            webgpu_amp::nn::LossKind::CrossEntropy,
+            webgpu_amp::optim::OptimizerConfig::adam(1e-3),
+        );
+        common::runs::steps_run(step.scaler_enabled(true), 4, 1).shuffle(false)
     };
-    let request = SampleRequest {
+    let request = SampleOptions {
         tokens: 4,
         temperature: 1.0,
         top_k: None,
@@ -249,7 +238,7 @@ fn sampling_needs_a_gpt_and_a_prompt_in_its_vocabulary() {
     )
     .unwrap();
     common::expect_err(
-        mlp.trainer.submit_sample(&ctx, &[0], &request, &out),
+        submit_sample(&ctx, &mut mlp.trainer, &[0], &request, &out),
         &["sample", "not a GPT"],
     );
     let (spec, split) = model("gpt-tiny", "hamlet");
@@ -266,38 +255,38 @@ fn sampling_needs_a_gpt_and_a_prompt_in_its_vocabulary() {
     .unwrap();
     let t = &mut gpt.trainer;
     common::expect_err(
-        t.submit_sample(&ctx, &[], &request, &out),
+        submit_sample(&ctx, t, &[], &request, &out),
         &["prompt has 0 tokens"],
     );
     common::expect_err(
-        t.submit_sample(&ctx, &[vocab], &request, &out),
+        submit_sample(&ctx, t, &[vocab], &request, &out),
         &[&format!(
             "prompt token {vocab} at position 0 is outside the vocabulary"
         )],
     );
     common::expect_err(
-        t.submit_sample(&ctx, &[0; 65], &request, &out),
+        submit_sample(&ctx, t, &[0; 65], &request, &out),
         &["prompt has 65 tokens", "block size 64"],
     );
-    let big = SampleRequest {
+    let big = SampleOptions {
         tokens: 5,
-        ..request.clone()
+        ..request
     };
     common::expect_err(
-        t.submit_sample(&ctx, &[0], &big, &out),
+        submit_sample(&ctx, t, &[0], &big, &out),
         &["fewer than 5 tokens"],
     );
-    let zero = SampleRequest {
+    let zero = SampleOptions {
         tokens: 0,
-        ..request.clone()
+        ..request
     };
     common::expect_err(
-        t.submit_sample(&ctx, &[0], &zero, &out),
+        submit_sample(&ctx, t, &[0], &zero, &out),
         &["0 tokens requested"],
     );
     // A good request: the same seed draws the same tokens, each in the vocabulary.
     let read = |t: &mut webgpu_amp::train::Trainer| -> Vec<u32> {
-        t.submit_sample(&ctx, &[0, 1], &request, &out).unwrap();
+        submit_sample(&ctx, t, &[0, 1], &request, &out).unwrap();
         bytemuck::cast_slice(&ctx.read_bytes(&out, 0, 16).unwrap()).to_vec()
     };
     let a = read(t);

@@ -9,15 +9,14 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use common::ctx;
-use webgpu_amp::amp::policy::Precision;
+use common::runs::{amp_step, steps_run};
 use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::data::{Normalization, Split, embedded};
-use webgpu_amp::nn::LossKind;
 use webgpu_amp::nn::ModelSpec;
 use webgpu_amp::optim::OptimizerConfig;
+use webgpu_amp::train::StepStats;
 use webgpu_amp::train::checkpoint::{Checkpoint, Progress};
-use webgpu_amp::train::run::{Run, RunConfig};
-use webgpu_amp::train::{StepConfig, StepStats};
+use webgpu_amp::train::{Run, RunConfig};
 
 /// Linear(784, 16) → ReLU → Linear(16, 10): small enough for many short runs.
 const TINY: &str = r#"{"input": [1, 28, 28], "layers": [{"flatten": {}}, {"linear": {"out": 16}}, {"relu": {}}, {"linear": {"out": 10}}]}"#;
@@ -64,26 +63,10 @@ fn jumpy_scaler() -> ScalerConfig {
 }
 
 fn config(optimizer: OptimizerConfig, grad_accum: usize, steps: u64) -> RunConfig {
-    RunConfig {
-        step: StepConfig {
-            precision: Precision::AmpF16,
-            loss: LossKind::CrossEntropy,
-            optimizer,
-            scaler: jumpy_scaler(),
-            clip_grad_norm: None,
-            grad_accum,
-            lr_schedule: Default::default(),
-        },
-        batch_size: BATCH,
-        epochs: None,
-        steps: Some(steps),
-        seed: 11,
-        shuffle: true,
-        save_every: None,
-        save_path: None,
-        validate: false,
-        eval: Default::default(),
-    }
+    let step = amp_step(optimizer)
+        .scaler(jumpy_scaler())
+        .grad_accum(grad_accum);
+    steps_run(step, BATCH, steps).seed(11)
 }
 
 fn sgd_momentum() -> OptimizerConfig {
@@ -397,11 +380,9 @@ fn save_is_atomic_and_replaces_an_existing_file() {
 fn resume_after_an_epoch_limit_with_pending_micro_batches_equals_uninterrupted() {
     let ctx = ctx();
     let by_epochs = |epochs| {
-        let mut cfg = RunConfig {
-            epochs: Some(epochs),
-            steps: None,
-            ..config(OptimizerConfig::adam(1e-2), 3, 1)
-        };
+        let mut cfg = config(OptimizerConfig::adam(1e-2), 3, 1)
+            .epochs(epochs)
+            .steps(None);
         cfg.step.scaler = ScalerConfig::default();
         cfg
     };

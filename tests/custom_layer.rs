@@ -8,11 +8,11 @@ mod common;
 use common::{ctx, rand_vec};
 use serde::Deserialize;
 use webgpu_amp::amp::policy::{CastRule, Op, Precision};
-use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::nn::layers::{Backward, BackwardPlan, ForwardPlan, Layer, LayerConfig, Resolved};
 use webgpu_amp::nn::{LossKind, ModelSpec};
 use webgpu_amp::ops::elementwise;
 use webgpu_amp::optim::OptimizerConfig;
+use webgpu_amp::train::evaluate::predict;
 use webgpu_amp::train::{BatchTargets, StepConfig, Trainer};
 use webgpu_amp::{Result, Tensor};
 
@@ -64,18 +64,8 @@ impl Backward for DoubleBackward {
 }
 
 fn trainer(spec: ModelSpec, init: &[(String, Vec<f32>)]) -> Trainer {
-    let config = StepConfig {
-        precision: Precision::F32,
-        loss: LossKind::Mse,
-        optimizer: OptimizerConfig::sgd(0.1),
-        scaler: ScalerConfig {
-            enabled: false,
-            ..Default::default()
-        },
-        clip_grad_norm: None,
-        grad_accum: 1,
-        lr_schedule: Default::default(),
-    };
+    let config = StepConfig::new(Precision::F32, LossKind::Mse, OptimizerConfig::sgd(0.1))
+        .scaler_enabled(false);
     Trainer::new(ctx(), spec, config, 3, init).unwrap()
 }
 
@@ -97,8 +87,8 @@ fn a_layer_from_outside_the_crate_trains() {
     // Forward: twice the plain model's output.
     let n = 4;
     let x = rand_vec(n * 5, 1);
-    let ya = a.predict(ctx, n, &x[..]).unwrap();
-    let yb = b.predict(ctx, n, &x[..]).unwrap();
+    let ya = predict(ctx, &mut a, n, &x[..]).unwrap();
+    let yb = predict(ctx, &mut b, n, &x[..]).unwrap();
     for (p, d) in ya.iter().zip(&yb) {
         assert_eq!(2.0 * p, *d);
     }

@@ -10,7 +10,6 @@ mod common;
 use std::rc::Rc;
 
 use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::data::{Dataset, Labels, Normalization, Split, embedded};
 use webgpu_amp::dist::Solo;
 use webgpu_amp::nn::{LossKind, preset};
@@ -24,29 +23,19 @@ fn config(
     accum: usize,
     clip: Option<f32>,
 ) -> RunConfig {
-    RunConfig {
-        step: StepConfig {
+    RunConfig::new(
+        StepConfig::new(
             precision,
-            loss: LossKind::CrossEntropy,
-            optimizer: OptimizerConfig::adam(1e-3),
-            scaler: ScalerConfig {
-                enabled: precision == Precision::AmpF16,
-                ..ScalerConfig::default()
-            },
-            clip_grad_norm: clip,
-            grad_accum: accum,
-            lr_schedule: Default::default(),
-        },
-        batch_size: batch,
-        epochs: None,
-        steps: Some(steps),
-        seed: 3,
-        shuffle: true,
-        save_every: None,
-        save_path: None,
-        validate: true,
-        eval: Default::default(),
-    }
+            LossKind::CrossEntropy,
+            OptimizerConfig::adam(1e-3),
+        )
+        .scaler_enabled(precision == Precision::AmpF16)
+        .clip_grad_norm(clip)
+        .grad_accum(accum),
+        batch,
+    )
+    .steps(steps)
+    .seed(3)
 }
 
 /// Trains `cfg` once as a single process and once distributed over [`Solo`]; returns both

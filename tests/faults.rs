@@ -5,37 +5,22 @@
 mod common;
 
 use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::data::{Split, synthetic};
 use webgpu_amp::nn::LossKind;
 use webgpu_amp::nn::preset;
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::StepConfig;
 use webgpu_amp::train::checkpoint::Checkpoint;
-use webgpu_amp::train::run::{Event, Run, RunConfig};
+use webgpu_amp::train::{Event, Run, RunConfig};
 use webgpu_amp::{Error, GpuContext, GpuOptions};
 
 fn config(save: Option<std::path::PathBuf>, batch_size: usize) -> RunConfig {
-    RunConfig {
-        step: StepConfig {
-            precision: Precision::AmpF16,
-            loss: LossKind::Mse,
-            optimizer: OptimizerConfig::adam(1e-3),
-            scaler: ScalerConfig::default(),
-            clip_grad_norm: None,
-            grad_accum: 1,
-            lr_schedule: Default::default(),
-        },
-        batch_size,
-        epochs: None,
-        steps: Some(40),
-        seed: 0,
-        shuffle: true,
-        save_every: save.as_ref().map(|_| 3),
-        save_path: save,
-        validate: false,
-        eval: Default::default(),
-    }
+    let step = StepConfig::new(
+        Precision::AmpF16,
+        LossKind::Mse,
+        OptimizerConfig::adam(1e-3),
+    );
+    common::runs::steps_run(step, batch_size, 40).save(save.as_ref().map(|_| 3), save)
 }
 
 #[test]

@@ -9,13 +9,13 @@ mod common;
 
 use common::ctx;
 use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::data::DataSource;
 use webgpu_amp::data::embedded_text::hamlet;
 use webgpu_amp::nn::LossKind;
 use webgpu_amp::optim::{LrSchedule, OptimizerConfig};
 use webgpu_amp::train::estimate::validation_batches;
-use webgpu_amp::train::{EvalConfig, ModelChoice, Run, RunConfig, StepConfig, model_and_data};
+use webgpu_amp::train::evaluate::evaluate_indices;
+use webgpu_amp::train::{ModelChoice, Run, RunConfig, StepConfig, model_and_data};
 
 const STEPS: u64 = 40;
 const BATCH: usize = 4;
@@ -61,43 +61,32 @@ fn amp_f16_learns_what_f32_learns_on_the_embedded_text() {
     let baseline = unigram_entropy();
     let mut losses = Vec::new();
     for precision in [Precision::F32, Precision::AmpF16] {
-        let config = RunConfig {
-            step: StepConfig {
+        let config = RunConfig::new(
+            StepConfig::new(
                 precision,
-                loss: LossKind::CrossEntropy,
-                optimizer: OptimizerConfig::AdamW {
+                LossKind::CrossEntropy,
+                OptimizerConfig::AdamW {
                     lr: LR,
                     beta1: 0.9,
                     beta2: 0.99,
                     eps: 1e-8,
                     weight_decay: 0.1,
                 },
-                scaler: ScalerConfig {
-                    enabled: precision.scaler_enabled_by_default(),
-                    ..Default::default()
-                },
-                clip_grad_norm: Some(1.0),
-                grad_accum: 1,
-                lr_schedule: LrSchedule::Cosine {
-                    warmup_steps: 4,
-                    decay_steps: STEPS,
-                    min_lr: LR / 10.0,
-                },
-            },
-            batch_size: BATCH,
-            epochs: None,
-            steps: Some(STEPS),
-            seed: 0,
-            shuffle: true,
-            save_every: None,
-            save_path: None,
-            validate: false,
-            eval: EvalConfig::default(),
-        };
+            )
+            .clip_grad_norm(Some(1.0))
+            .lr_schedule(LrSchedule::Cosine {
+                warmup_steps: 4,
+                decay_steps: STEPS,
+                min_lr: LR / 10.0,
+            }),
+            BATCH,
+        )
+        .steps(STEPS)
+        .validate_each_epoch(false);
         let mut run = Run::new(ctx, spec.clone(), config, &split.train, &init, None).unwrap();
         let summary = run.run(ctx, &split, &mut |_| {}).unwrap();
         assert_eq!(summary.steps, STEPS);
-        let eval = run.trainer.evaluate_indices(ctx, val, &batches).unwrap();
+        let eval = evaluate_indices(ctx, &mut run.trainer, val, &batches).unwrap();
         assert_eq!(eval.samples, BATCH * VAL_BATCHES * 64, "tokens evaluated");
         println!(
             "{precision}: first loss {:.4}, last loss {:.4}, validation loss {:.4} \

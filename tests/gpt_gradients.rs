@@ -14,9 +14,9 @@ mod common;
 
 use common::{ctx, rand_vec};
 use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::nn::{LossKind, ModelSpec};
 use webgpu_amp::optim::OptimizerConfig;
+use webgpu_amp::train::batch::write_batch;
 use webgpu_amp::train::{BatchTargets, DropoutStream, StepConfig, Trainer};
 
 const BATCH: usize = 2;
@@ -30,18 +30,12 @@ const RTOL: f64 = 5e-3;
 const DROPOUT_SEED: u64 = 99;
 
 fn step_config() -> StepConfig {
-    StepConfig {
-        precision: Precision::F32,
-        loss: LossKind::CrossEntropy,
-        optimizer: OptimizerConfig::sgd(0.01),
-        scaler: ScalerConfig {
-            enabled: false,
-            ..Default::default()
-        },
-        clip_grad_norm: None,
-        grad_accum: 1,
-        lr_schedule: Default::default(),
-    }
+    StepConfig::new(
+        Precision::F32,
+        LossKind::CrossEntropy,
+        OptimizerConfig::sgd(0.01),
+    )
+    .scaler_enabled(false)
 }
 
 /// Parameters with gradients well away from 0: U(-0.5, 0.5), LayerNorm weights 1 ± 0.3.
@@ -106,7 +100,7 @@ fn check(what: &str, spec: ModelSpec) {
     let loss_at = |trainer: &mut Trainer, p: &[(String, Vec<f32>)]| -> f64 {
         trainer.store.upload(ctx, p).unwrap();
         let net = trainer.network(ctx, BATCH).unwrap();
-        Trainer::write_batch(ctx, net, &tokens, &BatchTargets::Classes(&labels)).unwrap();
+        write_batch(ctx, net, &tokens, &BatchTargets::Classes(&labels)).unwrap();
         net.set_dropout(ctx, DROPOUT_SEED, 0, true);
         let kernels: Vec<_> = net.forward_kernels().collect();
         ctx.run(&kernels);

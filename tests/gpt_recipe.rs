@@ -188,19 +188,14 @@ fn step_config(
     optimizer: OptimizerConfig,
     lr_schedule: LrSchedule,
 ) -> StepConfig {
-    StepConfig {
-        precision,
-        loss: LossKind::Mse,
-        optimizer,
-        scaler: ScalerConfig {
+    StepConfig::new(precision, LossKind::Mse, optimizer)
+        .scaler(ScalerConfig {
             enabled: precision.scaler_enabled_by_default(),
             init_scale: 4_194_304.0, // 2^22: f16 gradients overflow for the first steps
             ..Default::default()
-        },
-        clip_grad_norm: None,
-        grad_accum: 2,
-        lr_schedule,
-    }
+        })
+        .grad_accum(2)
+        .lr_schedule(lr_schedule)
 }
 
 fn mlp_trainer(config: StepConfig) -> Trainer {

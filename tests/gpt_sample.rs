@@ -17,6 +17,7 @@ use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::nn::ModelSpec;
 use webgpu_amp::ops::sample::sample_reference;
 use webgpu_amp::train::checkpoint::Checkpoint;
+use webgpu_amp::train::evaluate::predict;
 use webgpu_amp::train::generate::{Generator, SampleOptions, SavedModel, model_from_checkpoint};
 use webgpu_amp::{Error, GpuContext};
 
@@ -321,20 +322,17 @@ fn dropout_is_off_and_the_forward_is_the_training_networks() {
         let mut trainer = webgpu_amp::train::Trainer::new(
             ctx,
             spec.clone(),
-            webgpu_amp::train::StepConfig {
+            webgpu_amp::train::StepConfig::new(
                 precision,
-                loss: webgpu_amp::nn::LossKind::CrossEntropy,
-                optimizer: webgpu_amp::optim::OptimizerConfig::sgd(0.1),
-                scaler: Default::default(),
-                clip_grad_norm: None,
-                grad_accum: 1,
-                lr_schedule: Default::default(),
-            },
+                webgpu_amp::nn::LossKind::CrossEntropy,
+                webgpu_amp::optim::OptimizerConfig::sgd(0.1),
+            )
+            .scaler_enabled(true),
             vocab.len(),
             &params,
         )
         .unwrap();
-        let predicted = trainer.predict(ctx, 1, &tokens).unwrap();
+        let predicted = predict(ctx, &mut trainer, 1, &tokens).unwrap();
         assert_eq!(logits, predicted, "{precision:?}");
     }
 }

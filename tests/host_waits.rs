@@ -14,11 +14,8 @@
 mod common;
 
 use webgpu_amp::GpuContext;
-use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::data::{Normalization, Split, embedded};
 use webgpu_amp::gpu::ReadbackRing;
-use webgpu_amp::nn::LossKind;
 use webgpu_amp::nn::preset;
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::{BatchTargets, RING, Run, RunConfig, StepConfig, Trainer};
@@ -34,30 +31,11 @@ fn split() -> Split {
 }
 
 fn step_config(grad_accum: usize) -> StepConfig {
-    StepConfig {
-        precision: Precision::AmpF16,
-        loss: LossKind::CrossEntropy,
-        optimizer: OptimizerConfig::adam(1e-3),
-        scaler: ScalerConfig::default(),
-        clip_grad_norm: None,
-        grad_accum,
-        lr_schedule: Default::default(),
-    }
+    common::runs::amp_step(OptimizerConfig::adam(1e-3)).grad_accum(grad_accum)
 }
 
 fn run_config(steps: u64) -> RunConfig {
-    RunConfig {
-        step: step_config(1),
-        batch_size: BATCH,
-        epochs: None,
-        steps: Some(steps),
-        seed: 0,
-        shuffle: true,
-        save_every: None,
-        save_path: None,
-        validate: false,
-        eval: Default::default(),
-    }
+    common::runs::steps_run(step_config(1), BATCH, steps)
 }
 
 fn mlp_run(ctx: &GpuContext, split: &Split, steps: u64, slots: usize) -> Run {

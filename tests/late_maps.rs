@@ -16,12 +16,11 @@ mod common;
 use std::process::Command;
 
 use webgpu_amp::GpuContext;
-use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::data::{Normalization, Split, embedded};
 use webgpu_amp::gpu::{LATE_MAPS_ENV, MapState, ReadbackRing};
-use webgpu_amp::nn::{LossKind, preset};
+use webgpu_amp::nn::preset;
 use webgpu_amp::optim::OptimizerConfig;
-use webgpu_amp::train::{Run, RunConfig, StepConfig};
+use webgpu_amp::train::{Run, RunConfig};
 
 const LATE_MS: &str = "40";
 
@@ -84,26 +83,11 @@ fn split() -> Split {
 }
 
 fn run_config(steps: u64) -> RunConfig {
-    RunConfig {
-        step: StepConfig {
-            precision: Precision::AmpF16,
-            loss: LossKind::CrossEntropy,
-            optimizer: OptimizerConfig::sgd(0.05),
-            scaler: Default::default(),
-            clip_grad_norm: None,
-            grad_accum: 1,
-            lr_schedule: Default::default(),
-        },
-        batch_size: 16,
-        epochs: None,
-        steps: Some(steps),
-        seed: 0,
-        shuffle: true,
-        save_every: None,
-        save_path: None,
-        validate: false,
-        eval: Default::default(),
-    }
+    common::runs::steps_run(
+        common::runs::amp_step(OptimizerConfig::sgd(0.05)),
+        16,
+        steps,
+    )
 }
 
 /// Every step reaches the history, in order, when every map lands late: through the end of

@@ -16,12 +16,12 @@ use std::process::Command;
 use common::{assert_close, ctx, rand_vec};
 use safetensors::tensor::{Dtype, TensorView};
 use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::data::{Normalization, embedded};
 use webgpu_amp::nn::LossKind;
 use webgpu_amp::nn::{ModelSpec, preset};
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::checkpoint::Checkpoint;
+use webgpu_amp::train::evaluate::predict;
 use webgpu_amp::train::{StepConfig, Trainer};
 
 /// A PyTorch state_dict: name, shape, f32 values.
@@ -238,20 +238,14 @@ fn check_loads_and_computes(
                 "{what}: `{name}` values"
             );
         }
-        let cfg = StepConfig {
-            precision: Precision::F32,
-            loss: LossKind::CrossEntropy,
-            optimizer: OptimizerConfig::sgd(0.1),
-            scaler: ScalerConfig {
-                enabled: false,
-                ..Default::default()
-            },
-            clip_grad_norm: None,
-            grad_accum: 1,
-            lr_schedule: Default::default(),
-        };
+        let cfg = StepConfig::new(
+            Precision::F32,
+            LossKind::CrossEntropy,
+            OptimizerConfig::sgd(0.1),
+        )
+        .scaler_enabled(false);
         let mut t = Trainer::new(ctx(), spec.clone(), cfg, out_dim, &init).unwrap();
-        let got = t.predict(ctx(), batch, x).unwrap();
+        let got = predict(ctx(), &mut t, batch, x).unwrap();
         let per = x.len() / batch;
         let want: Vec<f32> = (0..batch)
             .flat_map(|s| reference(sd, &x[s * per..(s + 1) * per]))

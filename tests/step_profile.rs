@@ -5,7 +5,6 @@
 mod common;
 
 use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::data::{Normalization, embedded};
 use webgpu_amp::gpu::KernelTimer;
 use webgpu_amp::nn::LossKind;
@@ -21,15 +20,12 @@ const BATCH: usize = 32;
 fn trainer(ctx: &webgpu_amp::GpuContext, model: &str) -> Trainer {
     let spec = preset(model, &[1, 28, 28], 10).unwrap();
     let init = spec.init_params(0);
-    let config = StepConfig {
-        precision: Precision::AmpF16,
-        loss: LossKind::CrossEntropy,
-        optimizer: OptimizerConfig::adam(1e-3),
-        scaler: ScalerConfig::default(),
-        clip_grad_norm: Some(1.0),
-        grad_accum: 1,
-        lr_schedule: Default::default(),
-    };
+    let config = StepConfig::new(
+        Precision::AmpF16,
+        LossKind::CrossEntropy,
+        OptimizerConfig::adam(1e-3),
+    )
+    .clip_grad_norm(Some(1.0));
     Trainer::new(ctx, spec, config, 10, &init).unwrap()
 }
 

@@ -14,7 +14,9 @@ use webgpu_amp::data::{
     BatchInputs, BatchLabels, DataSource, Dataset, Labels, Loader, TextCorpus, TokenSamples, Vocab,
     custom, embedded_text, shakespeare,
 };
+use webgpu_amp::train::batch::write_batch;
 use webgpu_amp::train::checkpoint::{Checkpoint, NamedTensor};
+use webgpu_amp::train::evaluate::predict;
 
 // ---------------------------------------------------------------- helpers
 
@@ -786,7 +788,7 @@ fn checkpoint_vocab_and_model_round_trip() {
 #[test]
 fn token_ids_upload_as_raw_u32_words() {
     use webgpu_amp::amp::policy::Precision;
-    use webgpu_amp::amp::scaler::ScalerConfig;
+
     use webgpu_amp::nn::{LossKind, preset};
     use webgpu_amp::optim::OptimizerConfig;
     use webgpu_amp::train::{BatchTargets, StepConfig, Trainer};
@@ -796,23 +798,17 @@ fn token_ids_upload_as_raw_u32_words() {
     // u32 words, and ids go in as they are (the embedding checks nothing on upload).
     let spec = preset("gpt-tiny", &[4], 8).unwrap();
     let init = spec.init_params(0);
-    let config = StepConfig {
-        precision: Precision::F32,
-        loss: LossKind::CrossEntropy,
-        optimizer: OptimizerConfig::sgd(0.1),
-        scaler: ScalerConfig {
-            enabled: false,
-            ..Default::default()
-        },
-        clip_grad_norm: None,
-        grad_accum: 1,
-        lr_schedule: Default::default(),
-    };
+    let config = StepConfig::new(
+        Precision::F32,
+        LossKind::CrossEntropy,
+        OptimizerConfig::sgd(0.1),
+    )
+    .scaler_enabled(false);
     let mut trainer = Trainer::new(ctx, spec, config, 8, &init).unwrap();
     let net = trainer.network(ctx, 2).unwrap();
     let ids: Vec<u32> = vec![7, 0, 3, 0x7fc0_0001, 1, 2, 65, 4_000_000_000];
     let labels: Vec<u32> = (0..8).collect();
-    Trainer::write_batch(ctx, net, &ids, &BatchTargets::Classes(&labels)).unwrap();
+    write_batch(ctx, net, &ids, &BatchTargets::Classes(&labels)).unwrap();
     let bytes = ctx
         .read_bytes(
             net.input.buffer(),
@@ -827,7 +823,7 @@ fn token_ids_upload_as_raw_u32_words() {
     assert_eq!(words, ids, "every id bit for bit, even NaN-looking ones");
 
     // Wrong counts are errors, not GPU validation failures.
-    match Trainer::write_batch(ctx, net, &ids[..6], &BatchTargets::Classes(&labels)) {
+    match write_batch(ctx, net, &ids[..6], &BatchTargets::Classes(&labels)) {
         Err(Error::Shape { message, .. }) => {
             assert!(
                 message.contains("6 token ids") && message.contains("[2, 4]"),
@@ -837,7 +833,7 @@ fn token_ids_upload_as_raw_u32_words() {
         other => panic!("expected a shape error, got {other:?}"),
     }
     // One label per loss row: a GPT has one row per token, so B labels are refused.
-    match Trainer::write_batch(ctx, net, &ids, &BatchTargets::Classes(&[1, 2])) {
+    match write_batch(ctx, net, &ids, &BatchTargets::Classes(&[1, 2])) {
         Err(Error::Shape { message, .. }) => assert!(
             message.contains("2 class labels for 8 loss rows"),
             "{message}"
@@ -845,7 +841,7 @@ fn token_ids_upload_as_raw_u32_words() {
         other => panic!("expected a shape error, got {other:?}"),
     }
     // Inference takes token ids the same way.
-    match trainer.predict(ctx, 2, &ids[..7]) {
+    match predict(ctx, &mut trainer, 2, &ids[..7]) {
         Err(Error::Shape { message, .. }) => {
             assert!(message.contains("7 token ids"), "{message}")
         }
@@ -857,7 +853,7 @@ fn token_ids_upload_as_raw_u32_words() {
 #[test]
 fn runs_save_the_vocabulary_and_refuse_another_on_resume() {
     use webgpu_amp::amp::policy::Precision;
-    use webgpu_amp::amp::scaler::ScalerConfig;
+
     use webgpu_amp::nn::{LossKind, preset};
     use webgpu_amp::optim::OptimizerConfig;
     use webgpu_amp::train::{Run, RunConfig, StepConfig};
@@ -874,29 +870,12 @@ fn runs_save_the_vocabulary_and_refuse_another_on_resume() {
     };
     let spec = preset("gpt-tiny", &[4], 3).unwrap();
     let init = spec.init_params(0);
-    let config = RunConfig {
-        step: StepConfig {
-            precision: Precision::F32,
-            loss: LossKind::CrossEntropy,
-            optimizer: OptimizerConfig::sgd(0.1),
-            scaler: ScalerConfig {
-                enabled: false,
-                ..Default::default()
-            },
-            clip_grad_norm: None,
-            grad_accum: 1,
-            lr_schedule: Default::default(),
-        },
-        batch_size: 2,
-        epochs: None,
-        steps: Some(1),
-        seed: 0,
-        shuffle: true,
-        save_every: None,
-        save_path: None,
-        validate: false,
-        eval: Default::default(),
-    };
+    let step = StepConfig::new(
+        Precision::F32,
+        LossKind::CrossEntropy,
+        OptimizerConfig::sgd(0.1),
+    );
+    let config = common::runs::steps_run(step, 2, 1);
     let mut run = Run::new(ctx, spec.clone(), config.clone(), train, &init, None).unwrap();
     assert_eq!(run.vocab.as_ref(), Some(corpus.vocab().as_ref()));
     let ck = run.checkpoint(ctx).unwrap();

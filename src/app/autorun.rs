@@ -11,6 +11,7 @@ use super::session::{OptimizerKind, Session, SessionConfig, Status};
 use crate::amp::policy::Precision;
 use crate::error::{Error, Result};
 use crate::tensor::Storage;
+use crate::train::Setting;
 
 /// What an autorun trains, from the page's query string.
 #[derive(Clone, Debug, PartialEq)]
@@ -113,12 +114,17 @@ impl Autorun {
                 .validate()
                 .map_err(|e| Error::InvalidArgument(format!("init_scale={s}: {e}")))?;
         }
-        if config.steps == 0 || config.batch_size == 0 {
-            return Err(Error::InvalidArgument(
-                "steps and batch must be at least 1".into(),
-            ));
-        }
+        config.validate_named(query_key)?;
         Ok(Some(Self { config }))
+    }
+}
+
+/// A run setting as the query string names it.
+fn query_key(setting: Setting) -> &'static str {
+    match setting {
+        Setting::Steps => "steps",
+        Setting::BatchSize => "batch",
+        other => other.words(),
     }
 }
 

@@ -4,7 +4,9 @@
 use crate::amp::policy::Precision;
 use crate::amp::scaler::ScalerConfig;
 use crate::error::{Error, Result};
+use crate::nn::LossKind;
 use crate::optim::OptimizerConfig;
+use crate::train::{RunConfig, Setting, StepConfig};
 
 /// Data sets the setup panel offers (`mnist`, `fashion-mnist` and `shakespeare` need
 /// `scripts/fetch-data.sh` first; the error says so). `hamlet` (text in the binary) and
@@ -109,23 +111,52 @@ impl SessionConfig {
             || (self.scaler_everywhere && precision != Precision::F32)
     }
 
+    /// The run of one mode: `precision` training on `loss` (the data's) for `steps` steps,
+    /// shuffled, without epoch-end validation (the eval probe validates instead).
+    pub fn run_config(&self, precision: Precision, loss: LossKind) -> RunConfig {
+        let scaler = ScalerConfig {
+            enabled: self.scaler_for(precision),
+            ..self.scaler
+        };
+        let step = StepConfig::new(precision, loss, self.optimizer.config(self.lr)).scaler(scaler);
+        RunConfig::new(step, self.batch_size)
+            .steps(self.steps)
+            .seed(self.seed)
+            .validate_each_epoch(false)
+    }
+
+    /// Check the session's own settings, then each mode's run through the one run
+    /// validation ([`RunConfig::validate_named`]), its settings named by the setup panel.
     pub(super) fn validate(&self) -> Result<()> {
+        self.validate_named(panel_name)
+    }
+
+    /// [`SessionConfig::validate`], run settings named by `name`.
+    pub(super) fn validate_named(&self, name: fn(Setting) -> &'static str) -> Result<()> {
         if self.modes.is_empty() {
             return Err(Error::InvalidArgument(
                 "select at least one precision mode".into(),
             ));
         }
-        if self.batch_size == 0 || self.steps == 0 || self.steps_per_frame == 0 {
+        if self.steps_per_frame == 0 {
             return Err(Error::InvalidArgument(
-                "batch size, steps and steps per frame must be at least 1".into(),
+                "steps per frame must be at least 1".into(),
             ));
         }
-        self.optimizer.config(self.lr).validate()?;
-        ScalerConfig {
-            enabled: true,
-            ..self.scaler
+        // The loss comes with the data; no setting's check depends on it.
+        for &precision in &self.modes {
+            self.run_config(precision, LossKind::CrossEntropy)
+                .validate_named(name)?;
         }
-        .validate()
+        Ok(())
+    }
+}
+
+/// A run setting as the setup panel labels it.
+fn panel_name(setting: Setting) -> &'static str {
+    match setting {
+        Setting::Steps => "steps",
+        other => other.words(),
     }
 }
 

@@ -24,13 +24,12 @@ pub use super::probes::profile::KernelTime;
 use super::probes::profile::Profiler;
 use super::probes::sample::SampleProbe;
 use crate::amp::policy::{Policy, Precision, PrecisionRow};
-use crate::amp::scaler::ScalerConfig;
 use crate::data::Split;
 use crate::error::Result;
 use crate::gpu::GpuContext;
 use crate::nn::{self, LossKind, ModelSpec};
 use crate::ops::histogram::HistogramRange;
-use crate::train::{Event, Run, RunConfig, StepConfig, StepStats, Trainer};
+use crate::train::{Event, Run, StepStats, Trainer};
 
 /// One precision mode's run.
 pub struct ModeRun {
@@ -102,8 +101,9 @@ impl ModeRun {
     }
 }
 
-/// Everything a started run needs from the data and the model.
-struct Prepared {
+/// What every mode of a started session trains on: the data, the model, its initial
+/// weights and loss, and the held-out batches the eval probe uses.
+struct SessionInputs {
     split: Arc<Split>,
     spec: ModelSpec,
     init: Vec<(String, Vec<f32>)>,
@@ -118,7 +118,7 @@ pub struct Session {
     pub config: SessionConfig,
     status: Status,
     runs: Vec<ModeRun>,
-    prepared: Option<Prepared>,
+    inputs: Option<SessionInputs>,
     /// The model and data set last resolved, so the precision map and restarts don't reload.
     models: ModelCache,
     histogram: Option<HistogramProbe>,
@@ -136,7 +136,7 @@ impl Session {
             config: SessionConfig::default(),
             status: Status::Idle,
             runs: Vec::new(),
-            prepared: None,
+            inputs: None,
             models: ModelCache::default(),
             histogram: None,
             histogram_latest: None,
@@ -234,7 +234,7 @@ impl Session {
     /// Drop every run and go back to Idle.
     pub fn reset(&mut self) {
         self.runs.clear();
-        self.prepared = None;
+        self.inputs = None;
         self.histogram = None;
         self.histogram_latest = None;
         self.running_secs = 0.0;
@@ -280,7 +280,7 @@ impl Session {
             };
             return Ok(());
         }
-        let Some(prepared) = &self.prepared else {
+        let Some(inputs) = &self.inputs else {
             return Ok(());
         };
         // A lost device or a GPU error ends the run with its reason, even when nothing is
@@ -295,13 +295,13 @@ impl Session {
         let ctx = &*self.ctx;
         let config = &self.config;
         for mode in &mut self.runs {
-            let advance = mode.run.advance(ctx, &prepared.split.train, budget)?;
+            let advance = mode.run.advance(ctx, &inputs.split.train, budget)?;
             for event in advance.events {
                 if let Event::Step { stats, .. } = event {
                     mode.history.push(stats);
                 }
             }
-            if let (Some(probe), Some(set)) = (&mut mode.eval, &prepared.eval) {
+            if let (Some(probe), Some(set)) = (&mut mode.eval, &inputs.eval) {
                 mode.val_accuracy.extend(probe.take(set));
                 if running {
                     let submitted = mode.run.progress.step;
@@ -371,12 +371,12 @@ impl Session {
 
     /// Build what mode `index` needs (data and model first). One mode per frame.
     fn prepare_one(&mut self, index: usize) -> Result<()> {
-        if self.prepared.is_none() {
+        if self.inputs.is_none() {
             let config = self.config.clone();
             let (spec, split) = self.models.get(&config.model, &config.dataset)?;
             let loss = LossKind::default_for(&split.train.y);
             let eval = EvalSet::new(&split, loss, config.batch_size, config.eval_samples)?;
-            self.prepared = Some(Prepared {
+            self.inputs = Some(SessionInputs {
                 init: spec.init_params(config.seed),
                 split,
                 spec,
@@ -384,57 +384,35 @@ impl Session {
                 eval,
             });
         }
-        let prepared = self.prepared.as_ref().expect("prepared above");
+        let inputs = self.inputs.as_ref().expect("prepared above");
         let config = &self.config;
         let precision = config.modes[index];
-        let scaler_enabled = config.scaler_for(precision);
-        let step = StepConfig {
-            precision,
-            loss: prepared.loss,
-            optimizer: config.optimizer.config(config.lr),
-            scaler: ScalerConfig {
-                enabled: scaler_enabled,
-                ..config.scaler
-            },
-            clip_grad_norm: None,
-            grad_accum: 1,
-            lr_schedule: Default::default(),
-        };
-        let run_config = RunConfig {
-            step: step.clone(),
-            batch_size: config.batch_size,
-            epochs: None,
-            steps: Some(config.steps),
-            seed: config.seed,
-            shuffle: true,
-            save_every: None,
-            save_path: None,
-            validate: false,
-            eval: Default::default(),
-        };
+        let run_config = config.run_config(precision, inputs.loss);
+        let scaler_enabled = run_config.step.scaler.enabled;
+        let step = run_config.step.clone();
         let ctx = &*self.ctx;
-        let train = &prepared.split.train;
+        let train = &inputs.split.train;
         let batch = config.batch_size;
         let before = ctx.memory().live_bytes;
         let mut run = Run::new(
             ctx,
-            prepared.spec.clone(),
+            inputs.spec.clone(),
             run_config,
             train,
-            &prepared.init,
+            &inputs.init,
             None,
         )?;
         // The pure-f16 mode is there to show a run diverging: keep plotting it.
         run.stop_on_divergence = false;
         run.trainer.network(ctx, batch)?;
         let memory_bytes = ctx.memory().live_bytes.saturating_sub(before);
-        let eval = prepared
+        let eval = inputs
             .eval
             .as_ref()
             .map(|set| EvalProbe::new(ctx, set, config.eval_every.min(config.steps)));
         let sampler = train
             .vocab()
-            .filter(|_| prepared.spec.gpt.is_some())
+            .filter(|_| inputs.spec.gpt.is_some())
             .map(|vocab| {
                 let first = config.sample_every.clamp(1, config.steps);
                 SampleProbe::new(ctx, vocab.clone(), config.seed, first)
@@ -442,14 +420,14 @@ impl Session {
         let profiler = if self.has_timestamps() {
             // The first profile after a few steps (pipelines warm).
             let first = 5.min(config.steps);
-            let spec = prepared.spec.clone();
+            let spec = inputs.spec.clone();
             let dim = train.output_dim();
             Some(Profiler::new(
                 ctx,
                 spec,
                 step,
                 dim,
-                &prepared.init,
+                &inputs.init,
                 batch,
                 first,
             )?)

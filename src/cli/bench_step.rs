@@ -6,7 +6,6 @@ use std::io::Write;
 
 use clap::Args;
 use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::data::{Batch, DataSource, Rng};
 use webgpu_amp::nn::gpt::GPT_PRESETS;
 use webgpu_amp::nn::preset;
@@ -152,18 +151,9 @@ fn measure(
     let b = args.batch_size;
     let w = workload(model, b)?;
     let init = w.spec.init_params(0);
-    let config = StepConfig {
-        precision,
-        loss: LossKind::CrossEntropy,
-        optimizer: w.optimizer,
-        scaler: ScalerConfig {
-            enabled: scaler,
-            ..Default::default()
-        },
-        clip_grad_norm: w.clip_grad_norm,
-        grad_accum: 1,
-        lr_schedule: Default::default(),
-    };
+    let config = StepConfig::new(precision, LossKind::CrossEntropy, w.optimizer)
+        .scaler_enabled(scaler)
+        .clip_grad_norm(w.clip_grad_norm);
     ctx.allocator.reset_peak();
     let mut trainer = Trainer::new(ctx, w.spec, config, w.classes, &init)?;
     let x = &w.batch.x;

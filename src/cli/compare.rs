@@ -5,19 +5,19 @@ use std::path::PathBuf;
 
 use clap::Args;
 use webgpu_amp::amp::policy::Precision;
+use webgpu_amp::train::RunSummary;
 use webgpu_amp::train::checkpoint::{check_save_target, save_file};
-use webgpu_amp::train::run::RunSummary;
 use webgpu_amp::{Error, GpuContext, Result};
 
 use super::out::outln;
 use super::plot;
 use super::progress::{print_summary, run_with_progress};
-use super::train::TrainCommon;
+use super::run_args::RunArgs;
 
 #[derive(Args, Debug)]
 pub struct CompareArgs {
     #[command(flatten)]
-    common: TrainCommon,
+    common: RunArgs,
     /// Precision modes to run (comma-separated). Default: f32,amp-f16.
     #[arg(long, value_delimiter = ',')]
     precisions: Option<Vec<String>>,
@@ -63,12 +63,14 @@ pub fn run(args: &CompareArgs) -> Result<()> {
             "no precision modes to compare".into(),
         ));
     }
-    args.common.validate_args()?;
+    for &mode in &modes {
+        args.common.validate_args(mode, (None, None))?;
+    }
     // Before any training: the files go only to regular files or new paths.
     check_save_target(&args.report, "--report")?;
     check_save_target(&args.png, "--png")?;
     let options = args.common.device.options()?;
-    let (prepared, ctx) = args.common.prepare(&modes, || GpuContext::new(&options))?;
+    let (inputs, ctx) = args.common.prepare(&modes, || GpuContext::new(&options))?;
     // The banner only: with stdout closed already, the runs and their files still matter.
     let _ = outln!(
         "comparing {} on {} ({} training samples) on {}",
@@ -77,14 +79,14 @@ pub fn run(args: &CompareArgs) -> Result<()> {
             .map(|m| m.name())
             .collect::<Vec<_>>()
             .join(", "),
-        prepared.dataset,
-        prepared.split.train.n,
+        inputs.dataset,
+        inputs.split.train.n,
         ctx.report.name
     );
     let mut summaries = Vec::new();
     for mode in &modes {
-        let cfg = args.common.run_config(*mode, &prepared)?;
-        let summary = run_with_progress(&ctx, &prepared, cfg, None, mode.name(), &mut |_| Ok(()))?;
+        let cfg = args.common.run_config(*mode, &inputs, (None, None))?;
+        let summary = run_with_progress(&ctx, &inputs, cfg, None, mode.name(), &mut |_| Ok(()))?;
         summaries.push(summary);
     }
     let runs: Vec<RunReport> = summaries
@@ -105,7 +107,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         "adapter": ctx.report.name,
         "backend": ctx.report.backend,
         "f16_storage": format!("{:?}", ctx.f16_storage).to_lowercase(),
-        "dataset": prepared.dataset,
+        "dataset": inputs.dataset,
         "batch_size": args.common.batch_size,
         "seed": args.common.seed,
         "runs": runs,
@@ -117,8 +119,8 @@ pub fn run(args: &CompareArgs) -> Result<()> {
             .common
             .model
             .clone()
-            .unwrap_or_else(|| prepared.spec.name.clone()),
-        dataset: prepared.dataset.clone(),
+            .unwrap_or_else(|| inputs.spec.name.clone()),
+        dataset: inputs.dataset.clone(),
         batch_size: args.common.batch_size,
         adapter: ctx.report.name.clone(),
         backend: ctx.report.backend.clone(),

@@ -12,10 +12,12 @@ mod plot;
 mod progress;
 mod recipe;
 mod resolve;
+mod run_args;
 mod sample;
 mod train;
 
 use clap::{Args, Parser, Subcommand};
+use webgpu_amp::train::Setting;
 use webgpu_amp::{BackendChoice, F16StorageChoice, GpuOptions};
 
 #[derive(Parser)]
@@ -116,6 +118,22 @@ fn flag_names(message: &str) -> String {
     flags.iter().fold(message.to_string(), |m, (words, flag)| {
         m.replace(words, flag)
     })
+}
+
+/// A run setting as the command line names it: its flag (the run builder's validation
+/// names settings through this, [`webgpu_amp::train::RunConfig::validate_named`]).
+fn flag(setting: Setting) -> &'static str {
+    match setting {
+        Setting::BatchSize => "--batch-size",
+        Setting::GradAccum => "--grad-accum",
+        Setting::Steps => "--steps",
+        Setting::Epochs => "--epochs",
+        Setting::ClipGradNorm => "--clip-grad-norm",
+        Setting::EvalEvery => "--eval-every",
+        Setting::EvalBatches => "--eval-batches",
+        Setting::SaveEvery => "--save-every",
+        Setting::SavePath => "--save FILE",
+    }
 }
 
 /// Help and version go to stdout as clap prints them; a bad flag or value becomes one

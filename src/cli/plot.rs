@@ -11,7 +11,7 @@ use std::path::Path;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{FontStyle, register_font};
-use webgpu_amp::train::run::RunSummary;
+use webgpu_amp::train::RunSummary;
 use webgpu_amp::{Error, Result};
 
 pub use labels::ChartInfo;

@@ -7,11 +7,11 @@ use std::rc::Rc;
 use indicatif::{ProgressBar, ProgressStyle};
 use webgpu_amp::dist::Collective;
 use webgpu_amp::train::checkpoint::Checkpoint;
-use webgpu_amp::train::run::{Event, Run, RunConfig, RunSummary};
+use webgpu_amp::train::{Event, Run, RunConfig, RunSummary};
 use webgpu_amp::{GpuContext, Result};
 
 use super::out::{out, outln};
-use super::train::Prepared;
+use super::run_args::RunInputs;
 
 /// A progress bar that shows epoch, step, loss, scale, skipped steps and images/s.
 pub fn progress_bar(total_steps: Option<u64>, label: &str) -> ProgressBar {
@@ -30,36 +30,23 @@ pub fn progress_bar(total_steps: Option<u64>, label: &str) -> ProgressBar {
     bar
 }
 
-/// Steps the run will take, when it can be known up front.
-pub fn planned_steps(cfg: &RunConfig, n: usize) -> Option<u64> {
-    let per_epoch = (n.div_ceil(cfg.batch_size) / cfg.step.grad_accum.max(1)) as u64;
-    let by_epochs = cfg
-        .epochs
-        .or(if cfg.steps.is_none() { Some(1) } else { None })
-        .map(|e| e.saturating_mul(per_epoch));
-    match (by_epochs, cfg.steps) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
 /// Run one training job with a progress bar, reporting every event to `sink` too.
 pub fn run_with_progress(
     ctx: &GpuContext,
-    prepared: &Prepared,
+    inputs: &RunInputs,
     cfg: RunConfig,
     resume: Option<&Checkpoint>,
     label: &str,
     sink: &mut dyn FnMut(&Event) -> Result<()>,
 ) -> Result<RunSummary> {
-    run_rank_with_progress(ctx, prepared, cfg, resume, label, None, sink)
+    run_rank_with_progress(ctx, inputs, cfg, resume, label, None, sink)
 }
 
 /// [`run_with_progress`] as one rank of a data-parallel job when `rank` is given (the bar on
 /// rank 0 only, counting the global batch).
 pub fn run_rank_with_progress(
     ctx: &GpuContext,
-    prepared: &Prepared,
+    inputs: &RunInputs,
     cfg: RunConfig,
     resume: Option<&Checkpoint>,
     label: &str,
@@ -68,10 +55,10 @@ pub fn run_rank_with_progress(
 ) -> Result<RunSummary> {
     let mut run = Run::new(
         ctx,
-        prepared.spec.clone(),
+        inputs.spec.clone(),
         cfg,
-        &prepared.split.train,
-        &prepared.init,
+        &inputs.split.train,
+        &inputs.init,
         resume,
     )?;
     // Data-parallel: this rank's shard; the bar counts every rank's samples.
@@ -89,10 +76,10 @@ pub fn run_rank_with_progress(
             " (global batch {} = {ranks} ranks × {batch}{micro})",
             ranks as usize * batch * accum
         );
-        run.distribute(ctx, &prepared.split.train, c)?;
+        run.distribute(ctx, &inputs.split.train, c)?;
     }
     let bar = if run.is_writer() {
-        progress_bar(planned_steps(&run.config, run.samples_per_epoch()), label)
+        progress_bar(run.config.planned_steps(run.samples_per_epoch()), label)
     } else {
         ProgressBar::hidden()
     };
@@ -102,7 +89,7 @@ pub fn run_rank_with_progress(
     let mut skipped = 0u64;
     let mut sink_error = None;
     let batch = ranks * run.config.batch_size as u64 * run.config.step.grad_accum as u64;
-    let summary = run.run(ctx, &prepared.split, &mut |event| {
+    let summary = run.run(ctx, &inputs.split, &mut |event| {
         if let Event::Step { stats, epoch, lr } = event {
             images += batch;
             skipped += stats.skipped as u64;

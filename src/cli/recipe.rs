@@ -67,14 +67,9 @@ fn bad(message: String) -> Error {
 }
 
 impl RecipeArgs {
-    /// Checks that need no data.
+    /// Checks of the schedule's flags that need no data (`--eval-every` and
+    /// `--eval-batches` are the run's settings: the run builder checks them).
     pub fn validate(&self) -> Result<()> {
-        if self.eval_every == Some(0) {
-            return Err(bad("--eval-every must be at least 1".into()));
-        }
-        if self.eval_batches == 0 {
-            return Err(bad("--eval-batches must be at least 1".into()));
-        }
         if let Some(min_lr) = self.min_lr
             && !(min_lr >= 0.0 && min_lr.is_finite())
         {

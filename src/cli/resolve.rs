@@ -7,15 +7,21 @@ use webgpu_amp::nn::{LossKind, ModelSpec, preset};
 use webgpu_amp::train::{ModelChoice, model_and_data, model_for_split};
 use webgpu_amp::{Error, Result};
 
-use super::train::TrainCommon;
-
 /// Classes a preset predicts on class labels unless `--num-classes` says otherwise: the
 /// tutorials' `SimpleCNN(num_classes=10)`, and MNIST's and Fashion-MNIST's ten.
 pub const PRESET_CLASSES: usize = 10;
 
+/// What the flags ask for: `--model`, `--dataset`, `--loss` and `--num-classes`.
+pub struct Wanted<'a> {
+    pub model: Option<&'a str>,
+    pub dataset: Option<&'a str>,
+    pub loss: Option<&'a str>,
+    pub num_classes: Option<usize>,
+}
+
 /// What [`resolve`] found: the data, the model, its loss, the model's name for messages
 /// (the preset or the JSON file) and the data set's name.
-pub struct Resolved {
+pub struct ModelAndData {
     pub split: Split,
     pub spec: ModelSpec,
     pub loss: LossKind,
@@ -43,19 +49,19 @@ fn name_file(e: Error, file: &str) -> Error {
 }
 
 /// Data, model and loss from the flags, without the GPU and without parameters.
-pub fn resolve(args: &TrainCommon) -> Result<Resolved> {
-    let file = args.model.as_ref().filter(|m| m.ends_with(".json"));
-    let choice = match (&args.model, file) {
+pub fn resolve(args: &Wanted) -> Result<ModelAndData> {
+    let file = args.model.filter(|m| m.ends_with(".json"));
+    let choice = match (args.model, file) {
         (Some(m), Some(_)) => Some(ModelChoice::Json(
             std::fs::read_to_string(m)
                 .map_err(|e| Error::Model(format!("{m}: cannot read: {e}")))?,
         )),
-        (Some(m), None) => Some(ModelChoice::Preset(m.clone())),
+        (Some(m), None) => Some(ModelChoice::Preset(m.to_string())),
         (None, _) => None,
     };
     let gpt = choice.as_ref().is_some_and(ModelChoice::is_gpt);
     // The embedded MNIST set unless the model is a GPT, which trains on the embedded text.
-    let dataset = args.dataset.clone().unwrap_or_else(|| {
+    let dataset = args.dataset.map(str::to_string).unwrap_or_else(|| {
         if gpt {
             DataSource::EMBEDDED_TEXT.into()
         } else {
@@ -74,7 +80,7 @@ pub fn resolve(args: &TrainCommon) -> Result<Resolved> {
         if gpt || split.train.is_tokens() {
             model_for_split(choice.as_ref(), split).map_err(named)?
         } else {
-            let model = args.model.clone().unwrap_or_else(|| {
+            let model = args.model.map(str::to_string).unwrap_or_else(|| {
                 if split.train.y.is_classification() {
                     "mlp"
                 } else {
@@ -85,8 +91,8 @@ pub fn resolve(args: &TrainCommon) -> Result<Resolved> {
             class_model(args, split, &model)?
         }
     };
-    let what = args.model.clone().unwrap_or_else(|| spec.name.clone());
-    let loss = match &args.loss {
+    let what = args.model.map_or_else(|| spec.name.clone(), str::to_string);
+    let loss = match args.loss {
         Some(l) => LossKind::parse(l)?,
         None => LossKind::default_for(&split.train.y),
     };
@@ -117,7 +123,7 @@ pub fn resolve(args: &TrainCommon) -> Result<Resolved> {
             }
         )));
     }
-    Ok(Resolved {
+    Ok(ModelAndData {
         split,
         spec,
         loss,
@@ -127,7 +133,7 @@ pub fn resolve(args: &TrainCommon) -> Result<Resolved> {
 }
 
 /// A preset or JSON model on class labels or float targets (not tokens).
-fn class_model(args: &TrainCommon, mut split: Split, model: &str) -> Result<(ModelSpec, Split)> {
+fn class_model(args: &Wanted, mut split: Split, model: &str) -> Result<(ModelSpec, Split)> {
     let classes = matches!(split.train.y, Labels::Classes { .. });
     if !classes {
         // --num-classes on float targets is refused by the caller.

@@ -2,7 +2,6 @@
 //! (class labels, one per loss row, or float values), written into a planned network's
 //! buffers with queued writes (no wait).
 
-use super::trainer::Trainer;
 use crate::data::{BatchInputs, BatchLabels};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
@@ -77,61 +76,59 @@ impl<'a> From<&'a BatchLabels> for BatchTargets<'a> {
     }
 }
 
-impl Trainer {
-    /// Upload a batch into a network's input buffers (queued writes; no wait). Features are
-    /// converted to the input tensor's storage; token ids are written as raw u32 words into
-    /// the input buffer, which must hold one 4-byte element per id. Class labels: one per
-    /// loss row (per sample, or per token of token samples).
-    pub fn write_batch<'x>(
-        ctx: &GpuContext,
-        net: &Network,
-        x: impl Into<BatchInput<'x>>,
-        targets: &BatchTargets<'_>,
-    ) -> Result<()> {
-        Self::write_input(ctx, net, x.into())?;
-        match (targets, &net.targets) {
-            (BatchTargets::Classes(labels), None) => {
-                let rows = loss_rows(net);
-                if labels.len() != rows {
-                    return Err(Error::shape(
-                        "batch",
-                        format!(
-                            "{} class labels for {rows} loss rows (batch {} × {} per sample)",
-                            labels.len(),
-                            net.batch,
-                            rows / net.batch.max(1)
-                        ),
-                    ));
-                }
-                if net.labels.size() < 4 * rows as u64 {
-                    return Err(Error::shape(
-                        "batch",
-                        format!(
-                            "the labels buffer holds {} bytes, fewer than {rows} u32 labels",
-                            net.labels.size()
-                        ),
-                    ));
-                }
-                ctx.queue
-                    .write_buffer(net.labels.raw(), 0, bytemuck::cast_slice(labels));
-            }
-            (BatchTargets::Values(values), Some(t)) => t.write_f32(ctx, values)?,
-            _ => {
-                return Err(Error::InvalidArgument(
-                    "targets do not match the loss (class labels need cross-entropy, values need mse)"
-                        .into(),
+/// Upload a batch into a network's input buffers (queued writes; no wait). Features are
+/// converted to the input tensor's storage; token ids are written as raw u32 words into the
+/// input buffer, which must hold one 4-byte element per id. Class labels: one per loss row
+/// (per sample, or per token of token samples).
+pub fn write_batch<'x>(
+    ctx: &GpuContext,
+    net: &Network,
+    x: impl Into<BatchInput<'x>>,
+    targets: &BatchTargets<'_>,
+) -> Result<()> {
+    write_input(ctx, net, x.into())?;
+    match (targets, &net.targets) {
+        (BatchTargets::Classes(labels), None) => {
+            let rows = loss_rows(net);
+            if labels.len() != rows {
+                return Err(Error::shape(
+                    "batch",
+                    format!(
+                        "{} class labels for {rows} loss rows (batch {} × {} per sample)",
+                        labels.len(),
+                        net.batch,
+                        rows / net.batch.max(1)
+                    ),
                 ));
             }
+            if net.labels.size() < 4 * rows as u64 {
+                return Err(Error::shape(
+                    "batch",
+                    format!(
+                        "the labels buffer holds {} bytes, fewer than {rows} u32 labels",
+                        net.labels.size()
+                    ),
+                ));
+            }
+            ctx.queue
+                .write_buffer(net.labels.raw(), 0, bytemuck::cast_slice(labels));
         }
-        Ok(())
+        (BatchTargets::Values(values), Some(t)) => t.write_f32(ctx, values)?,
+        _ => {
+            return Err(Error::InvalidArgument(
+                "targets do not match the loss (class labels need cross-entropy, values need mse)"
+                    .into(),
+            ));
+        }
     }
+    Ok(())
+}
 
-    /// Upload a batch's inputs only (see [`Trainer::write_batch`]).
-    pub(super) fn write_input(ctx: &GpuContext, net: &Network, x: BatchInput<'_>) -> Result<()> {
-        match x {
-            BatchInput::Features(x) => net.input.write_f32(ctx, x),
-            BatchInput::Tokens(ids) => write_tokens(ctx, net, ids),
-        }
+/// Upload a batch's inputs only (see [`write_batch`]).
+pub fn write_input(ctx: &GpuContext, net: &Network, x: BatchInput<'_>) -> Result<()> {
+    match x {
+        BatchInput::Features(x) => net.input.write_f32(ctx, x),
+        BatchInput::Tokens(ids) => write_tokens(ctx, net, ids),
     }
 }
 

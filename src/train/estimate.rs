@@ -11,45 +11,16 @@
 //! whole validation split is far too big to evaluate often (the embedded text's has about
 //! 17,000 windows).
 
-use super::trainer::Trainer;
 use crate::data::{Dataset, Rng};
-// The evaluation itself blocks on readbacks: native only.
 #[cfg(not(target_arch = "wasm32"))]
 use {
-    super::evaluate::{EvalTally, Evaluation},
-    crate::data::Batch,
-    crate::error::Result,
-    crate::gpu::{GpuBuffer, GpuContext},
+    super::evaluate::evaluate_indices, super::trainer::Trainer, crate::data::Split,
+    crate::error::Result, crate::gpu::GpuContext,
 };
-
-/// Batches per split of an estimate by default. nanoGPT's `eval_iters` is 200 (at batch 64
-/// and block 256 on a GPU); 20 batches keep an estimate of `gpt-tiny` a few seconds on a CPU
-/// adapter while averaging 20·B·T tokens (40,960 at batch 32, block 64): enough to resolve
-/// the 0.03 differences that matter here (see README, Training a GPT).
-pub const EVAL_BATCHES: usize = 20;
 
 /// Which split a random batch comes from (part of its seed).
 const TRAIN_SPLIT: u64 = 0;
 const VAL_SPLIT: u64 = 1;
-
-/// Periodic loss estimates and the size of token data sets' validation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EvalConfig {
-    /// Estimate the training and validation loss after every N-th optimizer step.
-    pub every: Option<u64>,
-    /// Random batches per split of an estimate, and of the epoch-end and final validation of
-    /// token data sets.
-    pub batches: usize,
-}
-
-impl Default for EvalConfig {
-    fn default() -> Self {
-        Self {
-            every: None,
-            batches: EVAL_BATCHES,
-        }
-    }
-}
 
 /// One estimate: mean loss over random batches of each split, after optimizer step `step`.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
@@ -102,51 +73,44 @@ pub fn training_batches(
     random_batches(set.n, batch_size, batches, seed, step, TRAIN_SPLIT)
 }
 
-impl Trainer {
-    /// Mean loss and accuracy of `set` over the batches `batches` (sample indices), forward
-    /// only with dropout off. Streams: one gathered batch on the host at a time, results read
-    /// back once per 256 batches. Each batch's mean is weighed by its loss rows (samples, or
-    /// tokens for token data), so the loss and accuracy are per sample or per token.
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn evaluate_indices(
-        &mut self,
-        ctx: &GpuContext,
-        set: &Dataset,
-        batches: &[Vec<usize>],
-    ) -> Result<Evaluation> {
-        const EVAL_CHUNK: usize = 256;
-        let results = ctx.alloc_storage("eval.results", 8 * EVAL_CHUNK as u64);
-        let mut tally = EvalTally::default();
-        let mut rows: Vec<usize> = Vec::with_capacity(EVAL_CHUNK);
-        let mut batch = Batch::empty(&set.y);
-        for idx in batches {
-            set.gather_into(idx, &mut batch)?;
-            let targets = super::BatchTargets::from(&batch.y);
-            self.submit_eval_batch(ctx, batch.size, &batch.x, &targets, &results, rows.len())?;
-            rows.push(targets.rows(batch.size));
-            if rows.len() == EVAL_CHUNK {
-                drain(ctx, &results, &mut rows, &mut tally)?;
-            }
-        }
-        drain(ctx, &results, &mut rows, &mut tally)?;
-        ctx.check()?;
-        Ok(tally.finish(self.config.loss))
-    }
+/// What an estimate draws: `batches` random batches of `batch_size` samples per split,
+/// determined by the run's `seed` and the optimizer `step` it follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Draw {
+    pub batch_size: usize,
+    pub batches: usize,
+    pub seed: u64,
+    pub step: u64,
 }
 
-/// Read back the words of the batches in `rows` and add them to `tally`.
+/// nanoGPT's `estimate_loss` on `trainer`'s current weights: the mean loss over `draw`'s
+/// random batches of the training set and of the held-out set (when there is one), dropout
+/// off (native: it reads back).
 #[cfg(not(target_arch = "wasm32"))]
-fn drain(
+pub fn estimate_loss(
     ctx: &GpuContext,
-    results: &GpuBuffer,
-    rows: &mut Vec<usize>,
-    tally: &mut EvalTally,
-) -> Result<()> {
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let bytes = ctx.read_bytes(results, 0, 8 * rows.len() as u64)?;
-    tally.add(rows, bytemuck::cast_slice(&bytes));
-    rows.clear();
-    Ok(())
+    trainer: &mut Trainer,
+    split: &Split,
+    draw: Draw,
+) -> Result<EvalReport> {
+    let Draw {
+        batch_size,
+        batches,
+        seed,
+        step,
+    } = draw;
+    let train = training_batches(&split.train, batch_size, batches, seed, step);
+    let train_loss = evaluate_indices(ctx, trainer, &split.train, &train)?.loss;
+    let val_loss = match split.eval_set() {
+        Some(set) => {
+            let val = validation_batches(set, batch_size, batches, seed, step);
+            Some(evaluate_indices(ctx, trainer, set, &val)?.loss)
+        }
+        None => None,
+    };
+    Ok(EvalReport {
+        step,
+        train_loss,
+        val_loss,
+    })
 }

@@ -1,14 +1,17 @@
-//! Forward-only passes on the training model: validation (loss and accuracy over held-out
-//! batches, read back once per 256 batches, or asynchronously by the app through a
-//! [`crate::gpu::ReadbackRing`]) and prediction.
+//! Forward-only passes on the training model, as functions over a [`Trainer`]: validation
+//! (loss and accuracy over held-out batches: [`submit_eval_batch`] leaves each batch's
+//! results on the GPU for the app to map asynchronously; [`evaluate`] and
+//! [`evaluate_indices`] read them back once per 256 batches, native) and prediction
+//! ([`predict`], native).
 
-use super::batch::{BatchInput, BatchTargets};
+use super::batch::{BatchInput, BatchTargets, write_batch};
 use super::trainer::Trainer;
 use crate::error::Result;
-#[cfg(not(target_arch = "wasm32"))]
-use crate::gpu::Kernel;
 use crate::gpu::{GpuBuffer, GpuContext};
 use crate::nn::LossKind;
+
+#[cfg(not(target_arch = "wasm32"))]
+pub use blocking::{evaluate, evaluate_indices, evaluate_tally, predict};
 
 /// Validation result.
 #[derive(Clone, Copy, Debug, serde::Serialize)]
@@ -19,7 +22,7 @@ pub struct Evaluation {
     pub samples: usize,
 }
 
-/// Sums over evaluated batches, from the words [`Trainer::submit_eval_batch`] leaves: per
+/// Sums over evaluated batches, from the words [`submit_eval_batch`] leaves: per
 /// batch, its mean loss (f32 bits) and its correct count.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct EvalTally {
@@ -63,113 +66,175 @@ impl EvalTally {
     }
 }
 
-impl Trainer {
-    /// Submit a forward of one held-out batch (forward only, the current weights) that
-    /// leaves its mean loss (f32) and correct count (u32, cross-entropy only) in words
-    /// `2 * slot` and `2 * slot + 1` of `results`. Nothing is read back: callers read the
-    /// slots of many batches at once ([`Trainer::evaluate`]) or map them asynchronously
-    /// (the app).
-    pub fn submit_eval_batch<'x>(
-        &mut self,
-        ctx: &GpuContext,
-        batch: usize,
-        x: impl Into<BatchInput<'x>>,
-        targets: &BatchTargets<'_>,
-        results: &GpuBuffer,
-        slot: usize,
-    ) -> Result<()> {
-        let i = self.plan_network(ctx, batch)?;
-        let net = &self.nets[i];
-        Self::write_batch(ctx, net, x, targets)?;
-        net.set_dropout(ctx, 0, 0, false);
-        let offset = 8 * slot as u64;
-        let mut encoder = ctx
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("evaluate"),
-            });
-        encoder.clear_buffer(net.correct.raw(), 0, None);
-        {
-            let mut pass = encoder.begin_compute_pass(&Default::default());
-            for k in self.weight_cast.iter().chain(net.eval_kernels()) {
-                k.encode(&mut pass);
-            }
+/// Submit a forward of one held-out batch (forward only, `trainer`'s current weights) that
+/// leaves its mean loss (f32) and correct count (u32, cross-entropy only) in words
+/// `2 * slot` and `2 * slot + 1` of `results`. Nothing is read back: callers read the slots
+/// of many batches at once ([`evaluate`]) or map them asynchronously (the app).
+pub fn submit_eval_batch<'x>(
+    ctx: &GpuContext,
+    trainer: &mut Trainer,
+    batch: usize,
+    x: impl Into<BatchInput<'x>>,
+    targets: &BatchTargets<'_>,
+    results: &GpuBuffer,
+    slot: usize,
+) -> Result<()> {
+    let i = trainer.plan_network(ctx, batch)?;
+    let net = &trainer.nets[i];
+    write_batch(ctx, net, x, targets)?;
+    net.set_dropout(ctx, 0, 0, false);
+    let offset = 8 * slot as u64;
+    let mut encoder = ctx
+        .device
+        .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("evaluate"),
+        });
+    encoder.clear_buffer(net.correct.raw(), 0, None);
+    {
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        for k in trainer.weight_cast.iter().chain(net.eval_kernels()) {
+            k.encode(&mut pass);
         }
-        let loss = (net.loss.buffer().raw(), net.loss.byte_offset());
-        encoder.copy_buffer_to_buffer(loss.0, loss.1, results.raw(), offset, 4);
-        encoder.copy_buffer_to_buffer(net.correct.raw(), 0, results.raw(), offset + 4, 4);
-        ctx.queue.submit([encoder.finish()]);
-        Ok(())
+    }
+    let loss = (net.loss.buffer().raw(), net.loss.byte_offset());
+    encoder.copy_buffer_to_buffer(loss.0, loss.1, results.raw(), offset, 4);
+    encoder.copy_buffer_to_buffer(net.correct.raw(), 0, results.raw(), offset + 4, 4);
+    ctx.queue.submit([encoder.finish()]);
+    Ok(())
+}
+
+/// Evaluation that waits for its read-backs (native).
+#[cfg(not(target_arch = "wasm32"))]
+mod blocking {
+    use std::sync::Arc;
+
+    use super::{EvalTally, Evaluation, submit_eval_batch};
+    use crate::data::{Batch, Dataset};
+    use crate::error::Result;
+    use crate::gpu::{GpuBuffer, GpuContext, Kernel};
+    use crate::train::batch::{BatchInput, BatchTargets, write_input};
+    use crate::train::trainer::Trainer;
+
+    /// Batches whose results one read-back takes.
+    const EVAL_CHUNK: usize = 256;
+
+    /// Per batch, its loss and correct count go into a slot of `results`; the slots are read
+    /// back once per [`EVAL_CHUNK`] batches (once for most sets). Each batch's mean is weighed
+    /// by its loss rows (samples, or tokens for token data), so the loss and accuracy are per
+    /// sample or per token.
+    struct Tally<'c> {
+        ctx: &'c GpuContext,
+        results: Arc<GpuBuffer>,
+        rows: Vec<usize>,
+        tally: EvalTally,
     }
 
-    /// Mean loss and accuracy over `batches` (forward only). Reads back once at the end
-    /// (once per 256 batches). Inputs are f32 features (`Vec<f32>`) or a gathered batch's
-    /// [`crate::data::BatchInputs`].
-    #[cfg(not(target_arch = "wasm32"))]
+    impl<'c> Tally<'c> {
+        fn new(ctx: &'c GpuContext) -> Self {
+            Self {
+                ctx,
+                results: ctx.alloc_storage("eval.results", 8 * EVAL_CHUNK as u64),
+                rows: Vec::with_capacity(EVAL_CHUNK),
+                tally: EvalTally::default(),
+            }
+        }
+
+        fn add<'x>(
+            &mut self,
+            trainer: &mut Trainer,
+            batch: usize,
+            x: impl Into<BatchInput<'x>>,
+            targets: &BatchTargets<'_>,
+        ) -> Result<()> {
+            let slot = self.rows.len();
+            submit_eval_batch(self.ctx, trainer, batch, x, targets, &self.results, slot)?;
+            self.rows.push(targets.rows(batch));
+            if self.rows.len() == EVAL_CHUNK {
+                self.drain()?;
+            }
+            Ok(())
+        }
+
+        /// Read back the slots of the batches added since the last read.
+        fn drain(&mut self) -> Result<()> {
+            if self.rows.is_empty() {
+                return Ok(());
+            }
+            let bytes = self
+                .ctx
+                .read_bytes(&self.results, 0, 8 * self.rows.len() as u64)?;
+            self.tally.add(&self.rows, bytemuck::cast_slice(&bytes));
+            self.rows.clear();
+            Ok(())
+        }
+
+        fn finish(mut self) -> Result<EvalTally> {
+            self.drain()?;
+            self.ctx.check()?;
+            Ok(self.tally)
+        }
+    }
+
+    /// Mean loss and accuracy of `trainer`'s model over `batches` (forward only). Inputs are
+    /// f32 features (`Vec<f32>`) or a gathered batch's [`crate::data::BatchInputs`].
     pub fn evaluate<'a, X>(
-        &mut self,
         ctx: &GpuContext,
+        trainer: &mut Trainer,
         batches: impl IntoIterator<Item = (usize, X, BatchTargets<'a>)>,
     ) -> Result<Evaluation>
     where
         for<'x> &'x X: Into<BatchInput<'x>>,
     {
-        Ok(self.evaluate_tally(ctx, batches)?.finish(self.config.loss))
+        let loss = trainer.config.loss;
+        Ok(evaluate_tally(ctx, trainer, batches)?.finish(loss))
     }
 
-    /// The sums [`Trainer::evaluate`] finishes (native).
-    #[cfg(not(target_arch = "wasm32"))]
+    /// The sums [`evaluate`] finishes.
     pub fn evaluate_tally<'a, X>(
-        &mut self,
         ctx: &GpuContext,
+        trainer: &mut Trainer,
         batches: impl IntoIterator<Item = (usize, X, BatchTargets<'a>)>,
     ) -> Result<EvalTally>
     where
         for<'x> &'x X: Into<BatchInput<'x>>,
     {
-        // Per batch, its loss and correct count are copied into a slot of `results`; the
-        // slots are read back once per EVAL_CHUNK batches (once for most sets).
-        const EVAL_CHUNK: usize = 256;
-        let results = ctx.alloc_storage("eval.results", 8 * EVAL_CHUNK as u64);
-        let mut sizes: Vec<usize> = Vec::with_capacity(EVAL_CHUNK);
-        let mut tally = EvalTally::default();
-        let mut drain = |sizes: &mut Vec<usize>| -> Result<()> {
-            if sizes.is_empty() {
-                return Ok(());
-            }
-            let bytes = ctx.read_bytes(&results, 0, 8 * sizes.len() as u64)?;
-            tally.add(sizes, bytemuck::cast_slice(&bytes));
-            sizes.clear();
-            Ok(())
-        };
+        let mut tally = Tally::new(ctx);
         for (batch, x, targets) in batches {
-            self.submit_eval_batch(ctx, batch, &x, &targets, &results, sizes.len())?;
-            // Weigh each batch's mean loss and count its correct predictions per loss row:
-            // one per sample, or one per token of token samples (one class label each).
-            sizes.push(targets.rows(batch));
-            if sizes.len() == EVAL_CHUNK {
-                drain(&mut sizes)?;
-            }
+            tally.add(trainer, batch, &x, &targets)?;
         }
-        drain(&mut sizes)?;
-        ctx.check()?;
-        Ok(tally)
+        tally.finish()
     }
 
-    /// Run the model forward on `x` (batch samples: f32 features or token ids) and read its
-    /// output back as f32 (native; tests and inference outside the step loop).
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn predict<'x>(
-        &mut self,
+    /// Mean loss and accuracy of `set` over the batches `batches` (sample indices), forward
+    /// only with dropout off. Streams: one gathered batch on the host at a time.
+    pub fn evaluate_indices(
         ctx: &GpuContext,
+        trainer: &mut Trainer,
+        set: &Dataset,
+        batches: &[Vec<usize>],
+    ) -> Result<Evaluation> {
+        let mut tally = Tally::new(ctx);
+        let mut batch = Batch::empty(&set.y);
+        for idx in batches {
+            set.gather_into(idx, &mut batch)?;
+            tally.add(trainer, batch.size, &batch.x, &BatchTargets::from(&batch.y))?;
+        }
+        Ok(tally.finish()?.finish(trainer.config.loss))
+    }
+
+    /// Run `trainer`'s model forward on `x` (batch samples: f32 features or token ids) and
+    /// read its output back as f32 (tests and inference outside the step loop).
+    pub fn predict<'x>(
+        ctx: &GpuContext,
+        trainer: &mut Trainer,
         batch: usize,
         x: impl Into<BatchInput<'x>>,
     ) -> Result<Vec<f32>> {
-        let i = self.plan_network(ctx, batch)?;
-        let net = &self.nets[i];
-        Self::write_input(ctx, net, x.into())?;
+        let i = trainer.plan_network(ctx, batch)?;
+        let net = &trainer.nets[i];
+        write_input(ctx, net, x.into())?;
         net.set_dropout(ctx, 0, 0, false);
-        let kernels: Vec<&Kernel> = self
+        let kernels: Vec<&Kernel> = trainer
             .weight_cast
             .iter()
             .chain(net.forward_kernels())

@@ -1,67 +1,33 @@
-//! Text generation on the GPU: a GPT rebuilt from a checkpoint (its `model` and `vocab`
-//! metadata), planned forward-only for one sequence of the full block, and
-//! [`crate::ops::sample::sample_next`] after each forward, as nanoGPT's `GPT.generate` does
-//! it: the context is the last `block_size` tokens, the logits of its last position are
-//! divided by the temperature, cut to the top k and sampled.
+//! `sample`'s text generation: a GPT rebuilt from a checkpoint (its `model` and `vocab`
+//! metadata), planned forward-only for one sequence of the full block, sampled with the one
+//! sampling core ([`super::sample`]) as nanoGPT's `GPT.generate` does it: the context is the
+//! last `block_size` tokens, the logits of its last position are divided by the temperature,
+//! cut to the top k and sampled.
 //!
-//! The context lives on the GPU (it is the network's input buffer, which the sampling
-//! kernel appends to and shifts), so a token costs no host round trip: a chunk of tokens is
-//! recorded as forward, draw, forward, draw, ... into one compute pass and submitted once,
-//! and the chunk's tokens are read back once ([`DEFAULT_CHUNK`] tokens per submission and
-//! per readback). Dropout is off (evaluation). A seed gives the same text every run on one
-//! adapter and precision.
+//! A chunk of tokens is recorded as forward, draw, forward, draw, ... into one compute pass
+//! and submitted once, and the chunk's tokens are read back once ([`DEFAULT_CHUNK`] tokens
+//! per submission and per readback). Dropout is off (evaluation).
 //!
 //! Native only: the readbacks block (the browser would map them asynchronously).
 
-use std::sync::Arc;
-
 use super::checkpoint::Checkpoint;
+use super::sample::TokenSampler;
+pub use super::sample::{
+    DEFAULT_PROMPT, DEFAULT_SEED, DEFAULT_TEMPERATURE, DEFAULT_TOKENS, DEFAULT_TOP_K, SampleOptions,
+};
 use crate::amp::policy::{Policy, Precision};
 use crate::data::Vocab;
 use crate::error::{Error, Result};
-use crate::gpu::{GpuBuffer, GpuContext, Kernel};
+use crate::gpu::{GpuContext, Kernel};
 use crate::nn::inference::ForwardNetwork;
 use crate::nn::params::{ParamLayout, ParamStore};
 use crate::nn::{GptConfig, ModelSpec};
 use crate::ops::elementwise;
-use crate::ops::sample::{SampleParams, sample_next, start_context};
-use crate::tensor::DType;
 
 /// Tokens per submission (and per readback) unless asked otherwise.
 pub const DEFAULT_CHUNK: usize = 64;
 /// Most tokens one generation may produce: their ids are kept in one GPU buffer (64 MiB).
 pub const MAX_TOKENS: usize = 1 << 24;
-
-/// nanoGPT's `sample.py` defaults: `start = "\n"`, `max_new_tokens = 500`,
-/// `temperature = 0.8`, `top_k = 200`, `seed = 1337`.
-pub const DEFAULT_PROMPT: &str = "\n";
-pub const DEFAULT_TOKENS: usize = 500;
-pub const DEFAULT_TEMPERATURE: f32 = 0.8;
-pub const DEFAULT_TOP_K: usize = 200;
-pub const DEFAULT_SEED: u64 = 1337;
-
-/// How to sample.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SampleOptions {
-    /// New tokens to generate.
-    pub tokens: usize,
-    /// Divides the logits (> 0; below 1 sharpens, above 1 flattens).
-    pub temperature: f32,
-    /// Keep only the k most likely tokens (ties at the k-th kept); `None` keeps all.
-    pub top_k: Option<usize>,
-    pub seed: u64,
-}
-
-impl Default for SampleOptions {
-    fn default() -> Self {
-        Self {
-            tokens: DEFAULT_TOKENS,
-            temperature: DEFAULT_TEMPERATURE,
-            top_k: Some(DEFAULT_TOP_K),
-            seed: DEFAULT_SEED,
-        }
-    }
-}
 
 /// What a generation did, for tests and reports.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -82,8 +48,6 @@ pub struct Generator {
     store: ParamStore,
     net: ForwardNetwork,
     weight_cast: Option<Kernel>,
-    /// `[len, draws]`: tokens in the context, tokens drawn (see `sample_next`).
-    state: Arc<GpuBuffer>,
 }
 
 /// What [`model_from_checkpoint`] reads out of a checkpoint.
@@ -166,13 +130,6 @@ impl Generator {
             None => None,
         };
         let net = ForwardNetwork::build(ctx, &spec, &store, &policy, 1)?;
-        if net.input.dtype() != DType::U32 || net.input.byte_offset() != 0 {
-            return Err(Error::model(format!(
-                "{}: the model takes no token ids",
-                spec.name
-            )));
-        }
-        let state = ctx.alloc_storage("generate.state", 8);
         ctx.check()?;
         Ok(Self {
             spec,
@@ -181,7 +138,6 @@ impl Generator {
             store,
             net,
             weight_cast,
-            state,
         })
     }
 
@@ -201,7 +157,6 @@ impl Generator {
         chunk: usize,
         on_chunk: &mut dyn FnMut(&[u32]) -> Result<()>,
     ) -> Result<Generation> {
-        let (vocab, block) = (self.config.vocab_size, self.config.block_size);
         if chunk == 0 {
             return Err(Error::InvalidArgument(
                 "tokens per submission must be at least 1".into(),
@@ -217,36 +172,20 @@ impl Generator {
         if options.tokens == 0 {
             return Ok(out);
         }
-        let params = SampleParams {
-            vocab,
-            block,
-            temperature: options.temperature,
-            top_k: options.top_k,
-            seed: options.seed,
-        };
         let tokens_buffer = ctx.alloc_storage("generate.tokens", 4 * options.tokens as u64);
-        let logits = self.net.output.reshape(&[block, vocab])?;
-        let sample = sample_next(
+        let sampler = TokenSampler::new(
             ctx,
-            &logits,
-            self.net.input.buffer(),
-            &self.state,
+            (&self.net.input, &self.net.output),
+            self.net.kernels(),
+            self.weight_cast.as_ref(),
             &tokens_buffer,
-            &params,
+            options,
         )?;
-        start_context(ctx, &self.net.input, &self.state, prompt, vocab, block)?;
+        sampler.start(ctx, &self.net.input, prompt)?;
         let mut done = 0;
         while done < options.tokens {
             let n = chunk.min(options.tokens - done);
-            let mut kernels: Vec<&Kernel> = Vec::new();
-            if done == 0 {
-                kernels.extend(&self.weight_cast);
-            }
-            for _ in 0..n {
-                kernels.extend(self.net.kernels());
-                kernels.push(&sample);
-            }
-            ctx.run(&kernels);
+            ctx.run(&sampler.kernels(n, done == 0));
             out.submissions += 1;
             let bytes = ctx.read_bytes(&tokens_buffer, 4 * done as u64, 4 * n as u64)?;
             out.readbacks += 1;

@@ -1,47 +1,67 @@
 //! Training: the planned step and, on top of it, the one training loop, metrics and
 //! checkpoints.
 //!
-//! - [`trainer`]: the planned step (forward, backward, unscale, clip, optimizer, scale
-//!   update), one submit per micro-batch;
+//! - [`config`]: how a run is set up ([`StepConfig::new`], [`RunConfig::new`]) and the one
+//!   place its settings are checked;
+//! - [`trainer`]: a model, its optimizer and GradScaler planned for training, and the steps
+//!   it has in flight;
+//! - [`step`]: one step in order (begin, forward, loss, backward, unscale, clip, optimizer,
+//!   scale update, stats), one submit per micro-batch;
 //! - [`batch`]: a batch's inputs and targets, uploaded into a planned network;
 //! - [`stats`]: step stats coming back through a ring of asynchronously mapped buffers;
+//! - [`host_time`]: the host's time in the steps;
 //! - [`evaluate`]: validation and prediction (forward only);
 //! - [`estimate`]: loss estimates on random batches (nanoGPT's `estimate_loss`);
-//! - [`generate`]: text generation from a GPT checkpoint (forward and sampling on the GPU);
+//! - [`sample`]: text from a GPT, the one sampling core of `sample` and the app;
+//! - [`generate`] (native): `sample`'s text generation from a GPT checkpoint;
 //! - [`prepare`]: a model and its data resolved together (text cut to the block size);
 //! - [`planning`]: device limits and out-of-memory as errors while planning;
-//! - [`profile`]: where a step's time goes (GPU time per kernel and phase, host time);
-//! - [`run`]: the training loop, [`Run::advance`], which the CLI (blocking, [`Run::run`] on
+//! - [`profile`] (native): where a step's time goes (GPU time per kernel and phase);
+//! - [`run`]: the training loop, [`Run::advance`], which the CLI (blocking, `Run::run` on
 //!   native) and the app (one call per frame, native and web) both drive;
+//! - [`periodic`]: when a run's periodic work is due (the CLI's loop and the app's probes);
 //! - [`checkpoint`]: safetensors checkpoints and resume;
-//! - `distributed` (native): one rank of a data-parallel job, the gradient all-reduce
-//!   inside the step ([`crate::dist`] for the collectives).
+//! - `rank`: a process's place in a data-parallel job, as the trainer and the run hold it;
+//!   `distributed` (native): joining a job ([`crate::dist`] for the collectives).
 
 pub mod batch;
 pub mod checkpoint;
-#[cfg(not(target_arch = "wasm32"))]
-pub mod distributed;
+pub mod config;
 pub mod estimate;
 pub mod evaluate;
-#[cfg(not(target_arch = "wasm32"))]
-pub mod generate;
+pub mod host_time;
+pub mod periodic;
 pub mod planning;
 pub mod prepare;
-pub mod profile;
+mod rank;
 pub mod run;
+pub mod sample;
+pub mod stats;
+pub mod step;
+pub mod trainer;
+// Native only: they wait for the GPU.
+#[cfg(not(target_arch = "wasm32"))]
+pub mod distributed;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod generate;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod profile;
 #[cfg(not(target_arch = "wasm32"))]
 mod run_blocking;
-pub mod stats;
-pub mod trainer;
 
 pub use batch::{BatchInput, BatchTargets};
-pub use estimate::{EVAL_BATCHES, EvalConfig, EvalReport};
+pub use config::{EVAL_BATCHES, EvalConfig, MAX_GRAD_ACCUM, RunConfig, Setting, StepConfig};
+pub use estimate::EvalReport;
 pub use evaluate::{EvalTally, Evaluation};
+pub use host_time::HostTimes;
+pub use periodic::Periodic;
 pub use prepare::{ModelChoice, model_and_data, model_for_split};
-pub use profile::{HostTimes, Phase, StepProfile};
-pub use run::{Advance, EpochReport, Event, Run, RunConfig};
+#[cfg(not(target_arch = "wasm32"))]
+pub use profile::StepProfile;
+pub use run::{Advance, EpochReport, Event, Run};
 #[cfg(not(target_arch = "wasm32"))]
 pub use run_blocking::RunSummary;
+pub use sample::{MAX_SAMPLE_TOKENS, SampleOptions};
 pub use stats::{RING, StepStats};
-pub use trainer::{DropoutStream, StepConfig, Trainer};
-pub use trainer::{MAX_SAMPLE_TOKENS, SampleRequest};
+pub use step::Phase;
+pub use trainer::{DropoutStream, Trainer};

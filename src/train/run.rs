@@ -11,90 +11,20 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use std::rc::Rc;
+
 use super::batch::BatchTargets;
 use super::checkpoint::{Checkpoint, Progress};
-use super::estimate::{EvalConfig, EvalReport};
+use super::config::RunConfig;
+use super::estimate::EvalReport;
+use super::rank::Rank;
 use super::stats::StepStats;
-use super::trainer::{DropoutStream, StepConfig, Trainer};
+use super::trainer::{DropoutStream, Trainer};
 use crate::data::{Batch, Dataset, Loader, Vocab};
+use crate::dist::Collective;
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::nn::ModelSpec;
-
-#[cfg(not(target_arch = "wasm32"))]
-pub use super::run_blocking::RunSummary;
-
-/// How long and on what to train.
-#[derive(Clone, Debug)]
-pub struct RunConfig {
-    pub step: StepConfig,
-    pub batch_size: usize,
-    /// Stop after this many epochs (default 1 when neither limit is set)...
-    pub epochs: Option<u64>,
-    /// ...or after this many optimizer steps, whichever comes first.
-    pub steps: Option<u64>,
-    pub seed: u64,
-    pub shuffle: bool,
-    /// Write a checkpoint every N optimizer steps (to `save_path`).
-    pub save_every: Option<u64>,
-    pub save_path: Option<std::path::PathBuf>,
-    /// Skip validation (it costs a readback per batch).
-    pub validate: bool,
-    /// Periodic loss estimates (nanoGPT's `estimate_loss`) and how many random batches the
-    /// validation of token data sets uses.
-    pub eval: EvalConfig,
-}
-
-/// The most micro-batches one optimizer step may accumulate. Each is a submit and a word of
-/// the step's metrics; far beyond any effective batch PyTorch users accumulate (a few
-/// hundred), and low enough that every count derived from it stays far from overflow.
-pub const MAX_GRAD_ACCUM: usize = 1 << 16;
-
-impl RunConfig {
-    /// Checks the limits without touching data or the GPU: positive batch size, step and
-    /// epoch limits and checkpoint interval, gradient accumulation within
-    /// [`MAX_GRAD_ACCUM`], and an effective batch (`batch_size × grad_accum`) that fits in
-    /// 64 bits. [`Run::new`] calls it; front ends call it first to fail before loading data.
-    pub fn validate(&self) -> Result<()> {
-        let bad = |m: String| Err(Error::InvalidArgument(m));
-        if self.batch_size == 0 {
-            return bad("batch size must be at least 1".into());
-        }
-        if self.steps == Some(0) {
-            return bad("the step limit must be at least 1".into());
-        }
-        if self.epochs == Some(0) {
-            return bad("the epoch limit must be at least 1".into());
-        }
-        let accum = self.step.grad_accum;
-        if accum == 0 {
-            return bad("gradient accumulation needs at least 1 micro-batch per step".into());
-        }
-        if accum > MAX_GRAD_ACCUM {
-            return bad(format!(
-                "gradient accumulation over {accum} micro-batches is above the limit of \
-                 {MAX_GRAD_ACCUM} per optimizer step"
-            ));
-        }
-        if (self.batch_size as u64).checked_mul(accum as u64).is_none() {
-            return bad(format!(
-                "batch size {} × {accum} accumulated micro-batches overflows 64 bits",
-                self.batch_size
-            ));
-        }
-        if self.eval.every == Some(0) || self.eval.batches == 0 {
-            return bad(format!(
-                "loss estimates need at least 1 step between them and 1 batch each, got {:?}",
-                self.eval
-            ));
-        }
-        match (self.save_every, &self.save_path) {
-            (Some(0), _) => bad("periodic checkpoints need an interval of at least 1 step".into()),
-            (Some(_), None) => bad("periodic checkpoints need a checkpoint path".into()),
-            _ => Ok(()),
-        }
-    }
-}
 
 /// What the loop reports as it goes.
 #[derive(Clone, Debug)]
@@ -166,9 +96,9 @@ pub struct Run {
     order: Option<(u64, Arc<Vec<Vec<usize>>>)>,
     /// The last micro-batch submitted (its buffers are reused for the next).
     pub(super) batch: Option<Batch>,
-    /// This process's rank in a data-parallel job ([`Run::distribute`]; native).
-    #[cfg(not(target_arch = "wasm32"))]
-    pub(super) rank: Option<super::distributed::RankState>,
+    /// This process's rank in a data-parallel job (`Run::distribute`, native; none in a
+    /// single process).
+    pub(super) rank: Rank,
     /// Epoch of each submitted-but-unreported step, oldest first.
     epochs_in_flight: VecDeque<u64>,
     /// Stats read back by a blocking wait, reported with the next events.
@@ -260,8 +190,7 @@ impl Run {
             loader,
             order: None,
             batch: None,
-            #[cfg(not(target_arch = "wasm32"))]
-            rank: None,
+            rank: Rank::default(),
             epochs_in_flight: VecDeque::new(),
             undelivered: Vec::new(),
             diverged: None,
@@ -283,6 +212,21 @@ impl Run {
     /// Submitted optimizer steps whose stats have not been reported yet.
     pub fn steps_in_flight(&self) -> usize {
         self.epochs_in_flight.len()
+    }
+
+    /// The collective this run is a rank of (`None` in a single process).
+    pub fn collective(&self) -> Option<&Rc<dyn Collective>> {
+        self.rank.collective()
+    }
+
+    /// Whether this process writes checkpoints and reports (rank 0, or a single process).
+    pub fn is_writer(&self) -> bool {
+        self.rank.is_writer()
+    }
+
+    /// Samples this process sees per epoch (its shard when distributed).
+    pub fn samples_per_epoch(&self) -> usize {
+        self.rank.samples_per_epoch(&self.loader)
     }
 
     /// The micro-batch submitted last (`None` before the first).
@@ -348,14 +292,14 @@ impl Run {
         order: &[Vec<usize>],
         b: usize,
     ) -> Result<usize> {
-        #[cfg(not(target_arch = "wasm32"))]
-        if self.rank.is_some() {
-            return self.gather_and_train_rank(ctx, train, order, b);
-        }
         let batch = self.batch.get_or_insert_with(|| Batch::empty(&train.y));
-        train.gather_into(&order[b], batch)?;
-        self.trainer
-            .train_batch(ctx, batch.size, &batch.x, BatchTargets::from(&batch.y))?;
+        let trainer = &mut self.trainer;
+        let at = (self.progress.epoch, b);
+        self.rank
+            .gather_and_train(train, order, at, batch, |batch, overlap| {
+                let targets = BatchTargets::from(&batch.y);
+                trainer.train_batch_overlapped(ctx, batch.size, &batch.x, targets, overlap)
+            })?;
         Ok(batch.size)
     }
 
@@ -365,10 +309,7 @@ impl Run {
         match &self.order {
             Some((e, order)) if *e == epoch => order.clone(),
             _ => {
-                #[cfg(not(target_arch = "wasm32"))]
-                let order = Arc::new(self.batches_of(epoch));
-                #[cfg(target_arch = "wasm32")]
-                let order = Arc::new(self.loader.batches(epoch));
+                let order = Arc::new(self.rank.batches(&self.loader, epoch));
                 self.order = Some((epoch, order.clone()));
                 order
             }
@@ -433,11 +374,7 @@ impl Run {
     /// epoch counts as the start of the next).
     pub fn resume_point(&self) -> Progress {
         let mut p = self.stepped_at;
-        #[cfg(not(target_arch = "wasm32"))]
-        let batches = self.batches_per_epoch();
-        #[cfg(target_arch = "wasm32")]
-        let batches = self.loader.num_batches();
-        if p.batch_in_epoch as usize >= batches {
+        if p.batch_in_epoch as usize >= self.rank.batches_per_epoch(&self.loader) {
             p.epoch += 1;
             p.batch_in_epoch = 0;
         }

@@ -10,8 +10,9 @@
 use std::time::Instant;
 
 use super::checkpoint::{Checkpoint, NamedOptimizerState, NamedTensor, add_tied_aliases};
-use super::estimate::{EvalReport, training_batches, validation_batches};
-use super::evaluate::Evaluation;
+use super::estimate::{Draw, estimate_loss, validation_batches};
+use super::evaluate::{Evaluation, evaluate_indices};
+use super::periodic::Periodic;
 use super::run::{EpochReport, Event, Run, param_slices};
 use super::stats::StepStats;
 use crate::data::{Dataset, Loader, Split};
@@ -76,30 +77,33 @@ impl Run {
         })
     }
 
-    /// Micro-batches to submit before the next periodic checkpoint or loss estimate is due
-    /// (unbounded without either), at most a ring's worth so events keep flowing.
-    fn budget(&self) -> usize {
-        let save_every = match (self.config.save_every, &self.config.save_path) {
-            (Some(every), Some(_)) => Some(every),
-            _ => None,
-        };
-        let until_due = [save_every, self.config.eval.every]
-            .into_iter()
-            .flatten()
-            .map(|every| {
-                let steps = every - self.progress.step % every;
-                steps as usize * self.config.step.grad_accum - self.trainer.pending_micro_batches()
+    /// Micro-batches to submit before the next periodic work in `due` is (unbounded without
+    /// any), at most a ring's worth so events keep flowing.
+    fn budget(&self, due: &[Periodic]) -> usize {
+        let accum = self.config.step.grad_accum;
+        let pending = self.trainer.pending_micro_batches();
+        let until_due = due
+            .iter()
+            .map(|p| {
+                let steps = p.steps_until_due(self.progress.step) as usize;
+                steps.saturating_mul(accum).saturating_sub(pending)
             })
             .min()
             .unwrap_or(usize::MAX);
         until_due.min(self.trainer.stats_ring_slots())
     }
 
-    /// Whether the last `advance` ended on an optimizer step that is a multiple of `every`.
-    fn due(&self, stepped: bool, every: Option<u64>) -> bool {
-        stepped
+    /// Whether the last `advance` ended on an optimizer step where `periodic` is due (and
+    /// then the next is due `every` steps later).
+    fn due(&self, stepped: bool, periodic: &mut Option<Periodic>, every: Option<u64>) -> bool {
+        let step = self.progress.step;
+        let due = stepped
             && self.trainer.pending_micro_batches() == 0
-            && every.is_some_and(|e| self.progress.step.is_multiple_of(e))
+            && periodic.is_some_and(|p| p.is_due(step));
+        if due && let (Some(p), Some(every)) = (periodic.as_mut(), every) {
+            p.taken(step, every, None);
+        }
+        due
     }
 
     fn run_inner(
@@ -125,22 +129,38 @@ impl Run {
                 on_event(&event);
             }
         };
+        // Loss estimates and periodic checkpoints, every N steps of the run's count.
+        let eval_every = self.config.eval.every;
+        let save_every = self
+            .config
+            .save_every
+            .filter(|_| self.config.save_path.is_some());
+        let mut estimates = eval_every.map(|every| Periodic::every(every, start_step));
+        let mut saves = save_every.map(|every| Periodic::every(every, start_step));
         ctx.allocator.reset_peak();
         while !self.done() {
-            let advance = self.advance(ctx, &split.train, self.budget())?;
+            let due: Vec<Periodic> = estimates.iter().chain(&saves).copied().collect();
+            let advance = self.advance(ctx, &split.train, self.budget(&due))?;
             images += advance.samples;
             epoch_images += advance.samples;
             emit(advance.events, &mut history);
             if advance.throttled {
                 self.trainer.wait_for_slot(ctx)?;
             }
-            if self.due(advance.steps > 0, self.config.eval.every) {
+            let stepped = advance.steps > 0;
+            if self.due(stepped, &mut estimates, eval_every) {
                 // nanoGPT's estimate_loss, after every step reported so far.
                 emit(self.drain(ctx)?, &mut history);
-                let report = self.estimate_loss(ctx, split)?;
+                let draw = Draw {
+                    batch_size: self.config.batch_size,
+                    batches: self.config.eval.batches,
+                    seed: self.progress.seed,
+                    step: self.progress.step,
+                };
+                let report = estimate_loss(ctx, &mut self.trainer, split, draw)?;
                 emit(vec![Event::Eval(report)], &mut history);
             }
-            if self.due(advance.steps > 0, self.config.save_every)
+            if self.due(stepped, &mut saves, save_every)
                 && let Some(path) = self.config.save_path.clone()
             {
                 // Report (and check for divergence) every step up to here first, so a
@@ -243,9 +263,9 @@ impl Run {
     /// random batches of an estimate at this step ([`RunConfig::eval`]'s `batches`; a text's
     /// whole validation split is too big to go through at every epoch end).
     ///
-    /// [`RunConfig::eval`]: super::run::RunConfig::eval
+    /// [`RunConfig::eval`]: super::RunConfig::eval
     pub fn evaluate(&mut self, ctx: &GpuContext, set: &Dataset) -> Result<Evaluation> {
-        if self.rank.is_some() {
+        if self.rank.collective().is_some() {
             return self.evaluate_sharded(ctx, set);
         }
         let b = self.config.batch_size;
@@ -255,36 +275,7 @@ impl Run {
         } else {
             Loader::new(set.n, b, false, 0)?.batches(0)
         };
-        self.trainer.evaluate_indices(ctx, set, &batches)
-    }
-
-    /// nanoGPT's `estimate_loss` after the current step: the mean loss over
-    /// `RunConfig::eval.batches` random batches of the training set and of the held-out set
-    /// (when there is one), dropout off. See [`super::estimate`].
-    pub fn estimate_loss(&mut self, ctx: &GpuContext, split: &Split) -> Result<EvalReport> {
-        let (b, k, seed, step) = (
-            self.config.batch_size,
-            self.config.eval.batches,
-            self.progress.seed,
-            self.progress.step,
-        );
-        let train = training_batches(&split.train, b, k, seed, step);
-        let train_loss = self
-            .trainer
-            .evaluate_indices(ctx, &split.train, &train)?
-            .loss;
-        let val_loss = match split.eval_set() {
-            Some(set) => {
-                let val = validation_batches(set, b, k, seed, step);
-                Some(self.trainer.evaluate_indices(ctx, set, &val)?.loss)
-            }
-            None => None,
-        };
-        Ok(EvalReport {
-            step,
-            train_loss,
-            val_loss,
-        })
+        evaluate_indices(ctx, &mut self.trainer, set, &batches)
     }
 
     /// Everything needed to resume, read back from the GPU (outside the step loop).

@@ -113,28 +113,49 @@ impl StatsRing {
         }
     }
 
-    /// Block for the oldest slot's submission only (native), take what landed, and count
-    /// one throttle wait.
-    #[cfg(not(target_arch = "wasm32"))]
+    /// Block for the oldest slot's submission only, take what landed, and count one throttle
+    /// wait. The web cannot block: there this is an error (check [`StatsRing::is_full`]
+    /// first).
     pub(crate) fn wait_oldest(&mut self, ctx: &GpuContext) -> Result<()> {
-        let oldest = self.ring.oldest().map(|t| t.step);
-        let before = self.ring.waits();
-        self.ring.wait_oldest(ctx)?;
-        if self.ring.waits() > before {
-            self.throttle_waits += 1;
-            self.last_throttle_wait = oldest;
+        #[cfg(target_arch = "wasm32")]
+        {
+            let _ = ctx;
+            Err(crate::error::Error::Gpu(
+                "the GPU is a whole ring of steps behind; check can_submit first".into(),
+            ))
         }
-        self.collect(ctx);
-        Ok(())
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let oldest = self.ring.oldest().map(|t| t.step);
+            let before = self.ring.waits();
+            self.ring.wait_oldest(ctx)?;
+            if self.ring.waits() > before {
+                self.throttle_waits += 1;
+                self.last_throttle_wait = oldest;
+            }
+            self.collect(ctx);
+            Ok(())
+        }
     }
 
-    /// Block until every slot in flight has landed, then take them all (native; the end of
-    /// a run: after this nothing is in flight).
-    #[cfg(not(target_arch = "wasm32"))]
+    /// Block until every submitted step has finished and its slot has landed, then take them
+    /// all (the end of a run: after this nothing is in flight). Native only: on the web it is
+    /// an error.
     pub(crate) fn collect_all(&mut self, ctx: &GpuContext) -> Result<()> {
-        self.ring.wait_all(ctx)?;
-        self.collect(ctx);
-        Ok(())
+        #[cfg(target_arch = "wasm32")]
+        {
+            let _ = ctx;
+            Err(crate::error::Error::Gpu(
+                "the web cannot wait for the GPU; poll the stats instead".into(),
+            ))
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            ctx.sync()?;
+            self.ring.wait_all(ctx)?;
+            self.collect(ctx);
+            Ok(())
+        }
     }
 
     /// Stats collected so far, in step order.

@@ -1,58 +1,31 @@
-//! The planned training step: `scale(loss) → backward → unscale → (clip) → step → update`,
-//! with buffers, bind groups and pipelines made once per (model, batch size, precision).
+//! The trainer: a model, its optimizer and GradScaler planned for training, with buffers,
+//! bind groups and pipelines made once per (model, batch size, precision), and the steps it
+//! has in flight. The step itself, in order, is `step.rs` ([`Trainer::train_batch`]).
 //!
-//! Submission rule: one command buffer per micro-batch, submitted once. The first
-//! micro-batch of an optimizer step also clears the gradients, resets the step's found-inf
-//! flag and casts the master weights; the last one (the only one without gradient
-//! accumulation) also carries unscale, clipping, the optimizer step, the scale update and
-//! the copy of the step's metrics into the stats ring ([`super::stats`]). Nothing inside a
-//! step waits for the GPU; the host waits only before submitting a step's last micro-batch
-//! when every stats slot ([`RING`] by default) is still in flight, and then only for the
-//! oldest one ([`Trainer::throttle_waits`]). A rank of a data-parallel job
-//! ([`Trainer::distribute`], native) splits the last micro-batch's submission in two around
-//! the gradient all-reduce, and waits there (`super::distributed`).
+//! Nothing inside a step waits for the GPU; the host waits only before submitting a step's
+//! last micro-batch when every stats slot ([`RING`] by default) is still in flight, and then
+//! only for the oldest one ([`Trainer::throttle_waits`]). What else reads back — evaluation,
+//! loss estimates, samples, profiles — are functions over a trainer in their own files
+//! (`evaluate.rs`, `estimate.rs`, `sample.rs`, `profile.rs`).
 
 use std::sync::Arc;
 
-use crate::amp::policy::{Policy, Precision};
-use crate::amp::round::round_inplace;
-use crate::amp::scaler::{GradClipper, GradScaler, ScalerConfig};
-use crate::error::{Error, Result};
-use crate::gpu::{GpuBuffer, GpuContext, Kernel};
-use crate::nn::ModelSpec;
-use crate::nn::params::{ParamLayout, ParamStore};
-use crate::nn::{LossKind, Network};
-use crate::ops::elementwise;
-use crate::optim::{LrSchedule, Optimizer, OptimizerConfig};
-use crate::tensor::DType;
-
-mod in_flight;
-mod sample;
-
-pub use sample::{MAX_SAMPLE_TOKENS, SampleRequest};
-
-use super::batch::{BatchInput, BatchTargets};
+use super::config::StepConfig;
+use super::host_time::{Clock, HostTimes};
 pub use super::planning::weight_decay_mask;
 use super::planning::{batch_error, check_params_fit, guard_planning, params_error};
-use super::profile::{Clock, HostTimes};
-use super::run::MAX_GRAD_ACCUM;
-use super::stats::{METRIC_LOSSES, RING, StatsRing};
-
-/// Everything that shapes a training step.
-#[derive(Clone, Debug)]
-pub struct StepConfig {
-    pub precision: Precision,
-    pub loss: LossKind,
-    pub optimizer: OptimizerConfig,
-    pub scaler: ScalerConfig,
-    /// Clip gradients to this global L2 norm, after unscaling.
-    pub clip_grad_norm: Option<f32>,
-    /// Micro-batches per optimizer step.
-    pub grad_accum: usize,
-    /// The learning rate of each optimizer step, from the optimizer's (written ahead of the
-    /// step's last submit).
-    pub lr_schedule: LrSchedule,
-}
+use super::rank::Exchange;
+use super::stats::{METRIC_LOSSES, RING, StatsRing, StepStats};
+use crate::amp::policy::{Policy, PrecisionRow};
+use crate::amp::round::round_inplace;
+use crate::amp::scaler::{GradClipper, GradScaler};
+use crate::error::{Error, Result};
+use crate::gpu::{GpuBuffer, GpuContext, Kernel};
+use crate::nn::params::{ParamLayout, ParamStore};
+use crate::nn::{ModelSpec, Network};
+use crate::ops::elementwise;
+use crate::optim::{LrSchedule, Optimizer};
+use crate::tensor::DType;
 
 /// The stream of dropout masks: micro-batch `counter` of run `seed` (masks depend only on
 /// these, the layer and the element).
@@ -82,26 +55,28 @@ pub struct Trainer {
     pub(super) begin_step: Kernel,
     pub(super) unscale: Option<Kernel>,
     pub(super) update: Option<Kernel>,
-    /// [scale used, found_inf, scale after the update, loss of micro-batch 0, 1, ...].
-    metrics: Arc<GpuBuffer>,
-    stats: StatsRing,
-    micro: usize,
+    /// [scale used, found_inf, scale after the update, loss of micro-batch 0, 1, ...]
+    /// ([`METRIC_LOSSES`]).
+    pub(super) metrics: Arc<GpuBuffer>,
+    pub(super) stats: StatsRing,
+    /// Micro-batches already accumulated toward the next optimizer step.
+    pub(super) micro: usize,
     /// Host time spent in this trainer's steps (encode, submit, read-back).
     pub host: HostTimes,
-    steps_submitted: u64,
-    submissions: u64,
+    pub(super) steps_submitted: u64,
+    pub(super) submissions: u64,
     /// Where the dropout masks of the next micro-batch come from.
     pub dropout: DropoutStream,
-    /// The gradient all-reduce of a data-parallel rank (`None` in a single process).
-    #[cfg(not(target_arch = "wasm32"))]
-    pub(super) exchange: Option<super::distributed::GradExchange>,
+    /// The gradient all-reduce of a data-parallel rank (none in a single process).
+    pub(super) exchange: Exchange,
     /// Optimizer steps taken before this trainer's first (a resumed run's step): the lr
     /// schedule's position is `step_offset + steps_submitted` (Run positions it).
     pub step_offset: u64,
 }
 
 impl Trainer {
-    /// Plan a trainer. `init` are the initial parameters by PyTorch name.
+    /// Plan a trainer. `init` are the initial parameters by PyTorch name. Checks `config`
+    /// first ([`StepConfig::validate`]).
     pub fn new(
         ctx: &GpuContext,
         spec: ModelSpec,
@@ -109,6 +84,7 @@ impl Trainer {
         target_dim: usize,
         init: &[(String, Vec<f32>)],
     ) -> Result<Self> {
+        config.validate()?;
         // Before anything is allocated: the flat parameter buffers fit the adapter.
         let params = check_params_fit(ctx, &spec, &spec.name, config.precision, &config.optimizer)?;
         guard_planning(ctx, || Self::plan(ctx, spec, config, target_dim, init))
@@ -122,15 +98,6 @@ impl Trainer {
         target_dim: usize,
         init: &[(String, Vec<f32>)],
     ) -> Result<Self> {
-        if !(1..=MAX_GRAD_ACCUM).contains(&config.grad_accum) {
-            return Err(Error::InvalidArgument(format!(
-                "gradient accumulation needs 1 to {MAX_GRAD_ACCUM} micro-batches per step, got {}",
-                config.grad_accum
-            )));
-        }
-        config.optimizer.validate()?;
-        config.scaler.validate()?;
-        config.lr_schedule.validate()?;
         let policy = Policy::new(config.precision);
         let low = config.precision.low_dtype();
         let named: Vec<(String, Vec<usize>)> = spec
@@ -163,7 +130,7 @@ impl Trainer {
             weight_decay_mask(&spec, &store.layout).as_deref(),
         )?;
         let clipper = config
-            .clip_grad_norm
+            .clip_norm()
             .map(|max| GradClipper::new(ctx, &store.grads, total, max))
             .transpose()?;
         let weight_cast = match store.low_flat(ctx)? {
@@ -212,8 +179,7 @@ impl Trainer {
             dropout: DropoutStream::default(),
             step_offset: 0,
             submissions: 0,
-            #[cfg(not(target_arch = "wasm32"))]
-            exchange: None,
+            exchange: Exchange::default(),
             config,
         })
     }
@@ -251,163 +217,18 @@ impl Trainer {
     /// The factor the loss gradient is seeded with (times the scale): 1 / micro-batches, and
     /// in a data-parallel job 1 / (micro-batches × ranks), so the all-reduce is a plain sum.
     fn grad_multiplier(&self) -> f32 {
-        #[cfg(not(target_arch = "wasm32"))]
-        if let Some(ex) = &self.exchange {
-            return 1.0 / (self.config.grad_accum * ex.collective().size()) as f32;
-        }
-        1.0 / self.config.grad_accum as f32
+        1.0 / (self.config.grad_accum * self.ranks()) as f32
+    }
+
+    /// The ranks this trainer's steps are averaged over (1 in a single process).
+    pub fn ranks(&self) -> usize {
+        self.exchange.ranks()
     }
 
     /// The network already planned for `batch`, if any (shared borrow, so it can be used
     /// together with [`Trainer::weight_cast_kernel`]).
     pub fn planned_network(&self, batch: usize) -> Option<&Network> {
         self.nets.iter().find(|n| n.batch == batch)
-    }
-
-    /// Train on one micro-batch of `batch` samples: one submit. Every `grad_accum`
-    /// micro-batches this completes an optimizer step, in the last micro-batch's submit.
-    /// Never waits inside the step; before a step's last micro-batch, when every stats slot
-    /// is still in flight (the GPU is that many steps behind), native code
-    /// waits for the oldest slot's submission only and counts it
-    /// ([`Trainer::throttle_waits`]); on the web that is an error (check
-    /// [`Trainer::can_submit`] first).
-    pub fn train_batch<'x>(
-        &mut self,
-        ctx: &GpuContext,
-        batch: usize,
-        x: impl Into<BatchInput<'x>>,
-        targets: BatchTargets<'_>,
-    ) -> Result<()> {
-        self.train_batch_overlapped(ctx, batch, x, targets, &mut || {})
-    }
-
-    /// [`Trainer::train_batch`]; on a data-parallel rank ([`Trainer::distribute`]),
-    /// `overlap` runs while the step's gradients are all-reduced (host work that does not
-    /// depend on them, such as gathering the next batch). In a single process it never runs.
-    pub fn train_batch_overlapped<'x>(
-        &mut self,
-        ctx: &GpuContext,
-        batch: usize,
-        x: impl Into<BatchInput<'x>>,
-        targets: BatchTargets<'_>,
-        #[cfg_attr(target_arch = "wasm32", allow(unused_variables))] overlap: &mut dyn FnMut(),
-    ) -> Result<()> {
-        let first = self.micro == 0;
-        let last = self.micro + 1 == self.config.grad_accum;
-        if last && self.stats.is_full(ctx) {
-            #[cfg(not(target_arch = "wasm32"))]
-            {
-                let waiting = Clock::now();
-                self.stats.wait_oldest(ctx)?;
-                self.host.readback += waiting.elapsed();
-            }
-            #[cfg(target_arch = "wasm32")]
-            return Err(Error::Gpu(
-                "the GPU is a whole ring of steps behind; check can_submit first".into(),
-            ));
-        }
-        let encoding = Clock::now();
-        let i = self.plan_network(ctx, batch)?;
-        let net = &self.nets[i];
-        Self::write_batch(ctx, net, x, &targets)?;
-        // Dropout masks of micro-batch `counter`: the same whatever the precision, and
-        // again after a resume (Run positions the counter).
-        net.set_dropout(ctx, self.dropout.seed, self.dropout.counter, true);
-        self.dropout.counter += 1;
-
-        let mut encoder = ctx
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("step"),
-            });
-        if first {
-            encoder.clear_buffer(self.store.grads.raw(), 0, None);
-            // The scale this step's backward uses.
-            encoder.copy_buffer_to_buffer(
-                self.scaler.state_buffer().raw(),
-                0,
-                self.metrics.raw(),
-                0,
-                4,
-            );
-        }
-        {
-            let mut pass = encoder.begin_compute_pass(&Default::default());
-            if first {
-                for k in self.begin_kernels() {
-                    k.encode(&mut pass);
-                }
-            }
-            for k in net.train_kernels() {
-                k.encode(&mut pass);
-            }
-        }
-        encoder.copy_buffer_to_buffer(
-            net.loss.buffer().raw(),
-            net.loss.byte_offset(),
-            self.metrics.raw(),
-            4 * (METRIC_LOSSES + self.micro as u64),
-            4,
-        );
-        self.submissions += 1;
-        if !last {
-            self.host.encode += encoding.elapsed();
-            let submitting = Clock::now();
-            ctx.queue.submit([encoder.finish()]);
-            self.host.submit += submitting.elapsed();
-            self.micro += 1;
-            return Ok(());
-        }
-        // A data-parallel rank submits forward + backward here, waits for them and sums the
-        // gradients over the ranks; the rest of the step goes in a second submission.
-        #[cfg(not(target_arch = "wasm32"))]
-        if let Some(ex) = self.exchange.as_mut() {
-            encoder = ex.exchange(
-                ctx,
-                encoder,
-                &self.store.grads,
-                &self.metrics,
-                self.scaler.state_buffer(),
-                self.scaler.enabled(),
-                overlap,
-            )?;
-            self.submissions += 1;
-        }
-        {
-            let mut pass = encoder.begin_compute_pass(&Default::default());
-            for k in self.finish_kernels() {
-                k.encode(&mut pass);
-            }
-        }
-        // found_inf (state word 2), then the updated scale (word 0).
-        let state = self.scaler.state_buffer().raw();
-        encoder.copy_buffer_to_buffer(state, 8, self.metrics.raw(), 4, 4);
-        encoder.copy_buffer_to_buffer(state, 0, self.metrics.raw(), 8, 4);
-        let slot = self
-            .stats
-            .next_buffer()
-            .ok_or_else(|| Error::Gpu("no free stats slot".into()))?;
-        encoder.copy_buffer_to_buffer(self.metrics.raw(), 0, slot.raw(), 0, self.metrics.size());
-        // This step's learning rate, written ahead: the queued write lands before this
-        // submit's commands and after the previous step's.
-        let lr = self.scheduled_lr();
-        if lr.to_bits() != self.optimizer.lr().to_bits() {
-            self.optimizer.set_lr(ctx, lr)?;
-        }
-        self.steps_submitted += 1;
-        self.host.encode += encoding.elapsed();
-        let submitting = Clock::now();
-        self.host.steps += 1;
-        self.stats.submit(
-            ctx,
-            encoder,
-            self.steps_submitted,
-            self.config.grad_accum,
-            lr,
-        )?;
-        self.host.submit += submitting.elapsed();
-        self.micro = 0;
-        Ok(())
     }
 
     /// The learning rate of the next optimizer step: the schedule's, or under a constant
@@ -423,7 +244,7 @@ impl Trainer {
     }
 
     /// Each layer's op, compute dtype, output dtype and inserted casts under this trainer's policy.
-    pub fn precision_map(&self) -> Vec<crate::amp::policy::PrecisionRow> {
+    pub fn precision_map(&self) -> Vec<PrecisionRow> {
         crate::nn::precision_map(&self.spec, &self.policy, self.config.loss)
     }
 
@@ -434,33 +255,99 @@ impl Trainer {
         self.weight_cast.as_ref()
     }
 
-    /// Every kernel of one optimizer step (one micro-batch) at `batch`, in the order
-    /// `train_batch` records them, for per-kernel profiling. Running them changes the
-    /// parameters like a real step does (profile a trainer whose state does not matter).
-    pub fn step_kernels(&mut self, ctx: &GpuContext, batch: usize) -> Result<Vec<&Kernel>> {
-        let i = self.plan_network(ctx, batch)?;
-        let net = &self.nets[i];
-        let mut kernels = self.begin_kernels();
-        kernels.extend(net.train_kernels());
-        kernels.extend(self.finish_kernels());
-        Ok(kernels)
-    }
-
-    /// What the first micro-batch of a step runs before its forward: reset the step's
-    /// found-inf flag, cast the master weights to the compute dtype.
-    fn begin_kernels(&self) -> Vec<&Kernel> {
-        let mut kernels = vec![&self.begin_step];
-        kernels.extend(&self.weight_cast);
-        kernels
-    }
-
-    /// What the last micro-batch runs after its backward ([`Trainer::finish_phases`]).
-    fn finish_kernels(&self) -> Vec<&Kernel> {
-        self.finish_phases().into_iter().map(|(_, k)| k).collect()
-    }
-
     /// The dtype the model's parameters compute in under this trainer's policy.
     pub fn low_dtype(&self) -> DType {
         self.config.precision.low_dtype()
+    }
+
+    // The steps in flight.
+
+    /// Whether the next micro-batch can be submitted without waiting (for frame loops and
+    /// [`crate::train::Run::advance`]): it does not complete a step, or a stats slot is free
+    /// once the landed ones are taken.
+    pub fn can_submit(&mut self, ctx: &GpuContext) -> bool {
+        self.micro + 1 < self.config.grad_accum || !self.stats.is_full(ctx)
+    }
+
+    /// Block until the oldest step in flight has finished, so the next step can be submitted.
+    /// Waits for that one submission only and counts one throttle wait (and one host wait);
+    /// does nothing when a stats slot is free. The web cannot wait: there a full ring is an
+    /// error (check [`Trainer::can_submit`] first).
+    pub fn wait_for_slot(&mut self, ctx: &GpuContext) -> Result<()> {
+        if self.stats.is_full(ctx) {
+            let waiting = Clock::now();
+            self.stats.wait_oldest(ctx)?;
+            self.host.readback += waiting.elapsed();
+        }
+        Ok(())
+    }
+
+    /// Stats of the optimizer steps finished so far (non-blocking; a few steps late).
+    pub fn poll_stats(&mut self, ctx: &GpuContext) -> Vec<StepStats> {
+        let reading = Clock::now();
+        self.stats.collect(ctx);
+        let stats = self.stats.drain();
+        self.host.readback += reading.elapsed();
+        stats
+    }
+
+    /// Wait for every submitted step and return the remaining stats (native; end of run):
+    /// every step submitted is in them, even when another thread's poll fires the last
+    /// read-backs' callbacks ([`crate::gpu::MapSignal`]). One host wait.
+    pub fn finish(&mut self, ctx: &GpuContext) -> Result<Vec<StepStats>> {
+        let waiting = Clock::now();
+        self.stats.collect_all(ctx)?;
+        self.host.readback += waiting.elapsed();
+        Ok(self.stats.drain())
+    }
+
+    /// Times the host waited because every stats slot was in flight (the GPU a whole ring
+    /// of steps behind). Each such wait is also a host wait ([`GpuContext::host_waits`]).
+    pub fn throttle_waits(&self) -> u64 {
+        self.stats.throttle_waits()
+    }
+
+    /// The step whose stats slot the latest throttle wait waited for (always the oldest
+    /// step in flight then).
+    pub fn last_throttle_wait(&self) -> Option<u64> {
+        self.stats.last_throttle_wait()
+    }
+
+    /// Optimizer steps submitted (by this trainer, since it was made).
+    pub fn steps_submitted(&self) -> u64 {
+        self.steps_submitted
+    }
+
+    /// How many optimizer steps' stats may be in flight at once ([`RING`] by default): how
+    /// far the GPU may fall behind before the host waits.
+    pub fn stats_ring_slots(&self) -> usize {
+        self.stats.slots()
+    }
+
+    /// Let `slots` steps' stats be in flight at once (at least 1). Only between steps with
+    /// nothing in flight (right after planning, or after [`Trainer::finish`]).
+    pub fn set_stats_ring_slots(&mut self, ctx: &GpuContext, slots: usize) -> Result<()> {
+        if slots == 0 || !self.stats.resize(ctx, slots, self.metrics.size()) {
+            return Err(Error::InvalidArgument(
+                "the stats ring needs at least 1 slot and no step in flight to change".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Optimizer steps submitted whose stats have not been collected yet.
+    pub fn steps_in_flight(&self) -> usize {
+        self.stats.in_flight()
+    }
+
+    /// Command buffers [`Trainer::train_batch`] has submitted: one per micro-batch (and one
+    /// more per optimizer step on a data-parallel rank, after the all-reduce).
+    pub fn submissions(&self) -> u64 {
+        self.submissions
+    }
+
+    /// Micro-batches already accumulated toward the next optimizer step.
+    pub fn pending_micro_batches(&self) -> usize {
+        self.micro
     }
 }

@@ -1,5 +1,5 @@
 //! Validation of one mode without waiting: per held-out batch, the loss and correct count
-//! land in a slot of `counts` ([`Trainer::submit_eval_batch`]); then all slots are copied
+//! land in a slot of `counts` ([`submit_eval_batch`]); then all slots are copied
 //! into a read-back slot and mapped, and a later frame turns them into an accuracy.
 
 use std::sync::Arc;
@@ -8,9 +8,8 @@ use crate::data::{Batch, Split};
 use crate::error::Result;
 use crate::gpu::{GpuBuffer, GpuContext, ReadbackRing};
 use crate::nn::LossKind;
-use crate::train::{BatchTargets, EvalTally, Trainer};
-
-use super::Schedule;
+use crate::train::evaluate::submit_eval_batch;
+use crate::train::{BatchTargets, EvalTally, Periodic, Trainer};
 
 /// Held-out batches for validation (full batches only, so the training network serves).
 pub struct EvalSet {
@@ -49,7 +48,7 @@ impl EvalSet {
 pub struct EvalProbe {
     counts: Arc<GpuBuffer>,
     read: ReadbackRing<u64>,
-    due: Schedule,
+    due: Periodic,
 }
 
 impl EvalProbe {
@@ -59,7 +58,7 @@ impl EvalProbe {
         Self {
             counts: ctx.alloc_storage("app.eval.counts", bytes),
             read: ReadbackRing::new(ctx, "app.eval.read", 1, bytes),
-            due: Schedule::first_at(first_step),
+            due: Periodic::first_at(first_step),
         }
     }
 
@@ -84,7 +83,7 @@ impl EvalProbe {
         }
         for (i, b) in set.batches.iter().enumerate() {
             let targets = BatchTargets::from(&b.y);
-            trainer.submit_eval_batch(ctx, b.size, &b.x, &targets, &self.counts, i)?;
+            submit_eval_batch(ctx, trainer, b.size, &b.x, &targets, &self.counts, i)?;
         }
         let encoder = ctx.device.create_command_encoder(&Default::default());
         self.read

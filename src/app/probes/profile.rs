@@ -6,9 +6,8 @@ use crate::data::Batch;
 use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::nn::ModelSpec;
-use crate::train::{BatchTargets, StepConfig, Trainer};
-
-use super::Schedule;
+use crate::train::batch::write_batch;
+use crate::train::{BatchTargets, Periodic, StepConfig, Trainer};
 
 /// One kernel's GPU time in the latest profile of a mode.
 #[derive(Clone, Debug, PartialEq)]
@@ -30,7 +29,7 @@ pub struct Profiler {
     batch: usize,
     timer: KernelTimer,
     labels: Vec<String>,
-    due: Schedule,
+    due: Periodic,
 }
 
 impl Profiler {
@@ -57,7 +56,7 @@ impl Profiler {
             batch,
             timer,
             labels,
-            due: Schedule::first_at(first_step),
+            due: Periodic::first_at(first_step),
         })
     }
 
@@ -85,7 +84,7 @@ impl Profiler {
             .twin
             .planned_network(self.batch)
             .ok_or_else(|| Error::InvalidArgument("network not planned".into()))?;
-        Trainer::write_batch(ctx, net, &batch.x, &BatchTargets::from(&batch.y))?;
+        write_batch(ctx, net, &batch.x, &BatchTargets::from(&batch.y))?;
         let grads = self.twin.store.grads.clone();
         let kernels = self.twin.step_kernels(ctx, self.batch)?;
         let mut encoder = ctx.device.create_command_encoder(&Default::default());

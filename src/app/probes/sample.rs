@@ -1,6 +1,6 @@
 //! Text sampled from one GPT run as it trains: every few hundred steps (and at the run's last
 //! step) a short sample is generated on the GPU with the run's current weights
-//! ([`Trainer::submit_sample`]), copied into a read-back slot and mapped; a later frame
+//! ([`submit_sample`]), copied into a read-back slot and mapped; a later frame
 //! decodes it. Every mode samples with the same seed and prompt, so the f32 and amp-f16
 //! texts differ only where their weights do.
 
@@ -9,9 +9,8 @@ use std::sync::Arc;
 use crate::data::Vocab;
 use crate::error::Result;
 use crate::gpu::{GpuBuffer, GpuContext, ReadbackRing};
-use crate::train::{SampleRequest, Trainer};
-
-use super::Schedule;
+use crate::train::sample::submit_sample;
+use crate::train::{Periodic, SampleOptions, Trainer};
 
 /// Tokens per sample: a few words. Each is a whole forward, and a CPU adapter pays per
 /// dispatch whatever the batch (Chromium's SwiftShader takes several seconds per token).
@@ -25,7 +24,7 @@ pub struct SampleProbe {
     prompt: Vec<u32>,
     tokens: Arc<GpuBuffer>,
     read: ReadbackRing<u64>,
-    due: Schedule,
+    due: Periodic,
     seed: u64,
 }
 
@@ -40,7 +39,7 @@ impl SampleProbe {
             prompt,
             tokens: ctx.alloc_storage("app.sample.tokens", bytes),
             read: ReadbackRing::new(ctx, "app.sample.read", 1, bytes),
-            due: Schedule::first_at(first_step),
+            due: Periodic::first_at(first_step),
             seed,
         }
     }
@@ -68,13 +67,13 @@ impl SampleProbe {
         if !self.due.is_due(submitted) || self.read.is_full() {
             return Ok(());
         }
-        let request = SampleRequest {
+        let options = SampleOptions {
             tokens: SAMPLE_TOKENS,
             temperature: TEMPERATURE,
             top_k: None,
             seed: self.seed,
         };
-        trainer.submit_sample(ctx, &self.prompt, &request, &self.tokens)?;
+        submit_sample(ctx, trainer, &self.prompt, &options, &self.tokens)?;
         let encoder = ctx.device.create_command_encoder(&Default::default());
         self.read
             .submit_copy(ctx, encoder, &self.tokens, submitted)?;

@@ -1,6 +1,24 @@
-//! The gradient all-reduce inside a distributed trainer's step (steps 1–4 of the module
-//! docs of `distributed.rs`): stage the gradients and losses for the host, sum them over
-//! the ranks, write them back with the agreed found-inf flag.
+//! The gradient all-reduce inside a data-parallel rank's step (native). The step of such a
+//! trainer splits its last micro-batch's submission in two:
+//! 1. forward + backward (as always), then a copy of the flat f32 gradient buffer and of the
+//!    step's micro-batch losses into a `MAP_READ` staging buffer; submit;
+//! 2. **the host waits** for that submission (one counted host wait per optimizer step: wgpu
+//!    buffers are not memory MPI can read, so the gradients cross the host);
+//! 3. the mapped gradients and losses are summed over the ranks by one nonblocking
+//!    all-reduce (the whole flat buffer is one bucket), while the host checks its own
+//!    gradients for inf/NaN and gathers the next micro-batch; **the host waits** for the
+//!    all-reduce to complete (`dist::mpi`), then for the logical-or of the found-inf flags;
+//! 4. the summed gradients, the losses averaged over ranks and (when any rank saw inf/NaN
+//!    and the GradScaler is on) `found_inf` are written back with `queue.write_buffer`;
+//! 5. unscale, clipping, the optimizer step and the scale update are recorded and submitted
+//!    as in a single process, into the stats ring (`train/step.rs`).
+//!
+//! The backward of every rank is seeded with `1 / (micro-batches × ranks)` instead of
+//! `1 / micro-batches`: each rank's gradient is its share of the mean over the global batch,
+//! so the all-reduce is a plain sum and every f16 value in a rank's backward equals the one a
+//! single process with the global batch computes for the same sample (same overflows, same
+//! skipped steps). A single process never takes any of this: its step is one submit per
+//! micro-batch, unchanged.
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -26,7 +44,7 @@ pub struct ExchangeStats {
     pub local_nonfinite_steps: u64,
 }
 
-/// The gradient all-reduce of one trainer. See the module docs.
+/// The gradient all-reduce of one trainer (steps 1–4 of the module docs).
 pub(crate) struct GradExchange {
     collective: Rc<dyn Collective>,
     staging: Arc<GpuBuffer>,

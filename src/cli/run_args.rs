@@ -1,0 +1,279 @@
+//! The flags `train` and `compare` share (everything but the precision and the files a run
+//! writes), and the run they describe: its data, model and initial parameters
+//! ([`RunArgs::prepare`]), and its [`RunConfig`] made with the library's run builder and
+//! checked by its one validation, every setting named by its flag ([`super::flag`]).
+
+use std::path::PathBuf;
+
+use clap::Args;
+use webgpu_amp::amp::policy::Precision;
+use webgpu_amp::amp::scaler::ScalerConfig;
+use webgpu_amp::data::Split;
+use webgpu_amp::nn::{LossKind, ModelSpec};
+use webgpu_amp::optim::OptimizerConfig;
+use webgpu_amp::train::checkpoint::Checkpoint;
+use webgpu_amp::train::planning::check_params_fit;
+use webgpu_amp::train::{RunConfig, StepConfig};
+use webgpu_amp::{Error, GpuContext, Result};
+
+use super::DeviceArgs;
+use super::recipe::{RecipeArgs, gpt};
+use super::resolve::{ModelAndData, Wanted, resolve};
+
+/// Flags shared by `train` and `compare` (everything but the precision).
+#[derive(Args, Clone, Debug)]
+pub struct RunArgs {
+    /// Preset (linear, mlp, simple-cnn, mnist-cnn, gpt-tiny, gpt-char) or a JSON model file.
+    /// A GPT's unset flags default to nanoGPT's shakespeare-char recipe: --optimizer adamw
+    /// --lr 1e-3 --beta2 0.99 --weight-decay 0.1 --clip-grad-norm 1 --lr-schedule cosine
+    /// (--warmup-steps: steps / 50, --min-lr: lr / 10).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// default (embedded MNIST subset), mnist, fashion-mnist, synthetic[:N], hamlet (embedded
+    /// text), shakespeare, text:FILE, or FILE.safetensors. Default: default, or hamlet for a GPT.
+    #[arg(long)]
+    pub dataset: Option<String>,
+    /// mse or cross-entropy (default: cross-entropy for class labels, mse for targets).
+    #[arg(long)]
+    pub loss: Option<String>,
+    /// sgd, adam or adamw (default adam; adamw for a GPT).
+    #[arg(long)]
+    pub optimizer: Option<String>,
+    /// Learning rate (default 1e-3 for adam/adamw, 0.01 for sgd). With --lr-schedule cosine,
+    /// the rate after warm-up.
+    #[arg(long, allow_negative_numbers = true)]
+    pub lr: Option<f32>,
+    /// SGD momentum.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub momentum: f32,
+    /// SGD dampening.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub dampening: f32,
+    /// SGD Nesterov momentum.
+    #[arg(long)]
+    pub nesterov: bool,
+    /// Weight decay (default 0, or 0.01 for adamw as in PyTorch; 0.1 for a GPT, on its
+    /// weights of two or more dimensions only, as nanoGPT's parameter groups).
+    #[arg(long, allow_negative_numbers = true)]
+    pub weight_decay: Option<f32>,
+    /// Samples per micro-batch (32: one epoch of mlp on MNIST reaches 97%).
+    #[arg(long, default_value_t = 32, allow_negative_numbers = true)]
+    pub batch_size: usize,
+    /// Epochs to train (default 1 when --steps is not given).
+    #[arg(long, allow_negative_numbers = true)]
+    pub epochs: Option<u64>,
+    /// Optimizer steps to train (stops early within an epoch).
+    #[arg(long, allow_negative_numbers = true)]
+    pub steps: Option<u64>,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Keep the data set's order instead of shuffling each epoch.
+    #[arg(long)]
+    pub no_shuffle: bool,
+    /// Initial parameters (PyTorch names, e.g. from safetensors.torch.save_file(model.state_dict())).
+    #[arg(long)]
+    pub init: Option<PathBuf>,
+    /// Clip gradients to this global L2 norm, after unscaling (default none; 1 for a GPT;
+    /// 0: none).
+    #[arg(long, allow_negative_numbers = true)]
+    pub clip_grad_norm: Option<f32>,
+    /// Micro-batches per optimizer step.
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    pub grad_accum: usize,
+    /// GradScaler initial scale.
+    #[arg(long, default_value_t = 65536.0, allow_negative_numbers = true)]
+    pub init_scale: f32,
+    #[arg(long, default_value_t = 2000, allow_negative_numbers = true)]
+    pub growth_interval: u32,
+    #[arg(long, default_value_t = 2.0, allow_negative_numbers = true)]
+    pub growth_factor: f64,
+    #[arg(long, default_value_t = 0.5, allow_negative_numbers = true)]
+    pub backoff_factor: f64,
+    /// Turn the GradScaler on or off (default: on for amp-f16 only, as PyTorch recommends).
+    #[arg(long)]
+    pub scaler: Option<bool>,
+    /// Classes a preset predicts on class labels (default 10, as the tutorials'
+    /// `SimpleCNN(num_classes=10)`); a label outside 0..N is an error. A JSON model's last
+    /// layer sets its own count; float targets set the output width from the data.
+    #[arg(long, allow_negative_numbers = true)]
+    pub num_classes: Option<usize>,
+    /// Skip validation at epoch ends.
+    #[arg(long)]
+    pub no_validate: bool,
+    #[command(flatten)]
+    pub recipe: RecipeArgs,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+/// Data, model and initial parameters of a run, resolved from the flags.
+pub struct RunInputs {
+    pub split: Split,
+    pub spec: ModelSpec,
+    pub init: Vec<(String, Vec<f32>)>,
+    pub loss: LossKind,
+    /// The data set's name as resolved (`--dataset`, or the model's default).
+    pub dataset: String,
+}
+
+/// Where a run writes checkpoints: `--save-every N` to `--save FILE` (`train` only).
+pub type SaveFlags = (Option<u64>, Option<PathBuf>);
+
+impl RunArgs {
+    /// Checks the flags that need no data or GPU, so a typo fails at once: the run they
+    /// describe before the data is known (no GPT defaults, no schedule yet) through the run
+    /// validation, then the flags only parsed here.
+    pub fn validate_args(&self, precision: Precision, save: SaveFlags) -> Result<()> {
+        self.config(precision, LossKind::CrossEntropy, false, save)?
+            .validate_named(super::flag)?;
+        if self.num_classes == Some(0) {
+            return Err(Error::InvalidArgument(
+                "--num-classes must be at least 1".into(),
+            ));
+        }
+        if let Some(loss) = &self.loss {
+            LossKind::parse(loss)?;
+        }
+        self.recipe.validate()?;
+        self.device.options()?;
+        Ok(())
+    }
+
+    /// The run of `precision` on `inputs`, writing checkpoints as `save` says: a GPT's unset
+    /// recipe flags take nanoGPT's values ([`gpt`]), and the learning-rate schedule spans the
+    /// run's step budget. Checked as [`RunArgs::validate_args`] checks it.
+    pub fn run_config(
+        &self,
+        precision: Precision,
+        inputs: &RunInputs,
+        save: SaveFlags,
+    ) -> Result<RunConfig> {
+        let is_gpt = inputs.spec.gpt.is_some();
+        let mut cfg = self.config(precision, inputs.loss, is_gpt, save)?;
+        cfg.validate_named(super::flag)?;
+        let budget = cfg.planned_steps(inputs.split.train.n).unwrap_or(1);
+        let lr = cfg.step.optimizer.lr();
+        cfg.step.lr_schedule = self.recipe.schedule(is_gpt, lr, budget)?;
+        Ok(cfg)
+    }
+
+    /// The run the flags describe, made with the run builder (not checked yet).
+    fn config(
+        &self,
+        precision: Precision,
+        loss: LossKind,
+        is_gpt: bool,
+        (save_every, save_path): SaveFlags,
+    ) -> Result<RunConfig> {
+        let scaler = self.scaler.unwrap_or(precision.scaler_enabled_by_default());
+        // A GPT clips at nanoGPT's norm unless told otherwise (0: no clipping).
+        let clip = self
+            .clip_grad_norm
+            .or(is_gpt.then_some(gpt::CLIP_GRAD_NORM));
+        let step = StepConfig::new(precision, loss, self.optimizer(is_gpt)?)
+            .scaler(self.scaler_config(scaler))
+            .clip_grad_norm(clip)
+            .grad_accum(self.grad_accum);
+        Ok(RunConfig::new(step, self.batch_size)
+            .epochs(self.epochs)
+            .steps(self.steps)
+            .seed(self.seed)
+            .shuffle(!self.no_shuffle)
+            .validate_each_epoch(!self.no_validate)
+            .eval(self.recipe.eval_config())
+            .save(save_every, save_path))
+    }
+
+    fn scaler_config(&self, enabled: bool) -> ScalerConfig {
+        ScalerConfig {
+            init_scale: self.init_scale,
+            growth_factor: self.growth_factor,
+            backoff_factor: self.backoff_factor,
+            growth_interval: self.growth_interval,
+            enabled,
+        }
+    }
+
+    /// Load the data, resolve the model and its loss, open the device with `open`, check
+    /// that the model's parameters fit it under every one of `precisions`, and only then
+    /// make the initial parameters (`--init` or the model's own initialisation).
+    pub fn prepare(
+        &self,
+        precisions: &[Precision],
+        open: impl FnOnce() -> Result<GpuContext>,
+    ) -> Result<(RunInputs, GpuContext)> {
+        let ModelAndData {
+            split,
+            spec,
+            loss,
+            what,
+            dataset,
+        } = resolve(&Wanted {
+            model: self.model.as_deref(),
+            dataset: self.dataset.as_deref(),
+            loss: self.loss.as_deref(),
+            num_classes: self.num_classes,
+        })?;
+        let ctx = open()?;
+        let optimizer = self.optimizer(spec.gpt.is_some())?;
+        for &precision in precisions {
+            check_params_fit(&ctx, &spec, &what, precision, &optimizer)?;
+        }
+        let init = match &self.init {
+            Some(path) => {
+                Checkpoint::load(path)?.params_for_model(&spec, &path.display().to_string())?
+            }
+            None => spec.init_params(self.seed),
+        };
+        let inputs = RunInputs {
+            split,
+            spec,
+            init,
+            loss,
+            dataset,
+        };
+        Ok((inputs, ctx))
+    }
+
+    /// The optimizer from the flags (not checked yet); a GPT's unset flags take nanoGPT's
+    /// recipe ([`gpt`]).
+    pub fn optimizer(&self, is_gpt: bool) -> Result<OptimizerConfig> {
+        let default = if is_gpt { gpt::OPTIMIZER } else { "adam" };
+        let adam_lr = if is_gpt { gpt::LR } else { 1e-3 };
+        let mut cfg = match self.optimizer.as_deref().unwrap_or(default) {
+            "sgd" => OptimizerConfig::sgd(self.lr.unwrap_or(0.01)),
+            "adam" => OptimizerConfig::adam(self.lr.unwrap_or(adam_lr)),
+            "adamw" => OptimizerConfig::adamw(self.lr.unwrap_or(adam_lr)),
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "unknown optimizer `{other}` (expected sgd, adam or adamw)"
+                )));
+            }
+        };
+        match &mut cfg {
+            OptimizerConfig::Sgd {
+                momentum,
+                dampening,
+                nesterov,
+                weight_decay,
+                ..
+            } => {
+                *momentum = self.momentum;
+                *dampening = self.dampening;
+                *nesterov = self.nesterov;
+                *weight_decay = self.weight_decay.unwrap_or(0.0);
+            }
+            OptimizerConfig::Adam { weight_decay, .. }
+            | OptimizerConfig::AdamW { weight_decay, .. } => {
+                if is_gpt {
+                    *weight_decay = gpt::WEIGHT_DECAY;
+                }
+                if let Some(wd) = self.weight_decay {
+                    *weight_decay = wd;
+                }
+            }
+        }
+        self.recipe.apply_betas(is_gpt, &mut cfg);
+        Ok(cfg)
+    }
+}

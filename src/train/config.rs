@@ -1,0 +1,342 @@
+//! How a run is set up, and the one place its settings are checked.
+//!
+//! - [`StepConfig::new`]: what shapes one step (precision, loss, optimizer), with PyTorch's
+//!   defaults for the rest (a GradScaler where the precision wants one, no clipping, one
+//!   micro-batch per step, a constant learning rate), changed with setters;
+//! - [`RunConfig::new`]: how long and on what (a step and a batch size), with the defaults of
+//!   a plain loop (one epoch, seed 0, shuffled, validated, no checkpoints), changed with setters.
+//!
+//! [`RunConfig::validate`] (which includes [`StepConfig::validate`]) is the only validation of
+//! these settings: [`Trainer::new`](super::Trainer::new) and [`Run::new`](super::Run::new) call
+//! it, and front ends call it first to fail before loading data. Its messages name each
+//! [`Setting`] in words, or the way a front end names it ([`RunConfig::validate_named`]: the
+//! CLI names its flags), so every front end (the CLI's `train` and `compare`, the app and the
+//! browser, the examples, the tests) shares one set of checks and messages.
+
+use crate::amp::policy::Precision;
+use crate::amp::scaler::ScalerConfig;
+use crate::error::{Error, Result};
+use crate::nn::LossKind;
+use crate::optim::{LrSchedule, OptimizerConfig};
+
+/// The most micro-batches one optimizer step may accumulate. Each is a submit and a word of
+/// the step's metrics; far beyond any effective batch PyTorch users accumulate (a few
+/// hundred), and low enough that every count derived from it stays far from overflow.
+pub const MAX_GRAD_ACCUM: usize = 1 << 16;
+
+/// Batches per split of a loss estimate by default. nanoGPT's `eval_iters` is 200 (at batch
+/// 64 and block 256 on a GPU); 20 batches keep an estimate of `gpt-tiny` a few seconds on a
+/// CPU adapter while averaging 20·B·T tokens (40,960 at batch 32, block 64): enough to
+/// resolve the 0.03 differences that matter here (see README, Training a GPT).
+pub const EVAL_BATCHES: usize = 20;
+
+/// A setting [`RunConfig::validate`] checks, as its messages name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Setting {
+    BatchSize,
+    GradAccum,
+    Steps,
+    Epochs,
+    ClipGradNorm,
+    EvalEvery,
+    EvalBatches,
+    SaveEvery,
+    SavePath,
+}
+
+impl Setting {
+    /// The setting in words (the library's and the app's messages).
+    pub fn words(self) -> &'static str {
+        match self {
+            Setting::BatchSize => "batch size",
+            Setting::GradAccum => "gradient accumulation",
+            Setting::Steps => "the step limit",
+            Setting::Epochs => "the epoch limit",
+            Setting::ClipGradNorm => "the gradient-clipping norm",
+            Setting::EvalEvery => "the loss-estimate interval",
+            Setting::EvalBatches => "batches per loss estimate",
+            Setting::SaveEvery => "the checkpoint interval",
+            Setting::SavePath => "a checkpoint path",
+        }
+    }
+}
+
+/// Everything that shapes a training step. Make it with [`StepConfig::new`].
+#[derive(Clone, Debug)]
+pub struct StepConfig {
+    pub precision: Precision,
+    pub loss: LossKind,
+    pub optimizer: OptimizerConfig,
+    pub scaler: ScalerConfig,
+    /// Clip gradients to this global L2 norm, after unscaling (`None` or 0: no clipping).
+    pub clip_grad_norm: Option<f32>,
+    /// Micro-batches per optimizer step.
+    pub grad_accum: usize,
+    /// The learning rate of each optimizer step, from the optimizer's (written ahead of the
+    /// step's last submit).
+    pub lr_schedule: LrSchedule,
+}
+
+impl StepConfig {
+    /// A step of `precision` training on `loss` with `optimizer`, and PyTorch's defaults: a
+    /// GradScaler with its default settings, on where the precision wants one (amp-f16),
+    /// no clipping, one micro-batch per step, a constant learning rate.
+    pub fn new(precision: Precision, loss: LossKind, optimizer: OptimizerConfig) -> Self {
+        Self {
+            precision,
+            loss,
+            optimizer,
+            scaler: ScalerConfig {
+                enabled: precision.scaler_enabled_by_default(),
+                ..ScalerConfig::default()
+            },
+            clip_grad_norm: None,
+            grad_accum: 1,
+            lr_schedule: LrSchedule::Constant,
+        }
+    }
+
+    /// The GradScaler's settings (its `enabled` included).
+    pub fn scaler(mut self, scaler: ScalerConfig) -> Self {
+        self.scaler = scaler;
+        self
+    }
+
+    /// Turn the GradScaler on or off, keeping its other settings.
+    pub fn scaler_enabled(mut self, enabled: bool) -> Self {
+        self.scaler.enabled = enabled;
+        self
+    }
+
+    /// Clip gradients to this global L2 norm after unscaling (`None` or 0: no clipping).
+    pub fn clip_grad_norm(mut self, max: Option<f32>) -> Self {
+        self.clip_grad_norm = max;
+        self
+    }
+
+    /// Micro-batches per optimizer step.
+    pub fn grad_accum(mut self, micro_batches: usize) -> Self {
+        self.grad_accum = micro_batches;
+        self
+    }
+
+    pub fn lr_schedule(mut self, schedule: LrSchedule) -> Self {
+        self.lr_schedule = schedule;
+        self
+    }
+
+    /// The norm gradients are clipped to, if any (0 means none).
+    pub fn clip_norm(&self) -> Option<f32> {
+        self.clip_grad_norm.filter(|&max| max != 0.0)
+    }
+
+    /// [`StepConfig::validate_named`] with every setting in words.
+    pub fn validate(&self) -> Result<()> {
+        self.validate_named(Setting::words)
+    }
+
+    /// Check the step's settings: gradient accumulation within [`MAX_GRAD_ACCUM`], a finite
+    /// positive clipping norm (or none), and the optimizer's, GradScaler's and schedule's
+    /// own ranges. `name` says how messages name a [`Setting`].
+    pub fn validate_named(&self, name: fn(Setting) -> &'static str) -> Result<()> {
+        self.check_grad_accum(name)?;
+        if let Some(max) = self.clip_grad_norm
+            && !(max >= 0.0 && max.is_finite())
+        {
+            return bad(format!(
+                "{} must be finite and > 0 (or 0 for no clipping), got {max}",
+                name(Setting::ClipGradNorm)
+            ));
+        }
+        self.optimizer.validate()?;
+        self.scaler.validate()?;
+        self.lr_schedule.validate()
+    }
+
+    fn check_grad_accum(&self, name: fn(Setting) -> &'static str) -> Result<()> {
+        let accum = self.grad_accum;
+        if accum == 0 {
+            return bad(format!("{} must be at least 1", name(Setting::GradAccum)));
+        }
+        if accum > MAX_GRAD_ACCUM {
+            return bad(format!(
+                "{} {accum} is over the limit of {MAX_GRAD_ACCUM} micro-batches per optimizer step",
+                name(Setting::GradAccum)
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Periodic loss estimates and the size of token data sets' validation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EvalConfig {
+    /// Estimate the training and validation loss after every N-th optimizer step.
+    pub every: Option<u64>,
+    /// Random batches per split of an estimate, and of the epoch-end and final validation of
+    /// token data sets.
+    pub batches: usize,
+}
+
+impl Default for EvalConfig {
+    fn default() -> Self {
+        Self {
+            every: None,
+            batches: EVAL_BATCHES,
+        }
+    }
+}
+
+/// How long and on what to train. Make it with [`RunConfig::new`].
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    pub step: StepConfig,
+    pub batch_size: usize,
+    /// Stop after this many epochs (default 1 when neither limit is set)...
+    pub epochs: Option<u64>,
+    /// ...or after this many optimizer steps, whichever comes first.
+    pub steps: Option<u64>,
+    pub seed: u64,
+    pub shuffle: bool,
+    /// Write a checkpoint every N optimizer steps (to `save_path`).
+    pub save_every: Option<u64>,
+    pub save_path: Option<std::path::PathBuf>,
+    /// Validate on the held-out set at epoch ends and at the end (it costs a readback per
+    /// 256 batches).
+    pub validate: bool,
+    /// Periodic loss estimates (nanoGPT's `estimate_loss`) and how many random batches the
+    /// validation of token data sets uses.
+    pub eval: EvalConfig,
+}
+
+impl RunConfig {
+    /// `step` on batches of `batch_size`: one epoch (unless [`RunConfig::steps`] or
+    /// [`RunConfig::epochs`] say otherwise), seed 0, shuffled, validated at the end, no
+    /// checkpoints, no periodic loss estimates.
+    pub fn new(step: StepConfig, batch_size: usize) -> Self {
+        Self {
+            step,
+            batch_size,
+            epochs: None,
+            steps: None,
+            seed: 0,
+            shuffle: true,
+            save_every: None,
+            save_path: None,
+            validate: true,
+            eval: EvalConfig::default(),
+        }
+    }
+
+    /// Stop after this many optimizer steps (`None`: no step limit).
+    pub fn steps(mut self, steps: impl Into<Option<u64>>) -> Self {
+        self.steps = steps.into();
+        self
+    }
+
+    /// Stop after this many epochs (`None`: no epoch limit; one epoch when there is no step
+    /// limit either).
+    pub fn epochs(mut self, epochs: impl Into<Option<u64>>) -> Self {
+        self.epochs = epochs.into();
+        self
+    }
+
+    /// The seed the data order (and dropout) derive from.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Shuffle each epoch (default) or keep the data set's order.
+    pub fn shuffle(mut self, shuffle: bool) -> Self {
+        self.shuffle = shuffle;
+        self
+    }
+
+    /// Validate on the held-out set at epoch ends and at the end (default on).
+    pub fn validate_each_epoch(mut self, validate: bool) -> Self {
+        self.validate = validate;
+        self
+    }
+
+    /// Write the final checkpoint to `path`, and one every `every` optimizer steps.
+    pub fn save(mut self, every: Option<u64>, path: Option<std::path::PathBuf>) -> Self {
+        self.save_every = every;
+        self.save_path = path;
+        self
+    }
+
+    /// Periodic loss estimates, and the random batches token data sets validate on.
+    pub fn eval(mut self, eval: EvalConfig) -> Self {
+        self.eval = eval;
+        self
+    }
+
+    /// Optimizer steps the run takes over a training set of `samples` (per process), when it
+    /// can be known up front (the step limit, or whole epochs of the step's batches).
+    pub fn planned_steps(&self, samples: usize) -> Option<u64> {
+        let batches = samples.div_ceil(self.batch_size.max(1));
+        let per_epoch = (batches / self.step.grad_accum.max(1)) as u64;
+        let by_epochs = self
+            .epochs
+            .or(if self.steps.is_none() { Some(1) } else { None })
+            .map(|e| e.saturating_mul(per_epoch));
+        match (by_epochs, self.steps) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// [`RunConfig::validate_named`] with every setting in words.
+    pub fn validate(&self) -> Result<()> {
+        self.validate_named(Setting::words)
+    }
+
+    /// Check every setting without touching data or the GPU: a positive batch size, an
+    /// effective batch (`batch_size × grad_accum`) that fits in 64 bits, positive step and
+    /// epoch limits, the step's settings ([`StepConfig::validate_named`]), a positive
+    /// loss-estimate interval and batch count, and a checkpoint interval of at least 1 with a path to write to.
+    /// `name` says how messages name a [`Setting`].
+    pub fn validate_named(&self, name: fn(Setting) -> &'static str) -> Result<()> {
+        let at_least_one = |setting| bad(format!("{} must be at least 1", name(setting)));
+        if self.batch_size == 0 {
+            return at_least_one(Setting::BatchSize);
+        }
+        self.step.check_grad_accum(name)?;
+        let accum = self.step.grad_accum;
+        if (self.batch_size as u64).checked_mul(accum as u64).is_none() {
+            return bad(format!(
+                "{} {} × {} {accum} overflows 64 bits",
+                name(Setting::BatchSize),
+                self.batch_size,
+                name(Setting::GradAccum)
+            ));
+        }
+        if self.steps == Some(0) {
+            return at_least_one(Setting::Steps);
+        }
+        if self.epochs == Some(0) {
+            return at_least_one(Setting::Epochs);
+        }
+        self.step.validate_named(name)?;
+        if self.eval.every == Some(0) {
+            return at_least_one(Setting::EvalEvery);
+        }
+        if self.eval.batches == 0 {
+            return at_least_one(Setting::EvalBatches);
+        }
+        match (self.save_every, &self.save_path) {
+            (Some(_), None) => bad(format!(
+                "{} needs {}",
+                name(Setting::SaveEvery),
+                name(Setting::SavePath)
+            )),
+            (Some(0), _) => at_least_one(Setting::SaveEvery),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn bad(message: String) -> Result<()> {
+    Err(Error::InvalidArgument(message))
+}
