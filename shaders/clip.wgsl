@@ -7,12 +7,7 @@ const WG: u32 = 256u;
 // Elements each thread handles (strided by WG so a workgroup's loads stay contiguous).
 const EPT: u32 = 4u;
 
-struct Sizes {
-    n: u32,          // gradient elements
-    groups: u32,     // partial sums: workgroups launched by clip_partial
-    max_norm: f32,   // clipping threshold
-    _pad: u32,
-}
+#struct Sizes // src/amp/clip.rs
 
 @group(0) @binding(0) var<storage, read_write> grads: array<f32>;
 @group(0) @binding(1) var<uniform> sizes: Sizes;

@@ -3,31 +3,7 @@
 // batch walk, the index math of op(a) and op(b), and the epilogue every body stores through
 // (bias, accumulate, rounding, f16 stores with round-to-nearest-even and overflow to inf).
 
-struct Params {
-    m: u32,
-    n: u32,
-    k: u32,
-    flags: u32, // FLAG_ACCUMULATE | FLAG_BIAS | FLAG_PAIRS | rounding << ROUND_SHIFT
-    // Layouts (elements): offset and row stride of a, b and c.
-    a_off: u32,
-    a_ld: u32,
-    b_off: u32,
-    b_ld: u32,
-    c_off: u32,
-    c_ld: u32,
-    // Batch: z = (z0, z1), flat zf = z0 * batch_inner + z1, zf < batches. The grid's z
-    // dimension walks zf; past 65535 batches the rest folds into y (y = m tile + m_tiles * hi).
-    batch_inner: u32,
-    batches: u32,
-    m_tiles: u32,
-    a_s0: u32,
-    a_s1: u32,
-    b_s0: u32,
-    b_s1: u32,
-    c_s0: u32,
-    c_s1: u32,
-    lanes: u32, // matmul_direct_narrow: threads per row group (a power of two <= THREADS)
-}
+#struct Params // src/ops/matmul/launch.rs
 @group(0) @binding(0) var<uniform> params: Params;
 
 const FLAG_ACCUMULATE: u32 = 1u;

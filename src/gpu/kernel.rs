@@ -10,19 +10,19 @@ use std::sync::{Arc, Mutex};
 use super::{GpuBuffer, GpuContext, human_bytes};
 use crate::dtype::Storage;
 use crate::error::{Error, Result};
-use crate::shader::{self, Variant};
+use crate::shader::{self, ShaderDecl, Variant};
 
 /// Which shader and entry point a kernel runs, plus compile-time constants
 /// (tile sizes and the like) injected as WGSL `const`s.
 #[derive(Clone, Debug)]
 pub struct KernelDesc {
-    pub shader: &'static str,
+    pub shader: &'static ShaderDecl,
     pub entry: &'static str,
     pub consts: Vec<(&'static str, String)>,
 }
 
 impl KernelDesc {
-    pub fn new(shader: &'static str, entry: &'static str) -> Self {
+    pub fn new(shader: &'static ShaderDecl, entry: &'static str) -> Self {
         Self {
             shader,
             entry,
@@ -54,6 +54,8 @@ pub enum Arg<'a> {
 }
 
 struct CachedPipeline {
+    /// The source it was compiled from: two shaders declared under one name must not share.
+    source: &'static str,
     pipeline: wgpu::ComputePipeline,
     /// Name → binding index of every resource the entry point actually uses.
     used_bindings: Vec<(String, u32)>,
@@ -128,13 +130,13 @@ impl GpuContext {
         if workgroups.iter().any(|&w| w > max) {
             return Err(Error::Unsupported(format!(
                 "kernel {}::{} needs {:?} workgroups, over the device limit of {max} per dimension; use a smaller batch",
-                desc.shader, desc.entry, workgroups
+                desc.shader.name, desc.entry, workgroups
             )));
         }
-        let storages: Vec<(String, Storage)> = args
+        let storages: Vec<(&str, Storage)> = args
             .iter()
             .filter_map(|(name, arg)| match arg {
-                Arg::Typed { storage, .. } => Some((name.to_string(), *storage)),
+                Arg::Typed { storage, .. } => Some((*name, *storage)),
                 _ => None,
             })
             .collect();
@@ -146,7 +148,7 @@ impl GpuContext {
             return Err(Error::Unsupported(format!(
                 "kernel {}::{}: tensor `{name}` is stored as native f16 but adapter `{}` has no shader-f16; \
                  make f16 tensors with this context's storage (GpuContext::storage_for) or use packed f16",
-                desc.shader, desc.entry, self.report.name
+                desc.shader.name, desc.entry, self.report.name
             )));
         }
         let variant = Variant::new(desc.shader, &storages, &desc.consts)?;
@@ -160,14 +162,14 @@ impl GpuContext {
         for (name, binding) in &cached.used_bindings {
             let Some((_, arg)) = args.iter().find(|(n, _)| n == name) else {
                 return Err(Error::Shader {
-                    name: format!("{}::{}", desc.shader, desc.entry),
+                    name: format!("{}::{}", desc.shader.name, desc.entry),
                     message: format!("binding `{name}` is used by the shader but was not given"),
                 });
             };
             match arg {
                 Arg::Uniform(bytes) => {
                     let buf = self.alloc(
-                        &format!("{}::{}.{}", desc.shader, desc.entry, name),
+                        &format!("{}::{}.{}", desc.shader.name, desc.entry, name),
                         bytes.len() as u64,
                         wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
                     );
@@ -192,7 +194,7 @@ impl GpuContext {
                 Arg::Buffer(b) => (b.size(), b.size()),
                 Arg::Uniform(_) => continue,
             };
-            let kernel = format!("{}::{}", desc.shader, desc.entry);
+            let kernel = format!("{}::{}", desc.shader.name, desc.entry);
             let limit = self.caps.max_buffer_size;
             if buffer_size > limit {
                 return Err(Error::Resource {
@@ -237,7 +239,7 @@ impl GpuContext {
         });
         self.allocator.count_bind_group();
         Ok(Kernel {
-            label: format!("{}::{}", desc.shader, desc.entry),
+            label: format!("{}::{}", desc.shader.name, desc.entry),
             pipeline: cached,
             bind_group,
             workgroups,
@@ -249,6 +251,12 @@ impl GpuContext {
     fn pipeline(&self, variant: &Variant, entry: &str) -> Result<Arc<CachedPipeline>> {
         let key = format!("{}#{}", variant.key(), entry);
         if let Some(p) = self.pipelines.map.lock().expect("pipeline cache").get(&key) {
+            if !std::ptr::eq(p.source, variant.decl.source) && p.source != variant.decl.source {
+                return Err(Error::Shader {
+                    name: variant.shader.into(),
+                    message: "two different shaders are declared under this name".into(),
+                });
+            }
             return Ok(p.clone());
         }
         let source = variant.specialise()?;
@@ -287,6 +295,7 @@ impl GpuContext {
             });
         self.pipelines.created.fetch_add(1, Ordering::Relaxed);
         let cached = Arc::new(CachedPipeline {
+            source: variant.decl.source,
             pipeline,
             used_bindings,
         });

@@ -1,7 +1,12 @@
-//! WGSL specialisation and validation.
+//! WGSL declaration, specialisation and validation.
 //!
-//! Each op family is one WGSL file in `shaders/`. A file declares its tensors with a
-//! directive line
+//! Each WGSL file is declared once, beside its dispatcher, as a [`ShaderDecl`]: its name, its
+//! source, the structs it takes from Rust and the grid of variants the dispatcher may compile.
+//! Kernels name the declaration itself (`KernelDesc::new(&SHADER, "entry")`), so an op outside
+//! the crate declares its own shader the same way, and the list of every built-in shader
+//! (`crate::variants`) is a list of these declarations.
+//!
+//! A file declares its tensors with a directive line
 //!
 //! ```text
 //! #tensor x 1 read          // name, binding, access (read | read_write)
@@ -15,143 +20,94 @@
 //! native f16, injects compile-time `const`s, and adds `shaders/prelude.wgsl` (the portable
 //! rounding helpers every store goes through, and the indices of a folded 1-D launch).
 //!
-//! WGSL shared by some shaders only lives in `shaders/include/`; a shader pulls a file in with
+//! Two more directives pull in text written once elsewhere:
 //!
 //! ```text
 //! #include workgroup_reduce     // shaders/include/workgroup_reduce.wgsl, pasted in place
+//! #struct Params                // the WGSL of a Rust `wgsl_struct!` the declaration lists
 //! ```
 //!
-//! so the fixed-order workgroup reductions and the GradScaler's state layout exist once, not
-//! once per shader.
+//! so the fixed-order workgroup reductions, the GradScaler's state layout and every uniform
+//! block exist once, not once per shader and once more in Rust.
 //!
 //! Packed storages keep two 16-bit values per `u32`. Two threads may write the two halves of
 //! one word, so single-element stores to a packed tensor use `atomicAnd`/`atomicOr` on its
 //! own half; kernels that own both halves use `store2`, one plain atomic store.
 
+mod directives;
+mod grid;
+mod storage;
+mod validate;
+mod wgsl_struct;
+
+pub use directives::{INCLUDES, TensorDecl, tensor_decls};
+pub use grid::{Assignment, Grid, f32_only};
+pub use validate::{storage_buffers_used, used_bindings, validate};
+pub use wgsl_struct::{StructDecl, WgslScalar, assert_scalar};
+// The derive-free `Pod` of `wgsl_struct!` (used from other crates through `$crate`).
+#[doc(hidden)]
+pub use bytemuck as __bytemuck;
+
 use crate::dtype::Storage;
 use crate::error::{Error, Result};
 
-/// Every shader source, by name. One file per op family.
-pub const SHADERS: &[(&str, &str)] = &[
-    ("elementwise", include_str!("../shaders/elementwise.wgsl")),
-    ("conv", include_str!("../shaders/conv.wgsl")),
-    ("pool", include_str!("../shaders/pool.wgsl")),
-    ("reduce", include_str!("../shaders/reduce.wgsl")),
-    ("loss", include_str!("../shaders/loss.wgsl")),
-    ("scaler", include_str!("../shaders/scaler.wgsl")),
-    ("clip", include_str!("../shaders/clip.wgsl")),
-    ("optim", include_str!("../shaders/optim.wgsl")),
-    ("round", include_str!("../shaders/round.wgsl")),
-    ("matmul", include_str!("../shaders/matmul.wgsl")),
-    ("matmul_coop", include_str!("../shaders/matmul_coop.wgsl")),
-    ("histogram", include_str!("../shaders/histogram.wgsl")),
-    ("layernorm", include_str!("../shaders/layernorm.wgsl")),
-    ("embedding", include_str!("../shaders/embedding.wgsl")),
-    ("sample", include_str!("../shaders/sample.wgsl")),
-    ("attention", include_str!("../shaders/attention.wgsl")),
-    ("dropout", include_str!("../shaders/dropout.wgsl")),
-];
+/// The variant grid of a shader: every specialisation its dispatcher may compile.
+pub type VariantsFn = fn(&'static ShaderDecl) -> Result<Vec<Variant>>;
 
-const PRELUDE: &str = include_str!("../shaders/prelude.wgsl");
+/// One WGSL file, declared once beside the Rust that dispatches it.
+///
+/// ```ignore
+/// pub static SHADER: ShaderDecl = ShaderDecl {
+///     name: "reduce",
+///     source: include_str!("../../shaders/reduce.wgsl"),
+///     structs: &[Params::WGSL],
+///     variants: |shader| Grid::new().each(&["x"]).variants(shader, &[]),
+/// };
+/// ```
+pub struct ShaderDecl {
+    /// The name kernels, labels and the pipeline cache know it by (unique).
+    pub name: &'static str,
+    /// The WGSL source with its directives.
+    pub source: &'static str,
+    /// The structs the source (or an include) pulls in with `#struct NAME`.
+    pub structs: &'static [StructDecl],
+    /// Every variant the dispatcher may compile; the portability tests check each.
+    pub variants: VariantsFn,
+}
 
-/// WGSL that shaders pull in with `#include NAME` (from `shaders/include/`).
-pub const INCLUDES: &[(&str, &str)] = &[
-    (
-        "workgroup_reduce",
-        include_str!("../shaders/include/workgroup_reduce.wgsl"),
-    ),
-    (
-        "scaler_state",
-        include_str!("../shaders/include/scaler_state.wgsl"),
-    ),
-    (
-        "matmul_common",
-        include_str!("../shaders/include/matmul_common.wgsl"),
-    ),
-];
-
-/// The text of `#include NAME`, once per shader: a second include of the same file would
-/// define everything twice.
-fn include(shader: &str, line: &str, included: &mut Vec<String>) -> Result<&'static str> {
-    let bad = |message: String| Error::Shader {
-        name: shader.into(),
-        message,
-    };
-    let name = match line.split_whitespace().collect::<Vec<_>>()[..] {
-        ["#include", name] => name,
-        _ => {
-            return Err(bad(format!(
-                "bad directive `{line}` (want `#include NAME`)"
-            )));
-        }
-    };
-    let (_, text) = INCLUDES
-        .iter()
-        .find(|(n, _)| *n == name)
-        .ok_or_else(|| bad(format!("no include `{name}` (shaders/include/{name}.wgsl)")))?;
-    if included.iter().any(|n| n == name) {
-        return Err(bad(format!("`{name}` is included twice")));
+impl std::fmt::Debug for ShaderDecl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShaderDecl")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
-    included.push(name.to_string());
-    Ok(text)
 }
 
-pub fn source(name: &str) -> Result<&'static str> {
-    SHADERS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, s)| *s)
-        .ok_or_else(|| Error::Shader {
-            name: name.into(),
-            message: "no such shader".into(),
-        })
-}
-
-/// A `#tensor` declaration of a shader source.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TensorDecl {
-    pub name: String,
-    pub binding: u32,
-    pub writable: bool,
-}
-
-/// Parse the `#tensor` directives of a source.
-pub fn tensor_decls(shader: &str, src: &str) -> Result<Vec<TensorDecl>> {
-    let mut decls = Vec::new();
-    for line in src.lines() {
-        let Some(rest) = line.trim().strip_prefix("#tensor") else {
-            continue;
-        };
-        let parts: Vec<&str> = rest.split_whitespace().collect();
-        let bad = || Error::Shader {
-            name: shader.into(),
-            message: format!(
-                "bad directive `{}` (want `#tensor NAME BINDING read|read_write`)",
-                line.trim()
-            ),
-        };
-        let [name, binding, access] = parts[..] else {
-            return Err(bad());
-        };
-        let binding = binding.parse().map_err(|_| bad())?;
-        let writable = match access {
-            "read" => false,
-            "read_write" => true,
-            _ => return Err(bad()),
-        };
-        decls.push(TensorDecl {
-            name: name.into(),
-            binding,
-            writable,
-        });
+/// Two declarations are the same shader when name and source agree.
+impl PartialEq for ShaderDecl {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.source == other.source
     }
-    Ok(decls)
+}
+
+impl Eq for ShaderDecl {}
+
+impl ShaderDecl {
+    /// Every variant of the grid, each once (grids joined from parts may repeat one).
+    pub fn variants(&'static self) -> Result<Vec<Variant>> {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut variants = (self.variants)(self)?;
+        variants.retain(|v| seen.insert(v.key()));
+        Ok(variants)
+    }
 }
 
 /// One specialisation of a shader: a storage for each declared tensor plus constants.
 #[derive(Clone, Debug)]
 pub struct Variant {
+    /// The declaration's name.
     pub shader: &'static str,
+    pub decl: &'static ShaderDecl,
     /// Every declared tensor with its storage, in declaration order.
     pub storages: Vec<(TensorDecl, Storage)>,
     pub consts: Vec<(&'static str, String)>,
@@ -160,23 +116,15 @@ pub struct Variant {
 impl Variant {
     /// Storages not given default to f32 (those tensors are unused by the entry point).
     pub fn new(
-        shader: &str,
-        storages: &[(String, Storage)],
+        decl: &'static ShaderDecl,
+        storages: &[(&str, Storage)],
         consts: &[(&'static str, String)],
     ) -> Result<Self> {
-        let (shader, src) = SHADERS
-            .iter()
-            .find(|(n, _)| *n == shader)
-            .copied()
-            .ok_or_else(|| Error::Shader {
-                name: shader.into(),
-                message: "no such shader".into(),
-            })?;
-        let decls = tensor_decls(shader, src)?;
+        let decls = tensor_decls(decl.name, decl.source)?;
         for (name, _) in storages {
-            if !decls.iter().any(|d| &d.name == name) {
+            if !decls.iter().any(|d| d.name == *name) {
                 return Err(Error::Shader {
-                    name: shader.into(),
+                    name: decl.name.into(),
                     message: format!("`{name}` is not a #tensor of this shader"),
                 });
             }
@@ -192,7 +140,8 @@ impl Variant {
             })
             .collect();
         Ok(Self {
-            shader,
+            shader: decl.name,
+            decl,
             storages,
             consts: consts.to_vec(),
         })
@@ -223,214 +172,6 @@ impl Variant {
 
     /// The full WGSL text of this variant.
     pub fn specialise(&self) -> Result<String> {
-        let src = source(self.shader)?;
-        let mut out = String::new();
-        if self.uses_native_f16() {
-            out.push_str("enable f16;\n");
-        }
-        // A shader's own `enable` directives (cooperative matrices) must precede every
-        // declaration: they move to the top and stay as comments in place.
-        for line in src.lines().filter(|l| is_enable(l)) {
-            out.push_str(line.trim());
-            out.push('\n');
-        }
-        for (name, value) in &self.consts {
-            out.push_str(&format!("const {name} = {value};\n"));
-        }
-        out.push_str(PRELUDE);
-        if self.uses_native_f16() {
-            out.push_str(NATIVE_F16_HELPERS);
-        }
-        for (decl, storage) in &self.storages {
-            out.push_str(&tensor_wgsl(decl, *storage));
-        }
-        let mut included = Vec::new();
-        for line in src.lines() {
-            let directive = line.trim();
-            if directive.starts_with("#tensor")
-                || directive.starts_with("#include")
-                || is_enable(line)
-            {
-                out.push_str("// ");
-            }
-            out.push_str(line);
-            out.push('\n');
-            if directive.starts_with("#include") {
-                out.push_str(include(self.shader, directive, &mut included)?);
-            }
-        }
-        Ok(out)
-    }
-}
-
-/// An `enable ...;` directive line of a shader source.
-fn is_enable(line: &str) -> bool {
-    line.trim_start().starts_with("enable ")
-}
-
-const NATIVE_F16_HELPERS: &str = "
-// f32 -> f16 through the portable rounding (round to nearest even, overflow to inf); the
-// final conversion is exact because the value is already an f16.
-fn f16_from_f32(v: f32) -> f16 { return f16(unpack2x16float(f32_to_f16_bits(v)).x); }
-";
-
-/// Declaration and load/store helpers of one tensor in one storage.
-fn tensor_wgsl(d: &TensorDecl, storage: Storage) -> String {
-    let n = &d.name;
-    let b = d.binding;
-    let access = if d.writable { "read_write" } else { "read" };
-    let mut s = String::new();
-    match storage {
-        Storage::F32 | Storage::U32 | Storage::F16 => {
-            // One element per array slot, converted to and from f32 (`()`: no conversion).
-            let (elem, to_f32, from_f32) = match storage {
-                Storage::F32 => ("f32", "", ""),
-                Storage::U32 => ("u32", "f32", "u32"),
-                _ => ("f16", "f32", "f16_from_f32"),
-            };
-            s += &format!("@group(0) @binding({b}) var<storage, {access}> {n}: array<{elem}>;\n");
-            s += &format!("fn {n}_load(i: u32) -> f32 {{ return {to_f32}({n}[i]); }}\n");
-            s += &format!(
-                "fn {n}_load2(i: u32) -> vec2<f32> {{ return vec2<f32>({to_f32}({n}[i]), {to_f32}({n}[i + 1u])); }}\n"
-            );
-            if d.writable {
-                s += &format!("fn {n}_store(i: u32, v: f32) {{ {n}[i] = {from_f32}(v); }}\n");
-                s += &format!(
-                    "fn {n}_store2(i: u32, v: vec2<f32>) {{ {n}[i] = {from_f32}(v.x); {n}[i + 1u] = {from_f32}(v.y); }}\n"
-                );
-            }
-        }
-        Storage::F16Packed | Storage::BF16 => {
-            let (unpack, bits) = if storage == Storage::BF16 {
-                ("unpack_bf16x2", "f32_to_bf16_bits")
-            } else {
-                ("unpack2x16float", "f32_to_f16_bits")
-            };
-            if d.writable {
-                s += &format!(
-                    "@group(0) @binding({b}) var<storage, read_write> {n}: array<atomic<u32>>;\n"
-                );
-                s += &format!(
-                    "fn {n}_load2(i: u32) -> vec2<f32> {{ return {unpack}(atomicLoad(&{n}[i >> 1u])); }}\n"
-                );
-                s += &format!(
-                    "fn {n}_store(i: u32, v: f32) {{ let sh = (i & 1u) * 16u; atomicAnd(&{n}[i >> 1u], ~(0xffffu << sh)); atomicOr(&{n}[i >> 1u], {bits}(v) << sh); }}\n"
-                );
-                s += &format!(
-                    "fn {n}_store2(i: u32, v: vec2<f32>) {{ atomicStore(&{n}[i >> 1u], {bits}(v.x) | ({bits}(v.y) << 16u)); }}\n"
-                );
-            } else {
-                s += &format!("@group(0) @binding({b}) var<storage, read> {n}: array<u32>;\n");
-                s += &format!(
-                    "fn {n}_load2(i: u32) -> vec2<f32> {{ return {unpack}({n}[i >> 1u]); }}\n"
-                );
-            }
-            s += &format!("fn {n}_load(i: u32) -> f32 {{ return {n}_load2(i & ~1u)[i & 1u]; }}\n");
-        }
-    }
-    s
-}
-
-/// Parse and validate WGSL with naga (all capabilities this project may use).
-pub fn validate(name: &str, src: &str) -> Result<(naga::Module, naga::valid::ModuleInfo)> {
-    let module = naga::front::wgsl::parse_str(src).map_err(|e| Error::Shader {
-        name: name.into(),
-        message: e.emit_to_string(src),
-    })?;
-    let info = naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::SHADER_FLOAT16
-            | naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32
-            | naga::valid::Capabilities::SUBGROUP
-            | naga::valid::Capabilities::COOPERATIVE_MATRIX,
-    )
-    .validate(&module)
-    .map_err(|e| Error::Shader {
-        name: name.into(),
-        message: e.emit_to_string(src),
-    })?;
-    Ok((module, info))
-}
-
-/// Name and binding of each resource that entry point `entry` uses (None: no such entry).
-pub fn used_bindings(
-    module: &naga::Module,
-    info: &naga::valid::ModuleInfo,
-    entry: &str,
-) -> Option<Vec<(String, u32)>> {
-    let index = module.entry_points.iter().position(|e| e.name == entry)?;
-    let fi = info.get_entry_point(index);
-    Some(
-        module
-            .global_variables
-            .iter()
-            .filter(|(h, _)| !fi[*h].is_empty())
-            .filter_map(|(_, g)| Some((g.name.clone()?, g.binding.as_ref()?.binding)))
-            .collect(),
-    )
-}
-
-/// Storage buffers an entry point binds (counted against the adapter's
-/// `max_storage_buffers_per_shader_stage`: 8 on WebGPU, as few as 4 on old GLES 3.1 devices).
-pub fn storage_buffers_used(
-    module: &naga::Module,
-    info: &naga::valid::ModuleInfo,
-    entry: &str,
-) -> Option<u32> {
-    let index = module.entry_points.iter().position(|e| e.name == entry)?;
-    let fi = info.get_entry_point(index);
-    Some(
-        module
-            .global_variables
-            .iter()
-            .filter(|(h, g)| {
-                !fi[*h].is_empty() && matches!(g.space, naga::AddressSpace::Storage { .. })
-            })
-            .count() as u32,
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn reduce_variant() -> Variant {
-        Variant::new("reduce", &[("x".into(), Storage::F16Packed)], &[]).unwrap()
-    }
-
-    #[test]
-    fn include_pastes_the_file_once_in_place_of_the_directive() {
-        let src = reduce_variant().specialise().unwrap();
-        assert_eq!(src.matches("fn tree_sum(").count(), 1);
-        assert!(src.contains("// #include workgroup_reduce\n"));
-        let directive = src.find("#include workgroup_reduce").unwrap();
-        assert!(src.find("fn tree_sum(").unwrap() > directive);
-        validate("reduce", &src).expect("the included text validates");
-    }
-
-    #[test]
-    fn unknown_malformed_or_repeated_includes_are_errors() {
-        let mut seen = Vec::new();
-        let err = include("s", "#include nothing_here", &mut seen).unwrap_err();
-        assert!(
-            err.to_string().contains("no include `nothing_here`"),
-            "{err}"
-        );
-        let err = include("s", "#include", &mut seen).unwrap_err();
-        assert!(err.to_string().contains("want `#include NAME`"), "{err}");
-        include("s", "#include workgroup_reduce", &mut seen).unwrap();
-        let err = include("s", "#include workgroup_reduce", &mut seen).unwrap_err();
-        assert!(err.to_string().contains("included twice"), "{err}");
-    }
-
-    #[test]
-    fn every_include_is_used_by_some_shader() {
-        for (name, _) in INCLUDES {
-            let directive = format!("#include {name}");
-            assert!(
-                SHADERS.iter().any(|(_, src)| src.contains(&directive)),
-                "shaders/include/{name}.wgsl is included by no shader"
-            );
-        }
+        directives::specialise(self)
     }
 }
