@@ -152,11 +152,7 @@ fn cross_entropy_rows_grad(
 @compute @workgroup_size(WG)
 fn mean_partials(@builtin(local_invocation_id) lid3: vec3<u32>) {
     let lid = lid3.x;
-    var acc = 0.0;
-    for (var k = lid; k < params.n; k = k + WG) {
-        acc = acc + partials[k];
-    }
-    let total = workgroup_sum(lid, acc);
+    let total = sum_of_partials(lid, params.n);
     if (lid == 0u) {
         loss_store(0u, total * params.loss_scale);
     }

@@ -46,11 +46,7 @@ fn sum_partials(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgrou
 @compute @workgroup_size(WG)
 fn sum_final(@builtin(local_invocation_id) lid3: vec3<u32>) {
     let lid = lid3.x;
-    var acc = 0.0;
-    for (var k = lid; k < params.groups; k = k + WG) {
-        acc = acc + partials[k];
-    }
-    let total = workgroup_sum(lid, acc);
+    let total = sum_of_partials(lid, params.groups);
     if (lid == 0u) {
         out_store(0u, total * params.scale);
     }

@@ -1,7 +1,8 @@
 // Shared by the matmul kernels (shaders/matmul.wgsl, the SIMT bodies, and
 // shaders/matmul_coop.wgsl, the cooperative-matrix body): the uniform block, the strided
-// batch walk, the index math of op(a) and op(b), and the epilogue every body stores through
-// (bias, accumulate, rounding, f16 stores with round-to-nearest-even and overflow to inf).
+// batch walk, the index math of op(a) and op(b), the staging of tiles through workgroup
+// memory, and the epilogue every body stores through (bias, accumulate, rounding, f16 stores
+// with round-to-nearest-even and overflow to inf).
 
 #struct Params // src/ops/matmul/launch.rs
 @group(0) @binding(0) var<uniform> params: Params;
@@ -51,6 +52,49 @@ fn b_col_base(col: u32) -> u32 {
 fn b_k_stride() -> u32 {
     if (TRANS_B) { return 1u; }
     return params.b_ld;
+}
+
+// ---- tile staging ---------------------------------------------------------------------
+// A k slice of op(a) (BM x BK, at row0, k0) and of op(b) (BK x BN, at k0, col0) staged
+// through workgroup memory by the THREADS threads of a workgroup: step s of thread tid stages
+// element tid + s * THREADS of each tile (BM * BK / THREADS steps for a, BN * BK / THREADS
+// for b). Consecutive threads walk the contiguous dimension of each stored matrix, so global
+// reads coalesce, and elements outside the matrices are 0, so every tile is whole. Each body
+// keeps its own tile layout and element type (vec4<f32> for the tiled SIMT body, f16 for the
+// cooperative one): these give an element's place in its tile and its value. Needs the
+// including shader's BM, BN, BK and THREADS.
+struct TileElement {
+    row: u32, // op(a): row within BM; op(b): k within BK
+    col: u32, // op(a): k within BK; op(b): column within BN
+    value: f32,
+}
+
+fn a_tile_element(tid: u32, s: u32, row0: u32, k0: u32) -> TileElement {
+    let l = tid + s * THREADS;
+    var i: u32;
+    var kk: u32;
+    if (TRANS_A) { i = l % BM; kk = l / BM; } else { kk = l % BK; i = l / BK; }
+    let row = row0 + i;
+    let kg = k0 + kk;
+    var v = 0.0;
+    if (row < params.m && kg < params.k) {
+        v = a_load(a_row_base(row) + kg * a_k_stride());
+    }
+    return TileElement(i, kk, v);
+}
+
+fn b_tile_element(tid: u32, s: u32, col0: u32, k0: u32) -> TileElement {
+    let l = tid + s * THREADS;
+    var j: u32;
+    var kk: u32;
+    if (TRANS_B) { kk = l % BK; j = l / BK; } else { j = l % BN; kk = l / BN; }
+    let col = col0 + j;
+    let kg = k0 + kk;
+    var v = 0.0;
+    if (col < params.n && kg < params.k) {
+        v = b_load(b_col_base(col) + kg * b_k_stride());
+    }
+    return TileElement(kk, j, v);
 }
 
 // Epilogue for the column pair (col, col + 1) of one row: bias, accumulate, store. A thread

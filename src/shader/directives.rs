@@ -220,6 +220,7 @@ mod tests {
     static REDUCE_LIKE: ShaderDecl = ShaderDecl {
         name: "reduce_like",
         source: "#tensor x 1 read\n#tensor out 2 read_write\nconst WG: u32 = 64u;\n\
+                 @group(0) @binding(3) var<storage, read_write> partials: array<f32>;\n\
                  #struct Sizes\n@group(0) @binding(0) var<uniform> sizes: Sizes;\n\
                  #include workgroup_reduce\n\
                  @compute @workgroup_size(WG)\nfn main(@builtin(local_invocation_index) lid: u32) {\n\
