@@ -31,9 +31,6 @@ use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::{ShaderDecl, f32_only};
 
-/// Compatibility: clipping moved to [`super::clip`]; `src/train` still imports it from here.
-pub use super::clip::GradClipper;
-
 pub static SHADER: ShaderDecl = ShaderDecl {
     name: "scaler",
     source: include_str!("../../shaders/scaler.wgsl"),

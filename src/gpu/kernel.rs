@@ -3,10 +3,10 @@
 //! Ops build a [`Kernel`] at plan time and then only [`Kernel::encode`] it into compute
 //! passes, step after step; nothing is created inside a step.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
+use super::context::CachedPipeline;
 use super::{GpuBuffer, GpuContext, human_bytes};
 use crate::dtype::Storage;
 use crate::error::{Error, Result};
@@ -51,21 +51,6 @@ pub enum Arg<'a> {
     },
     /// A whole raw buffer (scaler state, flat parameter buffers, ...).
     Buffer(&'a Arc<GpuBuffer>),
-}
-
-struct CachedPipeline {
-    /// The source it was compiled from: two shaders declared under one name must not share.
-    source: &'static str,
-    pipeline: wgpu::ComputePipeline,
-    /// Name → binding index of every resource the entry point actually uses.
-    used_bindings: Vec<(String, u32)>,
-}
-
-#[derive(Default)]
-pub(crate) struct PipelineCache {
-    map: Mutex<HashMap<String, Arc<CachedPipeline>>>,
-    /// Pipelines (and their shader modules) compiled: cache misses.
-    created: AtomicU64,
 }
 
 /// Workgroup grid for `threads` invocations of a 1-D kernel with `wg` threads per group,
@@ -116,6 +101,23 @@ impl GpuContext {
     /// and bind-group counts, what a long run must stop creating after warm-up.
     pub fn pipelines_created(&self) -> u64 {
         self.pipelines.created.load(Ordering::Relaxed)
+    }
+
+    /// Record `kernels` into one compute pass of one command buffer and submit it.
+    pub fn run(&self, kernels: &[&Kernel]) {
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("run") });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("run"),
+                timestamp_writes: None,
+            });
+            for k in kernels {
+                k.encode(&mut pass);
+            }
+        }
+        self.queue.submit([encoder.finish()]);
     }
 
     /// Build a kernel: specialise the shader for the storages of the tensors bound, compile

@@ -1,8 +1,8 @@
-//! The directives of a shader source (`#tensor`, `#include`, `#struct`) and the text a
-//! variant is specialised into.
+//! The directives of a shader source that paste text (`#include`, `#struct`), and the text
+//! a variant is specialised into.
 
 use super::Variant;
-use super::storage::{NATIVE_F16_HELPERS, tensor_wgsl};
+use super::tensor::{NATIVE_F16_HELPERS, code, tensor_wgsl};
 use crate::error::{Error, Result};
 
 const PRELUDE: &str = include_str!("../../shaders/prelude.wgsl");
@@ -28,11 +28,6 @@ fn shader_error(shader: &str, message: String) -> Error {
         name: shader.into(),
         message,
     }
-}
-
-/// A line without its `//` comment, trimmed: what a directive says.
-fn code(line: &str) -> &str {
-    line.split("//").next().unwrap_or_default().trim()
 }
 
 /// The argument of a one-word directive line (`#include NAME`, `#struct NAME`).
@@ -61,49 +56,6 @@ fn include(shader: &str, line: &str, included: &mut Vec<String>) -> Result<&'sta
     }
     included.push(name.to_string());
     Ok(text)
-}
-
-/// A `#tensor` declaration of a shader source.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TensorDecl {
-    pub name: String,
-    pub binding: u32,
-    pub writable: bool,
-}
-
-/// Parse the `#tensor` directives of a source.
-pub fn tensor_decls(shader: &str, src: &str) -> Result<Vec<TensorDecl>> {
-    let mut decls = Vec::new();
-    for line in src.lines() {
-        let Some(rest) = code(line).strip_prefix("#tensor") else {
-            continue;
-        };
-        let parts: Vec<&str> = rest.split_whitespace().collect();
-        let bad = || {
-            shader_error(
-                shader,
-                format!(
-                    "bad directive `{}` (want `#tensor NAME BINDING read|read_write`)",
-                    line.trim()
-                ),
-            )
-        };
-        let [name, binding, access] = parts[..] else {
-            return Err(bad());
-        };
-        let binding = binding.parse().map_err(|_| bad())?;
-        let writable = match access {
-            "read" => false,
-            "read_write" => true,
-            _ => return Err(bad()),
-        };
-        decls.push(TensorDecl {
-            name: name.into(),
-            binding,
-            writable,
-        });
-    }
-    Ok(decls)
 }
 
 /// An `enable ...;` directive line of a shader source.

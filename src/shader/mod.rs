@@ -36,12 +36,13 @@
 
 mod directives;
 mod grid;
-mod storage;
+mod tensor;
 mod validate;
 mod wgsl_struct;
 
-pub use directives::{INCLUDES, TensorDecl, tensor_decls};
+pub use directives::INCLUDES;
 pub use grid::{Assignment, Grid, f32_only};
+pub use tensor::{TensorDecl, tensor_decls};
 pub use validate::{storage_buffers_used, used_bindings, validate};
 pub use wgsl_struct::{StructDecl, WgslScalar, assert_scalar};
 // The derive-free `Pod` of `wgsl_struct!` (used from other crates through `$crate`).

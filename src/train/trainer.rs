@@ -14,9 +14,10 @@
 
 use std::sync::Arc;
 
+use crate::amp::GradClipper;
 use crate::amp::policy::{Policy, Precision};
 use crate::amp::round::round_inplace;
-use crate::amp::scaler::{GradClipper, GradScaler, ScalerConfig};
+use crate::amp::scaler::{GradScaler, ScalerConfig};
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::nn::ModelSpec;

@@ -1,7 +1,54 @@
-//! The declaration and load/store helpers of a `#tensor` in each storage.
+//! `#tensor` directives: their parsing, and the declaration and load/store helpers of a
+//! tensor in each storage.
 
-use super::TensorDecl;
 use crate::dtype::Storage;
+use crate::error::{Error, Result};
+
+/// A line without its `//` comment, trimmed: what a directive says.
+pub(super) fn code(line: &str) -> &str {
+    line.split("//").next().unwrap_or_default().trim()
+}
+
+/// A `#tensor` declaration of a shader source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorDecl {
+    pub name: String,
+    pub binding: u32,
+    pub writable: bool,
+}
+
+/// Parse the `#tensor` directives of a source.
+pub fn tensor_decls(shader: &str, src: &str) -> Result<Vec<TensorDecl>> {
+    let mut decls = Vec::new();
+    for line in src.lines() {
+        let Some(rest) = code(line).strip_prefix("#tensor") else {
+            continue;
+        };
+        let parts: Vec<&str> = rest.split_whitespace().collect();
+        let bad = || Error::Shader {
+            name: shader.into(),
+            message: format!(
+                "bad directive `{}` (want `#tensor NAME BINDING read|read_write`)",
+                line.trim()
+            ),
+        };
+        let [name, binding, access] = parts[..] else {
+            return Err(bad());
+        };
+        let binding = binding.parse().map_err(|_| bad())?;
+        let writable = match access {
+            "read" => false,
+            "read_write" => true,
+            _ => return Err(bad()),
+        };
+        decls.push(TensorDecl {
+            name: name.into(),
+            binding,
+            writable,
+        });
+    }
+    Ok(decls)
+}
 
 pub(super) const NATIVE_F16_HELPERS: &str = "
 // f32 -> f16 through the portable rounding (round to nearest even, overflow to inf); the
