@@ -1,6 +1,6 @@
 //! The shared launch of every matmul: shape checks, the uniform block and the grid.
 
-use super::batched::MatrixLayout;
+use super::layout::MatrixLayout;
 use super::tiling::Tiling;
 use super::{FLAG_ACCUMULATE, FLAG_BIAS, FLAG_PAIRS, MatmulKernel, MatmulOpts, ROUND_SHIFT};
 use crate::dtype::Storage;

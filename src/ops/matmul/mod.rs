@@ -9,13 +9,16 @@
 //!
 //! - `tiling`: launch shapes of each body per input storage
 //! - `launch`: shape checks, the uniform block and the grid, shared by every entry point
-//! - `batched`: strided batched matmul (attention) and its layout checks
+//! - `layout`: where a batch of matrices lives in a tensor, and its checks
+//! - `batched`: strided batched matmul (attention)
 
 mod batched;
 mod launch;
+mod layout;
 mod tiling;
 
-pub use batched::{MatrixLayout, batched_matmul, batched_matmul_with};
+pub use batched::{batched_matmul, batched_matmul_with};
+pub use layout::MatrixLayout;
 
 use crate::dtype::Storage;
 use crate::error::Result;
