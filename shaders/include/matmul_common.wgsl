@@ -69,32 +69,32 @@ struct TileElement {
     value: f32,
 }
 
+// Where element l of a tile `outer` wide (BM rows of op(a), BN columns of op(b)) and BK
+// deep lies: (outer index, k). k runs fastest when it is the stored matrix's contiguous
+// dimension, so consecutive threads read consecutive addresses.
+fn tile_position(l: u32, outer: u32, k_contiguous: bool) -> vec2<u32> {
+    if (k_contiguous) { return vec2<u32>(l / BK, l % BK); }
+    return vec2<u32>(l % outer, l / outer);
+}
+
+// op(a)[row, kg] and op(b)[kg, col], 0 outside the matrices.
+fn a_or_zero(row: u32, kg: u32) -> f32 {
+    if (row >= params.m || kg >= params.k) { return 0.0; }
+    return a_load(a_row_base(row) + kg * a_k_stride());
+}
+fn b_or_zero(kg: u32, col: u32) -> f32 {
+    if (col >= params.n || kg >= params.k) { return 0.0; }
+    return b_load(b_col_base(col) + kg * b_k_stride());
+}
+
 fn a_tile_element(tid: u32, s: u32, row0: u32, k0: u32) -> TileElement {
-    let l = tid + s * THREADS;
-    var i: u32;
-    var kk: u32;
-    if (TRANS_A) { i = l % BM; kk = l / BM; } else { kk = l % BK; i = l / BK; }
-    let row = row0 + i;
-    let kg = k0 + kk;
-    var v = 0.0;
-    if (row < params.m && kg < params.k) {
-        v = a_load(a_row_base(row) + kg * a_k_stride());
-    }
-    return TileElement(i, kk, v);
+    let p = tile_position(tid + s * THREADS, BM, !TRANS_A);
+    return TileElement(p.x, p.y, a_or_zero(row0 + p.x, k0 + p.y));
 }
 
 fn b_tile_element(tid: u32, s: u32, col0: u32, k0: u32) -> TileElement {
-    let l = tid + s * THREADS;
-    var j: u32;
-    var kk: u32;
-    if (TRANS_B) { kk = l % BK; j = l / BK; } else { j = l % BN; kk = l / BN; }
-    let col = col0 + j;
-    let kg = k0 + kk;
-    var v = 0.0;
-    if (col < params.n && kg < params.k) {
-        v = b_load(b_col_base(col) + kg * b_k_stride());
-    }
-    return TileElement(kk, j, v);
+    let p = tile_position(tid + s * THREADS, BN, TRANS_B);
+    return TileElement(p.y, p.x, b_or_zero(k0 + p.y, col0 + p.x));
 }
 
 // Epilogue for the column pair (col, col + 1) of one row: bias, accumulate, store. A thread

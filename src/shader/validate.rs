@@ -23,12 +23,12 @@ pub fn validate(name: &str, src: &str) -> Result<(naga::Module, naga::valid::Mod
     Ok((module, info))
 }
 
-/// Name and binding of each resource that entry point `entry` uses (None: no such entry).
-pub fn used_bindings(
-    module: &naga::Module,
+/// The globals entry point `entry` uses (None: no such entry point).
+fn used_globals<'m>(
+    module: &'m naga::Module,
     info: &naga::valid::ModuleInfo,
     entry: &str,
-) -> Option<Vec<(String, u32)>> {
+) -> Option<Vec<&'m naga::GlobalVariable>> {
     let index = module.entry_points.iter().position(|e| e.name == entry)?;
     let fi = info.get_entry_point(index);
     Some(
@@ -36,7 +36,22 @@ pub fn used_bindings(
             .global_variables
             .iter()
             .filter(|(h, _)| !fi[*h].is_empty())
-            .filter_map(|(_, g)| Some((g.name.clone()?, g.binding.as_ref()?.binding)))
+            .map(|(_, g)| g)
+            .collect(),
+    )
+}
+
+/// Name and binding of each resource that entry point `entry` uses (None: no such entry).
+pub fn used_bindings(
+    module: &naga::Module,
+    info: &naga::valid::ModuleInfo,
+    entry: &str,
+) -> Option<Vec<(String, u32)>> {
+    let globals = used_globals(module, info, entry)?;
+    Some(
+        globals
+            .into_iter()
+            .filter_map(|g| Some((g.name.clone()?, g.binding.as_ref()?.binding)))
             .collect(),
     )
 }
@@ -48,15 +63,9 @@ pub fn storage_buffers_used(
     info: &naga::valid::ModuleInfo,
     entry: &str,
 ) -> Option<u32> {
-    let index = module.entry_points.iter().position(|e| e.name == entry)?;
-    let fi = info.get_entry_point(index);
-    Some(
-        module
-            .global_variables
-            .iter()
-            .filter(|(h, g)| {
-                !fi[*h].is_empty() && matches!(g.space, naga::AddressSpace::Storage { .. })
-            })
-            .count() as u32,
-    )
+    let globals = used_globals(module, info, entry)?;
+    let storage = globals
+        .iter()
+        .filter(|g| matches!(g.space, naga::AddressSpace::Storage { .. }));
+    Some(storage.count() as u32)
 }

@@ -10,7 +10,9 @@
 //! modules (`mod tests { … }`) are left out: their `super` is the file itself.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use super::rust_files;
 
 /// One source file: its module path (`ops::matmul::launch`; `ops::matmul` for its
 /// `mod.rs`), its text without comments, strings and inline modules, and its re-exports.
@@ -28,17 +30,6 @@ pub struct FileGraph {
     macros: BTreeMap<String, String>,
     /// File → files it names.
     pub edges: BTreeMap<String, BTreeSet<String>>,
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("read src") {
-        let path = entry.expect("dir entry").path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 /// `ops/matmul/launch.rs` → `[ops, matmul, launch]`; `ops/matmul/mod.rs` → `[ops, matmul]`;
