@@ -11,6 +11,8 @@
 
 #[path = "layering/files.rs"]
 mod files;
+#[path = "layering/scan.rs"]
+mod scan;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -381,7 +383,7 @@ fn the_file_scanner_finds_circles_through_reexports_only() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(circles, [vec!["m/a.rs".to_string(), "m/b.rs".to_string()]]);
     assert_eq!(
-        files::expand_use("crate::a::{b, c::{self, d as e}, f::*}"),
+        scan::expand_use("crate::a::{b, c::{self, d as e}, f::*}"),
         [
             "crate::a::b",
             "crate::a::c",
