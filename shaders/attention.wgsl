@@ -36,16 +36,7 @@
 // FLAG_DROPOUT is set (otherwise another read-only tensor stands in for the binding).
 @group(0) @binding(6) var<storage, read> dropout_state: array<u32>;
 
-struct Params {
-    rows: u32,       // B * nh * T
-    t: u32,          // T
-    scale: f32,      // 1 / sqrt(hs)
-    flags: u32,      // FLAG_DROPOUT
-    threshold: u32,  // dropout: ceil(p * 2^24)
-    layer: u32,      // dropout: layer id keying the mask
-    drop_scale: f32, // dropout: 1 / (1 - p)
-    _pad: u32,
-}
+#struct Params // src/ops/attention.rs
 @group(0) @binding(0) var<uniform> params: Params;
 
 const FLAG_DROPOUT: u32 = 1u;

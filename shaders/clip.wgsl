@@ -7,12 +7,7 @@ const WG: u32 = 256u;
 // Elements each thread handles (strided by WG so a workgroup's loads stay contiguous).
 const EPT: u32 = 4u;
 
-struct Sizes {
-    n: u32,          // gradient elements
-    groups: u32,     // partial sums: workgroups launched by clip_partial
-    max_norm: f32,   // clipping threshold
-    _pad: u32,
-}
+#struct Sizes // src/amp/clip.rs
 
 @group(0) @binding(0) var<storage, read_write> grads: array<f32>;
 @group(0) @binding(1) var<uniform> sizes: Sizes;
@@ -48,11 +43,7 @@ fn clip_partial(
 // One workgroup: total norm and clip coefficient max_norm / (norm + 1e-6), clamped to 1.
 @compute @workgroup_size(WG)
 fn clip_reduce(@builtin(local_invocation_index) lid: u32) {
-    var acc = 0.0;
-    for (var i = lid; i < sizes.groups; i += WG) {
-        acc = acc + partials[i];
-    }
-    let sum_sq = workgroup_sum(lid, acc);
+    let sum_sq = sum_of_partials(lid, sizes.groups);
     if (lid == 0u) {
         let total = sqrt(sum_sq);
         // PyTorch: max_norm / (total + 1e-6) evaluates as reciprocal(total + 1e-6) * max_norm.

@@ -32,30 +32,7 @@
 #tensor dw 7 read_write
 #tensor partials 8 read_write
 
-struct Params {
-    batch: u32,
-    in_ch: u32,
-    in_h: u32,
-    in_w: u32,
-    out_ch: u32,
-    out_h: u32,
-    out_w: u32,
-    stride: u32,
-    pad: u32,
-    has_bias: u32,   // forward: add bias
-    accumulate: u32, // backward weight: dw += instead of dw =
-    rows: u32,       // GEMM rows of this kernel
-    cols: u32,       // GEMM columns
-    depth: u32,      // GEMM reduction length
-    row_tiles: u32,  // ceil(rows / TILE_R): the grid may be folded past it
-    col_tiles: u32,  // ceil(cols / TILE_C)
-    splits: u32,     // backward weight: depth splits (1: write dw directly)
-    split_len: u32,  // backward weight: pixels per split, a multiple of BK
-    round_to: u32,   // backward weight: round_grad's `to` before accumulating
-    _pad1: u32,
-    _pad2: u32,
-    _pad3: u32,
-}
+#struct Params // src/ops/conv/gemm.rs
 @group(0) @binding(0) var<uniform> params: Params;
 
 const KHW: u32 = KH * KW;

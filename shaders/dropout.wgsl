@@ -12,12 +12,7 @@
 // DropoutState: [seed_lo, seed_hi, counter_lo, counter_hi, training, 0, 0, 0].
 @group(0) @binding(3) var<storage, read> dropout_state: array<u32>;
 
-struct Params {
-    n: u32,          // elements
-    threshold: u32,  // ceil(p * 2^24): 24-bit uniforms below it are dropped
-    layer: u32,      // layer id of this dropout site
-    scale: f32,      // 1 / (1 - p) (0 when p = 1)
-}
+#struct Params // src/ops/dropout.rs
 @group(0) @binding(0) var<uniform> params: Params;
 
 const WG: u32 = 256u;

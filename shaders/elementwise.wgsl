@@ -9,12 +9,7 @@
 #tensor out 3 read_write
 #tensor b 4 read
 
-struct Params {
-    n: u32,        // number of elements
-    alpha: f32,    // scale factor (scale op)
-    channels: u32, // bias_add: size of dim 1
-    inner: u32,    // bias_add: product of the dims after dim 1
-}
+#struct Params // src/ops/elementwise.rs
 @group(0) @binding(0) var<uniform> params: Params;
 
 const WG: u32 = 256u;

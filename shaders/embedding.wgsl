@@ -22,16 +22,7 @@
 // [B*T]: positions sorted by token, increasing within a token.
 @group(0) @binding(10) var<storage, read_write> order: array<u32>;
 
-struct Params {
-    n: u32,       // positions: B * T
-    t: u32,       // sequence length T
-    cols: u32,    // embedding width C
-    vocab: u32,   // V (rows of wte)
-    has_wpe: u32,
-    chunk: u32,   // positions per chunk of the counting sort
-    chunks: u32,  // ceil(n / chunk)
-    batch: u32,   // B
-}
+#struct Params // src/ops/embedding.rs
 @group(0) @binding(0) var<uniform> params: Params;
 
 const WG: u32 = 256u;

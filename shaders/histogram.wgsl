@@ -12,12 +12,7 @@
 //   bins + 2   exact zeros  bins + 3  inf or NaN
 // The caller zeroes counts before each dispatch.
 
-struct Params {
-    offset: u32, // first element of the range
-    len: u32,    // elements in the range
-    lo: i32,     // binade of bin 0
-    bins: u32,   // binades counted (at most MAX_BINS)
-}
+#struct Params // src/ops/histogram.rs
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> values: array<f32>;

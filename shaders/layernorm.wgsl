@@ -26,16 +26,7 @@
 // a bias) [chunks, C] of sum dy.
 @group(0) @binding(13) var<storage, read_write> partials: array<f32>;
 
-struct Params {
-    rows: u32,
-    cols: u32,
-    eps: f32,
-    has_bias: u32,
-    chunk_rows: u32, // rows per chunk of the parameter-gradient first pass
-    chunks: u32,     // ceil(rows / chunk_rows)
-    _pad0: u32,
-    _pad1: u32,
-}
+#struct Params // src/ops/layernorm.rs
 @group(0) @binding(0) var<uniform> params: Params;
 
 // Threads per row (forward and input gradient), and per workgroup of the flat kernels.

@@ -18,16 +18,7 @@
 // correct[0] += rows whose argmax is the label.
 @group(0) @binding(9) var<storage, read_write> correct: array<atomic<u32>>;
 
-struct Params {
-    rows: u32,        // cross-entropy / accuracy: N
-    classes: u32,     // cross-entropy / accuracy: C
-    n: u32,           // mse: elements; mean_partials: number of partials
-    groups: u32,      // mse: workgroups of the first pass (1: it writes the loss directly)
-    grad_scale: f32,  // gradient factor before the seed: multiplier / N (ce), 2 multiplier / n (mse)
-    loss_scale: f32,  // factor of the summed partials: 1 / N (ce), 1 / n (mse)
-    _pad0: u32,
-    _pad1: u32,
-}
+#struct Params // src/ops/loss.rs
 @group(0) @binding(0) var<uniform> params: Params;
 
 const WG: u32 = 256u;
@@ -161,11 +152,7 @@ fn cross_entropy_rows_grad(
 @compute @workgroup_size(WG)
 fn mean_partials(@builtin(local_invocation_id) lid3: vec3<u32>) {
     let lid = lid3.x;
-    var acc = 0.0;
-    for (var k = lid; k < params.n; k = k + WG) {
-        acc = acc + partials[k];
-    }
-    let total = workgroup_sum(lid, acc);
+    let total = sum_of_partials(lid, params.n);
     if (lid == 0u) {
         loss_store(0u, total * params.loss_scale);
     }

@@ -7,7 +7,7 @@
 // z = (z0, z1) over the batch. A plain matmul is one batch of contiguous matrices (off 0,
 // ld = stored columns), and the arithmetic is the same either way: only index math differs.
 //
-// Constants injected by src/ops/matmul.rs (one pipeline per combination):
+// Constants injected by src/ops/matmul/ (one pipeline per combination):
 //   TRANS_A, TRANS_B: bool   layouts, so index arithmetic is fixed at compile time
 //   WG_X, WG_Y: u32          threads per workgroup along N and M
 //   TM, TN: u32              outputs per thread along M and N (tiled: multiples of 4;
@@ -62,49 +62,26 @@ fn matmul_tiled(
     if (!start_batch(wid, nwg)) {
         return;
     }
-    let m = params.m;
-    let n = params.n;
-    let k = params.k;
     let row0 = (wid.y % params.m_tiles) * BM;
     let col0 = wid.x * BN;
-    let a_ks = a_k_stride();
-    let b_ks = b_k_stride();
 
     // acc[i * TN / 4 + jg] holds row tile_row(i), columns tile_col(4 * jg .. 4 * jg + 4).
     var acc: array<vec4<f32>, TM * TN / 4u>;
     var frag_a: array<vec4<f32>, TM / 4u>;
     var frag_b: array<vec4<f32>, TN / 4u>;
 
-    for (var k0 = 0u; k0 < k; k0 += BK) {
-        // Stage the tiles; consecutive threads walk the contiguous dimension of each input,
-        // so global reads coalesce. Out-of-range elements are zero.
+    for (var k0 = 0u; k0 < params.k; k0 += BK) {
+        // Stage the tiles (include/matmul_common.wgsl): element (i, kk) of op(a)'s tile at
+        // kk * BM + i, element (kk, j) of op(b)'s at kk * BN + j.
         for (var s = 0u; s < BM * BK / THREADS; s++) {
-            let l = tid + s * THREADS;
-            var i: u32;
-            var kk: u32;
-            if (TRANS_A) { i = l % BM; kk = l / BM; } else { kk = l % BK; i = l / BK; }
-            let row = row0 + i;
-            let kg = k0 + kk;
-            var v = 0.0;
-            if (row < m && kg < k) {
-                v = a_load(a_row_base(row) + kg * a_ks);
-            }
-            let e = kk * BM + i;
-            tile_a[e / 4u][e % 4u] = v;
+            let t = a_tile_element(tid, s, row0, k0);
+            let e = t.col * BM + t.row;
+            tile_a[e / 4u][e % 4u] = t.value;
         }
         for (var s = 0u; s < BN * BK / THREADS; s++) {
-            let l = tid + s * THREADS;
-            var j: u32;
-            var kk: u32;
-            if (TRANS_B) { kk = l % BK; j = l / BK; } else { j = l % BN; kk = l / BN; }
-            let col = col0 + j;
-            let kg = k0 + kk;
-            var v = 0.0;
-            if (col < n && kg < k) {
-                v = b_load(b_col_base(col) + kg * b_ks);
-            }
-            let e = kk * BN + j;
-            tile_b[e / 4u][e % 4u] = v;
+            let t = b_tile_element(tid, s, col0, k0);
+            let e = t.row * BN + t.col;
+            tile_b[e / 4u][e % 4u] = t.value;
         }
         workgroupBarrier();
 

@@ -12,24 +12,7 @@
 const WG: u32 = 256u;
 const EPT: u32 = 4u;
 
-struct Hyper {
-    n: u32,
-    nesterov: u32,
-    lr: f32,
-    weight_decay: f32,      // L2 term added to the gradient (SGD, Adam); 0 for AdamW
-    momentum: f32,
-    one_minus_dampening: f32,
-    beta1: f32,
-    one_minus_beta1: f32,   // lerp weight of exp_avg (1 - beta1 computed in f64 on the host)
-    beta2: f32,
-    one_minus_beta2: f32,
-    log_beta1: f32,         // ln(beta1), ln(beta2) (f64 on the host): bias corrections
-    log_beta2: f32,
-    eps: f32,
-    param_decay: f32,       // AdamW: 1 - lr * weight_decay; 1 otherwise
-    grouped: u32,           // 1: decay only where decay_mask has the element's bit set
-    _pad0: u32,
-}
+#struct Hyper // src/optim/config.rs
 
 @group(0) @binding(0) var<uniform> hyper: Hyper;
 @group(0) @binding(1) var<storage, read> scaler: array<u32>;

@@ -15,16 +15,7 @@
 // Flat index into x of each output's max (one u32 per output element).
 @group(0) @binding(5) var<storage, read_write> indices: array<u32>;
 
-struct Params {
-    planes: u32,  // batch * channels
-    in_h: u32,
-    in_w: u32,
-    out_h: u32,
-    out_w: u32,
-    kernel: u32,
-    stride: u32,
-    _pad0: u32,
-}
+#struct Params // src/ops/pool.rs
 @group(0) @binding(0) var<uniform> params: Params;
 
 const WG: u32 = 64u;

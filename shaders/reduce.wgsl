@@ -9,16 +9,7 @@
 // Per-workgroup partial sums of the first pass of sum/mean.
 @group(0) @binding(5) var<storage, read_write> partials: array<f32>;
 
-struct Params {
-    n: u32,          // sum/mean: elements of x
-    groups: u32,     // sum/mean: workgroups of the first pass (1: it writes out directly)
-    scale: f32,      // sum/mean: factor of the final result (1 or 1/n)
-    accumulate: u32, // bias_grad: 1 to add to db, 0 to overwrite it
-    batch: u32,      // bias_grad: size of dim 0 of dy
-    channels: u32,   // bias_grad: size of dim 1 of dy
-    inner: u32,      // bias_grad: product of the dims after dim 1
-    round_to: u32,   // bias_grad: round_grad's `to` before accumulating
-}
+#struct Params // src/ops/reduce.rs
 @group(0) @binding(0) var<uniform> params: Params;
 
 const WG: u32 = 256u;
@@ -55,11 +46,7 @@ fn sum_partials(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgrou
 @compute @workgroup_size(WG)
 fn sum_final(@builtin(local_invocation_id) lid3: vec3<u32>) {
     let lid = lid3.x;
-    var acc = 0.0;
-    for (var k = lid; k < params.groups; k = k + WG) {
-        acc = acc + partials[k];
-    }
-    let total = workgroup_sum(lid, acc);
+    let total = sum_of_partials(lid, params.groups);
     if (lid == 0u) {
         out_store(0u, total * params.scale);
     }

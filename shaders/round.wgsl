@@ -2,12 +2,7 @@
 // (no master weights) uses it to keep parameters and gradients f16-valued, which is exactly
 // what loses the small updates the tutorials warn about.
 
-struct Params {
-    n: u32,
-    dtype: u32, // 0: f16, 1: bf16
-    _pad0: u32,
-    _pad1: u32,
-}
+#struct Params // src/amp/round.rs
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read_write> values: array<f32>;
 

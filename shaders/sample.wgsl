@@ -12,16 +12,7 @@
 // Every drawn token, at index sample_state[1] (skipped past out_len).
 @group(0) @binding(4) var<storage, read_write> out_tokens: array<u32>;
 
-struct Params {
-    vocab: u32,
-    block: u32,
-    top_k: u32,       // keep the top_k largest (ties at the threshold kept); >= vocab: all
-    out_len: u32,     // capacity of out_tokens
-    seed_lo: u32,
-    seed_hi: u32,
-    temperature: f32, // > 0
-    _pad: u32,
-}
+#struct Params // src/ops/sample.rs
 @group(0) @binding(0) var<uniform> params: Params;
 
 const WG: u32 = 256u;

@@ -7,12 +7,7 @@ const WG: u32 = 256u;
 // Elements each thread handles (strided by WG so a workgroup's loads stay contiguous).
 const EPT: u32 = 4u;
 
-struct Sizes {
-    n: u32,          // gradient elements
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
-}
+#struct Sizes // src/amp/scaler.rs
 
 @group(0) @binding(0) var<storage, read_write> state: array<atomic<u32>, STATE_WORDS>;
 @group(0) @binding(1) var<storage, read_write> grads: array<f32>;

@@ -2,13 +2,13 @@
 //!
 //! Module map (see README.md):
 //! - [`dtype`]: dtypes, f16 storage and storage layouts (plain data)
-//! - [`shader`]: WGSL specialisation per storage and naga validation
+//! - [`shader`]: shader declarations, WGSL specialisation per storage, naga validation
 //! - [`gpu`]: device, capabilities, faults, counting allocator, pipeline cache, readbacks
 //! - [`tensor`]: GPU tensors (a dtype, a shape and a view of a counted buffer)
 //! - [`ops`]: one dispatcher per WGSL file, forward and backward together
 //! - [`amp`]: precision policy and mode support, the GPU GradScaler and gradient clipping
 //! - [`optim`]: fused SGD, Adam and AdamW over flat parameter buffers
-//! - [`variants`]: every shader variant, for the portability tests
+//! - [`variants`]: every declared shader and its variants, for the portability tests
 //! - [`data`]: data sets (embedded MNIST, IDX, Fashion-MNIST, safetensors, synthetic), batching
 //! - [`nn`]: model descriptions, flat parameter storage, the planned network
 //! - [`dist`]: data-parallel training across processes (`mpirun`, feature `mpi`)

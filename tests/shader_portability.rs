@@ -6,44 +6,12 @@
 //! 1.4 and MSL only: wgpu 30 offers cooperative matrices on Vulkan and Metal, and naga's HLSL
 //! writer has no cooperative types. Running them needs such an adapter (tests/matmul_coop.rs).
 
-use naga::back::{hlsl, msl, spv};
-use naga::valid::ModuleInfo;
+mod common;
+
+use common::portability::check_variant;
+use naga::back::spv;
 use webgpu_amp::shader::validate;
 use webgpu_amp::variants::all as all_variants;
-
-fn to_spirv(module: &naga::Module, info: &ModuleInfo, version: (u8, u8)) -> Result<(), String> {
-    let options = spv::Options {
-        lang_version: version,
-        ..Default::default()
-    };
-    spv::write_vec(module, info, &options, None)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
-}
-
-fn to_msl(module: &naga::Module, info: &ModuleInfo) -> Result<(), String> {
-    let options = msl::Options {
-        lang_version: (2, 4),
-        ..Default::default()
-    };
-    let pipeline = msl::PipelineOptions::default();
-    msl::write_string(module, info, &options, &pipeline)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
-}
-
-fn to_hlsl(module: &naga::Module, info: &ModuleInfo) -> Result<(), String> {
-    let options = hlsl::Options {
-        shader_model: hlsl::ShaderModel::V6_2,
-        ..Default::default()
-    };
-    let mut out = String::new();
-    let pipeline = hlsl::PipelineOptions::default();
-    hlsl::Writer::new(&mut out, &options, &pipeline)
-        .write(module, info, None)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
-}
 
 #[test]
 fn every_variant_validates_and_translates_to_spirv_msl_hlsl() {
@@ -54,33 +22,9 @@ fn every_variant_validates_and_translates_to_spirv_msl_hlsl() {
     let mut cooperative = 0;
     for v in &variants {
         shaders.insert(v.shader);
-        let label = v.label();
-        let src = v.specialise().expect("specialise");
-        let (module, info) = match validate(&label, &src) {
-            Ok(x) => x,
-            Err(e) => {
-                failures.push(format!("{label}: naga validation: {e}"));
-                continue;
-            }
-        };
-        let targets = if src.contains("enable wgpu_cooperative_matrix;") {
-            cooperative += 1;
-            vec![
-                ("SPIR-V 1.4", to_spirv(&module, &info, (1, 4))),
-                ("MSL", to_msl(&module, &info)),
-            ]
-        } else {
-            vec![
-                ("SPIR-V", to_spirv(&module, &info, (1, 3))),
-                ("MSL", to_msl(&module, &info)),
-                ("HLSL", to_hlsl(&module, &info)),
-            ]
-        };
-        for (target, r) in targets {
-            if let Err(e) = r {
-                failures.push(format!("{label}: {target}: {e}"));
-            }
-        }
+        let (failed, coop) = check_variant(v);
+        failures.extend(failed);
+        cooperative += usize::from(coop);
     }
     println!(
         "checked {} shader variants of {} shader files ({:?}) on SPIR-V, MSL and HLSL \
@@ -143,13 +87,59 @@ fn cooperative_matmul_spirv_uses_cooperative_matrix_instructions() {
     }
 }
 
+/// Every WGSL file in `shaders/` is the source of exactly one declared shader, and every
+/// declaration has variants: a kernel added without its declaration in `ops::SHADERS` (or
+/// `amp::SHADERS`, `optim::SHADERS`) would otherwise go untested here.
 #[test]
-fn every_shader_file_has_variants() {
-    let variants = all_variants().expect("variant list");
-    for (name, _) in webgpu_amp::shader::SHADERS {
+fn every_shader_file_is_declared_once_with_variants() {
+    let shaders: Vec<_> = webgpu_amp::variants::shaders().collect();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
+    let mut files = 0;
+    for entry in std::fs::read_dir(&dir).expect("read shaders/") {
+        let path = entry.expect("dir entry").path();
+        if path.extension().is_none_or(|e| e != "wgsl") || path.ends_with("prelude.wgsl") {
+            continue;
+        }
+        files += 1;
+        let text = std::fs::read_to_string(&path).expect("read shader");
+        let declared: Vec<_> = shaders.iter().filter(|s| s.source == text).collect();
+        assert_eq!(
+            declared.len(),
+            1,
+            "{} is the source of {} declared shaders (want 1: a `ShaderDecl` in its op file, \
+             listed in ops::SHADERS)",
+            path.display(),
+            declared.len()
+        );
+    }
+    assert_eq!(
+        files,
+        shaders.len(),
+        "a declared shader has no file in shaders/"
+    );
+    let mut names = std::collections::BTreeSet::new();
+    for shader in shaders {
         assert!(
-            variants.iter().any(|v| v.shader == *name),
-            "shader {name} has no variants in variants::all(): its portability is untested"
+            names.insert(shader.name),
+            "two shaders are named {}",
+            shader.name
+        );
+        let variants = shader.variants().expect("variants");
+        assert!(
+            !variants.is_empty(),
+            "shader {} has no variants: its portability is untested",
+            shader.name
+        );
+    }
+}
+
+#[test]
+fn every_include_is_used_by_some_shader() {
+    for (name, _) in webgpu_amp::shader::INCLUDES {
+        let directive = format!("#include {name}");
+        assert!(
+            webgpu_amp::variants::shaders().any(|s| s.source.contains(&directive)),
+            "shaders/include/{name}.wgsl is included by no shader"
         );
     }
 }

@@ -1,33 +1,10 @@
 // Shared by the matmul kernels (shaders/matmul.wgsl, the SIMT bodies, and
 // shaders/matmul_coop.wgsl, the cooperative-matrix body): the uniform block, the strided
-// batch walk, the index math of op(a) and op(b), and the epilogue every body stores through
-// (bias, accumulate, rounding, f16 stores with round-to-nearest-even and overflow to inf).
+// batch walk, the index math of op(a) and op(b), the staging of tiles through workgroup
+// memory, and the epilogue every body stores through (bias, accumulate, rounding, f16 stores
+// with round-to-nearest-even and overflow to inf).
 
-struct Params {
-    m: u32,
-    n: u32,
-    k: u32,
-    flags: u32, // FLAG_ACCUMULATE | FLAG_BIAS | FLAG_PAIRS | rounding << ROUND_SHIFT
-    // Layouts (elements): offset and row stride of a, b and c.
-    a_off: u32,
-    a_ld: u32,
-    b_off: u32,
-    b_ld: u32,
-    c_off: u32,
-    c_ld: u32,
-    // Batch: z = (z0, z1), flat zf = z0 * batch_inner + z1, zf < batches. The grid's z
-    // dimension walks zf; past 65535 batches the rest folds into y (y = m tile + m_tiles * hi).
-    batch_inner: u32,
-    batches: u32,
-    m_tiles: u32,
-    a_s0: u32,
-    a_s1: u32,
-    b_s0: u32,
-    b_s1: u32,
-    c_s0: u32,
-    c_s1: u32,
-    lanes: u32, // matmul_direct_narrow: threads per row group (a power of two <= THREADS)
-}
+#struct Params // src/ops/matmul/launch.rs
 @group(0) @binding(0) var<uniform> params: Params;
 
 const FLAG_ACCUMULATE: u32 = 1u;
@@ -75,6 +52,49 @@ fn b_col_base(col: u32) -> u32 {
 fn b_k_stride() -> u32 {
     if (TRANS_B) { return 1u; }
     return params.b_ld;
+}
+
+// ---- tile staging ---------------------------------------------------------------------
+// A k slice of op(a) (BM x BK, at row0, k0) and of op(b) (BK x BN, at k0, col0) staged
+// through workgroup memory by the THREADS threads of a workgroup: step s of thread tid stages
+// element tid + s * THREADS of each tile (BM * BK / THREADS steps for a, BN * BK / THREADS
+// for b). Consecutive threads walk the contiguous dimension of each stored matrix, so global
+// reads coalesce, and elements outside the matrices are 0, so every tile is whole. Each body
+// keeps its own tile layout and element type (vec4<f32> for the tiled SIMT body, f16 for the
+// cooperative one): these give an element's place in its tile and its value. Needs the
+// including shader's BM, BN, BK and THREADS.
+struct TileElement {
+    row: u32, // op(a): row within BM; op(b): k within BK
+    col: u32, // op(a): k within BK; op(b): column within BN
+    value: f32,
+}
+
+// Where element l of a tile `outer` wide (BM rows of op(a), BN columns of op(b)) and BK
+// deep lies: (outer index, k). k runs fastest when it is the stored matrix's contiguous
+// dimension, so consecutive threads read consecutive addresses.
+fn tile_position(l: u32, outer: u32, k_contiguous: bool) -> vec2<u32> {
+    if (k_contiguous) { return vec2<u32>(l / BK, l % BK); }
+    return vec2<u32>(l % outer, l / outer);
+}
+
+// op(a)[row, kg] and op(b)[kg, col], 0 outside the matrices.
+fn a_or_zero(row: u32, kg: u32) -> f32 {
+    if (row >= params.m || kg >= params.k) { return 0.0; }
+    return a_load(a_row_base(row) + kg * a_k_stride());
+}
+fn b_or_zero(kg: u32, col: u32) -> f32 {
+    if (col >= params.n || kg >= params.k) { return 0.0; }
+    return b_load(b_col_base(col) + kg * b_k_stride());
+}
+
+fn a_tile_element(tid: u32, s: u32, row0: u32, k0: u32) -> TileElement {
+    let p = tile_position(tid + s * THREADS, BM, !TRANS_A);
+    return TileElement(p.x, p.y, a_or_zero(row0 + p.x, k0 + p.y));
+}
+
+fn b_tile_element(tid: u32, s: u32, col0: u32, k0: u32) -> TileElement {
+    let p = tile_position(tid + s * THREADS, BN, TRANS_B);
+    return TileElement(p.y, p.x, b_or_zero(k0 + p.y, col0 + p.x));
 }
 
 // Epilogue for the column pair (col, col + 1) of one row: bias, accumulate, store. A thread

@@ -3,7 +3,8 @@
 // same bits on every run (no float atomics). Each takes the thread's local index `lid`, its
 // value, and `width`, the threads taking part (a power of two, at most WG, the same for the
 // whole workgroup); every thread of the workgroup must call it (it has barriers), and every
-// thread gets the result. Needs the including shader's `const WG: u32`, its widest workgroup.
+// thread gets the result. Needs the including shader's `const WG: u32`, its widest workgroup,
+// and `partials: array<f32>`, the storage buffer of a two-pass reduction's partial sums.
 
 var<workgroup> reduce_scratch: array<f32, WG>;
 
@@ -39,5 +40,16 @@ fn tree_max(lid: u32, v: f32, width: u32) -> f32 {
 // Sum of v over the whole workgroup (WG threads).
 fn workgroup_sum(lid: u32, v: f32) -> f32 {
     return tree_sum(lid, v, WG);
+}
+
+// The final pass of a two-pass reduction, in one workgroup: the sum of partials[0..count]
+// (the first pass's per-workgroup sums), thread lid adding partials lid, lid + WG, ... in
+// order before the tree.
+fn sum_of_partials(lid: u32, count: u32) -> f32 {
+    var acc = 0.0;
+    for (var k = lid; k < count; k = k + WG) {
+        acc = acc + partials[k];
+    }
+    return workgroup_sum(lid, acc);
 }
 // ---- end workgroup reductions ---------------------------------------------------------------

@@ -7,17 +7,26 @@ use super::check_flat_f32;
 use super::scaler::geometry;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc};
-use crate::shader::Variant;
+use crate::shader::{ShaderDecl, f32_only};
 
-const SHADER: &str = "clip";
+pub static SHADER: ShaderDecl = ShaderDecl {
+    name: "clip",
+    source: include_str!("../../shaders/clip.wgsl"),
+    structs: &[Sizes::WGSL],
+    // Every variant of the clipping shader (raw f32 buffers only: one variant).
+    variants: f32_only,
+};
 
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Sizes {
-    n: u32,
-    groups: u32,
-    max_norm: f32,
-    _pad: u32,
+crate::wgsl_struct! {
+    struct Sizes {
+        /// gradient elements
+        n: u32,
+        /// partial sums: workgroups launched by clip_partial
+        groups: u32,
+        /// clipping threshold
+        max_norm: f32,
+        _pad: u32,
+    }
 }
 
 /// Gradient clipping by global L2 norm on the GPU, after unscale (PyTorch's
@@ -45,7 +54,7 @@ impl GradClipper {
             n: n as u32,
             groups: launched,
             max_norm,
-            _pad: 0,
+            ..Default::default()
         };
         let sizes = bytemuck::bytes_of(&sizes);
         let args = [
@@ -55,9 +64,9 @@ impl GradClipper {
             ("norm", Arg::Buffer(&norm)),
         ];
         let kernels = vec![
-            ctx.kernel(&KernelDesc::new(SHADER, "clip_partial"), &args, wg)?,
-            ctx.kernel(&KernelDesc::new(SHADER, "clip_reduce"), &args, [1, 1, 1])?,
-            ctx.kernel(&KernelDesc::new(SHADER, "clip_apply"), &args, wg)?,
+            ctx.kernel(&KernelDesc::new(&SHADER, "clip_partial"), &args, wg)?,
+            ctx.kernel(&KernelDesc::new(&SHADER, "clip_reduce"), &args, [1, 1, 1])?,
+            ctx.kernel(&KernelDesc::new(&SHADER, "clip_apply"), &args, wg)?,
         ];
         Ok(Self {
             kernels,
@@ -93,9 +102,4 @@ impl GradClipper {
         let b = ctx.read_bytes(&self.norm, 0, 4)?;
         Ok(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
-}
-
-/// Every variant of the clipping shader (raw f32 buffers only: one variant).
-pub fn variants() -> Result<Vec<Variant>> {
-    Ok(vec![Variant::new(SHADER, &[], &[])?])
 }

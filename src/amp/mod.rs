@@ -17,6 +17,10 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext};
+use crate::shader::ShaderDecl;
+
+/// The shaders of the GradScaler, clipping and rounding, for the portability tests.
+pub static SHADERS: &[&ShaderDecl] = &[&clip::SHADER, &round::SHADER, &scaler::SHADER];
 
 /// Check that `buffer` holds `n` f32 and can be bound whole as one storage buffer.
 pub(crate) fn check_flat_f32(

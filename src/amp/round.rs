@@ -5,16 +5,23 @@ use std::sync::Arc;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
-use crate::shader::Variant;
+use crate::shader::{ShaderDecl, f32_only};
 
-const SHADER: &str = "round";
+pub static SHADER: ShaderDecl = ShaderDecl {
+    name: "round",
+    source: include_str!("../../shaders/round.wgsl"),
+    structs: &[Params::WGSL],
+    variants: f32_only,
+};
 
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    n: u32,
-    dtype: u32,
-    _pad: [u32; 2],
+crate::wgsl_struct! {
+    struct Params {
+        n: u32,
+        /// 0: f16, 1: bf16
+        dtype: u32,
+        _pad0: u32,
+        _pad1: u32,
+    }
 }
 
 /// values[i] = round_to(dtype, values[i]) for the first `n` f32 of `values`.
@@ -36,18 +43,14 @@ pub fn round_inplace(
     let params = Params {
         n: n as u32,
         dtype: code,
-        _pad: [0; 2],
+        ..Default::default()
     };
     ctx.kernel(
-        &KernelDesc::new(SHADER, "round_inplace"),
+        &KernelDesc::new(&SHADER, "round_inplace"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
             ("values", Arg::Buffer(values)),
         ],
         grid_1d(n, 256),
     )
-}
-
-pub fn variants() -> Result<Vec<Variant>> {
-    Ok(vec![Variant::new(SHADER, &[], &[])?])
 }

@@ -29,12 +29,15 @@ use serde::{Deserialize, Serialize};
 use super::check_flat_f32;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
-use crate::shader::Variant;
+use crate::shader::{ShaderDecl, f32_only};
 
-/// Compatibility: clipping moved to [`super::clip`]; `src/train` still imports it from here.
-pub use super::clip::GradClipper;
-
-const SHADER: &str = "scaler";
+pub static SHADER: ShaderDecl = ShaderDecl {
+    name: "scaler",
+    source: include_str!("../../shaders/scaler.wgsl"),
+    structs: &[Sizes::WGSL],
+    // Every variant of the scaler shader (it binds raw f32 buffers only: one variant).
+    variants: f32_only,
+};
 const WG: u32 = 256;
 /// Elements per thread (`EPT` in the shaders).
 const EPT: usize = 4;
@@ -150,11 +153,14 @@ pub fn inv_scale_of(scale: f32) -> f32 {
     (1.0f64 / scale as f64) as f32
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Sizes {
-    n: u32,
-    _pad: [u32; 3],
+crate::wgsl_struct! {
+    struct Sizes {
+        /// gradient elements
+        n: u32,
+        _pad0: u32,
+        _pad1: u32,
+        _pad2: u32,
+    }
 }
 
 /// A disabled scaler's kernels are planned (their pipelines compile) but have an empty grid,
@@ -187,12 +193,12 @@ impl GradScaler {
         let state = ctx.alloc_storage("grad_scaler.state", (STATE_WORDS * 4) as u64);
         let one = grid_if(config.enabled, [1, 1, 1]);
         let begin_step = ctx.kernel(
-            &KernelDesc::new(SHADER, "begin_step"),
+            &KernelDesc::new(&SHADER, "begin_step"),
             &[("state", Arg::Buffer(&state))],
             one,
         )?;
         let update = ctx.kernel(
-            &KernelDesc::new(SHADER, "update"),
+            &KernelDesc::new(&SHADER, "update"),
             &[("state", Arg::Buffer(&state))],
             one,
         )?;
@@ -249,7 +255,7 @@ impl GradScaler {
     /// Clears found_inf: record it at the start of each effective batch, before unscale.
     pub fn begin_step_kernel(&self, ctx: &GpuContext) -> Result<Kernel> {
         ctx.kernel(
-            &KernelDesc::new(SHADER, "begin_step"),
+            &KernelDesc::new(&SHADER, "begin_step"),
             &[("state", Arg::Buffer(&self.state))],
             grid_if(self.config.enabled, [1, 1, 1]),
         )
@@ -268,10 +274,10 @@ impl GradScaler {
         let (wg, _) = geometry(n);
         let sizes = Sizes {
             n: n as u32,
-            _pad: [0; 3],
+            ..Default::default()
         };
         ctx.kernel(
-            &KernelDesc::new(SHADER, "unscale"),
+            &KernelDesc::new(&SHADER, "unscale"),
             &[
                 ("state", Arg::Buffer(&self.state)),
                 ("grads", Arg::Buffer(grads)),
@@ -284,7 +290,7 @@ impl GradScaler {
     /// PyTorch's `_amp_update_scale_` in one thread (inert when disabled).
     pub fn update_kernel(&self, ctx: &GpuContext) -> Result<Kernel> {
         ctx.kernel(
-            &KernelDesc::new(SHADER, "update"),
+            &KernelDesc::new(&SHADER, "update"),
             &[("state", Arg::Buffer(&self.state))],
             grid_if(self.config.enabled, [1, 1, 1]),
         )
@@ -432,11 +438,6 @@ fn decode_snapshot(bytes: &[u8]) -> ScalerSnapshot {
         found_inf: w[WORD_FOUND_INF] != 0,
         inv_scale: f32::from_bits(w[WORD_INV_SCALE]),
     }
-}
-
-/// Every variant of the scaler shader (it binds raw f32 buffers only: one variant).
-pub fn variants() -> Result<Vec<Variant>> {
-    Ok(vec![Variant::new(SHADER, &[], &[])?])
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use std::path::Path;
 
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 
+use super::integers::{is_integer, to_u32};
 use super::{Dataset, Labels, read_file};
 use crate::{Error, Result};
 
@@ -119,21 +120,6 @@ pub fn from_bytes(name: &str, bytes: &[u8]) -> Result<Dataset> {
     Dataset::new(name, f32_values(&x), x_shape[1..].to_vec(), labels)
 }
 
-/// Whether `dtype` is one of the integer dtypes PyTorch writes.
-pub(crate) fn is_integer(dtype: Dtype) -> bool {
-    matches!(
-        dtype,
-        Dtype::U8
-            | Dtype::I8
-            | Dtype::I16
-            | Dtype::U16
-            | Dtype::I32
-            | Dtype::U32
-            | Dtype::I64
-            | Dtype::U64
-    )
-}
-
 fn f32_values(view: &TensorView<'_>) -> Vec<f32> {
     view.data()
         .chunks_exact(4)
@@ -144,33 +130,10 @@ fn f32_values(view: &TensorView<'_>) -> Vec<f32> {
 /// Integer labels of any width and signedness to u32, rejecting negatives and values above
 /// u32::MAX.
 fn integer_labels(view: &TensorView<'_>) -> std::result::Result<Vec<u32>, String> {
-    fn convert<const W: usize>(
-        data: &[u8],
-        to_i128: impl Fn([u8; W]) -> i128,
-    ) -> std::result::Result<Vec<u32>, String> {
-        data.chunks_exact(W)
-            .enumerate()
-            .map(|(i, chunk)| {
-                let v = to_i128(chunk.try_into().expect("chunk has W bytes"));
-                if v < 0 {
-                    Err(format!("label {v} of sample {i} is negative"))
-                } else {
-                    u32::try_from(v)
-                        .map_err(|_| format!("label {v} of sample {i} does not fit in u32"))
-                }
-            })
-            .collect()
-    }
-    let data = view.data();
-    match view.dtype() {
-        Dtype::U8 => convert::<1>(data, |b| b[0] as i128),
-        Dtype::I8 => convert::<1>(data, |b| i8::from_le_bytes(b) as i128),
-        Dtype::I16 => convert::<2>(data, |b| i16::from_le_bytes(b) as i128),
-        Dtype::U16 => convert::<2>(data, |b| u16::from_le_bytes(b) as i128),
-        Dtype::I32 => convert::<4>(data, |b| i32::from_le_bytes(b) as i128),
-        Dtype::U32 => convert::<4>(data, |b| u32::from_le_bytes(b) as i128),
-        Dtype::I64 => convert::<8>(data, |b| i64::from_le_bytes(b) as i128),
-        Dtype::U64 => convert::<8>(data, |b| u64::from_le_bytes(b) as i128),
-        other => Err(format!("`y` has dtype {other:?}, not an integer dtype")),
-    }
+    to_u32(
+        view,
+        "y",
+        |i, v| format!("label {v} of sample {i} is negative"),
+        |i, v| format!("label {v} of sample {i} does not fit in u32"),
+    )
 }

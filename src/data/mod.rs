@@ -28,7 +28,9 @@ pub mod custom;
 pub mod embedded;
 pub mod embedded_text;
 pub mod fashion;
+mod files;
 pub mod idx;
+mod integers;
 pub mod loader;
 mod normalization;
 pub mod rng;
@@ -37,17 +39,20 @@ pub mod source;
 pub mod synthetic;
 pub mod text;
 pub mod tokens;
+pub mod vocab;
 
 use crate::{Error, Result};
 
+pub use files::{DATA_DIR_ENV, FETCH_SCRIPT, data_dir};
+pub(crate) use files::{missing_data_error, read_file};
 pub use loader::{Batch, BatchInputs, BatchLabels, Loader};
 pub use normalization::Normalization;
 pub(crate) use normalization::pixels_to_f32;
 pub use rng::Rng;
-pub use source::{DATA_DIR_ENV, DataSource, FETCH_SCRIPT, data_dir};
-pub(crate) use source::{missing_data_error, read_file};
-pub use text::{TextCorpus, Vocab};
+pub use source::DataSource;
+pub use text::TextCorpus;
 pub use tokens::TokenSamples;
+pub use vocab::Vocab;
 
 /// Labels of a data set: class indices for classification, f32 vectors for regression.
 #[derive(Clone, Debug, PartialEq)]

@@ -21,11 +21,10 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use safetensors::Dtype;
 use safetensors::tensor::TensorView;
 
-use super::custom::is_integer;
-use super::text::Vocab;
+use super::integers::{is_integer, to_u32};
+use super::vocab::Vocab;
 use super::{Dataset, Inputs, Labels};
 use crate::{Error, Result};
 
@@ -372,43 +371,11 @@ fn integers_to_u32(
     tensor: &str,
     cols: usize,
 ) -> std::result::Result<Vec<u32>, String> {
-    fn convert<const W: usize>(
-        data: &[u8],
-        to_i128: impl Fn([u8; W]) -> i128,
-        name: impl Fn(usize) -> String,
-    ) -> std::result::Result<Vec<u32>, String> {
-        data.chunks_exact(W)
-            .enumerate()
-            .map(|(i, chunk)| {
-                let mut word = [0u8; W];
-                word.copy_from_slice(chunk);
-                let v = to_i128(word);
-                if v < 0 {
-                    Err(format!(
-                        "{} = {v} is negative: token ids start at 0",
-                        name(i)
-                    ))
-                } else {
-                    u32::try_from(v).map_err(|_| {
-                        format!("{} = {v} does not fit in u32 (token ids are u32)", name(i))
-                    })
-                }
-            })
-            .collect()
-    }
     let name = |i: usize| format!("{tensor}[{}, {}]", i / cols, i % cols);
-    let data = view.data();
-    match view.dtype() {
-        Dtype::U8 => convert::<1>(data, |b| b[0] as i128, name),
-        Dtype::I8 => convert::<1>(data, |b| i8::from_le_bytes(b) as i128, name),
-        Dtype::I16 => convert::<2>(data, |b| i16::from_le_bytes(b) as i128, name),
-        Dtype::U16 => convert::<2>(data, |b| u16::from_le_bytes(b) as i128, name),
-        Dtype::I32 => convert::<4>(data, |b| i32::from_le_bytes(b) as i128, name),
-        Dtype::U32 => convert::<4>(data, |b| u32::from_le_bytes(b) as i128, name),
-        Dtype::I64 => convert::<8>(data, |b| i64::from_le_bytes(b) as i128, name),
-        Dtype::U64 => convert::<8>(data, |b| u64::from_le_bytes(b) as i128, name),
-        other => Err(format!(
-            "`{tensor}` has dtype {other:?}, not an integer dtype"
-        )),
-    }
+    to_u32(
+        view,
+        tensor,
+        |i, v| format!("{} = {v} is negative: token ids start at 0", name(i)),
+        |i, v| format!("{} = {v} does not fit in u32 (token ids are u32)", name(i)),
+    )
 }

@@ -1,17 +1,34 @@
 //! The context: device, queue, what they can do, the f16 storage in use, the counting
 //! allocator, the pipeline cache and the host-wait count. Every op plans through it.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use super::adapter::{F16StorageChoice, GpuOptions, choose_adapter};
 use super::capabilities::{AdapterDescription, Capabilities};
 use super::faults::Faults;
-use super::kernel::{Kernel, PipelineCache};
 use super::tensor_cores::TensorCores;
 use super::{Allocator, GpuBuffer, MemoryStats};
 use crate::dtype::{DType, F16Storage, Storage};
 use crate::error::{Error, Result};
+
+/// A compiled pipeline and what its entry point binds, cached per variant and entry point
+/// (`GpuContext::kernel`).
+pub(super) struct CachedPipeline {
+    /// The source it was compiled from: two shaders declared under one name must not share.
+    pub(super) source: &'static str,
+    pub(super) pipeline: wgpu::ComputePipeline,
+    /// Name → binding index of every resource the entry point actually uses.
+    pub(super) used_bindings: Vec<(String, u32)>,
+}
+
+#[derive(Default)]
+pub(crate) struct PipelineCache {
+    pub(super) map: Mutex<HashMap<String, Arc<CachedPipeline>>>,
+    /// Pipelines (and their shader modules) compiled: cache misses.
+    pub(super) created: AtomicU64,
+}
 
 /// The device, its queue, what it can do, and the shared allocator and pipeline cache.
 pub struct GpuContext {
@@ -172,23 +189,6 @@ impl GpuContext {
         self.allocator.stats()
     }
 
-    /// Record `kernels` into one compute pass of one command buffer and submit it.
-    pub fn run(&self, kernels: &[&Kernel]) {
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("run") });
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("run"),
-                timestamp_writes: None,
-            });
-            for k in kernels {
-                k.encode(&mut pass);
-            }
-        }
-        self.queue.submit([encoder.finish()]);
-    }
-
     /// Blocking waits the host made on the GPU so far (readbacks, syncs). The training loop
     /// asserts this does not grow inside a step.
     pub fn host_waits(&self) -> u64 {
@@ -208,5 +208,29 @@ impl GpuContext {
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| self.poll_error(e))?;
         self.check()
+    }
+
+    /// Turns a recorded device loss or uncaptured GPU error into an error (and forgets the
+    /// errors, so each is reported once; a loss is reported every time). Cheap when nothing
+    /// happened: one atomic load. Call it at safe points: after planning, after submits.
+    pub fn check(&self) -> Result<()> {
+        self.faults.check()
+    }
+
+    /// Forgets recorded GPU errors (not a device loss): for when an error already returned
+    /// explains them, e.g. the invalid buffer behind a limit error.
+    pub fn clear_errors(&self) {
+        self.faults.clear_errors()
+    }
+
+    /// Why the device was lost, if it was.
+    pub fn device_lost(&self) -> Option<String> {
+        self.faults.device_lost()
+    }
+
+    /// A failed poll: the device loss behind it when there is one.
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    pub(crate) fn poll_error(&self, e: wgpu::PollError) -> Error {
+        self.faults.poll_error(e)
     }
 }

@@ -1,11 +1,10 @@
 //! Faults: GPU errors that arrive outside any error scope, and device loss. wgpu's default
-//! handler panics; ours records, and [`GpuContext::check`] turns the record into an
-//! [`Error`] at safe points (after planning, after a step's submit, on readbacks).
+//! handler panics; ours records, and [`Faults::check`] (`GpuContext::check`) turns the record
+//! into an [`Error`] at safe points (after planning, after a step's submit, on readbacks).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::GpuContext;
 use crate::error::{Error, Result};
 
 #[derive(Default)]
@@ -59,20 +58,19 @@ fn one_line(message: &str) -> String {
     message.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-impl GpuContext {
+impl Faults {
     /// Turns a recorded device loss or uncaptured GPU error into an error (and forgets the
     /// errors, so each is reported once; a loss is reported every time). Cheap when nothing
     /// happened: one atomic load. Call it at safe points: after planning, after submits.
-    pub fn check(&self) -> Result<()> {
-        if !self.faults.any.load(Ordering::Acquire) {
+    pub(super) fn check(&self) -> Result<()> {
+        if !self.any.load(Ordering::Acquire) {
             return Ok(());
         }
         if let Some(reason) = self.device_lost() {
             return Err(Error::DeviceLost(reason));
         }
-        let errors =
-            std::mem::take(&mut *self.faults.errors.lock().unwrap_or_else(|e| e.into_inner()));
-        self.faults.any.store(false, Ordering::Release);
+        let errors = std::mem::take(&mut *self.errors.lock().unwrap_or_else(|e| e.into_inner()));
+        self.any.store(false, Ordering::Release);
         match errors.first() {
             None => Ok(()),
             Some(first) if errors.len() == 1 => Err(Error::Gpu(first.clone())),
@@ -85,29 +83,24 @@ impl GpuContext {
 
     /// Forgets recorded GPU errors (not a device loss): for when an error already returned
     /// explains them, e.g. the invalid buffer behind a limit error.
-    pub fn clear_errors(&self) {
-        self.faults
-            .errors
+    pub(super) fn clear_errors(&self) {
+        self.errors
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
         if self.device_lost().is_none() {
-            self.faults.any.store(false, Ordering::Release);
+            self.any.store(false, Ordering::Release);
         }
     }
 
     /// Why the device was lost, if it was.
-    pub fn device_lost(&self) -> Option<String> {
-        self.faults
-            .lost
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+    pub(super) fn device_lost(&self) -> Option<String> {
+        self.lost.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// A failed poll: the device loss behind it when there is one.
     #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
-    pub(crate) fn poll_error(&self, e: wgpu::PollError) -> Error {
+    pub(super) fn poll_error(&self, e: wgpu::PollError) -> Error {
         match self.device_lost() {
             Some(reason) => Error::DeviceLost(reason),
             None => Error::Gpu(e.to_string()),

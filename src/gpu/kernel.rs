@@ -3,26 +3,26 @@
 //! Ops build a [`Kernel`] at plan time and then only [`Kernel::encode`] it into compute
 //! passes, step after step; nothing is created inside a step.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
+use super::context::CachedPipeline;
 use super::{GpuBuffer, GpuContext, human_bytes};
 use crate::dtype::Storage;
 use crate::error::{Error, Result};
-use crate::shader::{self, Variant};
+use crate::shader::{self, ShaderDecl, Variant};
 
 /// Which shader and entry point a kernel runs, plus compile-time constants
 /// (tile sizes and the like) injected as WGSL `const`s.
 #[derive(Clone, Debug)]
 pub struct KernelDesc {
-    pub shader: &'static str,
+    pub shader: &'static ShaderDecl,
     pub entry: &'static str,
     pub consts: Vec<(&'static str, String)>,
 }
 
 impl KernelDesc {
-    pub fn new(shader: &'static str, entry: &'static str) -> Self {
+    pub fn new(shader: &'static ShaderDecl, entry: &'static str) -> Self {
         Self {
             shader,
             entry,
@@ -51,19 +51,6 @@ pub enum Arg<'a> {
     },
     /// A whole raw buffer (scaler state, flat parameter buffers, ...).
     Buffer(&'a Arc<GpuBuffer>),
-}
-
-struct CachedPipeline {
-    pipeline: wgpu::ComputePipeline,
-    /// Name → binding index of every resource the entry point actually uses.
-    used_bindings: Vec<(String, u32)>,
-}
-
-#[derive(Default)]
-pub(crate) struct PipelineCache {
-    map: Mutex<HashMap<String, Arc<CachedPipeline>>>,
-    /// Pipelines (and their shader modules) compiled: cache misses.
-    created: AtomicU64,
 }
 
 /// Workgroup grid for `threads` invocations of a 1-D kernel with `wg` threads per group,
@@ -116,6 +103,23 @@ impl GpuContext {
         self.pipelines.created.load(Ordering::Relaxed)
     }
 
+    /// Record `kernels` into one compute pass of one command buffer and submit it.
+    pub fn run(&self, kernels: &[&Kernel]) {
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("run") });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("run"),
+                timestamp_writes: None,
+            });
+            for k in kernels {
+                k.encode(&mut pass);
+            }
+        }
+        self.queue.submit([encoder.finish()]);
+    }
+
     /// Build a kernel: specialise the shader for the storages of the tensors bound, compile
     /// it once (cached), and make its bind group.
     pub fn kernel(
@@ -128,13 +132,13 @@ impl GpuContext {
         if workgroups.iter().any(|&w| w > max) {
             return Err(Error::Unsupported(format!(
                 "kernel {}::{} needs {:?} workgroups, over the device limit of {max} per dimension; use a smaller batch",
-                desc.shader, desc.entry, workgroups
+                desc.shader.name, desc.entry, workgroups
             )));
         }
-        let storages: Vec<(String, Storage)> = args
+        let storages: Vec<(&str, Storage)> = args
             .iter()
             .filter_map(|(name, arg)| match arg {
-                Arg::Typed { storage, .. } => Some((name.to_string(), *storage)),
+                Arg::Typed { storage, .. } => Some((*name, *storage)),
                 _ => None,
             })
             .collect();
@@ -146,7 +150,7 @@ impl GpuContext {
             return Err(Error::Unsupported(format!(
                 "kernel {}::{}: tensor `{name}` is stored as native f16 but adapter `{}` has no shader-f16; \
                  make f16 tensors with this context's storage (GpuContext::storage_for) or use packed f16",
-                desc.shader, desc.entry, self.report.name
+                desc.shader.name, desc.entry, self.report.name
             )));
         }
         let variant = Variant::new(desc.shader, &storages, &desc.consts)?;
@@ -160,14 +164,14 @@ impl GpuContext {
         for (name, binding) in &cached.used_bindings {
             let Some((_, arg)) = args.iter().find(|(n, _)| n == name) else {
                 return Err(Error::Shader {
-                    name: format!("{}::{}", desc.shader, desc.entry),
+                    name: format!("{}::{}", desc.shader.name, desc.entry),
                     message: format!("binding `{name}` is used by the shader but was not given"),
                 });
             };
             match arg {
                 Arg::Uniform(bytes) => {
                     let buf = self.alloc(
-                        &format!("{}::{}.{}", desc.shader, desc.entry, name),
+                        &format!("{}::{}.{}", desc.shader.name, desc.entry, name),
                         bytes.len() as u64,
                         wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
                     );
@@ -192,7 +196,7 @@ impl GpuContext {
                 Arg::Buffer(b) => (b.size(), b.size()),
                 Arg::Uniform(_) => continue,
             };
-            let kernel = format!("{}::{}", desc.shader, desc.entry);
+            let kernel = format!("{}::{}", desc.shader.name, desc.entry);
             let limit = self.caps.max_buffer_size;
             if buffer_size > limit {
                 return Err(Error::Resource {
@@ -237,7 +241,7 @@ impl GpuContext {
         });
         self.allocator.count_bind_group();
         Ok(Kernel {
-            label: format!("{}::{}", desc.shader, desc.entry),
+            label: format!("{}::{}", desc.shader.name, desc.entry),
             pipeline: cached,
             bind_group,
             workgroups,
@@ -249,6 +253,12 @@ impl GpuContext {
     fn pipeline(&self, variant: &Variant, entry: &str) -> Result<Arc<CachedPipeline>> {
         let key = format!("{}#{}", variant.key(), entry);
         if let Some(p) = self.pipelines.map.lock().expect("pipeline cache").get(&key) {
+            if !std::ptr::eq(p.source, variant.decl.source) && p.source != variant.decl.source {
+                return Err(Error::Shader {
+                    name: variant.shader.into(),
+                    message: "two different shaders are declared under this name".into(),
+                });
+            }
             return Ok(p.clone());
         }
         let source = variant.specialise()?;
@@ -287,6 +297,7 @@ impl GpuContext {
             });
         self.pipelines.created.fetch_add(1, Ordering::Relaxed);
         let cached = Arc::new(CachedPipeline {
+            source: variant.decl.source,
             pipeline,
             used_bindings,
         });

@@ -20,7 +20,6 @@ use super::layers::embedding::EmbeddingConfig;
 use super::layers::layernorm::LayerNormConfig;
 use super::layers::linear::LinearConfig;
 use super::layers::residual::ResidualConfig;
-use super::model::ModelSpec;
 use crate::{Error, Result};
 
 /// nanoGPT's `GPTConfig`, plus the MLP's activation.
@@ -116,16 +115,14 @@ pub fn gpt_preset(name: &str, vocab_size: usize) -> Result<GptConfig> {
     }
 }
 
-impl GptConfig {
-    /// The model on `block_size` tokens: input `[block_size]` token ids per sample, output
-    /// `[block_size, vocab]` logits.
-    pub fn model(&self, name: &str) -> Result<ModelSpec> {
-        self.model_for(name, self.block_size)
-    }
+/// One layer config with its module name.
+pub type Named = (String, Box<dyn LayerConfig>);
 
-    /// The model on sequences of `t` tokens (at most `block_size`, as nanoGPT's forward
-    /// allows): input `[t]`, output `[t, vocab]`; parameters do not depend on `t`.
-    pub fn model_for(&self, name: &str, t: usize) -> Result<ModelSpec> {
+impl GptConfig {
+    /// The GPT's layers on sequences of `t` tokens (at most `block_size`, as nanoGPT's
+    /// forward allows), named as nanoGPT's modules; parameters do not depend on `t`.
+    /// [`GptConfig::model_for`] (in `model.rs`) resolves them into a `ModelSpec`.
+    pub fn layers(&self, name: &str, t: usize) -> Result<Vec<Named>> {
         let err = |m: String| Error::model(format!("{name}: {m}"));
         for (what, v) in [
             ("vocab_size", self.vocab_size),
@@ -151,7 +148,6 @@ impl GptConfig {
             )));
         }
         let (c, bias, p) = (self.n_embd, self.bias, self.dropout);
-        type Named = (String, Box<dyn LayerConfig>);
         fn named(name: impl Into<String>, config: impl LayerConfig + 'static) -> Named {
             (name.into(), Box::new(config))
         }
@@ -233,8 +229,6 @@ impl GptConfig {
                 self.block_size
             )));
         }
-        let mut spec = ModelSpec::build(name, &[t], &layers)?;
-        spec.gpt = Some(self.clone());
-        Ok(spec)
+        Ok(layers)
     }
 }

@@ -4,9 +4,11 @@
 
 use std::sync::Arc;
 
+use super::buffers::Scratch;
+use super::layers::ForwardPlan;
+use super::layers::plan::Tape;
 use super::model::ModelSpec;
 use super::params::ParamStore;
-use super::plan::ForwardPlan;
 use crate::amp::policy::Policy;
 use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, Kernel};
@@ -21,7 +23,15 @@ pub struct ForwardNetwork {
     /// The output in the dtype the last layer computed in (a GPT's `[batch, T, vocab]` logits).
     pub output: Tensor,
     kernels: Vec<Kernel>,
-    dropout: Option<Arc<DropoutState>>,
+    pub(super) dropout: Option<Arc<DropoutState>>,
+}
+
+/// What planning the forward leaves for a backward ([`super::Network`]): the tape it replays,
+/// the scratch buffers it may share, and the largest gradient it needs (bytes).
+pub(super) struct ForBackward {
+    pub(super) tape: Tape,
+    pub(super) scratch: Scratch,
+    pub(super) largest_grad: u64,
 }
 
 impl ForwardNetwork {
@@ -34,6 +44,20 @@ impl ForwardNetwork {
         policy: &Policy,
         batch: usize,
     ) -> Result<Self> {
+        let (net, _) = Self::plan(ctx, spec, store, policy, batch)?;
+        net.set_dropout(ctx, 0, 0, false);
+        Ok(net)
+    }
+
+    /// The forward pass planned, and what a backward needs of it. Dropout layers read the
+    /// state as it was made (evaluation) until written.
+    pub(super) fn plan(
+        ctx: &GpuContext,
+        spec: &ModelSpec,
+        store: &ParamStore,
+        policy: &Policy,
+        batch: usize,
+    ) -> Result<(Self, ForBackward)> {
         if batch == 0 {
             return Err(Error::InvalidArgument(
                 "batch size must be at least 1".into(),
@@ -41,8 +65,9 @@ impl ForwardNetwork {
         }
         let mut f = ForwardPlan::new(ctx, store, policy, batch);
         let input = Tensor::zeros(ctx, &f.batched(&spec.input_shape), spec.input_dtype());
-        let (output, _tape) = f.run_layers(&spec.layers, input.clone())?;
-        let (kernels, _scratch, dropout) = f.finish();
+        let (output, tape) = f.run_layers(&spec.layers, input.clone())?;
+        let largest_grad = f.largest_grad(&output);
+        let (kernels, scratch, dropout) = f.finish();
         let net = Self {
             batch,
             input,
@@ -50,8 +75,12 @@ impl ForwardNetwork {
             kernels,
             dropout,
         };
-        net.set_dropout(ctx, 0, 0, false);
-        Ok(net)
+        let rest = ForBackward {
+            tape,
+            scratch,
+            largest_grad,
+        };
+        Ok((net, rest))
     }
 
     /// What the dropout layers of the next submissions do (see

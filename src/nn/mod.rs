@@ -1,15 +1,18 @@
 //! Neural-network layers and models.
 //!
 //! - [`layers`]: one file per layer family, JSON form to planned kernels, forward and
-//!   backward side by side;
+//!   backward side by side; the layer traits, [`NamedLayer`], the two loops a layer is
+//!   planned in ([`layers::plan`]) and the precision map's walk ([`layers::precision`]);
 //! - [`model`]: a model as named layers with resolved shapes ([`ModelSpec`]), from JSON or
-//!   Rust ([`builder`]); [`presets`]: the tutorials' networks; [`gpt`]: nanoGPT's GPT;
+//!   Rust ([`builder`]); [`presets`]: the tutorials' networks; [`gpt`]: nanoGPT's GPT as
+//!   layer configs (`GptConfig::model_for` in `model.rs` makes it a `ModelSpec`);
 //! - [`params`]: every parameter in flat GPU buffers (master weights, gradients, the
 //!   low-precision copy);
-//! - [`network`]: a model planned on the GPU for one batch size: the forward and backward
-//!   loops ([`plan`] is what they hand each layer), then the [`loss`]; [`precision`] walks
-//!   the same layers for the precision map, without the GPU; [`inference`]: the forward
-//!   loop alone (text generation).
+//! - [`inference`]: the forward loop planned for one batch size (text generation);
+//!   [`network`]: that forward, then the [`loss`] and the backward loop (training).
+//!
+//! Files import one way: `layers` (traits, plan, then each layer file) → `gpt` → `model` →
+//! `builder`/`presets` → `inference` → `network`.
 
 mod buffers;
 pub mod builder;
@@ -20,14 +23,12 @@ pub mod loss;
 pub mod model;
 pub mod network;
 pub mod params;
-pub mod plan;
-pub mod precision;
 pub mod presets;
 
 pub use builder::SequentialBuilder;
 pub use gpt::GptConfig;
-pub use layers::{Layer, LayerConfig, init_bound};
+pub use layers::{Layer, LayerConfig, NamedLayer, ParamSpec, init_bound};
 pub use loss::LossKind;
-pub use model::{ModelSpec, NamedLayer, ParamSpec};
+pub use model::ModelSpec;
 pub use network::{Network, precision_map};
 pub use presets::{PRESETS, preset};

@@ -26,58 +26,16 @@
 //! its index as its name, so parameters are `{index}.weight` and `{index}.bias`. Layouts are
 //! PyTorch's: Linear weight `[out, in]`, Conv2d weight `[out, in, kh, kw]`.
 
-use std::sync::Arc;
-
 use serde::Deserialize;
 
-use super::layers::{self, Init, Layer, LayerConfig, checked_numel, too_large};
+use super::gpt::GptConfig;
+use super::layers::{
+    Init, LayerConfig, NamedLayer, ParamSpec, checked_numel, layer_from_json, resolve_layers,
+    too_large,
+};
 use crate::data::{Dataset, Rng};
 use crate::tensor::DType;
 use crate::{Error, Result};
-
-/// One layer of a model, in execution order.
-#[derive(Clone, Debug)]
-pub struct NamedLayer {
-    /// The module's name, the prefix of its parameters: `"conv1"`, or `"0"` in a Sequential.
-    pub name: String,
-    pub layer: Arc<dyn Layer>,
-    /// Per-sample input shape (no batch dimension).
-    pub input_shape: Vec<usize>,
-    /// Per-sample output shape (no batch dimension).
-    pub output_shape: Vec<usize>,
-}
-
-impl NamedLayer {
-    /// This layer's parameters in `state_dict` order (weight, then bias), with full names.
-    pub fn parameters(&self) -> Vec<ParamSpec> {
-        self.layer
-            .parameters()
-            .into_iter()
-            .map(|p| {
-                let p = p.under(&self.name);
-                ParamSpec {
-                    name: p.name,
-                    shape: p.shape,
-                    init: p.init,
-                }
-            })
-            .collect()
-    }
-}
-
-/// A parameter tensor: PyTorch `state_dict` name, shape and initialisation.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ParamSpec {
-    pub name: String,
-    pub shape: Vec<usize>,
-    pub init: Init,
-}
-
-impl ParamSpec {
-    pub fn numel(&self) -> usize {
-        self.shape.iter().product()
-    }
-}
 
 /// A model: input shape and layers with resolved shapes.
 #[derive(Clone, Debug)]
@@ -89,7 +47,7 @@ pub struct ModelSpec {
     pub layers: Vec<NamedLayer>,
     /// The GPT configuration this model was built from, if any (saved with checkpoints so
     /// `webgpu-amp sample` rebuilds the model).
-    pub gpt: Option<super::gpt::GptConfig>,
+    pub gpt: Option<GptConfig>,
 }
 
 /// Two models are equal when they print the same: names, shapes and every layer's repr.
@@ -121,40 +79,7 @@ struct ModelJson {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct GptJson {
-    gpt: super::gpt::GptConfig,
-}
-
-/// Parses one JSON layer, `{"kind": {fields}}`, through [`layers::REGISTRY`].
-pub(crate) fn layer_from_json(
-    value: serde_json::Value,
-) -> std::result::Result<Box<dyn LayerConfig>, String> {
-    let kinds = || {
-        layers::REGISTRY
-            .iter()
-            .map(|(k, _)| format!("{{\"{k}\": {{...}}}}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let serde_json::Value::Object(object) = value else {
-        return Err(format!(
-            "expected an object with one key, the layer kind (one of {})",
-            kinds()
-        ));
-    };
-    let mut entries = object.into_iter();
-    let (Some((kind, fields)), None) = (entries.next(), entries.next()) else {
-        return Err(format!(
-            "a layer is an object with exactly one key, the layer kind (one of {})",
-            kinds()
-        ));
-    };
-    let Some((_, parse)) = layers::REGISTRY.iter().find(|(k, _)| *k == kind) else {
-        return Err(format!(
-            "unknown layer kind `{kind}` (expected one of {})",
-            kinds()
-        ));
-    };
-    parse(fields).map_err(|e| format!("{kind}: {e}"))
+    gpt: GptConfig,
 }
 
 impl ModelSpec {
@@ -343,7 +268,7 @@ impl ModelSpec {
     }
 
     /// Initial parameters, drawn in `state_dict` order from one seeded stream, each as its
-    /// layer says (PyTorch's defaults: see [`layers::Init`]). Deterministic per seed on every
+    /// layer says (PyTorch's defaults: see [`Init`]). Deterministic per seed on every
     /// platform, but not torch's RNG stream.
     pub fn init_params(&self, seed: u64) -> Vec<(String, Vec<f32>)> {
         let mut rng = Rng::from_words(&[seed, INIT_STREAM]);
@@ -379,42 +304,20 @@ impl ModelSpec {
     }
 }
 
-/// Resolves named layer configs in order from `input`; errors name the layer's index and
-/// name (`layer 3 `conv2` (conv2d): ...`).
-pub(crate) fn resolve_layers(
-    input: &[usize],
-    layers: &[(String, Box<dyn LayerConfig>)],
-) -> std::result::Result<Vec<NamedLayer>, String> {
-    let mut shape = input.to_vec();
-    let mut resolved = Vec::with_capacity(layers.len());
-    for (index, (layer_name, config)) in layers.iter().enumerate() {
-        let layer = config
-            .resolve(&shape)
-            .and_then(|r| check_sizes(&*r.layer, &r.output_shape).map(|()| r))
-            .map_err(|msg| {
-                let label = if *layer_name == index.to_string() {
-                    String::new()
-                } else {
-                    format!(" `{layer_name}`")
-                };
-                format!("layer {index}{label} ({}): {msg}", config.kind())
-            })?;
-        resolved.push(NamedLayer {
-            name: layer_name.clone(),
-            layer: layer.layer,
-            input_shape: shape,
-            output_shape: layer.output_shape.clone(),
-        });
-        shape = layer.output_shape;
+/// The GPT as a model: its layers ([`GptConfig::layers`]) resolved, with the configuration
+/// kept so checkpoints describe it and `sample` rebuilds it.
+impl GptConfig {
+    /// The model on `block_size` tokens: input `[block_size]` token ids per sample, output
+    /// `[block_size, vocab]` logits.
+    pub fn model(&self, name: &str) -> Result<ModelSpec> {
+        self.model_for(name, self.block_size)
     }
-    Ok(resolved)
-}
 
-/// Checks a resolved layer's output and parameter sizes against [`layers::MAX_ELEMENTS`].
-fn check_sizes(layer: &dyn Layer, output: &[usize]) -> std::result::Result<(), String> {
-    checked_numel(output).ok_or_else(|| too_large(output))?;
-    for p in layer.parameters() {
-        checked_numel(&p.shape).ok_or_else(|| format!("{} {}", p.name, too_large(&p.shape)))?;
+    /// The model on sequences of `t` tokens (at most `block_size`): input `[t]`, output
+    /// `[t, vocab]`; parameters do not depend on `t`.
+    pub fn model_for(&self, name: &str, t: usize) -> Result<ModelSpec> {
+        let mut spec = ModelSpec::build(name, &[t], &self.layers(name, t)?)?;
+        spec.gpt = Some(self.clone());
+        Ok(spec)
     }
-    Ok(())
 }

@@ -1,20 +1,19 @@
 //! A model planned on the GPU for one batch size and precision policy: every activation,
-//! gradient and kernel made once (llm.c style). Two loops ([`super::plan`]): the forward runs
+//! gradient and kernel made once (llm.c style). Two loops ([`super::layers::plan`]): the forward runs
 //! the layers in order, inserting the casts the policy asks for; the backward replays what
 //! the forward recorded, in reverse. Each layer's own planning is in its file under
 //! [`super::layers`].
 
 use std::sync::Arc;
 
+use super::inference::{ForBackward, ForwardNetwork};
+use super::layers::{BackwardPlan, PrecisionWalk};
 use super::loss::{LossIo, LossKind};
 use super::model::ModelSpec;
 use super::params::ParamStore;
-use super::plan::{BackwardPlan, ForwardPlan};
-use super::precision::PrecisionWalk;
 use crate::amp::policy::{Policy, PrecisionRow};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
-use crate::ops::dropout::DropoutState;
 use crate::tensor::{DType, Tensor};
 
 /// The planned network for one batch size.
@@ -33,9 +32,8 @@ pub struct Network {
     /// Correct predictions (u32), accumulated by [`Network::eval_kernels`].
     pub correct: Arc<GpuBuffer>,
     pub loss_kind: LossKind,
-    /// What the dropout layers read, when the model has any ([`Network::set_dropout`]).
-    dropout: Option<Arc<DropoutState>>,
-    forward: Vec<Kernel>,
+    /// The forward pass ([`ForwardNetwork`]); the dropout layers read its state.
+    forward: ForwardNetwork,
     train_loss: Vec<Kernel>,
     eval_loss: Vec<Kernel>,
     count_correct: Option<Kernel>,
@@ -58,18 +56,14 @@ impl Network {
         seed: &Arc<GpuBuffer>,
         grad_multiplier: f32,
     ) -> Result<Self> {
-        if batch == 0 {
-            return Err(Error::InvalidArgument(
-                "batch size must be at least 1".into(),
-            ));
-        }
-        let mut f = ForwardPlan::new(ctx, store, policy, batch);
-        let input = Tensor::zeros(ctx, &f.batched(&spec.input_shape), spec.input_dtype());
-
         // Forward: each layer in order, cast first when the policy says so.
-        let (output, tape) = f.run_layers(&spec.layers, input.clone())?;
-        let grad_bytes = f.largest_grad(&output);
-        let (forward, scratch, dropout) = f.finish();
+        let (forward, rest) = ForwardNetwork::plan(ctx, spec, store, policy, batch)?;
+        let ForBackward {
+            tape,
+            scratch,
+            largest_grad,
+        } = rest;
+        let output = forward.output.clone();
 
         // Loss: computed in f32 from the output's storage; the training kernel also writes
         // the seeded gradient of the output, where the backward starts.
@@ -82,7 +76,7 @@ impl Network {
         let labels = ctx.alloc_storage("labels", 4 * rows as u64);
 
         // Backward: what the forward recorded, in reverse.
-        let mut b = BackwardPlan::new(ctx, store, dropout.clone(), grad_bytes, scratch);
+        let mut b = BackwardPlan::new(ctx, store, forward.dropout.clone(), largest_grad, scratch);
         let grad_output = b.input_grad(&output)?;
         b.run_tape(&tape, grad_output.clone())?;
         let backward = b.into_kernels();
@@ -101,14 +95,13 @@ impl Network {
 
         Ok(Self {
             batch,
-            input,
+            input: forward.input.clone(),
             labels,
             targets: planned_loss.targets,
             output,
             loss,
             correct,
             loss_kind,
-            dropout,
             forward,
             train_loss: planned_loss.train,
             eval_loss: planned_loss.eval,
@@ -121,15 +114,13 @@ impl Network {
     /// micro-batch `counter` of the stream `seed`; otherwise pass everything (evaluation).
     /// A queued write (no wait); nothing for a model without dropout.
     pub fn set_dropout(&self, ctx: &GpuContext, seed: u64, counter: u64, training: bool) {
-        if let Some(d) = &self.dropout {
-            d.write(ctx, seed, counter, training);
-        }
+        self.forward.set_dropout(ctx, seed, counter, training);
     }
 
     /// Forward, seeded loss gradient and backward of one (micro-)batch, in order.
     pub fn train_kernels(&self) -> impl Iterator<Item = &Kernel> {
         self.forward
-            .iter()
+            .kernels()
             .chain(&self.train_loss)
             .chain(&self.backward)
     }
@@ -137,14 +128,14 @@ impl Network {
     /// Forward and loss only, plus the correct-prediction count (validation).
     pub fn eval_kernels(&self) -> impl Iterator<Item = &Kernel> {
         self.forward
-            .iter()
+            .kernels()
             .chain(&self.eval_loss)
             .chain(self.count_correct.iter())
     }
 
     /// Forward only.
     pub fn forward_kernels(&self) -> impl Iterator<Item = &Kernel> {
-        self.forward.iter()
+        self.forward.kernels()
     }
 
     /// The training loss and its scale-seeded gradient (between forward and backward).

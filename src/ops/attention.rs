@@ -22,10 +22,21 @@ use super::dropout::{DropoutKey, DropoutState};
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, KernelDesc, grid_1d};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
-use crate::shader::Variant;
+use crate::shader::{Grid, ShaderDecl};
 use crate::tensor::{Storage, Tensor};
 
-const SHADER: &str = "attention";
+pub static SHADER: ShaderDecl = ShaderDecl {
+    name: "attention",
+    source: include_str!("../../shaders/attention.wgsl"),
+    structs: &[Params::WGSL],
+    // Forward variants: every (s, pd) storage pair within one f16 world with p f32; backward
+    // variants: every (dpd, ds) pair likewise. Tensors an entry point does not use stay f32.
+    variants: |shader| {
+        let forward = Grid::new().each(&["s"]).each(&["pd"]);
+        let backward = Grid::new().each(&["dpd"]).each(&["ds"]);
+        forward.or(backward).one_f16_storage().variants(shader, &[])
+    },
+};
 const FLAG_DROPOUT: u32 = 1;
 /// Threads per workgroup of both bodies (`WG` in the shader).
 const WG: u32 = 64;
@@ -81,17 +92,24 @@ pub struct SoftmaxParams<'a> {
     pub body: SoftmaxBody,
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    rows: u32,
-    t: u32,
-    scale: f32,
-    flags: u32,
-    threshold: u32,
-    layer: u32,
-    drop_scale: f32,
-    _pad: u32,
+crate::wgsl_struct! {
+    struct Params {
+        /// B * nh * T
+        rows: u32,
+        /// T
+        t: u32,
+        /// 1 / sqrt(hs)
+        scale: f32,
+        /// FLAG_DROPOUT
+        flags: u32,
+        /// dropout: ceil(p * 2^24)
+        threshold: u32,
+        /// dropout: layer id keying the mask
+        layer: u32,
+        /// dropout: 1 / (1 - p)
+        drop_scale: f32,
+        _pad: u32,
+    }
 }
 
 /// Check sizes and the dropout setting; the uniform parameters.
@@ -133,7 +151,7 @@ fn plan(op: &'static str, params: &SoftmaxParams, tensors: &[(&str, &Tensor)]) -
         threshold: 0,
         layer: 0,
         drop_scale: 1.0,
-        _pad: 0,
+        ..Default::default()
     };
     if let Some(key) = params.dropout {
         key.check(op)?;
@@ -192,7 +210,7 @@ pub fn causal_softmax_forward(
     let state = state_buffer(ctx, params);
     let (entry, grid) = params.body.entry(ctx, true, params.rows);
     ctx.kernel(
-        &KernelDesc::new(SHADER, entry),
+        &KernelDesc::new(&SHADER, entry),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&uniform))),
             ("s", s.arg()),
@@ -220,7 +238,7 @@ pub fn causal_softmax_backward(
     let state = state_buffer(ctx, params);
     let (entry, grid) = params.body.entry(ctx, false, params.rows);
     ctx.kernel(
-        &KernelDesc::new(SHADER, entry),
+        &KernelDesc::new(&SHADER, entry),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&uniform))),
             ("p", p.arg()),
@@ -230,25 +248,4 @@ pub fn causal_softmax_backward(
         ],
         grid,
     )
-}
-
-/// Forward variants: every (s, pd) storage pair within one f16 world with p f32; backward
-/// variants: every (dpd, ds) pair likewise. Tensors an entry point does not use stay f32.
-pub fn variants() -> Result<Vec<Variant>> {
-    let mut v = Vec::new();
-    for (a, b) in super::dropout::storage_pairs() {
-        v.push(Variant::new(
-            SHADER,
-            &[("s".into(), a), ("pd".into(), b)],
-            &[],
-        )?);
-        if (a, b) != (Storage::F32, Storage::F32) {
-            v.push(Variant::new(
-                SHADER,
-                &[("dpd".into(), a), ("ds".into(), b)],
-                &[],
-            )?);
-        }
-    }
-    Ok(v)
 }

@@ -21,10 +21,22 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, KernelDesc, grid_1d};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
-use crate::shader::Variant;
-use crate::tensor::{Storage, Tensor};
+use crate::shader::{Grid, ShaderDecl};
+use crate::tensor::Tensor;
 
-const SHADER: &str = "dropout";
+pub static SHADER: ShaderDecl = ShaderDecl {
+    name: "dropout",
+    source: include_str!("../../shaders/dropout.wgsl"),
+    structs: &[Params::WGSL],
+    // Every (x, y) storage pair within one f16 world.
+    variants: |shader| {
+        Grid::new()
+            .each(&["x"])
+            .each(&["y"])
+            .one_f16_storage()
+            .variants(shader, &[])
+    },
+};
 const WG: u32 = 256;
 
 /// Words of the state buffer: `[seed_lo, seed_hi, counter_lo, counter_hi, training, 0, 0, 0]`.
@@ -158,13 +170,17 @@ pub fn keep(seed: u64, counter: u64, layer: u32, index: u64, p: f32) -> bool {
     (words[(index & 3) as usize] >> 8) >= threshold(p)
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    n: u32,
-    threshold: u32,
-    layer: u32,
-    scale: f32,
+crate::wgsl_struct! {
+    struct Params {
+        /// elements
+        n: u32,
+        /// ceil(p * 2^24): 24-bit uniforms below it are dropped
+        threshold: u32,
+        /// layer id of this dropout site
+        layer: u32,
+        /// 1 / (1 - p) (0 when p = 1)
+        scale: f32,
+    }
 }
 
 fn launch(
@@ -197,7 +213,7 @@ fn launch(
         scale: key.scale(),
     };
     ctx.kernel(
-        &KernelDesc::new(SHADER, "dropout"),
+        &KernelDesc::new(&SHADER, "dropout"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
             ("x", x.arg()),
@@ -229,36 +245,6 @@ pub fn dropout_backward(
     dx: &Tensor,
 ) -> Result<Kernel> {
     launch(ctx, "dropout_backward", state, key, dy, dx)
-}
-
-/// Every (x, y) storage pair within one f16 world.
-pub fn variants() -> Result<Vec<Variant>> {
-    let mut v = Vec::new();
-    for (x, y) in storage_pairs() {
-        v.push(Variant::new(
-            SHADER,
-            &[("x".into(), x), ("y".into(), y)],
-            &[],
-        )?);
-    }
-    Ok(v)
-}
-
-/// Ordered pairs of storages that may meet in one call (native and packed f16 never do).
-pub(crate) fn storage_pairs() -> Vec<(Storage, Storage)> {
-    let mut pairs = Vec::new();
-    for a in Storage::ALL {
-        for b in Storage::ALL {
-            let mixed = matches!(
-                (a, b),
-                (Storage::F16, Storage::F16Packed) | (Storage::F16Packed, Storage::F16)
-            );
-            if !mixed {
-                pairs.push((a, b));
-            }
-        }
-    }
-    pairs
 }
 
 #[cfg(test)]

@@ -1,23 +1,38 @@
 //! Elementwise ops (`shaders/elementwise.wgsl`): casts, add, mul, scale, bias add, ReLU and
 //! GELU, forward and backward side by side. Math is f32; every tensor may have its own storage.
 
-use crate::dtype::Storage;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, grid_1d};
-use crate::shader::Variant;
+use crate::shader::{Grid, ShaderDecl};
 use crate::tensor::Tensor;
 
-const SHADER: &str = "elementwise";
+pub static SHADER: ShaderDecl = ShaderDecl {
+    name: "elementwise",
+    source: include_str!("../../shaders/elementwise.wgsl"),
+    structs: &[Params::WGSL],
+    // Every (x, y, b, out) storage combination these kernels may run with: inputs of one
+    // storage, the output in any, the bias in the inputs' storage or f32.
+    variants: |shader| {
+        Grid::new()
+            .each(&["x", "y"])
+            .like_or_f32(&["b"], "x")
+            .each(&["out"])
+            .variants(shader, &[])
+    },
+};
 const WG: u32 = 256;
 
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    n: u32,
-    alpha: f32,
-    /// bias_add: size of dim 1 and product of the dims after it.
-    channels: u32,
-    inner: u32,
+crate::wgsl_struct! {
+    struct Params {
+        /// number of elements
+        n: u32,
+        /// scale factor (scale op)
+        alpha: f32,
+        /// bias_add: size of dim 1 and product of the dims after it.
+        channels: u32,
+        /// bias_add: product of the dims after dim 1
+        inner: u32,
+    }
 }
 
 fn same_len(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
@@ -62,7 +77,7 @@ fn launch_with(
     ];
     args.extend(inputs.iter().map(|(n, t)| (*n, t.arg())));
     ctx.kernel(
-        &KernelDesc::new(SHADER, entry),
+        &KernelDesc::new(&SHADER, entry),
         &args,
         grid_1d(out.numel().div_ceil(2), WG),
     )
@@ -199,32 +214,4 @@ pub fn gelu_erf_backward(ctx: &GpuContext, x: &Tensor, dy: &Tensor, dx: &Tensor)
     same_len("gelu_erf_backward", x, dy)?;
     same_len("gelu_erf_backward", x, dx)?;
     launch(ctx, "gelu_erf_backward", dx, &[("x", x), ("y", dy)], 0.0)
-}
-
-/// Every (x, y, b, out) storage combination these kernels may run with: inputs of one
-/// storage, the output in any, the bias in the inputs' storage or f32.
-pub fn variants() -> Result<Vec<Variant>> {
-    let mut v = Vec::new();
-    for x in Storage::ALL {
-        let biases: &[Storage] = if x == Storage::F32 {
-            &[Storage::F32]
-        } else {
-            &[x, Storage::F32]
-        };
-        for out in Storage::ALL {
-            for &b in biases {
-                v.push(Variant::new(
-                    SHADER,
-                    &[
-                        ("x".into(), x),
-                        ("y".into(), x),
-                        ("b".into(), b),
-                        ("out".into(), out),
-                    ],
-                    &[],
-                )?);
-            }
-        }
-    }
-    Ok(v)
 }

@@ -31,25 +31,44 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, KernelDesc, grid_1d};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
-use crate::shader::Variant;
+use crate::shader::{Grid, ShaderDecl};
 use crate::tensor::{Storage, Tensor};
 
-const SHADER: &str = "embedding";
+pub static SHADER: ShaderDecl = ShaderDecl {
+    name: "embedding",
+    source: include_str!("../../shaders/embedding.wgsl"),
+    structs: &[Params::WGSL],
+    // Every storage combination these kernels may run with: `y` and `dy` in any storage, with
+    // the tables (`wte`, `wpe`) in the same storage or f32; gradients f32.
+    variants: |shader| {
+        Grid::new()
+            .each(&["y", "dy"])
+            .like_or_f32(&["wte", "wpe"], "y")
+            .variants(shader, &[])
+    },
+};
 const WG: u32 = 256;
 /// Positions per chunk of the counting sort.
 const CHUNK: usize = 256;
 
-#[repr(C)]
-#[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    n: u32,
-    t: u32,
-    cols: u32,
-    vocab: u32,
-    has_wpe: u32,
-    chunk: u32,
-    chunks: u32,
-    batch: u32,
+crate::wgsl_struct! {
+    struct Params {
+        /// positions: B * T
+        n: u32,
+        /// sequence length T
+        t: u32,
+        /// embedding width C
+        cols: u32,
+        /// V (rows of wte)
+        vocab: u32,
+        has_wpe: u32,
+        /// positions per chunk of the counting sort
+        chunk: u32,
+        /// ceil(n / chunk)
+        chunks: u32,
+        /// B
+        batch: u32,
+    }
 }
 
 /// Shapes of one call: (V, C) from `wte`, checked against `wpe`, `tokens` and `batch·t` rows.
@@ -150,7 +169,7 @@ pub fn embedding_forward(
     };
     let pairs = (n * cols).div_ceil(2);
     ctx.kernel(
-        &KernelDesc::new(SHADER, "embedding_forward"),
+        &KernelDesc::new(&SHADER, "embedding_forward"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
             ("tokens", Arg::Buffer(tokens)),
@@ -221,27 +240,27 @@ pub fn embedding_backward(
         ("order", Arg::Buffer(&order)),
     ];
     kernels.push(ctx.kernel(
-        &KernelDesc::new(SHADER, "embedding_chunk_counts"),
+        &KernelDesc::new(&SHADER, "embedding_chunk_counts"),
         &base_args,
         grid_1d(chunks, WG),
     )?);
     kernels.push(ctx.kernel(
-        &KernelDesc::new(SHADER, "embedding_chunk_scan"),
+        &KernelDesc::new(&SHADER, "embedding_chunk_scan"),
         &base_args,
         grid_1d(vocab, WG),
     )?);
     kernels.push(ctx.kernel(
-        &KernelDesc::new(SHADER, "embedding_offsets"),
+        &KernelDesc::new(&SHADER, "embedding_offsets"),
         &base_args,
         [1, 1, 1],
     )?);
     kernels.push(ctx.kernel(
-        &KernelDesc::new(SHADER, "embedding_fill"),
+        &KernelDesc::new(&SHADER, "embedding_fill"),
         &base_args,
         grid_1d(chunks, WG),
     )?);
     kernels.push(ctx.kernel(
-        &KernelDesc::new(SHADER, "embedding_wte_grad"),
+        &KernelDesc::new(&SHADER, "embedding_wte_grad"),
         &[
             ("params", Arg::Uniform(uniform)),
             ("offsets", Arg::Buffer(&offsets)),
@@ -253,7 +272,7 @@ pub fn embedding_backward(
     )?);
     if let Some(dwpe) = dwpe {
         kernels.push(ctx.kernel(
-            &KernelDesc::new(SHADER, "embedding_wpe_grad"),
+            &KernelDesc::new(&SHADER, "embedding_wpe_grad"),
             &[
                 ("params", Arg::Uniform(uniform)),
                 ("dy", dy.arg()),
@@ -263,30 +282,4 @@ pub fn embedding_backward(
         )?);
     }
     Ok(kernels)
-}
-
-/// Every storage combination these kernels may run with: `y` and `dy` in any storage, with
-/// the tables (`wte`, `wpe`) in the same storage or f32; gradients f32.
-pub fn variants() -> Result<Vec<Variant>> {
-    let mut v = Vec::new();
-    for act in Storage::ALL {
-        let tables: &[Storage] = if act == Storage::F32 {
-            &[Storage::F32]
-        } else {
-            &[act, Storage::F32]
-        };
-        for &table in tables {
-            v.push(Variant::new(
-                SHADER,
-                &[
-                    ("y".into(), act),
-                    ("dy".into(), act),
-                    ("wte".into(), table),
-                    ("wpe".into(), table),
-                ],
-                &[],
-            )?);
-        }
-    }
-    Ok(v)
 }

@@ -10,9 +10,14 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc};
-use crate::shader::Variant;
+use crate::shader::{ShaderDecl, f32_only};
 
-const SHADER: &str = "histogram";
+pub static SHADER: ShaderDecl = ShaderDecl {
+    name: "histogram",
+    source: include_str!("../../shaders/histogram.wgsl"),
+    structs: &[Params::WGSL],
+    variants: f32_only,
+};
 
 /// Most binades one histogram can count (the shader's workgroup array size).
 pub const MAX_BINS: usize = 128;
@@ -192,13 +197,17 @@ pub fn log2_histogram_cpu(values: &[f32], scale: f32, range: HistogramRange) -> 
     out
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    offset: u32,
-    len: u32,
-    lo: i32,
-    bins: u32,
+crate::wgsl_struct! {
+    struct Params {
+        /// first element of the range
+        offset: u32,
+        /// elements in the range
+        len: u32,
+        /// binade of bin 0
+        lo: i32,
+        /// binades counted (at most MAX_BINS)
+        bins: u32,
+    }
 }
 
 /// Plan the histogram of `values[offset .. offset + len]` (f32) into `counts`
@@ -243,7 +252,7 @@ pub fn log2_histogram(
     };
     let groups = len.div_ceil(WG).clamp(1, MAX_GROUPS) as u32;
     ctx.kernel(
-        &KernelDesc::new(SHADER, "log2_histogram"),
+        &KernelDesc::new(&SHADER, "log2_histogram"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
             ("values", Arg::Buffer(values)),
@@ -252,8 +261,4 @@ pub fn log2_histogram(
         ],
         [groups, 1, 1],
     )
-}
-
-pub fn variants() -> Result<Vec<Variant>> {
-    Ok(vec![Variant::new(SHADER, &[], &[])?])
 }

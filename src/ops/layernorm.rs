@@ -23,10 +23,23 @@
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, KernelDesc, grid_1d};
 use crate::gpu::{GpuContext, Kernel};
-use crate::shader::Variant;
+use crate::shader::{Grid, ShaderDecl};
 use crate::tensor::{Storage, Tensor};
 
-const SHADER: &str = "layernorm";
+pub static SHADER: ShaderDecl = ShaderDecl {
+    name: "layernorm",
+    source: include_str!("../../shaders/layernorm.wgsl"),
+    structs: &[Params::WGSL],
+    // Every storage combination these kernels may run with: activations (`x`, `y`, `dy`, `dx`)
+    // in any storage, with parameters (`weight`, `bias`) in the same storage or f32; statistics
+    // and parameter gradients f32.
+    variants: |shader| {
+        Grid::new()
+            .each(&["x", "y", "dy", "dx"])
+            .like_or_f32(&["weight", "bias"], "x")
+            .variants(shader, &[])
+    },
+};
 const ROW_WG: u32 = 64;
 const WG: u32 = 256;
 /// Fewest rows per chunk of the parameter-gradient first pass.
@@ -34,16 +47,19 @@ const MIN_CHUNK_ROWS: usize = 32;
 /// Most chunks (the second pass sums this many partials per column).
 const MAX_CHUNKS: usize = 256;
 
-#[repr(C)]
-#[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    rows: u32,
-    cols: u32,
-    eps: f32,
-    has_bias: u32,
-    chunk_rows: u32,
-    chunks: u32,
-    _pad: [u32; 2],
+crate::wgsl_struct! {
+    struct Params {
+        rows: u32,
+        cols: u32,
+        eps: f32,
+        has_bias: u32,
+        /// rows per chunk of the parameter-gradient first pass
+        chunk_rows: u32,
+        /// ceil(rows / chunk_rows)
+        chunks: u32,
+        _pad0: u32,
+        _pad1: u32,
+    }
 }
 
 /// `[rows, C]` of a 2-D tensor, with C > 0 and rows·C < 2^32.
@@ -149,7 +165,7 @@ pub fn layernorm_forward(
         ..Default::default()
     };
     ctx.kernel(
-        &KernelDesc::new(SHADER, "layernorm_forward"),
+        &KernelDesc::new(&SHADER, "layernorm_forward"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
             ("x", x.arg()),
@@ -209,7 +225,7 @@ pub fn layernorm_backward(
     };
     let uniform = bytemuck::bytes_of(&params);
     let dx_kernel = ctx.kernel(
-        &KernelDesc::new(SHADER, "layernorm_backward_dx"),
+        &KernelDesc::new(&SHADER, "layernorm_backward_dx"),
         &[
             ("params", Arg::Uniform(uniform)),
             ("dy", dy.arg()),
@@ -228,7 +244,7 @@ pub fn layernorm_backward(
     let floats = chunks * cols * (1 + has_bias as usize);
     let partials = ctx.alloc_storage("layernorm gradient partials", 4 * floats as u64);
     let partial_kernel = ctx.kernel(
-        &KernelDesc::new(SHADER, "layernorm_param_partials"),
+        &KernelDesc::new(&SHADER, "layernorm_param_partials"),
         &[
             ("params", Arg::Uniform(uniform)),
             ("dy", dy.arg()),
@@ -251,7 +267,7 @@ pub fn layernorm_backward(
         }
     };
     let final_kernel = ctx.kernel(
-        &KernelDesc::new(SHADER, "layernorm_param_final"),
+        &KernelDesc::new(&SHADER, "layernorm_param_final"),
         &[
             ("params", Arg::Uniform(uniform)),
             ("partials", Arg::Buffer(&partials)),
@@ -261,33 +277,4 @@ pub fn layernorm_backward(
         grid_1d(cols, WG),
     )?;
     Ok(vec![dx_kernel, partial_kernel, final_kernel])
-}
-
-/// Every storage combination these kernels may run with: activations (`x`, `y`, `dy`, `dx`)
-/// in any storage, with parameters (`weight`, `bias`) in the same storage or f32; statistics
-/// and parameter gradients f32.
-pub fn variants() -> Result<Vec<Variant>> {
-    let mut v = Vec::new();
-    for act in Storage::ALL {
-        let param_storages: &[Storage] = if act == Storage::F32 {
-            &[Storage::F32]
-        } else {
-            &[act, Storage::F32]
-        };
-        for &param in param_storages {
-            v.push(Variant::new(
-                SHADER,
-                &[
-                    ("x".into(), act),
-                    ("y".into(), act),
-                    ("dy".into(), act),
-                    ("dx".into(), act),
-                    ("weight".into(), param),
-                    ("bias".into(), param),
-                ],
-                &[],
-            )?);
-        }
-    }
-    Ok(v)
 }

@@ -13,26 +13,44 @@
 
 use std::sync::Arc;
 
-use crate::dtype::Storage;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
-use crate::shader::Variant;
+use crate::shader::{Grid, ShaderDecl};
 use crate::tensor::Tensor;
 
-const SHADER: &str = "loss";
+pub static SHADER: ShaderDecl = ShaderDecl {
+    name: "loss",
+    source: include_str!("../../shaders/loss.wgsl"),
+    structs: &[Params::WGSL],
+    // Every storage combination these kernels may run with: inputs (`logits`, `pred`) in any
+    // storage, the gradient in the input's storage or f32, `wanted` (the target) and `loss` in f32.
+    variants: |shader| {
+        Grid::new()
+            .each(&["logits", "pred"])
+            .like_or_f32(&["grad"], "logits")
+            .variants(shader, &[])
+    },
+};
 const WG: u32 = 256;
 const ROW_WG: u32 = 64;
 
-#[repr(C)]
-#[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    rows: u32,
-    classes: u32,
-    n: u32,
-    groups: u32,
-    grad_scale: f32,
-    loss_scale: f32,
-    _pad: [u32; 2],
+crate::wgsl_struct! {
+    struct Params {
+        /// cross-entropy / accuracy: N
+        rows: u32,
+        /// cross-entropy / accuracy: C
+        classes: u32,
+        /// mse: elements; mean_partials: number of partials
+        n: u32,
+        /// mse: workgroups of the first pass (1: it writes the loss directly)
+        groups: u32,
+        /// gradient factor before the seed: multiplier / N (ce), 2 multiplier / n (mse)
+        grad_scale: f32,
+        /// factor of the summed partials: 1 / N (ce), 1 / n (mse)
+        loss_scale: f32,
+        _pad0: u32,
+        _pad1: u32,
+    }
 }
 
 /// The gradient output of a loss: the gradient tensor (any storage), the seed buffer
@@ -134,7 +152,7 @@ pub fn cross_entropy(
     ];
     let rows_kernel = match grad {
         None => ctx.kernel(
-            &KernelDesc::new(SHADER, "cross_entropy_rows"),
+            &KernelDesc::new(&SHADER, "cross_entropy_rows"),
             &args,
             row_grid,
         )?,
@@ -153,14 +171,14 @@ pub fn cross_entropy(
             args.push(("grad", grad_logits.arg()));
             args.push(("seed", Arg::Buffer(seed)));
             ctx.kernel(
-                &KernelDesc::new(SHADER, "cross_entropy_rows_grad"),
+                &KernelDesc::new(&SHADER, "cross_entropy_rows_grad"),
                 &args,
                 row_grid,
             )?
         }
     };
     let mean_kernel = ctx.kernel(
-        &KernelDesc::new(SHADER, "mean_partials"),
+        &KernelDesc::new(&SHADER, "mean_partials"),
         &[
             ("params", Arg::Uniform(uniform)),
             ("partials", Arg::Buffer(&per_row)),
@@ -217,7 +235,7 @@ pub fn mse(
     ];
     let first = match grad {
         None => ctx.kernel(
-            &KernelDesc::new(SHADER, "mse_partials"),
+            &KernelDesc::new(&SHADER, "mse_partials"),
             &args,
             [groups as u32, 1, 1],
         )?,
@@ -236,7 +254,7 @@ pub fn mse(
             args.push(("grad", grad_pred.arg()));
             args.push(("seed", Arg::Buffer(seed)));
             ctx.kernel(
-                &KernelDesc::new(SHADER, "mse_partials_grad"),
+                &KernelDesc::new(&SHADER, "mse_partials_grad"),
                 &args,
                 [groups as u32, 1, 1],
             )?
@@ -248,7 +266,7 @@ pub fn mse(
     // The second pass reduces the `groups` partials.
     params.n = groups as u32;
     let second = ctx.kernel(
-        &KernelDesc::new(SHADER, "mean_partials"),
+        &KernelDesc::new(&SHADER, "mean_partials"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
             ("partials", Arg::Buffer(&partials)),
@@ -275,7 +293,7 @@ pub fn count_correct(
         ..Default::default()
     };
     ctx.kernel(
-        &KernelDesc::new(SHADER, "count_correct"),
+        &KernelDesc::new(&SHADER, "count_correct"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
             ("logits", logits.arg()),
@@ -284,31 +302,4 @@ pub fn count_correct(
         ],
         grid_1d(rows as usize, WG),
     )
-}
-
-/// Every storage combination these kernels may run with: inputs (`logits`, `pred`) in any
-/// storage, the gradient in the input's storage or f32, `wanted` (the target) and `loss` in f32.
-pub fn variants() -> Result<Vec<Variant>> {
-    let mut v = Vec::new();
-    for input in Storage::ALL {
-        let grads: &[Storage] = if input == Storage::F32 {
-            &[Storage::F32]
-        } else {
-            &[input, Storage::F32]
-        };
-        for &grad in grads {
-            v.push(Variant::new(
-                SHADER,
-                &[
-                    ("logits".into(), input),
-                    ("pred".into(), input),
-                    ("grad".into(), grad),
-                    ("wanted".into(), Storage::F32),
-                    ("loss".into(), Storage::F32),
-                ],
-                &[],
-            )?);
-        }
-    }
-    Ok(v)
 }

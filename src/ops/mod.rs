@@ -2,6 +2,8 @@
 //!
 //! Every op is a function that checks shapes and returns a planned [`crate::gpu::Kernel`]
 //! (pipeline and bind group made once); callers encode kernels into a step's command buffer.
+//! Each op file declares its shader once (a [`ShaderDecl`]: name, source, uniform structs,
+//! variant grid); a new op is its file, its WGSL, and its name in the two lists below.
 
 pub mod attention;
 pub mod conv;
@@ -15,6 +17,25 @@ pub mod matmul;
 pub mod pool;
 pub mod reduce;
 pub mod sample;
+
+use crate::shader::ShaderDecl;
+
+/// The shaders of these ops, for the portability tests (`crate::variants`).
+pub static SHADERS: &[&ShaderDecl] = &[
+    &attention::SHADER,
+    &conv::SHADER,
+    &dropout::SHADER,
+    &elementwise::SHADER,
+    &embedding::SHADER,
+    &histogram::SHADER,
+    &layernorm::SHADER,
+    &loss::SHADER,
+    &matmul::SHADER,
+    &matmul::COOP_SHADER,
+    &pool::SHADER,
+    &reduce::SHADER,
+    &sample::SHADER,
+];
 
 /// Whether a gradient kernel overwrites its output or adds to it (gradient accumulation
 /// over micro-batches, or several contributions to one gradient).

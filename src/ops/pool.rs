@@ -4,13 +4,22 @@
 
 use std::sync::Arc;
 
-use crate::dtype::Storage;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
-use crate::shader::Variant;
+use crate::shader::{Grid, ShaderDecl};
 use crate::tensor::Tensor;
 
-const SHADER: &str = "pool";
+pub static SHADER: ShaderDecl = ShaderDecl {
+    name: "pool",
+    source: include_str!("../../shaders/pool.wgsl"),
+    structs: &[Params::WGSL],
+    // Every storage for x/y and for dy/dx (pooling runs in its input's dtype).
+    variants: |shader| {
+        Grid::new()
+            .each(&["x", "y", "dy", "dx"])
+            .variants(shader, &[])
+    },
+};
 const WG: u32 = 64;
 
 #[derive(Clone, Copy, Debug)]
@@ -41,17 +50,18 @@ pub fn indices_buffer(ctx: &GpuContext, output_numel: usize) -> Arc<GpuBuffer> {
     ctx.alloc_storage("maxpool indices", 4 * output_numel as u64)
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    planes: u32,
-    in_h: u32,
-    in_w: u32,
-    out_h: u32,
-    out_w: u32,
-    kernel: u32,
-    stride: u32,
-    _pad0: u32,
+crate::wgsl_struct! {
+    struct Params {
+        /// batch * channels
+        planes: u32,
+        in_h: u32,
+        in_w: u32,
+        out_h: u32,
+        out_w: u32,
+        kernel: u32,
+        stride: u32,
+        _pad0: u32,
+    }
 }
 
 /// Check x `[N,C,H,W]` against y `[N,C,Ho,Wo]` and the indices buffer.
@@ -102,7 +112,7 @@ fn check(
         out_w: wo as u32,
         kernel: p.kernel as u32,
         stride: p.stride as u32,
-        _pad0: 0,
+        ..Default::default()
     })
 }
 
@@ -118,7 +128,7 @@ pub fn maxpool2d_forward(
     let params = check("maxpool2d_forward", x, y, indices, p)?;
     let rows = (params.planes * params.out_h) as usize;
     ctx.kernel(
-        &KernelDesc::new(SHADER, "maxpool_forward"),
+        &KernelDesc::new(&SHADER, "maxpool_forward"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
             ("x", x.arg()),
@@ -141,7 +151,7 @@ pub fn maxpool2d_backward(
     let params = check("maxpool2d_backward", dx, dy, indices, p)?;
     let rows = (params.planes * params.in_h) as usize;
     ctx.kernel(
-        &KernelDesc::new(SHADER, "maxpool_backward"),
+        &KernelDesc::new(&SHADER, "maxpool_backward"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
             ("dy", dy.arg()),
@@ -150,23 +160,4 @@ pub fn maxpool2d_backward(
         ],
         if rows == 0 { [0; 3] } else { grid_1d(rows, WG) },
     )
-}
-
-/// Every storage for x/y and for dy/dx (pooling runs in its input's dtype).
-pub fn variants() -> Result<Vec<Variant>> {
-    Storage::ALL
-        .into_iter()
-        .map(|s| {
-            Variant::new(
-                SHADER,
-                &[
-                    ("x".into(), s),
-                    ("y".into(), s),
-                    ("dy".into(), s),
-                    ("dx".into(), s),
-                ],
-                &[],
-            )
-        })
-        .collect()
 }

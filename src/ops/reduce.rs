@@ -5,30 +5,49 @@
 use std::sync::Arc;
 
 use super::Accumulate;
-use crate::dtype::Storage;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
-use crate::shader::Variant;
+use crate::shader::{Grid, ShaderDecl};
 use crate::tensor::Tensor;
 
-const SHADER: &str = "reduce";
+pub static SHADER: ShaderDecl = ShaderDecl {
+    name: "reduce",
+    source: include_str!("../../shaders/reduce.wgsl"),
+    structs: &[Params::WGSL],
+    // Every storage combination these kernels may run with: inputs (`x`, `dy`) in any storage,
+    // outputs (`out`, `db`) in f32 or the input's storage.
+    variants: |shader| {
+        Grid::new()
+            .each(&["x", "dy"])
+            .like_or_f32(&["out", "db"], "x")
+            .variants(shader, &[])
+    },
+};
 const WG: u32 = 256;
 /// Element pairs each thread of the first pass sums (before the grid is capped).
 const PAIRS_PER_THREAD: usize = 4;
 /// Most workgroups of the first pass: the second pass (one workgroup) reads this many partials.
 const MAX_GROUPS: usize = 1024;
 
-#[repr(C)]
-#[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    n: u32,
-    groups: u32,
-    scale: f32,
-    accumulate: u32,
-    batch: u32,
-    channels: u32,
-    inner: u32,
-    round_to: u32,
+crate::wgsl_struct! {
+    struct Params {
+        /// sum/mean: elements of x
+        n: u32,
+        /// sum/mean: workgroups of the first pass (1: it writes out directly)
+        groups: u32,
+        /// sum/mean: factor of the final result (1 or 1/n)
+        scale: f32,
+        /// bias_grad: 1 to add to db, 0 to overwrite it
+        accumulate: u32,
+        /// bias_grad: size of dim 0 of dy
+        batch: u32,
+        /// bias_grad: size of dim 1 of dy
+        channels: u32,
+        /// bias_grad: product of the dims after dim 1
+        inner: u32,
+        /// bias_grad: round_grad's `to` before accumulating
+        round_to: u32,
+    }
 }
 
 fn count_u32(op: &'static str, n: usize) -> Result<u32> {
@@ -71,14 +90,14 @@ fn reduce_all(
         ("partials", Arg::Buffer(&partials)),
     ];
     let first = ctx.kernel(
-        &KernelDesc::new(SHADER, "sum_partials"),
+        &KernelDesc::new(&SHADER, "sum_partials"),
         &args,
         [groups as u32, 1, 1],
     )?;
     if groups == 1 {
         return Ok(vec![first]);
     }
-    let second = ctx.kernel(&KernelDesc::new(SHADER, "sum_final"), &args, [1, 1, 1])?;
+    let second = ctx.kernel(&KernelDesc::new(&SHADER, "sum_final"), &args, [1, 1, 1])?;
     Ok(vec![first, second])
 }
 
@@ -131,7 +150,7 @@ pub fn bias_grad(
         grid_1d(shape[1] * WG as usize, WG)
     };
     ctx.kernel(
-        &KernelDesc::new(SHADER, "bias_grad"),
+        &KernelDesc::new(&SHADER, "bias_grad"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
             ("dy", dy.arg()),
@@ -139,30 +158,4 @@ pub fn bias_grad(
         ],
         grid,
     )
-}
-
-/// Every storage combination these kernels may run with: inputs (`x`, `dy`) in any storage,
-/// outputs (`out`, `db`) in f32 or the input's storage.
-pub fn variants() -> Result<Vec<Variant>> {
-    let mut v = Vec::new();
-    for input in Storage::ALL {
-        let outputs: &[Storage] = if input == Storage::F32 {
-            &[Storage::F32]
-        } else {
-            &[Storage::F32, input]
-        };
-        for &output in outputs {
-            v.push(Variant::new(
-                SHADER,
-                &[
-                    ("x".into(), input),
-                    ("dy".into(), input),
-                    ("out".into(), output),
-                    ("db".into(), output),
-                ],
-                &[],
-            )?);
-        }
-    }
-    Ok(v)
 }

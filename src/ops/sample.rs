@@ -41,10 +41,16 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, KernelDesc};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
-use crate::shader::Variant;
-use crate::tensor::{Storage, Tensor};
+use crate::shader::{Grid, ShaderDecl};
+use crate::tensor::Tensor;
 
-const SHADER: &str = "sample";
+pub static SHADER: ShaderDecl = ShaderDecl {
+    name: "sample",
+    source: include_str!("../../shaders/sample.wgsl"),
+    structs: &[Params::WGSL],
+    // The sampling kernel for logits in every storage.
+    variants: |shader| Grid::new().each(&["logits"]).variants(shader, &[]),
+};
 /// Threads of the sampling workgroup (the reference reproduces its summation order).
 pub const SAMPLE_WG: usize = 256;
 
@@ -63,17 +69,20 @@ pub struct SampleParams {
     pub seed: u64,
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    vocab: u32,
-    block: u32,
-    top_k: u32,
-    out_len: u32,
-    seed_lo: u32,
-    seed_hi: u32,
-    temperature: f32,
-    _pad: u32,
+crate::wgsl_struct! {
+    struct Params {
+        vocab: u32,
+        block: u32,
+        /// keep the top_k largest (ties at the threshold kept); >= vocab: all
+        top_k: u32,
+        /// capacity of out_tokens
+        out_len: u32,
+        seed_lo: u32,
+        seed_hi: u32,
+        /// > 0
+        temperature: f32,
+        _pad: u32,
+    }
 }
 
 fn check_temperature(op: &str, temperature: f32) -> Result<()> {
@@ -152,10 +161,10 @@ pub fn sample_next(
         seed_lo: seed as u32,
         seed_hi: (seed >> 32) as u32,
         temperature,
-        _pad: 0,
+        ..Default::default()
     };
     ctx.kernel(
-        &KernelDesc::new(SHADER, "sample_token"),
+        &KernelDesc::new(&SHADER, "sample_token"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&p))),
             ("logits", logits.arg()),
@@ -324,12 +333,4 @@ pub fn sample_reference(
     }
     let top = *keys.iter().max().expect("non-empty");
     keys.iter().position(|&key| key == top).expect("max exists") as u32
-}
-
-/// The sampling kernel for logits in every storage.
-pub fn variants() -> Result<Vec<Variant>> {
-    Storage::ALL
-        .into_iter()
-        .map(|s| Variant::new(SHADER, &[("logits".into(), s)], &[]))
-        .collect()
 }

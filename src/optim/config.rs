@@ -172,28 +172,32 @@ fn log_beta(beta: f32) -> f32 {
     }
 }
 
-/// Uniform block of `optim.wgsl` (`Hyper`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-pub(super) struct Hyper {
-    n: u32,
-    nesterov: u32,
-    lr: f32,
-    weight_decay: f32,
-    momentum: f32,
-    one_minus_dampening: f32,
-    beta1: f32,
-    one_minus_beta1: f32,
-    beta2: f32,
-    one_minus_beta2: f32,
-    log_beta1: f32,
-    log_beta2: f32,
-    eps: f32,
-    param_decay: f32,
-    /// 1: weight decay applies only where the `decay_mask` bit is set (parameter groups);
-    /// 0: everywhere (one group, PyTorch's default).
-    pub(super) grouped: u32,
-    _pad: u32,
+crate::wgsl_struct! {
+    /// Uniform block of `optim.wgsl` (`Hyper`).
+    pub(super) struct Hyper {
+        n: u32,
+        nesterov: u32,
+        lr: f32,
+        /// L2 term added to the gradient (SGD, Adam); 0 for AdamW
+        weight_decay: f32,
+        momentum: f32,
+        one_minus_dampening: f32,
+        beta1: f32,
+        /// lerp weight of exp_avg (1 - beta1 computed in f64 on the host)
+        one_minus_beta1: f32,
+        beta2: f32,
+        one_minus_beta2: f32,
+        /// ln(beta1), ln(beta2) (f64 on the host): bias corrections
+        log_beta1: f32,
+        log_beta2: f32,
+        eps: f32,
+        /// AdamW: 1 - lr * weight_decay; 1 otherwise
+        param_decay: f32,
+        /// 1: weight decay applies only where the `decay_mask` bit is set (parameter groups);
+        /// 0: everywhere (one group, PyTorch's default).
+        pub(super) grouped: u32,
+        _pad: u32,
+    }
 }
 
 impl Hyper {
@@ -214,7 +218,7 @@ impl Hyper {
             eps: 0.0,
             param_decay: 1.0,
             grouped: grouped as u32,
-            _pad: 0,
+            ..Default::default()
         };
         match *config {
             OptimizerConfig::Sgd {

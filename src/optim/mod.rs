@@ -27,10 +27,18 @@ use crate::amp::check_flat_f32;
 use crate::amp::scaler::WORD_FOUND_INF;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
-use crate::shader::Variant;
+use crate::shader::{ShaderDecl, f32_only};
 use config::{Hyper, check_lr};
 
-const SHADER: &str = "optim";
+pub static SHADER: ShaderDecl = ShaderDecl {
+    name: "optim",
+    source: include_str!("../../shaders/optim.wgsl"),
+    structs: &[Hyper::WGSL],
+    // Every variant of the optimizer shader (raw f32 buffers only: one variant).
+    variants: f32_only,
+};
+/// The optimizers' one shader, for the portability tests.
+pub static SHADERS: &[&ShaderDecl] = &[&SHADER];
 const WG: u32 = 256;
 /// Elements per thread (`EPT` in the shader).
 const EPT: usize = 4;
@@ -151,7 +159,7 @@ impl Optimizer {
             args.push((*label, Arg::Buffer(buffer)));
         }
         args.push(("decay_mask", Arg::Buffer(&decay_mask)));
-        let step = ctx.kernel(&KernelDesc::new(SHADER, entry), &args, wg)?;
+        let step = ctx.kernel(&KernelDesc::new(&SHADER, entry), &args, wg)?;
         Ok(Self {
             config,
             grouped,
@@ -325,9 +333,4 @@ impl Optimizer {
             .write_buffer(self.counters.raw(), 0, bytemuck::cast_slice(&counters));
         Ok(())
     }
-}
-
-/// Every variant of the optimizer shader (raw f32 buffers only: one variant).
-pub fn variants() -> Result<Vec<Variant>> {
-    Ok(vec![Variant::new(SHADER, &[], &[])?])
 }

@@ -23,6 +23,8 @@ mod save_pause;
 #[cfg(not(target_arch = "wasm32"))]
 mod save_target;
 #[cfg(not(target_arch = "wasm32"))]
+pub use atomic::save_file;
+#[cfg(not(target_arch = "wasm32"))]
 pub use disk_full::DISK_FULL_ENV;
 #[cfg(not(target_arch = "wasm32"))]
 pub use moments_file::{INLINE_MOMENTS_MAX, INLINE_MOMENTS_MAX_ENV};
@@ -30,8 +32,7 @@ pub use optimizer_state::{MomentsFileRef, NamedOptimizerState, decode_f32, encod
 pub use save_pause::SAVE_PAUSE_ENV;
 #[cfg(not(target_arch = "wasm32"))]
 use save_pause::pause_before_rename;
-#[cfg(not(target_arch = "wasm32"))]
-pub use save_target::{check_save_target, save_file};
+pub use save_target::check_save_target;
 
 use std::collections::HashMap;
 
@@ -263,7 +264,7 @@ impl Checkpoint {
         let mut written_moments = None;
         if let Some((file, moment_bytes)) = &moments {
             moments_file::remove_unnamed(path);
-            let path = atomic::parent_dir(path).join(&file.file);
+            let path = save_target::parent_dir(path).join(&file.file);
             // Same name, same CRC: the previous save's file, which its checkpoint still names.
             let existed = path.symlink_metadata().is_ok();
             atomic::write_atomic(&path, moment_bytes, needs, |_| Ok(()))?;

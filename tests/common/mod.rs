@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod matmul_ref;
+pub mod portability;
 pub mod runs;
 
 use std::sync::OnceLock;

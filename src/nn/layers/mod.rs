@@ -11,20 +11,26 @@
 //!    returns a [`Backward`] holding what the backward pass needs (`linear::LinearBackward`);
 //!    its [`Backward::backward`] records the backward kernels into a [`BackwardPlan`].
 //!
-//! Adding a layer is a file here with those three types, its WGSL in `shaders/` with a
-//! dispatcher in `ops/`, and one line in [`REGISTRY`] (docs/architecture.md walks through
-//! an example).
+//! [`NamedLayer`] is a resolved layer with its name and shapes (`named.rs`, which also
+//! resolves a run of configs); [`plan`] holds the two loops a layer is planned in and
+//! [`precision`] the precision map's walk over the same layers.
+//!
+//! Adding a layer is a file here with those three types and one line in [`REGISTRY`]; a
+//! new kernel it needs is its WGSL in `shaders/` and a dispatcher in `ops/`
+//! (docs/architecture.md walks through an example).
 
 pub mod activation;
 pub mod attention;
-pub mod cast;
 pub mod conv2d;
 pub mod dropout;
 pub mod embedding;
 pub mod flatten;
 pub mod layernorm;
 pub mod linear;
+mod named;
+pub mod plan;
 pub mod pool;
+pub mod precision;
 pub mod residual;
 
 use std::fmt;
@@ -32,12 +38,13 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 
-use super::model::NamedLayer;
-pub use super::plan::{BackwardPlan, ForwardPlan};
-pub use super::precision::PrecisionWalk;
 use crate::amp::policy::Op;
 use crate::error::Result;
 use crate::tensor::{DType, Tensor};
+pub use named::{NamedLayer, ParamSpec};
+pub(crate) use named::{layer_from_json, resolve_layers};
+pub use plan::{BackwardPlan, ForwardPlan};
+pub use precision::PrecisionWalk;
 
 /// Parses one layer's fields (the object under its key) into its config.
 pub type ParseConfig = fn(serde_json::Value) -> serde_json::Result<Box<dyn LayerConfig>>;

@@ -6,12 +6,12 @@
 
 use serde::Deserialize;
 
+use super::named::{NamedLayer, layer_from_json, resolve_layers};
+use super::plan::{Tape, same_buffer};
+use super::precision::PrecisionWalk;
 use super::{Backward, BackwardPlan, ForwardPlan, Layer, LayerConfig, ParamDef, Resolved};
 use crate::amp::policy::{CastRule, Op};
 use crate::error::Result;
-use crate::nn::model::{NamedLayer, layer_from_json, resolve_layers};
-use crate::nn::plan::{Tape, same_buffer};
-use crate::nn::precision::PrecisionWalk;
 use crate::ops::elementwise;
 use crate::tensor::{DType, Tensor};
 

@@ -11,29 +11,41 @@ use crate::ops::Accumulate;
 pub(super) const TILE_R: usize = 32;
 pub(super) const TILE_C: usize = 32;
 
-#[repr(C)]
-#[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
-pub(super) struct Params {
-    pub(super) batch: u32,
-    pub(super) in_ch: u32,
-    pub(super) in_h: u32,
-    pub(super) in_w: u32,
-    pub(super) out_ch: u32,
-    pub(super) out_h: u32,
-    pub(super) out_w: u32,
-    pub(super) stride: u32,
-    pub(super) pad: u32,
-    pub(super) has_bias: u32,
-    pub(super) accumulate: u32,
-    pub(super) rows: u32,
-    pub(super) cols: u32,
-    pub(super) depth: u32,
-    pub(super) row_tiles: u32,
-    pub(super) col_tiles: u32,
-    pub(super) splits: u32,
-    pub(super) split_len: u32,
-    pub(super) round_to: u32,
-    pub(super) _pad: [u32; 3],
+crate::wgsl_struct! {
+    pub(super) struct Params {
+        pub(super) batch: u32,
+        pub(super) in_ch: u32,
+        pub(super) in_h: u32,
+        pub(super) in_w: u32,
+        pub(super) out_ch: u32,
+        pub(super) out_h: u32,
+        pub(super) out_w: u32,
+        pub(super) stride: u32,
+        pub(super) pad: u32,
+        /// forward: add bias
+        pub(super) has_bias: u32,
+        /// backward weight: dw += instead of dw =
+        pub(super) accumulate: u32,
+        /// GEMM rows of this kernel
+        pub(super) rows: u32,
+        /// GEMM columns
+        pub(super) cols: u32,
+        /// GEMM reduction length
+        pub(super) depth: u32,
+        /// ceil(rows / TILE_R): the grid may be folded past it
+        pub(super) row_tiles: u32,
+        /// ceil(cols / TILE_C)
+        pub(super) col_tiles: u32,
+        /// backward weight: depth splits (1: write dw directly)
+        pub(super) splits: u32,
+        /// backward weight: pixels per split, a multiple of BK
+        pub(super) split_len: u32,
+        /// backward weight: round_grad's `to` before accumulating
+        pub(super) round_to: u32,
+        pub(super) _pad0: u32,
+        pub(super) _pad1: u32,
+        pub(super) _pad2: u32,
+    }
 }
 
 /// What a kernel's epilogue does besides storing its result.
@@ -150,7 +162,7 @@ pub(super) fn launch(
         splits: split.splits as u32,
         split_len: split.len as u32,
         round_to: epilogue.round_to,
-        _pad: [0; 3],
+        ..Default::default()
     };
     let mut all = vec![("params", Arg::Uniform(bytemuck::bytes_of(&params)))];
     all.extend(args);
@@ -162,7 +174,7 @@ pub(super) fn launch(
         [gx, gy, (col_tiles * split.splits) as u32]
     };
     ctx.kernel(
-        &KernelDesc::new(SHADER, entry)
+        &KernelDesc::new(&SHADER, entry)
             .with_const("KH", d.kh)
             .with_const("KW", d.kw),
         &all,

@@ -12,15 +12,32 @@ mod gemm;
 mod shape;
 
 use super::Accumulate;
-use crate::dtype::{DType, Storage};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, grid_1d};
-use crate::shader::Variant;
+use crate::shader::{Grid, ShaderDecl};
 use crate::tensor::Tensor;
 use gemm::{Epilogue, Gemm, STORE, Split, TILE_C, TILE_R, launch, reduce_params};
 use shape::{check, dims4};
 
-const SHADER: &str = "conv";
+pub static SHADER: ShaderDecl = ShaderDecl {
+    name: "conv",
+    source: include_str!("../../../shaders/conv.wgsl"),
+    structs: &[gemm::Params::WGSL],
+    // The variants training uses: every storage for the activations and weights, with bias and
+    // weight gradient either in that storage or in f32 (AMP's f32 weight gradients), for the
+    // kernel sizes 1, 3 and 5. Other kernel sizes compile the same source with other constants.
+    variants: |shader| {
+        Grid::new()
+            .each(&["src", "w", "dst", "x", "dy"])
+            .like_or_f32(&["bias", "dw"], "src")
+            .variants_with(shader, |_| {
+                [1, 3, 5]
+                    .map(|k| vec![("KH", k.to_string()), ("KW", k.to_string())])
+                    .to_vec()
+            })
+    },
+};
 
 #[derive(Clone, Copy, Debug)]
 pub struct Conv2dParams {
@@ -204,44 +221,11 @@ pub fn conv2d_backward_weight(
     let mut reduce_args = vec![("params", Arg::Uniform(bytemuck::bytes_of(&params)))];
     reduce_args.extend(args(false));
     let reduce = ctx.kernel(
-        &KernelDesc::new(SHADER, "conv_weight_reduce")
+        &KernelDesc::new(&SHADER, "conv_weight_reduce")
             .with_const("KH", d.kh)
             .with_const("KW", d.kw),
         &reduce_args,
         reduce_groups,
     )?;
     Ok(vec![partial_sums, reduce])
-}
-
-/// The variants training uses: every storage for the activations and weights, with bias and
-/// weight gradient either in that storage or in f32 (AMP's f32 weight gradients), for the
-/// kernel sizes 1, 3 and 5. Other kernel sizes compile the same source with other constants.
-pub fn variants() -> Result<Vec<Variant>> {
-    let mut v = Vec::new();
-    for k in [1usize, 3, 5] {
-        let consts = [("KH", k.to_string()), ("KW", k.to_string())];
-        for s in Storage::ALL {
-            let auxes: &[Storage] = if s == Storage::F32 {
-                &[Storage::F32]
-            } else {
-                &[s, Storage::F32]
-            };
-            for &aux in auxes {
-                let storages: Vec<(String, Storage)> = [
-                    ("src", s),
-                    ("w", s),
-                    ("dst", s),
-                    ("x", s),
-                    ("dy", s),
-                    ("bias", aux),
-                    ("dw", aux),
-                ]
-                .into_iter()
-                .map(|(n, st)| (n.to_string(), st))
-                .collect();
-                v.push(Variant::new(SHADER, &storages, &consts)?);
-            }
-        }
-    }
-    Ok(v)
 }

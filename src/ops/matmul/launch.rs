@@ -1,6 +1,6 @@
 //! The shared launch of every matmul: shape checks, the uniform block and the grid.
 
-use super::batched::MatrixLayout;
+use super::layout::MatrixLayout;
 use super::tiling::Tiling;
 use super::{FLAG_ACCUMULATE, FLAG_BIAS, FLAG_PAIRS, MatmulKernel, MatmulOpts, ROUND_SHIFT};
 use crate::dtype::Storage;
@@ -8,30 +8,34 @@ use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuContext, Kernel};
 use crate::tensor::Tensor;
 
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    m: u32,
-    n: u32,
-    k: u32,
-    flags: u32,
-    a_off: u32,
-    a_ld: u32,
-    b_off: u32,
-    b_ld: u32,
-    c_off: u32,
-    c_ld: u32,
-    batch_inner: u32,
-    batches: u32,
-    m_tiles: u32,
-    a_s0: u32,
-    a_s1: u32,
-    b_s0: u32,
-    b_s1: u32,
-    c_s0: u32,
-    c_s1: u32,
-    /// `matmul_direct_narrow`: threads per row group (a power of two); 0 for other bodies.
-    lanes: u32,
+crate::wgsl_struct! {
+    pub(super) struct Params {
+        m: u32,
+        n: u32,
+        k: u32,
+        /// FLAG_ACCUMULATE | FLAG_BIAS | FLAG_PAIRS | rounding << ROUND_SHIFT
+        flags: u32,
+        /// Layouts (elements): offset and row stride of a, b and c.
+        a_off: u32,
+        a_ld: u32,
+        b_off: u32,
+        b_ld: u32,
+        c_off: u32,
+        c_ld: u32,
+        /// Batch: z = (z0, z1), flat zf = z0 * batch_inner + z1, zf < batches. The grid's z
+        /// dimension walks zf; past 65535 batches the rest folds into y (y = m tile + m_tiles * hi).
+        batch_inner: u32,
+        batches: u32,
+        m_tiles: u32,
+        a_s0: u32,
+        a_s1: u32,
+        b_s0: u32,
+        b_s1: u32,
+        c_s0: u32,
+        c_s1: u32,
+        /// `matmul_direct_narrow`: threads per row group (a power of two); 0 for other bodies.
+        lanes: u32,
+    }
 }
 
 fn dims2(what: &str, t: &Tensor) -> Result<(usize, usize)> {

@@ -9,24 +9,39 @@
 //!
 //! - `tiling`: launch shapes of each body per input storage
 //! - `launch`: shape checks, the uniform block and the grid, shared by every entry point
-//! - `batched`: strided batched matmul (attention) and its layout checks
+//! - `layout`: where a batch of matrices lives in a tensor, and its checks
+//! - `batched`: strided batched matmul (attention)
 
 mod batched;
 mod launch;
+mod layout;
 mod tiling;
 
-pub use batched::{MatrixLayout, batched_matmul, batched_matmul_with};
+pub use batched::{batched_matmul, batched_matmul_with};
+pub use layout::MatrixLayout;
 
 use crate::dtype::Storage;
 use crate::error::Result;
 use crate::gpu::{Capabilities, GpuContext, Kernel};
-use crate::shader::Variant;
+use crate::shader::{Grid, ShaderDecl, Variant};
 use crate::tensor::Tensor;
 use launch::{Operand, check_shapes, launch};
 use tiling::Tiling;
 
-const SHADER: &str = "matmul";
-const COOP_SHADER: &str = "matmul_coop";
+/// The SIMT bodies (direct and tiled).
+pub static SHADER: ShaderDecl = ShaderDecl {
+    name: "matmul",
+    source: include_str!("../../../shaders/matmul.wgsl"),
+    structs: &[launch::Params::WGSL],
+    variants: simt_variants,
+};
+/// The cooperative-matrix body (tensor cores).
+pub static COOP_SHADER: ShaderDecl = ShaderDecl {
+    name: "matmul_coop",
+    source: include_str!("../../../shaders/matmul_coop.wgsl"),
+    structs: &[launch::Params::WGSL],
+    variants: coop_variants,
+};
 const FLAG_ACCUMULATE: u32 = 1;
 const FLAG_BIAS: u32 = 2;
 const FLAG_PAIRS: u32 = 4;
@@ -155,61 +170,46 @@ pub fn flops(m: usize, n: usize, k: usize) -> f64 {
     2.0 * m as f64 * n as f64 * k as f64
 }
 
-/// Every variant [`matmul`] may compile: the SIMT bodies with the four transpose
-/// combinations and every storage of a, b, c and bias within one f16 world (native or
-/// packed; the two never meet in one call), and the cooperative body on native f16 inputs.
-pub fn variants() -> Result<Vec<Variant>> {
-    let worlds = [
-        [Storage::F32, Storage::F16, Storage::BF16],
-        [Storage::F32, Storage::F16Packed, Storage::BF16],
-    ];
-    let mut combos = std::collections::BTreeSet::new();
-    for world in worlds {
-        for a in world {
-            for b in world {
-                for c in world {
-                    for bias in world {
-                        combos.insert([a, b, c, bias]);
-                    }
+/// The SIMT bodies with the four transpose combinations and every storage of a, b, c and
+/// bias within one f16 world (native or packed; the two never meet in one call).
+fn simt_variants(shader: &'static ShaderDecl) -> Result<Vec<Variant>> {
+    let grid = Grid::new()
+        .each(&["a"])
+        .each(&["b"])
+        .each(&["c"])
+        .each(&["bias"])
+        .one_f16_storage();
+    grid.variants_with(shader, |storages| {
+        let mut consts = Vec::new();
+        for kernel in [MatmulKernel::Tiled, MatmulKernel::Direct] {
+            let tiling = Tiling::choose(kernel, storages.storage("a"), storages.storage("b"));
+            for trans_a in [false, true] {
+                for trans_b in [false, true] {
+                    consts.push(tiling.consts(trans_a, trans_b));
                 }
             }
         }
-    }
+        consts
+    })
+}
+
+/// The cooperative body: native f16 inputs, f16 or f32 output and bias, on subgroups of 32
+/// (NVIDIA; other fixed sizes differ only in the workgroup size).
+fn coop_variants(shader: &'static ShaderDecl) -> Result<Vec<Variant>> {
     let mut v = Vec::new();
-    // The cooperative body: native f16 inputs, f16 or f32 output and bias, on subgroups of 32
-    // (NVIDIA; other fixed sizes differ only in the workgroup size).
     for c in [Storage::F16, Storage::F32] {
         for bias in [Storage::F16, Storage::F32] {
             for trans_a in [false, true] {
                 for trans_b in [false, true] {
                     v.push(Variant::new(
-                        COOP_SHADER,
+                        shader,
                         &[
-                            ("a".into(), Storage::F16),
-                            ("b".into(), Storage::F16),
-                            ("c".into(), c),
-                            ("bias".into(), bias),
+                            ("a", Storage::F16),
+                            ("b", Storage::F16),
+                            ("c", c),
+                            ("bias", bias),
                         ],
                         &Tiling::coop(32).consts(trans_a, trans_b),
-                    )?);
-                }
-            }
-        }
-    }
-    for kernel in [MatmulKernel::Tiled, MatmulKernel::Direct] {
-        for [a, b, c, bias] in &combos {
-            let tiling = Tiling::choose(kernel, *a, *b);
-            for trans_a in [false, true] {
-                for trans_b in [false, true] {
-                    v.push(Variant::new(
-                        SHADER,
-                        &[
-                            ("a".into(), *a),
-                            ("b".into(), *b),
-                            ("c".into(), *c),
-                            ("bias".into(), *bias),
-                        ],
-                        &tiling.consts(trans_a, trans_b),
                     )?);
                 }
             }
@@ -223,9 +223,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn variant_list_has_no_duplicates() {
-        let v = variants().unwrap();
-        let keys: std::collections::BTreeSet<_> = v.iter().map(|v| v.key()).collect();
-        assert_eq!(keys.len(), v.len());
+    fn variant_lists_have_no_duplicates() {
+        for shader in [&SHADER, &COOP_SHADER] {
+            let v = (shader.variants)(shader).unwrap();
+            let keys: std::collections::BTreeSet<_> = v.iter().map(|v| v.key()).collect();
+            assert_eq!(keys.len(), v.len(), "{}", shader.name);
+        }
     }
 }

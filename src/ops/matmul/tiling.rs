@@ -3,11 +3,12 @@
 use super::{COOP_SHADER, MatmulKernel, SHADER};
 use crate::dtype::Storage;
 use crate::gpu::KernelDesc;
+use crate::shader::ShaderDecl;
 
 /// Launch shape of one kernel body for one input storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Tiling {
-    pub(super) shader: &'static str,
+    pub(super) shader: &'static ShaderDecl,
     pub(super) entry: &'static str,
     pub(super) wg_x: u32,
     pub(super) wg_y: u32,
@@ -30,7 +31,7 @@ impl Tiling {
         let sixteen_bit = a != Storage::F32 && b != Storage::F32;
         match kernel {
             MatmulKernel::Direct => Tiling {
-                shader: SHADER,
+                shader: &SHADER,
                 entry: "matmul_direct",
                 wg_x: 64,
                 wg_y: 1,
@@ -41,7 +42,7 @@ impl Tiling {
             },
             MatmulKernel::Coop => Tiling::coop(32),
             MatmulKernel::Tiled | MatmulKernel::Auto => Tiling {
-                shader: SHADER,
+                shader: &SHADER,
                 entry: "matmul_tiled",
                 wg_x: 16,
                 wg_y: 16,
@@ -57,7 +58,7 @@ impl Tiling {
     /// invocations: 4 subgroups per workgroup, 64×64 output tiles, k slices of 32.
     pub(super) fn coop(subgroup: u32) -> Tiling {
         Tiling {
-            shader: COOP_SHADER,
+            shader: &COOP_SHADER,
             entry: "matmul_coop",
             wg_x: 4 * subgroup,
             wg_y: 1,

@@ -6,22 +6,9 @@ use std::io::{ErrorKind, Write};
 use std::path::Path;
 
 use super::disk_full::{self, Fault};
-use super::save_target::resolve_save_target;
+use super::save_target::{parent_dir, resolve_save_target, temp_prefix};
 use crate::error::{Error, Result};
 use crate::gpu::human_bytes;
-
-/// The prefix of `path`'s temp files (`.{name}.tmp-{pid}`).
-pub(super) fn temp_prefix(path: &Path) -> String {
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    format!(".{name}.tmp-")
-}
-
-/// The directory `path` is in (`.` for a bare file name).
-pub(super) fn parent_dir(path: &Path) -> &Path {
-    path.parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-}
 
 /// Write `bytes` to `path` atomically: a crash at any point leaves either the old file or
 /// the new one, never a torn one; a symlink to a regular file is written through. `save_needs` is what the whole save writes (this file
@@ -139,4 +126,11 @@ pub(super) fn remove_stale_temp_files(dir: &Path, prefix: &str) {
             let _ = std::fs::remove_file(&path);
         }
     }
+}
+
+/// Writes a report file (`compare`'s JSON and chart) atomically, as checkpoints are: the
+/// target checked again, a temp file, fsync, rename; a failed write leaves the old file.
+pub fn save_file(path: &Path, bytes: &[u8], what: &str) -> Result<()> {
+    let target = resolve_save_target(path, what)?;
+    write_atomic(&target, bytes, bytes.len() as u64, |_| Ok(()))
 }

@@ -116,7 +116,7 @@ pub(super) fn read(
             "{what}: moments file `{file}` is not a plain file name"
         ));
     }
-    let path = super::atomic::parent_dir(checkpoint).join(file);
+    let path = super::save_target::parent_dir(checkpoint).join(file);
     let bytes = std::fs::read(&path).map_err(|e| {
         format!(
             "{what}: its optimizer state is in `{}`, which cannot be read ({e}); copy that \
@@ -138,7 +138,7 @@ pub(super) fn read(
 /// Remove the checkpoint's moments files other than `keep`, and their writers' stale temp
 /// files (after a save: the previous save's file, and any a crash left unnamed).
 pub(super) fn remove_others(checkpoint: &Path, keep: Option<&str>) {
-    let dir = super::atomic::parent_dir(checkpoint);
+    let dir = super::save_target::parent_dir(checkpoint);
     let name = checkpoint.file_name().unwrap_or_default().to_string_lossy();
     let prefix = prefix(&name);
     if let Ok(entries) = std::fs::read_dir(dir) {
@@ -157,7 +157,7 @@ pub(super) fn remove_others(checkpoint: &Path, keep: Option<&str>) {
 /// the named one and this save's own. (Without this, a kill between this save's rename and
 /// its clean-up left three.) Nothing is removed when the checkpoint's header cannot be read.
 pub(super) fn remove_unnamed(checkpoint: &Path) {
-    let dir = super::atomic::parent_dir(checkpoint);
+    let dir = super::save_target::parent_dir(checkpoint);
     let name = checkpoint.file_name().unwrap_or_default().to_string_lossy();
     let prefix = prefix(&name);
     let count = std::fs::read_dir(dir).map_or(0, |entries| {

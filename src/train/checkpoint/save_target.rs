@@ -8,7 +8,6 @@ use std::fs::{FileType, Metadata};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use super::atomic;
 use crate::error::{Error, Result};
 
 /// Checks `path` as a save target before a run starts (the CLI's `--save`, `--metrics`,
@@ -19,12 +18,8 @@ use crate::error::{Error, Result};
 /// created (a temp file is made and removed to find out).
 pub fn check_save_target(path: &Path, what: &str) -> Result<PathBuf> {
     let target = resolve_save_target(path, what)?;
-    let dir = atomic::parent_dir(&target);
-    let probe = dir.join(format!(
-        "{}{}",
-        atomic::temp_prefix(&target),
-        std::process::id()
-    ));
+    let dir = parent_dir(&target);
+    let probe = dir.join(format!("{}{}", temp_prefix(&target), std::process::id()));
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -65,7 +60,7 @@ pub(super) fn resolve_save_target(path: &Path, what: &str) -> Result<PathBuf> {
         }
         Ok(m) => return Err(refuse(path, what, &format!("is {}", kind(&m)))),
     };
-    let dir = atomic::parent_dir(&target);
+    let dir = parent_dir(&target);
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => Ok(target),
         Ok(_) => Err(refuse(
@@ -121,9 +116,15 @@ fn special_kind(_: &FileType) -> &'static str {
     "not a regular file"
 }
 
-/// Writes a report file (`compare`'s JSON and chart) atomically, as checkpoints are: the
-/// target checked again, a temp file, fsync, rename; a failed write leaves the old file.
-pub fn save_file(path: &Path, bytes: &[u8], what: &str) -> Result<()> {
-    let target = resolve_save_target(path, what)?;
-    atomic::write_atomic(&target, bytes, bytes.len() as u64, |_| Ok(()))
+/// The prefix of `path`'s temp files (`.{name}.tmp-{pid}`).
+pub(super) fn temp_prefix(path: &Path) -> String {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    format!(".{name}.tmp-")
+}
+
+/// The directory `path` is in (`.` for a bare file name).
+pub(super) fn parent_dir(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
 }

@@ -9,14 +9,15 @@
 use std::cell::OnceCell;
 use std::sync::Arc;
 
-use super::buffers::{GradientArena, Scratch};
-use super::layers::{Backward, Layer, cast};
-use super::model::NamedLayer;
-use super::params::ParamStore;
+use super::named::NamedLayer;
+use super::{Backward, Layer};
 use crate::amp::policy::Policy;
 use crate::error::Result;
 use crate::gpu::{GpuContext, Kernel};
+use crate::nn::buffers::{GradientArena, Scratch};
+use crate::nn::params::ParamStore;
 use crate::ops::dropout::{DropoutKey, DropoutState};
+use crate::ops::elementwise;
 use crate::tensor::{DType, Tensor};
 
 /// What the forward recorded for one op (a layer, or a cast autocast inserted).
@@ -57,7 +58,7 @@ pub struct ForwardPlan<'a> {
 }
 
 /// `parent.name`, or `name` at the top (an empty name adds nothing: a residual).
-pub(super) fn join(parent: &str, name: &str) -> String {
+pub(in crate::nn) fn join(parent: &str, name: &str) -> String {
     match (parent.is_empty(), name.is_empty()) {
         (_, true) => parent.to_string(),
         (true, false) => name.to_string(),
@@ -70,7 +71,7 @@ fn grad_bytes(t: &Tensor) -> u64 {
 }
 
 impl<'a> ForwardPlan<'a> {
-    pub(super) fn new(
+    pub(in crate::nn) fn new(
         ctx: &'a GpuContext,
         store: &'a ParamStore,
         policy: &'a Policy,
@@ -95,12 +96,12 @@ impl<'a> ForwardPlan<'a> {
 
     /// The kernels, the scratch buffers for the backward to share, and the dropout state
     /// when a layer asked for it.
-    pub(super) fn finish(self) -> (Vec<Kernel>, Scratch, Option<Arc<DropoutState>>) {
+    pub(in crate::nn) fn finish(self) -> (Vec<Kernel>, Scratch, Option<Arc<DropoutState>>) {
         (self.kernels, self.scratch, self.dropout.into_inner())
     }
 
     /// The largest gradient buffer the backward needs (the output's gradient included).
-    pub(super) fn largest_grad(&self, output: &Tensor) -> u64 {
+    pub(in crate::nn) fn largest_grad(&self, output: &Tensor) -> u64 {
         self.largest_grad.max(grad_bytes(output))
     }
 
@@ -132,7 +133,7 @@ impl<'a> ForwardPlan<'a> {
         // Casts convert activations; ids (an embedding's tokens) go in as they are.
         if self.dtype != x.dtype() && x.dtype().is_float() {
             let wants = self.seen_params;
-            let (y, backward) = cast::forward(self, x.clone(), self.dtype)?;
+            let (y, backward) = cast_forward(self, x.clone(), self.dtype)?;
             self.record(tape, std::mem::replace(&mut x, y), wants, backward);
         }
         // Whether this layer's input needs a gradient is decided by what came before it,
@@ -246,7 +247,7 @@ pub struct BackwardPlan<'a> {
 }
 
 impl<'a> BackwardPlan<'a> {
-    pub(super) fn new(
+    pub(in crate::nn) fn new(
         ctx: &'a GpuContext,
         store: &'a ParamStore,
         dropout: Option<Arc<DropoutState>>,
@@ -265,7 +266,7 @@ impl<'a> BackwardPlan<'a> {
         }
     }
 
-    pub(super) fn into_kernels(self) -> Vec<Kernel> {
+    pub(in crate::nn) fn into_kernels(self) -> Vec<Kernel> {
         self.kernels
     }
 
@@ -356,4 +357,36 @@ impl<'a> BackwardPlan<'a> {
 /// Whether two tensors view the same buffer.
 pub(crate) fn same_buffer(a: &Tensor, b: &Tensor) -> bool {
     Arc::ptr_eq(a.buffer(), b.buffer())
+}
+
+// ---- the cast autocast inserts ------------------------------------------------------------
+// In front of a layer whose compute dtype differs from its input's (`f32 → f16` before a
+// Linear under amp-f16, `f16 → f32` before the loss): not a JSON layer, the plan inserts it
+// from the policy. Its backward casts the gradient back.
+
+/// `y = x` converted to `dtype` (round to nearest even, overflow to ±inf).
+fn cast_forward(
+    f: &mut ForwardPlan<'_>,
+    x: Tensor,
+    dtype: DType,
+) -> Result<(Tensor, Box<dyn Backward>)> {
+    let y = Tensor::zeros(f.ctx(), x.shape(), dtype);
+    f.push(elementwise::cast(f.ctx(), &x, &y)?);
+    Ok((y, Box::new(CastBackward { x })))
+}
+
+struct CastBackward {
+    x: Tensor,
+}
+
+impl Backward for CastBackward {
+    /// `dx = dy` converted back to the input's dtype.
+    fn backward(&self, b: &mut BackwardPlan<'_>, dy: Tensor) -> Result<Option<Tensor>> {
+        if !b.wants_input_grad() {
+            return Ok(None);
+        }
+        let dx = b.input_grad(&self.x)?;
+        b.push(elementwise::cast(b.ctx(), &dy, &dx)?);
+        Ok(Some(dx))
+    }
 }

@@ -1,8 +1,8 @@
 //! The precision map, walked without the GPU: each layer in the order the forward plans it,
 //! with the dtype it computes in and the casts autocast inserts.
 
-use super::layers::Layer;
-use super::model::NamedLayer;
+use super::Layer;
+use super::named::NamedLayer;
 use crate::amp::policy::{Op, Policy, PrecisionRow};
 use crate::tensor::DType;
 
@@ -15,7 +15,7 @@ pub struct PrecisionWalk<'a> {
 }
 
 impl<'a> PrecisionWalk<'a> {
-    pub(super) fn new(policy: &'a Policy) -> Self {
+    pub(in crate::nn) fn new(policy: &'a Policy) -> Self {
         Self {
             policy,
             path: String::new(),
@@ -23,7 +23,7 @@ impl<'a> PrecisionWalk<'a> {
         }
     }
 
-    pub(super) fn finish(self) -> Vec<PrecisionRow> {
+    pub(in crate::nn) fn finish(self) -> Vec<PrecisionRow> {
         self.rows
     }
 
@@ -52,7 +52,7 @@ impl<'a> PrecisionWalk<'a> {
     }
 
     /// A row for an op outside the layers (the loss).
-    pub(super) fn run_op(&mut self, name: &str, op: Op, x: DType) -> DType {
+    pub(in crate::nn) fn run_op(&mut self, name: &str, op: Op, x: DType) -> DType {
         let row = self.policy.row(self.rows.len(), name, op, x, false);
         let out = row.output_dtype;
         self.rows.push(row);

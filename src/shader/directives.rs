@@ -1,0 +1,262 @@
+//! The directives of a shader source that paste text (`#include`, `#struct`), and the text
+//! a variant is specialised into.
+
+use super::Variant;
+use super::tensor::{NATIVE_F16_HELPERS, code, tensor_wgsl};
+use crate::error::{Error, Result};
+
+const PRELUDE: &str = include_str!("../../shaders/prelude.wgsl");
+
+/// WGSL that shaders pull in with `#include NAME` (from `shaders/include/`).
+pub const INCLUDES: &[(&str, &str)] = &[
+    (
+        "workgroup_reduce",
+        include_str!("../../shaders/include/workgroup_reduce.wgsl"),
+    ),
+    (
+        "scaler_state",
+        include_str!("../../shaders/include/scaler_state.wgsl"),
+    ),
+    (
+        "matmul_common",
+        include_str!("../../shaders/include/matmul_common.wgsl"),
+    ),
+];
+
+fn shader_error(shader: &str, message: String) -> Error {
+    Error::Shader {
+        name: shader.into(),
+        message,
+    }
+}
+
+/// The argument of a one-word directive line (`#include NAME`, `#struct NAME`).
+fn directive_name<'a>(shader: &str, line: &'a str, directive: &str) -> Result<&'a str> {
+    match code(line).split_whitespace().collect::<Vec<_>>()[..] {
+        [d, name] if d == directive => Ok(name),
+        _ => Err(shader_error(
+            shader,
+            format!("bad directive `{line}` (want `{directive} NAME`)"),
+        )),
+    }
+}
+
+/// The text of `#include NAME`, once per shader: a second include of the same file would
+/// define everything twice.
+fn include(shader: &str, line: &str, included: &mut Vec<String>) -> Result<&'static str> {
+    let name = directive_name(shader, line, "#include")?;
+    let (_, text) = INCLUDES.iter().find(|(n, _)| *n == name).ok_or_else(|| {
+        shader_error(
+            shader,
+            format!("no include `{name}` (shaders/include/{name}.wgsl)"),
+        )
+    })?;
+    if included.iter().any(|n| n == name) {
+        return Err(shader_error(shader, format!("`{name}` is included twice")));
+    }
+    included.push(name.to_string());
+    Ok(text)
+}
+
+/// An `enable ...;` directive line of a shader source.
+fn is_enable(line: &str) -> bool {
+    line.trim_start().starts_with("enable ")
+}
+
+/// The full WGSL text of a variant: enables, constants, the prelude, the tensors' helpers,
+/// then the source with its includes and structs pasted in place of their directives.
+pub(super) fn specialise(variant: &Variant) -> Result<String> {
+    let decl = variant.decl;
+    let src = decl.source;
+    let mut out = String::new();
+    if variant.uses_native_f16() {
+        out.push_str("enable f16;\n");
+    }
+    // A shader's own `enable` directives (cooperative matrices) must precede every
+    // declaration: they move to the top and stay as comments in place.
+    for line in src.lines().filter(|l| is_enable(l)) {
+        out.push_str(line.trim());
+        out.push('\n');
+    }
+    for (name, value) in &variant.consts {
+        out.push_str(&format!("const {name} = {value};\n"));
+    }
+    out.push_str(PRELUDE);
+    if variant.uses_native_f16() {
+        out.push_str(NATIVE_F16_HELPERS);
+    }
+    for (tensor, storage) in &variant.storages {
+        out.push_str(&tensor_wgsl(tensor, *storage));
+    }
+    let mut pasted = Pasted::default();
+    paste(decl.name, src, variant, &mut pasted, &mut out)?;
+    if let Some(unused) = decl
+        .structs
+        .iter()
+        .find(|s| !pasted.structs.contains(&s.name))
+    {
+        return Err(shader_error(
+            decl.name,
+            format!(
+                "struct `{}` is declared but no `#struct` pulls it in",
+                unused.name
+            ),
+        ));
+    }
+    Ok(out)
+}
+
+/// Includes and structs already pasted into one variant.
+#[derive(Default)]
+struct Pasted {
+    includes: Vec<String>,
+    structs: Vec<&'static str>,
+}
+
+/// `text` into `out`, directives commented out and followed by what they stand for.
+fn paste(
+    shader: &str,
+    text: &str,
+    variant: &Variant,
+    pasted: &mut Pasted,
+    out: &mut String,
+) -> Result<()> {
+    for line in text.lines() {
+        let directive = code(line);
+        let is_directive = ["#tensor", "#include", "#struct"]
+            .iter()
+            .any(|d| directive.starts_with(d));
+        if is_directive || is_enable(line) {
+            out.push_str("// ");
+        }
+        out.push_str(line);
+        out.push('\n');
+        if directive.starts_with("#include") {
+            let included = include(shader, directive, &mut pasted.includes)?;
+            paste(shader, included, variant, pasted, out)?;
+        } else if directive.starts_with("#struct") {
+            let name = directive_name(shader, directive, "#struct")?;
+            let decl = variant.decl.structs.iter().find(|s| s.name == name);
+            let decl = decl.ok_or_else(|| {
+                shader_error(
+                    shader,
+                    format!("`#struct {name}`: the shader's declaration lists no struct `{name}`"),
+                )
+            })?;
+            if pasted.structs.contains(&decl.name) {
+                return Err(shader_error(
+                    shader,
+                    format!("`#struct {name}` appears twice"),
+                ));
+            }
+            pasted.structs.push(decl.name);
+            out.push_str(decl.wgsl);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Grid, ShaderDecl, StructDecl};
+    use super::*;
+    use crate::dtype::Storage;
+
+    crate::wgsl_struct! {
+        struct Sizes {
+            n: u32,
+            scale: f32,
+        }
+    }
+
+    static REDUCE_LIKE: ShaderDecl = ShaderDecl {
+        name: "reduce_like",
+        source: "#tensor x 1 read\n#tensor out 2 read_write\nconst WG: u32 = 64u;\n\
+                 @group(0) @binding(3) var<storage, read_write> partials: array<f32>;\n\
+                 #struct Sizes\n@group(0) @binding(0) var<uniform> sizes: Sizes;\n\
+                 #include workgroup_reduce\n\
+                 @compute @workgroup_size(WG)\nfn main(@builtin(local_invocation_index) lid: u32) {\n\
+                 let total = workgroup_sum(lid, x_load(lid) * sizes.scale);\n\
+                 if (lid == 0u) { out_store(0u, total); }\n}\n",
+        structs: &[Sizes::WGSL],
+        variants: |shader| Grid::new().each(&["x"]).variants(shader, &[]),
+    };
+
+    fn variant(decl: &'static ShaderDecl) -> Variant {
+        Variant::new(decl, &[("x", Storage::F16Packed)], &[]).unwrap()
+    }
+
+    #[test]
+    fn include_and_struct_paste_their_text_once_in_place_of_the_directive() {
+        let src = variant(&REDUCE_LIKE).specialise().unwrap();
+        assert_eq!(src.matches("fn tree_sum(").count(), 1);
+        assert!(src.contains("// #include workgroup_reduce\n"));
+        let directive = src.find("#include workgroup_reduce").unwrap();
+        assert!(src.find("fn tree_sum(").unwrap() > directive);
+        assert!(
+            src.contains("// #struct Sizes\nstruct Sizes {\n    n: u32,\n    scale: f32,\n}\n"),
+            "{src}"
+        );
+        validate_ok(&src);
+    }
+
+    fn validate_ok(src: &str) {
+        super::super::validate("test", src).expect("the pasted text validates");
+    }
+
+    #[test]
+    fn unknown_malformed_or_repeated_includes_are_errors() {
+        let mut seen = Vec::new();
+        let err = include("s", "#include nothing_here", &mut seen).unwrap_err();
+        assert!(
+            err.to_string().contains("no include `nothing_here`"),
+            "{err}"
+        );
+        let err = include("s", "#include", &mut seen).unwrap_err();
+        assert!(err.to_string().contains("want `#include NAME`"), "{err}");
+        include("s", "#include workgroup_reduce", &mut seen).unwrap();
+        let err = include("s", "#include workgroup_reduce", &mut seen).unwrap_err();
+        assert!(err.to_string().contains("included twice"), "{err}");
+    }
+
+    static MISSING_STRUCT: ShaderDecl = ShaderDecl {
+        name: "missing_struct",
+        source: "#tensor x 1 read\n#struct Params\n",
+        structs: &[],
+        variants: |shader| Grid::new().variants(shader, &[]),
+    };
+    static UNUSED_STRUCT: ShaderDecl = ShaderDecl {
+        name: "unused_struct",
+        source: "#tensor x 1 read\n",
+        structs: &[Sizes::WGSL],
+        variants: |shader| Grid::new().variants(shader, &[]),
+    };
+    static TWICE_STRUCT: ShaderDecl = ShaderDecl {
+        name: "twice_struct",
+        source: "#tensor x 1 read\n#struct Sizes\n#struct Sizes\n",
+        structs: &[Sizes::WGSL],
+        variants: |shader| Grid::new().variants(shader, &[]),
+    };
+
+    #[test]
+    fn a_struct_the_declaration_lacks_leaves_out_or_repeats_is_an_error() {
+        let err = |decl: &'static ShaderDecl| variant(decl).specialise().unwrap_err().to_string();
+        let e = err(&MISSING_STRUCT);
+        assert!(e.contains("lists no struct `Params`"), "{e}");
+        let e = err(&UNUSED_STRUCT);
+        assert!(e.contains("`Sizes` is declared but no `#struct`"), "{e}");
+        let e = err(&TWICE_STRUCT);
+        assert!(e.contains("appears twice"), "{e}");
+    }
+
+    #[test]
+    fn the_struct_text_is_the_rust_fields_in_order() {
+        let decl: StructDecl = Sizes::WGSL;
+        assert_eq!(decl.name, "Sizes");
+        assert_eq!(decl.size, std::mem::size_of::<Sizes>());
+        assert_eq!(
+            decl.wgsl,
+            "struct Sizes {\n    n: u32,\n    scale: f32,\n}\n"
+        );
+    }
+}

@@ -1,0 +1,71 @@
+//! naga: validation of a specialised source, and the resources an entry point binds.
+
+use crate::error::{Error, Result};
+
+/// Parse and validate WGSL with naga (all capabilities this project may use).
+pub fn validate(name: &str, src: &str) -> Result<(naga::Module, naga::valid::ModuleInfo)> {
+    let module = naga::front::wgsl::parse_str(src).map_err(|e| Error::Shader {
+        name: name.into(),
+        message: e.emit_to_string(src),
+    })?;
+    let info = naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::SHADER_FLOAT16
+            | naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32
+            | naga::valid::Capabilities::SUBGROUP
+            | naga::valid::Capabilities::COOPERATIVE_MATRIX,
+    )
+    .validate(&module)
+    .map_err(|e| Error::Shader {
+        name: name.into(),
+        message: e.emit_to_string(src),
+    })?;
+    Ok((module, info))
+}
+
+/// The globals entry point `entry` uses (None: no such entry point).
+fn used_globals<'m>(
+    module: &'m naga::Module,
+    info: &naga::valid::ModuleInfo,
+    entry: &str,
+) -> Option<Vec<&'m naga::GlobalVariable>> {
+    let index = module.entry_points.iter().position(|e| e.name == entry)?;
+    let fi = info.get_entry_point(index);
+    Some(
+        module
+            .global_variables
+            .iter()
+            .filter(|(h, _)| !fi[*h].is_empty())
+            .map(|(_, g)| g)
+            .collect(),
+    )
+}
+
+/// Name and binding of each resource that entry point `entry` uses (None: no such entry).
+pub fn used_bindings(
+    module: &naga::Module,
+    info: &naga::valid::ModuleInfo,
+    entry: &str,
+) -> Option<Vec<(String, u32)>> {
+    let globals = used_globals(module, info, entry)?;
+    Some(
+        globals
+            .into_iter()
+            .filter_map(|g| Some((g.name.clone()?, g.binding.as_ref()?.binding)))
+            .collect(),
+    )
+}
+
+/// Storage buffers an entry point binds (counted against the adapter's
+/// `max_storage_buffers_per_shader_stage`: 8 on WebGPU, as few as 4 on old GLES 3.1 devices).
+pub fn storage_buffers_used(
+    module: &naga::Module,
+    info: &naga::valid::ModuleInfo,
+    entry: &str,
+) -> Option<u32> {
+    let globals = used_globals(module, info, entry)?;
+    let storage = globals
+        .iter()
+        .filter(|g| matches!(g.space, naga::AddressSpace::Storage { .. }));
+    Some(storage.count() as u32)
+}
