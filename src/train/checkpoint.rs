@@ -32,6 +32,7 @@ pub use optimizer_state::{MomentsFileRef, NamedOptimizerState, decode_f32, encod
 pub use save_pause::SAVE_PAUSE_ENV;
 #[cfg(not(target_arch = "wasm32"))]
 use save_pause::pause_before_rename;
+#[cfg(not(target_arch = "wasm32"))]
 pub use save_target::check_save_target;
 
 use std::collections::HashMap;
