@@ -17,6 +17,7 @@ mod sample;
 mod train;
 
 use clap::{Args, Parser, Subcommand};
+use webgpu_amp::nn::AttentionKernel;
 use webgpu_amp::train::Setting;
 use webgpu_amp::{BackendChoice, F16StorageChoice, GpuOptions};
 
@@ -76,6 +77,21 @@ impl DeviceArgs {
         };
         o.apply_env()?;
         Ok(o)
+    }
+}
+
+/// How a GPT's attention runs, for every subcommand that plans one.
+#[derive(Args, Clone, Debug)]
+pub struct AttentionArgs {
+    /// fused (one kernel per pass, no [B, nh, T, T] buffer: FlashAttention-2's shape) or
+    /// unfused (nanoGPT's manual path, keeping the attention probabilities for the backward).
+    #[arg(long, default_value = "fused", value_parser = AttentionKernel::NAMES)]
+    pub attention: String,
+}
+
+impl AttentionArgs {
+    pub fn kernel(&self) -> webgpu_amp::Result<AttentionKernel> {
+        AttentionKernel::parse(&self.attention)
     }
 }
 

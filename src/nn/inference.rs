@@ -63,7 +63,7 @@ impl ForwardNetwork {
                 "batch size must be at least 1".into(),
             ));
         }
-        let mut f = ForwardPlan::new(ctx, store, policy, batch);
+        let mut f = ForwardPlan::new(ctx, store, policy, batch, spec.attention);
         let input = Tensor::zeros(ctx, &f.batched(&spec.input_shape), spec.input_dtype());
         let (output, tape) = f.run_layers(&spec.layers, input.clone())?;
         let largest_grad = f.largest_grad(&output);

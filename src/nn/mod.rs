@@ -27,6 +27,7 @@ pub mod presets;
 
 pub use builder::SequentialBuilder;
 pub use gpt::GptConfig;
+pub use layers::attention::AttentionKernel;
 pub use layers::{Layer, LayerConfig, NamedLayer, ParamSpec, init_bound};
 pub use loss::LossKind;
 pub use model::ModelSpec;

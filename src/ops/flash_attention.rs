@@ -176,6 +176,11 @@ fn plan(op: &'static str, p: &FlashParams, tensors: &[(&str, &Tensor, usize)]) -
         "B · T · 3C",
         b.checked_mul(t).and_then(|n| n.checked_mul(3 * c)),
     )?;
+    if p.dropout.is_some() {
+        // The mask's element index (bh·T + i)·T + j is a u32, as the unfused path's.
+        let n = (b * nh).checked_mul(t).and_then(|n| n.checked_mul(t));
+        u32_of(op, "attention dropout over B · nh · T · T", n)?;
+    }
     for (name, tensor, numel) in tensors {
         if tensor.numel() != *numel {
             return Err(Error::shape(
@@ -224,9 +229,6 @@ fn plan(op: &'static str, p: &FlashParams, tensors: &[(&str, &Tensor, usize)]) -
                     .to_string(),
             ));
         }
-        // The mask's element index (bh·T + i)·T + j is a u32, as the unfused path's.
-        let n = (b * nh).checked_mul(t).and_then(|n| n.checked_mul(t));
-        u32_of(op, "attention dropout over B · nh · T · T", n)?;
         u.flags |= FLAG_DROPOUT;
         u.threshold = key.threshold();
         u.layer = key.layer;

@@ -105,7 +105,9 @@ impl Generator {
             )));
         };
         // The model on the full block, whatever sequence length it was trained on.
-        let spec = config.model_for(&spec.name, config.block_size)?;
+        let spec = config
+            .model_for(&spec.name, config.block_size)?
+            .with_attention(spec.attention);
         let policy = Policy::new(precision);
         let named: Vec<(String, Vec<usize>)> = spec
             .parameters()

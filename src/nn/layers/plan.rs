@@ -9,6 +9,7 @@
 use std::cell::OnceCell;
 use std::sync::Arc;
 
+use super::attention::AttentionKernel;
 use super::named::NamedLayer;
 use super::{Backward, Layer};
 use crate::amp::policy::Policy;
@@ -44,6 +45,8 @@ pub struct ForwardPlan<'a> {
     /// Made when the first dropout layer asks for it.
     dropout: OnceCell<Arc<DropoutState>>,
     batch: usize,
+    /// How attention layers run (the model's choice).
+    attention: AttentionKernel,
     kernels: Vec<Kernel>,
     /// The layer being planned: its full name and compute dtype.
     path: String,
@@ -76,6 +79,7 @@ impl<'a> ForwardPlan<'a> {
         store: &'a ParamStore,
         policy: &'a Policy,
         batch: usize,
+        attention: AttentionKernel,
     ) -> Self {
         Self {
             ctx,
@@ -83,6 +87,7 @@ impl<'a> ForwardPlan<'a> {
             policy,
             dropout: OnceCell::new(),
             batch,
+            attention,
             kernels: Vec::new(),
             path: String::new(),
             dtype: DType::F32,
@@ -160,6 +165,11 @@ impl<'a> ForwardPlan<'a> {
 
     pub fn ctx(&self) -> &'a GpuContext {
         self.ctx
+    }
+
+    /// How attention layers run in this plan.
+    pub fn attention(&self) -> AttentionKernel {
+        self.attention
     }
 
     /// The dtype the current layer computes in (its input already has it).
