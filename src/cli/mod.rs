@@ -8,6 +8,7 @@ mod distributed;
 mod gui;
 mod info;
 mod out;
+mod plan;
 mod plot;
 mod progress;
 mod recipe;
@@ -44,6 +45,9 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Benchmarks: `bench matmul` (GFLOP/s per storage), `bench step` (ms/step per model and precision).
     Bench(bench::BenchArgs),
+    /// A training step's GPU memory without running it: bytes by kind and the largest
+    /// binding against the adapter's limits (the flags are `train`'s).
+    Plan(plan::PlanArgs),
     /// Open the app: train f16 and f32 paths side by side with the numerics made visible.
     Gui(gui::GuiArgs),
 }
@@ -106,6 +110,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Sample(a) => sample::run(&a),
         Command::Compare(a) => compare::run(&a),
         Command::Bench(a) => bench::run(&a),
+        Command::Plan(a) => plan::run(&a),
         Command::Gui(a) => gui::run(&a),
     };
     match result {
@@ -121,9 +126,10 @@ pub fn main() -> std::process::ExitCode {
 
 /// Library messages say what to change in words; on the command line, name the flags.
 fn flag_names(message: &str) -> String {
-    use webgpu_amp::train::{planning, run};
+    use webgpu_amp::train::{memory, planning, run};
     let flags = [
         (planning::SMALLER_BATCH, "use a smaller --batch-size"),
+        (memory::FUSED_ATTENTION, "use --attention fused"),
         (run::DIVERGED_HINT, "lower --lr or use --clip-grad-norm"),
         (run::PERIODIC_HINT, "(--save-every N keeps periodic ones)"),
         (

@@ -64,7 +64,12 @@ impl ForwardNetwork {
             ));
         }
         let mut f = ForwardPlan::new(ctx, store, policy, batch, spec.attention);
-        let input = Tensor::zeros(ctx, &f.batched(&spec.input_shape), spec.input_dtype());
+        let input = Tensor::zeros_labelled(
+            ctx,
+            "input",
+            &f.batched(&spec.input_shape),
+            ctx.storage_for(spec.input_dtype()),
+        );
         let (output, tape) = f.run_layers(&spec.layers, input.clone())?;
         let largest_grad = f.largest_grad(&output);
         let (kernels, scratch, dropout) = f.finish();

@@ -74,8 +74,8 @@ impl DropoutState {
     /// so far (so a resumed run draws the masks it would have drawn), `training` false makes
     /// every dropout the identity.
     pub fn write(&self, ctx: &GpuContext, seed: u64, counter: u64, training: bool) {
-        ctx.queue.write_buffer(
-            self.buffer.raw(),
+        ctx.write_buffer(
+            &self.buffer,
             0,
             bytemuck::cast_slice(&state_words(seed, counter, training)),
         );

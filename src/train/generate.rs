@@ -214,8 +214,8 @@ impl Generator {
         let mut words = vec![0u32; block];
         words[..tokens.len()].copy_from_slice(tokens);
         let input = &self.net.input;
-        ctx.queue.write_buffer(
-            input.buffer().raw(),
+        ctx.write_buffer(
+            input.buffer(),
             input.byte_offset(),
             bytemuck::cast_slice(&words),
         );

@@ -178,7 +178,7 @@ impl CausalAttention {
     ) -> Result<(Tensor, Box<dyn Backward>)> {
         let t = qkv.shape()[1];
         let y = f.activation(&[t, self.width]);
-        let lse = f.activation_in(&[self.heads, t], DType::F32);
+        let lse = f.named_activation("log-sum-exp", &[self.heads, t], DType::F32);
         let fused = Fused {
             batch: qkv.shape()[0],
             t,
@@ -215,8 +215,8 @@ impl CausalAttention {
         // S is dead once the softmax has read it: one buffer serves every attention layer
         // (and, in the backward, dS).
         let s = f.scratch("attention scores", &scores_shape, f.dtype())?;
-        let p = f.activation_in(&scores_shape, DType::F32);
-        let pd = f.activation(&scores_shape);
+        let p = f.named_activation("probabilities", &scores_shape, DType::F32);
+        let pd = f.named_activation("dropped-out probabilities", &scores_shape, f.dtype());
         let y = f.activation(&[t, self.width]);
         let ctx = f.ctx();
         let softmax = Softmax {

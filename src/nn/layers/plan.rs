@@ -192,7 +192,18 @@ impl<'a> ForwardPlan<'a> {
 
     /// A new activation `[batch, ...per_sample]` in `dtype`.
     pub fn activation_in(&self, per_sample: &[usize], dtype: DType) -> Tensor {
-        Tensor::zeros(self.ctx, &self.batched(per_sample), dtype)
+        self.named_activation("", per_sample, dtype)
+    }
+
+    /// [`Self::activation_in`] with `what` it is named in its buffer's label, after the
+    /// layer (`activation transformer.h.0.attn (probabilities)`).
+    pub fn named_activation(&self, what: &str, per_sample: &[usize], dtype: DType) -> Tensor {
+        let label = match what {
+            "" => format!("activation {}", self.path),
+            what => format!("activation {} ({what})", self.path),
+        };
+        let storage = self.ctx.storage_for(dtype);
+        Tensor::zeros_labelled(self.ctx, &label, &self.batched(per_sample), storage)
     }
 
     /// `[batch, ...per_sample]` in `dtype`, in a buffer shared by every caller that asks for
@@ -380,7 +391,7 @@ fn cast_forward(
     x: Tensor,
     dtype: DType,
 ) -> Result<(Tensor, Box<dyn Backward>)> {
-    let y = Tensor::zeros(f.ctx(), x.shape(), dtype);
+    let y = f.named_activation("cast", &x.shape()[1..], dtype);
     f.push(elementwise::cast(f.ctx(), &x, &y)?);
     Ok((y, Box::new(CastBackward { x })))
 }
