@@ -94,6 +94,11 @@ impl Kernel {
         pass.dispatch_workgroups(self.workgroups[0], self.workgroups[1], self.workgroups[2]);
     }
 
+    /// Every buffer this kernel binds.
+    pub fn buffers(&self) -> &[Arc<GpuBuffer>] {
+        &self._keep
+    }
+
     /// Rewrite the uniform parameters (queued; takes effect at the next submit).
     pub fn set_uniform(&self, ctx: &GpuContext, bytes: &[u8]) {
         if let Some(u) = &self.uniform {

@@ -43,7 +43,7 @@ use crate::error::Result;
 use crate::tensor::{DType, Tensor};
 pub use named::{NamedLayer, ParamSpec};
 pub(crate) use named::{layer_from_json, resolve_layers};
-pub use plan::{BackwardPlan, ForwardPlan};
+pub use plan::{BackwardPlan, ForwardPlan, Like};
 pub use precision::PrecisionWalk;
 
 /// Parses one layer's fields (the object under its key) into its config.
