@@ -49,8 +49,10 @@ def amp_forward(model, x, y):
     return logits, loss
 
 
-def check_amp_semantics(model, x, y):
-    """The PyTorch side's dtypes under amp-f16 are CUDA autocast's (see the docstring)."""
+def check_amp_semantics(model, x, y, manual=True):
+    """The PyTorch side's dtypes under amp-f16 are CUDA autocast's (see nanogpt_compat's
+    docstring). `manual`: nanoGPT's manual attention (one softmax per layer), else its flash
+    path (scaled_dot_product_attention, no softmax call)."""
     seen = {}
     hooks = []
     for name, mod in model.named_modules():
@@ -70,8 +72,9 @@ def check_amp_semantics(model, x, y):
         if dtype != torch.float32:
             bad.append(f"{fname}: {dtype}")
     n_layer = model.config.n_layer
-    if counts.get("softmax", 0) != n_layer or counts.get("layer_norm", 0) != 2 * n_layer + 1:
-        bad.append(f"fp32-list calls {counts}, want {n_layer} softmax and {2 * n_layer + 1} "
+    softmax = n_layer if manual else 0
+    if counts.get("softmax", 0) != softmax or counts.get("layer_norm", 0) != 2 * n_layer + 1:
+        bad.append(f"fp32-list calls {counts}, want {softmax} softmax and {2 * n_layer + 1} "
                    f"layer_norm")
     if logits.dtype != torch.float16:
         bad.append(f"logits {logits.dtype}")
