@@ -20,11 +20,11 @@
 #tensor dy 5 read
 #tensor delta 6 read_write
 #tensor dqkv 7 read_write
+#include logit_class
 #include flash_common
 
-// Rows of q and dy with their lse and delta (dkv), or rows of k and v (dq): one tile.
-var<workgroup> a_tile: array<f32, TILE * HS>;
-var<workgroup> b_tile: array<f32, TILE * HS>;
+// a_tile and b_tile (flash_common) hold rows of q and dy (dkv) or of k and v (dq); the dkv
+// kernel's query rows come with their lse and delta.
 var<workgroup> lse_tile: array<f32, TILE>;
 var<workgroup> delta_tile: array<f32, TILE>;
 
@@ -203,33 +203,6 @@ fn flash_backward_dkv(
 
 // ---- dq: one thread per query row ----------------------------------------------------------------
 
-// Channel d of k (part 1) or v (part 2) of key j0 + jj.
-fn krow(p: Place, part: u32, j0: u32, jj: u32, d: u32) -> f32 {
-    if (TILED) {
-        if (part == 1u) {
-            return a_tile[jj * HS + d];
-        }
-        return b_tile[jj * HS + d];
-    }
-    return qkv_load(qkv_at(p, j0 + jj, part) + d);
-}
-
-// Keys [j0, j0 + TILE) into workgroup memory (zeros past T).
-fn load_key_tile(p: Place, j0: u32, tid: u32) {
-    for (var x = tid; x < TILE * HS; x += WG) {
-        let j = j0 + x / HS;
-        let d = x % HS;
-        var kx = 0.0;
-        var vx = 0.0;
-        if (j < params.t) {
-            kx = qkv_load(qkv_at(p, j, 1u) + d);
-            vx = qkv_load(qkv_at(p, j, 2u) + d);
-        }
-        a_tile[x] = kx;
-        b_tile[x] = vx;
-    }
-}
-
 // Keys j0 + jj, jj < n (all <= i), for query row i.
 fn dq_tile(
     p: Place,
@@ -248,14 +221,14 @@ fn dq_tile(
         var dot = 0.0;
         var dpd = 0.0;
         for (var d = 0u; d < HS; d++) {
-            dot += (*q)[d] * krow(p, 1u, j0, jj, d);
-            dpd += (*g)[d] * krow(p, 2u, j0, jj, d);
+            dot += (*q)[d] * kv(p, 1u, j0, jj, d);
+            dpd += (*g)[d] * kv(p, 2u, j0, jj, d);
         }
         let prob = exp(params.scale * dot - lse_i);
         let dp = mask_apply(mask, e_row + jj, dpd);
         let ds = params.scale * (prob * (dp - delta_i));
         for (var d = 0u; d < HS; d++) {
-            (*dq)[d] += ds * krow(p, 1u, j0, jj, d);
+            (*dq)[d] += ds * kv(p, 1u, j0, jj, d);
         }
     }
 }
@@ -292,7 +265,7 @@ fn flash_backward_dq(
     for (var j0 = 0u; j0 < kend; j0 += TILE) {
         if (TILED) {
             workgroupBarrier();
-            load_key_tile(p, j0, tid);
+            load_kv_tile(p, j0, tid);
             workgroupBarrier();
         }
         if (valid && j0 <= i) {

@@ -16,37 +16,8 @@
 #tensor qkv 1 read
 #tensor y 2 read_write
 #tensor lse 3 read_write
+#include logit_class
 #include flash_common
-
-var<workgroup> k_tile: array<f32, TILE * HS>;
-var<workgroup> v_tile: array<f32, TILE * HS>;
-
-// Key or value channel d of key j0 + jj (part 1: k, 2: v).
-fn kv(p: Place, part: u32, j0: u32, jj: u32, d: u32) -> f32 {
-    if (TILED) {
-        if (part == 1u) {
-            return k_tile[jj * HS + d];
-        }
-        return v_tile[jj * HS + d];
-    }
-    return qkv_load(qkv_at(p, j0 + jj, part) + d);
-}
-
-// The tile of keys and values [j0, j0 + TILE) into workgroup memory (zeros past T).
-fn load_tile(p: Place, j0: u32, tid: u32) {
-    for (var x = tid; x < TILE * HS; x += WG) {
-        let j = j0 + x / HS;
-        let d = x % HS;
-        var kx = 0.0;
-        var vx = 0.0;
-        if (j < params.t) {
-            kx = qkv_load(qkv_at(p, j, 1u) + d);
-            vx = qkv_load(qkv_at(p, j, 2u) + d);
-        }
-        k_tile[x] = kx;
-        v_tile[x] = vx;
-    }
-}
 
 // One query row's online-softmax state.
 struct Row {
@@ -158,7 +129,7 @@ fn flash_forward(
     for (var j0 = 0u; j0 < kend; j0 += TILE) {
         if (TILED) {
             workgroupBarrier();
-            load_tile(p, j0, tid);
+            load_kv_tile(p, j0, tid);
             workgroupBarrier();
         }
         if (valid && j0 <= i) {

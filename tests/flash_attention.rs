@@ -161,6 +161,7 @@ const DROP: Drop = Drop {
 
 #[test]
 fn matches_the_f64_reference_on_every_storage() {
+    let _serial = attention_ref::gl_serial(ctx());
     // T = 1; T below, at and past the tile (64 / hs keys for hs 16 is 64: the workgroup);
     // an odd head size (packed stores at odd offsets); several workgroups per head.
     let shapes = [
@@ -194,11 +195,14 @@ fn matches_the_f64_reference_on_every_storage() {
 
 #[test]
 fn both_bodies_give_the_same_bits_and_runs_repeat() {
+    let _serial = attention_ref::gl_serial(ctx());
     for (name, ctx, dtype) in storages() {
         for d in [dims(2, 2, 67, 16), dims(1, 2, 13, 5)] {
             let qkv = values(d.b * d.t * 3 * d.c(), 3, 2.0, dtype);
             let dy = values(d.b * d.t * d.c(), 4, 1.0, dtype);
-            let outputs: Vec<Outputs> = [FlashBody::Tiled, FlashBody::Rowwise, FlashBody::Tiled]
+            let mut runs = attention_ref::bodies(ctx);
+            runs.push(runs[0]); // a rerun
+            let outputs: Vec<Outputs> = runs
                 .into_iter()
                 .map(|body| {
                     let run = Run {
@@ -213,7 +217,8 @@ fn both_bodies_give_the_same_bits_and_runs_repeat() {
                 })
                 .collect();
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            for (o, label) in [(&outputs[1], "rowwise vs tiled"), (&outputs[2], "rerun")] {
+            let last = outputs.last().expect("runs");
+            for (o, label) in [(&outputs[1], "second body"), (last, "rerun")] {
                 let what = format!("{name} {d:?} {label}");
                 assert_eq!(bits(&o.y), bits(&outputs[0].y), "{what}: y");
                 assert_eq!(bits(&o.lse), bits(&outputs[0].lse), "{what}: lse");
@@ -228,6 +233,7 @@ fn both_bodies_give_the_same_bits_and_runs_repeat() {
 #[test]
 fn backward_matches_finite_differences() {
     let ctx = ctx();
+    let _serial = attention_ref::gl_serial(ctx);
     let d = dims(1, 2, 9, 4);
     let c = d.c();
     let qkv = values(d.t * 3 * c, 41, 1.0, DType::F32);

@@ -19,24 +19,37 @@
 @group(0) @binding(4) var<storage, read> dropout_state: array<u32>;
 
 const FLAG_DROPOUT: u32 = 1u;
-const F32_MAX: f32 = 3.4028234663852886e38;
-const NEG_INF_BITS: u32 = 0xff800000u;
 
-// A quiet NaN computed at run time (a NaN const-expression is a shader-creation error).
-fn nan_of(bits: u32) -> f32 {
-    return bitcast<f32>(bits | 0x7fc00000u);
+// Tiles of TILE rows of two head-sized tensors (k and v; or q and dy) in f32.
+var<workgroup> a_tile: array<f32, TILE * HS>;
+var<workgroup> b_tile: array<f32, TILE * HS>;
+
+// Rows [r0, r0 + TILE) of k and v (parts 1 and 2 of qkv) into a_tile and b_tile (zeros past
+// T): every thread of the workgroup calls it, between barriers.
+fn load_kv_tile(p: Place, r0: u32, tid: u32) {
+    for (var x = tid; x < TILE * HS; x += WG) {
+        let j = r0 + x / HS;
+        let d = x % HS;
+        var kx = 0.0;
+        var vx = 0.0;
+        if (j < params.t) {
+            kx = qkv_load(qkv_at(p, j, 1u) + d);
+            vx = qkv_load(qkv_at(p, j, 2u) + d);
+        }
+        a_tile[x] = kx;
+        b_tile[x] = vx;
+    }
 }
 
-// Classes of a scaled logit: 0 finite, 1 -inf (p = 0), 2 NaN or +inf (poisons the row), as
-// PyTorch's masked_fill(-inf) + softmax treat them.
-fn logit_class(x: f32) -> u32 {
-    if (!is_nonfinite(x)) {
-        return 0u;
+// Channel d of k (part 1) or v (part 2) of key j0 + jj: from the tile when TILED.
+fn kv(p: Place, part: u32, j0: u32, jj: u32, d: u32) -> f32 {
+    if (TILED) {
+        if (part == 1u) {
+            return a_tile[jj * HS + d];
+        }
+        return b_tile[jj * HS + d];
     }
-    if (bitcast<u32>(x) == NEG_INF_BITS) {
-        return 1u;
-    }
-    return 2u;
+    return qkv_load(qkv_at(p, j0 + jj, part) + d);
 }
 
 // Where this workgroup works: (batch * nh + head, block of WG rows or keys), from a grid folded

@@ -20,11 +20,9 @@
 //! order. A cooperative-matrix body (tensor cores) slots in as a third [`FlashBody`] with
 //! its own shader over the same bindings and [`Params`].
 
-use std::sync::Arc;
-
-use super::dropout::{DropoutKey, DropoutState};
+use super::dropout::{DropoutKey, DropoutState, state_or_placeholder};
 use crate::error::{Error, Result};
-use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
+use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::{Grid, ShaderDecl};
 use crate::tensor::{Storage, Tensor};
 
@@ -257,15 +255,6 @@ fn grid(p: &FlashParams) -> [u32; 3] {
     grid_1d(p.batch * p.heads * p.t.div_ceil(WG as usize), 1)
 }
 
-/// The dropout-state binding: the caller's with dropout; without, a small zeroed buffer the
-/// kernel never reads (the binding must exist).
-fn state_buffer(ctx: &GpuContext, p: &FlashParams) -> Arc<GpuBuffer> {
-    match (p.dropout, p.dropout_state) {
-        (Some(_), Some(state)) => state.buffer().clone(),
-        _ => ctx.alloc_storage("flash attention: no dropout state", 32),
-    }
-}
-
 /// Forward: `y` (any float storage) and `lse` (f32) from `qkv`.
 pub fn forward(
     ctx: &GpuContext,
@@ -281,7 +270,7 @@ pub fn forward(
         p,
         &[("qkv", qkv, 3 * btc), ("y", y, btc), ("lse", lse, rows)],
     )?;
-    let state = state_buffer(ctx, p);
+    let state = state_or_placeholder(ctx, p.dropout, p.dropout_state);
     ctx.kernel(
         &desc(&FORWARD_SHADER, "flash_forward", ctx, p),
         &[
@@ -323,7 +312,7 @@ pub fn backward(
             ("dqkv", dqkv, 3 * btc),
         ],
     )?;
-    let state = state_buffer(ctx, p);
+    let state = state_or_placeholder(ctx, p.dropout, p.dropout_state);
     let args = [
         ("params", Arg::Uniform(bytemuck::bytes_of(&uniform))),
         ("qkv", qkv.arg()),

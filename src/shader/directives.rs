@@ -22,6 +22,10 @@ pub const INCLUDES: &[(&str, &str)] = &[
         include_str!("../../shaders/include/matmul_common.wgsl"),
     ),
     (
+        "logit_class",
+        include_str!("../../shaders/include/logit_class.wgsl"),
+    ),
+    (
         "flash_common",
         include_str!("../../shaders/include/flash_common.wgsl"),
     ),
