@@ -126,10 +126,10 @@ pub fn main() -> std::process::ExitCode {
 
 /// Library messages say what to change in words; on the command line, name the flags.
 fn flag_names(message: &str) -> String {
-    use webgpu_amp::train::{memory, planning, run};
+    use webgpu_amp::train::{planning, run};
     let flags = [
         (planning::SMALLER_BATCH, "use a smaller --batch-size"),
-        (memory::FUSED_ATTENTION, "use --attention fused"),
+        (planning::FUSED_ATTENTION, "use --attention fused"),
         (run::DIVERGED_HINT, "lower --lr or use --clip-grad-norm"),
         (run::PERIODIC_HINT, "(--save-every N keeps periodic ones)"),
         (

@@ -29,7 +29,7 @@ mod transient;
 
 pub use builder::SequentialBuilder;
 pub use gpt::GptConfig;
-pub use layers::attention::AttentionKernel;
+pub use layers::attention_kernel::AttentionKernel;
 pub use layers::{Layer, LayerConfig, NamedLayer, ParamSpec, init_bound};
 pub use loss::LossKind;
 pub use model::ModelSpec;

@@ -29,7 +29,7 @@
 use serde::Deserialize;
 
 use super::gpt::GptConfig;
-use super::layers::attention::AttentionKernel;
+use super::layers::attention_kernel::AttentionKernel;
 use super::layers::{
     Init, LayerConfig, NamedLayer, ParamSpec, checked_numel, layer_from_json, resolve_layers,
     too_large,

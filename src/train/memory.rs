@@ -9,19 +9,11 @@
 //! binding and buffer are checked against the adapter's limits ([`check_network_fits`]), so
 //! a batch that cannot bind fails at once, naming the tensor and what to change.
 
-use std::sync::Arc;
-
 use super::config::StepConfig;
 use super::trainer::Trainer;
-use crate::amp::policy::Policy;
-use crate::error::{Error, Result};
-use crate::gpu::{Binding, GpuBuffer, GpuContext, human_bytes};
-use crate::nn::params::ParamStore;
-use crate::nn::{AttentionKernel, LossKind, ModelSpec, Network};
-
-/// The hint a binding error ends with when the unfused attention's `[B, nh, T, T]`
-/// buffers are what is too large (the CLI names its flag instead).
-pub const FUSED_ATTENTION: &str = "use the fused attention";
+use crate::error::Result;
+use crate::gpu::{Binding, GpuContext};
+use crate::nn::ModelSpec;
 
 /// How many of the largest buffers a plan lists.
 pub const LARGEST: usize = 8;
@@ -99,83 +91,4 @@ pub fn plan_step(
         max_buffer_size: ctx.caps.max_buffer_size,
         max_storage_buffer_binding_size: ctx.caps.max_storage_buffer_binding_size,
     })
-}
-
-/// What [`check_network_fits`] plans with: the trainer's pieces a network is built from.
-pub(super) struct NetworkInputs<'a> {
-    pub spec: &'a ModelSpec,
-    pub store: &'a ParamStore,
-    pub policy: &'a Policy,
-    pub loss: LossKind,
-    pub target_dim: usize,
-    pub grad_multiplier: f32,
-}
-
-/// Plan the network for `batch` on a dry twin of `ctx` and fail, before anything of it is
-/// allocated, when its largest buffer or storage binding passes the adapter's limits.
-pub(super) fn check_network_fits(
-    ctx: &GpuContext,
-    n: &NetworkInputs<'_>,
-    batch: usize,
-) -> Result<()> {
-    let dry = ctx.dry_twin();
-    let low = n.store.low.as_ref().map(|(_, s)| s.dtype());
-    let store = ParamStore::new(&dry, n.store.layout.clone(), low);
-    let seed: Arc<GpuBuffer> = dry.alloc_storage("grad_scaler.state", 64);
-    Network::build(
-        &dry,
-        n.spec,
-        &store,
-        n.policy,
-        batch,
-        n.loss,
-        n.target_dim,
-        &seed,
-        n.grad_multiplier,
-    )?;
-    // The unfused attention's [B, nh, T, T] scores and probabilities have a way out.
-    let attention_hint = |label: &str| {
-        let quadratic = label.contains("attention") || label.contains("probabilities");
-        if n.spec.attention == AttentionKernel::Unfused && quadratic {
-            format!("; {FUSED_ATTENTION}")
-        } else {
-            String::new()
-        }
-    };
-    if let Some((label, bytes)) = dry.allocator.live_by_label().into_iter().next()
-        && bytes > ctx.caps.max_buffer_size
-    {
-        let limit = ctx.caps.max_buffer_size;
-        return Err(Error::Resource {
-            message: format!(
-                "`{label}` needs a {} buffer; this adapter allows {} per buffer \
-                 (max_buffer_size){}",
-                human_bytes(bytes),
-                human_bytes(limit),
-                attention_hint(&label),
-            ),
-            needed: bytes,
-            limit,
-        });
-    }
-    if let Some(b) = dry.allocator.largest_binding()
-        && b.bytes > ctx.caps.max_storage_buffer_binding_size
-    {
-        let limit = ctx.caps.max_storage_buffer_binding_size;
-        return Err(Error::Resource {
-            message: format!(
-                "`{}` binds {} of storage (`{}` of kernel {}); this adapter allows {} per \
-                 storage binding (max_storage_buffer_binding_size){}",
-                b.buffer,
-                human_bytes(b.bytes),
-                b.name,
-                b.kernel,
-                human_bytes(limit),
-                attention_hint(&b.buffer),
-            ),
-            needed: b.bytes,
-            limit,
-        });
-    }
-    Ok(())
 }

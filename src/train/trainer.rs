@@ -12,9 +12,10 @@ use std::sync::Arc;
 
 use super::config::StepConfig;
 use super::host_time::{Clock, HostTimes};
-use super::memory::{NetworkInputs, check_network_fits};
 pub use super::planning::weight_decay_mask;
-use super::planning::{batch_error, check_params_fit, guard_planning, params_error};
+use super::planning::{
+    NetworkInputs, batch_error, check_network_fits, check_params_fit, guard_planning, params_error,
+};
 use super::rank::Exchange;
 use super::stats::{METRIC_LOSSES, RING, StatsRing, StepStats};
 use crate::amp::GradClipper;

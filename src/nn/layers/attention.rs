@@ -13,47 +13,15 @@
 
 use serde::Deserialize;
 
+use super::attention_kernel::AttentionKernel;
 use super::{Backward, BackwardPlan, ForwardPlan, Layer, LayerConfig, Resolved, positive};
 use crate::amp::policy::{CastRule, Op};
-use crate::error::Error;
 use crate::error::Result;
 use crate::ops::attention::{self, SoftmaxParams};
 use crate::ops::dropout::{DropoutKey, DropoutState};
 use crate::ops::flash_attention::{self, FlashParams};
 use crate::ops::matmul::{MatmulOpts, MatrixLayout, batched_matmul};
 use crate::tensor::{DType, Tensor};
-
-/// How attention layers run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum AttentionKernel {
-    /// One fused kernel per pass, no `[B, nh, T, T]` buffer (FlashAttention-2's shape).
-    #[default]
-    Fused,
-    /// Two batched matmuls around a causal softmax, keeping the probabilities (nanoGPT's
-    /// manual path).
-    Unfused,
-}
-
-impl AttentionKernel {
-    pub const NAMES: [&str; 2] = ["fused", "unfused"];
-
-    pub fn parse(s: &str) -> Result<Self> {
-        match s {
-            "fused" => Ok(Self::Fused),
-            "unfused" => Ok(Self::Unfused),
-            other => Err(Error::InvalidArgument(format!(
-                "unknown attention kernel `{other}` (expected fused or unfused)"
-            ))),
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Fused => "fused",
-            Self::Unfused => "unfused",
-        }
-    }
-}
 
 /// `{"attention": {"heads": nh, "dropout": p}}` on a `[T, 3C]` input.
 #[derive(Clone, Debug, Deserialize)]

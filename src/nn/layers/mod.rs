@@ -21,6 +21,7 @@
 
 pub mod activation;
 pub mod attention;
+pub mod attention_kernel;
 pub mod conv2d;
 pub mod dropout;
 pub mod embedding;

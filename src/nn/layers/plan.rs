@@ -9,7 +9,7 @@
 use std::cell::{OnceCell, RefCell};
 use std::sync::Arc;
 
-use super::attention::AttentionKernel;
+use super::attention_kernel::AttentionKernel;
 use super::named::NamedLayer;
 use super::{Backward, Layer};
 use crate::amp::policy::Policy;
