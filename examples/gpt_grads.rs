@@ -3,7 +3,7 @@
 //! gradient, exactly as a `webgpu-amp train` step computes them.
 //!
 //! ```sh
-//! cargo run --example gpt_grads -- MODEL.json INIT.safetensors DATA.safetensors PRECISION OUT.safetensors
+//! cargo run --example gpt_grads -- MODEL.json INIT.safetensors DATA.safetensors PRECISION OUT.safetensors [ATTENTION]
 //! ```
 //!
 //! - `MODEL.json`: a model description (`{"gpt": {...}}`, see `webgpu-amp train --model`);
@@ -13,7 +13,8 @@
 //!   GPT: integer tokens `x` and targets `y`, both `[N, T]`);
 //! - `PRECISION`: `f32`, `amp-f16`, `amp-bf16` or `f16`; under `amp-f16` the GradScaler is on
 //!   with its default initial scale 2^16, so the gradients are those of `scale · loss`,
-//!   unscaled, as the optimizer sees them.
+//!   unscaled, as the optimizer sees them;
+//! - `ATTENTION`: `fused` (the default) or `unfused`, as `train --attention`.
 //!
 //! What it does: plans the model as `train` does (same trainer, same kernels) for a batch of
 //! all N samples; runs the forward alone on the initial weights and reads the output
@@ -30,7 +31,7 @@ use std::process::ExitCode;
 use safetensors::tensor::{Dtype, TensorView};
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::data::DataSource;
-use webgpu_amp::nn::LossKind;
+use webgpu_amp::nn::{AttentionKernel, LossKind};
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::checkpoint::Checkpoint;
 use webgpu_amp::train::evaluate::predict;
@@ -39,13 +40,17 @@ use webgpu_amp::{Error, GpuContext, GpuOptions, Result};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [model, init, data, precision, out] = args.as_slice() else {
+    let (files, attention) = match args.as_slice() {
+        [files @ .., a] if args.len() == 6 => (files, a.as_str()),
+        files => (files, "fused"),
+    };
+    let [model, init, data, precision, out] = files else {
         eprintln!(
-            "usage: gpt_grads MODEL.json INIT.safetensors DATA.safetensors PRECISION OUT.safetensors"
+            "usage: gpt_grads MODEL.json INIT.safetensors DATA.safetensors PRECISION OUT.safetensors [fused|unfused]"
         );
         return ExitCode::from(2);
     };
-    match run(model, init, data, precision, out) {
+    match run(model, init, data, precision, out, attention) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -54,12 +59,21 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(model: &str, init: &str, data: &str, precision: &str, out: &str) -> Result<()> {
+fn run(
+    model: &str,
+    init: &str,
+    data: &str,
+    precision: &str,
+    out: &str,
+    attention: &str,
+) -> Result<()> {
     let precision = Precision::parse(precision)?;
+    let attention = AttentionKernel::parse(attention)?;
     let text = std::fs::read_to_string(model)
         .map_err(|e| Error::Model(format!("{model}: cannot read: {e}")))?;
     let source: DataSource = data.parse()?;
     let (spec, split) = model_and_data(Some(&ModelChoice::Json(text)), &source, false)?;
+    let spec = spec.with_attention(attention);
     let train = &split.train;
     let params = Checkpoint::load(std::path::Path::new(init))?.params_for_model(&spec, init)?;
     let ctx = GpuContext::new(&GpuOptions::from_env()?)?;

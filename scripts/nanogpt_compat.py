@@ -57,8 +57,15 @@ and softmax's output f32, the residual stream f32. The rest is the same on CPU a
 and linear in f16 with f32 master weights, GELU in its input's dtype, embedding in f32).
 nanoGPT scales the f16 attention scores by 1/sqrt(head size) in f16 before the softmax, we do
 it in f32 inside it: with a head size of 16 the factor is 1/4 and both are exact (so are the
-presets': 64 and 16). Attention in PyTorch takes nanoGPT's manual path (flash=False, see
-nanogpt_model.use_manual_attention; the state dict does not change).
+presets': 64 and 16). Ours runs fused (`--attention fused`, the default) in every case but
+the `*-unfused` ones (`--attention unfused`). PyTorch takes nanoGPT's manual path (flash=False,
+nanogpt_model.use_manual_attention; the state dict does not change) in the one-batch and
+checkpoint cases, fused or not on our side; a trajectory compares like with like: ours fused
+against nanoGPT's flash path (scaled_dot_product_attention, which also keeps the scores and
+probabilities in f32), ours unfused against the manual path (which rounds them to f16 as ours
+does). Eight AdamW steps magnify the f32-vs-f16 rounding of the scores past the amp-f16
+parameter tolerance below (fused against manual: 5.0e-3, 5.1e-3 and 8.1e-3 for seeds 0-2;
+against SDPA 3.7e-3, 5.0e-3, 3.9e-3; unfused against manual 1.1e-3, 4.9e-3, 1.5e-3).
 
 Tolerances, measured on lavapipe (native and packed f16 alike) against torch 2.15 on the CPU;
 every number is printed by the run next to its tolerance. "Ratio" is max |ours - torch| over
@@ -118,87 +125,16 @@ try:
     import torch.nn.functional as F
     from safetensors import safe_open
     from safetensors.torch import load_file, save_file, save_model
-    from torch.overrides import TorchFunctionMode
 except ImportError as e:  # pragma: no cover - depends on the machine
     compat_env.torch_missing(e, "nanoGPT cross-check", __file__)
 
 import nanogpt_model  # noqa: E402  (the mirror of nanoGPT's model.py)
+from nanogpt_autocast import Fail, amp_forward, check_amp_semantics  # noqa: E402
 from nanogpt_model import GPT, GPTConfig, use_manual_attention  # noqa: E402
 
 VOCAB = 11
 BLOCK = 16
 BASE = dict(vocab_size=VOCAB, block_size=BLOCK, n_layer=2, n_head=2, n_embd=32, dropout=0.0)
-
-
-class Fail(Exception):
-    pass
-
-
-# ----------------------------------------------------------------------------- autocast
-
-class CudaFp32List(TorchFunctionMode):
-    """CUDA autocast's treatment of the fp32-list functions nanoGPT calls, on the CPU: when
-    autocast is on, floating-point inputs go to f32 and the function runs with autocast off,
-    so its output is f32 (CPU autocast would run them in the input's dtype)."""
-
-    FUNCS = {F.softmax, F.log_softmax, F.layer_norm, torch.softmax, torch.log_softmax,
-             torch.layer_norm, torch.Tensor.softmax, torch.Tensor.log_softmax}
-
-    def __init__(self, record=None):
-        super().__init__()
-        self.record = record
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func in self.FUNCS and torch.is_autocast_enabled("cpu"):
-            def f32(a):
-                return a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-            args = tuple(f32(a) for a in args)
-            kwargs = {k: f32(v) for k, v in kwargs.items()}
-            with torch.autocast("cpu", enabled=False):
-                out = func(*args, **kwargs)
-            if self.record is not None:
-                self.record.append((getattr(func, "__name__", str(func)), out.dtype))
-            return out
-        return func(*args, **kwargs)
-
-
-def amp_forward(model, x, y):
-    """nanoGPT's forward under CUDA-style autocast to f16; the loss on logits.float()."""
-    with torch.autocast("cpu", dtype=torch.float16), CudaFp32List():
-        logits, _ = model(x, y)
-    loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), y.view(-1))
-    return logits, loss
-
-
-def check_amp_semantics(model, x, y):
-    """The PyTorch side's dtypes under amp-f16 are CUDA autocast's (see the docstring)."""
-    seen = {}
-    hooks = []
-    for name, mod in model.named_modules():
-        if isinstance(mod, (nn.Linear, nanogpt_model.Block)):
-            hooks.append(mod.register_forward_hook(
-                lambda m, i, o, name=name: seen.__setitem__(name, o.dtype)))
-    record = []
-    with torch.autocast("cpu", dtype=torch.float16), CudaFp32List(record):
-        logits, _ = model(x, y)
-    for h in hooks:
-        h.remove()
-    bad = [f"{n}: {d}" for n, d in seen.items()
-           if d != (torch.float32 if n.count(".") == 2 else torch.float16)]
-    counts = {}
-    for fname, dtype in record:
-        counts[fname] = counts.get(fname, 0) + 1
-        if dtype != torch.float32:
-            bad.append(f"{fname}: {dtype}")
-    n_layer = model.config.n_layer
-    if counts.get("softmax", 0) != n_layer or counts.get("layer_norm", 0) != 2 * n_layer + 1:
-        bad.append(f"fp32-list calls {counts}, want {n_layer} softmax and {2 * n_layer + 1} "
-                   f"layer_norm")
-    if logits.dtype != torch.float16:
-        bad.append(f"logits {logits.dtype}")
-    if bad:
-        raise Fail(f"PyTorch's amp-f16 forward is not CUDA autocast's: {bad}")
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -297,6 +233,7 @@ class Case:
     env: dict = field(default_factory=dict)  # environment of our side (grads)
     steps: int = STEPS
     batch: int = 4
+    attention: str = "fused"  # ours: `--attention`
 
     @property
     def tol(self):
@@ -315,7 +252,8 @@ def case_grads(case, args, work):
     data = os.path.join(work, f"{case.name}-data.safetensors")
     x, y = token_data(case.batch, args.seed + 1, data)
     out = os.path.join(work, f"{case.name}-out.safetensors")
-    done = subprocess.run(command(args, "example") + [gpt, init, data, case.precision, out],
+    done = subprocess.run(command(args, "example") + [gpt, init, data, case.precision, out,
+                                                      case.attention],
                           cwd=ROOT, capture_output=True, text=True,
                           env=dict(os.environ, **case.env))
     if done.returncode != 0:
@@ -435,22 +373,28 @@ def case_traj(case, args, work):
         "train", "--model", gpt, "--dataset", data, "--init", init, "--precision",
         case.precision, "--batch-size", str(case.batch), "--steps", str(case.steps),
         "--no-shuffle", "--no-validate", "--warmup-steps", str(RECIPE["warmup_iters"]),
-        "--save", ck, "--metrics", metrics] + case.flags)
+        "--save", ck, "--metrics", metrics, "--attention", case.attention] + case.flags)
     with open(metrics) as f:
         ours = [json.loads(line) for line in f if line.strip()]
     ours = [s for s in ours if "step" in s]
     if [s["step"] for s in ours] != list(range(1, case.steps + 1)):
         raise Fail(f"metrics name steps {[s['step'] for s in ours]}")
 
-    use_manual_attention(model)
+    # PyTorch's attention of the same kind as ours: fused against nanoGPT's flash path
+    # (scaled_dot_product_attention: scores and probabilities in f32 as ours), unfused
+    # against its manual path (the same roundings to f16 as ours).
+    manual = case.attention == "unfused"
+    torch_attention = use_manual_attention if manual else (lambda m: m)
+    torch_attention(model)
+    print(f"   torch: nanoGPT's {'manual' if manual else 'flash (SDPA)'} attention")
     amp = case.precision == "amp-f16"
     if amp:
-        check_amp_semantics(model, x[:case.batch], y[:case.batch])
+        check_amp_semantics(model, x[:case.batch], y[:case.batch], manual)
     theirs, ref = torch_trajectory(model, x, y, case, amp)
     floor = None
     if amp:
         # PyTorch in f32 on the same batches: how far f16 moves PyTorch's own training.
-        f32_model = use_manual_attention(make_model(config, args.seed, case.activation))
+        f32_model = torch_attention(make_model(config, args.seed, case.activation))
         _, floor = torch_trajectory(f32_model, x, y, case, False)
 
     ok = True
@@ -718,8 +662,11 @@ CASES = [
     Case("grads-amp-f16-nobias", "grads", "amp-f16", bias=False, init="save_model"),
     Case("grads-amp-f16-packed", "grads", "amp-f16", bias=True,
          env={"WEBGPU_AMP_F16_STORAGE": "packed"}),
+    Case("grads-f32-unfused", "grads", "f32", bias=True, attention="unfused"),
+    Case("grads-amp-f16-unfused", "grads", "amp-f16", bias=False, attention="unfused"),
     Case("traj-f32-adamw", "traj", "f32", bias=True),
     Case("traj-amp-f16-adamw", "traj", "amp-f16", bias=False),
+    Case("traj-amp-f16-unfused", "traj", "amp-f16", bias=False, attention="unfused"),
     Case("checkpoint-gpt-tiny", "checkpoint", "amp-f16", bias=False, steps=5),
     Case("sample-greedy", "sample"),
 ]
@@ -752,7 +699,7 @@ def main():
     try:
         for case in cases:
             print(f"\n== {case.name}: {case.kind}, {case.precision}, bias {case.bias}, "
-                  f"{case.activation}, init via {case.init}"
+                  f"{case.activation}, init via {case.init}, {case.attention} attention"
                   + (f", {' '.join(case.flags)}" if case.flags else "")
                   + "".join(f", {k}={v}" for k, v in case.env.items()))
             t0 = time.monotonic()

@@ -35,22 +35,15 @@
 // DropoutState: [seed_lo, seed_hi, counter_lo, counter_hi, training, 0, 0, 0]. Only read when
 // FLAG_DROPOUT is set (otherwise another read-only tensor stands in for the binding).
 @group(0) @binding(6) var<storage, read> dropout_state: array<u32>;
+#include logit_class
 
 #struct Params // src/ops/attention.rs
 @group(0) @binding(0) var<uniform> params: Params;
 
 const FLAG_DROPOUT: u32 = 1u;
 const WG: u32 = 64u;
-const F32_MAX: f32 = 3.4028234663852886e38;
-const NEG_INF_BITS: u32 = 0xff800000u;
-
 var<workgroup> red: array<f32, WG>;
 var<workgroup> red_flags: array<u32, WG>;
-
-// A quiet NaN computed at run time (a NaN const-expression is a shader-creation error).
-fn nan_of(bits: u32) -> f32 {
-    return bitcast<f32>(bits | 0x7fc00000u);
-}
 
 // Fixed-order tree reductions over the workgroup; every thread gets the result.
 fn tree_max(tid: u32, v: f32) -> f32 {
@@ -136,17 +129,6 @@ fn drop(enabled: bool, v: f32, keep: bool) -> f32 {
 // Row of this workgroup (rows past 65535 fold into y); rows >= params.rows are padding.
 fn row_of(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wid.x + wid.y * nwg.x;
-}
-
-// Classes of a scaled logit: 0 finite, 1 -inf (p = 0), 2 NaN or +inf (poisons the row).
-fn logit_class(x: f32) -> u32 {
-    if (!is_nonfinite(x)) {
-        return 0u;
-    }
-    if (bitcast<u32>(x) == NEG_INF_BITS) {
-        return 1u;
-    }
-    return 2u;
 }
 
 // ---- forward ------------------------------------------------------------------------------

@@ -27,8 +27,19 @@ impl Tensor {
     }
 
     pub fn zeros_with_storage(ctx: &GpuContext, shape: &[usize], storage: Storage) -> Tensor {
+        Self::zeros_labelled(ctx, "tensor", shape, storage)
+    }
+
+    /// A new zero-filled tensor in its own buffer labelled `label` (what a memory plan and
+    /// a binding error name it by).
+    pub fn zeros_labelled(
+        ctx: &GpuContext,
+        label: &str,
+        shape: &[usize],
+        storage: Storage,
+    ) -> Tensor {
         let n: usize = shape.iter().product();
-        let buffer = ctx.alloc_storage("tensor", storage.bytes_for(n));
+        let buffer = ctx.alloc_storage(label, storage.bytes_for(n));
         Tensor {
             buffer,
             offset: 0,
@@ -175,8 +186,7 @@ impl Tensor {
             ));
         }
         let bytes = self.storage.encode(data);
-        ctx.queue
-            .write_buffer(self.buffer.raw(), self.offset, &bytes);
+        ctx.write_buffer(&self.buffer, self.offset, &bytes);
         Ok(())
     }
 

@@ -1,6 +1,6 @@
 //! The transformer layers' backward passes against finite differences (f32), each through a
 //! small network trained by the real planned step: token and position embedding, LayerNorm
-//! with and without bias, causal attention (packed `[T, 3C]` from a Linear before it),
+//! with and without bias, causal attention fused and unfused (packed `[T, 3C]` from a Linear before it),
 //! residual blocks, dropout with p = 0 and with p > 0 under a fixed mask, the `lm_head` tied
 //! to the token embedding, exact GELU and its tanh approximation.
 //!
@@ -14,7 +14,7 @@ mod common;
 
 use common::{ctx, rand_vec};
 use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::nn::{LossKind, ModelSpec};
+use webgpu_amp::nn::{AttentionKernel, LossKind, ModelSpec};
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::batch::write_batch;
 use webgpu_amp::train::{BatchTargets, DropoutStream, StepConfig, Trainer};
@@ -184,7 +184,13 @@ fn attention_after_a_linear_and_layernorm_without_bias_match_finite_differences(
            {{"layernorm": {{"bias": false}}}}, {{"gelu": {{}}}},
            {{"linear": {{"out": {VOCAB}}}}}"#
     ));
-    check("linear+attention+layernorm(no bias)+gelu", spec);
+    for kernel in [AttentionKernel::Fused, AttentionKernel::Unfused] {
+        let what = format!(
+            "linear+attention ({})+layernorm(no bias)+gelu",
+            kernel.name()
+        );
+        check(&what, spec.clone().with_attention(kernel));
+    }
 }
 
 #[test]
@@ -259,5 +265,8 @@ fn gpt_with_dropout_in_training_matches_finite_differences() {
              "n_embd": 4, "dropout": 0.3, "bias": false, "activation": "gelu_tanh"}}}}"#
     ))
     .unwrap();
-    check("gpt (dropout 0.3, gelu_tanh)", spec);
+    for kernel in [AttentionKernel::Fused, AttentionKernel::Unfused] {
+        let what = format!("gpt (dropout 0.3, gelu_tanh, {} attention)", kernel.name());
+        check(&what, spec.clone().with_attention(kernel));
+    }
 }

@@ -234,8 +234,7 @@ impl GradScaler {
         words[WORD_GROWTH_INTERVAL] = c.growth_interval;
         words[WORD_INV_SCALE] = inv_scale_of(scale).to_bits();
         words[WORD_ENABLED] = c.enabled as u32;
-        ctx.queue
-            .write_buffer(self.state.raw(), 0, bytemuck::cast_slice(&words));
+        ctx.write_buffer(&self.state, 0, bytemuck::cast_slice(&words));
     }
 
     /// The GPU state buffer (layout in the module docs): word [`WORD_SCALE`] is the loss

@@ -9,7 +9,7 @@ use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::data::{Batch, DataSource, Rng};
 use webgpu_amp::nn::gpt::GPT_PRESETS;
 use webgpu_amp::nn::preset;
-use webgpu_amp::nn::{LossKind, ModelSpec};
+use webgpu_amp::nn::{AttentionKernel, LossKind, ModelSpec};
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::profile::profile_steps;
 use webgpu_amp::train::{
@@ -17,8 +17,8 @@ use webgpu_amp::train::{
 };
 use webgpu_amp::{Error, GpuContext, Result};
 
-use super::DeviceArgs;
 use super::out::outln;
+use super::{AttentionArgs, DeviceArgs};
 
 #[derive(Args, Debug)]
 pub struct BenchStepArgs {
@@ -48,6 +48,8 @@ pub struct BenchStepArgs {
     #[arg(long)]
     profile: bool,
     #[command(flatten)]
+    attention: AttentionArgs,
+    #[command(flatten)]
     device: DeviceArgs,
 }
 
@@ -57,6 +59,9 @@ struct StepBench {
     adapter: String,
     f16_storage: String,
     model: String,
+    /// GPT only: how its attention ran (`--attention`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attention: Option<&'static str>,
     precision: String,
     scaler: bool,
     batch_size: usize,
@@ -86,12 +91,13 @@ struct Workload {
     tokens: Option<usize>,
 }
 
-fn workload(model: &str, b: usize) -> Result<Workload> {
+fn workload(model: &str, b: usize, attention: AttentionKernel) -> Result<Workload> {
     if GPT_PRESETS.contains(&model) {
         // nanoGPT's step: AdamW (lr 1e-3, betas (0.9, 0.99), weight decay 0.1), clip at 1.
         let source: DataSource = "hamlet".parse()?;
         let (spec, split) =
             model_and_data(Some(&ModelChoice::Preset(model.into())), &source, true)?;
+        let spec = spec.with_attention(attention);
         let batch = split.train.gather(&(0..b).collect::<Vec<_>>())?;
         let optimizer = match OptimizerConfig::adamw(1e-3) {
             OptimizerConfig::AdamW { beta1, eps, .. } => OptimizerConfig::AdamW {
@@ -149,7 +155,9 @@ fn measure(
     profile: bool,
 ) -> Result<(StepBench, Option<StepProfile>)> {
     let b = args.batch_size;
-    let w = workload(model, b)?;
+    let attention = args.attention.kernel()?;
+    let w = workload(model, b, attention)?;
+    let attention = w.tokens.map(|_| attention.name());
     let init = w.spec.init_params(0);
     let config = StepConfig::new(precision, LossKind::CrossEntropy, w.optimizer)
         .scaler_enabled(scaler)
@@ -180,6 +188,7 @@ fn measure(
         adapter: ctx.report.name.clone(),
         f16_storage: format!("{:?}", ctx.f16_storage).to_lowercase(),
         model: model.into(),
+        attention,
         precision: precision.name().into(),
         scaler,
         batch_size: b,
@@ -277,14 +286,18 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
 /// The step measurements as a table (samples/s; tokens/s for GPT models).
 fn print_table(rows: &[StepBench]) {
     println!(
-        "{:<12} {:<9} {:>6} {:>10} {:>10} {:>10} {:>9}",
+        "{:<20} {:<9} {:>6} {:>10} {:>10} {:>10} {:>9}",
         "model", "precision", "scaler", "ms/step", "samples/s", "tokens/s", "peak MB"
     );
     for r in rows {
         let tokens = r.tokens_per_sec.map_or("-".into(), |t| format!("{t:.0}"));
+        let model = match r.attention {
+            Some(a) => format!("{} ({a})", r.model),
+            None => r.model.clone(),
+        };
         println!(
-            "{:<12} {:<9} {:>6} {:>10.1} {:>10.1} {:>10} {:>9.2}",
-            r.model,
+            "{:<20} {:<9} {:>6} {:>10.1} {:>10.1} {:>10} {:>9.2}",
+            model,
             r.precision,
             if r.scaler { "on" } else { "off" },
             r.ms_per_step,

@@ -8,6 +8,7 @@ mod distributed;
 mod gui;
 mod info;
 mod out;
+mod plan;
 mod plot;
 mod progress;
 mod recipe;
@@ -17,6 +18,7 @@ mod sample;
 mod train;
 
 use clap::{Args, Parser, Subcommand};
+use webgpu_amp::nn::AttentionKernel;
 use webgpu_amp::train::Setting;
 use webgpu_amp::{BackendChoice, F16StorageChoice, GpuOptions};
 
@@ -43,6 +45,9 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Benchmarks: `bench matmul` (GFLOP/s per storage), `bench step` (ms/step per model and precision).
     Bench(bench::BenchArgs),
+    /// A training step's GPU memory without running it: bytes by kind and the largest
+    /// binding against the adapter's limits (the flags are `train`'s).
+    Plan(plan::PlanArgs),
     /// Open the app: train f16 and f32 paths side by side with the numerics made visible.
     Gui(gui::GuiArgs),
 }
@@ -79,6 +84,21 @@ impl DeviceArgs {
     }
 }
 
+/// How a GPT's attention runs, for every subcommand that plans one.
+#[derive(Args, Clone, Debug)]
+pub struct AttentionArgs {
+    /// fused (one kernel per pass, no [B, nh, T, T] buffer: FlashAttention-2's shape) or
+    /// unfused (nanoGPT's manual path, keeping the attention probabilities for the backward).
+    #[arg(long, default_value = "fused", value_parser = AttentionKernel::NAMES)]
+    pub attention: String,
+}
+
+impl AttentionArgs {
+    pub fn kernel(&self) -> webgpu_amp::Result<AttentionKernel> {
+        AttentionKernel::parse(&self.attention)
+    }
+}
+
 pub fn main() -> std::process::ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -90,6 +110,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Sample(a) => sample::run(&a),
         Command::Compare(a) => compare::run(&a),
         Command::Bench(a) => bench::run(&a),
+        Command::Plan(a) => plan::run(&a),
         Command::Gui(a) => gui::run(&a),
     };
     match result {
@@ -108,6 +129,7 @@ fn flag_names(message: &str) -> String {
     use webgpu_amp::train::{planning, run};
     let flags = [
         (planning::SMALLER_BATCH, "use a smaller --batch-size"),
+        (planning::FUSED_ATTENTION, "use --attention fused"),
         (run::DIVERGED_HINT, "lower --lr or use --clip-grad-norm"),
         (run::PERIODIC_HINT, "(--save-every N keeps periodic ones)"),
         (

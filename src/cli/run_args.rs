@@ -16,9 +16,9 @@ use webgpu_amp::train::planning::check_params_fit;
 use webgpu_amp::train::{RunConfig, StepConfig};
 use webgpu_amp::{Error, GpuContext, Result};
 
-use super::DeviceArgs;
 use super::recipe::{RecipeArgs, gpt};
 use super::resolve::{ModelAndData, Wanted, resolve};
+use super::{AttentionArgs, DeviceArgs};
 
 /// Flags shared by `train` and `compare` (everything but the precision).
 #[derive(Args, Clone, Debug)]
@@ -102,6 +102,8 @@ pub struct RunArgs {
     pub no_validate: bool,
     #[command(flatten)]
     pub recipe: RecipeArgs,
+    #[command(flatten)]
+    pub attention: AttentionArgs,
     #[command(flatten)]
     pub device: DeviceArgs,
 }
@@ -214,6 +216,7 @@ impl RunArgs {
             loss: self.loss.as_deref(),
             num_classes: self.num_classes,
         })?;
+        let spec = spec.with_attention(self.attention.kernel()?);
         let ctx = open()?;
         let optimizer = self.optimizer(spec.gpt.is_some())?;
         for &precision in precisions {

@@ -14,7 +14,7 @@ use webgpu_amp::train::generate::{
 };
 use webgpu_amp::{Error, GpuContext, Result};
 
-use super::DeviceArgs;
+use super::{AttentionArgs, DeviceArgs};
 
 #[derive(Args, Debug)]
 pub struct SampleArgs {
@@ -45,6 +45,8 @@ pub struct SampleArgs {
     /// Tokens per GPU submission (each submission is read back once).
     #[arg(long, default_value_t = DEFAULT_CHUNK, allow_negative_numbers = true)]
     chunk: usize,
+    #[command(flatten)]
+    attention: AttentionArgs,
     #[command(flatten)]
     device: DeviceArgs,
 }
@@ -141,6 +143,7 @@ pub fn run(args: &SampleArgs) -> Result<()> {
     })?;
 
     let ctx = GpuContext::new(&device)?;
+    let spec = spec.with_attention(args.attention.kernel()?);
     let generator = Generator::new(&ctx, &spec, &params, precision)?;
     let c = &generator.config;
     eprintln!(

@@ -18,7 +18,8 @@ use crate::error::{Error, Result};
 pub(super) struct CachedPipeline {
     /// The source it was compiled from: two shaders declared under one name must not share.
     pub(super) source: &'static str,
-    pub(super) pipeline: wgpu::ComputePipeline,
+    /// None on a dry context (nothing planned there runs).
+    pub(super) pipeline: Option<wgpu::ComputePipeline>,
     /// Name → binding index of every resource the entry point actually uses.
     pub(super) used_bindings: Vec<(String, u32)>,
 }
@@ -122,6 +123,38 @@ impl GpuContext {
             host_waits: AtomicU64::new(0),
             faults: Faults::install(&device),
             device,
+        }
+    }
+
+    /// A context on the same device whose allocator is dry: every buffer is counted at its
+    /// full size but backed by 4 bytes, kernels get no pipeline or bind group, and writes
+    /// are dropped. Planning a step on it costs nothing on the device and shows what the
+    /// step would allocate and bind ([`Allocator::live_by_label`],
+    /// [`Allocator::largest_binding`]); nothing planned on it may run.
+    pub fn dry_twin(&self) -> GpuContext {
+        Self {
+            adapter: self.adapter.clone(),
+            device: self.device.clone(),
+            queue: self.queue.clone(),
+            report: self.report.clone(),
+            caps: self.caps.clone(),
+            f16_storage: self.f16_storage,
+            allocator: Arc::new(Allocator::dry()),
+            pipelines: PipelineCache::default(),
+            host_waits: AtomicU64::new(0),
+            faults: self.faults.clone(),
+        }
+    }
+
+    /// Whether this is a [`GpuContext::dry_twin`].
+    pub fn is_dry(&self) -> bool {
+        self.allocator.is_dry()
+    }
+
+    /// Queue a write of `data` at `offset` of `buffer` (dropped on a dry context).
+    pub fn write_buffer(&self, buffer: &GpuBuffer, offset: u64, data: &[u8]) {
+        if !self.is_dry() {
+            self.queue.write_buffer(buffer.raw(), offset, data);
         }
     }
 

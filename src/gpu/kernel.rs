@@ -3,9 +3,11 @@
 //! Ops build a [`Kernel`] at plan time and then only [`Kernel::encode`] it into compute
 //! passes, step after step; nothing is created inside a step.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
+use super::alloc::Binding;
 use super::context::CachedPipeline;
 use super::{GpuBuffer, GpuContext, human_bytes};
 use crate::dtype::Storage;
@@ -70,7 +72,8 @@ pub fn grid_1d(threads: usize, wg: u32) -> [u32; 3] {
 pub struct Kernel {
     pub label: String,
     pipeline: Arc<CachedPipeline>,
-    bind_group: wgpu::BindGroup,
+    /// None on a dry context.
+    bind_group: Option<wgpu::BindGroup>,
     workgroups: [u32; 3],
     uniform: Option<Arc<GpuBuffer>>,
     /// Buffers the bind group refers to, kept alive (and counted) as long as the kernel.
@@ -79,18 +82,27 @@ pub struct Kernel {
 
 impl Kernel {
     pub fn encode(&self, pass: &mut wgpu::ComputePass<'_>) {
+        // A dry context's kernels have no pipeline: nothing backs their buffers.
+        let (Some(pipeline), Some(bind_group)) = (&self.pipeline.pipeline, &self.bind_group) else {
+            return;
+        };
         if self.workgroups.contains(&0) {
             return;
         }
-        pass.set_pipeline(&self.pipeline.pipeline);
-        pass.set_bind_group(0, &self.bind_group, &[]);
+        pass.set_pipeline(pipeline);
+        pass.set_bind_group(0, bind_group, &[]);
         pass.dispatch_workgroups(self.workgroups[0], self.workgroups[1], self.workgroups[2]);
+    }
+
+    /// Every buffer this kernel binds.
+    pub fn buffers(&self) -> &[Arc<GpuBuffer>] {
+        &self._keep
     }
 
     /// Rewrite the uniform parameters (queued; takes effect at the next submit).
     pub fn set_uniform(&self, ctx: &GpuContext, bytes: &[u8]) {
         if let Some(u) = &self.uniform {
-            ctx.queue.write_buffer(u.raw(), 0, bytes);
+            ctx.write_buffer(u, 0, bytes);
         }
     }
 }
@@ -175,7 +187,7 @@ impl GpuContext {
                         bytes.len() as u64,
                         wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
                     );
-                    self.queue.write_buffer(buf.raw(), 0, bytes);
+                    self.write_buffer(&buf, 0, bytes);
                     ranges.push((*binding, buf.clone(), 0, buf.size()));
                     uniform = Some(buf);
                 }
@@ -189,19 +201,30 @@ impl GpuContext {
             }
         }
         // Over a limit wgpu reports a validation error (a panic by default); say which
-        // tensor of which kernel, how big, and which limit, before touching wgpu.
+        // tensor of which kernel, how big, and which limit, before touching wgpu. A dry
+        // context only records the largest binding: its plan reports the limits.
         for (name, arg) in args {
-            let (buffer_size, binding_size) = match arg {
-                Arg::Typed { buffer, size, .. } => (buffer.size(), *size),
-                Arg::Buffer(b) => (b.size(), b.size()),
+            let (buffer, buffer_size, binding_size) = match arg {
+                Arg::Typed { buffer, size, .. } => (*buffer, buffer.size(), *size),
+                Arg::Buffer(b) => (*b, b.size(), b.size()),
                 Arg::Uniform(_) => continue,
             };
             let kernel = format!("{}::{}", desc.shader.name, desc.entry);
+            self.allocator.record_binding(Binding {
+                bytes: binding_size,
+                buffer: buffer.label().to_string(),
+                kernel: kernel.clone(),
+                name: name.to_string(),
+            });
+            if self.is_dry() {
+                continue;
+            }
             let limit = self.caps.max_buffer_size;
             if buffer_size > limit {
                 return Err(Error::Resource {
                     message: format!(
-                        "`{name}` of kernel {kernel} needs a {} buffer; this adapter allows {} per buffer (max_buffer_size)",
+                        "`{name}` of kernel {kernel} ({}) needs a {} buffer; this adapter allows {} per buffer (max_buffer_size)",
+                        buffer.label(),
                         human_bytes(buffer_size),
                         human_bytes(limit)
                     ),
@@ -213,7 +236,8 @@ impl GpuContext {
             if binding_size > limit {
                 return Err(Error::Resource {
                     message: format!(
-                        "`{name}` of kernel {kernel} binds {} of storage; this adapter allows {} per storage binding (max_storage_buffer_binding_size)",
+                        "`{name}` of kernel {kernel} ({}) binds {} of storage; this adapter allows {} per storage binding (max_storage_buffer_binding_size)",
+                        buffer.label(),
                         human_bytes(binding_size),
                         human_bytes(limit)
                     ),
@@ -233,13 +257,14 @@ impl GpuContext {
             });
             keep.push(buf.clone());
         }
-        let layout = cached.pipeline.get_bind_group_layout(0);
-        let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(desc.entry),
-            layout: &layout,
-            entries: &entries,
+        let bind_group = cached.pipeline.as_ref().map(|pipeline| {
+            self.allocator.count_bind_group();
+            self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some(desc.entry),
+                layout: &pipeline.get_bind_group_layout(0),
+                entries: &entries,
+            })
         });
-        self.allocator.count_bind_group();
         Ok(Kernel {
             label: format!("{}::{}", desc.shader.name, desc.entry),
             pipeline: cached,
@@ -262,14 +287,8 @@ impl GpuContext {
             return Ok(p.clone());
         }
         let source = variant.specialise()?;
-        let (module, info) = shader::validate(&variant.label(), &source)?;
-        let used_bindings =
-            shader::used_bindings(&module, &info, entry).ok_or_else(|| Error::Shader {
-                name: variant.label(),
-                message: format!("no entry point `{entry}`"),
-            })?;
+        let (used_bindings, storage_buffers) = analyse(variant, entry, &source)?;
         // Over the limit wgpu panics at pipeline creation; say which kernel and why instead.
-        let storage_buffers = shader::storage_buffers_used(&module, &info, entry).unwrap_or(0);
         let max = self.caps.max_storage_buffers_per_shader_stage;
         if storage_buffers > max {
             return Err(Error::Unsupported(format!(
@@ -279,23 +298,24 @@ impl GpuContext {
                 self.report.name
             )));
         }
-        let sm = self
-            .device
-            .create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(&variant.label()),
-                source: wgpu::ShaderSource::Wgsl(source.into()),
-            });
-        let pipeline = self
-            .device
-            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(entry),
-                layout: None,
-                module: &sm,
-                entry_point: Some(entry),
-                compilation_options: Default::default(),
-                cache: None,
-            });
-        self.pipelines.created.fetch_add(1, Ordering::Relaxed);
+        let pipeline = (!self.is_dry()).then(|| {
+            let sm = self
+                .device
+                .create_shader_module(wgpu::ShaderModuleDescriptor {
+                    label: Some(&variant.label()),
+                    source: wgpu::ShaderSource::Wgsl(source.into()),
+                });
+            self.pipelines.created.fetch_add(1, Ordering::Relaxed);
+            self.device
+                .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                    label: Some(entry),
+                    layout: None,
+                    module: &sm,
+                    entry_point: Some(entry),
+                    compilation_options: Default::default(),
+                    cache: None,
+                })
+        });
         let cached = Arc::new(CachedPipeline {
             source: variant.decl.source,
             pipeline,
@@ -308,4 +328,35 @@ impl GpuContext {
             .insert(key, cached.clone());
         Ok(cached)
     }
+}
+
+/// What naga says of one entry point of a variant: the bindings it uses (name, index) and
+/// how many storage buffers it binds. Device-independent, so computed once per process
+/// (a dry plan and the real one share it).
+fn analyse(variant: &Variant, entry: &str, source: &str) -> Result<(Vec<(String, u32)>, u32)> {
+    type Analyses = Mutex<HashMap<String, (Vec<(String, u32)>, u32)>>;
+    static ANALYSES: std::sync::OnceLock<Analyses> = std::sync::OnceLock::new();
+    // The source's address too: two shaders declared under one name must not share.
+    let key = format!(
+        "{}#{}#{:p}",
+        variant.key(),
+        entry,
+        variant.decl.source.as_ptr()
+    );
+    let analyses = ANALYSES.get_or_init(Default::default);
+    if let Some(found) = analyses.lock().expect("shader analyses").get(&key) {
+        return Ok(found.clone());
+    }
+    let (module, info) = shader::validate(&variant.label(), source)?;
+    let used = shader::used_bindings(&module, &info, entry).ok_or_else(|| Error::Shader {
+        name: variant.label(),
+        message: format!("no entry point `{entry}`"),
+    })?;
+    let storage_buffers = shader::storage_buffers_used(&module, &info, entry).unwrap_or(0);
+    let found = (used, storage_buffers);
+    analyses
+        .lock()
+        .expect("shader analyses")
+        .insert(key, found.clone());
+    Ok(found)
 }

@@ -26,7 +26,7 @@ mod tensor_cores;
 mod timing;
 
 pub use adapter::{BackendChoice, F16StorageChoice, GpuOptions, enumerate_adapters};
-pub use alloc::{Allocator, GpuBuffer, MemoryStats};
+pub use alloc::{Allocator, Binding, GpuBuffer, MemoryStats};
 pub use capabilities::{AdapterDescription, Capabilities};
 pub use context::GpuContext;
 pub use kernel::{Arg, Kernel, KernelDesc, grid_1d};

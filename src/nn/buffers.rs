@@ -8,43 +8,50 @@ use crate::gpu::{GpuBuffer, GpuContext};
 use crate::tensor::{Storage, Tensor};
 
 /// Activation gradients live only from the backward kernel that writes one to the kernel
-/// that reads it, so a few equal buffers, each as large as the largest gradient, serve a
-/// whole backward pass: a layer's input gradient takes a free buffer, and its output
-/// gradient's buffer is released once the layer is planned. A chain of layers thus
-/// ping-pongs between two buffers.
+/// that reads it, so a few buffers serve a whole backward pass: a layer's input gradient
+/// takes a free buffer that holds it, and its output gradient's buffer is released once the
+/// layer is planned. A chain of layers thus ping-pongs between two buffers.
 pub(super) struct GradientArena {
-    bytes: u64,
     /// Each buffer and whether a live gradient holds it.
     buffers: Vec<(Arc<GpuBuffer>, bool)>,
 }
 
 impl GradientArena {
-    /// Buffers of `bytes` each (made when first needed).
-    pub(super) fn new(bytes: u64) -> Self {
+    /// An arena that starts with `free`: buffers nothing uses during the backward (those
+    /// of transient activations, dead once the forward is done: [`super::transient`]).
+    pub(super) fn new(free: Vec<Arc<GpuBuffer>>) -> Self {
         Self {
-            bytes,
-            buffers: Vec::new(),
+            buffers: free.into_iter().map(|b| (b, false)).collect(),
         }
     }
 
-    /// A gradient shaped like `like` in a free buffer.
-    pub(super) fn take(&mut self, ctx: &GpuContext, like: &Tensor) -> Result<Tensor> {
-        let index = match self.buffers.iter().position(|(_, used)| !used) {
+    /// A gradient of `shape` in `storage` in a free buffer: the smallest free one that holds
+    /// it, else a new one of its size.
+    pub(super) fn take(
+        &mut self,
+        ctx: &GpuContext,
+        shape: &[usize],
+        storage: Storage,
+    ) -> Result<Tensor> {
+        let n: usize = shape.iter().product();
+        let need = storage.bytes_for(n).max(4).next_multiple_of(4);
+        let fits = self
+            .buffers
+            .iter()
+            .enumerate()
+            .filter(|(_, (b, used))| !used && b.size() >= need)
+            .min_by_key(|(_, (b, _))| b.size())
+            .map(|(i, _)| i);
+        let index = match fits {
             Some(i) => i,
             None => {
                 self.buffers
-                    .push((ctx.alloc_storage("activation grads", self.bytes), false));
+                    .push((ctx.alloc_storage("activation grads", need), false));
                 self.buffers.len() - 1
             }
         };
         self.buffers[index].1 = true;
-        Tensor::view(
-            ctx,
-            self.buffers[index].0.clone(),
-            0,
-            like.shape(),
-            like.storage(),
-        )
+        Tensor::view(ctx, self.buffers[index].0.clone(), 0, shape, storage)
     }
 
     /// Free the buffer `grad` lives in (a no-op for tensors not from the arena).

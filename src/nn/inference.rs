@@ -9,9 +9,10 @@ use super::layers::ForwardPlan;
 use super::layers::plan::Tape;
 use super::model::ModelSpec;
 use super::params::ParamStore;
+use super::transient::{Activations, SharingPlan};
 use crate::amp::policy::Policy;
 use crate::error::{Error, Result};
-use crate::gpu::{GpuContext, Kernel};
+use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::ops::dropout::DropoutState;
 use crate::tensor::Tensor;
 
@@ -27,11 +28,14 @@ pub struct ForwardNetwork {
 }
 
 /// What planning the forward leaves for a backward ([`super::Network`]): the tape it replays,
-/// the scratch buffers it may share, and the largest gradient it needs (bytes).
+/// the scratch buffers it may share, the buffers of its transient activations (dead once the
+/// forward is done: the backward's gradients may use them), and after a recording forward
+/// which activations may share buffers ([`super::transient`]).
 pub(super) struct ForBackward {
     pub(super) tape: Tape,
     pub(super) scratch: Scratch,
-    pub(super) largest_grad: u64,
+    pub(super) free: Vec<Arc<GpuBuffer>>,
+    pub(super) sharing: Option<SharingPlan>,
 }
 
 impl ForwardNetwork {
@@ -44,30 +48,44 @@ impl ForwardNetwork {
         policy: &Policy,
         batch: usize,
     ) -> Result<Self> {
-        let (net, _) = Self::plan(ctx, spec, store, policy, batch)?;
+        let (net, _) = Self::plan(ctx, spec, store, policy, batch, Activations::Own)?;
         net.set_dropout(ctx, 0, 0, false);
         Ok(net)
     }
 
-    /// The forward pass planned, and what a backward needs of it. Dropout layers read the
-    /// state as it was made (evaluation) until written.
+    /// The forward pass planned with its activations where `activations` says, and what a
+    /// backward needs of it. Dropout layers read the state as it was made (evaluation)
+    /// until written.
     pub(super) fn plan(
         ctx: &GpuContext,
         spec: &ModelSpec,
         store: &ParamStore,
         policy: &Policy,
         batch: usize,
+        activations: Activations,
     ) -> Result<(Self, ForBackward)> {
         if batch == 0 {
             return Err(Error::InvalidArgument(
                 "batch size must be at least 1".into(),
             ));
         }
-        let mut f = ForwardPlan::new(ctx, store, policy, batch);
-        let input = Tensor::zeros(ctx, &f.batched(&spec.input_shape), spec.input_dtype());
+        let mut f = ForwardPlan::new(ctx, store, policy, batch, spec.attention);
+        f.set_activations(activations);
+        let input = Tensor::zeros_labelled(
+            ctx,
+            "input",
+            &f.batched(&spec.input_shape),
+            ctx.storage_for(spec.input_dtype()),
+        );
         let (output, tape) = f.run_layers(&spec.layers, input.clone())?;
-        let largest_grad = f.largest_grad(&output);
+        let activations = f.take_activations();
         let (kernels, scratch, dropout) = f.finish();
+        // A recording forward measures, while the tape and the output still hold what the
+        // backward and the loss need; a sharing one hands its shared buffers on.
+        let (sharing, free) = match activations {
+            recorded @ Activations::Record(_) => (recorded.measure(&kernels), Vec::new()),
+            other => (None, other.into_shared_buffers()),
+        };
         let net = Self {
             batch,
             input,
@@ -78,7 +96,8 @@ impl ForwardNetwork {
         let rest = ForBackward {
             tape,
             scratch,
-            largest_grad,
+            free,
+            sharing,
         };
         Ok((net, rest))
     }

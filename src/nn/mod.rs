@@ -9,7 +9,8 @@
 //! - [`params`]: every parameter in flat GPU buffers (master weights, gradients, the
 //!   low-precision copy);
 //! - [`inference`]: the forward loop planned for one batch size (text generation);
-//!   [`network`]: that forward, then the [`loss`] and the backward loop (training).
+//!   [`network`]: that forward, then the [`loss`] and the backward loop (training);
+//!   `transient`: activations no backward keeps share buffers.
 //!
 //! Files import one way: `layers` (traits, plan, then each layer file) → `gpt` → `model` →
 //! `builder`/`presets` → `inference` → `network`.
@@ -24,9 +25,11 @@ pub mod model;
 pub mod network;
 pub mod params;
 pub mod presets;
+mod transient;
 
 pub use builder::SequentialBuilder;
 pub use gpt::GptConfig;
+pub use layers::attention_kernel::AttentionKernel;
 pub use layers::{Layer, LayerConfig, NamedLayer, ParamSpec, init_bound};
 pub use loss::LossKind;
 pub use model::ModelSpec;

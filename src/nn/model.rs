@@ -29,6 +29,7 @@
 use serde::Deserialize;
 
 use super::gpt::GptConfig;
+use super::layers::attention_kernel::AttentionKernel;
 use super::layers::{
     Init, LayerConfig, NamedLayer, ParamSpec, checked_numel, layer_from_json, resolve_layers,
     too_large,
@@ -48,6 +49,9 @@ pub struct ModelSpec {
     /// The GPT configuration this model was built from, if any (saved with checkpoints so
     /// `webgpu-amp sample` rebuilds the model).
     pub gpt: Option<GptConfig>,
+    /// How its attention layers run (fused by default). How, not what: the parameters, the
+    /// checkpoint and the equality of two models do not depend on it.
+    pub attention: AttentionKernel,
 }
 
 /// Two models are equal when they print the same: names, shapes and every layer's repr.
@@ -110,6 +114,7 @@ impl ModelSpec {
             input_shape: input_shape.to_vec(),
             layers,
             gpt: None,
+            attention: AttentionKernel::default(),
         };
         spec.check_tied_parameters()?;
         Ok(spec)
@@ -145,6 +150,12 @@ impl ModelSpec {
             })
             .collect::<Result<Vec<_>>>()?;
         ModelSpec::build("json", &model.input, &layers)
+    }
+
+    /// This model with its attention layers run by `kernel`.
+    pub fn with_attention(mut self, kernel: AttentionKernel) -> ModelSpec {
+        self.attention = kernel;
+        self
     }
 
     /// The description a checkpoint stores (metadata `model`) so the model can be rebuilt

@@ -11,6 +11,7 @@ use super::layers::{BackwardPlan, PrecisionWalk};
 use super::loss::{LossIo, LossKind};
 use super::model::ModelSpec;
 use super::params::ParamStore;
+use super::transient::{Activations, SharingPlan};
 use crate::amp::policy::{Policy, PrecisionRow};
 use crate::error::Result;
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
@@ -56,12 +57,21 @@ impl Network {
         seed: &Arc<GpuBuffer>,
         grad_multiplier: f32,
     ) -> Result<Self> {
+        // Which activations no backward keeps, and when each is used: a measuring forward on
+        // a dry twin (nothing allocated). Those share buffers in the plan that counts.
+        let recording = Activations::Record(Vec::new());
+        let (_, measured) =
+            ForwardNetwork::plan(&ctx.dry_twin(), spec, store, policy, batch, recording)?;
+        let activations = measured
+            .sharing
+            .map_or(Activations::Own, SharingPlan::into_activations);
         // Forward: each layer in order, cast first when the policy says so.
-        let (forward, rest) = ForwardNetwork::plan(ctx, spec, store, policy, batch)?;
+        let (forward, rest) = ForwardNetwork::plan(ctx, spec, store, policy, batch, activations)?;
         let ForBackward {
             tape,
             scratch,
-            largest_grad,
+            free,
+            ..
         } = rest;
         let output = forward.output.clone();
 
@@ -76,7 +86,7 @@ impl Network {
         let labels = ctx.alloc_storage("labels", 4 * rows as u64);
 
         // Backward: what the forward recorded, in reverse.
-        let mut b = BackwardPlan::new(ctx, store, forward.dropout.clone(), largest_grad, scratch);
+        let mut b = BackwardPlan::new(ctx, store, forward.dropout.clone(), free, scratch);
         let grad_output = b.input_grad(&output)?;
         b.run_tape(&tape, grad_output.clone())?;
         let backward = b.into_kernels();

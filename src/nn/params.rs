@@ -186,10 +186,13 @@ impl ParamStore {
     }
 
     /// Upload named values into the master buffer (queued, no wait).
+    /// (Nothing on a dry context: it backs no buffer.)
     pub fn upload(&self, ctx: &GpuContext, values: &[(String, Vec<f32>)]) -> Result<()> {
+        if ctx.is_dry() {
+            return Ok(());
+        }
         let flat = self.layout.flatten(values)?;
-        ctx.queue
-            .write_buffer(self.master.raw(), 0, bytemuck::cast_slice(&flat));
+        ctx.write_buffer(&self.master, 0, bytemuck::cast_slice(&flat));
         Ok(())
     }
 

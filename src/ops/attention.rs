@@ -16,12 +16,10 @@
 //! scaling is f32, inside the kernel), and rounds the softmax gradient to the low dtype
 //! before multiplying it by the scale (here one rounding, of the final dS).
 
-use std::sync::Arc;
-
-use super::dropout::{DropoutKey, DropoutState};
+use super::dropout::{DropoutKey, DropoutState, state_or_placeholder};
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, KernelDesc, grid_1d};
-use crate::gpu::{GpuBuffer, GpuContext, Kernel};
+use crate::gpu::{GpuContext, Kernel};
 use crate::shader::{Grid, ShaderDecl};
 use crate::tensor::{Storage, Tensor};
 
@@ -183,16 +181,6 @@ fn require_f32(op: &'static str, name: &str, t: &Tensor) -> Result<()> {
     Ok(())
 }
 
-/// The buffer bound as the dropout state: the caller's with dropout; without, the kernel
-/// never reads it but the binding must exist, so a small zeroed buffer (an eval-mode state)
-/// fills it and no tensor's buffer is bound twice.
-fn state_buffer(ctx: &GpuContext, params: &SoftmaxParams) -> Arc<GpuBuffer> {
-    match (params.dropout, params.dropout_state) {
-        (Some(_), Some(state)) => state.buffer().clone(),
-        _ => ctx.alloc_storage("attention: no dropout state", 32),
-    }
-}
-
 /// Causal softmax forward: `p[r, j] = softmax_{j ≤ i}(scale · s[r, j])` with i = r % T, and
 /// `p = 0` exactly for j > i (`p` must be f32); `pd = dropout(p)` stored in pd's storage (the
 /// low dtype, or f32). `s`, `p`, `pd` are [B, nh, T, T] (any shape of rows · T elements).
@@ -207,7 +195,7 @@ pub fn causal_softmax_forward(
     const OP: &str = "causal_softmax_forward";
     require_f32(OP, "p", p)?;
     let uniform = plan(OP, params, &[("s", s), ("p", p), ("pd", pd)])?;
-    let state = state_buffer(ctx, params);
+    let state = state_or_placeholder(ctx, params.dropout, params.dropout_state);
     let (entry, grid) = params.body.entry(ctx, true, params.rows);
     ctx.kernel(
         &KernelDesc::new(&SHADER, entry),
@@ -235,7 +223,7 @@ pub fn causal_softmax_backward(
     const OP: &str = "causal_softmax_backward";
     require_f32(OP, "p", p)?;
     let uniform = plan(OP, params, &[("p", p), ("dpd", dpd), ("ds", ds)])?;
-    let state = state_buffer(ctx, params);
+    let state = state_or_placeholder(ctx, params.dropout, params.dropout_state);
     let (entry, grid) = params.body.entry(ctx, false, params.rows);
     ctx.kernel(
         &KernelDesc::new(&SHADER, entry),

@@ -74,8 +74,8 @@ impl DropoutState {
     /// so far (so a resumed run draws the masks it would have drawn), `training` false makes
     /// every dropout the identity.
     pub fn write(&self, ctx: &GpuContext, seed: u64, counter: u64, training: bool) {
-        ctx.queue.write_buffer(
-            self.buffer.raw(),
+        ctx.write_buffer(
+            &self.buffer,
             0,
             bytemuck::cast_slice(&state_words(seed, counter, training)),
         );
@@ -93,6 +93,20 @@ fn state_words(seed: u64, counter: u64, training: bool) -> [u32; STATE_WORDS] {
         0,
         0,
     ]
+}
+
+/// The buffer a kernel with optional dropout binds as its dropout state: `state` when
+/// `dropout` is on; otherwise the kernel never reads it but the binding must exist, so a
+/// small zeroed buffer (an eval-mode state) fills it and no tensor's buffer is bound twice.
+pub(crate) fn state_or_placeholder(
+    ctx: &GpuContext,
+    dropout: Option<DropoutKey>,
+    state: Option<&DropoutState>,
+) -> Arc<GpuBuffer> {
+    match (dropout, state) {
+        (Some(_), Some(state)) => state.buffer().clone(),
+        _ => ctx.alloc_storage("no dropout state", 32),
+    }
 }
 
 /// One dropout site: its probability and the layer id that keys its masks (distinct sites

@@ -10,6 +10,7 @@ pub mod conv;
 pub mod dropout;
 pub mod elementwise;
 pub mod embedding;
+pub mod flash_attention;
 pub mod histogram;
 pub mod layernorm;
 pub mod loss;
@@ -27,6 +28,8 @@ pub static SHADERS: &[&ShaderDecl] = &[
     &dropout::SHADER,
     &elementwise::SHADER,
     &embedding::SHADER,
+    &flash_attention::FORWARD_SHADER,
+    &flash_attention::BACKWARD_SHADER,
     &histogram::SHADER,
     &layernorm::SHADER,
     &loss::SHADER,

@@ -215,16 +215,12 @@ pub fn start_context(
     let context = &prompt[prompt.len().saturating_sub(block)..];
     let mut words = vec![0u32; block];
     words[..context.len()].copy_from_slice(context);
-    ctx.queue.write_buffer(
-        input.buffer().raw(),
+    ctx.write_buffer(
+        input.buffer(),
         input.byte_offset(),
         bytemuck::cast_slice(&words),
     );
-    ctx.queue.write_buffer(
-        state.raw(),
-        0,
-        bytemuck::cast_slice(&[context.len() as u32, 0]),
-    );
+    ctx.write_buffer(state, 0, bytemuck::cast_slice(&[context.len() as u32, 0]));
     Ok(())
 }
 

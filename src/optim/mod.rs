@@ -144,8 +144,7 @@ impl Optimizer {
             None => vec![u32::MAX],
         };
         let decay_mask = ctx.alloc_storage("optim.decay_mask", 4 * words.len() as u64);
-        ctx.queue
-            .write_buffer(decay_mask.raw(), 0, bytemuck::cast_slice(&words));
+        ctx.write_buffer(&decay_mask, 0, bytemuck::cast_slice(&words));
         let grouped = decay.is_some();
         let hyper = Hyper::new(&config, n, grouped);
         let mut args = vec![
@@ -325,12 +324,10 @@ impl Optimizer {
                 }
                 None => vec![0.0; self.n],
             };
-            ctx.queue
-                .write_buffer(buffer.raw(), 0, bytemuck::cast_slice(&values));
+            ctx.write_buffer(buffer, 0, bytemuck::cast_slice(&values));
         }
         let counters = vec![step; (self.counters.size() / 4) as usize];
-        ctx.queue
-            .write_buffer(self.counters.raw(), 0, bytemuck::cast_slice(&counters));
+        ctx.write_buffer(&self.counters, 0, bytemuck::cast_slice(&counters));
         Ok(())
     }
 }

@@ -21,6 +21,14 @@ pub const INCLUDES: &[(&str, &str)] = &[
         "matmul_common",
         include_str!("../../shaders/include/matmul_common.wgsl"),
     ),
+    (
+        "logit_class",
+        include_str!("../../shaders/include/logit_class.wgsl"),
+    ),
+    (
+        "flash_common",
+        include_str!("../../shaders/include/flash_common.wgsl"),
+    ),
 ];
 
 fn shader_error(shader: &str, message: String) -> Error {

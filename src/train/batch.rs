@@ -110,8 +110,7 @@ pub fn write_batch<'x>(
                     ),
                 ));
             }
-            ctx.queue
-                .write_buffer(net.labels.raw(), 0, bytemuck::cast_slice(labels));
+            ctx.write_buffer(&net.labels, 0, bytemuck::cast_slice(labels));
         }
         (BatchTargets::Values(values), Some(t)) => t.write_f32(ctx, values)?,
         _ => {
@@ -167,8 +166,8 @@ fn write_tokens(ctx: &GpuContext, net: &Network, ids: &[u32]) -> Result<()> {
             ),
         ));
     }
-    ctx.queue.write_buffer(
-        input.buffer().raw(),
+    ctx.write_buffer(
+        input.buffer(),
         input.byte_offset(),
         bytemuck::cast_slice(ids),
     );

@@ -105,7 +105,9 @@ impl Generator {
             )));
         };
         // The model on the full block, whatever sequence length it was trained on.
-        let spec = config.model_for(&spec.name, config.block_size)?;
+        let spec = config
+            .model_for(&spec.name, config.block_size)?
+            .with_attention(spec.attention);
         let policy = Policy::new(precision);
         let named: Vec<(String, Vec<usize>)> = spec
             .parameters()
@@ -212,8 +214,8 @@ impl Generator {
         let mut words = vec![0u32; block];
         words[..tokens.len()].copy_from_slice(tokens);
         let input = &self.net.input;
-        ctx.queue.write_buffer(
-            input.buffer().raw(),
+        ctx.write_buffer(
+            input.buffer(),
             input.byte_offset(),
             bytemuck::cast_slice(&words),
         );

@@ -16,6 +16,8 @@
 //! - [`generate`] (native): `sample`'s text generation from a GPT checkpoint;
 //! - [`prepare`]: a model and its data resolved together (text cut to the block size);
 //! - [`planning`]: device limits and out-of-memory as errors while planning;
+//! - [`memory`]: a step's GPU memory planned without allocating it, and the check that a
+//!   network binds within the adapter's limits before it is allocated;
 //! - [`profile`] (native): where a step's time goes (GPU time per kernel and phase);
 //! - [`run`]: the training loop, [`Run::advance`], which the CLI (blocking, `Run::run` on
 //!   native) and the app (one call per frame, native and web) both drive;
@@ -30,6 +32,7 @@ pub mod config;
 pub mod estimate;
 pub mod evaluate;
 pub mod host_time;
+pub mod memory;
 pub mod periodic;
 pub mod planning;
 pub mod prepare;

@@ -1,18 +1,27 @@
 //! Planning guards: buffer, pipeline and bind-group creation turns device limits and
-//! out-of-memory into errors that say what to change, never a panic; and the check that a
-//! model's parameters fit the adapter before anything is allocated for them.
+//! out-of-memory into errors that say what to change, never a panic; the check that a
+//! model's parameters fit the adapter before anything is allocated for them; and the check
+//! that a network's largest buffer and binding fit before it is allocated, planned on a dry
+//! twin of the context ([`check_network_fits`]).
 
-use crate::amp::policy::Precision;
+use std::sync::Arc;
+
+use crate::amp::policy::{Policy, Precision};
 use crate::error::{Error, Result};
-use crate::gpu::{GpuContext, human_bytes};
-use crate::nn::ModelSpec;
+use crate::gpu::{GpuBuffer, GpuContext, human_bytes};
 use crate::nn::layers::MAX_ELEMENTS;
 use crate::nn::params::ParamLayout;
+use crate::nn::params::ParamStore;
+use crate::nn::{AttentionKernel, LossKind, ModelSpec, Network};
 use crate::optim::OptimizerConfig;
 use crate::tensor::DType;
 
 /// The hint a batch-size resource error ends with (the CLI names its flag instead).
 pub const SMALLER_BATCH: &str = "use a smaller batch size";
+
+/// The hint a binding error ends with when the unfused attention's `[B, nh, T, T]`
+/// buffers are what is too large (the CLI names its flag instead).
+pub const FUSED_ATTENTION: &str = "use the fused attention";
 
 /// Runs a planning step (buffer, pipeline and bind group creation) so that a device limit or
 /// out-of-memory comes back as an error, never a panic: an out-of-memory error scope around it
@@ -207,4 +216,83 @@ pub fn check_params_fit(
         );
     }
     Ok(total)
+}
+
+/// What [`check_network_fits`] plans with: the trainer's pieces a network is built from.
+pub(super) struct NetworkInputs<'a> {
+    pub spec: &'a ModelSpec,
+    pub store: &'a ParamStore,
+    pub policy: &'a Policy,
+    pub loss: LossKind,
+    pub target_dim: usize,
+    pub grad_multiplier: f32,
+}
+
+/// Plan the network for `batch` on a dry twin of `ctx` and fail, before anything of it is
+/// allocated, when its largest buffer or storage binding passes the adapter's limits.
+pub(super) fn check_network_fits(
+    ctx: &GpuContext,
+    n: &NetworkInputs<'_>,
+    batch: usize,
+) -> Result<()> {
+    let dry = ctx.dry_twin();
+    let low = n.store.low.as_ref().map(|(_, s)| s.dtype());
+    let store = ParamStore::new(&dry, n.store.layout.clone(), low);
+    let seed: Arc<GpuBuffer> = dry.alloc_storage("grad_scaler.state", 64);
+    Network::build(
+        &dry,
+        n.spec,
+        &store,
+        n.policy,
+        batch,
+        n.loss,
+        n.target_dim,
+        &seed,
+        n.grad_multiplier,
+    )?;
+    // The unfused attention's [B, nh, T, T] scores and probabilities have a way out.
+    let attention_hint = |label: &str| {
+        let quadratic = label.contains("attention") || label.contains("probabilities");
+        if n.spec.attention == AttentionKernel::Unfused && quadratic {
+            format!("; {FUSED_ATTENTION}")
+        } else {
+            String::new()
+        }
+    };
+    if let Some((label, bytes)) = dry.allocator.live_by_label().into_iter().next()
+        && bytes > ctx.caps.max_buffer_size
+    {
+        let limit = ctx.caps.max_buffer_size;
+        return Err(Error::Resource {
+            message: format!(
+                "`{label}` needs a {} buffer; this adapter allows {} per buffer \
+                 (max_buffer_size){}",
+                human_bytes(bytes),
+                human_bytes(limit),
+                attention_hint(&label),
+            ),
+            needed: bytes,
+            limit,
+        });
+    }
+    if let Some(b) = dry.allocator.largest_binding()
+        && b.bytes > ctx.caps.max_storage_buffer_binding_size
+    {
+        let limit = ctx.caps.max_storage_buffer_binding_size;
+        return Err(Error::Resource {
+            message: format!(
+                "`{}` binds {} of storage (`{}` of kernel {}); this adapter allows {} per \
+                 storage binding (max_storage_buffer_binding_size){}",
+                b.buffer,
+                human_bytes(b.bytes),
+                b.name,
+                b.kernel,
+                human_bytes(limit),
+                attention_hint(&b.buffer),
+            ),
+            needed: b.bytes,
+            limit,
+        });
+    }
+    Ok(())
 }

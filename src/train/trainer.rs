@@ -13,7 +13,9 @@ use std::sync::Arc;
 use super::config::StepConfig;
 use super::host_time::{Clock, HostTimes};
 pub use super::planning::weight_decay_mask;
-use super::planning::{batch_error, check_params_fit, guard_planning, params_error};
+use super::planning::{
+    NetworkInputs, batch_error, check_network_fits, check_params_fit, guard_planning, params_error,
+};
 use super::rank::Exchange;
 use super::stats::{METRIC_LOSSES, RING, StatsRing, StepStats};
 use crate::amp::GradClipper;
@@ -198,6 +200,18 @@ impl Trainer {
             return Ok(i);
         }
         let planned = guard_planning(ctx, || {
+            // Before anything is allocated: every buffer and binding fits the adapter.
+            if !ctx.is_dry() {
+                let inputs = NetworkInputs {
+                    spec: &self.spec,
+                    store: &self.store,
+                    policy: &self.policy,
+                    loss: self.config.loss,
+                    target_dim: self.target_dim,
+                    grad_multiplier: self.grad_multiplier(),
+                };
+                check_network_fits(ctx, &inputs, batch)?;
+            }
             Network::build(
                 ctx,
                 &self.spec,

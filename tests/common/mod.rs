@@ -2,6 +2,7 @@
 //! none, they fail with a message saying how to get one. They never skip.
 #![allow(dead_code)]
 
+pub mod attention_ref;
 pub mod cli;
 pub mod matmul_ref;
 pub mod portability;

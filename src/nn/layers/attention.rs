@@ -1,16 +1,25 @@
 //! The core of nanoGPT's `CausalSelfAttention`, between `c_attn` and `c_proj`: from the
 //! packed projections `qkv` `[T, 3C]` of each sample, per head `softmax(q kᵀ / √hs)` with the
 //! causal mask, attention dropout, and `@ v`, written back as `[T, C]`. Under autocast the
-//! two matmuls run in the low dtype and the softmax in f32 (autocast's fp32 list), exactly
-//! nanoGPT's non-flash path.
+//! two matmuls run in the low dtype and the softmax in f32 (autocast's fp32 list).
+//!
+//! Two ways to run it ([`AttentionKernel`], the model's choice): *fused* (the default:
+//! `ops::flash_attention`, FlashAttention-2's shape, keeping only y and the row
+//! log-sum-exp; its backward recomputes the probabilities) and *unfused* (nanoGPT's
+//! non-flash path as written: S = q kᵀ in the low dtype, the f32 softmax, P·v, keeping
+//! `[B, nh, T, T]` probabilities for the backward). Both drop the same probabilities and
+//! agree up to floating-point reassociation and the unfused path's low-dtype roundings of
+//! S and P.
 
 use serde::Deserialize;
 
+use super::attention_kernel::AttentionKernel;
 use super::{Backward, BackwardPlan, ForwardPlan, Layer, LayerConfig, Resolved, positive};
 use crate::amp::policy::{CastRule, Op};
 use crate::error::Result;
 use crate::ops::attention::{self, SoftmaxParams};
 use crate::ops::dropout::{DropoutKey, DropoutState};
+use crate::ops::flash_attention::{self, FlashParams};
 use crate::ops::matmul::{MatmulOpts, MatrixLayout, batched_matmul};
 use crate::tensor::{DType, Tensor};
 
@@ -118,8 +127,55 @@ impl Layer for CausalAttention {
         Op::new("Attention", CastRule::LowPrecision)
     }
 
-    /// `S = q kᵀ`, `P = softmax(S / √hs)` (causal, f32), `Pd = dropout(P)`, `y = Pd v`.
+    /// `y = dropout(softmax(q kᵀ / √hs, causal)) v`, fused or not as the plan says.
     fn forward(&self, f: &mut ForwardPlan<'_>, qkv: Tensor) -> Result<(Tensor, Box<dyn Backward>)> {
+        match f.attention() {
+            AttentionKernel::Fused => self.forward_fused(f, qkv),
+            AttentionKernel::Unfused => self.forward_unfused(f, qkv),
+        }
+    }
+}
+
+impl CausalAttention {
+    /// One fused kernel: `y` and the row log-sum-exp `lse` (f32 `[B, nh, T]`), kept with
+    /// `qkv` for the backward.
+    fn forward_fused(
+        &self,
+        f: &mut ForwardPlan<'_>,
+        qkv: Tensor,
+    ) -> Result<(Tensor, Box<dyn Backward>)> {
+        let t = qkv.shape()[1];
+        let y = f.activation(&[t, self.width]);
+        let lse = f.named_activation("log-sum-exp", &[self.heads, t], DType::F32);
+        let fused = Fused {
+            batch: qkv.shape()[0],
+            t,
+            dropout: (self.dropout > 0.0).then(|| f.dropout_key(self.dropout)),
+        };
+        let state = f.dropout_state();
+        f.push(flash_attention::forward(
+            f.ctx(),
+            &qkv,
+            &y,
+            &lse,
+            &fused.params(self, &state),
+        )?);
+        let backward = FusedBackward {
+            layer: *self,
+            qkv,
+            y: y.clone(),
+            lse,
+            fused,
+        };
+        Ok((y, Box::new(backward)))
+    }
+
+    /// `S = q kᵀ`, `P = softmax(S / √hs)` (causal, f32), `Pd = dropout(P)`, `y = Pd v`.
+    fn forward_unfused(
+        &self,
+        f: &mut ForwardPlan<'_>,
+        qkv: Tensor,
+    ) -> Result<(Tensor, Box<dyn Backward>)> {
         let (batch, t) = (qkv.shape()[0], qkv.shape()[1]);
         let hs = self.head_size();
         let l = self.layouts(t);
@@ -127,8 +183,8 @@ impl Layer for CausalAttention {
         // S is dead once the softmax has read it: one buffer serves every attention layer
         // (and, in the backward, dS).
         let s = f.scratch("attention scores", &scores_shape, f.dtype())?;
-        let p = f.activation_in(&scores_shape, DType::F32);
-        let pd = f.activation(&scores_shape);
+        let p = f.named_activation("probabilities", &scores_shape, DType::F32);
+        let pd = f.named_activation("dropped-out probabilities", &scores_shape, f.dtype());
         let y = f.activation(&[t, self.width]);
         let ctx = f.ctx();
         let softmax = Softmax {
@@ -248,6 +304,64 @@ impl Backward for AttentionBackward {
         b.push(batched_matmul(
             ctx, ds, l.scores, &self.qkv, l.q, &dqkv, l.k, t, hs, t, batches, tn,
         )?);
+        Ok(Some(dqkv))
+    }
+}
+
+/// The fused kernel's sizes and dropout, kept for the backward.
+#[derive(Clone, Copy)]
+struct Fused {
+    batch: usize,
+    t: usize,
+    dropout: Option<DropoutKey>,
+}
+
+impl Fused {
+    fn params<'s>(&self, layer: &CausalAttention, state: &'s DropoutState) -> FlashParams<'s> {
+        FlashParams {
+            batch: self.batch,
+            heads: layer.heads,
+            t: self.t,
+            width: layer.width,
+            scale: 1.0 / (layer.head_size() as f32).sqrt(),
+            dropout: self.dropout,
+            dropout_state: self.dropout.map(|_| state),
+            body: Default::default(),
+        }
+    }
+}
+
+struct FusedBackward {
+    layer: CausalAttention,
+    qkv: Tensor,
+    y: Tensor,
+    lse: Tensor,
+    fused: Fused,
+}
+
+impl Backward for FusedBackward {
+    /// `delta = rowsum(dy ⊙ y)`, then dk and dv per key and dq per query, recomputing P.
+    fn backward(&self, b: &mut BackwardPlan<'_>, dy: Tensor) -> Result<Option<Tensor>> {
+        if !b.wants_input_grad() {
+            return Ok(None);
+        }
+        // delta is dead once the three kernels have run: one buffer serves every layer.
+        let delta = b.scratch("attention delta", &self.lse)?;
+        let dqkv = b.input_grad(&self.qkv)?;
+        let state = b.dropout_state();
+        let params = self.fused.params(&self.layer, &state);
+        for k in flash_attention::backward(
+            b.ctx(),
+            &self.qkv,
+            &self.y,
+            &self.lse,
+            &dy,
+            &delta,
+            &dqkv,
+            &params,
+        )? {
+            b.push(k);
+        }
         Ok(Some(dqkv))
     }
 }

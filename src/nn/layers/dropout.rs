@@ -5,7 +5,7 @@
 
 use serde::Deserialize;
 
-use super::{Backward, BackwardPlan, ForwardPlan, Layer, LayerConfig, Resolved};
+use super::{Backward, BackwardPlan, ForwardPlan, Layer, LayerConfig, Like, Resolved};
 use crate::amp::policy::{CastRule, Op};
 use crate::error::Result;
 use crate::ops::dropout::{self, DropoutKey};
@@ -73,12 +73,14 @@ impl Layer for Dropout {
             &x,
             &y,
         )?);
+        let x = Like::of(&x);
         Ok((y, Box::new(DropoutBackward { x, key })))
     }
 }
 
 struct DropoutBackward {
-    x: Tensor,
+    /// Only the input's shape: the mask is regenerated, the values are not needed.
+    x: Like,
     key: DropoutKey,
 }
 
@@ -88,7 +90,7 @@ impl Backward for DropoutBackward {
         if !b.wants_input_grad() {
             return Ok(None);
         }
-        let dx = b.input_grad(&self.x)?;
+        let dx = b.input_grad_like(&self.x)?;
         b.push(dropout::dropout_backward(
             b.ctx(),
             &b.dropout_state(),

@@ -83,8 +83,12 @@ impl Layer for LayerNorm {
         let weight = f.param("weight")?;
         let bias = self.bias.then(|| f.param("bias")).transpose()?;
         let y = f.activation(&x.shape()[1..]);
-        let mean = Tensor::zeros(f.ctx(), &[rows], DType::F32);
-        let rstd = Tensor::zeros(f.ctx(), &[rows], DType::F32);
+        let stats =
+            |what| Tensor::zeros_labelled(f.ctx(), what, &[rows], f.ctx().storage_for(DType::F32));
+        let (mean, rstd) = (
+            stats("activation (layernorm mean)"),
+            stats("activation (layernorm rstd)"),
+        );
         let y2 = y.reshape(&[rows, self.features])?;
         f.push(layernorm::layernorm_forward(
             f.ctx(),

@@ -21,6 +21,7 @@
 
 pub mod activation;
 pub mod attention;
+pub mod attention_kernel;
 pub mod conv2d;
 pub mod dropout;
 pub mod embedding;
@@ -43,7 +44,7 @@ use crate::error::Result;
 use crate::tensor::{DType, Tensor};
 pub use named::{NamedLayer, ParamSpec};
 pub(crate) use named::{layer_from_json, resolve_layers};
-pub use plan::{BackwardPlan, ForwardPlan};
+pub use plan::{BackwardPlan, ForwardPlan, Like};
 pub use precision::PrecisionWalk;
 
 /// Parses one layer's fields (the object under its key) into its config.

@@ -6,19 +6,21 @@
 //! Everything here happens once, when a network is planned for a batch size; a training step
 //! only replays the kernels.
 
-use std::cell::OnceCell;
+use std::cell::{OnceCell, RefCell};
 use std::sync::Arc;
 
+use super::attention_kernel::AttentionKernel;
 use super::named::NamedLayer;
 use super::{Backward, Layer};
 use crate::amp::policy::Policy;
 use crate::error::Result;
-use crate::gpu::{GpuContext, Kernel};
+use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::nn::buffers::{GradientArena, Scratch};
 use crate::nn::params::ParamStore;
+use crate::nn::transient::Activations;
 use crate::ops::dropout::{DropoutKey, DropoutState};
 use crate::ops::elementwise;
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{DType, Storage, Tensor};
 
 /// What the forward recorded for one op (a layer, or a cast autocast inserted).
 struct Recorded {
@@ -44,6 +46,10 @@ pub struct ForwardPlan<'a> {
     /// Made when the first dropout layer asks for it.
     dropout: OnceCell<Arc<DropoutState>>,
     batch: usize,
+    /// How attention layers run (the model's choice).
+    attention: AttentionKernel,
+    /// Where activations go (shared buffers for transient ones: [`super::transient`]).
+    activations: RefCell<Activations>,
     kernels: Vec<Kernel>,
     /// The layer being planned: its full name and compute dtype.
     path: String,
@@ -52,8 +58,6 @@ pub struct ForwardPlan<'a> {
     layer_count: usize,
     index: usize,
     seen_params: bool,
-    /// The largest input gradient the backward will need, in bytes.
-    largest_grad: u64,
     scratch: Scratch,
 }
 
@@ -66,16 +70,13 @@ pub(in crate::nn) fn join(parent: &str, name: &str) -> String {
     }
 }
 
-fn grad_bytes(t: &Tensor) -> u64 {
-    t.storage().bytes_for(t.numel()).next_multiple_of(4)
-}
-
 impl<'a> ForwardPlan<'a> {
     pub(in crate::nn) fn new(
         ctx: &'a GpuContext,
         store: &'a ParamStore,
         policy: &'a Policy,
         batch: usize,
+        attention: AttentionKernel,
     ) -> Self {
         Self {
             ctx,
@@ -83,26 +84,32 @@ impl<'a> ForwardPlan<'a> {
             policy,
             dropout: OnceCell::new(),
             batch,
+            attention,
+            activations: RefCell::new(Activations::Own),
             kernels: Vec::new(),
             path: String::new(),
             dtype: DType::F32,
             layer_count: 0,
             index: 0,
             seen_params: false,
-            largest_grad: 0,
             scratch: Scratch::default(),
         }
+    }
+
+    /// Where the activations asked for from now on go.
+    pub(in crate::nn) fn set_activations(&mut self, activations: Activations) {
+        self.activations = RefCell::new(activations);
+    }
+
+    /// What [`Self::set_activations`] set, as the forward left it.
+    pub(in crate::nn) fn take_activations(&mut self) -> Activations {
+        self.activations.replace(Activations::Own)
     }
 
     /// The kernels, the scratch buffers for the backward to share, and the dropout state
     /// when a layer asked for it.
     pub(in crate::nn) fn finish(self) -> (Vec<Kernel>, Scratch, Option<Arc<DropoutState>>) {
         (self.kernels, self.scratch, self.dropout.into_inner())
-    }
-
-    /// The largest gradient buffer the backward needs (the output's gradient included).
-    pub(in crate::nn) fn largest_grad(&self, output: &Tensor) -> u64 {
-        self.largest_grad.max(grad_bytes(output))
     }
 
     /// Plan `layers` in order on `x`: for each, the cast the policy asks for, then its
@@ -133,24 +140,22 @@ impl<'a> ForwardPlan<'a> {
         // Casts convert activations; ids (an embedding's tokens) go in as they are.
         if self.dtype != x.dtype() && x.dtype().is_float() {
             let wants = self.seen_params;
-            let (y, backward) = cast_forward(self, x.clone(), self.dtype)?;
-            self.record(tape, std::mem::replace(&mut x, y), wants, backward);
+            let (y, backward) = cast_forward(self, x, self.dtype)?;
+            self.record(tape, wants, backward);
+            x = y;
         }
         // Whether this layer's input needs a gradient is decided by what came before it,
         // not by its own sub-layers (planned, and recorded, during its forward).
         let wants = self.seen_params;
         let has_params = !layer.parameters().is_empty() || !layer.tied_parameters().is_empty();
-        let (y, backward) = layer.forward(self, x.clone())?;
-        self.record(tape, x, wants, backward);
+        let (y, backward) = layer.forward(self, x)?;
+        self.record(tape, wants, backward);
         self.seen_params |= has_params;
         (self.path, self.dtype, self.index) = parent;
         Ok(y)
     }
 
-    fn record(&mut self, tape: &mut Tape, input: Tensor, wants: bool, b: Box<dyn Backward>) {
-        if wants {
-            self.largest_grad = self.largest_grad.max(grad_bytes(&input));
-        }
+    fn record(&mut self, tape: &mut Tape, wants: bool, b: Box<dyn Backward>) {
         tape.ops.push(Recorded {
             path: self.path.clone(),
             wants_input_grad: wants,
@@ -160,6 +165,11 @@ impl<'a> ForwardPlan<'a> {
 
     pub fn ctx(&self) -> &'a GpuContext {
         self.ctx
+    }
+
+    /// How attention layers run in this plan.
+    pub fn attention(&self) -> AttentionKernel {
+        self.attention
     }
 
     /// The dtype the current layer computes in (its input already has it).
@@ -182,7 +192,20 @@ impl<'a> ForwardPlan<'a> {
 
     /// A new activation `[batch, ...per_sample]` in `dtype`.
     pub fn activation_in(&self, per_sample: &[usize], dtype: DType) -> Tensor {
-        Tensor::zeros(self.ctx, &self.batched(per_sample), dtype)
+        self.named_activation("", per_sample, dtype)
+    }
+
+    /// [`Self::activation_in`] with `what` it is named in its buffer's label, after the
+    /// layer (`activation transformer.h.0.attn (probabilities)`).
+    pub fn named_activation(&self, what: &str, per_sample: &[usize], dtype: DType) -> Tensor {
+        let label = match what {
+            "" => format!("activation {}", self.path),
+            what => format!("activation {} ({what})", self.path),
+        };
+        let storage = self.ctx.storage_for(dtype);
+        self.activations
+            .borrow_mut()
+            .take(self.ctx, &label, &self.batched(per_sample), storage)
     }
 
     /// `[batch, ...per_sample]` in `dtype`, in a buffer shared by every caller that asks for
@@ -233,6 +256,28 @@ impl<'a> ForwardPlan<'a> {
     }
 }
 
+/// The shape and storage of a tensor, without its buffer: what a backward keeps of an input
+/// whose values it does not need (so the buffer can be shared once the forward is done with
+/// it, [`super::transient`]).
+#[derive(Clone, Debug)]
+pub struct Like {
+    pub shape: Vec<usize>,
+    pub storage: Storage,
+}
+
+impl Like {
+    pub fn of(t: &Tensor) -> Like {
+        Like {
+            shape: t.shape().to_vec(),
+            storage: t.storage(),
+        }
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.storage.dtype()
+    }
+}
+
 /// The backward pass being planned.
 pub struct BackwardPlan<'a> {
     ctx: &'a GpuContext,
@@ -251,7 +296,7 @@ impl<'a> BackwardPlan<'a> {
         ctx: &'a GpuContext,
         store: &'a ParamStore,
         dropout: Option<Arc<DropoutState>>,
-        grad_bytes: u64,
+        free: Vec<Arc<GpuBuffer>>,
         scratch: Scratch,
     ) -> Self {
         Self {
@@ -259,7 +304,7 @@ impl<'a> BackwardPlan<'a> {
             store,
             dropout: dropout.map(OnceCell::from).unwrap_or_default(),
             kernels: Vec::new(),
-            grads: GradientArena::new(grad_bytes),
+            grads: GradientArena::new(free),
             scratch,
             path: String::new(),
             wants_input_grad: false,
@@ -316,7 +361,12 @@ impl<'a> BackwardPlan<'a> {
     /// A gradient shaped (and stored) like `x`, in a buffer of the gradient arena. Every
     /// backward kernel overwrites the whole of it.
     pub fn input_grad(&mut self, x: &Tensor) -> Result<Tensor> {
-        self.grads.take(self.ctx, x)
+        self.input_grad_like(&Like::of(x))
+    }
+
+    /// [`Self::input_grad`] for a tensor the backward does not keep, only its shape.
+    pub fn input_grad_like(&mut self, x: &Like) -> Result<Tensor> {
+        self.grads.take(self.ctx, &x.shape, x.storage)
     }
 
     /// Give back a gradient from [`Self::input_grad`] that is no longer needed.
@@ -370,13 +420,14 @@ fn cast_forward(
     x: Tensor,
     dtype: DType,
 ) -> Result<(Tensor, Box<dyn Backward>)> {
-    let y = Tensor::zeros(f.ctx(), x.shape(), dtype);
+    let y = f.named_activation("cast", &x.shape()[1..], dtype);
     f.push(elementwise::cast(f.ctx(), &x, &y)?);
-    Ok((y, Box::new(CastBackward { x })))
+    Ok((y, Box::new(CastBackward { x: Like::of(&x) })))
 }
 
+/// Only the input's shape and storage: a cast's backward needs no values.
 struct CastBackward {
-    x: Tensor,
+    x: Like,
 }
 
 impl Backward for CastBackward {
@@ -385,7 +436,7 @@ impl Backward for CastBackward {
         if !b.wants_input_grad() {
             return Ok(None);
         }
-        let dx = b.input_grad(&self.x)?;
+        let dx = b.input_grad_like(&self.x)?;
         b.push(elementwise::cast(b.ctx(), &dy, &dx)?);
         Ok(Some(dx))
     }

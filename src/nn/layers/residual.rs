@@ -9,7 +9,7 @@ use serde::Deserialize;
 use super::named::{NamedLayer, layer_from_json, resolve_layers};
 use super::plan::{Tape, same_buffer};
 use super::precision::PrecisionWalk;
-use super::{Backward, BackwardPlan, ForwardPlan, Layer, LayerConfig, ParamDef, Resolved};
+use super::{Backward, BackwardPlan, ForwardPlan, Layer, LayerConfig, Like, ParamDef, Resolved};
 use crate::amp::policy::{CastRule, Op};
 use crate::error::Result;
 use crate::ops::elementwise;
@@ -112,15 +112,17 @@ impl Layer for Residual {
         let (h, branch) = f.run_layers(&self.branch, x.clone())?;
         let y = f.activation_in(&x.shape()[1..], promote(x.dtype(), h.dtype()));
         f.push(elementwise::add(f.ctx(), &x, &h, &y)?);
+        let (x, h) = (Like::of(&x), Like::of(&h));
         let backward = ResidualBackward { branch, x, h };
         Ok((y, Box::new(backward)))
     }
 }
 
+/// Of x and h only their shapes and dtypes: an add needs no values.
 struct ResidualBackward {
     branch: Tape,
-    x: Tensor,
-    h: Tensor,
+    x: Like,
+    h: Like,
 }
 
 impl Backward for ResidualBackward {
@@ -131,7 +133,7 @@ impl Backward for ResidualBackward {
         let dh = if dy.dtype() == self.h.dtype() {
             dy.clone()
         } else {
-            let dh = b.input_grad(&self.h)?;
+            let dh = b.input_grad_like(&self.h)?;
             b.push(elementwise::cast(ctx, &dy, &dh)?);
             dh
         };
@@ -145,7 +147,7 @@ impl Backward for ResidualBackward {
             let dx = if reuse {
                 dy.clone()
             } else {
-                let dx = b.input_grad(&self.x)?;
+                let dx = b.input_grad_like(&self.x)?;
                 b.push(elementwise::cast(ctx, &dy, &dx)?);
                 dx
             };

@@ -157,21 +157,17 @@ impl GradExchange {
         for loss in &mut self.sum[grad_words..] {
             *loss /= ranks;
         }
-        ctx.queue.write_buffer(
-            grads.raw(),
-            0,
-            bytemuck::cast_slice(&self.sum[..grad_words]),
-        );
-        ctx.queue.write_buffer(
-            metrics.raw(),
+        ctx.write_buffer(grads, 0, bytemuck::cast_slice(&self.sum[..grad_words]));
+        ctx.write_buffer(
+            metrics,
             loss_offset,
             bytemuck::cast_slice(&self.sum[grad_words..]),
         );
         if scaler_enabled && any_nonfinite {
             // found_inf (state word 2): every rank skips this step, also one whose own
             // gradients were finite. The unscale kernel only ever sets it further.
-            ctx.queue.write_buffer(
-                scaler_state.raw(),
+            ctx.write_buffer(
+                scaler_state,
                 4 * crate::amp::scaler::WORD_FOUND_INF as u64,
                 bytemuck::bytes_of(&1u32),
             );

@@ -1,0 +1,278 @@
+// Fused causal attention, backward (FlashAttention-2's split, SIMT body). Nothing T x T is
+// stored: every kernel recomputes the probabilities it needs from q, k and the forward's row
+// log-sum-exp, P_ij = exp(scale * q_i·k_j - lse_i) for j <= i, with the forward's dropout
+// mask (element (bh * T + i) * T + j, see flash_common).
+//
+//   flash_backward_delta: delta_i = Σ_d dy_i[d] * y_i[d] (= Σ_j P_ij dP_ij, dropout included)
+//   flash_backward_dkv:   one thread per key j:   dv_j = Σ_i Pd_ij dy_i,
+//                         dk_j = Σ_i dS_ij q_i, dS_ij = scale * P_ij (dP_ij - delta_i),
+//                         dP_ij = dropout(dy_i·v_j)
+//   flash_backward_dq:    one thread per query i: dq_i = Σ_j dS_ij k_j
+//
+// Each gradient element has one writer and sums in a fixed order (i or j ascending): no
+// atomics on floats, the same bits every run. dq, dk and dv land in dqkv [B, T, 3C] at the
+// places q, k and v came from, in dqkv's storage. A NaN lse (a poisoned forward row) makes
+// that row's contributions NaN, so overflow always reaches the GradScaler.
+
+#tensor qkv 1 read
+#tensor y 2 read
+#tensor lse 3 read
+#tensor dy 5 read
+#tensor delta 6 read_write
+#tensor dqkv 7 read_write
+#include logit_class
+#include flash_common
+
+// a_tile and b_tile (flash_common) hold rows of q and dy (dkv) or of k and v (dq); the dkv
+// kernel's query rows come with their lse and delta.
+var<workgroup> lse_tile: array<f32, TILE>;
+var<workgroup> delta_tile: array<f32, TILE>;
+
+fn store_dqkv(at: u32, v: ptr<function, array<f32, HS>>) {
+    var d = 0u;
+    loop {
+        if (d >= HS) {
+            break;
+        }
+        let e = at + d;
+        if ((e & 1u) == 0u && d + 1u < HS) {
+            dqkv_store2(e, vec2<f32>((*v)[d], (*v)[d + 1u]));
+            d += 2u;
+        } else {
+            dqkv_store(e, (*v)[d]);
+            d += 1u;
+        }
+    }
+}
+
+// ---- delta ------------------------------------------------------------------------------------
+
+@compute @workgroup_size(WG)
+fn flash_backward_delta(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let p = place_of(wid, nwg);
+    let i = p.first + tid;
+    if (p.bh >= params.batch_heads || i >= params.t) {
+        return;
+    }
+    let at = out_at(p, i);
+    var acc = 0.0;
+    for (var d = 0u; d < HS; d++) {
+        acc += dy_load(at + d) * y_load(at + d);
+    }
+    delta_store(p.bh * params.t + i, acc);
+}
+
+// ---- dk, dv: one thread per key ------------------------------------------------------------------
+
+// Channel d of q (which 0) or dy (which 1) of query row i0 + ii; lse and delta of that row.
+fn qrow(p: Place, which: u32, i0: u32, ii: u32, d: u32) -> f32 {
+    if (TILED) {
+        if (which == 0u) {
+            return a_tile[ii * HS + d];
+        }
+        return b_tile[ii * HS + d];
+    }
+    if (which == 0u) {
+        return qkv_load(qkv_at(p, i0 + ii, 0u) + d);
+    }
+    return dy_load(out_at(p, i0 + ii) + d);
+}
+
+fn row_lse(p: Place, i0: u32, ii: u32) -> f32 {
+    if (TILED) {
+        return lse_tile[ii];
+    }
+    return lse_load(p.bh * params.t + i0 + ii);
+}
+
+fn row_delta(p: Place, i0: u32, ii: u32) -> f32 {
+    if (TILED) {
+        return delta_tile[ii];
+    }
+    return delta_load(p.bh * params.t + i0 + ii);
+}
+
+// Query rows [i0, i0 + TILE): q, dy, lse and delta into workgroup memory (zeros past T).
+fn load_query_tile(p: Place, i0: u32, tid: u32) {
+    for (var x = tid; x < TILE * HS; x += WG) {
+        let i = i0 + x / HS;
+        let d = x % HS;
+        var qx = 0.0;
+        var gx = 0.0;
+        if (i < params.t) {
+            qx = qkv_load(qkv_at(p, i, 0u) + d);
+            gx = dy_load(out_at(p, i) + d);
+        }
+        a_tile[x] = qx;
+        b_tile[x] = gx;
+    }
+    for (var x = tid; x < TILE; x += WG) {
+        var l = 0.0;
+        var dl = 0.0;
+        if (i0 + x < params.t) {
+            l = lse_load(p.bh * params.t + i0 + x);
+            dl = delta_load(p.bh * params.t + i0 + x);
+        }
+        lse_tile[x] = l;
+        delta_tile[x] = dl;
+    }
+}
+
+// Query rows i0 + ii, ii < n, for key j (every row here has i >= j).
+fn dkv_tile(
+    p: Place,
+    k: ptr<function, array<f32, HS>>,
+    v: ptr<function, array<f32, HS>>,
+    dk: ptr<function, array<f32, HS>>,
+    dv: ptr<function, array<f32, HS>>,
+    mask: ptr<function, Mask>,
+    j: u32,
+    i0: u32,
+    first: u32,
+    n: u32,
+) {
+    for (var ii = first; ii < n; ii++) {
+        var dot = 0.0;
+        var dpd = 0.0;
+        for (var d = 0u; d < HS; d++) {
+            dot += qrow(p, 0u, i0, ii, d) * (*k)[d];
+            dpd += qrow(p, 1u, i0, ii, d) * (*v)[d];
+        }
+        let prob = exp(params.scale * dot - row_lse(p, i0, ii));
+        let e = (p.bh * params.t + i0 + ii) * params.t + j;
+        let pd = mask_apply(mask, e, prob);
+        let dp = mask_apply(mask, e, dpd);
+        let ds = params.scale * (prob * (dp - row_delta(p, i0, ii)));
+        for (var d = 0u; d < HS; d++) {
+            (*dv)[d] += pd * qrow(p, 1u, i0, ii, d);
+            (*dk)[d] += ds * qrow(p, 0u, i0, ii, d);
+        }
+    }
+}
+
+@compute @workgroup_size(WG)
+fn flash_backward_dkv(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let p = place_of(wid, nwg);
+    if (p.bh >= params.batch_heads) {
+        return;
+    }
+    let j = p.first + tid;
+    let valid = j < params.t;
+    var k: array<f32, HS>;
+    var v: array<f32, HS>;
+    if (valid) {
+        let kat = qkv_at(p, j, 1u);
+        let vat = qkv_at(p, j, 2u);
+        for (var d = 0u; d < HS; d++) {
+            k[d] = qkv_load(kat + d);
+            v[d] = qkv_load(vat + d);
+        }
+    }
+    var dk: array<f32, HS>;
+    var dv: array<f32, HS>;
+    var mask = mask_new();
+    // Query rows from the tile holding this block's first key (rows before it see no key
+    // here), tiles aligned to TILE from 0: uniform across the group.
+    for (var i0 = (p.first / TILE) * TILE; i0 < params.t; i0 += TILE) {
+        if (TILED) {
+            workgroupBarrier();
+            load_query_tile(p, i0, tid);
+            workgroupBarrier();
+        }
+        if (valid && i0 + TILE > j) {
+            // Rows i >= j of this tile, and below T.
+            let first = max(j, i0) - i0;
+            let n = min(TILE, params.t - i0);
+            dkv_tile(p, &k, &v, &dk, &dv, &mask, j, i0, first, n);
+        }
+    }
+    if (!valid) {
+        return;
+    }
+    store_dqkv(qkv_at(p, j, 1u), &dk);
+    store_dqkv(qkv_at(p, j, 2u), &dv);
+}
+
+// ---- dq: one thread per query row ----------------------------------------------------------------
+
+// Keys j0 + jj, jj < n (all <= i), for query row i.
+fn dq_tile(
+    p: Place,
+    q: ptr<function, array<f32, HS>>,
+    g: ptr<function, array<f32, HS>>,
+    dq: ptr<function, array<f32, HS>>,
+    mask: ptr<function, Mask>,
+    i: u32,
+    lse_i: f32,
+    delta_i: f32,
+    j0: u32,
+    n: u32,
+) {
+    let e_row = (p.bh * params.t + i) * params.t + j0;
+    for (var jj = 0u; jj < n; jj++) {
+        var dot = 0.0;
+        var dpd = 0.0;
+        for (var d = 0u; d < HS; d++) {
+            dot += (*q)[d] * kv(p, 1u, j0, jj, d);
+            dpd += (*g)[d] * kv(p, 2u, j0, jj, d);
+        }
+        let prob = exp(params.scale * dot - lse_i);
+        let dp = mask_apply(mask, e_row + jj, dpd);
+        let ds = params.scale * (prob * (dp - delta_i));
+        for (var d = 0u; d < HS; d++) {
+            (*dq)[d] += ds * kv(p, 1u, j0, jj, d);
+        }
+    }
+}
+
+@compute @workgroup_size(WG)
+fn flash_backward_dq(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let p = place_of(wid, nwg);
+    if (p.bh >= params.batch_heads) {
+        return;
+    }
+    let i = p.first + tid;
+    let valid = i < params.t;
+    let kend = min(params.t, p.first + WG);
+    var q: array<f32, HS>;
+    var g: array<f32, HS>;
+    var dq: array<f32, HS>;
+    var lse_i = 0.0;
+    var delta_i = 0.0;
+    if (valid) {
+        let at = qkv_at(p, i, 0u);
+        let gat = out_at(p, i);
+        for (var d = 0u; d < HS; d++) {
+            q[d] = qkv_load(at + d);
+            g[d] = dy_load(gat + d);
+        }
+        lse_i = lse_load(p.bh * params.t + i);
+        delta_i = delta_load(p.bh * params.t + i);
+    }
+    var mask = mask_new();
+    for (var j0 = 0u; j0 < kend; j0 += TILE) {
+        if (TILED) {
+            workgroupBarrier();
+            load_kv_tile(p, j0, tid);
+            workgroupBarrier();
+        }
+        if (valid && j0 <= i) {
+            dq_tile(p, &q, &g, &dq, &mask, i, lse_i, delta_i, j0, min(TILE, i + 1u - j0));
+        }
+    }
+    if (valid) {
+        store_dqkv(qkv_at(p, i, 0u), &dq);
+    }
+}

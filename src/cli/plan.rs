@@ -1,0 +1,110 @@
+//! `webgpu-amp plan`: a training step's GPU memory without running it (or allocating it):
+//! the step `train` would run with the same flags is planned on a dry twin of the device
+//! (`webgpu_amp::train::memory`), and its bytes are reported by kind (weights, master
+//! weights, gradients, optimizer state, activations, workspace) with the largest buffers
+//! and the largest storage binding against the adapter's limits and the browser's default.
+
+use clap::Args;
+use webgpu_amp::amp::policy::Precision;
+use webgpu_amp::gpu::human_bytes;
+use webgpu_amp::train::memory::{MemoryPlan, plan_step};
+use webgpu_amp::{GpuContext, Result};
+
+use super::out::outln;
+use super::run_args::RunArgs;
+
+/// WebGPU's default `maxStorageBufferBindingSize` (what a browser page gets unless it asks
+/// for more): 128 MiB.
+pub const BROWSER_BINDING_LIMIT: u64 = 128 << 20;
+
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    /// f32, amp-f16, amp-bf16 or f16.
+    #[arg(long, default_value = "amp-f16")]
+    precision: String,
+    #[command(flatten)]
+    common: RunArgs,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: &PlanArgs) -> Result<()> {
+    let precision = Precision::parse(&args.precision)?;
+    args.common.validate_args(precision, (None, None))?;
+    let options = args.common.device.options()?;
+    let (inputs, ctx) = args
+        .common
+        .prepare(&[precision], || GpuContext::new(&options))?;
+    let cfg = args.common.run_config(precision, &inputs, (None, None))?;
+    let what = args
+        .common
+        .model
+        .clone()
+        .unwrap_or_else(|| inputs.spec.name.clone());
+    let attention = inputs
+        .spec
+        .gpt
+        .as_ref()
+        .map(|_| inputs.spec.attention.name());
+    let target_dim = inputs.split.train.output_dim();
+    let plan = plan_step(&ctx, inputs.spec, cfg.step, target_dim, cfg.batch_size)?;
+    if args.json {
+        let line = serde_json::json!({
+            "kind": "plan", "adapter": ctx.report.name, "model": what,
+            "precision": precision.name(), "attention": attention, "plan": plan,
+            "browser_binding_limit": BROWSER_BINDING_LIMIT,
+        });
+        outln!("{line}")?;
+        return Ok(());
+    }
+    let attention = attention.map_or(String::new(), |a| format!(", {a} attention"));
+    outln!(
+        "plan: {what}, batch {}, {}{attention}, on {} (nothing allocated)",
+        plan.batch,
+        precision.name(),
+        ctx.report.name
+    )?;
+    print_table(&plan)
+}
+
+fn mb(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1e6)
+}
+
+fn print_table(plan: &MemoryPlan) -> Result<()> {
+    for (kind, bytes) in &plan.kinds {
+        outln!("  {kind:<18} {:>12}", mb(*bytes))?;
+    }
+    outln!(
+        "  {:<18} {:>12}  ({} bytes)",
+        "peak",
+        mb(plan.peak_bytes),
+        plan.peak_bytes
+    )?;
+    outln!("largest buffers:")?;
+    for (label, bytes) in &plan.largest_buffers {
+        outln!("  {:>12}  {label}", mb(*bytes))?;
+    }
+    let Some(b) = &plan.largest_binding else {
+        return Ok(());
+    };
+    let verdict = |limit: u64| if b.bytes <= limit { "fits" } else { "EXCEEDS" };
+    outln!(
+        "largest binding: `{}`, {} (`{}` of kernel {})",
+        b.buffer,
+        mb(b.bytes),
+        b.name,
+        b.kernel
+    )?;
+    outln!(
+        "  adapter's max_storage_buffer_binding_size {}: {}",
+        human_bytes(plan.max_storage_buffer_binding_size),
+        verdict(plan.max_storage_buffer_binding_size)
+    )?;
+    outln!(
+        "  browser default (128 MiB): {}",
+        verdict(BROWSER_BINDING_LIMIT)
+    )?;
+    Ok(())
+}

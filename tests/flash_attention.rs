@@ -1,0 +1,280 @@
+//! The fused attention kernels (`ops::flash_attention`) against an f64 reference, forward
+//! and backward, on f32, native f16, packed f16 and bf16 storage: causal masking, attention
+//! dropout on, off and in eval mode (the unfused path's masks), T = 1, T not a multiple of
+//! the tile or of the workgroup, odd head sizes; both bodies give the same bits, runs repeat
+//! bit for bit. Finite differences of the forward check the backward in f32.
+//! (tests/flash_attention_edges.rs: non-finite inputs, errors, the GPT layer.)
+
+mod common;
+
+use common::attention_ref::{self, Dims, Drop};
+use common::{ctx, ctx_native, ctx_packed, rand_vec};
+use webgpu_amp::ops::dropout::{DropoutKey, DropoutState};
+use webgpu_amp::ops::flash_attention::{FlashBody, FlashParams, backward, forward};
+use webgpu_amp::{DType, GpuContext, Tensor};
+
+/// (name, context, dtype of qkv, y, dy and dqkv).
+fn storages() -> [(&'static str, &'static GpuContext, DType); 4] {
+    [
+        ("f32", ctx(), DType::F32),
+        ("f16 native", ctx_native(), DType::F16),
+        ("f16 packed", ctx_packed(), DType::F16),
+        ("bf16", ctx(), DType::BF16),
+    ]
+}
+
+/// Unit roundoff of a storage dtype.
+fn unit(dtype: DType) -> f64 {
+    match dtype {
+        DType::F16 => 2f64.powi(-11),
+        DType::BF16 => 2f64.powi(-8),
+        _ => 2f64.powi(-24),
+    }
+}
+
+/// The spacing of a dtype's subnormals: the absolute rounding error of tiny outputs.
+fn subnormal(dtype: DType) -> f64 {
+    match dtype {
+        DType::F16 => 2f64.powi(-24),
+        _ => 2f64.powi(-149),
+    }
+}
+
+/// Values of `dtype` in [-amp, amp).
+fn values(n: usize, seed: u64, amp: f32, dtype: DType) -> Vec<f32> {
+    rand_vec(n, seed)
+        .iter()
+        .map(|v| dtype.round(v * amp))
+        .collect()
+}
+
+/// One run's inputs and settings.
+struct Run<'a> {
+    ctx: &'a GpuContext,
+    dtype: DType,
+    dims: Dims,
+    drop: Option<Drop>,
+    training: bool,
+    body: FlashBody,
+}
+
+/// What a run gives back, as f32 read from the tensors.
+struct Outputs {
+    y: Vec<f32>,
+    lse: Vec<f32>,
+    dqkv: Vec<f32>,
+}
+
+impl Run<'_> {
+    fn drop_ref(&self) -> Option<Drop> {
+        self.drop.filter(|_| self.training)
+    }
+
+    /// Forward, then backward from `dy`, on the GPU.
+    fn run(&self, qkv: &[f32], dy: &[f32]) -> Outputs {
+        let (ctx, d) = (self.ctx, self.dims);
+        let (c, rows) = (d.c(), d.b * d.nh * d.t);
+        let qkv_t = Tensor::from_f32(ctx, qkv, &[d.b, d.t, 3 * c], self.dtype).unwrap();
+        let y = Tensor::zeros(ctx, &[d.b, d.t, c], self.dtype);
+        let lse = Tensor::zeros(ctx, &[rows], DType::F32);
+        let dy_t = Tensor::from_f32(ctx, dy, &[d.b, d.t, c], self.dtype).unwrap();
+        let delta = Tensor::zeros(ctx, &[rows], DType::F32);
+        let dqkv = Tensor::zeros(ctx, &[d.b, d.t, 3 * c], self.dtype);
+        let state = DropoutState::new(ctx);
+        let key = self.drop.map(|dr| DropoutKey {
+            p: dr.p,
+            layer: dr.layer,
+        });
+        if let Some(dr) = self.drop {
+            state.write(ctx, dr.seed, dr.counter, self.training);
+        }
+        let params = FlashParams {
+            batch: d.b,
+            heads: d.nh,
+            t: d.t,
+            width: c,
+            scale: d.scale() as f32,
+            dropout: key,
+            dropout_state: key.map(|_| &state),
+            body: self.body,
+        };
+        let mut kernels = vec![forward(ctx, &qkv_t, &y, &lse, &params).unwrap()];
+        kernels.extend(backward(ctx, &qkv_t, &y, &lse, &dy_t, &delta, &dqkv, &params).unwrap());
+        ctx.run(&kernels.iter().collect::<Vec<_>>());
+        Outputs {
+            y: y.read_f32(ctx).unwrap(),
+            lse: lse.read_f32(ctx).unwrap(),
+            dqkv: dqkv.read_f32(ctx).unwrap(),
+        }
+    }
+}
+
+/// |got − want| ≤ tol(mag) for every element, with the element's index in the message.
+#[track_caller]
+fn check(what: &str, got: &[f32], want: &[f64], mag: &[f64], tol: impl Fn(f64, f64) -> f64) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, ((&g, &w), &m)) in got.iter().zip(want).zip(mag).enumerate() {
+        let err = (g as f64 - w).abs();
+        let bound = tol(w, m);
+        assert!(
+            err <= bound,
+            "{what}: element {i}: got {g}, want {w} (|err| {err:e} > {bound:e})"
+        );
+    }
+}
+
+/// Forward and backward of `run` against the f64 reference. Tolerances: the output's
+/// rounding (one unit of its dtype) plus f32 arithmetic on the magnitude; the backward adds
+/// the rounding of y (delta = rowsum(dy ⊙ y) reads the stored y) and of dy's terms.
+fn against_reference(what: &str, run: &Run) {
+    let d = run.dims;
+    let c = d.c();
+    let qkv = values(d.b * d.t * 3 * c, 11 + d.t as u64, 1.5, run.dtype);
+    let dy = values(d.b * d.t * c, 23 + d.hs as u64, 1.0, run.dtype);
+    let out = run.run(&qkv, &dy);
+    let (y, y_mag, lse) = attention_ref::forward(&d, &qkv, run.drop_ref());
+    let (u, tiny) = (unit(run.dtype), subnormal(run.dtype));
+    let f32_err = 64.0 * 2f64.powi(-24) * (d.t + d.hs) as f64;
+    check(&format!("{what}: y"), &out.y, &y, &y_mag, |w, m| {
+        u * w.abs() + f32_err * m + tiny
+    });
+    let lse_mag = vec![1.0; lse.len()];
+    check(&format!("{what}: lse"), &out.lse, &lse, &lse_mag, |w, _| {
+        f32_err * (1.0 + w.abs())
+    });
+    let (g, g_mag) = attention_ref::backward(&d, &qkv, &dy, run.drop_ref());
+    check(&format!("{what}: dqkv"), &out.dqkv, &g, &g_mag, |w, m| {
+        u * w.abs() + (4.0 * u + f32_err) * m + tiny
+    });
+}
+
+fn dims(b: usize, nh: usize, t: usize, hs: usize) -> Dims {
+    Dims { b, nh, t, hs }
+}
+
+const DROP: Drop = Drop {
+    p: 0.25,
+    layer: 7,
+    seed: 1234,
+    counter: 5,
+};
+
+#[test]
+fn matches_the_f64_reference_on_every_storage() {
+    let _serial = attention_ref::gl_serial(ctx());
+    // T = 1; T below, at and past the tile (64 / hs keys for hs 16 is 64: the workgroup);
+    // an odd head size (packed stores at odd offsets); several workgroups per head.
+    let shapes = [
+        dims(2, 2, 1, 16),
+        dims(1, 3, 5, 5),
+        dims(2, 2, 17, 16),
+        dims(1, 2, 67, 16),
+        dims(1, 1, 21, 64),
+    ];
+    for (name, ctx, dtype) in storages() {
+        for &d in &shapes {
+            for (drop, training) in [(None, true), (Some(DROP), true), (Some(DROP), false)] {
+                let run = Run {
+                    ctx,
+                    dtype,
+                    dims: d,
+                    drop,
+                    training,
+                    body: FlashBody::Auto,
+                };
+                let mode = match (drop, training) {
+                    (None, _) => "no dropout",
+                    (Some(_), true) => "dropout",
+                    (Some(_), false) => "dropout in eval mode",
+                };
+                against_reference(&format!("{name} {d:?} {mode}"), &run);
+            }
+        }
+    }
+}
+
+#[test]
+fn both_bodies_give_the_same_bits_and_runs_repeat() {
+    let _serial = attention_ref::gl_serial(ctx());
+    for (name, ctx, dtype) in storages() {
+        for d in [dims(2, 2, 67, 16), dims(1, 2, 13, 5)] {
+            let qkv = values(d.b * d.t * 3 * d.c(), 3, 2.0, dtype);
+            let dy = values(d.b * d.t * d.c(), 4, 1.0, dtype);
+            let mut runs = attention_ref::bodies(ctx);
+            runs.push(runs[0]); // a rerun
+            let outputs: Vec<Outputs> = runs
+                .into_iter()
+                .map(|body| {
+                    let run = Run {
+                        ctx,
+                        dtype,
+                        dims: d,
+                        drop: Some(DROP),
+                        training: true,
+                        body,
+                    };
+                    run.run(&qkv, &dy)
+                })
+                .collect();
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            let last = outputs.last().expect("runs");
+            for (o, label) in [(&outputs[1], "second body"), (last, "rerun")] {
+                let what = format!("{name} {d:?} {label}");
+                assert_eq!(bits(&o.y), bits(&outputs[0].y), "{what}: y");
+                assert_eq!(bits(&o.lse), bits(&outputs[0].lse), "{what}: lse");
+                assert_eq!(bits(&o.dqkv), bits(&outputs[0].dqkv), "{what}: dqkv");
+            }
+        }
+    }
+}
+
+/// Central differences of L = Σ y ⊙ w through the GPU forward (f32, dropout on with a
+/// fixed mask) against the backward's dqkv, at the largest gradients of q, k and v.
+#[test]
+fn backward_matches_finite_differences() {
+    let ctx = ctx();
+    let _serial = attention_ref::gl_serial(ctx);
+    let d = dims(1, 2, 9, 4);
+    let c = d.c();
+    let qkv = values(d.t * 3 * c, 41, 1.0, DType::F32);
+    let w = values(d.t * c, 42, 1.0, DType::F32);
+    let run = Run {
+        ctx,
+        dtype: DType::F32,
+        dims: d,
+        drop: Some(DROP),
+        training: true,
+        body: FlashBody::Auto,
+    };
+    let grad = run.run(&qkv, &w).dqkv;
+    let loss = |x: &[f32]| -> f64 {
+        let y = run.run(x, &w).y;
+        y.iter().zip(&w).map(|(a, b)| *a as f64 * *b as f64).sum()
+    };
+    const EPS: f32 = 1e-2;
+    let mut checked = 0;
+    for part in 0..3 {
+        // The two largest gradients of this part (q, k or v).
+        let mut idx: Vec<usize> = (0..d.t * 3 * c)
+            .filter(|i| (i % (3 * c)) / c == part)
+            .collect();
+        idx.sort_by(|a, b| grad[*b].abs().total_cmp(&grad[*a].abs()));
+        for &i in &idx[..2] {
+            let (mut plus, mut minus) = (qkv.clone(), qkv.clone());
+            plus[i] += EPS;
+            minus[i] -= EPS;
+            let fd = (loss(&plus) - loss(&minus)) / (2.0 * EPS as f64);
+            let g = grad[i] as f64;
+            assert!(
+                (g - fd).abs() <= 2e-3 + 2e-2 * fd.abs(),
+                "part {part} element {i}: backward {g}, finite difference {fd}"
+            );
+            assert!(
+                g.abs() > 1e-3,
+                "part {part}: gradient {g} too small to test"
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 6);
+}
