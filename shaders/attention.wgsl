@@ -95,35 +95,45 @@ fn tree_or(tid: u32, v: u32) -> u32 {
     return red_flags[0];
 }
 
-// The dropout state words when dropout is on (zeros otherwise: the buffer is then unread).
-fn dropout_words(enabled: bool) -> vec4<u32> {
-    if (!enabled) {
-        return vec4<u32>(0u);
-    }
-    return vec4<u32>(dropout_state[0], dropout_state[1], dropout_state[2], dropout_state[3]);
+// Attention dropout of this dispatch: on when the flag is set and the training word is 1;
+// then the state words (zeros otherwise: the buffer is then unread).
+struct Dropout {
+    enabled: bool,
+    state: vec4<u32>,
 }
 
-// Whether attention dropout is on for this dispatch (flag set and the training word 1).
-fn dropout_active() -> bool {
-    if ((params.flags & FLAG_DROPOUT) == 0u || params.threshold == 0u) {
-        return false;
+fn dropout_of() -> Dropout {
+    if ((params.flags & FLAG_DROPOUT) == 0u || params.threshold == 0u || dropout_state[4] == 0u) {
+        return Dropout(false, vec4<u32>(0u));
     }
-    return dropout_state[4] != 0u;
+    return Dropout(true, vec4<u32>(dropout_state[0], dropout_state[1], dropout_state[2], dropout_state[3]));
 }
 
 // Keep decisions of the pair (e, e + 1), e even; all kept when dropout is off.
-fn keep_pair(enabled: bool, state: vec4<u32>, e: u32) -> vec2<bool> {
-    if (!enabled) {
+fn keep_pair(dr: Dropout, e: u32) -> vec2<bool> {
+    if (!dr.enabled) {
         return vec2<bool>(true, true);
     }
-    return dropout_keep2(state, params.layer, e, params.threshold);
+    return dropout_keep2(dr.state, params.layer, e, params.threshold);
 }
 
-fn drop(enabled: bool, v: f32, keep: bool) -> f32 {
-    if (!enabled) {
+fn drop(dr: Dropout, v: f32, keep: bool) -> f32 {
+    if (!dr.enabled) {
         return v;
     }
     return dropout_apply(v, keep, params.drop_scale);
+}
+
+// Row r's elements [base, end) of the flat [B * nh * T, T] scores, and its last unmasked one.
+struct CausalRow {
+    base: u32,
+    last: u32,
+    end: u32,
+}
+
+fn causal_row(r: u32) -> CausalRow {
+    let base = r * params.t;
+    return CausalRow(base, base + r % params.t, base + params.t);
 }
 
 // Row of this workgroup (rows past 65535 fold into y); rows >= params.rows are padding.
@@ -141,23 +151,13 @@ fn prob(x: f32, mx: f32, sum: f32) -> f32 {
     return exp(x - mx) / sum;
 }
 
-// p and pd of the word pair (e, e + 1) of the row [base, end) (last: its last unmasked
-// element), given the row's max and sum; a pair that straddles rows writes only its own.
-fn write_p_pair(
-    e: u32,
-    base: u32,
-    last: u32,
-    end: u32,
-    poisoned: bool,
-    mx: f32,
-    sum: f32,
-    enabled: bool,
-    state: vec4<u32>,
-) {
+// p and pd of the word pair (e, e + 1) of `row`, given the row's max and sum; a pair that
+// straddles rows writes only its own element.
+fn write_p_pair(e: u32, row: CausalRow, poisoned: bool, mx: f32, sum: f32, dr: Dropout) {
     var pv = vec2<f32>(0.0, 0.0);
     for (var h = 0u; h < 2u; h++) {
         let el = e + h;
-        if (el >= base && el <= last) {
+        if (el >= row.base && el <= row.last) {
             if (poisoned) {
                 pv[h] = nan_of(0u);
             } else {
@@ -165,12 +165,12 @@ fn write_p_pair(
             }
         }
     }
-    let keep = keep_pair(enabled, state, e);
-    let dv = vec2<f32>(drop(enabled, pv.x, keep.x), drop(enabled, pv.y, keep.y));
-    if (e >= base && e + 1u < end) {
+    let keep = keep_pair(dr, e);
+    let dv = vec2<f32>(drop(dr, pv.x, keep.x), drop(dr, pv.y, keep.y));
+    if (e >= row.base && e + 1u < row.end) {
         p_store2(e, pv);
         pd_store2(e, dv);
-    } else if (e >= base) {
+    } else if (e >= row.base) {
         p_store(e, pv.x);
         pd_store(e, dv.x);
     } else {
@@ -226,25 +226,20 @@ fn softmax_forward(
     if (r >= params.rows) {
         return;
     }
-    let t = params.t;
-    let i = r % t;
-    let base = r * t;
-    let last = base + i; // last unmasked element
+    let row = causal_row(r);
 
     // Pass 1: the row's max and classes.
-    let m = thread_max(base + tid, last);
+    let m = thread_max(row.base + tid, row.last);
     let mx = tree_max(tid, m.mx);
     let poisoned = tree_or(tid, m.seen) != 1u; // a NaN/+inf logit, or no finite one (all -inf)
 
     // Pass 2: the sum of exponentials, each thread over its own elements in order.
-    let sum = tree_sum(tid, thread_exp_sum(base + tid, last, mx));
+    let sum = tree_sum(tid, thread_exp_sum(row.base + tid, row.last, mx));
 
     // Pass 3: write p and pd over the word pairs of the whole row.
-    let enabled = dropout_active();
-    let state = dropout_words(enabled);
-    let end = base + t;
-    for (var e = (base & ~1u) + 2u * tid; e < end; e += 2u * WG) {
-        write_p_pair(e, base, last, end, poisoned, mx, sum, enabled, state);
+    let dr = dropout_of();
+    for (var e = (row.base & ~1u) + 2u * tid; e < row.end; e += 2u * WG) {
+        write_p_pair(e, row, poisoned, mx, sum, dr);
     }
 }
 
@@ -257,16 +252,16 @@ struct PartialDot {
 }
 
 // `d` with the word pair (e, e + 1) added, element by element in order.
-fn dot_pair(d: PartialDot, e: u32, base: u32, last: u32, end: u32, enabled: bool, state: vec4<u32>) -> PartialDot {
-    let keep = keep_pair(enabled, state, e);
+fn dot_pair(d: PartialDot, e: u32, row: CausalRow, dr: Dropout) -> PartialDot {
+    let keep = keep_pair(dr, e);
     var acc = d.acc;
     var bad = d.bad;
     for (var h = 0u; h < 2u; h++) {
         let el = e + h;
-        if (el >= base && el < end) {
+        if (el >= row.base && el < row.end) {
             let g = dpd_load(el);
-            if (el <= last) {
-                acc += p_load(el) * drop(enabled, g, keep[h]);
+            if (el <= row.last) {
+                acc += p_load(el) * drop(dr, g, keep[h]);
             } else if (is_nonfinite(g)) {
                 bad = 1u;
             }
@@ -276,27 +271,19 @@ fn dot_pair(d: PartialDot, e: u32, base: u32, last: u32, end: u32, enabled: bool
 }
 
 // ds of the word pair (e, e + 1) given the row sum.
-fn write_ds_pair(
-    e: u32,
-    base: u32,
-    last: u32,
-    end: u32,
-    row_dot: f32,
-    enabled: bool,
-    state: vec4<u32>,
-) {
-    let keep = keep_pair(enabled, state, e);
+fn write_ds_pair(e: u32, row: CausalRow, row_dot: f32, dr: Dropout) {
+    let keep = keep_pair(dr, e);
     var dv = vec2<f32>(0.0, 0.0);
     for (var h = 0u; h < 2u; h++) {
         let el = e + h;
-        if (el >= base && el <= last) {
-            let dp = drop(enabled, dpd_load(el), keep[h]);
+        if (el >= row.base && el <= row.last) {
+            let dp = drop(dr, dpd_load(el), keep[h]);
             dv[h] = params.scale * (p_load(el) * (dp - row_dot));
         }
     }
-    if (e >= base && e + 1u < end) {
+    if (e >= row.base && e + 1u < row.end) {
         ds_store2(e, dv);
-    } else if (e >= base) {
+    } else if (e >= row.base) {
         ds_store(e, dv.x);
     } else {
         ds_store(e + 1u, dv.y);
@@ -305,10 +292,10 @@ fn write_ds_pair(
 
 // One thread's share of the backward's pass 1: the word pairs first, first + 2·WG, ...
 // (the workgroup body's thread l has first = (base & ~1) + 2l).
-fn thread_dot(first: u32, base: u32, last: u32, end: u32, enabled: bool, state: vec4<u32>) -> PartialDot {
+fn thread_dot(first: u32, row: CausalRow, dr: Dropout) -> PartialDot {
     var d = PartialDot(0.0, 0u);
-    for (var e = first; e < end; e += 2u * WG) {
-        d = dot_pair(d, e, base, last, end, enabled, state);
+    for (var e = first; e < row.end; e += 2u * WG) {
+        d = dot_pair(d, e, row, dr);
     }
     return d;
 }
@@ -319,28 +306,23 @@ fn softmax_backward(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
+    let dr = dropout_of();
     let r = row_of(wid, nwg);
     if (r >= params.rows) {
         return;
     }
-    let t = params.t;
-    let i = r % t;
-    let base = r * t;
-    let last = base + i;
-    let end = base + t;
-    let enabled = dropout_active();
-    let state = dropout_words(enabled);
+    let row = causal_row(r);
 
     // Pass 1: Σ_{j<=i} p_j dp_j over word pairs, and whether any masked dpd is inf or NaN.
-    let d = thread_dot((base & ~1u) + 2u * tid, base, last, end, enabled, state);
+    let d = thread_dot((row.base & ~1u) + 2u * tid, row, dr);
     var row_dot = tree_sum(tid, d.acc);
     if (tree_or(tid, d.bad) != 0u) {
         row_dot = nan_of(0u);
     }
 
     // Pass 2: ds over the word pairs of the whole row.
-    for (var e = (base & ~1u) + 2u * tid; e < end; e += 2u * WG) {
-        write_ds_pair(e, base, last, end, row_dot, enabled, state);
+    for (var e = (row.base & ~1u) + 2u * tid; e < row.end; e += 2u * WG) {
+        write_ds_pair(e, row, row_dot, dr);
     }
 }
 
@@ -361,31 +343,27 @@ fn softmax_forward_rowwise(
     if (r >= params.rows) {
         return;
     }
-    let t = params.t;
-    let base = r * t;
-    let last = base + r % t;
+    let row = causal_row(r);
 
     // The workgroup body's threads in turn: the same partial results, combined in the same
     // order.
     var mx = -F32_MAX;
     var seen = 0u;
     for (var l = 0u; l < WG; l++) {
-        let m = thread_max(base + l, last);
+        let m = thread_max(row.base + l, row.last);
         mx = max(mx, m.mx);
         seen = seen | m.seen;
     }
     let poisoned = seen != 1u;
     var part: array<f32, WG>;
     for (var l = 0u; l < WG; l++) {
-        part[l] = thread_exp_sum(base + l, last, mx);
+        part[l] = thread_exp_sum(row.base + l, row.last, mx);
     }
     let sum = tree_sum_private(&part);
 
-    let enabled = dropout_active();
-    let state = dropout_words(enabled);
-    let end = base + t;
-    for (var e = base & ~1u; e < end; e += 2u) {
-        write_p_pair(e, base, last, end, poisoned, mx, sum, enabled, state);
+    let dr = dropout_of();
+    for (var e = row.base & ~1u; e < row.end; e += 2u) {
+        write_p_pair(e, row, poisoned, mx, sum, dr);
     }
 }
 
@@ -394,22 +372,18 @@ fn softmax_backward_rowwise(
     @builtin(global_invocation_id) gid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
+    let dr = dropout_of();
     let r = row_of_invocation(gid, nwg);
     if (r >= params.rows) {
         return;
     }
-    let t = params.t;
-    let base = r * t;
-    let last = base + r % t;
-    let end = base + t;
-    let enabled = dropout_active();
-    let state = dropout_words(enabled);
+    let row = causal_row(r);
 
     // The workgroup body's threads in turn.
     var sums: array<f32, WG>;
     var bad = 0u;
     for (var l = 0u; l < WG; l++) {
-        let d = thread_dot((base & ~1u) + 2u * l, base, last, end, enabled, state);
+        let d = thread_dot((row.base & ~1u) + 2u * l, row, dr);
         sums[l] = d.acc;
         bad = bad | d.bad;
     }
@@ -418,7 +392,7 @@ fn softmax_backward_rowwise(
         row_dot = nan_of(0u);
     }
 
-    for (var e = base & ~1u; e < end; e += 2u) {
-        write_ds_pair(e, base, last, end, row_dot, enabled, state);
+    for (var e = row.base & ~1u; e < row.end; e += 2u) {
+        write_ds_pair(e, row, row_dot, dr);
     }
 }

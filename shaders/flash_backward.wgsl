@@ -29,18 +29,11 @@ var<workgroup> lse_tile: array<f32, TILE>;
 var<workgroup> delta_tile: array<f32, TILE>;
 
 fn store_dqkv(at: u32, v: ptr<function, array<f32, HS>>) {
-    var d = 0u;
-    loop {
-        if (d >= HS) {
-            break;
-        }
-        let e = at + d;
-        if ((e & 1u) == 0u && d + 1u < HS) {
-            dqkv_store2(e, vec2<f32>((*v)[d], (*v)[d + 1u]));
-            d += 2u;
+    for (var d = 0u; d < HS; d += store_width(at + d, d)) {
+        if (store_width(at + d, d) == 2u) {
+            dqkv_store2(at + d, vec2<f32>((*v)[d], (*v)[d + 1u]));
         } else {
-            dqkv_store(e, (*v)[d]);
-            d += 1u;
+            dqkv_store(at + d, (*v)[d]);
         }
     }
 }
@@ -68,18 +61,33 @@ fn flash_backward_delta(
 
 // ---- dk, dv: one thread per key ------------------------------------------------------------------
 
-// Channel d of q (which 0) or dy (which 1) of query row i0 + ii; lse and delta of that row.
-fn qrow(p: Place, which: u32, i0: u32, ii: u32, d: u32) -> f32 {
-    if (TILED) {
-        if (which == 0u) {
-            return a_tile[ii * HS + d];
-        }
-        return b_tile[ii * HS + d];
+// The staged tensors are keys, k (0) and v (1), or query rows, q (0) and dy (1).
+fn tile_source(p: Place, keys: bool, which: u32, r: u32, d: u32) -> f32 {
+    if (keys) {
+        return qkv_load(qkv_at(p, r, 1u + which) + d);
     }
     if (which == 0u) {
-        return qkv_load(qkv_at(p, i0 + ii, 0u) + d);
+        return qkv_load(qkv_at(p, r, 0u) + d);
     }
-    return dy_load(out_at(p, i0 + ii) + d);
+    return dy_load(out_at(p, r) + d);
+}
+
+// The two products of one (query row, key) pair, q·k and dy·v, in channel order: this
+// thread holds x and y (k and v, or q and dy), the staged side row r0 + rr.
+fn pair_dots(p: Place, keys: bool, x: ptr<function, array<f32, HS>>, y: ptr<function, array<f32, HS>>, r0: u32, rr: u32) -> vec2<f32> {
+    var s = vec2<f32>(0.0, 0.0);
+    for (var d = 0u; d < HS; d++) {
+        s.x += (*x)[d] * staged(p, keys, 0u, r0, rr, d);
+        s.y += (*y)[d] * staged(p, keys, 1u, r0, rr, d);
+    }
+    return s;
+}
+
+// acc += a · (staged tensor `which`, row r0 + rr), channel by channel.
+fn add_scaled(acc: ptr<function, array<f32, HS>>, a: f32, p: Place, keys: bool, which: u32, r0: u32, rr: u32) {
+    for (var d = 0u; d < HS; d++) {
+        (*acc)[d] += a * staged(p, keys, which, r0, rr, d);
+    }
 }
 
 fn row_lse(p: Place, i0: u32, ii: u32) -> f32 {
@@ -96,20 +104,10 @@ fn row_delta(p: Place, i0: u32, ii: u32) -> f32 {
     return delta_load(p.bh * params.t + i0 + ii);
 }
 
-// Query rows [i0, i0 + TILE): q, dy, lse and delta into workgroup memory (zeros past T).
+// Query rows [i0, i0 + TILE): q and dy (load_tiles), then their lse and delta, into
+// workgroup memory (zeros past T).
 fn load_query_tile(p: Place, i0: u32, tid: u32) {
-    for (var x = tid; x < TILE * HS; x += WG) {
-        let i = i0 + x / HS;
-        let d = x % HS;
-        var qx = 0.0;
-        var gx = 0.0;
-        if (i < params.t) {
-            qx = qkv_load(qkv_at(p, i, 0u) + d);
-            gx = dy_load(out_at(p, i) + d);
-        }
-        a_tile[x] = qx;
-        b_tile[x] = gx;
-    }
+    load_tiles(p, false, i0, tid);
     for (var x = tid; x < TILE; x += WG) {
         var l = 0.0;
         var dl = 0.0;
@@ -136,49 +134,40 @@ fn dkv_tile(
     n: u32,
 ) {
     for (var ii = first; ii < n; ii++) {
-        var dot = 0.0;
-        var dpd = 0.0;
-        for (var d = 0u; d < HS; d++) {
-            dot += qrow(p, 0u, i0, ii, d) * (*k)[d];
-            dpd += qrow(p, 1u, i0, ii, d) * (*v)[d];
-        }
-        let prob = exp(params.scale * dot - row_lse(p, i0, ii));
+        let s = pair_dots(p, false, k, v, i0, ii);
+        let prob = exp(params.scale * s.x - row_lse(p, i0, ii));
         let e = (p.bh * params.t + i0 + ii) * params.t + j;
         let pd = mask_apply(mask, e, prob);
-        let dp = mask_apply(mask, e, dpd);
+        let dp = mask_apply(mask, e, s.y);
         let ds = params.scale * (prob * (dp - row_delta(p, i0, ii)));
-        for (var d = 0u; d < HS; d++) {
-            (*dv)[d] += pd * qrow(p, 1u, i0, ii, d);
-            (*dk)[d] += ds * qrow(p, 0u, i0, ii, d);
-        }
+        add_scaled(dv, pd, p, false, 1u, i0, ii);
+        add_scaled(dk, ds, p, false, 0u, i0, ii);
     }
 }
 
+// dk and dv of key p.first + tid: query rows from its own on, a tile at a time.
 @compute @workgroup_size(WG)
 fn flash_backward_dkv(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
+    // This thread's key: k, v and their gradients' accumulators (zeros).
+    var k: array<f32, HS>;
+    var v: array<f32, HS>;
+    var dk: array<f32, HS>;
+    var dv: array<f32, HS>;
+    var mask = mask_new();
     let p = place_of(wid, nwg);
     if (p.bh >= params.batch_heads) {
         return;
     }
     let j = p.first + tid;
     let valid = j < params.t;
-    var k: array<f32, HS>;
-    var v: array<f32, HS>;
     if (valid) {
-        let kat = qkv_at(p, j, 1u);
-        let vat = qkv_at(p, j, 2u);
-        for (var d = 0u; d < HS; d++) {
-            k[d] = qkv_load(kat + d);
-            v[d] = qkv_load(vat + d);
-        }
+        k = qkv_row(qkv_at(p, j, 1u));
+        v = qkv_row(qkv_at(p, j, 2u));
     }
-    var dk: array<f32, HS>;
-    var dv: array<f32, HS>;
-    var mask = mask_new();
     // Query rows from the tile holding this block's first key (rows before it see no key
     // here), tiles aligned to TILE from 0: uniform across the group.
     for (var i0 = (p.first / TILE) * TILE; i0 < params.t; i0 += TILE) {
@@ -203,6 +192,47 @@ fn flash_backward_dkv(
 
 // ---- dq: one thread per query row ----------------------------------------------------------------
 
+// dq of query row p.first + tid: keys up to it, a tile at a time.
+@compute @workgroup_size(WG)
+fn flash_backward_dq(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    // This thread's query row: q, dy, its lse and delta, and dq's accumulator (zeros).
+    var lse_i = 0.0;
+    var delta_i = 0.0;
+    var q: array<f32, HS>;
+    var g: array<f32, HS>;
+    var dq: array<f32, HS>;
+    let p = place_of(wid, nwg);
+    if (p.bh >= params.batch_heads) {
+        return;
+    }
+    let i = p.first + tid;
+    let valid = i < params.t;
+    let kend = min(params.t, p.first + WG);
+    if (valid) {
+        q = qkv_row(qkv_at(p, i, 0u));
+        let gat = out_at(p, i);
+        for (var d = 0u; d < HS; d++) {
+            g[d] = dy_load(gat + d);
+        }
+        lse_i = lse_load(p.bh * params.t + i);
+        delta_i = delta_load(p.bh * params.t + i);
+    }
+    var mask = mask_new();
+    for (var j0 = 0u; j0 < kend; j0 += TILE) {
+        stage_tiles(p, true, j0, tid);
+        if (valid && j0 <= i) {
+            dq_tile(p, &q, &g, &dq, &mask, i, lse_i, delta_i, j0, min(TILE, i + 1u - j0));
+        }
+    }
+    if (valid) {
+        store_dqkv(qkv_at(p, i, 0u), &dq);
+    }
+}
+
 // Keys j0 + jj, jj < n (all <= i), for query row i.
 fn dq_tile(
     p: Place,
@@ -218,61 +248,10 @@ fn dq_tile(
 ) {
     let e_row = (p.bh * params.t + i) * params.t + j0;
     for (var jj = 0u; jj < n; jj++) {
-        var dot = 0.0;
-        var dpd = 0.0;
-        for (var d = 0u; d < HS; d++) {
-            dot += (*q)[d] * kv(p, 1u, j0, jj, d);
-            dpd += (*g)[d] * kv(p, 2u, j0, jj, d);
-        }
-        let prob = exp(params.scale * dot - lse_i);
-        let dp = mask_apply(mask, e_row + jj, dpd);
+        let s = pair_dots(p, true, q, g, j0, jj);
+        let prob = exp(params.scale * s.x - lse_i);
+        let dp = mask_apply(mask, e_row + jj, s.y);
         let ds = params.scale * (prob * (dp - delta_i));
-        for (var d = 0u; d < HS; d++) {
-            (*dq)[d] += ds * kv(p, 1u, j0, jj, d);
-        }
-    }
-}
-
-@compute @workgroup_size(WG)
-fn flash_backward_dq(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) tid: u32,
-) {
-    let p = place_of(wid, nwg);
-    if (p.bh >= params.batch_heads) {
-        return;
-    }
-    let i = p.first + tid;
-    let valid = i < params.t;
-    let kend = min(params.t, p.first + WG);
-    var q: array<f32, HS>;
-    var g: array<f32, HS>;
-    var dq: array<f32, HS>;
-    var lse_i = 0.0;
-    var delta_i = 0.0;
-    if (valid) {
-        let at = qkv_at(p, i, 0u);
-        let gat = out_at(p, i);
-        for (var d = 0u; d < HS; d++) {
-            q[d] = qkv_load(at + d);
-            g[d] = dy_load(gat + d);
-        }
-        lse_i = lse_load(p.bh * params.t + i);
-        delta_i = delta_load(p.bh * params.t + i);
-    }
-    var mask = mask_new();
-    for (var j0 = 0u; j0 < kend; j0 += TILE) {
-        if (TILED) {
-            workgroupBarrier();
-            load_kv_tile(p, j0, tid);
-            workgroupBarrier();
-        }
-        if (valid && j0 <= i) {
-            dq_tile(p, &q, &g, &dq, &mask, i, lse_i, delta_i, j0, min(TILE, i + 1u - j0));
-        }
-    }
-    if (valid) {
-        store_dqkv(qkv_at(p, i, 0u), &dq);
+        add_scaled(dq, ds, p, true, 0u, j0, jj);
     }
 }

@@ -19,6 +19,11 @@
 #include logit_class
 #include flash_common
 
+// The staged tensors are keys: k (0) and v (1).
+fn tile_source(p: Place, keys: bool, which: u32, r: u32, d: u32) -> f32 {
+    return qkv_load(qkv_at(p, r, 1u + which) + d);
+}
+
 // One query row's online-softmax state.
 struct Row {
     m: f32,    // running max of the finite scaled logits (-F32_MAX before any)
@@ -27,18 +32,11 @@ struct Row {
 }
 
 fn store_y(at: u32, v: ptr<function, array<f32, HS>>) {
-    var d = 0u;
-    loop {
-        if (d >= HS) {
-            break;
-        }
-        let e = at + d;
-        if ((e & 1u) == 0u && d + 1u < HS) {
-            y_store2(e, vec2<f32>((*v)[d], (*v)[d + 1u]));
-            d += 2u;
+    for (var d = 0u; d < HS; d += store_width(at + d, d)) {
+        if (store_width(at + d, d) == 2u) {
+            y_store2(at + d, vec2<f32>((*v)[d], (*v)[d + 1u]));
         } else {
-            y_store(e, (*v)[d]);
-            d += 1u;
+            y_store(at + d, (*v)[d]);
         }
     }
 }
@@ -62,7 +60,7 @@ fn tile_step(
     for (var jj = 0u; jj < n; jj++) {
         var dot = 0.0;
         for (var d = 0u; d < HS; d++) {
-            dot += (*q)[d] * kv(p, 1u, j0, jj, d);
+            dot += (*q)[d] * staged(p, true, 0u, j0, jj, d);
         }
         let x = params.scale * dot;
         let c = logit_class(x);
@@ -91,7 +89,7 @@ fn tile_step(
         let w = mask_apply(mask, e_row + j0 + jj, e);
         if (w != 0.0) {
             for (var d = 0u; d < HS; d++) {
-                (*acc)[d] += w * kv(p, 2u, j0, jj, d);
+                (*acc)[d] += w * staged(p, true, 1u, j0, jj, d);
             }
         }
     }
@@ -104,34 +102,26 @@ fn flash_forward(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
+    // This thread's query row: its online-softmax state, q, and the output accumulator.
+    var row = Row(-F32_MAX, 0.0, 0u);
+    var q: array<f32, HS>;
+    var acc: array<f32, HS>; // zeros
+    var mask = mask_new();
     let p = place_of(wid, nwg);
     if (p.bh >= params.batch_heads) {
         return;
     }
     let i = p.first + tid;
     let valid = i < params.t;
+    if (valid) {
+        q = qkv_row(qkv_at(p, i, 0u));
+    }
     // Keys this block needs: up to its last row (the causal mask), uniform across the group.
     let kend = min(params.t, p.first + WG);
-
-    var q: array<f32, HS>;
-    var acc: array<f32, HS>;
-    if (valid) {
-        let at = qkv_at(p, i, 0u);
-        for (var d = 0u; d < HS; d++) {
-            q[d] = qkv_load(at + d);
-            acc[d] = 0.0;
-        }
-    }
-    var row = Row(-F32_MAX, 0.0, 0u);
-    var mask = mask_new();
     let e_row = (p.bh * params.t + i) * params.t; // dropout element of (i, 0)
 
     for (var j0 = 0u; j0 < kend; j0 += TILE) {
-        if (TILED) {
-            workgroupBarrier();
-            load_kv_tile(p, j0, tid);
-            workgroupBarrier();
-        }
+        stage_tiles(p, true, j0, tid);
         if (valid && j0 <= i) {
             tile_step(p, &row, &q, &acc, &mask, e_row, i, j0);
         }

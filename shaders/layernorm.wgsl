@@ -49,10 +49,6 @@ fn row_sum2(lid: u32, v: vec2<f32>) -> vec2<f32> {
     return scratch[0];
 }
 
-fn row_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return wid.x + wid.y * nwg.x;
-}
-
 // ---- forward ------------------------------------------------------------------------------
 
 fn ln_y(base: u32, j: u32, mu: f32, rs: f32) -> f32 {
@@ -67,16 +63,12 @@ fn ln_y(base: u32, j: u32, mu: f32, rs: f32) -> f32 {
 // inside the row are written whole (store2); an odd first or last element shares its word
 // with the neighbouring row and goes through the per-half store.
 @compute @workgroup_size(ROW_WG)
-fn layernorm_forward(
-    @builtin(local_invocation_id) lid3: vec3<u32>,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let row = row_index(wid, nwg);
+fn layernorm_forward(at: Invocation) {
+    let row = workgroup_index(at.wid, at.nwg);
     if (row >= params.rows) {
         return; // whole workgroup: barriers stay in uniform control flow
     }
-    let lid = lid3.x;
+    let lid = at.lid;
     let n = params.cols;
     let base = row * n;
     var s = 0.0;
@@ -120,17 +112,13 @@ fn ln_dx(base: u32, j: u32, mu: f32, rs: f32, mg: f32, mgx: f32) -> f32 {
 }
 
 @compute @workgroup_size(ROW_WG)
-fn layernorm_backward_dx(
-    @builtin(local_invocation_id) lid3: vec3<u32>,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let row = row_index(wid, nwg);
-    if (row >= params.rows) {
-        return;
-    }
-    let lid = lid3.x;
+fn layernorm_backward_dx(at: Invocation) {
     let n = params.cols;
+    let row = workgroup_index(at.wid, at.nwg);
+    if (row >= params.rows) {
+        return; // whole workgroup
+    }
+    let lid = at.lid;
     let base = row * n;
     let mu = mean_load(row);
     let rs = rstd_load(row);
@@ -167,7 +155,7 @@ fn layernorm_param_partials(
     @builtin(global_invocation_id) gid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
-    let t = gid.x + gid.y * nwg.x * WG;
+    let t = thread_index(gid, nwg, WG);
     let n = params.cols;
     if (t >= params.chunks * n) {
         return;
@@ -197,8 +185,8 @@ fn layernorm_param_final(
     @builtin(global_invocation_id) gid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
-    let c = gid.x + gid.y * nwg.x * WG;
     let n = params.cols;
+    let c = thread_index(gid, nwg, WG);
     if (c >= n) {
         return;
     }

@@ -88,17 +88,13 @@ fn row_loss(row: u32, st: RowStats) -> f32 {
 }
 
 @compute @workgroup_size(ROW_WG)
-fn cross_entropy_rows(
-    @builtin(local_invocation_id) lid3: vec3<u32>,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let row = workgroup_index(wid, nwg);
+fn cross_entropy_rows(at: Invocation) {
+    let row = workgroup_index(at.wid, at.nwg);
     if (row >= params.rows) {
         return; // whole workgroup
     }
-    let st = row_stats(row, lid3.x);
-    if (lid3.x == 0u) {
+    let st = row_stats(row, at.lid);
+    if (at.lid == 0u) {
         partials[row] = row_loss(row, st);
     }
 }
@@ -117,16 +113,12 @@ fn ce_grad(row: u32, j: u32, st: RowStats, seed_scale: f32) -> f32 {
 // pairs inside the row; the row's odd first and last elements share a word with the
 // neighbouring row and go through the per-half atomic store.
 @compute @workgroup_size(ROW_WG)
-fn cross_entropy_rows_grad(
-    @builtin(local_invocation_id) lid3: vec3<u32>,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let row = workgroup_index(wid, nwg);
+fn cross_entropy_rows_grad(at: Invocation) {
+    let lid = at.lid;
+    let row = workgroup_index(at.wid, at.nwg);
     if (row >= params.rows) {
-        return;
+        return; // whole workgroup
     }
-    let lid = lid3.x;
     let st = row_stats(row, lid);
     if (lid == 0u) {
         partials[row] = row_loss(row, st);
@@ -171,6 +163,22 @@ fn mse_partial_out(lid: u32, g: u32, acc: f32) {
     }
 }
 
+// pred - target at element pair (i, i + 1), or at i alone (y = 0) when i is the last element.
+fn mse_diff(i: u32) -> vec2<f32> {
+    if (i + 1u < params.n) {
+        return pred_load2(i) - wanted_load2(i);
+    }
+    return vec2<f32>(pred_load(i) - wanted_load(i), 0.0);
+}
+
+// acc plus the squares of mse_diff(i), in the same order for pairs and for a last element.
+fn mse_add_squares(acc: f32, d: vec2<f32>, i: u32) -> f32 {
+    if (i + 1u < params.n) {
+        return acc + (d.x * d.x + d.y * d.y);
+    }
+    return acc + d.x * d.x;
+}
+
 // First pass: workgroup g sums (pred - target)^2 over element pairs g*WG + lid, + groups*WG, ...
 @compute @workgroup_size(WG)
 fn mse_partials(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
@@ -178,14 +186,7 @@ fn mse_partials(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgrou
     let pairs = params.n / 2u + (params.n & 1u);
     var acc = 0.0;
     for (var p = wid.x * WG + lid; p < pairs; p = p + params.groups * WG) {
-        let i = 2u * p;
-        if (i + 1u < params.n) {
-            let d = pred_load2(i) - wanted_load2(i);
-            acc = acc + (d.x * d.x + d.y * d.y);
-        } else {
-            let d = pred_load(i) - wanted_load(i);
-            acc = acc + d * d;
-        }
+        acc = mse_add_squares(acc, mse_diff(2u * p), 2u * p);
     }
     mse_partial_out(lid, wid.x, acc);
 }
@@ -193,20 +194,18 @@ fn mse_partials(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgrou
 // Same, also writing grad = 2 (pred - target) / n * multiplier * seed[0].
 @compute @workgroup_size(WG)
 fn mse_partials_grad(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let seed_scale = seed[0];
     let lid = lid3.x;
     let pairs = params.n / 2u + (params.n & 1u);
-    let seed_scale = seed[0];
     var acc = 0.0;
     for (var p = wid.x * WG + lid; p < pairs; p = p + params.groups * WG) {
         let i = 2u * p;
+        let d = mse_diff(i);
+        acc = mse_add_squares(acc, d, i);
         if (i + 1u < params.n) {
-            let d = pred_load2(i) - wanted_load2(i);
-            acc = acc + (d.x * d.x + d.y * d.y);
             grad_store2(i, (d * params.grad_scale) * seed_scale);
         } else {
-            let d = pred_load(i) - wanted_load(i);
-            acc = acc + d * d;
-            grad_store(i, (d * params.grad_scale) * seed_scale);
+            grad_store(i, (d.x * params.grad_scale) * seed_scale);
         }
     }
     mse_partial_out(lid, wid.x, acc);

@@ -51,21 +51,21 @@ fn skipped() -> bool {
 }
 
 struct StepStart {
-    applies: bool,  // found_inf is clear: the step runs (and has been counted)
-    prev: u32,      // steps applied before this one
-    base: u32,      // this thread's first element; it handles base + k * WG, k < EPT
+    count: u32, // elements this thread updates: EPT, or 0 when found_inf skips the step
+    prev: u32,  // steps applied before this one
+    base: u32,  // this thread's first element; it handles base + k * WG, k < count
 }
 
 // What every optimizer kernel starts with: read this workgroup's step count, and unless the
 // GradScaler found inf/NaN, count the step. Call it first, in uniform control flow.
-fn start_step(lid: u32, wid: vec3<u32>, nwg: vec3<u32>) -> StepStart {
-    let group = workgroup_index(wid, nwg);
-    let prev = begin(lid, group);
+fn start_step(at: Invocation) -> StepStart {
+    let group = workgroup_index(at.wid, at.nwg);
+    let prev = begin(at.lid, group);
     if (skipped()) {
-        return StepStart(false, prev, 0u);
+        return StepStart(0u, prev, 0u);
     }
-    count_step(lid, group, prev + 1u);
-    return StepStart(true, prev, group * WG * EPT + lid);
+    count_step(at.lid, group, prev + 1u);
+    return StepStart(EPT, prev, group * WG * EPT + at.lid);
 }
 
 // Whether element i is in the weight-decay group.
@@ -110,89 +110,77 @@ fn one_minus_exp(x_in: f32) -> f32 {
 }
 
 @compute @workgroup_size(WG)
-fn sgd_step(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let start = start_step(lid, wid, nwg);
-    if (!start.applies) {
-        return;
-    }
-    for (var k = 0u; k < EPT; k++) {
-        let i = start.base + k * WG;
-        if (i < hyper.n) {
-            let p = param[i];
-            param[i] = p + (-hyper.lr) * l2_grad(i, p);
-        }
+fn sgd_step(at: Invocation) {
+    let start = start_step(at);
+    for (var k = 0u; k < start.count; k++) {
+        sgd_update(start.base + k * WG);
     }
 }
 
-@compute @workgroup_size(WG)
-fn sgd_momentum_step(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let start = start_step(lid, wid, nwg);
-    if (!start.applies) {
+fn sgd_update(i: u32) {
+    if (i >= hyper.n) {
         return;
     }
-    let prev = start.prev;
-    for (var k = 0u; k < EPT; k++) {
-        let i = start.base + k * WG;
-        if (i < hyper.n) {
-            let p = param[i];
-            var g = l2_grad(i, p);
-            // PyTorch creates the buffer as a clone of the first applied gradient.
-            var buf = g;
-            if (prev != 0u) {
-                buf = momentum_buffer[i] * hyper.momentum + hyper.one_minus_dampening * g;
-            }
-            momentum_buffer[i] = buf;
-            if (hyper.nesterov != 0u) {
-                g = g + hyper.momentum * buf;
-            } else {
-                g = buf;
-            }
-            param[i] = p + (-hyper.lr) * g;
-        }
+    let p = param[i];
+    param[i] = p + (-hyper.lr) * l2_grad(i, p);
+}
+
+@compute @workgroup_size(WG)
+fn sgd_momentum_step(at: Invocation) {
+    let start = start_step(at);
+    for (var k = 0u; k < start.count; k++) {
+        momentum_update(start.base + k * WG, start.prev);
     }
+}
+
+// `prev`: steps applied before this one.
+fn momentum_update(i: u32, prev: u32) {
+    if (i >= hyper.n) {
+        return;
+    }
+    let p = param[i];
+    var g = l2_grad(i, p);
+    // PyTorch creates the buffer as a clone of the first applied gradient.
+    var buf = g;
+    if (prev != 0u) {
+        buf = momentum_buffer[i] * hyper.momentum + hyper.one_minus_dampening * g;
+    }
+    momentum_buffer[i] = buf;
+    if (hyper.nesterov != 0u) {
+        g = g + hyper.momentum * buf;
+    } else {
+        g = buf;
+    }
+    param[i] = p + (-hyper.lr) * g;
 }
 
 // Adam and AdamW (AdamW: param_decay = 1 - lr * wd and weight_decay = 0).
 @compute @workgroup_size(WG)
-fn adam_step(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let start = start_step(lid, wid, nwg);
-    if (!start.applies) {
+fn adam_step(at: Invocation) {
+    let start = start_step(at);
+    // Bias corrections 1 - beta^step as 1 - e^(step ln beta), accurate to a few f32 ulp.
+    let t = f32(start.prev + 1u);
+    let step_size = hyper.lr / one_minus_exp(t * hyper.log_beta1);
+    let bias_correction2_sqrt = sqrt(one_minus_exp(t * hyper.log_beta2));
+    for (var k = 0u; k < start.count; k++) {
+        adam_update(start.base + k * WG, step_size, bias_correction2_sqrt);
+    }
+}
+
+fn adam_update(i: u32, step_size: f32, bias_correction2_sqrt: f32) {
+    if (i >= hyper.n) {
         return;
     }
-    let step = start.prev + 1u;
-    // Bias corrections 1 - beta^step as 1 - e^(step ln beta), accurate to a few f32 ulp.
-    let t = f32(step);
-    let bias_correction1 = one_minus_exp(t * hyper.log_beta1);
-    let bias_correction2 = one_minus_exp(t * hyper.log_beta2);
-    let step_size = hyper.lr / bias_correction1;
-    let bias_correction2_sqrt = sqrt(bias_correction2);
-    for (var k = 0u; k < EPT; k++) {
-        let i = start.base + k * WG;
-        if (i < hyper.n) {
-            var p = param[i];
-            if (decays(i)) {
-                p = p * hyper.param_decay;
-            }
-            let g = l2_grad(i, p);
-            let m = torch_lerp(exp_avg[i], g, hyper.one_minus_beta1);
-            let v = exp_avg_sq[i] * hyper.beta2 + hyper.one_minus_beta2 * g * g;
-            exp_avg[i] = m;
-            exp_avg_sq[i] = v;
-            let denom = sqrt(v) / bias_correction2_sqrt + hyper.eps;
-            // addcdiv(value = -step_size): (value * m) / denom, PyTorch's evaluation order.
-            param[i] = p + (-step_size) * m / denom;
-        }
+    var p = param[i];
+    if (decays(i)) {
+        p = p * hyper.param_decay;
     }
+    let g = l2_grad(i, p);
+    let m = torch_lerp(exp_avg[i], g, hyper.one_minus_beta1);
+    let v = exp_avg_sq[i] * hyper.beta2 + hyper.one_minus_beta2 * g * g;
+    exp_avg[i] = m;
+    exp_avg_sq[i] = v;
+    let denom = sqrt(v) / bias_correction2_sqrt + hyper.eps;
+    // addcdiv(value = -step_size): (value * m) / denom, PyTorch's evaluation order.
+    param[i] = p + (-step_size) * m / denom;
 }

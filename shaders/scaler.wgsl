@@ -54,6 +54,25 @@ fn unscale(
     }
 }
 
+// The f32 bits of sign · q · 2^(x - 23), q the rounded significand: 24 bits for a normal
+// result (rounding up to 2^24 carries into the exponent; past 2^127 it is inf), for a
+// subnormal one units of 2^-149 (rounding up to 2^23 gives the smallest normal).
+fn pack_f32(sign: u32, x_in: i32, q_in: u32, subnormal: bool) -> u32 {
+    if (subnormal) {
+        return sign | q_in;
+    }
+    var q = q_in;
+    var x = x_in;
+    if (q == 0x1000000u) {
+        q = 0x800000u;
+        x = x + 1;
+    }
+    if (x > 127) {
+        return sign | 0x7f800000u;
+    }
+    return sign | (u32(x + 127) << 23u) | (q & 0x7fffffu);
+}
+
 // 1/s rounded to nearest even, with integers only: bit-identical to PyTorch's
 // `scale.double().reciprocal().float()` for every f32 (no double rounding case exists; checked
 // exhaustively on the host), and independent of the GPU's division accuracy (WGSL allows
@@ -108,18 +127,7 @@ fn exact_reciprocal_bits(bits: u32) -> u32 {
     if (round_bit == 1u && (r != 0u || (q & 1u) == 1u)) {
         q = q + 1u;
     }
-    if (keep < 24u) {
-        // Subnormal: q counts units of 2^-149 (rounding up to 2^23 gives the smallest normal).
-        return sign | q;
-    }
-    if (q == 0x1000000u) {
-        q = 0x800000u;
-        x = x + 1;
-    }
-    if (x > 127) {
-        return sign | 0x7f800000u;
-    }
-    return sign | (u32(x + 127) << 23u) | (q & 0x7fffffu);
+    return pack_f32(sign, x, q, keep < 24u);
 }
 
 // `scale × factor` as PyTorch's `_amp_update_scale_` computes it: the f32 scale times the f64
@@ -224,18 +232,7 @@ fn scale_times_f64(bits: u32, factor_lo: u32, factor_hi: u32) -> u32 {
     if (guard == 1u && (sticky != 0u || (q & 1u) == 1u)) {
         q = q + 1u;
     }
-    if (keep < 24) {
-        // Subnormal: q counts units of 2^-149 (rounding up to 2^23 gives the smallest normal).
-        return sign | q;
-    }
-    if (q == 0x1000000u) {
-        q = 0x800000u;
-        x = x + 1;
-    }
-    if (x > 127) {
-        return sign | 0x7f800000u;
-    }
-    return sign | (u32(x + 127) << 23u) | (q & 0x7fffffu);
+    return pack_f32(sign, x, q, keep < 24);
 }
 
 // PyTorch's _amp_update_scale_, one thread: backoff on inf, else count a clean step and grow

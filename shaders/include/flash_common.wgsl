@@ -20,36 +20,64 @@
 
 const FLAG_DROPOUT: u32 = 1u;
 
-// Tiles of TILE rows of two head-sized tensors (k and v; or q and dy) in f32.
+// Tiles of TILE rows of two head-sized tensors (k and v, or q and dy) in f32.
 var<workgroup> a_tile: array<f32, TILE * HS>;
 var<workgroup> b_tile: array<f32, TILE * HS>;
 
-// Rows [r0, r0 + TILE) of k and v (parts 1 and 2 of qkv) into a_tile and b_tile (zeros past
-// T): every thread of the workgroup calls it, between barriers.
-fn load_kv_tile(p: Place, r0: u32, tid: u32) {
+// Each shader stages two head-sized tensors a tile of TILE rows at a time: keys (k, v) or
+// query rows (q, dy). `tile_source(p, keys, which, r, d)`, which each shader defines, reads
+// channel d of row r of the first (which 0) or second (1) of them from the buffers.
+
+// Rows [r0, r0 + TILE) of both tensors into a_tile and b_tile (zeros past T).
+fn load_tiles(p: Place, keys: bool, r0: u32, tid: u32) {
     for (var x = tid; x < TILE * HS; x += WG) {
-        let j = r0 + x / HS;
+        let r = r0 + x / HS;
         let d = x % HS;
-        var kx = 0.0;
-        var vx = 0.0;
-        if (j < params.t) {
-            kx = qkv_load(qkv_at(p, j, 1u) + d);
-            vx = qkv_load(qkv_at(p, j, 2u) + d);
+        var ax = 0.0;
+        var bx = 0.0;
+        if (r < params.t) {
+            ax = tile_source(p, keys, 0u, r, d);
+            bx = tile_source(p, keys, 1u, r, d);
         }
-        a_tile[x] = kx;
-        b_tile[x] = vx;
+        a_tile[x] = ax;
+        b_tile[x] = bx;
     }
 }
 
-// Channel d of k (part 1) or v (part 2) of key j0 + jj: from the tile when TILED.
-fn kv(p: Place, part: u32, j0: u32, jj: u32, d: u32) -> f32 {
+// load_tiles between the barriers that keep the tiles whole, when TILED: every thread of
+// the workgroup calls it (the loops around it are uniform).
+fn stage_tiles(p: Place, keys: bool, r0: u32, tid: u32) {
     if (TILED) {
-        if (part == 1u) {
-            return a_tile[jj * HS + d];
-        }
-        return b_tile[jj * HS + d];
+        workgroupBarrier();
+        load_tiles(p, keys, r0, tid);
+        workgroupBarrier();
     }
-    return qkv_load(qkv_at(p, j0 + jj, part) + d);
+}
+
+// Channel d of the staged tensor `which` at row r0 + rr: from the tile when TILED.
+fn staged(p: Place, keys: bool, which: u32, r0: u32, rr: u32, d: u32) -> f32 {
+    if (!TILED) {
+        return tile_source(p, keys, which, r0 + rr, d);
+    }
+    if (which == 0u) {
+        return a_tile[rr * HS + d];
+    }
+    return b_tile[rr * HS + d];
+}
+
+// One head-sized row of qkv from element `at`, in f32.
+fn qkv_row(at: u32) -> array<f32, HS> {
+    var r: array<f32, HS>;
+    for (var d = 0u; d < HS; d++) {
+        r[d] = qkv_load(at + d);
+    }
+    return r;
+}
+
+// How many elements a row store writes at element e, channel d: a word pair where e is even
+// and the row has two channels left (packed f16 stores whole words), else one.
+fn store_width(e: u32, d: u32) -> u32 {
+    return select(1u, 2u, (e & 1u) == 0u && d + 1u < HS);
 }
 
 // Where this workgroup works: (batch * nh + head, block of WG rows or keys), from a grid folded
