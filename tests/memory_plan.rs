@@ -174,3 +174,30 @@ fn the_plan_command_and_the_flags_in_a_binding_error() {
     }
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+/// Issue 23's memory target: gpt-char at batch 64 (T = 256, nanoGPT's step) plans at or
+/// below what PyTorch's SDPA path peaks at on the same model (an H100, eager): 1,682 MB under
+/// amp-f16, 2,706 MB under f32. The plan is cheap (a dry twin: nothing allocated).
+#[test]
+fn gpt_char_at_batch_64_plans_at_or_below_pytorch_sdpa() {
+    let bin = env!("CARGO_BIN_EXE_webgpu-amp");
+    for (precision, pytorch_sdpa_mb) in [("amp-f16", 1_682), ("f32", 2_706)] {
+        let out = Command::new(bin)
+            .args(["plan", "--model", "gpt-char", "--batch-size", "64"])
+            .args(["--precision", precision, "--attention", "fused", "--json"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let line: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+        let peak = line["plan"]["peak_bytes"].as_u64().unwrap();
+        assert!(
+            peak <= pytorch_sdpa_mb * 1_000_000,
+            "{precision}: planned {peak} B, PyTorch SDPA {pytorch_sdpa_mb} MB"
+        );
+    }
+}

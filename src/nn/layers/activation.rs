@@ -1,5 +1,7 @@
 //! Elementwise activations, in their input's dtype (autocast lists none of them): `nn.ReLU`,
-//! `nn.GELU()` (exact, erf form) and `nn.GELU(approximate='tanh')`.
+//! `nn.GELU()` (exact, erf form) and `nn.GELU(approximate='tanh')`. Each registers how its
+//! output is made, so a Linear reading it recomputes it in the backward instead of keeping
+//! it ([`super::recompute`]).
 
 use serde::Deserialize;
 
@@ -44,6 +46,7 @@ impl Layer for Relu {
     fn forward(&self, f: &mut ForwardPlan<'_>, x: Tensor) -> Result<(Tensor, Box<dyn Backward>)> {
         let y = f.activation(&x.shape()[1..]);
         f.push(elementwise::relu_forward(f.ctx(), &x, &y)?);
+        f.recomputable(&y, &x, elementwise::relu_forward);
         Ok((y, Box::new(ReluBackward { x })))
     }
 }
@@ -99,6 +102,7 @@ impl Layer for Gelu {
     fn forward(&self, f: &mut ForwardPlan<'_>, x: Tensor) -> Result<(Tensor, Box<dyn Backward>)> {
         let y = f.activation(&x.shape()[1..]);
         f.push(elementwise::gelu_erf_forward(f.ctx(), &x, &y)?);
+        f.recomputable(&y, &x, elementwise::gelu_erf_forward);
         Ok((y, Box::new(GeluBackward { x })))
     }
 }
@@ -154,6 +158,7 @@ impl Layer for GeluTanh {
     fn forward(&self, f: &mut ForwardPlan<'_>, x: Tensor) -> Result<(Tensor, Box<dyn Backward>)> {
         let y = f.activation(&x.shape()[1..]);
         f.push(elementwise::gelu_forward(f.ctx(), &x, &y)?);
+        f.recomputable(&y, &x, elementwise::gelu_forward);
         Ok((y, Box::new(GeluTanhBackward { x })))
     }
 }

@@ -4,6 +4,7 @@
 
 use serde::Deserialize;
 
+use super::recompute::Kept;
 use super::{
     Backward, BackwardPlan, ForwardPlan, Init, Layer, LayerConfig, ParamDef, Resolved,
     default_weight_and_bias, positive, py_bool,
@@ -162,7 +163,7 @@ impl Layer for Linear {
         };
         f.push(matmul(f.ctx(), &x2, &w, &y2, opts)?);
         let backward = LinearBackward {
-            x,
+            x: f.keep(x),
             w,
             bias: self.bias,
             tied_to: self.tied_to.clone(),
@@ -171,9 +172,10 @@ impl Layer for Linear {
     }
 }
 
-/// What the gradient of a Linear needs: its input and weight (in the compute dtype).
+/// What the gradient of a Linear needs: its input (or how to recompute it, an activation's
+/// output: [`super::recompute`]) and weight (in the compute dtype).
 struct LinearBackward {
-    x: Tensor,
+    x: Kept,
     w: Tensor,
     bias: bool,
     tied_to: Option<String>,
@@ -183,8 +185,11 @@ impl Backward for LinearBackward {
     /// `dW += dyᵀ · x`, `db += Σ_rows dy`, `dx = dy · W`.
     fn backward(&self, b: &mut BackwardPlan<'_>, dy: Tensor) -> Result<Option<Tensor>> {
         let ctx = b.ctx();
-        let (rows, out) = (self.x.numel() / self.w.shape()[1], self.w.shape()[0]);
-        let x = self.x.reshape(&[rows, self.w.shape()[1]])?;
+        let like = self.x.like();
+        let numel: usize = like.shape.iter().product();
+        let (rows, out) = (numel / self.w.shape()[1], self.w.shape()[0]);
+        let values = self.x.values(b)?;
+        let x = values.reshape(&[rows, self.w.shape()[1]])?;
         let dy = dy.reshape(&[rows, out])?;
         let dw = match &self.tied_to {
             Some(name) => b.param_grad_at(name)?,
@@ -200,6 +205,8 @@ impl Backward for LinearBackward {
             ..Default::default()
         };
         b.push(matmul(ctx, &dy, &x, &dw, opts)?);
+        // Nothing after the weight gradient reads the input.
+        self.x.done(b, &values);
         if self.bias {
             let db = b.param_grad("bias")?;
             b.push(reduce::bias_grad(ctx, &dy, &db, Accumulate::Add, round_to)?);
@@ -207,7 +214,7 @@ impl Backward for LinearBackward {
         if !b.wants_input_grad() {
             return Ok(None);
         }
-        let dx = b.input_grad(&self.x)?;
+        let dx = b.input_grad_like(&like)?;
         let dx2 = dx.reshape(x.shape())?;
         b.push(matmul(ctx, &dy, &self.w, &dx2, MatmulOpts::default())?);
         Ok(Some(dx))

@@ -32,6 +32,8 @@ mod named;
 pub mod plan;
 pub mod pool;
 pub mod precision;
+mod recipes;
+pub mod recompute;
 pub mod residual;
 
 use std::fmt;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::attention_kernel::AttentionKernel;
 use super::named::NamedLayer;
+use super::recipes::Recomputable;
 use super::{Backward, Layer};
 use crate::amp::policy::Policy;
 use crate::error::Result;
@@ -50,6 +51,8 @@ pub struct ForwardPlan<'a> {
     attention: AttentionKernel,
     /// Where activations go (shared buffers for transient ones: [`super::transient`]).
     activations: RefCell<Activations>,
+    /// Activations a backward may make again instead of keeping ([`super::recompute`]).
+    recompute: RefCell<Recomputable>,
     kernels: Vec<Kernel>,
     /// The layer being planned: its full name and compute dtype.
     path: String,
@@ -86,6 +89,7 @@ impl<'a> ForwardPlan<'a> {
             batch,
             attention,
             activations: RefCell::new(Activations::Own),
+            recompute: RefCell::default(),
             kernels: Vec::new(),
             path: String::new(),
             dtype: DType::F32,
@@ -167,6 +171,10 @@ impl<'a> ForwardPlan<'a> {
         self.ctx
     }
 
+    pub(super) fn recomputable_mut(&self) -> std::cell::RefMut<'_, Recomputable> {
+        self.recompute.borrow_mut()
+    }
+
     /// How attention layers run in this plan.
     pub fn attention(&self) -> AttentionKernel {
         self.attention
@@ -203,9 +211,15 @@ impl<'a> ForwardPlan<'a> {
             what => format!("activation {} ({what})", self.path),
         };
         let storage = self.ctx.storage_for(dtype);
-        self.activations
-            .borrow_mut()
-            .take(self.ctx, &label, &self.batched(per_sample), storage)
+        let t = self.activations.borrow_mut().take(
+            self.ctx,
+            &label,
+            &self.batched(per_sample),
+            storage,
+        );
+        // A shared buffer handed out again holds another tensor now: forget its recipe.
+        self.recompute.borrow_mut().forget(&t);
+        t
     }
 
     /// `[batch, ...per_sample]` in `dtype`, in a buffer shared by every caller that asks for

@@ -1,0 +1,68 @@
+//! How the forward made the activations a backward may recompute ([`super::recompute`]):
+//! each registered output with the kernel and input that made it.
+
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::gpu::{GpuContext, Kernel};
+use crate::tensor::Tensor;
+
+/// An elementwise forward kernel: `out = f(x)`.
+pub type ElementwiseForward = fn(&GpuContext, &Tensor, &Tensor) -> Result<Kernel>;
+
+/// How an activation is made again: `forward` on `input`.
+#[derive(Clone)]
+pub struct Recipe {
+    input: Tensor,
+    forward: ElementwiseForward,
+}
+
+impl Recipe {
+    /// The kernel that writes the activation into `out`.
+    pub fn kernel(&self, ctx: &GpuContext, out: &Tensor) -> Result<Kernel> {
+        (self.forward)(ctx, &self.input, out)
+    }
+}
+
+/// The activations of a forward that can be recomputed: each output with its recipe.
+#[derive(Default)]
+pub(super) struct Recomputable {
+    outputs: Vec<(Tensor, Recipe)>,
+}
+
+impl Recomputable {
+    pub(super) fn register(
+        &mut self,
+        output: &Tensor,
+        input: &Tensor,
+        forward: ElementwiseForward,
+    ) {
+        let recipe = Recipe {
+            input: input.clone(),
+            forward,
+        };
+        self.outputs.push((output.clone(), recipe));
+    }
+
+    /// Forget what is registered in the buffer of `t`, a new activation: transient
+    /// activations share buffers ([`crate::nn::transient`]), so an output registered there
+    /// earlier is gone, and a tensor found there later is not it.
+    pub(super) fn forget(&mut self, t: &Tensor) {
+        self.outputs
+            .retain(|(y, _)| !Arc::ptr_eq(y.buffer(), t.buffer()));
+    }
+
+    /// The recipe of `x` when it is exactly a registered output (same buffer, offset, shape
+    /// and storage) that no activation has replaced since.
+    pub(super) fn find(&self, x: &Tensor) -> Option<Recipe> {
+        self.outputs
+            .iter()
+            .find(|(y, _)| {
+                Arc::ptr_eq(y.buffer(), x.buffer())
+                    && y.byte_offset() == x.byte_offset()
+                    && y.shape() == x.shape()
+                    && y.storage() == x.storage()
+            })
+            .map(|(_, recipe)| recipe.clone())
+    }
+}
