@@ -19,7 +19,6 @@ use webgpu_amp::tensor::DType;
 use webgpu_amp::train::evaluate::predict;
 use webgpu_amp::train::{BatchTargets, StepConfig, StepStats, Trainer};
 
-
 /// The MLP (4 → 8 → 3) initialised from `seed`, planned under `cfg`.
 fn mlp_trainer(ctx: &webgpu_amp::GpuContext, seed: u64, cfg: StepConfig) -> Trainer {
     let spec = ModelSpec::from_json(MLP).unwrap();

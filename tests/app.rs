@@ -11,9 +11,9 @@
 //! Update the snapshot after an intended UI change with
 //! `UPDATE_SNAPSHOTS=1 cargo test --test app` and commit `tests/snapshots/*.png`.
 
-mod common;
 #[path = "app/autorun.rs"]
 mod autorun;
+mod common;
 
 use std::sync::Arc;
 

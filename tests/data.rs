@@ -11,9 +11,7 @@ mod mnist;
 use std::path::PathBuf;
 
 use webgpu_amp::Error;
-use webgpu_amp::data::{
-    BatchInputs, BatchLabels, DataSource, Dataset, Labels, Loader, synthetic,
-};
+use webgpu_amp::data::{BatchInputs, BatchLabels, DataSource, Dataset, Labels, Loader, synthetic};
 
 // ---------------------------------------------------------------- helpers
 
@@ -60,7 +58,6 @@ fn data_source_names() {
         assert!(msg.contains(bad), "{msg}");
     }
 }
-
 
 // ---------------------------------------------------------------- synthetic
 

@@ -232,7 +232,8 @@ fn embedding_backward_replayed_kernels_accumulate_and_reset_their_index() {
         .collect();
     let dy = upload(ctx, &dyv, &[batch, t, cols], DType::F32);
     let dwte = Tensor::zeros(ctx, &[vocab, cols], DType::F32);
-    let ks = embedding_backward(ctx, &upload_u32(ctx, &tokens), &dy, &dwte, None, batch, t).unwrap();
+    let ks =
+        embedding_backward(ctx, &upload_u32(ctx, &tokens), &dy, &dwte, None, batch, t).unwrap();
     assert_eq!(ks.len(), 5);
     run(ctx, &ks);
     run(ctx, &ks);
