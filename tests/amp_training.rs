@@ -1,103 +1,23 @@
 //! The AMP layer end to end on the GPU: planned steps under every precision mode against a
 //! CPU reference, overflow skips, underflow without scaling, pure-f16 lost updates,
-//! accumulation, clipping, and the per-step host-wait counter.
+//! accumulation, clipping, the per-step host-wait counter and the precision map; evaluation
+//! in `amp_training/evaluation.rs`.
 
 mod common;
+#[path = "amp_training/cpu_mlp.rs"]
+mod cpu_mlp;
+#[path = "amp_training/evaluation.rs"]
+mod evaluation;
 
 use common::{ctx, rand_vec};
+use cpu_mlp::{CpuMlp, MLP};
 use webgpu_amp::amp::policy::{CastRule, Op, Policy, Precision};
 use webgpu_amp::nn::LossKind;
 use webgpu_amp::nn::ModelSpec;
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::tensor::DType;
-use webgpu_amp::train::evaluate::{evaluate, predict};
+use webgpu_amp::train::evaluate::predict;
 use webgpu_amp::train::{BatchTargets, StepConfig, StepStats, Trainer};
-
-const MLP: &str =
-    r#"{"input": [4], "layers": [{"linear": {"out": 8}}, {"relu": {}}, {"linear": {"out": 3}}]}"#;
-
-/// CPU f32 reference of Linear(4,8) → ReLU → Linear(8,3) with MSE, plain SGD.
-struct CpuMlp {
-    w1: Vec<f32>,
-    b1: Vec<f32>,
-    w2: Vec<f32>,
-    b2: Vec<f32>,
-}
-
-impl CpuMlp {
-    fn from_named(p: &[(String, Vec<f32>)]) -> Self {
-        let get = |n: &str| p.iter().find(|(k, _)| k == n).unwrap().1.clone();
-        Self {
-            w1: get("0.weight"),
-            b1: get("0.bias"),
-            w2: get("2.weight"),
-            b2: get("2.bias"),
-        }
-    }
-
-    /// One SGD step on MSE; returns the loss before the update.
-    fn sgd_step(&mut self, x: &[f32], t: &[f32], n: usize, lr: f32) -> f32 {
-        let (i_n, h_n, o_n) = (4, 8, 3);
-        let mut h = vec![0f32; n * h_n];
-        let mut y = vec![0f32; n * o_n];
-        for s in 0..n {
-            for j in 0..h_n {
-                let mut a = self.b1[j];
-                for k in 0..i_n {
-                    a += x[s * i_n + k] * self.w1[j * i_n + k];
-                }
-                h[s * h_n + j] = a.max(0.0);
-            }
-            for j in 0..o_n {
-                let mut a = self.b2[j];
-                for k in 0..h_n {
-                    a += h[s * h_n + k] * self.w2[j * h_n + k];
-                }
-                y[s * o_n + j] = a;
-            }
-        }
-        let numel = (n * o_n) as f32;
-        let loss = y.iter().zip(t).map(|(a, b)| (a - b) * (a - b)).sum::<f32>() / numel;
-        let dy: Vec<f32> = y
-            .iter()
-            .zip(t)
-            .map(|(a, b)| 2.0 * (a - b) / numel)
-            .collect();
-        let (mut gw1, mut gb1) = (vec![0f32; h_n * i_n], vec![0f32; h_n]);
-        let (mut gw2, mut gb2) = (vec![0f32; o_n * h_n], vec![0f32; o_n]);
-        for s in 0..n {
-            let mut dh = vec![0f32; h_n];
-            for j in 0..o_n {
-                let g = dy[s * o_n + j];
-                gb2[j] += g;
-                for k in 0..h_n {
-                    gw2[j * h_n + k] += g * h[s * h_n + k];
-                    dh[k] += g * self.w2[j * h_n + k];
-                }
-            }
-            for j in 0..h_n {
-                if h[s * h_n + j] <= 0.0 {
-                    continue;
-                }
-                gb1[j] += dh[j];
-                for k in 0..i_n {
-                    gw1[j * i_n + k] += dh[j] * x[s * i_n + k];
-                }
-            }
-        }
-        for (p, g) in [
-            (&mut self.w1, &gw1),
-            (&mut self.b1, &gb1),
-            (&mut self.w2, &gw2),
-            (&mut self.b2, &gb2),
-        ] {
-            for (p, g) in p.iter_mut().zip(g) {
-                *p -= lr * g;
-            }
-        }
-        loss
-    }
-}
 
 /// The MLP (4 → 8 → 3) initialised from `seed`, planned under `cfg`.
 fn mlp_trainer(ctx: &webgpu_amp::GpuContext, seed: u64, cfg: StepConfig) -> Trainer {
@@ -495,132 +415,4 @@ fn precision_map_under_amp_f16_has_f16_linear_and_f32_loss() {
         by_op.compute_dtype(3, Op::new("Conv2d", CastRule::LowPrecision), DType::F32),
         DType::F16
     );
-}
-
-#[test]
-fn evaluation_reads_back_once_and_agrees_with_predict() {
-    // Its own context: the host-wait count is per context.
-    let owned = common::ctx_owned();
-    let ctx = &owned;
-    // f32: f16 logits could tie, and the argmax below need not break ties as the GPU does.
-    let cfg = StepConfig::new(
-        Precision::F32,
-        LossKind::CrossEntropy,
-        OptimizerConfig::sgd(0.01),
-    );
-    let mut t = mlp_trainer(ctx, 3, cfg);
-    // Three batches, the last one partial (as a loader without drop_last gives them).
-    let sizes = [8usize, 8, 5];
-    let batches: Vec<(usize, Vec<f32>, Vec<u32>)> = sizes
-        .iter()
-        .enumerate()
-        .map(|(i, &n)| {
-            let labels = (0..n).map(|j| ((i * 7 + j * 5) % 3) as u32).collect();
-            (n, rand_vec(n * 4, 40 + i as u64), labels)
-        })
-        .collect();
-    for &n in &sizes {
-        t.network(ctx, n).unwrap();
-    }
-    let before = ctx.host_waits();
-    let eval = evaluate(
-        ctx,
-        &mut t,
-        batches
-            .iter()
-            .map(|(n, x, l)| (*n, x.clone(), BatchTargets::Classes(l))),
-    )
-    .unwrap();
-    assert_eq!(
-        ctx.host_waits() - before,
-        1,
-        "one readback for the whole set"
-    );
-    assert_eq!(eval.samples, 21);
-
-    // The same numbers from the model's outputs, on the CPU.
-    let (mut correct, mut loss_sum) = (0usize, 0.0f64);
-    for (n, x, labels) in &batches {
-        let out = predict(ctx, &mut t, *n, x).unwrap();
-        for (row, &label) in out.chunks_exact(3).zip(labels) {
-            let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
-            let lse = max + row.iter().map(|v| (v - max).exp()).sum::<f32>().ln();
-            loss_sum += (lse - row[label as usize]) as f64;
-            let argmax = (0..3).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap();
-            correct += (argmax == label as usize) as usize;
-        }
-    }
-    let accuracy = eval.accuracy.expect("cross-entropy has accuracy");
-    assert_eq!(accuracy, correct as f32 / 21.0);
-    let cpu_loss = (loss_sum / 21.0) as f32;
-    assert!(
-        (eval.loss - cpu_loss).abs() < 1e-4,
-        "loss {} vs {cpu_loss}",
-        eval.loss
-    );
-}
-
-#[test]
-fn cnn_gradients_match_finite_differences() {
-    // Two convolutions, so the gradient reaching the first one has passed through every
-    // kind of backward kernel (and both activation-gradient buffers, several times).
-    // GELU, not ReLU, after the first: ReLU's zeros would make the second convolution's
-    // outputs tie exactly (bias only) inside pooling windows, where max-pool has no
-    // derivative and finite differences of a weight disagree with any backward.
-    let spec = ModelSpec::from_json(
-        r#"{"input": [1, 6, 6], "layers": [
-            {"conv2d": {"out": 2, "kernel": 3, "padding": 1}}, {"gelu": {}},
-            {"conv2d": {"out": 3, "kernel": 3, "padding": 1}}, {"relu": {}},
-            {"maxpool2d": {"kernel": 2}}, {"flatten": {}}, {"linear": {"out": 3}}]}"#,
-    )
-    .unwrap();
-    let ctx = ctx();
-    let init = spec.init_params(5);
-    let mut t = Trainer::new(
-        ctx,
-        spec,
-        StepConfig::new(
-            Precision::F32,
-            LossKind::CrossEntropy,
-            OptimizerConfig::sgd(0.1),
-        ),
-        3,
-        &init,
-    )
-    .unwrap();
-    let n = 4;
-    let x = rand_vec(n * 36, 77);
-    let labels = [0u32, 2, 1, 2];
-    t.train_batch(ctx, n, &x, BatchTargets::Classes(&labels))
-        .unwrap();
-    t.finish(ctx).unwrap();
-    let grads = t.store.download_grads(ctx).unwrap();
-
-    let mut loss_at = |params: &[(String, Vec<f32>)]| {
-        t.store.upload(ctx, params).unwrap();
-        let batch = [(n, x.clone(), BatchTargets::Classes(&labels))];
-        evaluate(ctx, &mut t, batch).unwrap().loss as f64
-    };
-    let eps = 1e-3f32;
-    for (name, index) in [
-        ("0.weight", 4),
-        ("0.bias", 1),
-        ("2.weight", 10),
-        ("2.bias", 2),
-        ("6.weight", 7),
-        ("6.bias", 0),
-    ] {
-        let p = init.iter().position(|(n, _)| n == name).unwrap();
-        let mut plus = init.clone();
-        plus[p].1[index] += eps;
-        let mut minus = init.clone();
-        minus[p].1[index] -= eps;
-        let numeric = (loss_at(&plus) - loss_at(&minus)) / (2.0 * eps as f64);
-        let g = grads.iter().find(|(n, _)| n == name).unwrap().1[index] as f64;
-        // f32 losses: the difference quotient is good to about 1e-4 here.
-        assert!(
-            (g - numeric).abs() <= 3e-4 + 2e-2 * numeric.abs(),
-            "{name}[{index}]: backward {g} vs finite difference {numeric}"
-        );
-    }
 }

@@ -5,11 +5,11 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use common::ctx;
+use common::cli::fresh_dir;
 use common::runs::{amp_step, steps_run};
+use common::{bits, ctx};
 use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::data::{Normalization, Split, embedded};
 use webgpu_amp::nn::ModelSpec;
@@ -88,17 +88,6 @@ fn sgd_momentum() -> OptimizerConfig {
     }
 }
 
-/// A fresh temp directory for one test.
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "webgpu-amp-checkpoint-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// Train `cfg` (from the seed's init, or resumed from `resume`) and return every step's stats.
 fn train(cfg: RunConfig, resume: Option<&Checkpoint>) -> (Run, Vec<StepStats>) {
     let ctx = ctx();
@@ -109,10 +98,6 @@ fn train(cfg: RunConfig, resume: Option<&Checkpoint>) -> (Run, Vec<StepStats>) {
     let mut run = Run::new(ctx, spec(), cfg, &split().train, &init, resume).unwrap();
     let summary = run.run(ctx, split(), &mut |_| {}).unwrap();
     (run, summary.history)
-}
-
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
 }
 
 #[track_caller]
@@ -161,7 +146,7 @@ fn check_resume(name: &str, optimizer: OptimizerConfig, grad_accum: usize, at: u
     let straight_final = straight.checkpoint(ctx).unwrap();
 
     let (mut first, first_hist) = train(config(optimizer, grad_accum, at), None);
-    let dir = temp_dir(name);
+    let dir = fresh_dir(name);
     let path = dir.join("mid.safetensors");
     first.save(ctx, &path).unwrap();
     drop(first);
@@ -263,7 +248,7 @@ fn check_round_trip(name: &str, optimizer: OptimizerConfig, moments: &[&str]) {
     assert_eq!(ck.precision.as_deref(), Some("amp-f16"));
 
     // Bytes → checkpoint → bytes.
-    let dir = temp_dir(name);
+    let dir = fresh_dir(name);
     let path = dir.join("ck.safetensors");
     ck.save(&path).unwrap();
     let loaded = Checkpoint::load(&path).unwrap();
@@ -321,7 +306,7 @@ fn resume_rejects_a_different_optimizer() {
 
 #[test]
 fn save_is_atomic_and_replaces_an_existing_file() {
-    let dir = temp_dir("atomic");
+    let dir = fresh_dir("atomic");
     let path = dir.join("model.safetensors");
     let ck = |v: f32, step: u64| Checkpoint {
         params: vec![webgpu_amp::train::checkpoint::NamedTensor {

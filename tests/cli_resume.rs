@@ -5,20 +5,16 @@
 //! Embedded MNIST with a tiny JSON model and batches of 2,000: 4 steps per epoch, so the
 //! 6-step runs validate once (end of epoch 0) and the resume point (step 3) is mid-epoch.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
+use std::path::Path;
+
+use common::bits;
+use common::cli::{command, fresh_dir};
 use serde_json::Value;
 use webgpu_amp::train::checkpoint::Checkpoint;
 
 const TINY: &str = r#"{"input": [1, 28, 28], "layers": [{"flatten": {}}, {"linear": {"out": 16}}, {"relu": {}}, {"linear": {"out": 10}}]}"#;
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("webgpu-amp-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// Run `webgpu-amp train` with the shared flags plus `extra`; panics with its output on
 /// failure.
@@ -44,14 +40,7 @@ fn train(dir: &Path, seed: u64, extra: &[&str]) {
         "2",
     ];
     args.extend_from_slice(extra);
-    let out = Command::new(env!("CARGO_BIN_EXE_webgpu-amp"))
-        .args(&args)
-        .env(
-            "XDG_RUNTIME_DIR",
-            std::env::var_os("XDG_RUNTIME_DIR").unwrap_or_else(|| std::env::temp_dir().into()),
-        )
-        .output()
-        .expect("run webgpu-amp");
+    let out = command().args(&args).output().expect("run webgpu-amp");
     assert!(
         out.status.success(),
         "webgpu-amp {args:?} failed:\nstdout:\n{}\nstderr:\n{}",
@@ -78,13 +67,9 @@ fn step_lines(lines: &[Value]) -> Vec<&Value> {
     lines.iter().filter(|v| v.get("step").is_some()).collect()
 }
 
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
-
 #[test]
 fn resume_through_the_cli_equals_an_uninterrupted_run() {
-    let dir = temp_dir("resume");
+    let dir = fresh_dir("resume");
     let p = |name: &str| dir.join(name).to_str().unwrap().to_string();
 
     train(

@@ -4,18 +4,10 @@
 
 mod common;
 
-use common::{assert_close, ctx, ctx_native, ctx_packed, rand_vec};
+use common::values::storages;
+use common::{assert_close, ctx, ctx_packed, rand_vec};
 use webgpu_amp::ops::dropout::{DropoutKey, DropoutState, dropout_backward, dropout_forward, keep};
 use webgpu_amp::{DType, GpuContext, Tensor};
-
-fn storages() -> [(&'static str, &'static GpuContext, DType); 4] {
-    [
-        ("f32", ctx(), DType::F32),
-        ("f16 native", ctx_native(), DType::F16),
-        ("f16 packed", ctx_packed(), DType::F16),
-        ("bf16", ctx(), DType::BF16),
-    ]
-}
 
 /// Run dropout forward on `x` (f32 values uploaded as `dtype`), return y.
 fn forward(

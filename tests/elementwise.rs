@@ -2,13 +2,10 @@
 
 mod common;
 
-use common::{assert_close, ctx, ctx_native, ctx_packed, rand_vec};
+use common::values::{contexts, quantised, ulp, upload};
+use common::{assert_close, ctx, ctx_packed, rand_vec};
 use webgpu_amp::ops::elementwise;
-use webgpu_amp::{DType, GpuContext, Storage, Tensor};
-
-fn contexts() -> [(&'static str, &'static GpuContext); 2] {
-    [("native", ctx_native()), ("packed", ctx_packed())]
-}
+use webgpu_amp::{DType, Storage, Tensor};
 
 #[test]
 fn cast_between_every_pair_of_dtypes_rounds_like_half() {
@@ -120,34 +117,12 @@ fn storage_follows_context() {
 
 // ---- mul, scale, bias_add, GELU ---------------------------------------------------------------
 
-/// Relative tolerance of one unit in the last place of a dtype (the output rounding).
-fn ulp(dtype: DType) -> f32 {
-    match dtype {
-        DType::F32 => 2f32.powi(-22),
-        DType::F16 => 2f32.powi(-10),
-        DType::BF16 => 2f32.powi(-7),
-        DType::U32 => unreachable!("ids are not computed in"),
-    }
-}
-
 /// Smallest spacing near zero (subnormal f16 steps; f32 and bf16 have none that matter here).
 fn atol(dtype: DType) -> f32 {
     match dtype {
         DType::F16 => 2f32.powi(-24),
         _ => 1e-30,
     }
-}
-
-fn quantised(n: usize, seed: u64, scale: f32, dtype: DType) -> Vec<f32> {
-    rand_vec(n, seed)
-        .iter()
-        .map(|&v| dtype.round(v * scale))
-        .collect()
-}
-
-/// Upload f32 values as a tensor of `dtype`.
-fn upload(ctx: &GpuContext, data: &[f32], shape: &[usize], dtype: DType) -> Tensor {
-    Tensor::from_f32(ctx, data, shape, dtype).unwrap()
 }
 
 #[test]

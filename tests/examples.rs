@@ -2,6 +2,8 @@
 //! prints three `Epoch k, Loss: x` lines with a falling loss (the tutorial's output; a step
 //! the GradScaler skips is marked and leaves the loss where it was).
 
+mod common;
+
 use std::process::Command;
 
 #[test]
@@ -10,10 +12,7 @@ fn linear_regression_example_prints_three_falling_losses() {
     let out = Command::new(cargo)
         .args(["run", "-q", "--example", "linear_regression"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env(
-            "XDG_RUNTIME_DIR",
-            std::env::var_os("XDG_RUNTIME_DIR").unwrap_or_else(|| std::env::temp_dir().into()),
-        )
+        .env("XDG_RUNTIME_DIR", common::cli::runtime_dir())
         .output()
         .expect("run cargo");
     let stdout = String::from_utf8_lossy(&out.stdout);

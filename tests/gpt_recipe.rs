@@ -1,31 +1,24 @@
 //! The GPT training recipe: AdamW parameter groups (decay on the elements of one group only,
 //! inside the one fused dispatch; nanoGPT's grouping for a GPT), the learning-rate schedule
 //! (nanoGPT's get_lr, written ahead of each step, advancing on skipped steps, reported with
-//! each step's stats), and the CLI's GPT defaults and recipe flags.
+//! each step's stats); the CLI's GPT defaults and recipe flags in `gpt_recipe/cli.rs`.
 
+#[path = "gpt_recipe/cli.rs"]
+mod cli;
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-use common::{ctx, rand_vec};
-use serde_json::Value;
+use common::{bits, ctx, rand_vec};
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::amp::{GradScaler, ScalerConfig};
 use webgpu_amp::data::DataSource;
 use webgpu_amp::nn::params::ParamLayout;
 use webgpu_amp::nn::{LossKind, ModelSpec};
 use webgpu_amp::optim::{LrSchedule, Optimizer, OptimizerConfig, widen};
-use webgpu_amp::train::checkpoint::Checkpoint;
 use webgpu_amp::train::trainer::weight_decay_mask;
 use webgpu_amp::train::{BatchTargets, ModelChoice, StepConfig, Trainer, model_and_data};
 
 const MLP: &str =
     r#"{"input": [4], "layers": [{"linear": {"out": 8}}, {"relu": {}}, {"linear": {"out": 3}}]}"#;
-
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
 
 fn gpt_tiny() -> ModelSpec {
     let source: DataSource = "hamlet".parse().unwrap();
@@ -319,187 +312,4 @@ fn the_schedule_advances_on_skipped_steps() {
         );
     }
     assert_eq!(t.optimizer.state(ctx).unwrap().step as usize, 8 - skipped);
-}
-
-// ---- the CLI -----------------------------------------------------------------------------------
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("webgpu-amp-recipe-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn webgpu_amp(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_webgpu-amp"))
-        .args(args)
-        .env(
-            "XDG_RUNTIME_DIR",
-            std::env::var_os("XDG_RUNTIME_DIR").unwrap_or_else(|| std::env::temp_dir().into()),
-        )
-        .output()
-        .expect("run webgpu-amp")
-}
-
-fn train_ok(args: &[&str]) {
-    let out = webgpu_amp(args);
-    assert!(
-        out.status.success(),
-        "webgpu-amp {args:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn metrics(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-/// A GPT with no recipe flags trains with nanoGPT's shakespeare-char recipe: exactly the run
-/// that names every flag (AdamW lr 1e-3, betas (0.9, 0.99), weight decay 0.1, clipping at
-/// 1, cosine from lr to lr/10 over --steps with steps/50 warm-up steps), and each metrics
-/// line reports the step's scheduled lr.
-#[test]
-fn a_gpt_defaults_to_nanogpts_recipe() {
-    let dir = temp_dir("defaults");
-    let p = |name: &str| dir.join(name).to_str().unwrap().to_string();
-    let common = [
-        "train",
-        "--model",
-        "gpt-tiny",
-        "--steps",
-        "3",
-        "--batch-size",
-        "1",
-        "--no-validate",
-    ];
-    let mut defaults = common.to_vec();
-    let (m1, c1) = (p("defaults.jsonl"), p("defaults.safetensors"));
-    defaults.extend(["--metrics", &m1, "--save", &c1]);
-    train_ok(&defaults);
-    let mut explicit = common.to_vec();
-    let (m2, c2) = (p("explicit.jsonl"), p("explicit.safetensors"));
-    explicit.extend([
-        "--optimizer",
-        "adamw",
-        "--lr",
-        "1e-3",
-        "--beta1",
-        "0.9",
-        "--beta2",
-        "0.99",
-        "--eps",
-        "1e-8",
-        "--weight-decay",
-        "0.1",
-        "--clip-grad-norm",
-        "1",
-        "--lr-schedule",
-        "cosine",
-        "--warmup-steps",
-        "0",
-        "--min-lr",
-        "1e-4",
-        "--lr-decay-steps",
-        "3",
-    ]);
-    explicit.extend(["--metrics", &m2, "--save", &c2]);
-    train_ok(&explicit);
-
-    let (a, b) = (metrics(Path::new(&m1)), metrics(Path::new(&m2)));
-    let steps = |m: &[Value]| -> Vec<Value> {
-        m.iter()
-            .filter(|v| v.get("loss").is_some())
-            .cloned()
-            .collect()
-    };
-    assert_eq!(steps(&a), steps(&b));
-    let schedule = LrSchedule::Cosine {
-        warmup_steps: 0,
-        decay_steps: 3,
-        min_lr: 1e-4,
-    };
-    for (i, line) in steps(&a).iter().enumerate() {
-        assert_eq!(line["step"], i as u64 + 1);
-        assert_eq!(
-            line["lr"].as_f64().unwrap(),
-            widen(schedule.lr(1e-3, i as u64)),
-            "{line}"
-        );
-    }
-    let (ca, cb) = (
-        Checkpoint::load(Path::new(&c1)).unwrap(),
-        Checkpoint::load(Path::new(&c2)).unwrap(),
-    );
-    assert_eq!(
-        ca.optimizer.as_ref().unwrap().config,
-        OptimizerConfig::AdamW {
-            lr: 1e-3,
-            beta1: 0.9,
-            beta2: 0.99,
-            eps: 1e-8,
-            weight_decay: 0.1
-        }
-    );
-    for (x, y) in ca.params.iter().zip(&cb.params) {
-        assert_eq!(bits(&x.values), bits(&y.values), "{}", x.name);
-    }
-}
-
-/// Bad recipe flags end with one `error:` line naming the flag, before any training.
-#[test]
-fn bad_recipe_flags_are_clear_errors() {
-    let cases: [(&[&str], &str); 7] = [
-        (
-            &["--model", "gpt-tiny", "--steps", "4", "--warmup-steps", "4"],
-            "--warmup-steps 4 must be fewer than the 4 steps",
-        ),
-        (
-            &["--model", "gpt-tiny", "--lr-schedule", "linear"],
-            "unknown --lr-schedule `linear`",
-        ),
-        (
-            &["--model", "mlp", "--min-lr", "1e-4"],
-            "--min-lr needs --lr-schedule cosine",
-        ),
-        (
-            &[
-                "--model",
-                "mlp",
-                "--lr-schedule",
-                "cosine",
-                "--min-lr",
-                "-1",
-            ],
-            "--min-lr must be finite and >= 0",
-        ),
-        (
-            &["--model", "gpt-tiny", "--eval-every", "0"],
-            "--eval-every must be at least 1",
-        ),
-        (
-            &["--model", "gpt-tiny", "--eval-batches", "0"],
-            "--eval-batches must be at least 1",
-        ),
-        (
-            &["--model", "gpt-tiny", "--beta2", "1"],
-            "Invalid beta parameter at index 1: 1",
-        ),
-    ];
-    for (flags, message) in cases {
-        let mut args = vec!["train"];
-        args.extend_from_slice(flags);
-        let out = webgpu_amp(&args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{args:?} succeeded");
-        assert!(
-            stderr.starts_with("error: ") && stderr.contains(message),
-            "{args:?}: {stderr}"
-        );
-        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
-    }
 }

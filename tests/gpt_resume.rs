@@ -13,19 +13,13 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
+use common::bits;
+use common::cli::{command, fresh_dir};
 use serde_json::Value;
 use webgpu_amp::train::checkpoint::{Checkpoint, INLINE_MOMENTS_MAX_ENV};
 
 const GPT: &str = r#"{"gpt": {"vocab_size": 65, "block_size": 64, "n_layer": 2, "n_head": 4, "n_embd": 64, "dropout": 0.1, "bias": false}}"#;
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("webgpu-amp-gpt-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// `webgpu-amp train` on the JSON GPT with the schedule flags, plus `extra`.
 fn train(dir: &Path, model_json: &str, extra: &[&str]) {
@@ -70,12 +64,8 @@ fn run_train(
         "2",
     ];
     args.extend_from_slice(extra);
-    Command::new(env!("CARGO_BIN_EXE_webgpu-amp"))
+    command()
         .args(&args)
-        .env(
-            "XDG_RUNTIME_DIR",
-            std::env::var_os("XDG_RUNTIME_DIR").unwrap_or_else(|| std::env::temp_dir().into()),
-        )
         .envs(env.iter().copied())
         .output()
         .expect("run webgpu-amp")
@@ -93,10 +83,6 @@ fn with_key<'a>(lines: &'a [Value], key: &str) -> Vec<&'a Value> {
     lines.iter().filter(|v| v.get(key).is_some()).collect()
 }
 
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
-
 /// The moments files beside `checkpoint` (`NAME.optimizer-CRC.safetensors`).
 fn moments_files(checkpoint: &str) -> Vec<String> {
     let path = Path::new(checkpoint);
@@ -104,8 +90,9 @@ fn moments_files(checkpoint: &str) -> Vec<String> {
     common::file_names(path.parent().unwrap(), |f| f.starts_with(&prefix))
 }
 
-fn check_resume(name: &str, precision_flags: &[&str], moments_in_file: bool) {
-    let dir = temp_dir(name);
+/// Checks the resume of `name`'s run; returns the folder of its files.
+fn check_resume(name: &str, precision_flags: &[&str], moments_in_file: bool) -> PathBuf {
+    let dir = fresh_dir(name);
     let env: &[(&str, &str)] = if moments_in_file {
         &[(INLINE_MOMENTS_MAX_ENV, "0")]
     } else {
@@ -224,14 +211,15 @@ fn check_resume(name: &str, precision_flags: &[&str], moments_in_file: bool) {
     }
     assert_eq!(ca.scaler, cc.scaler, "{name}: scaler state");
     assert_eq!(ca.progress, cc.progress, "{name}: progress");
+    dir
 }
 
 #[test]
 fn gpt_with_dropout_resumes_bit_for_bit_f32() {
-    check_resume("f32", &["--precision", "f32", "--batch-size", "2"], false);
+    let f32_dir = check_resume("f32", &["--precision", "f32", "--batch-size", "2"], false);
 
     // Dropout is really on: the same first step without it has another loss.
-    let dir = temp_dir("nodropout");
+    let dir = fresh_dir("nodropout");
     let m = dir.join("m.jsonl");
     train(
         &dir,
@@ -249,19 +237,12 @@ fn gpt_with_dropout_resumes_bit_for_bit_f32() {
         ],
     );
     let without = metrics(&m);
-    let with = metrics(&temp_dir_file("f32", "a.jsonl"));
+    let with = metrics(&f32_dir.join("a.jsonl"));
     assert_ne!(
         with_key(&without, "loss")[0]["loss"],
         with_key(&with, "loss")[0]["loss"],
         "dropout 0.1 and 0.0 gave the same first loss"
     );
-}
-
-/// A file of an earlier check's directory.
-fn temp_dir_file(name: &str, file: &str) -> PathBuf {
-    std::env::temp_dir()
-        .join(format!("webgpu-amp-gpt-{name}-{}", std::process::id()))
-        .join(file)
 }
 
 #[test]

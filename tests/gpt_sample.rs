@@ -4,24 +4,26 @@
 //! temperature); every draw follows `sample_reference` on the logits of the window it saw,
 //! also after the window starts to shift; one submission and one readback per chunk;
 //! dropout off; the generator's forward is the training network's; the prompt rules
-//! (default "\n", long prompts keep the last block) and the errors.
+//! (default "\n", long prompts keep the last block); the errors in `gpt_sample/errors.rs`.
 
 mod common;
+#[path = "gpt_sample/errors.rs"]
+mod errors;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+use common::cli::{BIN, command};
 use common::ctx;
+use webgpu_amp::GpuContext;
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::nn::ModelSpec;
 use webgpu_amp::ops::sample::sample_reference;
 use webgpu_amp::train::checkpoint::Checkpoint;
 use webgpu_amp::train::evaluate::predict;
 use webgpu_amp::train::generate::{Generator, SampleOptions, SavedModel, model_from_checkpoint};
-use webgpu_amp::{Error, GpuContext};
 
-const BIN: &str = env!("CARGO_BIN_EXE_webgpu-amp");
 const TEXT: &str = "the quick brown fox jumps over the lazy dog.\n";
 const BLOCK: usize = 8;
 
@@ -33,10 +35,7 @@ fn dir() -> PathBuf {
 }
 
 fn run(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .output()
-        .expect("run webgpu-amp")
+    command().args(args).output().expect("run webgpu-amp")
 }
 
 #[track_caller]
@@ -48,31 +47,6 @@ fn ok(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
-}
-
-/// A failed run's stderr: exactly one line, `error: ...`, holding every one of `needles`
-/// (as `tests/cli_errors.rs` wants of every CLI error: no panic, no other output).
-#[track_caller]
-fn expect_error(args: &[&str], needles: &[&str]) -> String {
-    let out = run(args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "webgpu-amp {args:?} succeeded");
-    assert!(!stderr.contains("panicked"), "{args:?} panicked:\n{stderr}");
-    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "{args:?}: want one error line:\n{stderr}");
-    assert!(lines[0].starts_with("error: "), "{args:?}: {}", lines[0]);
-    for needle in needles {
-        assert!(
-            lines[0].contains(needle),
-            "{args:?}: no `{needle}` in: {}",
-            lines[0]
-        );
-    }
-    assert!(
-        out.stdout.is_empty(),
-        "{args:?}: printed text before failing"
-    );
-    lines[0].to_string()
 }
 
 /// The model description: one block, dropout 0.2 (sampling must turn it off).
@@ -335,140 +309,6 @@ fn dropout_is_off_and_the_forward_is_the_training_networks() {
         let predicted = predict(ctx, &mut trainer, 1, &tokens).unwrap();
         assert_eq!(logits, predicted, "{precision:?}");
     }
-}
-
-#[test]
-fn checkpoints_that_cannot_sample_are_errors_naming_the_file() {
-    let d = dir();
-    let missing = d.join("missing.safetensors");
-    expect_error(
-        &["sample", "--checkpoint", missing.to_str().unwrap()],
-        &["missing.safetensors", "No such file"],
-    );
-
-    // An MNIST-style checkpoint: no model description.
-    let mlp = d.join("mlp.safetensors");
-    ok(&[
-        "train",
-        "--model",
-        "mlp",
-        "--dataset",
-        "synthetic:64",
-        "--steps",
-        "1",
-        "--no-validate",
-        "--save",
-        mlp.to_str().unwrap(),
-    ]);
-    expect_error(
-        &["sample", "--checkpoint", mlp.to_str().unwrap()],
-        &[
-            "mlp.safetensors",
-            "no model description",
-            "only checkpoints of a GPT",
-        ],
-    );
-
-    // A GPT trained on token ids: a model but no vocabulary.
-    let tokens = d.join("tokens.safetensors");
-    let ids: Vec<i64> = (0..2 * BLOCK as i64).map(|i| i % 5).collect();
-    let view = safetensors::tensor::TensorView::new(
-        safetensors::tensor::Dtype::I64,
-        vec![2, BLOCK],
-        bytemuck::cast_slice(&ids),
-    )
-    .unwrap();
-    std::fs::write(
-        &tokens,
-        safetensors::serialize([("x", view.clone()), ("y", view)], None).unwrap(),
-    )
-    .unwrap();
-    let model = d.join("tokens-model.json");
-    std::fs::write(&model, model_json(5, 0.0)).unwrap();
-    let token_ck = d.join("tokens-gpt.safetensors");
-    ok(&[
-        "train",
-        "--model",
-        model.to_str().unwrap(),
-        "--dataset",
-        tokens.to_str().unwrap(),
-        "--steps",
-        "1",
-        "--batch-size",
-        "2",
-        "--no-validate",
-        "--save",
-        token_ck.to_str().unwrap(),
-    ]);
-    expect_error(
-        &["sample", "--checkpoint", token_ck.to_str().unwrap()],
-        &["tokens-gpt.safetensors", "no vocabulary"],
-    );
-}
-
-#[test]
-fn bad_flags_are_errors_naming_the_flag() {
-    let ck = checkpoint();
-    let bad = |flags: &[&str], needles: &[&str]| {
-        let mut args = vec!["sample", "--checkpoint", ck];
-        args.extend_from_slice(flags);
-        expect_error(&args, needles)
-    };
-    // The prompt's characters must be in the vocabulary: the error names the character.
-    bad(
-        &["--prompt", "fox Z"],
-        &["--prompt", "'Z'", "character 4", "not in the vocabulary"],
-    );
-    bad(&["--prompt", "é"], &["--prompt", "'é'", "character 0"]);
-    bad(&["--tokens", "0"], &["--tokens must be at least 1"]);
-    bad(
-        &["--tokens", "16777217"],
-        &["--tokens 16777217", "at most 16777216"],
-    );
-    bad(
-        &["--tokens", "99999999999999999999999"],
-        &["--tokens", "too large"],
-    );
-    bad(&["--tokens", "-3"], &["--tokens"]);
-    for t in ["0", "-0.5", "NaN", "inf"] {
-        bad(
-            &["--temperature", t],
-            &["--temperature must be finite and > 0"],
-        );
-    }
-    bad(&["--top-k", "0"], &["--top-k must be at least 1"]);
-    let v = vocab_size();
-    let over = (v + 1).to_string();
-    bad(
-        &["--top-k", &over],
-        &[
-            &format!("--top-k {over} is more than the {v} tokens"),
-            "gpt.safetensors",
-        ],
-    );
-    bad(&["--chunk", "0"], &["--chunk"]);
-    bad(&["--precision", "f8"], &["f8"]);
-    // The vocabulary size itself keeps every token; unset, top-k is 200 capped to it.
-    let all = v.to_string();
-    let every = sample(&["--top-k", &all, "--tokens", "20", "--seed", "3"]);
-    assert_eq!(every, sample(&["--tokens", "20", "--seed", "3"]));
-}
-
-#[test]
-fn a_prompt_token_beyond_the_vocabulary_is_an_error() {
-    let ctx = ctx();
-    let (g, _) = generator(ctx, Precision::F32);
-    let e = g
-        .generate(ctx, &[1, 999], &options(3, 1.0, 5, 0), 64, &mut |_| Ok(()))
-        .unwrap_err();
-    assert!(
-        matches!(e, Error::InvalidArgument(ref m) if m.contains("999")),
-        "{e}"
-    );
-    let e = g
-        .generate(ctx, &[], &options(3, 1.0, 5, 0), 64, &mut |_| Ok(()))
-        .unwrap_err();
-    assert!(e.to_string().contains("at least one token"), "{e}");
 }
 
 /// Runs `command` under `script` (util-linux), which gives it a terminal; returns what the

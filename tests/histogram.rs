@@ -6,6 +6,7 @@ mod common;
 
 use std::sync::Arc;
 
+use common::values::upload_f32;
 use common::{ctx, rand_vec};
 use webgpu_amp::GpuContext;
 use webgpu_amp::gpu::GpuBuffer;
@@ -13,16 +14,9 @@ use webgpu_amp::ops::histogram::{
     GradHistograms, HistogramRange, MAX_BINS, binade, log2_histogram, log2_histogram_cpu,
 };
 
-fn upload(ctx: &GpuContext, values: &[f32]) -> Arc<GpuBuffer> {
-    let buf = ctx.alloc_storage("values", 4 * values.len() as u64);
-    ctx.queue
-        .write_buffer(buf.raw(), 0, bytemuck::cast_slice(values));
-    buf
-}
-
 /// A scaler-state-like buffer whose word 0 is `scale`.
 fn scale_state(ctx: &GpuContext, scale: f32) -> Arc<GpuBuffer> {
-    upload(ctx, &[scale, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    upload_f32(ctx, &[scale, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
 }
 
 fn gpu_histogram(
@@ -33,7 +27,7 @@ fn gpu_histogram(
     range: HistogramRange,
 ) -> GradHistograms {
     let ctx = ctx();
-    let v = upload(ctx, values);
+    let v = upload_f32(ctx, values);
     let s = scale_state(ctx, scale);
     let counts = ctx.alloc_storage("counts", range.bytes());
     let k = log2_histogram(ctx, &v, offset, len, &s, &counts, range).unwrap();
@@ -161,7 +155,7 @@ fn f32_subnormals_are_binned_from_their_bits() {
 #[test]
 fn bad_arguments_are_errors() {
     let ctx = ctx();
-    let v = upload(ctx, &[1.0; 16]);
+    let v = upload_f32(ctx, &[1.0; 16]);
     let s = scale_state(ctx, 1.0);
     let too_many = HistogramRange {
         lo: 0,

@@ -4,6 +4,7 @@
 mod common;
 
 use common::matmul_ref::{Case, assert_matches, check, quantised};
+use common::values::storages;
 use common::{ctx, ctx_native, ctx_packed, rand_vec};
 use webgpu_amp::ops::matmul::{MatmulKernel, MatmulOpts, matmul, matmul_with};
 use webgpu_amp::{DType, GpuContext, Tensor};
@@ -25,16 +26,6 @@ fn kernels(ctx: &GpuContext) -> Vec<MatmulKernel> {
     } else {
         vec![MatmulKernel::Tiled, MatmulKernel::Direct]
     }
-}
-
-/// (name, context, dtype of a, b and c): f32, native f16, packed f16, bf16.
-fn storages() -> [(&'static str, &'static GpuContext, DType); 4] {
-    [
-        ("f32", ctx(), DType::F32),
-        ("f16 native", ctx_native(), DType::F16),
-        ("f16 packed", ctx_packed(), DType::F16),
-        ("bf16", ctx(), DType::BF16),
-    ]
 }
 
 const TRANSPOSES: [(bool, bool); 4] = [(false, false), (true, false), (false, true), (true, true)];

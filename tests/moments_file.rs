@@ -7,20 +7,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use common::cli::fresh_dir;
 use webgpu_amp::optim::{OptimizerConfig, OptimizerState};
 use webgpu_amp::train::checkpoint::{
     Checkpoint, INLINE_MOMENTS_MAX, NamedOptimizerState, NamedTensor,
 };
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("webgpu-amp-moments-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// Two parameters, `w` [rows, 64] and `b` [64], with Adam moments that differ per element
 /// and per `salt` (including -0.0 and a subnormal, which must survive bit for bit).
@@ -90,7 +83,7 @@ fn moments_over_the_header_limit_go_to_a_moments_file_and_load_back_exactly() {
         "one-file encoding: {msg}"
     );
 
-    let dir = temp_dir("big");
+    let dir = fresh_dir("big");
     let path = dir.join("run.safetensors");
     ck.save(&path).unwrap();
     let files = moments_files(&dir);
@@ -122,7 +115,7 @@ fn moments_over_the_header_limit_go_to_a_moments_file_and_load_back_exactly() {
 
 #[test]
 fn a_missing_or_damaged_moments_file_keeps_the_weights_and_refuses_to_resume() {
-    let dir = temp_dir("missing");
+    let dir = fresh_dir("missing");
     let path = dir.join("run.safetensors");
     let ck = checkpoint(4, 0);
     save_in_file(&ck, &path);
@@ -164,7 +157,7 @@ fn a_missing_or_damaged_moments_file_keeps_the_weights_and_refuses_to_resume() {
 
 #[test]
 fn each_save_leaves_exactly_the_moments_file_its_checkpoint_names() {
-    let dir = temp_dir("cleanup");
+    let dir = fresh_dir("cleanup");
     let path = dir.join("run.safetensors");
     let other = dir.join("other.safetensors");
     save_in_file(&checkpoint(4, 1), &other);
@@ -217,7 +210,7 @@ fn save_in_file(ck: &Checkpoint, path: &Path) {
 /// removes its own file, and the killed writer's is gone already.
 #[test]
 fn a_killed_writers_moments_file_goes_before_the_next_save_writes() {
-    let dir = temp_dir("leftover");
+    let dir = fresh_dir("leftover");
     let path = dir.join("run.safetensors");
     save_in_file(&checkpoint(4, 1), &path);
     let named = moments_files(&dir);

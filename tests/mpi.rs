@@ -9,22 +9,22 @@
 //!   and saves;
 //! - an input that overflows on one rank's shard only (a real data file) makes both ranks
 //!   skip that step, as the single process with the whole batch does;
-//! - a rank killed mid-run ends the job within seconds, rank 0 says which checkpoint is
-//!   intact, and that checkpoint loads and resumes;
-//! - a rank that fails (no such adapter) ends the job with its message printed by rank 0;
 //! - ranks started with different flags are refused; rank 0 alone writes checkpoints and
 //!   metrics; a checkpoint of two ranks resumes on two ranks;
-//! - a rank that stops responding ends the job after `--collective-timeout`.
+//! - a rank that dies, fails or stops responding ends the job (`mpi/failures.rs`).
+
+mod common;
+#[path = "mpi/failures.rs"]
+mod failures;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use common::cli::{BIN, fresh_dir};
 use serde_json::Value;
 use webgpu_amp::train::checkpoint::Checkpoint;
-
-const BIN: &str = env!("CARGO_BIN_EXE_webgpu-amp");
 
 /// One MPI job at a time: two ranks already share the machine's cores, and the timing
 /// checks (a killed job ends within seconds) must not wait behind another job.
@@ -32,13 +32,6 @@ static JOBS: Mutex<()> = Mutex::new(());
 
 fn lock() -> std::sync::MutexGuard<'static, ()> {
     JOBS.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("webgpu-amp-mpi-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// `mpirun --oversubscribe` plus `ranks` (e.g. `["-np", "2", BIN, "train", ...]`), allowed to
@@ -116,7 +109,7 @@ fn single_and_two_ranks(
     batch: usize,
 ) -> [(Vec<Value>, Value, Checkpoint, Output); 2] {
     let _guard = lock();
-    let dir = temp_dir(name);
+    let dir = fresh_dir(name);
     let single = train_args(&dir, "single", common, 2 * batch);
     let out1 = Command::new(BIN).args(&single).output().unwrap();
     assert!(out1.status.success(), "single process: {}", text(&out1));
@@ -304,7 +297,7 @@ fn overflow_data(dir: &Path) -> PathBuf {
 
 #[test]
 fn an_overflow_on_one_rank_makes_every_rank_skip_the_step() {
-    let dir = temp_dir("overflow-data");
+    let dir = fresh_dir("overflow-data");
     let data = overflow_data(&dir);
     let data = data.display().to_string();
     let mut common =
@@ -335,7 +328,7 @@ fn an_overflow_on_one_rank_makes_every_rank_skip_the_step() {
 #[test]
 fn ranks_must_agree_and_rank_0_alone_writes_files() {
     let _guard = lock();
-    let dir = temp_dir("mpmd");
+    let dir = fresh_dir("mpmd");
     let file = |name: &str| dir.join(name).display().to_string();
     let (ck0, ck1, m0, m1) = (
         file("r0.safetensors"),
@@ -362,17 +355,7 @@ fn ranks_must_agree_and_rank_0_alone_writes_files() {
         text(&out)
     );
 
-    let mut args = vec!["-np", "1", BIN];
-    args.extend(&train);
-    args.extend([":", "-np", "1", BIN]);
-    args.extend(&train);
-    args.extend(["--lr", "0.5"]);
-    let job = mpirun(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (out, _) = ends_within(job, Duration::from_secs(120));
+    let out = one_rank_differs(&train, &["--lr", "0.5"]);
     assert!(!out.status.success(), "{}", text(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("rank(s) [1] start from a different state"),
@@ -381,62 +364,20 @@ fn ranks_must_agree_and_rank_0_alone_writes_files() {
     );
 }
 
-/// The processes `mpirun` (pid `parent`) started, by rank.
-fn rank_pid(parent: u32, rank: usize) -> Option<u32> {
-    let want = format!("OMPI_COMM_WORLD_RANK={rank}");
-    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        // Fields after the command name (which may hold spaces): state, ppid, ...
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        if ppid != Some(parent) {
-            continue;
-        }
-        let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-        if env.split(|&b| b == 0).any(|v| v == want.as_bytes()) {
-            return Some(pid);
-        }
-    }
-    None
-}
-
-/// Starts a long two-rank run that saves every 2 steps, waits for its first checkpoint and
-/// returns the job, its checkpoint path and rank 1's pid.
-fn long_job(dir: &Path, extra: &[&str]) -> (Child, PathBuf, u32) {
-    let ck = dir.join("run.safetensors");
-    let ck_arg = ck.display().to_string();
-    let mut args = vec!["-np", "2", BIN];
-    args.extend(words(
-        "train --model mlp --precision amp-f16 --batch-size 16 --steps 100000 --no-validate",
-    ));
-    args.extend(["--save", &ck_arg, "--save-every", "2"]);
-    args.extend(extra);
-    let mut job = mpirun(&args)
+/// Rank 0 runs `train`, rank 1 `train` plus `rank1_extra`; the job's output (it may run at
+/// most 120 s).
+fn one_rank_differs(train: &[&str], rank1_extra: &[&str]) -> Output {
+    let mut args = vec!["-np", "1", BIN];
+    args.extend(train);
+    args.extend([":", "-np", "1", BIN]);
+    args.extend(train);
+    args.extend(rank1_extra);
+    let job = mpirun(&args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while !ck.exists() {
-        if let Some(status) = job.try_wait().unwrap() {
-            panic!(
-                "the job ended before its first checkpoint: {status}: {}",
-                text(&job.wait_with_output().unwrap())
-            );
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(300),
-            "no checkpoint after 300 s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let pid = rank_pid(job.id(), 1).expect("rank 1 among mpirun's children");
-    (job, ck, pid)
+    ends_within(job, Duration::from_secs(120)).0
 }
 
 /// Waits for `job` to end (at most `limit`); its output and how long it took.
@@ -454,90 +395,4 @@ fn ends_within(mut job: Child, limit: Duration) -> (Output, Duration) {
     }
     let took = start.elapsed();
     (job.wait_with_output().unwrap(), took)
-}
-
-fn signal(pid: u32, sig: &str) {
-    let ok = Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(ok.success(), "kill {sig} {pid}");
-}
-
-#[test]
-fn killing_a_rank_ends_the_job_within_seconds_and_the_checkpoint_loads() {
-    let _guard = lock();
-    let dir = temp_dir("kill");
-    let (job, ck, pid) = long_job(&dir, &[]);
-    std::thread::sleep(Duration::from_millis(500));
-    signal(pid, "-KILL");
-    let (out, took) = ends_within(job, Duration::from_secs(60));
-    let all = text(&out);
-    assert!(
-        took < Duration::from_secs(10),
-        "the job took {took:?} to end: {all}"
-    );
-    assert!(!out.status.success(), "{all}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("rank 0: the MPI launcher is ending the job")
-            && stderr.contains("is intact")
-            && stderr.contains("rank 1"),
-        "rank 0 says the job ends and which checkpoint survives; mpirun names rank 1: {all}"
-    );
-    let loaded = Checkpoint::load(&ck).unwrap();
-    assert!(loaded.progress.step >= 2, "{:?}", loaded.progress);
-    // It resumes, on every rank (two ranks, two more steps).
-    let steps = (loaded.progress.step + 2).to_string();
-    let ck_arg = ck.display().to_string();
-    let mut args = vec!["-np", "2", BIN];
-    args.extend(words(
-        "train --model mlp --precision amp-f16 --batch-size 16 --no-validate --resume",
-    ));
-    args.extend([ck_arg.as_str(), "--steps", &steps]);
-    let resumed = mpirun(&args).output().unwrap();
-    assert!(resumed.status.success(), "resume: {}", text(&resumed));
-}
-
-#[test]
-fn a_failing_rank_ends_the_job_with_its_message_on_rank_0() {
-    let _guard = lock();
-    let train = words("train --model mlp --precision f32 --steps 20 --no-validate");
-    let mut args = vec!["-np", "1", BIN];
-    args.extend(&train);
-    args.extend([":", "-np", "1", BIN]);
-    args.extend(&train);
-    args.extend(["--adapter", "no-such-adapter"]);
-    let job = mpirun(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (out, _) = ends_within(job, Duration::from_secs(120));
-    let all = text(&out);
-    assert!(!out.status.success(), "{all}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr)
-            .contains("error: rank 1 of 2 failed: no GPU adapter found"),
-        "rank 0 prints rank 1's error: {all}"
-    );
-}
-
-#[test]
-fn a_stuck_rank_ends_the_job_after_the_collective_timeout() {
-    let _guard = lock();
-    let dir = temp_dir("stuck");
-    let (job, _ck, pid) = long_job(&dir, &["--collective-timeout", "3"]);
-    signal(pid, "-STOP");
-    let (out, took) = ends_within(job, Duration::from_secs(60));
-    let _ = Command::new("kill")
-        .args(["-KILL", &pid.to_string()])
-        .status();
-    let all = text(&out);
-    assert!(!out.status.success(), "{all}");
-    assert!(took < Duration::from_secs(20), "took {took:?}: {all}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("did not complete within 3 s"),
-        "{all}"
-    );
 }

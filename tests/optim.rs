@@ -7,150 +7,19 @@
 //! bit-identical.
 
 mod common;
+#[path = "optim/reference.rs"]
+mod reference;
 
-use std::sync::Arc;
-
+use common::values::{download, ulp_of, upload_f32, write_f32};
 use common::{ctx, rand_vec};
+use reference::Reference;
 use webgpu_amp::GpuContext;
 use webgpu_amp::amp::{GradScaler, ScalerConfig};
 use webgpu_amp::gpu::GpuBuffer;
-use webgpu_amp::optim::{Optimizer, OptimizerConfig, OptimizerState, widen};
-
-fn upload(ctx: &GpuContext, data: &[f32]) -> Arc<GpuBuffer> {
-    let b = ctx.alloc_storage("test.flat", 4 * data.len() as u64);
-    write(ctx, &b, data);
-    b
-}
-
-fn write(ctx: &GpuContext, b: &GpuBuffer, data: &[f32]) {
-    ctx.queue
-        .write_buffer(b.raw(), 0, bytemuck::cast_slice(data));
-}
-
-fn download(ctx: &GpuContext, b: &GpuBuffer, n: usize) -> Vec<f32> {
-    bytemuck::pod_collect_to_vec(&ctx.read_bytes(b, 0, 4 * n as u64).unwrap())
-}
+use webgpu_amp::optim::{Optimizer, OptimizerConfig, OptimizerState};
 
 fn raw(ctx: &GpuContext, b: &GpuBuffer) -> Vec<u8> {
     ctx.read_bytes(b, 0, b.size()).unwrap()
-}
-
-/// torch.lerp's two-sided formula.
-fn torch_lerp(start: f32, end: f32, w: f32) -> f32 {
-    if w.abs() < 0.5 {
-        start + w * (end - start)
-    } else {
-        end - (end - start) * (1.0 - w)
-    }
-}
-
-/// torch.optim's single-tensor step in f32, scalars derived in f64 as Python does.
-struct Reference {
-    config: OptimizerConfig,
-    p: Vec<f32>,
-    step: u32,
-    buf: Vec<f32>,
-    m: Vec<f32>,
-    v: Vec<f32>,
-}
-
-impl Reference {
-    fn new(config: OptimizerConfig, p: &[f32]) -> Self {
-        let n = p.len();
-        Self {
-            config,
-            p: p.to_vec(),
-            step: 0,
-            buf: vec![0.0; n],
-            m: vec![0.0; n],
-            v: vec![0.0; n],
-        }
-    }
-
-    fn set_lr(&mut self, new_lr: f32) {
-        match &mut self.config {
-            OptimizerConfig::Sgd { lr, .. }
-            | OptimizerConfig::Adam { lr, .. }
-            | OptimizerConfig::AdamW { lr, .. } => *lr = new_lr,
-        }
-    }
-
-    // Indexing keeps each line next to PyTorch's per-tensor formula.
-    #[allow(clippy::needless_range_loop)]
-    fn step(&mut self, grad: &[f32]) {
-        self.step += 1;
-        match self.config {
-            OptimizerConfig::Sgd {
-                lr,
-                momentum,
-                dampening,
-                nesterov,
-                weight_decay,
-            } => {
-                let alpha = (1.0 - widen(dampening)) as f32;
-                for i in 0..self.p.len() {
-                    let mut g = grad[i];
-                    if weight_decay != 0.0 {
-                        g += weight_decay * self.p[i];
-                    }
-                    if momentum != 0.0 {
-                        self.buf[i] = if self.step == 1 {
-                            g
-                        } else {
-                            self.buf[i] * momentum + alpha * g
-                        };
-                        g = if nesterov {
-                            g + momentum * self.buf[i]
-                        } else {
-                            self.buf[i]
-                        };
-                    }
-                    self.p[i] += -lr * g;
-                }
-            }
-            OptimizerConfig::Adam {
-                lr,
-                beta1,
-                beta2,
-                eps,
-                weight_decay,
-            }
-            | OptimizerConfig::AdamW {
-                lr,
-                beta1,
-                beta2,
-                eps,
-                weight_decay,
-            } => {
-                let decoupled = matches!(self.config, OptimizerConfig::AdamW { .. });
-                let (lr64, b1, b2) = (widen(lr), widen(beta1), widen(beta2));
-                let t = self.step as i32;
-                let bias_correction1 = 1.0 - b1.powi(t);
-                let bias_correction2 = 1.0 - b2.powi(t);
-                let step_size = (lr64 / bias_correction1) as f32;
-                let bias_correction2_sqrt = bias_correction2.sqrt() as f32;
-                let decay = (1.0 - lr64 * widen(weight_decay)) as f32;
-                for i in 0..self.p.len() {
-                    if decoupled {
-                        self.p[i] *= decay;
-                    }
-                    let mut g = grad[i];
-                    if !decoupled && weight_decay != 0.0 {
-                        g += weight_decay * self.p[i];
-                    }
-                    self.m[i] = torch_lerp(self.m[i], g, (1.0 - b1) as f32);
-                    self.v[i] = self.v[i] * beta2 + (1.0 - b2) as f32 * g * g;
-                    let denom = self.v[i].sqrt() / bias_correction2_sqrt + eps;
-                    self.p[i] += -step_size * self.m[i] / denom;
-                }
-            }
-        }
-    }
-}
-
-fn ulp(x: f32) -> f32 {
-    let a = x.abs().max(f32::MIN_POSITIVE);
-    f32::from_bits(a.to_bits() + 1) - a
 }
 
 /// Parameters after `steps` steps of learning rate at most `lr`: within 4 ulp of the
@@ -164,9 +33,9 @@ fn assert_params(what: &str, got: &[f32], want: &[f32], lr: f32, steps: usize) -
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
         let err = (g - w).abs();
         assert!(
-            err <= 4.0 * ulp(w) + 1e-6 * scale,
+            err <= 4.0 * ulp_of(w) + 1e-6 * scale,
             "{what}: element {i}: got {g}, want {w} ({} ulp)",
-            err / ulp(w)
+            err / ulp_of(w)
         );
         worst = worst.max(err / scale);
     }
@@ -252,8 +121,8 @@ fn every_optimizer_matches_pytorchs_formulas_over_ten_steps() {
     let scaler = disabled_scaler(ctx);
     for (c, config) in configs().into_iter().enumerate() {
         let p0 = rand_vec(n, 100 + c as u64);
-        let params = upload(ctx, &p0);
-        let grads = upload(ctx, &vec![0.0; n]);
+        let params = upload_f32(ctx, &p0);
+        let grads = upload_f32(ctx, &vec![0.0; n]);
         let opt = Optimizer::new(ctx, config, &params, &grads, n, scaler.state_buffer()).unwrap();
         let mut reference = Reference::new(config, &p0);
         let mut worst = 0.0f32;
@@ -270,7 +139,7 @@ fn every_optimizer_matches_pytorchs_formulas_over_ten_steps() {
                 opt.set_lr(ctx, lr).unwrap();
                 reference.set_lr(lr);
             }
-            write(ctx, &grads, &g);
+            write_f32(ctx, &grads, &g);
             ctx.run(&[opt.step_kernel()]);
             reference.step(&g);
             let got = download(ctx, &params, n);
@@ -341,8 +210,8 @@ fn adam_bias_correction_is_accurate_at_every_step_count() {
             let m0: Vec<f32> = rand_vec(n, 6).iter().map(|v| v * 0.1).collect();
             let v0: Vec<f32> = rand_vec(n, 7).iter().map(|v| v * v * 0.01).collect();
             let g = rand_vec(n, 8);
-            let params = upload(ctx, &p0);
-            let grads = upload(ctx, &g);
+            let params = upload_f32(ctx, &p0);
+            let grads = upload_f32(ctx, &g);
             let mut opt =
                 Optimizer::new(ctx, config, &params, &grads, n, scaler.state_buffer()).unwrap();
             opt.load_state(
@@ -368,7 +237,7 @@ fn adam_bias_correction_is_accurate_at_every_step_count() {
             for (i, (u, w)) in upd.iter().zip(&want).enumerate() {
                 // p - p0 is exact in f32 here, so a relative bound on it is meaningful up to
                 // the ulps of p.
-                let tol = 3e-6 * w.abs() + 4.0 * ulp(p0[i]);
+                let tol = 3e-6 * w.abs() + 4.0 * ulp_of(p0[i]);
                 assert!(
                     (u - w).abs() <= tol,
                     "{config:?} step {step}: element {i}: update {u}, want {w}"
@@ -385,8 +254,8 @@ fn a_step_with_found_inf_changes_nothing_and_the_next_clean_step_applies() {
     let n = 3001;
     for (c, config) in configs().into_iter().enumerate() {
         let p0 = rand_vec(n, 200 + c as u64);
-        let params = upload(ctx, &p0);
-        let grads = upload(ctx, &vec![0.0; n]);
+        let params = upload_f32(ctx, &p0);
+        let grads = upload_f32(ctx, &vec![0.0; n]);
         let mut scaler = GradScaler::new(
             ctx,
             ScalerConfig {
@@ -413,7 +282,7 @@ fn a_step_with_found_inf_changes_nothing_and_the_next_clean_step_applies() {
             if inf {
                 scaled[n / 3] = f32::INFINITY;
             }
-            write(ctx, &grads, &scaled);
+            write_f32(ctx, &grads, &scaled);
             let before = snapshot(ctx);
             scaler.unscale(ctx, &grads, n).unwrap();
             ctx.run(&[opt.step_kernel()]);
@@ -462,8 +331,8 @@ fn state_round_trips_and_training_continues_identically() {
         OptimizerConfig::adamw(1e-2),
     ] {
         let p0 = rand_vec(n, 9);
-        let params = upload(ctx, &p0);
-        let grads = upload(ctx, &rand_vec(n, 10));
+        let params = upload_f32(ctx, &p0);
+        let grads = upload_f32(ctx, &rand_vec(n, 10));
         let opt = Optimizer::new(ctx, config, &params, &grads, n, scaler.state_buffer()).unwrap();
         let fresh = opt.state(ctx).unwrap();
         assert_eq!(
@@ -484,7 +353,7 @@ fn state_round_trips_and_training_continues_identically() {
         let state: OptimizerState = serde_json::from_value(json).unwrap();
 
         // A second optimizer on a copy of the parameters, restored from the state.
-        let params2 = upload(ctx, &download(ctx, &params, n));
+        let params2 = upload_f32(ctx, &download(ctx, &params, n));
         let mut opt2 =
             Optimizer::new(ctx, config, &params2, &grads, n, scaler.state_buffer()).unwrap();
         opt2.load_state(ctx, &state).unwrap();
@@ -554,8 +423,8 @@ fn invalid_configs_and_buffers_are_rejected() {
         c.validate().unwrap();
     }
     let scaler = disabled_scaler(ctx);
-    let small = upload(ctx, &[0.0; 10]);
-    let big = upload(ctx, &[0.0; 100]);
+    let small = upload_f32(ctx, &[0.0; 10]);
+    let big = upload_f32(ctx, &[0.0; 100]);
     let adam = OptimizerConfig::adam(1e-3);
     common::expect_err(
         Optimizer::new(ctx, adam, &small, &big, 100, scaler.state_buffer()),

@@ -7,6 +7,7 @@ mod common;
 
 use std::sync::Arc;
 
+use common::values::upload_u32;
 use common::{ctx, ctx_native, ctx_packed, rand_vec};
 use webgpu_amp::gpu::GpuBuffer;
 use webgpu_amp::ops::sample::{SampleParams, sample_next, sample_reference, sample_uniform};
@@ -20,13 +21,6 @@ fn cases() -> Vec<(&'static str, &'static GpuContext, DType)> {
         ("native", ctx_native(), DType::BF16),
         ("packed", ctx_packed(), DType::F16),
     ]
-}
-
-fn raw_u32(ctx: &GpuContext, data: &[u32]) -> Arc<GpuBuffer> {
-    let b = ctx.alloc_storage("test u32", 4 * data.len().max(1) as u64);
-    ctx.queue
-        .write_buffer(b.raw(), 0, bytemuck::cast_slice(data));
-    b
 }
 
 fn read_u32s(ctx: &GpuContext, b: &GpuBuffer, n: usize) -> Vec<u32> {
@@ -60,9 +54,9 @@ fn setup(
     Setup {
         logits: Tensor::from_f32(ctx, &flat, &[rows.len(), vocab], dtype).unwrap(),
         rows,
-        context: raw_u32(ctx, context),
-        state: raw_u32(ctx, &state),
-        out: raw_u32(ctx, &vec![u32::MAX; out_len]),
+        context: upload_u32(ctx, context),
+        state: upload_u32(ctx, &state),
+        out: upload_u32(ctx, &vec![u32::MAX; out_len]),
     }
 }
 
@@ -353,7 +347,7 @@ fn invalid_parameters_are_errors() {
         sample_next(ctx, &s.logits, &s.context, &s.state, &s.out, &p),
         &["must be [block, V] = [3, 4]"],
     );
-    let short = raw_u32(ctx, &[0]);
+    let short = upload_u32(ctx, &[0]);
     common::expect_err(
         sample_next(ctx, &s.logits, &s.context, &short, &s.out, &ok),
         &["state buffer must hold two u32"],

@@ -4,13 +4,10 @@
 
 mod common;
 
-use common::{assert_close, ctx, ctx_native, ctx_packed, rand_vec};
+use common::values::contexts;
+use common::{assert_close, ctx, rand_vec};
 use webgpu_amp::ops::elementwise::{accumulate, gelu_erf_backward, gelu_erf_forward};
 use webgpu_amp::{DType, GpuContext, Tensor};
-
-fn contexts() -> [(&'static str, &'static GpuContext); 2] {
-    [("native", ctx_native()), ("packed", ctx_packed())]
-}
 
 // ---- f64 reference ------------------------------------------------------------------------
 

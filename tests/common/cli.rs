@@ -62,3 +62,16 @@ pub fn fresh_dir(tag: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// A command that runs the binary with a runtime dir ([`runtime_dir`]).
+pub fn command() -> std::process::Command {
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.env("XDG_RUNTIME_DIR", runtime_dir());
+    cmd
+}
+
+/// The caller's `XDG_RUNTIME_DIR`, or the system temp dir: Vulkan's loader and Mesa want one
+/// in the processes a test starts.
+pub fn runtime_dir() -> std::ffi::OsString {
+    std::env::var_os("XDG_RUNTIME_DIR").unwrap_or_else(|| std::env::temp_dir().into())
+}

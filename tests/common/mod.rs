@@ -7,6 +7,7 @@ pub mod cli;
 pub mod matmul_ref;
 pub mod portability;
 pub mod runs;
+pub mod values;
 
 use std::sync::OnceLock;
 
@@ -227,4 +228,9 @@ pub fn file_names(dir: &std::path::Path, keep: impl Fn(&str) -> bool) -> Vec<Str
         .collect();
     names.sort();
     names
+}
+
+/// The bits of `values`, to compare two runs exactly.
+pub fn bits(values: &[f32]) -> Vec<u32> {
+    values.iter().map(|v| v.to_bits()).collect()
 }

@@ -1,29 +1,16 @@
-//! Reductions (sum, mean, bias gradient) and fused losses (cross-entropy, mse, accuracy count)
-//! against f64 CPU references on every storage; gradients also by finite differences of the
-//! CPU forward; loss seeding, determinism and NaN propagation.
+//! Fused losses (cross-entropy, mse, accuracy count) against f64 CPU references on every
+//! storage; gradients also by finite differences of the CPU forward; loss seeding,
+//! determinism and NaN propagation.
 
 mod common;
 
 use std::sync::Arc;
 
-use common::{assert_close, ctx, ctx_native, ctx_packed, rand_vec};
-use webgpu_amp::gpu::{GpuBuffer, Kernel};
-use webgpu_amp::ops::{Accumulate, loss, reduce};
+use common::values::{assert_rel, contexts, quantised, run, scalar, ulp, upload, upload_u32};
+use common::{assert_close, ctx, ctx_packed, rand_vec};
+use webgpu_amp::gpu::GpuBuffer;
+use webgpu_amp::ops::loss;
 use webgpu_amp::{DType, GpuContext, Tensor};
-
-fn contexts() -> [(&'static str, &'static GpuContext); 2] {
-    [("native", ctx_native()), ("packed", ctx_packed())]
-}
-
-/// Relative size of one unit in the last place of a dtype (the output rounding).
-fn ulp(dtype: DType) -> f32 {
-    match dtype {
-        DType::F32 => 2f32.powi(-22),
-        DType::F16 => 2f32.powi(-10),
-        DType::BF16 => 2f32.powi(-7),
-        DType::U32 => unreachable!("ids are not computed in"),
-    }
-}
 
 /// Spacing of the smallest (subnormal) values: f16 gradients of big batches land there.
 fn subnormal_step(dtype: DType) -> f32 {
@@ -33,261 +20,13 @@ fn subnormal_step(dtype: DType) -> f32 {
     }
 }
 
-fn quantised(n: usize, seed: u64, scale: f32, dtype: DType) -> Vec<f32> {
-    rand_vec(n, seed)
-        .iter()
-        .map(|&v| dtype.round(v * scale))
-        .collect()
-}
-
-fn upload(ctx: &GpuContext, data: &[f32], shape: &[usize], dtype: DType) -> Tensor {
-    Tensor::from_f32(ctx, data, shape, dtype).unwrap()
-}
-
-fn raw_u32(ctx: &GpuContext, data: &[u32]) -> Arc<GpuBuffer> {
-    let b = ctx.alloc_storage("test u32", 4 * data.len().max(1) as u64);
-    ctx.queue
-        .write_buffer(b.raw(), 0, bytemuck::cast_slice(data));
-    b
-}
-
 fn seed_buffer(ctx: &GpuContext, value: f32) -> Arc<GpuBuffer> {
-    raw_u32(ctx, &[value.to_bits(), 0, 0, 0])
+    upload_u32(ctx, &[value.to_bits(), 0, 0, 0])
 }
 
 fn read_u32(ctx: &GpuContext, b: &GpuBuffer) -> u32 {
     let bytes = ctx.read_bytes(b, 0, 4).unwrap();
     u32::from_le_bytes(bytes[..4].try_into().unwrap())
-}
-
-fn run(ctx: &GpuContext, kernels: &[Kernel]) {
-    ctx.run(&kernels.iter().collect::<Vec<_>>());
-}
-
-fn scalar(ctx: &GpuContext, t: &Tensor) -> f32 {
-    t.read_f32(ctx).unwrap()[0]
-}
-
-#[track_caller]
-fn assert_rel(what: &str, got: f32, want: f64, rtol: f64) {
-    let err = (got as f64 - want).abs();
-    assert!(
-        err <= rtol * want.abs().max(1e-30),
-        "{what}: got {got}, want {want} (rel err {})",
-        err / want.abs()
-    );
-}
-
-// ---- sum and mean -----------------------------------------------------------------------------
-
-/// Multiples of 1/16 in [-1, 1]: exact in every dtype, and every partial sum of up to 2^20 of
-/// them is exact in f32, so a GPU sum must equal the CPU sum bit for bit (a dropped or doubled
-/// element shows).
-fn sixteenths(n: usize, seed: u64) -> Vec<f32> {
-    rand_vec(n, seed)
-        .iter()
-        .map(|&v| (v * 16.0).round() / 16.0)
-        .collect()
-}
-
-#[test]
-fn sum_and_mean_on_every_storage_and_odd_lengths() {
-    for (name, ctx) in contexts() {
-        for dtype in DType::ALL {
-            // 1, 7, 1001 take the one-pass path; 5001 takes two passes.
-            for n in [1usize, 7, 1001, 5001] {
-                let data = sixteenths(n, n as u64);
-                let x = upload(ctx, &data, &[n], dtype);
-                let s = Tensor::zeros(ctx, &[1], DType::F32);
-                let m = Tensor::zeros(ctx, &[1], DType::F32);
-                let mut ks = reduce::sum(ctx, &x, &s).unwrap();
-                assert_eq!(ks.len(), if n > 2048 { 2 } else { 1 });
-                ks.extend(reduce::mean(ctx, &x, &m).unwrap());
-                run(ctx, &ks);
-                let want: f64 = data.iter().map(|&v| v as f64).sum();
-                assert_eq!(scalar(ctx, &s) as f64, want, "{name} sum {dtype} n={n}");
-                assert_rel(
-                    &format!("{name} mean {dtype} n={n}"),
-                    scalar(ctx, &m),
-                    want / n as f64,
-                    1e-6,
-                );
-            }
-        }
-    }
-}
-
-#[test]
-fn sum_of_a_million_elements_matches_f64_and_is_deterministic() {
-    let n = 1_000_003;
-    let ctx = ctx_packed();
-    // Exact data: bit-exact sum, f32 and packed f16 storage.
-    let data = sixteenths(n, 77);
-    let want: f64 = data.iter().map(|&v| v as f64).sum();
-    for dtype in [DType::F32, DType::F16] {
-        let x = upload(ctx, &data, &[n], dtype);
-        let s = Tensor::zeros(ctx, &[1], DType::F32);
-        let ks = reduce::sum(ctx, &x, &s).unwrap();
-        assert_eq!(ks.len(), 2);
-        run(ctx, &ks);
-        assert_eq!(
-            scalar(ctx, &s) as f64,
-            want,
-            "sum of {n} sixteenths ({dtype})"
-        );
-    }
-    // General data (positive mean, so no cancellation hides errors): f32 accumulation in a
-    // tree is within a few e-7 relative of the f64 sum, and the same every run.
-    let data: Vec<f32> = rand_vec(n, 78).iter().map(|&v| v + 0.5).collect();
-    let want: f64 = data.iter().map(|&v| v as f64).sum();
-    let x = upload(ctx, &data, &[n], DType::F32);
-    let s = Tensor::zeros(ctx, &[1], DType::F32);
-    let ks = reduce::sum(ctx, &x, &s).unwrap();
-    run(ctx, &ks);
-    let first = scalar(ctx, &s);
-    assert_rel("sum of a million", first, want, 1e-6);
-    run(ctx, &ks);
-    assert_eq!(
-        first.to_bits(),
-        scalar(ctx, &s).to_bits(),
-        "sum is deterministic"
-    );
-}
-
-#[test]
-fn sum_rejects_an_output_that_is_not_one_element() {
-    let ctx = ctx();
-    let x = Tensor::zeros(ctx, &[4], DType::F32);
-    let out = Tensor::zeros(ctx, &[2], DType::F32);
-    common::expect_err(
-        reduce::sum(ctx, &x, &out),
-        &["sum: out must hold one element"],
-    );
-    common::expect_err(
-        reduce::mean(ctx, &x, &out),
-        &["mean: out must hold one element"],
-    );
-}
-
-// ---- bias gradient --------------------------------------------------------------------------
-
-/// db[c] = sum of dy[b, c, s] over b and s, in f64.
-fn bias_grad_ref(dy: &[f32], shape: &[usize]) -> Vec<f64> {
-    let (c, inner) = (shape[1], shape[2..].iter().product::<usize>());
-    let mut db = vec![0.0f64; c];
-    for (i, &v) in dy.iter().enumerate() {
-        db[(i / inner) % c] += v as f64;
-    }
-    db
-}
-
-#[test]
-fn bias_grad_matches_cpu_on_every_storage_with_and_without_accumulation() {
-    // Linear [N, F] and conv [N, C, H, W] shapes, odd sizes included (packed db: neighbouring
-    // channels share a word and are written by different workgroups).
-    let shapes: [&[usize]; 5] = [&[1, 1], &[5, 3], &[2, 3, 5, 7], &[3, 1001], &[4, 7, 1, 1]];
-    for (name, ctx) in contexts() {
-        for dtype in DType::ALL {
-            for db_dtype in [DType::F32, dtype] {
-                for shape in shapes {
-                    let n: usize = shape.iter().product();
-                    let c = shape[1];
-                    let dyv = quantised(n, 51, 2.0, dtype);
-                    let prev = quantised(c, 52, 1.0, db_dtype);
-                    let dy = upload(ctx, &dyv, shape, dtype);
-                    let fresh = upload(ctx, &prev, &[c], db_dtype);
-                    let accumulated = upload(ctx, &prev, &[c], db_dtype);
-                    let k1 =
-                        reduce::bias_grad(ctx, &dy, &fresh, Accumulate::Overwrite, None).unwrap();
-                    let k2 =
-                        reduce::bias_grad(ctx, &dy, &accumulated, Accumulate::Add, None).unwrap();
-                    ctx.run(&[&k1, &k2]);
-                    let want = bias_grad_ref(&dyv, shape);
-                    let want_fresh: Vec<f32> = want.iter().map(|&v| v as f32).collect();
-                    let want_acc: Vec<f32> = want
-                        .iter()
-                        .zip(&prev)
-                        .map(|(&v, &p)| (v + p as f64) as f32)
-                        .collect();
-                    // f32 accumulation of up to ~1000 terms of size <= 2, then the db rounding.
-                    let (atol, rtol) = (1e-5, ulp(db_dtype).max(1e-6));
-                    let what = format!("{name} bias_grad dy={dtype} db={db_dtype} {shape:?}");
-                    assert_close(
-                        &what,
-                        &fresh.read_f32(ctx).unwrap(),
-                        &want_fresh,
-                        atol,
-                        rtol,
-                    );
-                    assert_close(
-                        &format!("{what} accumulate"),
-                        &accumulated.read_f32(ctx).unwrap(),
-                        &want_acc,
-                        atol,
-                        rtol,
-                    );
-                }
-            }
-        }
-    }
-}
-
-#[test]
-fn bias_grad_is_the_gradient_of_bias_add_by_finite_differences() {
-    // L(x, b) = sum(w * bias_add(x, b)): dL/db = bias_grad(w). Check the CPU gradient against
-    // finite differences of the CPU forward, then the GPU against the CPU.
-    let shape = [3usize, 4, 5];
-    let (c, inner) = (4, 5);
-    let n: usize = shape.iter().product();
-    let x = rand_vec(n, 61);
-    let w = rand_vec(n, 62);
-    let b = rand_vec(c, 63);
-    let loss = |b: &[f64]| -> f64 {
-        (0..n)
-            .map(|i| w[i] as f64 * (x[i] as f64 + b[(i / inner) % c]))
-            .sum()
-    };
-    let analytic = bias_grad_ref(&w, &shape);
-    let b64: Vec<f64> = b.iter().map(|&v| v as f64).collect();
-    for ch in 0..c {
-        let h = 1e-3;
-        let (mut up, mut down) = (b64.clone(), b64.clone());
-        up[ch] += h;
-        down[ch] -= h;
-        let fd = (loss(&up) - loss(&down)) / (2.0 * h);
-        assert!(
-            (fd - analytic[ch]).abs() < 1e-9,
-            "dL/db[{ch}]: fd {fd} vs {}",
-            analytic[ch]
-        );
-    }
-    for (name, ctx) in contexts() {
-        let wt = upload(ctx, &w, &shape, DType::F32);
-        let db = Tensor::zeros(ctx, &[c], DType::F32);
-        let k = reduce::bias_grad(ctx, &wt, &db, Accumulate::Overwrite, None).unwrap();
-        ctx.run(&[&k]);
-        let want: Vec<f32> = analytic.iter().map(|&v| v as f32).collect();
-        assert_close(
-            &format!("{name} GPU dL/db"),
-            &db.read_f32(ctx).unwrap(),
-            &want,
-            1e-6,
-            1e-6,
-        );
-    }
-}
-
-#[test]
-fn bias_grad_rejects_mismatched_shapes() {
-    let ctx = ctx();
-    let dy = Tensor::zeros(ctx, &[4, 3], DType::F32);
-    for bad in [&[4usize][..], &[3, 1]] {
-        let db = Tensor::zeros(ctx, bad, DType::F32);
-        common::expect_err(
-            reduce::bias_grad(ctx, &dy, &db, Accumulate::Overwrite, None),
-            &["bias_grad", "does not match dim 1"],
-        );
-    }
 }
 
 // ---- cross-entropy ----------------------------------------------------------------------------
@@ -352,7 +91,7 @@ fn cross_entropy_loss_and_gradient_match_cpu_on_every_storage() {
                     let logits_v = quantised(n * c, 81, 4.0, dtype);
                     let labels_v = labels_for(n, c, 82);
                     let logits = upload(ctx, &logits_v, &[n, c], dtype);
-                    let labels = raw_u32(ctx, &labels_v);
+                    let labels = upload_u32(ctx, &labels_v);
                     let loss_out = Tensor::zeros(ctx, &[1], DType::F32);
                     let loss_only = Tensor::zeros(ctx, &[1], DType::F32);
                     let grad = Tensor::zeros(ctx, &[n, c], grad_dtype);
@@ -403,7 +142,7 @@ fn cross_entropy_gradient_scales_exactly_with_the_seed_and_overflows_f16_to_inf(
     let labels_v = labels_for(n, c, 92);
     for (name, ctx) in contexts() {
         let logits = upload(ctx, &logits_v, &[n, c], DType::F16);
-        let labels = raw_u32(ctx, &labels_v);
+        let labels = upload_u32(ctx, &labels_v);
         // f32 gradients: seed 1024 gives exactly 1024x the unseeded gradient; same loss.
         let one = seed_buffer(ctx, 1.0);
         let big = seed_buffer(ctx, 1024.0);
@@ -461,7 +200,7 @@ fn cross_entropy_and_mse_losses_are_bit_identical_run_to_run() {
         &[n, c],
         DType::F16,
     );
-    let labels = raw_u32(ctx, &labels_for(n, c, 102));
+    let labels = upload_u32(ctx, &labels_for(n, c, 102));
     let seed = seed_buffer(ctx, 65536.0);
     let grad = Tensor::zeros(ctx, &[n, c], DType::F16);
     let out = Tensor::zeros(ctx, &[1], DType::F32);
@@ -492,7 +231,7 @@ fn cross_entropy_makes_nan_rows_and_out_of_range_labels_nan_without_reading_out_
             // Clean batch: finite loss and gradient.
             let run_ce = |logits_v: &[f32], labels_v: &[u32]| {
                 let logits = upload(ctx, logits_v, &[n, c], dtype);
-                let labels = raw_u32(ctx, labels_v);
+                let labels = upload_u32(ctx, labels_v);
                 let out = Tensor::zeros(ctx, &[1], DType::F32);
                 let grad = Tensor::zeros(ctx, &[n, c], dtype);
                 let ks =
@@ -531,7 +270,7 @@ fn cross_entropy_makes_nan_rows_and_out_of_range_labels_nan_without_reading_out_
 fn cross_entropy_rejects_bad_shapes() {
     let ctx = ctx();
     let out = Tensor::zeros(ctx, &[1], DType::F32);
-    let labels = raw_u32(ctx, &[0, 1]);
+    let labels = upload_u32(ctx, &[0, 1]);
     let flat = Tensor::zeros(ctx, &[6], DType::F32);
     common::expect_err(
         loss::cross_entropy(ctx, &flat, &labels, &out, None),
@@ -705,8 +444,8 @@ fn count_correct_counts_argmax_hits_with_first_max_ties_and_nan_as_max() {
             labels_v[7] = 3; // the NaN's index is the argmax
             labels_v[9] = c as u32; // out of range: never counted
             let logits = upload(ctx, &logits_v, &[n, c], dtype);
-            let labels = raw_u32(ctx, &labels_v);
-            let correct = raw_u32(ctx, &[5]);
+            let labels = upload_u32(ctx, &labels_v);
+            let correct = upload_u32(ctx, &[5]);
             let k = loss::count_correct(ctx, &logits, &labels, &correct).unwrap();
             ctx.run(&[&k, &k]);
             let hits = (0..n)

@@ -1,0 +1,174 @@
+//! The CLI's GPT defaults (nanoGPT's shakespeare-char recipe, each step's lr in the metrics)
+//! and the recipe flags' errors.
+
+use std::path::Path;
+
+use serde_json::Value;
+use webgpu_amp::optim::{LrSchedule, OptimizerConfig, widen};
+use webgpu_amp::train::checkpoint::Checkpoint;
+
+use super::common::bits;
+use super::common::cli::{command, fresh_dir};
+
+fn train_ok(args: &[&str]) {
+    let out = command().args(args).output().expect("run webgpu-amp");
+    assert!(
+        out.status.success(),
+        "webgpu-amp {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn metrics(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A GPT with no recipe flags trains with nanoGPT's shakespeare-char recipe: exactly the run
+/// that names every flag (AdamW lr 1e-3, betas (0.9, 0.99), weight decay 0.1, clipping at
+/// 1, cosine from lr to lr/10 over --steps with steps/50 warm-up steps), and each metrics
+/// line reports the step's scheduled lr.
+#[test]
+fn a_gpt_defaults_to_nanogpts_recipe() {
+    let dir = fresh_dir("defaults");
+    let p = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let common = [
+        "train",
+        "--model",
+        "gpt-tiny",
+        "--steps",
+        "3",
+        "--batch-size",
+        "1",
+        "--no-validate",
+    ];
+    let mut defaults = common.to_vec();
+    let (m1, c1) = (p("defaults.jsonl"), p("defaults.safetensors"));
+    defaults.extend(["--metrics", &m1, "--save", &c1]);
+    train_ok(&defaults);
+    let mut explicit = common.to_vec();
+    let (m2, c2) = (p("explicit.jsonl"), p("explicit.safetensors"));
+    explicit.extend([
+        "--optimizer",
+        "adamw",
+        "--lr",
+        "1e-3",
+        "--beta1",
+        "0.9",
+        "--beta2",
+        "0.99",
+        "--eps",
+        "1e-8",
+        "--weight-decay",
+        "0.1",
+        "--clip-grad-norm",
+        "1",
+        "--lr-schedule",
+        "cosine",
+        "--warmup-steps",
+        "0",
+        "--min-lr",
+        "1e-4",
+        "--lr-decay-steps",
+        "3",
+    ]);
+    explicit.extend(["--metrics", &m2, "--save", &c2]);
+    train_ok(&explicit);
+
+    let (a, b) = (metrics(Path::new(&m1)), metrics(Path::new(&m2)));
+    let steps = |m: &[Value]| -> Vec<Value> {
+        m.iter()
+            .filter(|v| v.get("loss").is_some())
+            .cloned()
+            .collect()
+    };
+    assert_eq!(steps(&a), steps(&b));
+    let schedule = LrSchedule::Cosine {
+        warmup_steps: 0,
+        decay_steps: 3,
+        min_lr: 1e-4,
+    };
+    for (i, line) in steps(&a).iter().enumerate() {
+        assert_eq!(line["step"], i as u64 + 1);
+        assert_eq!(
+            line["lr"].as_f64().unwrap(),
+            widen(schedule.lr(1e-3, i as u64)),
+            "{line}"
+        );
+    }
+    let (ca, cb) = (
+        Checkpoint::load(Path::new(&c1)).unwrap(),
+        Checkpoint::load(Path::new(&c2)).unwrap(),
+    );
+    assert_eq!(
+        ca.optimizer.as_ref().unwrap().config,
+        OptimizerConfig::AdamW {
+            lr: 1e-3,
+            beta1: 0.9,
+            beta2: 0.99,
+            eps: 1e-8,
+            weight_decay: 0.1
+        }
+    );
+    for (x, y) in ca.params.iter().zip(&cb.params) {
+        assert_eq!(bits(&x.values), bits(&y.values), "{}", x.name);
+    }
+}
+
+/// Bad recipe flags end with one `error:` line naming the flag, before any training.
+#[test]
+fn bad_recipe_flags_are_clear_errors() {
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &["--model", "gpt-tiny", "--steps", "4", "--warmup-steps", "4"],
+            "--warmup-steps 4 must be fewer than the 4 steps",
+        ),
+        (
+            &["--model", "gpt-tiny", "--lr-schedule", "linear"],
+            "unknown --lr-schedule `linear`",
+        ),
+        (
+            &["--model", "mlp", "--min-lr", "1e-4"],
+            "--min-lr needs --lr-schedule cosine",
+        ),
+        (
+            &[
+                "--model",
+                "mlp",
+                "--lr-schedule",
+                "cosine",
+                "--min-lr",
+                "-1",
+            ],
+            "--min-lr must be finite and >= 0",
+        ),
+        (
+            &["--model", "gpt-tiny", "--eval-every", "0"],
+            "--eval-every must be at least 1",
+        ),
+        (
+            &["--model", "gpt-tiny", "--eval-batches", "0"],
+            "--eval-batches must be at least 1",
+        ),
+        (
+            &["--model", "gpt-tiny", "--beta2", "1"],
+            "Invalid beta parameter at index 1: 1",
+        ),
+    ];
+    for (flags, message) in cases {
+        let mut args = vec!["train"];
+        args.extend_from_slice(flags);
+        let out = command().args(&args).output().expect("run webgpu-amp");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains(message),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+    }
+}
