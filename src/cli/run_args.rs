@@ -3,6 +3,7 @@
 //! ([`RunArgs::prepare`]), and its [`RunConfig`] made with the library's run builder and
 //! checked by its one validation, every setting named by its flag ([`super::flag`]).
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -141,6 +142,28 @@ impl RunArgs {
         Ok(())
     }
 
+    /// The batch a run on `inputs` trains with: `--batch-size`, or the whole training set
+    /// when that is smaller (as a PyTorch `DataLoader` would batch it).
+    pub fn batch_used(&self, inputs: &RunInputs) -> usize {
+        self.batch_size.min(inputs.split.train.n)
+    }
+
+    /// Say so (one line on stderr) when `--batch-size` is larger than the training set, so
+    /// the batch actually used is never a surprise.
+    pub fn note_batch(&self, inputs: &RunInputs) {
+        let used = self.batch_used(inputs);
+        if used < self.batch_size {
+            // A note, not data: a closed stderr is no reason to stop.
+            let _ = writeln!(
+                std::io::stderr(),
+                "note: --batch-size {} is larger than the {used} training samples of {}; \
+                 training with batch {used} (the whole set each step)",
+                self.batch_size,
+                inputs.dataset
+            );
+        }
+    }
+
     /// The run of `precision` on `inputs`, writing checkpoints as `save` says: a GPT's unset
     /// recipe flags take nanoGPT's values ([`gpt`]), and the learning-rate schedule spans the
     /// run's step budget. Checked as [`RunArgs::validate_args`] checks it.
@@ -153,6 +176,7 @@ impl RunArgs {
         let is_gpt = inputs.spec.gpt.is_some();
         let mut cfg = self.config(precision, inputs.loss, is_gpt, save)?;
         cfg.validate_named(super::flag)?;
+        cfg.batch_size = self.batch_used(inputs);
         let budget = cfg.planned_steps(inputs.split.train.n).unwrap_or(1);
         let lr = cfg.step.optimizer.lr();
         cfg.step.lr_schedule = self.recipe.schedule(is_gpt, lr, budget)?;
