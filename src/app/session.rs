@@ -269,7 +269,7 @@ impl Session {
         if let Err(e) = self.tick_inner() {
             // A lost device or GPU error names the step it stopped at, as the CLI's does.
             let e = match self.runs.first() {
-                Some(mode) => mode.run.explain_fault(e),
+                Some(mode) => mode.run.explain_fault(&self.ctx, e),
                 None => e,
             };
             self.status = Status::Failed(e.to_string());

@@ -389,8 +389,13 @@ impl Run {
     }
 
     /// A lost device or a GPU error, with the step the run stopped at and the checkpoint
-    /// that survives (one line); other errors as they are.
-    pub fn explain_fault(&self, e: Error) -> Error {
+    /// that survives (one line); other errors as they are. A GPU error on a device that is
+    /// lost by now (a read-back that failed with it) is reported as the loss.
+    pub fn explain_fault(&self, ctx: &GpuContext, e: Error) -> Error {
+        let e = match (e, ctx.device_lost()) {
+            (Error::Gpu(_), Some(reason)) => Error::DeviceLost(reason),
+            (e, _) => e,
+        };
         let stopped = |what: String| {
             format!(
                 "{what}; the run stopped at step {}; {}",

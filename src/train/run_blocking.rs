@@ -76,7 +76,7 @@ impl Run {
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<RunSummary> {
         self.run_inner(ctx, split, on_event)
-            .map_err(|e| self.explain_fault(e))
+            .map_err(|e| self.explain_fault(ctx, e))
     }
 
     /// Micro-batches to submit before the next periodic work in `due` is (unbounded without
