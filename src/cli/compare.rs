@@ -84,7 +84,8 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         inputs.split.train.n,
         ctx.report.name
     );
-    args.common.note_batch(&inputs);
+    // Said once, with the first mode's first step.
+    let mut note = args.common.batch_note(&inputs);
     let mut summaries = Vec::new();
     // SIGINT/SIGTERM stops the run in flight at a step boundary, and compare there.
     let interrupt = interrupted::catch(None);
@@ -93,7 +94,15 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         if let Some(i) = &interrupt {
             cfg = cfg.on_interrupt(i.clone());
         }
-        let summary = run_with_progress(&ctx, &inputs, cfg, None, mode.name(), &mut |_| Ok(()))?;
+        let summary = run_with_progress(
+            &ctx,
+            &inputs,
+            cfg,
+            None,
+            mode.name(),
+            note.take(),
+            &mut |_| Ok(()),
+        )?;
         if summary.interrupted {
             return Err(webgpu_amp::Error::Interrupted(format!(
                 "compare: interrupted by {} at step {} of {}; no report written",

@@ -3,7 +3,6 @@
 //! ([`RunArgs::prepare`]), and its [`RunConfig`] made with the library's run builder and
 //! checked by its one validation, every setting named by its flag ([`super::flag`]).
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -148,20 +147,19 @@ impl RunArgs {
         self.batch_size.min(inputs.split.train.n)
     }
 
-    /// Say so (one line on stderr) when `--batch-size` is larger than the training set, so
-    /// the batch actually used is never a surprise.
-    pub fn note_batch(&self, inputs: &RunInputs) {
+    /// The note (one line) when `--batch-size` is larger than the training set, so the batch
+    /// actually used is never a surprise. The progress wrapper prints it once the first step
+    /// is back ([`super::progress::run_with_progress`]), so a run refused before it trains
+    /// still ends with its one `error:` line.
+    pub fn batch_note(&self, inputs: &RunInputs) -> Option<String> {
         let used = self.batch_used(inputs);
-        if used < self.batch_size {
-            // A note, not data: a closed stderr is no reason to stop.
-            let _ = writeln!(
-                std::io::stderr(),
+        (used < self.batch_size).then(|| {
+            format!(
                 "note: --batch-size {} is larger than the {used} training samples of {}; \
                  training with batch {used} (the whole set each step)",
-                self.batch_size,
-                inputs.dataset
-            );
-        }
+                self.batch_size, inputs.dataset
+            )
+        })
     }
 
     /// The run of `precision` on `inputs`, writing checkpoints as `save` says: a GPT's unset

@@ -75,9 +75,10 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
         Some(rank) => rank.context(&options),
         None => GpuContext::new(&options),
     })?;
-    if rank.is_none_or(Joined::is_writer) {
-        args.common.note_batch(&inputs);
-    }
+    let note = args
+        .common
+        .batch_note(&inputs)
+        .filter(|_| rank.is_none_or(Joined::is_writer));
     let mut cfg = args.common.run_config(precision, &inputs, save)?;
     // SIGINT/SIGTERM: finish the step, save, say how to resume. (A data-parallel job is
     // ended by its launcher instead: MPI rank 0 says which checkpoint is intact.)
@@ -131,6 +132,7 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
         resume.as_ref(),
         precision.name(),
         rank.map(|r| r.collective.clone()),
+        note,
         &mut |event| match event {
             Event::Step { stats, epoch, lr } => write_line(serde_json::json!({
                 "step": stats.step, "epoch": epoch, "loss": stats.loss, "scale": stats.scale,
