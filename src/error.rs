@@ -64,11 +64,26 @@ pub enum Error {
     /// A model description (JSON or preset) that cannot be built.
     #[error("model description: {0}")]
     Model(String),
+
+    /// Stopped by SIGINT or SIGTERM ([`crate::interrupt`]): the one line to print (where it
+    /// stopped, what it saved, how to resume). The CLI exits with 130.
+    #[error("{0}")]
+    Interrupted(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// The process exit code the CLI ends with for this error: 130 for an interrupt, 3 when
+    /// the GPU failed under a run (device lost, or a GPU error), 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Interrupted(_) => crate::interrupt::EXIT_CODE,
+            Error::DeviceLost(_) | Error::Gpu(_) => 3,
+            _ => 1,
+        }
+    }
+
     pub(crate) fn data(message: impl Into<String>) -> Self {
         Error::Data(message.into())
     }

@@ -12,13 +12,15 @@
 //! - [`data`]: data sets (embedded MNIST, IDX, Fashion-MNIST, safetensors, synthetic), batching
 //! - [`nn`]: model descriptions, flat parameter storage, the planned network
 //! - [`dist`]: data-parallel training across processes (`mpirun`, feature `mpi`)
+//! - [`interrupt`]: the SIGINT/SIGTERM handler (an interrupted run saves, then exits)
 //! - [`train`]: the planned training step, the one training loop (`train::Run`), checkpoints
 //! - [`app`]: the egui app (f16 and f32 paths side by side), native and web (the browser
 //!   entry point `start(canvas_id)` is `app/web.rs`, wasm32 only)
 //!
 //! Imports run one way, down the layers: `cli`/`app` → `train` → `nn`/`amp`/`optim` → `ops`
-//! → `tensor` → `gpu` → `shader` → `dtype` (`variants` sits above the dispatchers; `error`
-//! and `data` build on nothing else). `tests/layering.rs` checks every `crate::` path.
+//! → `tensor` → `gpu` → `shader` → `dtype` (`variants` sits above the dispatchers; `data`
+//! builds on `error` only, `error` on `interrupt` only, `interrupt` on nothing).
+//! `tests/layering.rs` checks every `crate::` path.
 
 pub mod amp;
 pub mod app;
@@ -27,6 +29,7 @@ pub mod dist;
 pub mod dtype;
 pub mod error;
 pub mod gpu;
+pub mod interrupt;
 pub mod nn;
 pub mod ops;
 pub mod optim;

@@ -19,7 +19,10 @@ use std::path::{Path, PathBuf};
 
 /// Each top-level module of `src/` and the modules it may import, bottom to top.
 const ALLOWED: &[(&str, &[&str])] = &[
-    ("error", &[]),
+    // The process's SIGINT/SIGTERM handler: a flag, no dependencies (the error type names
+    // its exit code).
+    ("interrupt", &[]),
+    ("error", &["interrupt"]),
     ("dtype", &["error"]),
     // Data sets and batching are host-side: they build on nothing but the error type.
     ("data", &["error"]),
@@ -40,21 +43,42 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     // Data-parallel plumbing (collectives, the distributed sampler): host-side, like data.
-    ("dist", &["data", "error"]),
+    ("dist", &["data", "error", "interrupt"]),
     // The list of every shader variant, from each dispatcher (for the portability tests).
     ("variants", &["amp", "optim", "ops", "shader", "error"]),
     (
         "train",
         &[
-            "nn", "amp", "optim", "ops", "tensor", "gpu", "shader", "dtype", "dist", "data",
+            "nn",
+            "amp",
+            "optim",
+            "ops",
+            "tensor",
+            "gpu",
+            "shader",
+            "dtype",
+            "dist",
+            "data",
             "error",
+            "interrupt",
         ],
     ),
     (
         "app",
         &[
-            "train", "nn", "amp", "optim", "ops", "tensor", "gpu", "shader", "dtype", "dist",
-            "data", "error",
+            "train",
+            "nn",
+            "amp",
+            "optim",
+            "ops",
+            "tensor",
+            "gpu",
+            "shader",
+            "dtype",
+            "dist",
+            "data",
+            "error",
+            "interrupt",
         ],
     ),
     // The binary's CLI uses the library through `webgpu_amp::`, never `crate::`.

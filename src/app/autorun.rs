@@ -17,10 +17,13 @@ use crate::train::Setting;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Autorun {
     pub config: SessionConfig,
+    /// Test hook: destroy the training device while this step is in flight
+    /// (`lose_device_at=N`), to see the page report a lost device.
+    pub lose_device_at: Option<u64>,
 }
 
 /// Query keys the page understands (anything else is an error, so a typo is not ignored).
-pub const QUERY_KEYS: [&str; 10] = [
+pub const QUERY_KEYS: [&str; 11] = [
     "autorun",
     "precision",
     "steps",
@@ -31,6 +34,7 @@ pub const QUERY_KEYS: [&str; 10] = [
     "optimizer",
     "seed",
     "init_scale",
+    "lose_device_at",
 ];
 
 impl Autorun {
@@ -115,7 +119,13 @@ impl Autorun {
                 .map_err(|e| Error::InvalidArgument(format!("init_scale={s}: {e}")))?;
         }
         config.validate_named(query_key)?;
-        Ok(Some(Self { config }))
+        let lose_device_at = get("lose_device_at")
+            .map(|s| parse_number("lose_device_at", s))
+            .transpose()?;
+        Ok(Some(Self {
+            config,
+            lose_device_at,
+        }))
     }
 }
 

@@ -16,6 +16,8 @@ pub mod autorun;
 pub mod config;
 #[cfg(target_arch = "wasm32")]
 mod dom;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod interrupted;
 pub mod kernels;
 pub mod model;
 #[cfg(not(target_arch = "wasm32"))]
@@ -89,6 +91,14 @@ pub struct App {
     pub map_mode: Precision,
     /// Start a run on the first frame (`webgpu-amp gui --autostart`).
     pub autostart: bool,
+    /// How the resume command of a run cut short by closing the window starts (the
+    /// binary's name as it was started), and the folder it is saved in (empty: the working
+    /// directory).
+    pub program: String,
+    pub save_dir: std::path::PathBuf,
+    /// What closing the window mid-run ended with ([`Error::Interrupted`] and its line, or
+    /// the save's error), for `run_native` to report after the window is gone.
+    pub closed_mid_run: Arc<std::sync::Mutex<Option<Error>>>,
     precision_map: Option<PrecisionMapCache>,
 }
 
@@ -102,6 +112,9 @@ impl App {
             hist_param: None,
             map_mode: Precision::AmpF16,
             autostart: false,
+            program: "webgpu-amp".into(),
+            save_dir: Default::default(),
+            closed_mid_run: Default::default(),
             precision_map: None,
         }
     }
@@ -250,6 +263,20 @@ impl eframe::App for App {
 
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
         self.show(ui);
+    }
+
+    /// The window closed: a run cut short is saved in the working directory
+    /// ([`interrupted`]).
+    #[cfg(not(target_arch = "wasm32"))]
+    fn on_exit(&mut self) {
+        let outcome = match self.session.save_interrupted(&self.save_dir, &self.program) {
+            Ok(None) => return,
+            Ok(Some(line)) => Error::Interrupted(line),
+            Err(e) => e,
+        };
+        if let Ok(mut slot) = self.closed_mid_run.lock() {
+            *slot = Some(outcome);
+        }
     }
 }
 

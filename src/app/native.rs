@@ -20,11 +20,14 @@ pub struct NativeOptions {
     pub autostart: bool,
     /// Window size in points.
     pub size: Option<[f32; 2]>,
+    /// How the resume command of a run cut short starts (the binary's name).
+    pub program: String,
 }
 
 /// Open the app in a native window (eframe, wgpu renderer). The renderer's device is
 /// requested with the features and limits training wants (shader-f16, timestamp queries),
-/// on the backend and adapter the options name, so one device draws and trains.
+/// on the backend and adapter the options name, so one device draws and trains. Closing the
+/// window mid-run saves the runs and ends with [`Error::Interrupted`] (`app/interrupted.rs`).
 pub fn run_native(options: NativeOptions) -> Result<()> {
     use eframe::egui_wgpu::{WgpuConfiguration, WgpuSetup, WgpuSetupCreateNew};
 
@@ -57,14 +60,23 @@ pub fn run_native(options: NativeOptions) -> Result<()> {
     let f16 = options.gpu.f16_storage;
     let config = options.config;
     let autostart = options.autostart;
+    let program = options.program;
+    let closed_mid_run: Arc<std::sync::Mutex<Option<Error>>> = Default::default();
+    let slot = closed_mid_run.clone();
     eframe::run_native(
         "webgpu-amp",
         native,
         Box::new(move |cc| {
             let mut app = App::from_creation_context(cc, f16, config)?;
             app.autostart = autostart;
+            app.program = program;
+            app.closed_mid_run = slot;
             Ok(Box::new(app))
         }),
     )
-    .map_err(|e| Error::Gpu(format!("the app window failed: {e}")))
+    .map_err(|e| Error::Unsupported(format!("the app window failed: {e}")))?;
+    match closed_mid_run.lock().ok().and_then(|mut e| e.take()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }

@@ -29,6 +29,7 @@ use crate::error::Result;
 use crate::gpu::GpuContext;
 use crate::nn::{self, LossKind, ModelSpec};
 use crate::ops::histogram::HistogramRange;
+use crate::train::fault_hooks::FaultHooks;
 use crate::train::{Event, Run, StepStats, Trainer};
 
 /// One precision mode's run.
@@ -36,7 +37,7 @@ pub struct ModeRun {
     pub precision: Precision,
     pub scaler_enabled: bool,
     pub batch_size: usize,
-    run: Run,
+    pub(super) run: Run,
     /// Every finished step, in order (step `i + 1` at index `i`).
     pub history: Vec<StepStats>,
     /// (step, accuracy on the held-out samples).
@@ -113,11 +114,11 @@ struct SessionInputs {
 
 /// The app's controller. See the module docs.
 pub struct Session {
-    ctx: Arc<GpuContext>,
+    pub(super) ctx: Arc<GpuContext>,
     /// The configuration of the current run (the setup panel edits its own copy).
     pub config: SessionConfig,
     status: Status,
-    runs: Vec<ModeRun>,
+    pub(super) runs: Vec<ModeRun>,
     inputs: Option<SessionInputs>,
     /// The model and data set last resolved, so the precision map and restarts don't reload.
     models: ModelCache,
@@ -127,6 +128,9 @@ pub struct Session {
     /// Wall-clock seconds spent running (not paused), for steps per second.
     running_secs: f64,
     last_time: Option<f64>,
+    /// Faults to cause in every run (the page's `lose_device_at` test hook); unset, each
+    /// run keeps its own (from the environment on native).
+    pub fault_hooks: Option<FaultHooks>,
 }
 
 impl Session {
@@ -143,6 +147,7 @@ impl Session {
             histogram_range: HistogramRange::default(),
             running_secs: 0.0,
             last_time: None,
+            fault_hooks: None,
         }
     }
 
@@ -262,6 +267,11 @@ impl Session {
         }
         self.last_time = Some(now);
         if let Err(e) = self.tick_inner() {
+            // A lost device or GPU error names the step it stopped at, as the CLI's does.
+            let e = match self.runs.first() {
+                Some(mode) => mode.run.explain_fault(&self.ctx, e),
+                None => e,
+            };
             self.status = Status::Failed(e.to_string());
         }
         matches!(self.status, Status::Running | Status::Preparing { .. }) || self.in_flight()
@@ -404,6 +414,9 @@ impl Session {
         )?;
         // The pure-f16 mode is there to show a run diverging: keep plotting it.
         run.stop_on_divergence = false;
+        if let Some(hooks) = self.fault_hooks {
+            run.hooks = hooks;
+        }
         run.trainer.network(ctx, batch)?;
         let memory_bytes = ctx.memory().live_bytes.saturating_sub(before);
         let eval = inputs

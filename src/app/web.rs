@@ -36,6 +36,7 @@ pub async fn start(canvas_id: String) -> Result<(), JsValue> {
     let query = dom::query_string();
     let autorun = Autorun::from_query(&query)
         .map_err(|e| dom::fail(query.contains("autorun"), &format!("bad page address: {e}")))?;
+    let lose_device_at = autorun.as_ref().and_then(|a| a.lose_device_at);
     let config = autorun.map(|a| a.config);
     let autorunning = config.is_some();
     if !dom::has_webgpu() {
@@ -54,6 +55,12 @@ pub async fn start(canvas_id: String) -> Result<(), JsValue> {
         .map_err(|e| dom::fail(autorunning, &dom::device_failure(&e)))?;
     let mut app = App::new(Arc::new(ctx), config.unwrap_or_default());
     app.autostart = autorunning;
+    if lose_device_at.is_some() {
+        app.session.fault_hooks = Some(crate::train::fault_hooks::FaultHooks {
+            lose_device_at,
+            ..Default::default()
+        });
+    }
     // A load before this one lost the device to its canvas: no picture this time.
     let no_canvas = fallback::take_no_canvas();
     let shared = Shared::new(app, autorunning, no_canvas.is_none());

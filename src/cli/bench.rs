@@ -95,6 +95,8 @@ struct BenchReport {
 }
 
 pub fn run(args: &BenchArgs) -> webgpu_amp::Result<()> {
+    // SIGINT/SIGTERM: stop between measurements (a second signal ends it at once).
+    webgpu_amp::interrupt::install();
     match &args.what {
         BenchWhat::Matmul(a) => bench_matmul(a),
         BenchWhat::Step(a) => super::bench_step::run(a),
@@ -169,8 +171,15 @@ fn bench_matmul(args: &MatmulBenchArgs) -> webgpu_amp::Result<()> {
             ));
         }
     }
+    let measured = |results: &Vec<BenchResult>| {
+        format!(
+            "bench matmul: interrupted after {} measurements",
+            results.len()
+        )
+    };
     for &n in &args.sizes {
         for &(ctx, storage) in &runs {
+            super::interrupted::check(|| measured(&results))?;
             let r = measure(ctx, storage, n, kernel, args.repeats)?;
             if !args.json {
                 outln!(

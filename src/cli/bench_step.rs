@@ -146,15 +146,36 @@ fn workload(model: &str, b: usize, attention: AttentionKernel) -> Result<Workloa
     })
 }
 
+/// The batch `model` is measured at: `requested`, or for a GPT at most its data's training
+/// windows (with a note on stderr when that is fewer).
+fn batch_for(model: &str, requested: usize) -> Result<usize> {
+    if !GPT_PRESETS.contains(&model) {
+        return Ok(requested);
+    }
+    let source: DataSource = "hamlet".parse()?;
+    let (_, split) = model_and_data(Some(&ModelChoice::Preset(model.into())), &source, true)?;
+    let windows = split.train.n;
+    if requested > windows {
+        // A note, not data: a closed stderr is no reason to stop.
+        let _ = writeln!(
+            std::io::stderr(),
+            "note: --batch-size {requested} is larger than the {windows} training windows of \
+             hamlet; measuring {model} at batch {windows}"
+        );
+    }
+    Ok(requested.min(windows))
+}
+
+#[allow(clippy::too_many_arguments)]
 fn measure(
     ctx: &GpuContext,
     args: &BenchStepArgs,
     model: &str,
+    b: usize,
     precision: Precision,
     scaler: bool,
     profile: bool,
 ) -> Result<(StepBench, Option<StepProfile>)> {
-    let b = args.batch_size;
     let attention = args.attention.kernel()?;
     let w = workload(model, b, attention)?;
     let attention = w.tokens.map(|_| attention.name());
@@ -166,6 +187,7 @@ fn measure(
     let mut trainer = Trainer::new(ctx, w.spec, config, w.classes, &init)?;
     let x = &w.batch.x;
     for _ in 0..3 {
+        stop_if_interrupted(model, precision)?;
         trainer.train_batch(ctx, b, x, BatchTargets::from(&w.batch.y))?;
     }
     trainer.finish(ctx)?;
@@ -173,6 +195,7 @@ fn measure(
     let throttles = trainer.throttle_waits();
     let start = std::time::Instant::now();
     for _ in 0..args.steps {
+        stop_if_interrupted(model, precision)?;
         trainer.train_batch(ctx, b, x, BatchTargets::from(&w.batch.y))?;
     }
     trainer.finish(ctx)?;
@@ -203,6 +226,16 @@ fn measure(
     Ok((bench, profiled))
 }
 
+/// SIGINT/SIGTERM: stop between steps, the lines printed so far complete.
+fn stop_if_interrupted(model: &str, precision: Precision) -> Result<()> {
+    super::interrupted::check(|| {
+        format!(
+            "bench step: interrupted while measuring {model} under {precision}; the lines \
+             above are complete"
+        )
+    })
+}
+
 pub fn run(args: &BenchStepArgs) -> Result<()> {
     if args.batch_size == 0 || args.steps == 0 {
         return Err(Error::InvalidArgument(
@@ -226,12 +259,14 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
     }
     let mut rows = Vec::new();
     for model in &args.models {
+        let batch = batch_for(model, args.batch_size)?;
         let mut amp_with = None;
         for &p in &precisions {
             let (r, profiled) = measure(
                 &ctx,
                 args,
                 model,
+                batch,
                 p,
                 p.scaler_enabled_by_default(),
                 args.profile,
@@ -242,7 +277,7 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
                 }
                 let line = serde_json::json!({
                     "kind": "profile", "model": model, "precision": p.name(),
-                    "batch_size": args.batch_size, "profile": prof,
+                    "batch_size": batch, "profile": prof,
                 });
                 println!("{line}");
             }
@@ -256,12 +291,12 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
         let with = match amp_with {
             Some(ms) => ms,
             None => {
-                measure(&ctx, args, model, Precision::AmpF16, true, false)?
+                measure(&ctx, args, model, batch, Precision::AmpF16, true, false)?
                     .0
                     .ms_per_step
             }
         };
-        let without = measure(&ctx, args, model, Precision::AmpF16, false, false)?
+        let without = measure(&ctx, args, model, batch, Precision::AmpF16, false, false)?
             .0
             .ms_per_step;
         outln!(
@@ -270,7 +305,7 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
                 "kind": "scaler_overhead",
                 "adapter": ctx.report.name,
                 "model": model,
-                "batch_size": args.batch_size,
+                "batch_size": batch,
                 "ms_per_step_with_scaler": with,
                 "ms_per_step_without_scaler": without,
                 "overhead_percent": 100.0 * (with - without) / without,

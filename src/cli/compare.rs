@@ -9,6 +9,7 @@ use webgpu_amp::train::RunSummary;
 use webgpu_amp::train::checkpoint::{check_save_target, save_file};
 use webgpu_amp::{Error, GpuContext, Result};
 
+use super::interrupted;
 use super::out::outln;
 use super::plot;
 use super::progress::{print_summary, run_with_progress};
@@ -83,10 +84,33 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         inputs.split.train.n,
         ctx.report.name
     );
+    // Said once, with the first mode's first step.
+    let mut note = args.common.batch_note(&inputs);
     let mut summaries = Vec::new();
+    // SIGINT/SIGTERM stops the run in flight at a step boundary, and compare there.
+    let interrupt = interrupted::catch(None);
     for mode in &modes {
-        let cfg = args.common.run_config(*mode, &inputs, (None, None))?;
-        let summary = run_with_progress(&ctx, &inputs, cfg, None, mode.name(), &mut |_| Ok(()))?;
+        let mut cfg = args.common.run_config(*mode, &inputs, (None, None))?;
+        if let Some(i) = &interrupt {
+            cfg = cfg.on_interrupt(i.clone());
+        }
+        let summary = run_with_progress(
+            &ctx,
+            &inputs,
+            cfg,
+            None,
+            mode.name(),
+            note.take(),
+            &mut |_| Ok(()),
+        )?;
+        if summary.interrupted {
+            return Err(webgpu_amp::Error::Interrupted(format!(
+                "compare: interrupted by {} at step {} of {}; no report written",
+                interrupted::signal_name(),
+                summary.steps,
+                mode.name()
+            )));
+        }
         summaries.push(summary);
     }
     let runs: Vec<RunReport> = summaries
@@ -108,7 +132,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         "backend": ctx.report.backend,
         "f16_storage": format!("{:?}", ctx.f16_storage).to_lowercase(),
         "dataset": inputs.dataset,
-        "batch_size": args.common.batch_size,
+        "batch_size": args.common.batch_used(&inputs),
         "seed": args.common.seed,
         "runs": runs,
     });
@@ -121,7 +145,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
             .clone()
             .unwrap_or_else(|| inputs.spec.name.clone()),
         dataset: inputs.dataset.clone(),
-        batch_size: args.common.batch_size,
+        batch_size: args.common.batch_used(&inputs),
         adapter: ctx.report.name.clone(),
         backend: ctx.report.backend.clone(),
     };

@@ -65,5 +65,8 @@ pub fn run(a: &GuiArgs) -> Result<()> {
         },
         autostart: a.autostart,
         size: Some(size),
+        program: std::env::args()
+            .next()
+            .unwrap_or_else(|| "webgpu-amp".into()),
     })
 }

@@ -7,6 +7,7 @@ mod compare;
 mod distributed;
 mod gui;
 mod info;
+mod interrupted;
 mod out;
 mod plan;
 mod plot;
@@ -115,11 +116,17 @@ pub fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        // SIGINT or SIGTERM: the line says where it stopped (not an error).
+        Err(webgpu_amp::Error::Interrupted(line)) => {
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "{line}");
+            std::process::ExitCode::from(webgpu_amp::interrupt::EXIT_CODE)
+        }
         // The reader of stdout went away (`| head`): stop quietly, as a CLI does.
         Err(_) if out::closed() => std::process::ExitCode::SUCCESS,
         Err(e) => {
             error_line(&flag_names(&e.to_string()));
-            std::process::ExitCode::FAILURE
+            std::process::ExitCode::from(e.exit_code())
         }
     }
 }

@@ -267,6 +267,8 @@ mod tests {
                 })
                 .collect(),
             distributed: None,
+            interrupted: false,
+            saved: None,
         }
     }
 

@@ -2,6 +2,7 @@
 //! skipped steps, images/s, validation and loss-estimate lines) and the side-by-side summary table that
 //! `train` and `compare` print.
 
+use std::io::Write;
 use std::rc::Rc;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -30,20 +31,24 @@ pub fn progress_bar(total_steps: Option<u64>, label: &str) -> ProgressBar {
     bar
 }
 
-/// Run one training job with a progress bar, reporting every event to `sink` too.
+/// Run one training job with a progress bar, reporting every event to `sink` too. `note`
+/// (one line for stderr) is printed once the first step is back: a run refused while it
+/// plans ends with its one error line alone.
 pub fn run_with_progress(
     ctx: &GpuContext,
     inputs: &RunInputs,
     cfg: RunConfig,
     resume: Option<&Checkpoint>,
     label: &str,
+    note: Option<String>,
     sink: &mut dyn FnMut(&Event) -> Result<()>,
 ) -> Result<RunSummary> {
-    run_rank_with_progress(ctx, inputs, cfg, resume, label, None, sink)
+    run_rank_with_progress(ctx, inputs, cfg, resume, label, None, note, sink)
 }
 
 /// [`run_with_progress`] as one rank of a data-parallel job when `rank` is given (the bar on
 /// rank 0 only, counting the global batch).
+#[allow(clippy::too_many_arguments)]
 pub fn run_rank_with_progress(
     ctx: &GpuContext,
     inputs: &RunInputs,
@@ -51,6 +56,7 @@ pub fn run_rank_with_progress(
     resume: Option<&Checkpoint>,
     label: &str,
     rank: Option<Rc<dyn Collective>>,
+    mut note: Option<String>,
     sink: &mut dyn FnMut(&Event) -> Result<()>,
 ) -> Result<RunSummary> {
     let mut run = Run::new(
@@ -91,6 +97,12 @@ pub fn run_rank_with_progress(
     let batch = ranks * run.config.batch_size as u64 * run.config.step.grad_accum as u64;
     let summary = run.run(ctx, &inputs.split, &mut |event| {
         if let Event::Step { stats, epoch, lr } = event {
+            if let Some(line) = note.take() {
+                // A note, not data: a closed stderr is no reason to stop.
+                bar.suspend(|| {
+                    let _ = writeln!(std::io::stderr(), "{line}");
+                });
+            }
             images += batch;
             skipped += stats.skipped as u64;
             bar.set_position(stats.step);

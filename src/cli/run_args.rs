@@ -141,6 +141,27 @@ impl RunArgs {
         Ok(())
     }
 
+    /// The batch a run on `inputs` trains with: `--batch-size`, or the whole training set
+    /// when that is smaller (as a PyTorch `DataLoader` would batch it).
+    pub fn batch_used(&self, inputs: &RunInputs) -> usize {
+        self.batch_size.min(inputs.split.train.n)
+    }
+
+    /// The note (one line) when `--batch-size` is larger than the training set, so the batch
+    /// actually used is never a surprise. The progress wrapper prints it once the first step
+    /// is back ([`super::progress::run_with_progress`]), so a run refused before it trains
+    /// still ends with its one `error:` line.
+    pub fn batch_note(&self, inputs: &RunInputs) -> Option<String> {
+        let used = self.batch_used(inputs);
+        (used < self.batch_size).then(|| {
+            format!(
+                "note: --batch-size {} is larger than the {used} training samples of {}; \
+                 training with batch {used} (the whole set each step)",
+                self.batch_size, inputs.dataset
+            )
+        })
+    }
+
     /// The run of `precision` on `inputs`, writing checkpoints as `save` says: a GPT's unset
     /// recipe flags take nanoGPT's values ([`gpt`]), and the learning-rate schedule spans the
     /// run's step budget. Checked as [`RunArgs::validate_args`] checks it.
@@ -153,6 +174,7 @@ impl RunArgs {
         let is_gpt = inputs.spec.gpt.is_some();
         let mut cfg = self.config(precision, inputs.loss, is_gpt, save)?;
         cfg.validate_named(super::flag)?;
+        cfg.batch_size = self.batch_used(inputs);
         let budget = cfg.planned_steps(inputs.split.train.n).unwrap_or(1);
         let lr = cfg.step.optimizer.lr();
         cfg.step.lr_schedule = self.recipe.schedule(is_gpt, lr, budget)?;

@@ -12,6 +12,7 @@ use webgpu_amp::train::{BatchTargets, Event, StepConfig, StepProfile, Trainer};
 use webgpu_amp::{Error, GpuContext, Result};
 
 use super::distributed::{DistArgs, Joined};
+use super::interrupted;
 use super::out::outln;
 use super::progress::{print_summary, run_rank_with_progress};
 use super::run_args::{RunArgs, RunInputs};
@@ -74,7 +75,19 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
         Some(rank) => rank.context(&options),
         None => GpuContext::new(&options),
     })?;
-    let cfg = args.common.run_config(precision, &inputs, save)?;
+    let note = args
+        .common
+        .batch_note(&inputs)
+        .filter(|_| rank.is_none_or(Joined::is_writer));
+    let mut cfg = args.common.run_config(precision, &inputs, save)?;
+    // SIGINT/SIGTERM: finish the step, save, say how to resume. (A data-parallel job is
+    // ended by its launcher instead: MPI rank 0 says which checkpoint is intact.)
+    if rank.is_none()
+        && let Some(interrupt) =
+            interrupted::catch(Some(interrupted::fallback_path(args.metrics.as_deref())))
+    {
+        cfg = cfg.on_interrupt(interrupt);
+    }
     let resume = args
         .resume
         .as_ref()
@@ -119,6 +132,7 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
         resume.as_ref(),
         precision.name(),
         rank.map(|r| r.collective.clone()),
+        note,
         &mut |event| match event {
             Event::Step { stats, epoch, lr } => write_line(serde_json::json!({
                 "step": stats.step, "epoch": epoch, "loss": stats.loss, "scale": stats.scale,
@@ -135,6 +149,9 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
         },
     )?;
     write_line(serde_json::json!({ "summary": summary }))?;
+    if summary.interrupted {
+        return Err(interrupted_line(&summary));
+    }
     if !writer {
         return Ok(());
     }
@@ -148,6 +165,23 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
         write_line(serde_json::json!({ "profile": profile }))?;
     }
     Ok(())
+}
+
+/// The one line of an interrupted run: where it stopped, what it saved, how to go on.
+fn interrupted_line(summary: &webgpu_amp::train::RunSummary) -> Error {
+    let saved = match &summary.saved {
+        Some(path) => format!(
+            "saved {}; resume with: {}",
+            path.display(),
+            interrupted::resume_command(path)
+        ),
+        None => "nothing saved".into(),
+    };
+    Error::Interrupted(format!(
+        "interrupted by {} at step {}: {saved}",
+        interrupted::signal_name(),
+        summary.steps
+    ))
 }
 
 /// `--profile`: a twin trainer of the run's model on its first training batch, three

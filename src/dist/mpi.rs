@@ -293,37 +293,26 @@ fn note_suffix(note: &Mutex<String>) -> String {
     }
 }
 
-/// Set by the SIGTERM handler.
-static TERMINATED: AtomicBool = AtomicBool::new(false);
 /// Set when this process ends the job itself (its own message is already out).
 static FAILING: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_sigterm(_: libc::c_int) {
-    // Async-signal-safe: one atomic store; the watcher thread does the rest.
-    TERMINATED.store(true, Ordering::Release);
-}
-
 /// Rank 0: when the launcher ends the job (SIGTERM: another rank was killed or crashed, or
 /// the user cancelled), say so with the run's checkpoint note, then exit at once (143, as a
-/// SIGTERM death). A thread watches the flag the handler sets, so nothing but an atomic
-/// store runs in the signal handler.
+/// SIGTERM death; 130 for a SIGINT sent to rank 0 itself). The process's one signal handler ([`crate::interrupt`]) records the
+/// signal and a thread here watches for it, so nothing but an atomic swap runs in the
+/// handler. (A data-parallel job does not stop gracefully: its ranks would have to agree on
+/// the step, and the launcher kills them soon after.)
 fn watch_for_termination(note: Arc<Mutex<String>>) {
-    // SAFETY: installs a handler that only stores to an atomic.
-    unsafe {
-        libc::signal(
-            libc::SIGTERM,
-            on_sigterm as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
-    }
+    crate::interrupt::install();
     let spawned = std::thread::Builder::new()
         .name("mpi-sigterm".into())
         .spawn(move || {
-            loop {
+            let signal = loop {
                 std::thread::sleep(Duration::from_millis(20));
-                if TERMINATED.load(Ordering::Acquire) {
-                    break;
+                if let Some(signal) = crate::interrupt::received() {
+                    break signal;
                 }
-            }
+            };
             if !FAILING.load(Ordering::Acquire) {
                 eprintln!(
                     "error: rank 0: the MPI launcher is ending the job (another rank died or was \
@@ -331,9 +320,13 @@ fn watch_for_termination(note: Arc<Mutex<String>>) {
                     note_suffix(&note)
                 );
             }
+            let code = match signal {
+                crate::interrupt::Signal::Term => 143,
+                crate::interrupt::Signal::Int => crate::interrupt::EXIT_CODE.into(),
+            };
             // SAFETY: ends the process without running exit handlers (MPI's could block on
             // the dead rank).
-            unsafe { libc::_exit(143) }
+            unsafe { libc::_exit(code) }
         });
     if spawned.is_err() {
         eprintln!(

@@ -261,6 +261,12 @@ impl GpuContext {
         self.faults.device_lost()
     }
 
+    /// Whether the device was lost because this process destroyed it (`Device::destroy`, as
+    /// the test hooks do), rather than by the driver, the browser or the GPU.
+    pub fn device_destroyed(&self) -> bool {
+        self.faults.device_destroyed()
+    }
+
     /// A failed poll: the device loss behind it when there is one.
     #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     pub(crate) fn poll_error(&self, e: wgpu::PollError) -> Error {

@@ -13,6 +13,8 @@ pub(super) struct Faults {
     any: AtomicBool,
     errors: Mutex<Vec<String>>,
     lost: Mutex<Option<String>>,
+    /// The loss was `Device::destroy` in this process (a test hook), not the driver's.
+    destroyed: AtomicBool,
 }
 
 impl Faults {
@@ -28,6 +30,9 @@ impl Faults {
         }));
         let on_lost = faults.clone();
         device.set_device_lost_callback(move |reason, message| {
+            if reason == wgpu::DeviceLostReason::Destroyed {
+                on_lost.destroyed.store(true, Ordering::Release);
+            }
             let message = one_line(&message);
             on_lost.record_lost(if message.is_empty() {
                 format!("{reason:?}")
@@ -96,6 +101,11 @@ impl Faults {
     /// Why the device was lost, if it was.
     pub(super) fn device_lost(&self) -> Option<String> {
         self.lost.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Whether the loss was `Device::destroy` in this process.
+    pub(super) fn device_destroyed(&self) -> bool {
+        self.destroyed.load(Ordering::Acquire)
     }
 
     /// A failed poll: the device loss behind it when there is one.

@@ -207,6 +207,20 @@ pub struct RunConfig {
     /// Periodic loss estimates (nanoGPT's `estimate_loss`) and how many random batches the
     /// validation of token data sets uses.
     pub eval: EvalConfig,
+    /// Stop early when asked (the CLI: on SIGINT or SIGTERM), and where to save then.
+    pub interrupt: Option<Interrupt>,
+}
+
+/// How a run is interrupted ([`RunConfig::on_interrupt`]): it asks `requested` before each
+/// micro-batch that would start an optimizer step, so it stops at a step boundary; the
+/// blocking loop ([`crate::train::Run::run`]) then reports every step submitted and saves a
+/// checkpoint to `save_path`, or to `save_to` when there is none.
+#[derive(Clone, Debug)]
+pub struct Interrupt {
+    /// Whether to stop now ([`crate::interrupt::requested`] for signals).
+    pub requested: fn() -> bool,
+    /// Where an interrupted run without a checkpoint path saves.
+    pub save_to: Option<std::path::PathBuf>,
 }
 
 impl RunConfig {
@@ -225,7 +239,19 @@ impl RunConfig {
             save_path: None,
             validate: true,
             eval: EvalConfig::default(),
+            interrupt: None,
         }
+    }
+
+    /// Stop early when `interrupt` says so (default: never).
+    pub fn on_interrupt(mut self, interrupt: Interrupt) -> Self {
+        self.interrupt = Some(interrupt);
+        self
+    }
+
+    /// Whether the run was asked to stop.
+    pub fn interrupt_requested(&self) -> bool {
+        self.interrupt.as_ref().is_some_and(|i| (i.requested)())
     }
 
     /// Stop after this many optimizer steps (`None`: no step limit).

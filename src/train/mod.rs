@@ -23,6 +23,7 @@
 //!   native) and the app (one call per frame, native and web) both drive;
 //! - [`periodic`]: when a run's periodic work is due (the CLI's loop and the app's probes);
 //! - [`checkpoint`]: safetensors checkpoints and resume;
+//! - [`fault_hooks`]: test hooks that raise a signal or lose the device at a chosen step;
 //! - `rank`: a process's place in a data-parallel job, as the trainer and the run hold it;
 //!   `distributed` (native): joining a job ([`crate::dist`] for the collectives).
 
@@ -31,6 +32,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod estimate;
 pub mod evaluate;
+pub mod fault_hooks;
 pub mod host_time;
 pub mod memory;
 pub mod periodic;
@@ -53,7 +55,9 @@ pub mod profile;
 mod run_blocking;
 
 pub use batch::{BatchInput, BatchTargets};
-pub use config::{EVAL_BATCHES, EvalConfig, MAX_GRAD_ACCUM, RunConfig, Setting, StepConfig};
+pub use config::{
+    EVAL_BATCHES, EvalConfig, Interrupt, MAX_GRAD_ACCUM, RunConfig, Setting, StepConfig,
+};
 pub use estimate::EvalReport;
 pub use evaluate::{EvalTally, Evaluation};
 pub use host_time::HostTimes;

@@ -17,6 +17,7 @@ use super::batch::BatchTargets;
 use super::checkpoint::{Checkpoint, Progress};
 use super::config::RunConfig;
 use super::estimate::EvalReport;
+use super::fault_hooks::FaultHooks;
 use super::rank::Rank;
 use super::stats::StepStats;
 use super::trainer::{DropoutStream, Trainer};
@@ -71,6 +72,9 @@ pub struct Advance {
     pub epoch_ended: Option<u64>,
     /// The step or epoch limit is reached: nothing more will be submitted.
     pub done: bool,
+    /// It stopped at an optimizer-step boundary because the run was asked to
+    /// ([`RunConfig::interrupt`]).
+    pub interrupted: bool,
     /// [`Event::Step`] for every step whose stats came back, in order.
     pub events: Vec<Event>,
 }
@@ -107,6 +111,8 @@ pub struct Run {
     diverged: Option<String>,
     /// The last checkpoint this run wrote and its step (for the message when a run dies).
     pub(super) last_saved: Option<(String, u64)>,
+    /// Faults to cause at a chosen step (tests; from the environment on native).
+    pub hooks: FaultHooks,
 }
 
 /// The hint a divergence error ends with (the CLI names its flags instead).
@@ -195,6 +201,7 @@ impl Run {
             undelivered: Vec::new(),
             diverged: None,
             last_saved: None,
+            hooks: FaultHooks::from_env()?,
         })
     }
 
@@ -247,6 +254,12 @@ impl Run {
         self.check_diverged()?;
         let mut out = Advance::default();
         while out.submitted < budget && !self.done() {
+            // Asked to stop: the step in flight finishes (its remaining micro-batches are
+            // submitted), no new one starts.
+            if self.trainer.pending_micro_batches() == 0 && self.config.interrupt_requested() {
+                out.interrupted = true;
+                break;
+            }
             if !self.trainer.can_submit(ctx) {
                 out.throttled = true;
                 break;
@@ -259,9 +272,12 @@ impl Run {
                 self.progress.batch_in_epoch = 0;
                 continue;
             }
-            let completes = self.trainer.pending_micro_batches() + 1 == self.config.step.grad_accum;
+            let pending = self.trainer.pending_micro_batches();
+            let completes = pending + 1 == self.config.step.grad_accum;
             let size = self.gather_and_train(ctx, train, &order, b)?;
-            ctx.check()?;
+            if pending == 0 {
+                self.hooks.step_started(ctx, self.progress.step + 1);
+            }
             out.submitted += 1;
             out.samples += size;
             self.progress.batch_in_epoch = b as u64 + 1;
@@ -271,6 +287,8 @@ impl Run {
                 self.stepped_at = self.progress;
                 self.epochs_in_flight.push_back(self.progress.epoch);
             }
+            // After the bookkeeping, so that a fault found now names the step just submitted.
+            ctx.check()?;
             if b + 1 == order.len() {
                 out.epoch_ended = Some(self.progress.epoch);
                 self.progress.epoch += 1;
@@ -367,6 +385,28 @@ impl Run {
                 path.display()
             ),
             (None, None) => NO_CHECKPOINT.into(),
+        }
+    }
+
+    /// A lost device or a GPU error, with the step the run stopped at and the checkpoint
+    /// that survives (one line); other errors as they are. A GPU error on a device that is
+    /// lost by now (a read-back that failed with it) is reported as the loss.
+    pub fn explain_fault(&self, ctx: &GpuContext, e: Error) -> Error {
+        let e = match (e, ctx.device_lost()) {
+            (Error::Gpu(_), Some(reason)) => Error::DeviceLost(reason),
+            (e, _) => e,
+        };
+        let stopped = |what: String| {
+            format!(
+                "{what}; the run stopped at step {}; {}",
+                self.progress.step,
+                self.checkpoint_note()
+            )
+        };
+        match e {
+            Error::DeviceLost(reason) => Error::DeviceLost(stopped(reason)),
+            Error::Gpu(message) => Error::Gpu(stopped(message)),
+            other => other,
         }
     }
 

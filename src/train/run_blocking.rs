@@ -56,25 +56,27 @@ pub struct RunSummary {
     /// counts the samples of every rank.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub distributed: Option<super::distributed::DistributedSummary>,
+    /// The run stopped early because it was asked to ([`super::RunConfig::interrupt`]):
+    /// `steps` is where it stopped.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
+    /// The checkpoint written at the end (`save_path`, or an interrupted run's `save_to`).
+    #[serde(skip)]
+    pub saved: Option<std::path::PathBuf>,
 }
 
 impl Run {
-    /// Train until the configured limit, reporting through `on_event`. A lost device ends
-    /// the run with an error that says where it stopped and which checkpoint survives.
+    /// Train until the configured limit, reporting through `on_event`. A lost device or a
+    /// GPU error ends the run with an error that says where it stopped and which checkpoint
+    /// survives ([`Run::explain_fault`]).
     pub fn run(
         &mut self,
         ctx: &GpuContext,
         split: &Split,
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<RunSummary> {
-        self.run_inner(ctx, split, on_event).map_err(|e| match e {
-            Error::DeviceLost(reason) => Error::DeviceLost(format!(
-                "{reason}; the run stopped after step {}; {}",
-                self.progress.step,
-                self.checkpoint_note()
-            )),
-            other => other,
-        })
+        self.run_inner(ctx, split, on_event)
+            .map_err(|e| self.explain_fault(ctx, e))
     }
 
     /// Micro-batches to submit before the next periodic work in `due` is (unbounded without
@@ -138,6 +140,7 @@ impl Run {
         let mut estimates = eval_every.map(|every| Periodic::every(every, start_step));
         let mut saves = save_every.map(|every| Periodic::every(every, start_step));
         ctx.allocator.reset_peak();
+        let mut interrupted = false;
         while !self.done() {
             let due: Vec<Periodic> = estimates.iter().chain(&saves).copied().collect();
             let advance = self.advance(ctx, &split.train, self.budget(&due))?;
@@ -195,17 +198,28 @@ impl Run {
                 epoch_start = Instant::now();
                 epoch_images = 0;
             }
+            if advance.interrupted {
+                interrupted = true;
+                break;
+            }
         }
         emit(self.drain(ctx)?, &mut history);
         let elapsed = start.elapsed().as_secs_f64();
-        if last_eval.is_none()
+        // An interrupted run stops without the final validation: it is asked to stop soon.
+        if !interrupted
+            && last_eval.is_none()
             && self.config.validate
             && let Some(set) = split.eval_set()
         {
             last_eval = Some(self.evaluate(ctx, set)?);
         }
-        if let Some(path) = self.config.save_path.clone() {
-            self.save(ctx, &path)?;
+        let save_to = match (&self.config.save_path, &self.config.interrupt) {
+            (Some(path), _) => Some(path.clone()),
+            (None, Some(i)) if interrupted => i.save_to.clone(),
+            _ => None,
+        };
+        if let Some(path) = &save_to {
+            self.save(ctx, path)?;
             emit(
                 vec![Event::Saved {
                     path: path.display().to_string(),
@@ -245,6 +259,8 @@ impl Run {
             throttle_waits: self.trainer.throttle_waits() - throttles_before,
             history,
             distributed,
+            interrupted,
+            saved: save_to,
         })
     }
 

@@ -13,7 +13,8 @@ the embedded text: its loss must fall below GPT_LOSS_RATIO of the first, agree w
 above, and it must publish text sampled at its last step whose characters all come from that
 text.  Two runs check that training never waits for frames: one in
 a Chromium that cannot present WebGPU frames (only --enable-unsafe-webgpu), one in a tab hidden
-behind another (no animation frames at all).  Then the "no WebGPU" path: a Chromium without
+behind another (no animation frames at all).  A run whose device is destroyed at step 3
+(device_loss.py) must fail with the loss and the step in its result and #message.  Then the "no WebGPU" path: a Chromium without
 WebGPU must show a visible #message that mentions WebGPU.
 
 The Chromium flags and the WebDriver client are in browser.py, what a result must hold and the
@@ -316,6 +317,8 @@ def main():
                     help="skip the amp-f16 run whose first scale overflows")
     ap.add_argument("--frameless-steps", type=int, default=20,
                     help="steps of the runs without frames (default 20)")
+    ap.add_argument("--skip-device-loss", action="store_true",
+                    help="skip the run whose device is destroyed at step 3 (device_loss.py)")
     ap.add_argument("--skip-gpt", action="store_true",
                     help="skip the gpt-tiny run (text data, sampled text)")
     ap.add_argument("--gpt-steps", type=int, default=12,
@@ -370,6 +373,9 @@ def main():
         ]
     t0 = time.monotonic()
     outcomes = [run_training(args, c) for c in cases]
+    if not args.skip_device_loss:
+        import device_loss  # beside this file
+        outcomes.append(device_loss.run(args, sys.modules[__name__]))
     outcomes += [run_no_webgpu(args, m) for m in modes]
     failed = sum(1 for ok, _ in outcomes if not ok)
     log("")

@@ -32,7 +32,9 @@ pub fn notice_no_canvas(why: &str) {
 /// took it (or the GPU went away): reload without the picture, once, before anything is
 /// published. Whether the page is reloading.
 pub fn reload_if_canvas_lost(canvas: bool, session: &Session) -> bool {
-    if !canvas || *session.status() == Status::Finished {
+    // A device the page destroyed itself (the `lose_device_at` test hook) is no canvas's
+    // doing: the run fails and says so instead.
+    if !canvas || *session.status() == Status::Finished || session.ctx().device_destroyed() {
         return false;
     }
     let Some(why) = session.ctx().device_lost() else {
