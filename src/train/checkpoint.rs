@@ -41,6 +41,8 @@ use safetensors::tensor::{Dtype, SafeTensorError, TensorView};
 
 use crate::amp::scaler::ScalerStateDict;
 use crate::data::Vocab;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::data::file_caps::{CHECKPOINT_FILE, read_capped};
 use crate::error::{Error, Result};
 use optimizer_state::OptimizerMeta;
 
@@ -70,7 +72,7 @@ impl Progress {
     /// Most steps, epochs or batches a progress may count: counters only ever grow by one,
     /// so more than 2^53 (beyond any run, and beyond exact f64 for metrics) means a corrupt
     /// file, and this bound keeps every later `+ 1` far from overflow.
-    pub const MAX_COUNT: u64 = 1 << 53;
+    pub const MAX_COUNT: u64 = super::settings::MAX_COUNT;
 
     /// `Err` naming the counter that is out of range.
     pub fn check(&self) -> std::result::Result<(), String> {
@@ -287,8 +289,7 @@ impl Checkpoint {
     /// why), not the whole file unreadable: the weights still serve `--init` and `sample`.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn load(path: &std::path::Path) -> Result<Self> {
-        let bytes = std::fs::read(path)
-            .map_err(|e| Error::Checkpoint(format!("{}: {e}", path.display())))?;
+        let bytes = read_capped(path, CHECKPOINT_FILE).map_err(Error::Checkpoint)?;
         let mut ck = Self::from_bytes(&bytes, &path.display().to_string())?;
         if let Some(o) = &mut ck.optimizer
             && let Some(f) = &o.moments_file
