@@ -276,7 +276,7 @@ fn safetensors_data_with_wrong_dtype() {
     ]);
     let path = tmp.write("data.safetensors", &bytes);
     let out = run_train(&["--dataset", path.to_str().unwrap()], None);
-    expect_file_error(&out, &path, "`x` has dtype I32, expected F32");
+    expect_file_error(&out, &path, "`x` is I32 [2, 3] and `y` is I64 [2]");
 }
 
 #[test]

@@ -16,6 +16,7 @@
 mod atomic;
 #[cfg(not(target_arch = "wasm32"))]
 mod disk_full;
+mod finite;
 #[cfg(not(target_arch = "wasm32"))]
 mod moments_file;
 mod optimizer_state;
@@ -168,6 +169,7 @@ impl Checkpoint {
     /// Parse a checkpoint (or a plain PyTorch state_dict file: then only `params` is set).
     pub fn from_bytes(bytes: &[u8], what: &str) -> Result<Self> {
         let params = read_params(bytes, what)?;
+        finite::check_params(&params, what)?;
         let (_, metadata) = safetensors::SafeTensors::read_metadata(bytes)
             .map_err(|e| Error::Checkpoint(format!("{what}: not a safetensors file: {e}")))?;
         let meta = metadata.metadata().clone().unwrap_or_default();
@@ -296,7 +298,11 @@ impl Checkpoint {
         {
             // Beside the file itself, where a save through a symlink put it.
             let file = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-            match moments_file::read(&file, &f.file, f.crc32) {
+            let read = moments_file::read(&file, &f.file, f.crc32).and_then(|moments| {
+                finite::check_moments(&moments, &f.file)?;
+                Ok(moments)
+            });
+            match read {
                 Ok(moments) => {
                     o.moments = moments;
                     o.unavailable = None;
