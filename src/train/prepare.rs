@@ -86,12 +86,7 @@ fn gpt_json(text: &str) -> Result<Option<FilledGpt>> {
 /// exactly (each id is a character of it); token data may leave ids unused (`exact` false).
 /// The error says which fields a description left to nanoGPT's defaults, since those are
 /// GPT-2's (a vocabulary of 50304).
-fn check_vocab(
-    (config, filled): &FilledGpt,
-    vocab: usize,
-    data: &str,
-    exact: bool,
-) -> Result<()> {
+fn check_vocab((config, filled): &FilledGpt, vocab: usize, data: &str, exact: bool) -> Result<()> {
     let v = config.vocab_size;
     if v == vocab || (!exact && v > vocab) {
         return Ok(());

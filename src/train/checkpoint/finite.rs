@@ -9,10 +9,7 @@ use crate::error::{Error, Result};
 
 /// The first element of `values` that fails `ok`, and its value.
 fn first_bad(values: &[f32], ok: impl Fn(f32) -> bool) -> Option<(usize, f32)> {
-    values
-        .iter()
-        .position(|&v| !ok(v))
-        .map(|i| (i, values[i]))
+    values.iter().position(|&v| !ok(v)).map(|i| (i, values[i]))
 }
 
 /// Every parameter finite; else an error naming `what`, the tensor and the element.

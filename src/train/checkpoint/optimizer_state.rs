@@ -210,12 +210,12 @@ impl NamedOptimizerState {
         }
         let unavailable = bad.or_else(|| {
             meta.moments_file.as_ref().map(|f| {
-            format!(
-                "{what}: the optimizer state is in `{}` beside the checkpoint, which was not \
+                format!(
+                    "{what}: the optimizer state is in `{}` beside the checkpoint, which was not \
                  read; copy it with the checkpoint to resume (the weights alone load with \
                  --init)",
-                f.file
-            )
+                    f.file
+                )
             })
         });
         Ok(Self {
