@@ -19,7 +19,7 @@ use webgpu_amp::{Error, GpuContext, Result};
 use super::numbers::{number, setting};
 use super::recipe::{RecipeArgs, gpt};
 use super::resolve::{ModelAndData, Wanted, resolve};
-use super::run_checks;
+use super::run_checks::{self, OptimizerFlags, ResumeFlags};
 use super::{AttentionArgs, DeviceArgs};
 
 /// Flags shared by `train` and `compare` (everything but the precision). Numeric flags take
@@ -147,7 +147,8 @@ impl RunArgs {
     /// so; a schedule over at most `--steps`), through the run validation, then the flags
     /// only parsed here.
     pub fn validate_args(&self, precision: Precision, save: SaveFlags) -> Result<()> {
-        let is_gpt = run_checks::gpt_hint(self).unwrap_or(false);
+        let is_gpt =
+            run_checks::gpt_hint(self.model.as_deref(), self.dataset.as_deref()).unwrap_or(false);
         let mut cfg = self.config(precision, LossKind::CrossEntropy, is_gpt, save)?;
         let lr = cfg.step.optimizer.lr();
         cfg.step.lr_schedule = self
@@ -332,7 +333,26 @@ impl RunArgs {
             }
         }
         self.recipe.apply_betas(is_gpt, &mut cfg);
-        run_checks::no_ignored_optimizer_flags(self, &cfg)?;
+        let given = OptimizerFlags {
+            momentum: self.momentum.is_some(),
+            dampening: self.dampening.is_some(),
+            nesterov: self.nesterov,
+            beta1: self.recipe.beta1.is_some(),
+            beta2: self.recipe.beta2.is_some(),
+            eps: self.recipe.eps.is_some(),
+        };
+        run_checks::no_ignored_optimizer_flags(&given, &cfg)?;
         Ok(cfg)
+    }
+
+    /// The flags a `--resume` checkpoint would override, as given.
+    pub fn resume_flags(&self) -> ResumeFlags {
+        ResumeFlags {
+            seed: self.seed,
+            init_scale: self.init_scale,
+            growth_factor: self.growth_factor,
+            backoff_factor: self.backoff_factor,
+            growth_interval: self.growth_interval,
+        }
     }
 }

@@ -13,18 +13,36 @@ use webgpu_amp::train::checkpoint::Checkpoint;
 use webgpu_amp::{Error, Result};
 
 use super::resolve::read_model_file;
-use super::run_args::RunArgs;
+
+/// The flags [`no_ignored_optimizer_flags`] checks: which optimizer settings were given.
+pub struct OptimizerFlags {
+    pub momentum: bool,
+    pub dampening: bool,
+    pub nesterov: bool,
+    pub beta1: bool,
+    pub beta2: bool,
+    pub eps: bool,
+}
+
+/// The flags a resumed checkpoint would override, as given (`None`: not given).
+pub struct ResumeFlags {
+    pub seed: Option<u64>,
+    pub init_scale: Option<f32>,
+    pub growth_factor: Option<f64>,
+    pub backoff_factor: Option<f64>,
+    pub growth_interval: Option<u32>,
+}
 
 /// Whether the run trains a GPT, as far as the flags say before the data is loaded: a GPT
 /// preset or `{"gpt": ...}` file, or no `--model` and text or token data. `None` when that
 /// cannot be known yet (an unreadable model or data file: its error comes with the data).
-pub fn gpt_hint(args: &RunArgs) -> Option<bool> {
-    match args.model.as_deref() {
+pub fn gpt_hint(model: Option<&str>, dataset: Option<&str>) -> Option<bool> {
+    match model {
         Some(m) if m.ends_with(".json") => read_model_file(m)
             .ok()
             .map(|t| ModelChoice::Json(t).is_gpt()),
         Some(m) => Some(ModelChoice::Preset(m.into()).is_gpt()),
-        None => match args.dataset.as_deref().map(str::parse::<DataSource>) {
+        None => match dataset.map(str::parse::<DataSource>) {
             Some(Ok(DataSource::Custom(path))) => has_token_inputs(&path),
             Some(Ok(source)) => Some(source.is_text()),
             // The default MNIST set; a bad name is reported with the data.
@@ -55,16 +73,18 @@ fn has_token_inputs(path: &Path) -> Option<bool> {
 /// Refuse flags of another optimizer than `optimizer`: SGD's momentum, dampening and
 /// Nesterov with Adam or AdamW, and Adam's betas and eps with SGD (PyTorch's constructors
 /// would refuse an unknown keyword the same way).
-pub fn no_ignored_optimizer_flags(args: &RunArgs, optimizer: &OptimizerConfig) -> Result<()> {
+pub fn no_ignored_optimizer_flags(
+    given: &OptimizerFlags,
+    optimizer: &OptimizerConfig,
+) -> Result<()> {
     let sgd = matches!(optimizer, OptimizerConfig::Sgd { .. });
-    let r = &args.recipe;
     let flags = [
-        (!sgd && args.momentum.is_some(), "--momentum", "sgd"),
-        (!sgd && args.dampening.is_some(), "--dampening", "sgd"),
-        (!sgd && args.nesterov, "--nesterov", "sgd"),
-        (sgd && r.beta1.is_some(), "--beta1", "adam or adamw"),
-        (sgd && r.beta2.is_some(), "--beta2", "adam or adamw"),
-        (sgd && r.eps.is_some(), "--eps", "adam or adamw"),
+        (!sgd && given.momentum, "--momentum", "sgd"),
+        (!sgd && given.dampening, "--dampening", "sgd"),
+        (!sgd && given.nesterov, "--nesterov", "sgd"),
+        (sgd && given.beta1, "--beta1", "adam or adamw"),
+        (sgd && given.beta2, "--beta2", "adam or adamw"),
+        (sgd && given.eps, "--eps", "adam or adamw"),
     ];
     match flags.iter().find(|(given, _, _)| *given) {
         Some((_, flag, owner)) => Err(Error::InvalidArgument(format!(
@@ -77,8 +97,8 @@ pub fn no_ignored_optimizer_flags(args: &RunArgs, optimizer: &OptimizerConfig) -
 }
 
 /// Refuse `--init` beside `--resume`: the checkpoint's weights would replace the file's.
-pub fn no_init_with_resume(args: &RunArgs, resume: Option<&Path>) -> Result<()> {
-    match (&args.init, resume) {
+pub fn no_init_with_resume(init: Option<&Path>, resume: Option<&Path>) -> Result<()> {
+    match (init, resume) {
         (Some(init), Some(resume)) => Err(Error::InvalidArgument(format!(
             "--init {} and --resume {}: a resumed run continues the checkpoint's weights, so \
              --init would be ignored; give one of them",
@@ -94,7 +114,7 @@ pub fn no_init_with_resume(args: &RunArgs, resume: Option<&Path>) -> Result<()> 
 /// settings when the run restores the checkpoint's scaler (`scaler_on`), as PyTorch's
 /// `GradScaler.load_state_dict` replaces them.
 pub fn no_flags_resume_overrides(
-    args: &RunArgs,
+    args: &ResumeFlags,
     ck: &Checkpoint,
     scaler_on: bool,
     what: &str,

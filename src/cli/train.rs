@@ -74,7 +74,7 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
         }
     }
     // Flags the checkpoint would override are refused before the data and the GPU.
-    run_checks::no_init_with_resume(&args.common, args.resume.as_deref())?;
+    run_checks::no_init_with_resume(args.common.init.as_deref(), args.resume.as_deref())?;
     let resume = args
         .resume
         .as_ref()
@@ -83,7 +83,8 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
     if let (Some(ck), Some(path)) = (&resume, &args.resume) {
         let scaler_on = (args.common.scaler).unwrap_or(precision.scaler_enabled_by_default());
         let what = path.display().to_string();
-        run_checks::no_flags_resume_overrides(&args.common, ck, scaler_on, &what)?;
+        let given = args.common.resume_flags();
+        run_checks::no_flags_resume_overrides(&given, ck, scaler_on, &what)?;
     }
     let options = args.common.device.options()?;
     let (inputs, ctx) = args.common.prepare(&[precision], || match rank {

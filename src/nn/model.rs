@@ -96,9 +96,7 @@ pub fn parse_json(json: &str) -> Result<serde_json::Value> {
 /// The GPT of a `{"gpt": {...}}` description, and the `GPTConfig` fields it leaves to
 /// nanoGPT's defaults; `None` for a description that is not a GPT. Keys beside `gpt` are
 /// refused, as unknown keys inside it are.
-pub fn gpt_from_json(
-    value: &serde_json::Value,
-) -> Result<Option<(GptConfig, Vec<&'static str>)>> {
+pub fn gpt_from_json(value: &serde_json::Value) -> Result<Option<(GptConfig, Vec<&'static str>)>> {
     let Some(gpt) = value.as_object().and_then(|top| top.get("gpt")) else {
         return Ok(None);
     };

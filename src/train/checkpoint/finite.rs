@@ -3,9 +3,13 @@
 //! or train to NaN), and second moments (Adam's `exp_avg_sq`, a mean of squares) that are
 //! not negative. Each refusal names the tensor and the first bad element.
 
+use std::collections::BTreeMap;
+
 use super::NamedTensor;
-use super::optimizer_state::Moments;
 use crate::error::{Error, Result};
+
+/// Moment name → parameter name → values (`optimizer_state::Moments`, which uses this file).
+type Moments = BTreeMap<String, BTreeMap<String, Vec<f32>>>;
 
 /// The first element of `values` that fails `ok`, and its value.
 fn first_bad(values: &[f32], ok: impl Fn(f32) -> bool) -> Option<(usize, f32)> {
