@@ -156,8 +156,8 @@ pub fn run(args: &SampleArgs) -> Result<()> {
             Some(_) => Error::InvalidArgument(format!("--prompt: {msg} of {what}")),
             // Only the default prompt was used: the vocabulary is the problem, not a flag.
             None => Error::Checkpoint(format!(
-                "{what}: the default prompt \"\\n\" (nanoGPT's) is not in its vocabulary \
-                 ({msg}); give a prompt of its characters with --prompt TEXT"
+                "{what}: the default prompt, a newline (nanoGPT's), is not in its vocabulary \
+                 ({msg}); sampling from this model needs a prompt of its characters"
             )),
         }
     })?;
