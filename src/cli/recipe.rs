@@ -3,7 +3,7 @@
 //! `config/train_shakespeare_char.py` recipe wherever the user gave no flag.
 
 use clap::Args;
-use webgpu_amp::optim::{LrSchedule, OptimizerConfig};
+use webgpu_amp::optim::{LrSchedule, OptimizerConfig, widen};
 use webgpu_amp::train::{EVAL_BATCHES, EvalConfig, Setting};
 use webgpu_amp::{Error, Result};
 
@@ -24,8 +24,9 @@ pub mod gpt {
     /// `--warmup-steps` is the step budget divided by this, rounded down: nanoGPT's 100
     /// warm-up iterations of 5000.
     pub const WARMUP_DIVISOR: u64 = 50;
-    /// `--min-lr` is `--lr` divided by this (`min_lr = 1e-4` for `learning_rate = 1e-3`).
-    pub const MIN_LR_DIVISOR: f32 = 10.0;
+    /// `--min-lr` is `--lr` divided by this (`min_lr = 1e-4` for `learning_rate = 1e-3`),
+    /// in Python's f64 arithmetic: in f32, 1e-3 / 10 is one step above 1e-4.
+    pub const MIN_LR_DIVISOR: f64 = 10.0;
 }
 
 #[derive(Args, Clone, Debug, Default)]
@@ -108,7 +109,9 @@ impl RecipeArgs {
                 .warmup_steps
                 .unwrap_or(decay_steps / gpt::WARMUP_DIVISOR),
             decay_steps,
-            min_lr: self.min_lr.unwrap_or(lr / gpt::MIN_LR_DIVISOR),
+            min_lr: self
+                .min_lr
+                .unwrap_or((widen(lr) / gpt::MIN_LR_DIVISOR) as f32),
         })
     }
 
