@@ -1,8 +1,10 @@
 //! The most bytes each kind of file may hold before it is read whole. A file over its cap
 //! is an error naming the file and the cap, found from its size before anything is read,
 //! or, for what has no size (`/dev/zero`, a pipe), after reading one byte past the cap:
-//! never an allocation without bound. The caps are far above what the files here need
-//! (README, "When things go wrong", lists them).
+//! never an allocation without bound. The kinds with caps of gigabytes (data, checkpoints,
+//! moments) are read only from regular files, whose size is known first: gigabytes read
+//! from `/dev/zero` before the cap would be what the cap is there to prevent. The caps are
+//! far above what the files here need (README, "When things go wrong", lists them).
 
 use std::io::Read;
 use std::path::Path;
@@ -13,6 +15,9 @@ pub struct FileCap {
     /// The kind, for messages ("text file").
     pub what: &'static str,
     pub bytes: u64,
+    /// Whether it may come from a pipe or a device (read up to the cap), or only from a
+    /// regular file.
+    pub streams: bool,
 }
 
 const MIB: u64 = 1 << 20;
@@ -24,6 +29,7 @@ const GIB: u64 = 1 << 30;
 pub const TEXT_FILE: FileCap = FileCap {
     what: "text file",
     bytes: 256 * MIB,
+    streams: true,
 };
 
 /// Data files: a safetensors data set, an IDX file, a Fashion-MNIST class file (full MNIST
@@ -31,12 +37,14 @@ pub const TEXT_FILE: FileCap = FileCap {
 pub const DATA_FILE: FileCap = FileCap {
     what: "data file",
     bytes: 2 * GIB,
+    streams: false,
 };
 
 /// JSON model descriptions (a few hundred bytes for any model here).
 pub const MODEL_FILE: FileCap = FileCap {
     what: "model file",
     bytes: 16 * MIB,
+    streams: true,
 };
 
 /// Checkpoints and `--init` parameter files: 4 GiB, a billion f32 parameters (gpt-char's
@@ -44,12 +52,14 @@ pub const MODEL_FILE: FileCap = FileCap {
 pub const CHECKPOINT_FILE: FileCap = FileCap {
     what: "checkpoint",
     bytes: 4 * GIB,
+    streams: false,
 };
 
 /// Moments files: Adam's two moments of a checkpoint at its cap.
 pub const MOMENTS_FILE: FileCap = FileCap {
     what: "moments file",
     bytes: 8 * GIB,
+    streams: false,
 };
 
 impl FileCap {
@@ -85,6 +95,15 @@ pub fn read_capped(path: &Path, cap: FileCap) -> Result<Vec<u8>, String> {
         .ok()
         .filter(|m| m.is_file())
         .map(|m| m.len());
+    if size.is_none() && !cap.streams {
+        return Err(format!(
+            "{}: not a regular file; a {} is read only from a regular file, whose size is \
+             known before it is read (the cap is {})",
+            path.display(),
+            cap.what,
+            cap.size()
+        ));
+    }
     if let Some(n) = size
         && n > cap.bytes
     {
@@ -122,6 +141,7 @@ mod tests {
         let cap = |bytes| FileCap {
             what: "test file",
             bytes,
+            streams: true,
         };
         assert_eq!(read_capped(&path, cap(5)).unwrap(), b"12345");
         let e = read_capped(&path, cap(4)).unwrap_err();
@@ -134,6 +154,13 @@ mod tests {
             let e = read_capped(Path::new("/dev/zero"), cap(1000)).unwrap_err();
             assert!(
                 e.contains("/dev/zero: more than the test file cap of"),
+                "{e}"
+            );
+            // A checkpoint from /dev/zero is refused before a byte is read (with its 4 GiB
+            // cap it would take gigabytes of memory to find out).
+            let e = read_capped(Path::new("/dev/zero"), CHECKPOINT_FILE).unwrap_err();
+            assert!(
+                e.contains("/dev/zero: not a regular file; a checkpoint is read only from"),
                 "{e}"
             );
         }

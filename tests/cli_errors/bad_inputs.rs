@@ -64,6 +64,43 @@ fn text_from_a_device_stops_at_its_cap() {
 }
 
 #[test]
+fn checkpoints_from_a_device_are_refused_before_reading() {
+    // With a cap of 4 GiB, reading /dev/zero up to it took gigabytes of memory first (under
+    // this test's 4 GB limit: "cannot read: out of memory").
+    let zero = "/dev/zero";
+    for args in [
+        &["sample", "--checkpoint", zero][..],
+        &[
+            "train",
+            "--dataset",
+            "synthetic",
+            "--steps",
+            "1",
+            "--init",
+            zero,
+        ],
+        &[
+            "train",
+            "--dataset",
+            "synthetic",
+            "--steps",
+            "1",
+            "--resume",
+            zero,
+        ],
+    ] {
+        let out = run_limited(args);
+        expect_error(
+            &out,
+            &[
+                "/dev/zero: not a regular file",
+                "a checkpoint is read only from a regular file",
+            ],
+        );
+    }
+}
+
+#[test]
 fn files_over_their_caps_are_refused_by_their_size() {
     let tmp = TempDir::new("caps");
     let text = sparse(&tmp, "big.txt", 256 * MIB + 1);
