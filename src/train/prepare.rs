@@ -137,8 +137,9 @@ pub fn model_and_data(
         };
         check_vocab(&gpt, vocab, &corpus.name, true)?;
         let config = gpt.0;
-        let split = corpus.split(config.block_size)?;
+        // The model first: a block_size of 0 is the description's problem, not the text's.
         let spec = config.model_for(choice.name(), config.block_size)?;
+        let split = corpus.split(config.block_size)?;
         spec.check_dataset(&split.train)?;
         return Ok((spec, split));
     }

@@ -332,6 +332,14 @@ fn model_files_say_where_their_json_is_wrong() {
             "GPTConfig's defaults (vocab_size 50304, block_size 1024",
         ],
     );
+    // A block_size of 0 is the description's problem; it said "data: hamlet: the block size
+    // must be at least 1".
+    let (out, model) = train(
+        "{\"gpt\": {\"vocab_size\": 65, \"block_size\": 0, \"n_layer\": 1, \"n_head\": 1, \"n_embd\": 8}}",
+        "block.json",
+    );
+    let line = expect_error(&out, &[s(&model), "block_size must be at least 1"]);
+    assert!(!line.contains("data:"), "{line}");
 }
 
 #[test]
