@@ -253,6 +253,7 @@ pub(super) const RUN_OTHER: &[&str] = &[
     "--init",
     "--scaler",
     "--lr-schedule",
+    "--attention",
 ];
 
 /// A subcommand: its words, its numeric flags, and its other value-taking flags.
@@ -280,7 +281,10 @@ pub(super) const SUBCOMMANDS: &[Subcommand] = &[
     Subcommand {
         words: &["sample"],
         numeric: &[SAMPLE_FLAGS],
-        other: &[DEVICE, &["--checkpoint", "--prompt", "--precision"]],
+        other: &[
+            DEVICE,
+            &["--checkpoint", "--prompt", "--precision", "--attention"],
+        ],
     },
     Subcommand {
         words: &["bench", "matmul"],
@@ -290,7 +294,12 @@ pub(super) const SUBCOMMANDS: &[Subcommand] = &[
     Subcommand {
         words: &["bench", "step"],
         numeric: &[STEP_FLAGS],
-        other: &[DEVICE, &["--models", "--precisions"]],
+        other: &[DEVICE, &["--models", "--precisions", "--attention"]],
+    },
+    Subcommand {
+        words: &["plan"],
+        numeric: &[RUN_FLAGS],
+        other: &[RUN_OTHER, DEVICE, &["--precision"]],
     },
     Subcommand {
         words: &["gui"],

@@ -51,6 +51,7 @@ impl Fixture {
         };
         match sub.words {
             ["train"] => d(&[("--dataset", "synthetic"), ("--steps", "1")]),
+            ["plan"] => d(&[("--dataset", "synthetic")]),
             ["compare"] => {
                 let (report, png) = (self.path("report.json"), self.path("report.png"));
                 d(&[
