@@ -42,8 +42,14 @@ pub enum Error {
         limit: u64,
     },
 
+    /// Something the caller asked for that cannot be: a value out of its range, settings
+    /// that contradict each other, a path that cannot be written. The CLI exits with 2.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+
+    /// Writing a stream or a log (standard output, a metrics file) failed; names it.
+    #[error("{0}")]
+    Output(String),
 
     /// Training produced a non-finite loss with nothing to absorb it.
     #[error("training diverged: {0}")]
@@ -75,10 +81,13 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     /// The process exit code the CLI ends with for this error: 130 for an interrupt, 3 when
-    /// the GPU failed under a run (device lost, or a GPU error), 1 otherwise.
+    /// the GPU failed under a run (device lost, or a GPU error), 2 for a command line that
+    /// asks for something invalid (a value out of its range, flags that contradict each
+    /// other, a save target that cannot be one), as clap's own parse errors, 1 otherwise.
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Interrupted(_) => crate::interrupt::EXIT_CODE,
+            Error::InvalidArgument(_) | Error::UnknownBackend(_) => 2,
             Error::DeviceLost(_) | Error::Gpu(_) => 3,
             _ => 1,
         }

@@ -146,6 +146,8 @@ fn sampled_text_panel_shows_f32_and_amp_f16_side_by_side() {
         assert_eq!(text.chars().count(), 1 + SAMPLE_TOKENS, "{mode}: {text:?}");
         assert!(text.starts_with('\n'), "{mode}: {text:?}");
         assert!(text.chars().all(|c| vocab.contains(&c)), "{mode}: {text:?}");
+        // Sampled, not the newlines a zero temperature or NaN weights gave.
+        assert!(text.chars().skip(1).any(|c| c != '\n'), "{mode}: {text:?}");
         texts.push(text.clone());
     }
     harness.step();
@@ -193,6 +195,8 @@ fn gpt_autorun_trains_on_the_embedded_text_and_publishes_sampled_text() {
     let vocab = vocabulary();
     assert!(text.chars().count() > 1, "{text:?}");
     assert!(text.chars().all(|c| vocab.contains(&c)), "{text:?}");
+    // Sampled, not the newlines a zero temperature or NaN weights gave.
+    assert!(text.chars().skip(1).any(|c| c != '\n'), "{text:?}");
     let json: serde_json::Value = serde_json::from_str(&AutorunResult::to_json(
         &AutorunResult::from_session(&session).unwrap(),
     ))
@@ -284,12 +288,18 @@ fn sampling_needs_a_gpt_and_a_prompt_in_its_vocabulary() {
         submit_sample(&ctx, t, &[0], &zero, &out),
         &["0 tokens requested"],
     );
-    // A good request: the same seed draws the same tokens, each in the vocabulary.
+    // A good request: the same seed draws the same tokens, each in the vocabulary. The
+    // output starts as a sentinel (no token id), so a sampler that writes nothing fails.
     let read = |t: &mut webgpu_amp::train::Trainer| -> Vec<u32> {
+        ctx.queue
+            .write_buffer(out.raw(), 0, bytemuck::cast_slice(&[u32::MAX; 4]));
         submit_sample(&ctx, t, &[0, 1], &request, &out).unwrap();
         bytemuck::cast_slice(&ctx.read_bytes(&out, 0, 16).unwrap()).to_vec()
     };
     let a = read(t);
     assert!(a.iter().all(|&id| id < vocab), "{a:?}");
+    // Untrained, at temperature 1 and no top-k, the draws spread over the 65 characters;
+    // all four the newline (id 0), as a zero temperature gave, is (1/65)^4 for this seed.
+    assert!(a.iter().any(|&id| id != 0), "only newlines: {a:?}");
     assert_eq!(a, read(t));
 }

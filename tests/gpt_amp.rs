@@ -57,7 +57,7 @@ fn amp_f16_learns_what_f32_learns_on_the_embedded_text() {
         .as_ref()
         .expect("the text has a validation split");
     let init = spec.init_params(0);
-    let batches = validation_batches(val, BATCH, VAL_BATCHES, 0, STEPS);
+    let batches: Vec<Vec<usize>> = validation_batches(val, BATCH, VAL_BATCHES, 0, STEPS).collect();
     let baseline = unigram_entropy();
     let mut losses = Vec::new();
     for precision in [Precision::F32, Precision::AmpF16] {

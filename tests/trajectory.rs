@@ -1,7 +1,8 @@
 //! Pins short training trajectories bit for bit: `webgpu-amp train --metrics` for mlp,
 //! mnist-cnn and simple-cnn under f32, amp-f16, amp-bf16 and f16 (plus gradient accumulation
-//! with clipping) must print exactly the losses, scales, skip flags, learning rates and final
-//! validation loss recorded in `tests/fixtures/trajectories.json`.
+//! with clipping), and gpt-tiny under f32 and amp-f16, must print exactly the losses, scales,
+//! skip flags, learning rates and final validation loss recorded in
+//! `tests/fixtures/trajectories.json`.
 //!
 //! Bits depend on the adapter (its compiler's rounding and fusing), so records are kept per
 //! adapter and f16 storage. On an adapter with no record the test still checks something
@@ -41,7 +42,22 @@ const CASES: &[(&str, &str, &[&str])] = &[
     ("simple-cnn", "amp-f16", &["--no-validate"]),
     ("simple-cnn", "amp-bf16", &["--no-validate"]),
     ("simple-cnn", "f16", &["--no-validate"]),
+    // A GPT on the embedded text, with its nanoGPT recipe (AdamW, clipping, cosine schedule)
+    // and without the periodic estimates (a GPT's validation is 200 batches).
+    ("gpt-tiny", "f32", &["--no-validate"]),
+    ("gpt-tiny", "amp-f16", &["--no-validate"]),
 ];
+
+/// The data set and batch size of a case: the embedded MNIST subset in batches of 16, or for
+/// a GPT the embedded text in batches of 2 (2 × 64 tokens; more takes seconds a step on
+/// lavapipe).
+fn data_and_batch(model: &str) -> (&'static str, &'static str) {
+    if model.starts_with("gpt") {
+        ("hamlet", "2")
+    } else {
+        ("default", "16")
+    }
+}
 
 fn case_name(model: &str, precision: &str, extra: &[&str]) -> String {
     let mut name = format!("{model} {precision}");
@@ -67,6 +83,7 @@ fn trajectory(
         "{storage}-{}.jsonl",
         case_name(model, precision, extra).replace([' ', '.'], "_")
     ));
+    let (dataset, batch) = data_and_batch(model);
     let out = Command::new(env!("CARGO_BIN_EXE_webgpu-amp"))
         .args([
             "train",
@@ -75,11 +92,11 @@ fn trajectory(
             "--precision",
             precision,
             "--dataset",
-            "default",
+            dataset,
             "--steps",
             "6",
             "--batch-size",
-            "16",
+            batch,
             "--seed",
             "3",
             // A huge initial scale backs off (skipped steps) and a short interval grows it

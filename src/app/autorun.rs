@@ -364,7 +364,7 @@ mod tests {
         let err = |q: &str| Autorun::from_query(q).unwrap_err().to_string();
         assert!(err("?autorun=1&precision=f64").contains("unknown precision `f64`"));
         assert!(err("?autorun=1&steps=ten").contains("steps=ten"));
-        assert!(err("?autorun=1&steps=0").contains("at least 1"));
+        assert!(err("?autorun=1&steps=0").contains("steps must be 1 to 2^53, got 0"));
         assert!(err("?autorun=1&optimizer=lbfgs").contains("optimizer=lbfgs"));
         assert!(err("?autorun=1&step=10").contains("unknown query parameter `step`"));
         assert!(err("?autorun=yes").contains("autorun=yes"));

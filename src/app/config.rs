@@ -131,8 +131,9 @@ impl SessionConfig {
         self.validate_named(panel_name)
     }
 
-    /// [`SessionConfig::validate`], run settings named by `name`.
-    pub(super) fn validate_named(&self, name: fn(Setting) -> &'static str) -> Result<()> {
+    /// [`SessionConfig::validate`], run settings named by `name` (the CLI's `gui` checks
+    /// its flags with it before the window opens).
+    pub fn validate_named(&self, name: fn(Setting) -> &'static str) -> Result<()> {
         if self.modes.is_empty() {
             return Err(Error::InvalidArgument(
                 "select at least one precision mode".into(),

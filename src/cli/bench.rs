@@ -12,7 +12,15 @@ use webgpu_amp::ops::matmul::{MatmulKernel, MatmulOpts, flops, matmul_with};
 use webgpu_amp::{F16StorageChoice, GpuContext, Storage, Tensor};
 
 use super::DeviceArgs;
+use super::numbers::number;
 use super::out::outln;
+
+/// `--sizes`: matrices of n×n; the adapter's buffer limits bound n further.
+const SIZES_RANGE: &str = "1 to 65536";
+const MAX_SIZE: usize = 1 << 16;
+/// `--repeats`: timed runs per measurement.
+const REPEATS_RANGE: &str = "1 to 10000";
+const MAX_REPEATS: usize = 10_000;
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -31,11 +39,14 @@ enum BenchWhat {
 
 #[derive(Args)]
 struct MatmulBenchArgs {
-    /// Comma-separated sizes n (each run is n×n×n).
-    #[arg(long, value_delimiter = ',', default_values_t = [256usize, 512, 1024])]
+    /// Comma-separated sizes n (each run is n×n×n), each 1 to 65536 and within the
+    /// adapter's buffer limits.
+    #[arg(long, value_delimiter = ',', default_values_t = [256usize, 512, 1024],
+          allow_negative_numbers = true, value_parser = number::<usize>(SIZES_RANGE))]
     sizes: Vec<usize>,
-    /// Timed runs per measurement (the median is reported).
-    #[arg(long, default_value_t = 5)]
+    /// Timed runs per measurement (the median is reported), 1 to 10000.
+    #[arg(long, default_value_t = 5, allow_negative_numbers = true,
+          value_parser = number::<usize>(REPEATS_RANGE))]
     repeats: usize,
     /// Kernel body: auto picks by adapter type (direct on CPU adapters, tiled on GPUs).
     #[arg(long, value_enum, default_value_t = KernelArg::Auto)]
@@ -104,14 +115,15 @@ pub fn run(args: &BenchArgs) -> webgpu_amp::Result<()> {
 }
 
 fn bench_matmul(args: &MatmulBenchArgs) -> webgpu_amp::Result<()> {
-    if args.repeats == 0 {
-        return Err(webgpu_amp::Error::InvalidArgument(
-            "--repeats must be at least 1".into(),
-        ));
-    }
-    if let Some(bad) = args.sizes.iter().find(|&&n| n == 0) {
+    if !(1..=MAX_REPEATS).contains(&args.repeats) {
         return Err(webgpu_amp::Error::InvalidArgument(format!(
-            "--sizes must be positive, got {bad}"
+            "--repeats must be {REPEATS_RANGE}, got {}",
+            args.repeats
+        )));
+    }
+    if let Some(bad) = args.sizes.iter().find(|&&n| !(1..=MAX_SIZE).contains(&n)) {
+        return Err(webgpu_amp::Error::InvalidArgument(format!(
+            "--sizes must be {SIZES_RANGE} each, got {bad}"
         )));
     }
     let mut options = args.device.options()?;
@@ -134,6 +146,22 @@ fn bench_matmul(args: &MatmulBenchArgs) -> webgpu_amp::Result<()> {
     }
     runs.push((&packed, Storage::BF16));
     let mut runs = super::bench_storages::keep(runs, &args.storages)?;
+    // Before any matrix is made, on the host or the device: each must fit one binding.
+    let limit = packed
+        .caps
+        .max_storage_buffer_binding_size
+        .min(packed.caps.max_buffer_size);
+    if let Some(&n) = args
+        .sizes
+        .iter()
+        .find(|&&n| 4 * (n as u64) * (n as u64) > limit)
+    {
+        return Err(webgpu_amp::Error::InvalidArgument(format!(
+            "--sizes {n}: an {n}×{n} f32 matrix is {} bytes, over this adapter's buffer limit \
+             of {limit} bytes (max_storage_buffer_binding_size, max_buffer_size)",
+            4 * (n as u64) * (n as u64)
+        )));
+    }
 
     let timing = if packed.caps.timestamp_query {
         "gpu-timestamps"

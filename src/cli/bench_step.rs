@@ -13,12 +13,18 @@ use webgpu_amp::nn::{AttentionKernel, LossKind, ModelSpec};
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::profile::profile_steps;
 use webgpu_amp::train::{
-    BatchTargets, ModelChoice, StepConfig, StepProfile, Trainer, model_and_data,
+    BatchTargets, MAX_BATCH_SIZE, ModelChoice, Setting, StepConfig, StepProfile, Trainer,
+    model_and_data,
 };
 use webgpu_amp::{Error, GpuContext, Result};
 
+use super::numbers::{number, setting};
 use super::out::outln;
 use super::{AttentionArgs, DeviceArgs};
+
+/// `--steps`: timed steps per measurement.
+const STEPS_RANGE: &str = "1 to 1000000";
+const MAX_STEPS: usize = 1_000_000;
 
 #[derive(Args, Debug)]
 pub struct BenchStepArgs {
@@ -34,10 +40,13 @@ pub struct BenchStepArgs {
         default_value = "f32,amp-f16,amp-bf16,f16"
     )]
     precisions: Vec<String>,
-    #[arg(long, default_value_t = 64)]
+    /// Samples per step, 1 to 16777216 (the adapter's limits bound it further).
+    #[arg(long, default_value_t = 64, allow_negative_numbers = true,
+          value_parser = setting::<usize>(Setting::BatchSize))]
     batch_size: usize,
-    /// Timed steps per measurement (after 3 warm-up steps).
-    #[arg(long, default_value_t = 20)]
+    /// Timed steps per measurement (after 3 warm-up steps), 1 to 1000000.
+    #[arg(long, default_value_t = 20, allow_negative_numbers = true,
+          value_parser = number::<usize>(STEPS_RANGE))]
     steps: usize,
     /// Print only JSON lines (no table).
     #[arg(long)]
@@ -91,7 +100,12 @@ struct Workload {
     tokens: Option<usize>,
 }
 
-fn workload(model: &str, b: usize, attention: AttentionKernel) -> Result<Workload> {
+fn workload(
+    ctx: &GpuContext,
+    model: &str,
+    b: usize,
+    attention: AttentionKernel,
+) -> Result<Workload> {
     if GPT_PRESETS.contains(&model) {
         // nanoGPT's step: AdamW (lr 1e-3, betas (0.9, 0.99), weight decay 0.1), clip at 1.
         let source: DataSource = "hamlet".parse()?;
@@ -127,6 +141,15 @@ fn workload(model: &str, b: usize, attention: AttentionKernel) -> Result<Workloa
             )));
         }
     };
+    // The random batch is made on the host only if the device can hold it.
+    let bytes = 4 * (b as u64) * shape.iter().product::<usize>() as u64;
+    if bytes > ctx.caps.max_storage_buffer_binding_size {
+        return Err(Error::InvalidArgument(format!(
+            "--batch-size {b}: the {model} input batch alone is {bytes} bytes, over this \
+             adapter's max_storage_buffer_binding_size ({}); use a smaller --batch-size",
+            ctx.caps.max_storage_buffer_binding_size
+        )));
+    }
     let mut rng = Rng::new(1);
     let x: Vec<f32> = (0..b * shape.iter().product::<usize>())
         .map(|_| rng.normal() as f32)
@@ -177,7 +200,7 @@ fn measure(
     profile: bool,
 ) -> Result<(StepBench, Option<StepProfile>)> {
     let attention = args.attention.kernel()?;
-    let w = workload(model, b, attention)?;
+    let w = workload(ctx, model, b, attention)?;
     let attention = w.tokens.map(|_| attention.name());
     let init = w.spec.init_params(0);
     let config = StepConfig::new(precision, LossKind::CrossEntropy, w.optimizer)
@@ -237,10 +260,18 @@ fn stop_if_interrupted(model: &str, precision: Precision) -> Result<()> {
 }
 
 pub fn run(args: &BenchStepArgs) -> Result<()> {
-    if args.batch_size == 0 || args.steps == 0 {
-        return Err(Error::InvalidArgument(
-            "--batch-size and --steps must be at least 1".into(),
-        ));
+    if !(1..=MAX_BATCH_SIZE).contains(&args.batch_size) {
+        return Err(Error::InvalidArgument(format!(
+            "--batch-size must be {}, got {}",
+            Setting::BatchSize.range(),
+            args.batch_size
+        )));
+    }
+    if !(1..=MAX_STEPS).contains(&args.steps) {
+        return Err(Error::InvalidArgument(format!(
+            "--steps must be {STEPS_RANGE}, got {}",
+            args.steps
+        )));
     }
     let precisions: Vec<Precision> = args
         .precisions

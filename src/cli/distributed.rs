@@ -14,21 +14,30 @@ use clap::Args;
 use webgpu_amp::dist::Collective;
 use webgpu_amp::{Error, GpuContext, GpuOptions, Result};
 
+use super::numbers::number;
+
 /// Flags of data-parallel runs.
 #[derive(Args, Clone, Debug)]
 pub struct DistArgs {
     /// Under mpirun: seconds any collective (the gradient all-reduce, say) may take before
-    /// the job is ended as stuck.
-    #[arg(long, default_value_t = 120.0, allow_negative_numbers = true)]
+    /// the job is ended as stuck (> 0, at most 604800: a week).
+    #[arg(long, default_value_t = 120.0, allow_negative_numbers = true,
+          value_parser = number::<f64>(TIMEOUT_RANGE))]
     pub collective_timeout: f64,
 }
 
+/// `--collective-timeout`, in seconds.
+const TIMEOUT_RANGE: &str = "> 0 and at most 604800 seconds";
+const MAX_TIMEOUT_SECS: f64 = 604_800.0;
+
 impl DistArgs {
-    fn timeout(&self) -> Result<std::time::Duration> {
-        if !(self.collective_timeout > 0.0 && self.collective_timeout.is_finite()) {
+    /// The collective timeout, checked against its range (also without a launcher, so a
+    /// typo fails the same on one machine as under mpirun).
+    pub fn timeout(&self) -> Result<std::time::Duration> {
+        let t = self.collective_timeout;
+        if !(t > 0.0 && t <= MAX_TIMEOUT_SECS) {
             return Err(Error::InvalidArgument(format!(
-                "--collective-timeout must be a positive number of seconds, got {}",
-                self.collective_timeout
+                "--collective-timeout must be {TIMEOUT_RANGE}, got {t:?}"
             )));
         }
         Ok(std::time::Duration::from_secs_f64(self.collective_timeout))

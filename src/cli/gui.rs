@@ -7,8 +7,10 @@ use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::app::config::SessionConfig;
 use webgpu_amp::app::model::dataset_for;
 use webgpu_amp::app::native::{NativeOptions, run_native};
+use webgpu_amp::train::Setting;
 
 use super::DeviceArgs;
+use super::numbers::setting;
 
 #[derive(Args, Debug)]
 pub struct GuiArgs {
@@ -25,12 +27,15 @@ pub struct GuiArgs {
     /// fashion-mnist, mnist, synthetic:N, hamlet, shakespeare, text:FILE, FILE.safetensors).
     #[arg(long)]
     dataset: Option<String>,
-    /// Optimizer steps per mode.
-    #[arg(long, default_value_t = 300)]
+    /// Optimizer steps per mode (1 to 2^53).
+    #[arg(long, default_value_t = 300, allow_negative_numbers = true,
+          value_parser = setting::<u64>(Setting::Steps))]
     steps: u64,
-    #[arg(long, default_value_t = 64)]
+    /// Samples per batch (1 to 16777216).
+    #[arg(long, default_value_t = 64, allow_negative_numbers = true,
+          value_parser = setting::<usize>(Setting::BatchSize))]
     batch_size: usize,
-    /// Window size in points, WIDTHxHEIGHT.
+    /// Window size in points, WIDTHxHEIGHT, each 200 to 8192.
     #[arg(long, default_value = "1280x820")]
     size: String,
     #[command(flatten)]
@@ -43,30 +48,39 @@ pub fn run(a: &GuiArgs) -> Result<()> {
         .split(',')
         .map(|m| Precision::parse(m.trim()))
         .collect::<Result<Vec<_>>>()?;
-    let size = a
-        .size
-        .split_once('x')
-        .and_then(|(w, h)| Some([w.parse().ok()?, h.parse().ok()?]))
-        .ok_or_else(|| {
-            webgpu_amp::Error::InvalidArgument(format!("--size `{}`: expected WxH", a.size))
-        })?;
+    let size = window_size(&a.size)?;
+    let config = SessionConfig {
+        modes,
+        model: a.model.clone(),
+        dataset: a
+            .dataset
+            .clone()
+            .unwrap_or_else(|| dataset_for(&a.model, "default")),
+        steps: a.steps,
+        batch_size: a.batch_size,
+        ..Default::default()
+    };
+    // The run builder's checks, before a window opens.
+    config.validate_named(super::flag)?;
     run_native(NativeOptions {
         gpu: a.device.options()?,
-        config: SessionConfig {
-            modes,
-            model: a.model.clone(),
-            dataset: a
-                .dataset
-                .clone()
-                .unwrap_or_else(|| dataset_for(&a.model, "default")),
-            steps: a.steps,
-            batch_size: a.batch_size,
-            ..Default::default()
-        },
+        config,
         autostart: a.autostart,
         size: Some(size),
         program: std::env::args()
             .next()
             .unwrap_or_else(|| "webgpu-amp".into()),
     })
+}
+
+/// `--size`: the window's size in points.
+const SIZE_RANGE: &str = "WIDTHxHEIGHT, each 200 to 8192";
+
+fn window_size(text: &str) -> Result<[f32; 2]> {
+    let side = |s: &str| s.parse::<u32>().ok().filter(|n| (200..=8192).contains(n));
+    text.split_once('x')
+        .and_then(|(w, h)| Some([side(w)? as f32, side(h)? as f32]))
+        .ok_or_else(|| {
+            webgpu_amp::Error::InvalidArgument(format!("--size must be {SIZE_RANGE}, got `{text}`"))
+        })
 }

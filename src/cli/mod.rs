@@ -8,6 +8,7 @@ mod distributed;
 mod gui;
 mod info;
 mod interrupted;
+mod numbers;
 mod out;
 mod plan;
 mod plot;
@@ -15,6 +16,7 @@ mod progress;
 mod recipe;
 mod resolve;
 mod run_args;
+mod run_checks;
 mod sample;
 mod train;
 
@@ -162,6 +164,20 @@ fn flag(setting: Setting) -> &'static str {
         Setting::EvalBatches => "--eval-batches",
         Setting::SaveEvery => "--save-every",
         Setting::SavePath => "--save FILE",
+        Setting::Lr => "--lr",
+        Setting::Momentum => "--momentum",
+        Setting::Dampening => "--dampening",
+        Setting::WeightDecay => "--weight-decay",
+        Setting::Beta1 => "--beta1",
+        Setting::Beta2 => "--beta2",
+        Setting::Eps => "--eps",
+        Setting::InitScale => "--init-scale",
+        Setting::GrowthFactor => "--growth-factor",
+        Setting::BackoffFactor => "--backoff-factor",
+        Setting::GrowthInterval => "--growth-interval",
+        Setting::WarmupSteps => "--warmup-steps",
+        Setting::MinLr => "--min-lr",
+        Setting::LrDecaySteps => "--lr-decay-steps",
     }
 }
 

@@ -26,12 +26,16 @@ pub fn write(args: std::fmt::Arguments<'_>, newline: bool) -> Result<()> {
             Ok(())
         }
     });
-    written.map_err(|e| {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            CLOSED.store(true, Ordering::Relaxed);
-        }
-        Error::InvalidArgument(format!("writing to standard output: {e}"))
-    })
+    written.map_err(|e| write_error(e, "writing to standard output"))
+}
+
+/// The error of a failed write to stdout (`doing` says what was written); a broken pipe
+/// is remembered, so that `main` ends the command quietly.
+pub fn write_error(e: std::io::Error, doing: &str) -> Error {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        CLOSED.store(true, Ordering::Relaxed);
+    }
+    Error::Output(format!("{doing}: {e}"))
 }
 
 /// `println!` that returns a write error instead of panicking: `outln!(...)?`.

@@ -3,9 +3,11 @@
 //! `config/train_shakespeare_char.py` recipe wherever the user gave no flag.
 
 use clap::Args;
-use webgpu_amp::optim::{LrSchedule, OptimizerConfig};
-use webgpu_amp::train::{EVAL_BATCHES, EvalConfig};
+use webgpu_amp::optim::{LrSchedule, OptimizerConfig, widen};
+use webgpu_amp::train::{EVAL_BATCHES, EvalConfig, Setting};
 use webgpu_amp::{Error, Result};
+
+use super::numbers::setting;
 
 /// nanoGPT's shakespeare-char recipe: the defaults of a GPT's flags.
 pub mod gpt {
@@ -22,20 +24,21 @@ pub mod gpt {
     /// `--warmup-steps` is the step budget divided by this, rounded down: nanoGPT's 100
     /// warm-up iterations of 5000.
     pub const WARMUP_DIVISOR: u64 = 50;
-    /// `--min-lr` is `--lr` divided by this (`min_lr = 1e-4` for `learning_rate = 1e-3`).
-    pub const MIN_LR_DIVISOR: f32 = 10.0;
+    /// `--min-lr` is `--lr` divided by this (`min_lr = 1e-4` for `learning_rate = 1e-3`),
+    /// in Python's f64 arithmetic: in f32, 1e-3 / 10 is one step above 1e-4.
+    pub const MIN_LR_DIVISOR: f64 = 10.0;
 }
 
 #[derive(Args, Clone, Debug, Default)]
 pub struct RecipeArgs {
     /// Adam/AdamW beta1 (default 0.9).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, value_parser = setting::<f32>(Setting::Beta1))]
     pub beta1: Option<f32>,
     /// Adam/AdamW beta2 (default 0.999; 0.99 for a GPT).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, value_parser = setting::<f32>(Setting::Beta2))]
     pub beta2: Option<f32>,
     /// Adam/AdamW eps (default 1e-8).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, value_parser = setting::<f32>(Setting::Eps))]
     pub eps: Option<f32>,
     /// constant or cosine (nanoGPT's warm-up and cosine decay). Default: constant; cosine
     /// for a GPT.
@@ -43,22 +46,26 @@ pub struct RecipeArgs {
     pub lr_schedule: Option<String>,
     /// Cosine: steps of linear warm-up (default: the step budget / 50, rounded down, as
     /// nanoGPT's 100 of 5000).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true,
+          value_parser = setting::<u64>(Setting::WarmupSteps))]
     pub warmup_steps: Option<u64>,
-    /// Cosine: the learning rate the decay ends at (default --lr / 10).
-    #[arg(long, allow_negative_numbers = true)]
+    /// Cosine: the learning rate the decay ends at (default --lr / 10; at most --lr).
+    #[arg(long, allow_negative_numbers = true, value_parser = setting::<f32>(Setting::MinLr))]
     pub min_lr: Option<f32>,
     /// Cosine: the step where the decay reaches --min-lr (default: the run's step budget,
     /// --steps or the steps of --epochs).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true,
+          value_parser = setting::<u64>(Setting::LrDecaySteps))]
     pub lr_decay_steps: Option<u64>,
     /// Estimate the training and validation loss every N optimizer steps (nanoGPT's
     /// estimate_loss: random batches, dropout off).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true,
+          value_parser = setting::<u64>(Setting::EvalEvery))]
     pub eval_every: Option<u64>,
     /// Random batches per split of each estimate, and of the epoch-end and final validation
-    /// of text and token data.
-    #[arg(long, default_value_t = EVAL_BATCHES, allow_negative_numbers = true)]
+    /// of text and token data (1 to 65536).
+    #[arg(long, default_value_t = EVAL_BATCHES, allow_negative_numbers = true,
+          value_parser = setting::<usize>(Setting::EvalBatches))]
     pub eval_batches: usize,
 }
 
@@ -67,23 +74,6 @@ fn bad(message: String) -> Error {
 }
 
 impl RecipeArgs {
-    /// Checks of the schedule's flags that need no data (`--eval-every` and
-    /// `--eval-batches` are the run's settings: the run builder checks them).
-    pub fn validate(&self) -> Result<()> {
-        if let Some(min_lr) = self.min_lr
-            && !(min_lr >= 0.0 && min_lr.is_finite())
-        {
-            return Err(bad(format!(
-                "--min-lr must be finite and >= 0, got {min_lr}"
-            )));
-        }
-        if self.lr_decay_steps == Some(0) {
-            return Err(bad("--lr-decay-steps must be at least 1".into()));
-        }
-        self.schedule_kind(false)?;
-        Ok(())
-    }
-
     /// Whether the schedule is cosine (`--lr-schedule`, else cosine for a GPT).
     fn schedule_kind(&self, gpt: bool) -> Result<bool> {
         match self.lr_schedule.as_deref() {
@@ -96,7 +86,8 @@ impl RecipeArgs {
         }
     }
 
-    /// The schedule for a run of `budget` optimizer steps whose optimizer starts at `lr`.
+    /// The schedule for a run of `budget` optimizer steps whose optimizer starts at `lr`
+    /// (checked with the run: [`webgpu_amp::train::StepConfig::validate_named`]).
     pub fn schedule(&self, gpt: bool, lr: f32, budget: u64) -> Result<LrSchedule> {
         if !self.schedule_kind(gpt)? {
             if let Some(flag) = [
@@ -111,23 +102,17 @@ impl RecipeArgs {
             }
             return Ok(LrSchedule::Constant);
         }
+        // The run builder checks these against each other and the learning rate.
         let decay_steps = self.lr_decay_steps.unwrap_or(budget);
-        let warmup_steps = self
-            .warmup_steps
-            .unwrap_or(decay_steps / gpt::WARMUP_DIVISOR);
-        if warmup_steps >= decay_steps {
-            return Err(bad(format!(
-                "--warmup-steps {warmup_steps} must be fewer than the {decay_steps} steps of \
-                 the decay (--lr-decay-steps, default --steps)"
-            )));
-        }
-        let schedule = LrSchedule::Cosine {
-            warmup_steps,
+        Ok(LrSchedule::Cosine {
+            warmup_steps: self
+                .warmup_steps
+                .unwrap_or(decay_steps / gpt::WARMUP_DIVISOR),
             decay_steps,
-            min_lr: self.min_lr.unwrap_or(lr / gpt::MIN_LR_DIVISOR),
-        };
-        schedule.validate()?;
-        Ok(schedule)
+            min_lr: self
+                .min_lr
+                .unwrap_or((widen(lr) / gpt::MIN_LR_DIVISOR) as f32),
+        })
     }
 
     /// Apply `--beta1`, `--beta2` and `--eps` (and a GPT's beta2) to Adam or AdamW.

@@ -2,7 +2,8 @@
 //! text and token data train a GPT ([`model_and_data`]); class labels train a preset that
 //! keeps its class count (`--num-classes`) or a JSON model whose last layer sets it.
 
-use webgpu_amp::data::{DataSource, Labels, Split};
+use webgpu_amp::data::file_caps::MODEL_FILE;
+use webgpu_amp::data::{DataSource, Labels, Split, read_capped};
 use webgpu_amp::nn::{LossKind, ModelSpec, preset};
 use webgpu_amp::train::{ModelChoice, model_and_data, model_for_split};
 use webgpu_amp::{Error, Result};
@@ -52,10 +53,7 @@ fn name_file(e: Error, file: &str) -> Error {
 pub fn resolve(args: &Wanted) -> Result<ModelAndData> {
     let file = args.model.filter(|m| m.ends_with(".json"));
     let choice = match (args.model, file) {
-        (Some(m), Some(_)) => Some(ModelChoice::Json(
-            std::fs::read_to_string(m)
-                .map_err(|e| Error::Model(format!("{m}: cannot read: {e}")))?,
-        )),
+        (Some(m), Some(_)) => Some(ModelChoice::Json(read_model_file(m)?)),
         (Some(m), None) => Some(ModelChoice::Preset(m.to_string())),
         (None, _) => None,
     };
@@ -187,7 +185,16 @@ fn check(spec: &ModelSpec, split: &Split, model: &str) -> Result<()> {
 }
 
 fn json_model(model: &str) -> Result<ModelSpec> {
-    let text = std::fs::read_to_string(model)
-        .map_err(|e| Error::Model(format!("{model}: cannot read: {e}")))?;
-    ModelSpec::from_json(&text).map_err(|e| name_file(e, model))
+    ModelSpec::from_json(&read_model_file(model)?).map_err(|e| name_file(e, model))
+}
+
+/// The text of a JSON model file (at most [`MODEL_FILE`]), naming it in errors.
+pub fn read_model_file(path: &str) -> Result<String> {
+    let bytes = read_capped(std::path::Path::new(path), MODEL_FILE).map_err(Error::Model)?;
+    String::from_utf8(bytes).map_err(|e| {
+        Error::Model(format!(
+            "{path}: not UTF-8 text (byte {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })
 }

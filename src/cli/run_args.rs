@@ -13,14 +13,17 @@ use webgpu_amp::nn::{LossKind, ModelSpec};
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::checkpoint::Checkpoint;
 use webgpu_amp::train::planning::check_params_fit;
-use webgpu_amp::train::{RunConfig, StepConfig};
+use webgpu_amp::train::{MAX_COUNT, RunConfig, Setting, StepConfig};
 use webgpu_amp::{Error, GpuContext, Result};
 
+use super::numbers::{number, setting};
 use super::recipe::{RecipeArgs, gpt};
 use super::resolve::{ModelAndData, Wanted, resolve};
+use super::run_checks::{self, OptimizerFlags, ResumeFlags};
 use super::{AttentionArgs, DeviceArgs};
 
-/// Flags shared by `train` and `compare` (everything but the precision).
+/// Flags shared by `train` and `compare` (everything but the precision). Numeric flags take
+/// their ranges from the run builder ([`Setting::range`], README's table of flags).
 #[derive(Args, Clone, Debug)]
 pub struct RunArgs {
     /// Preset (linear, mlp, simple-cnn, mnist-cnn, gpt-tiny, gpt-char) or a JSON model file.
@@ -41,32 +44,35 @@ pub struct RunArgs {
     pub optimizer: Option<String>,
     /// Learning rate (default 1e-3 for adam/adamw, 0.01 for sgd). With --lr-schedule cosine,
     /// the rate after warm-up.
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, value_parser = setting::<f32>(Setting::Lr))]
     pub lr: Option<f32>,
-    /// SGD momentum.
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
-    pub momentum: f32,
-    /// SGD dampening.
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
-    pub dampening: f32,
+    /// SGD momentum (default 0).
+    #[arg(long, allow_negative_numbers = true, value_parser = setting::<f32>(Setting::Momentum))]
+    pub momentum: Option<f32>,
+    /// SGD dampening (default 0).
+    #[arg(long, allow_negative_numbers = true, value_parser = setting::<f32>(Setting::Dampening))]
+    pub dampening: Option<f32>,
     /// SGD Nesterov momentum.
     #[arg(long)]
     pub nesterov: bool,
     /// Weight decay (default 0, or 0.01 for adamw as in PyTorch; 0.1 for a GPT, on its
     /// weights of two or more dimensions only, as nanoGPT's parameter groups).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, value_parser = setting::<f32>(Setting::WeightDecay))]
     pub weight_decay: Option<f32>,
     /// Samples per micro-batch (32: one epoch of mlp on MNIST reaches 97%).
-    #[arg(long, default_value_t = 32, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 32, allow_negative_numbers = true,
+          value_parser = setting::<usize>(Setting::BatchSize))]
     pub batch_size: usize,
     /// Epochs to train (default 1 when --steps is not given).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, value_parser = setting::<u64>(Setting::Epochs))]
     pub epochs: Option<u64>,
     /// Optimizer steps to train (stops early within an epoch).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, value_parser = setting::<u64>(Setting::Steps))]
     pub steps: Option<u64>,
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    /// Seed of the data order, dropout and initial weights (default 0; a resumed run keeps
+    /// its checkpoint's).
+    #[arg(long, allow_negative_numbers = true, value_parser = number::<u64>(SEED_RANGE))]
+    pub seed: Option<u64>,
     /// Keep the data set's order instead of shuffling each epoch.
     #[arg(long)]
     pub no_shuffle: bool,
@@ -75,27 +81,35 @@ pub struct RunArgs {
     pub init: Option<PathBuf>,
     /// Clip gradients to this global L2 norm, after unscaling (default none; 1 for a GPT;
     /// 0: none).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true,
+          value_parser = setting::<f32>(Setting::ClipGradNorm))]
     pub clip_grad_norm: Option<f32>,
     /// Micro-batches per optimizer step.
-    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true,
+          value_parser = setting::<usize>(Setting::GradAccum))]
     pub grad_accum: usize,
-    /// GradScaler initial scale.
-    #[arg(long, default_value_t = 65536.0, allow_negative_numbers = true)]
-    pub init_scale: f32,
-    #[arg(long, default_value_t = 2000, allow_negative_numbers = true)]
-    pub growth_interval: u32,
-    #[arg(long, default_value_t = 2.0, allow_negative_numbers = true)]
-    pub growth_factor: f64,
-    #[arg(long, default_value_t = 0.5, allow_negative_numbers = true)]
-    pub backoff_factor: f64,
+    /// GradScaler initial scale (default 65536; a resumed run continues its checkpoint's).
+    #[arg(long, allow_negative_numbers = true, value_parser = setting::<f32>(Setting::InitScale))]
+    pub init_scale: Option<f32>,
+    /// GradScaler growth interval (default 2000).
+    #[arg(long, allow_negative_numbers = true,
+          value_parser = setting::<u32>(Setting::GrowthInterval))]
+    pub growth_interval: Option<u32>,
+    /// GradScaler growth factor (default 2).
+    #[arg(long, allow_negative_numbers = true,
+          value_parser = setting::<f64>(Setting::GrowthFactor))]
+    pub growth_factor: Option<f64>,
+    /// GradScaler backoff factor (default 0.5).
+    #[arg(long, allow_negative_numbers = true,
+          value_parser = setting::<f64>(Setting::BackoffFactor))]
+    pub backoff_factor: Option<f64>,
     /// Turn the GradScaler on or off (default: on for amp-f16 only, as PyTorch recommends).
     #[arg(long)]
     pub scaler: Option<bool>,
     /// Classes a preset predicts on class labels (default 10, as the tutorials'
     /// `SimpleCNN(num_classes=10)`); a label outside 0..N is an error. A JSON model's last
     /// layer sets its own count; float targets set the output width from the data.
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, value_parser = number::<usize>(NUM_CLASSES_RANGE))]
     pub num_classes: Option<usize>,
     /// Skip validation at epoch ends.
     #[arg(long)]
@@ -107,6 +121,12 @@ pub struct RunArgs {
     #[command(flatten)]
     pub device: DeviceArgs,
 }
+
+/// `--seed`: any 64-bit seed.
+pub const SEED_RANGE: &str = "0 to 18446744073709551615";
+/// `--num-classes`: at least one class, and no more than the largest batch has samples.
+pub const NUM_CLASSES_RANGE: &str = "1 to 16777216";
+const MAX_CLASSES: usize = 1 << 24;
 
 /// Data, model and initial parameters of a run, resolved from the flags.
 pub struct RunInputs {
@@ -123,20 +143,28 @@ pub type SaveFlags = (Option<u64>, Option<PathBuf>);
 
 impl RunArgs {
     /// Checks the flags that need no data or GPU, so a typo fails at once: the run they
-    /// describe before the data is known (no GPT defaults, no schedule yet) through the run
-    /// validation, then the flags only parsed here.
+    /// describe, as far as it is known before the data (a GPT when the model or data says
+    /// so; a schedule over at most `--steps`), through the run validation, then the flags
+    /// only parsed here.
     pub fn validate_args(&self, precision: Precision, save: SaveFlags) -> Result<()> {
-        self.config(precision, LossKind::CrossEntropy, false, save)?
-            .validate_named(super::flag)?;
-        if self.num_classes == Some(0) {
-            return Err(Error::InvalidArgument(
-                "--num-classes must be at least 1".into(),
-            ));
+        let is_gpt =
+            run_checks::gpt_hint(self.model.as_deref(), self.dataset.as_deref()).unwrap_or(false);
+        let mut cfg = self.config(precision, LossKind::CrossEntropy, is_gpt, save)?;
+        let lr = cfg.step.optimizer.lr();
+        cfg.step.lr_schedule = self
+            .recipe
+            .schedule(is_gpt, lr, self.steps.unwrap_or(MAX_COUNT))?;
+        cfg.validate_named(super::flag)?;
+        if let Some(n) = self.num_classes
+            && !(1..=MAX_CLASSES).contains(&n)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "--num-classes must be {NUM_CLASSES_RANGE}, got {n}"
+            )));
         }
         if let Some(loss) = &self.loss {
             LossKind::parse(loss)?;
         }
-        self.recipe.validate()?;
         self.device.options()?;
         Ok(())
     }
@@ -175,9 +203,13 @@ impl RunArgs {
         let mut cfg = self.config(precision, inputs.loss, is_gpt, save)?;
         cfg.validate_named(super::flag)?;
         cfg.batch_size = self.batch_used(inputs);
-        let budget = cfg.planned_steps(inputs.split.train.n).unwrap_or(1);
+        let budget = cfg
+            .planned_steps(inputs.split.train.n)
+            .unwrap_or(1)
+            .min(MAX_COUNT);
         let lr = cfg.step.optimizer.lr();
         cfg.step.lr_schedule = self.recipe.schedule(is_gpt, lr, budget)?;
+        cfg.validate_named(super::flag)?;
         Ok(cfg)
     }
 
@@ -201,19 +233,21 @@ impl RunArgs {
         Ok(RunConfig::new(step, self.batch_size)
             .epochs(self.epochs)
             .steps(self.steps)
-            .seed(self.seed)
+            .seed(self.seed.unwrap_or(0))
             .shuffle(!self.no_shuffle)
             .validate_each_epoch(!self.no_validate)
             .eval(self.recipe.eval_config())
             .save(save_every, save_path))
     }
 
+    /// The GradScaler the flags ask for: PyTorch's defaults where they give none.
     fn scaler_config(&self, enabled: bool) -> ScalerConfig {
+        let default = ScalerConfig::default();
         ScalerConfig {
-            init_scale: self.init_scale,
-            growth_factor: self.growth_factor,
-            backoff_factor: self.backoff_factor,
-            growth_interval: self.growth_interval,
+            init_scale: self.init_scale.unwrap_or(default.init_scale),
+            growth_factor: self.growth_factor.unwrap_or(default.growth_factor),
+            backoff_factor: self.backoff_factor.unwrap_or(default.backoff_factor),
+            growth_interval: self.growth_interval.unwrap_or(default.growth_interval),
             enabled,
         }
     }
@@ -248,7 +282,7 @@ impl RunArgs {
             Some(path) => {
                 Checkpoint::load(path)?.params_for_model(&spec, &path.display().to_string())?
             }
-            None => spec.init_params(self.seed),
+            None => spec.init_params(self.seed.unwrap_or(0)),
         };
         let inputs = RunInputs {
             split,
@@ -283,8 +317,8 @@ impl RunArgs {
                 weight_decay,
                 ..
             } => {
-                *momentum = self.momentum;
-                *dampening = self.dampening;
+                *momentum = self.momentum.unwrap_or(0.0);
+                *dampening = self.dampening.unwrap_or(0.0);
                 *nesterov = self.nesterov;
                 *weight_decay = self.weight_decay.unwrap_or(0.0);
             }
@@ -299,6 +333,26 @@ impl RunArgs {
             }
         }
         self.recipe.apply_betas(is_gpt, &mut cfg);
+        let given = OptimizerFlags {
+            momentum: self.momentum.is_some(),
+            dampening: self.dampening.is_some(),
+            nesterov: self.nesterov,
+            beta1: self.recipe.beta1.is_some(),
+            beta2: self.recipe.beta2.is_some(),
+            eps: self.recipe.eps.is_some(),
+        };
+        run_checks::no_ignored_optimizer_flags(&given, &cfg)?;
         Ok(cfg)
+    }
+
+    /// The flags a `--resume` checkpoint would override, as given.
+    pub fn resume_flags(&self) -> ResumeFlags {
+        ResumeFlags {
+            seed: self.seed,
+            init_scale: self.init_scale,
+            growth_factor: self.growth_factor,
+            backoff_factor: self.backoff_factor,
+            growth_interval: self.growth_interval,
+        }
     }
 }

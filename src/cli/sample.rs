@@ -8,13 +8,24 @@ use std::path::PathBuf;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use webgpu_amp::amp::policy::Precision;
+use webgpu_amp::ops::sample::{MIN_TEMPERATURE, TEMPERATURE_RANGE};
 use webgpu_amp::train::checkpoint::Checkpoint;
 use webgpu_amp::train::generate::{
     self, DEFAULT_CHUNK, Generator, SampleOptions, SavedModel, model_from_checkpoint,
 };
 use webgpu_amp::{Error, GpuContext, Result};
 
+use super::numbers::number;
+use super::out;
+use super::run_args::SEED_RANGE;
 use super::{AttentionArgs, DeviceArgs};
+
+/// `--tokens`: at most [`generate::MAX_TOKENS`] (their ids are kept in one GPU buffer).
+const TOKENS_RANGE: &str = "1 to 16777216";
+/// `--chunk`: tokens per submission (more than `--tokens` is `--tokens`).
+const CHUNK_RANGE: &str = "1 to 16777216";
+const TOP_K_RANGE: &str = "1 to the vocabulary size";
+const MAX_CHUNK: usize = 1 << 24;
 
 #[derive(Args, Debug)]
 pub struct SampleArgs {
@@ -25,25 +36,30 @@ pub struct SampleArgs {
     /// characters are the model's context.
     #[arg(long)]
     prompt: Option<String>,
-    /// New tokens (characters) to generate, 1 to 16,777,216.
-    #[arg(long, default_value_t = generate::DEFAULT_TOKENS, allow_negative_numbers = true)]
+    /// New tokens (characters) to generate, 1 to 16777216.
+    #[arg(long, default_value_t = generate::DEFAULT_TOKENS, allow_negative_numbers = true,
+          value_parser = number::<usize>(TOKENS_RANGE))]
     tokens: usize,
-    /// Divides the logits: below 1 sharpens the distribution, above 1 flattens it.
-    #[arg(long, default_value_t = generate::DEFAULT_TEMPERATURE, allow_negative_numbers = true)]
+    /// Divides the logits: below 1 sharpens the distribution, above 1 flattens it (finite
+    /// and at least 1e-30).
+    #[arg(long, default_value_t = generate::DEFAULT_TEMPERATURE, allow_negative_numbers = true,
+          value_parser = number::<f32>(TEMPERATURE_RANGE))]
     temperature: f32,
     /// Sample among the K most likely tokens only, 1 to the vocabulary size (1 is greedy; the
     /// vocabulary size keeps every token). Default 200 (nanoGPT's), or the vocabulary size
     /// when that is smaller.
-    #[arg(long = "top-k", allow_negative_numbers = true)]
+    #[arg(long = "top-k", allow_negative_numbers = true, value_parser = number::<usize>(TOP_K_RANGE))]
     top_k: Option<usize>,
     /// Seed of the draws: the same seed gives the same text.
-    #[arg(long, default_value_t = generate::DEFAULT_SEED)]
+    #[arg(long, default_value_t = generate::DEFAULT_SEED, allow_negative_numbers = true,
+          value_parser = number::<u64>(SEED_RANGE))]
     seed: u64,
     /// f32, amp-f16, amp-bf16 or f16 (default: the precision the checkpoint was trained in).
     #[arg(long)]
     precision: Option<String>,
-    /// Tokens per GPU submission (each submission is read back once).
-    #[arg(long, default_value_t = DEFAULT_CHUNK, allow_negative_numbers = true)]
+    /// Tokens per GPU submission (each submission is read back once), 1 to 16777216.
+    #[arg(long, default_value_t = DEFAULT_CHUNK, allow_negative_numbers = true,
+          value_parser = number::<usize>(CHUNK_RANGE))]
     chunk: usize,
     #[command(flatten)]
     attention: AttentionArgs,
@@ -55,31 +71,29 @@ impl SampleArgs {
     /// Checks the flags that need neither the checkpoint nor the GPU. `top_k` is settled
     /// later, against the vocabulary ([`SampleArgs::top_k`]).
     fn options(&self) -> Result<SampleOptions> {
-        if !(self.temperature > 0.0 && self.temperature.is_finite()) {
-            return Err(Error::InvalidArgument(format!(
-                "--temperature must be finite and > 0, got {}",
+        let bad = |m: String| Err(Error::InvalidArgument(m));
+        if !(self.temperature >= MIN_TEMPERATURE && self.temperature.is_finite()) {
+            return bad(format!(
+                "--temperature must be {TEMPERATURE_RANGE}, got {:?} (a smaller one overflows \
+                 the scaled logits, or is zero on a GPU)",
                 self.temperature
-            )));
-        }
-        if self.top_k == Some(0) {
-            return Err(Error::InvalidArgument(
-                "--top-k must be at least 1 (1 is greedy; the vocabulary size keeps every token)"
-                    .into(),
             ));
         }
-        if self.chunk == 0 {
-            return Err(Error::InvalidArgument("--chunk must be at least 1".into()));
+        if self.top_k == Some(0) {
+            return bad(format!(
+                "--top-k must be {TOP_K_RANGE}, got 0 (1 is greedy; the vocabulary size keeps \
+                 every token)"
+            ));
         }
-        if self.tokens == 0 {
-            return Err(Error::InvalidArgument("--tokens must be at least 1".into()));
+        if !(1..=MAX_CHUNK).contains(&self.chunk) {
+            return bad(format!("--chunk must be {CHUNK_RANGE}, got {}", self.chunk));
         }
-        if self.tokens > generate::MAX_TOKENS {
-            return Err(Error::InvalidArgument(format!(
-                "--tokens {} is more than one run may generate (at most {}: the tokens are \
-                 kept in one GPU buffer)",
-                self.tokens,
-                generate::MAX_TOKENS
-            )));
+        if !(1..=generate::MAX_TOKENS).contains(&self.tokens) {
+            return bad(format!(
+                "--tokens must be {TOKENS_RANGE}, got {} (the tokens are kept in one GPU \
+                 buffer)",
+                self.tokens
+            ));
         }
         Ok(SampleOptions {
             tokens: self.tokens,
@@ -94,8 +108,8 @@ impl SampleArgs {
     fn top_k(&self, vocab: usize, what: &str) -> Result<usize> {
         match self.top_k {
             Some(k) if k > vocab => Err(Error::InvalidArgument(format!(
-                "--top-k {k} is more than the {vocab} tokens of {what}'s vocabulary (at most \
-                 {vocab}, which keeps every token)"
+                "--top-k must be {TOP_K_RANGE}, got {k}: {what}'s vocabulary has {vocab} tokens \
+                 (at most {vocab}, which keeps every token)"
             ))),
             Some(k) => Ok(k),
             None => Ok(generate::DEFAULT_TOP_K.min(vocab)),
@@ -129,17 +143,23 @@ pub fn run(args: &SampleArgs) -> Result<()> {
             .map_err(|e| Error::Checkpoint(format!("{what}: metadata `precision`: {e}")))?,
         (None, None) => Precision::F32,
     };
-    let prompt = args
-        .prompt
+    let given = args.prompt.clone().filter(|p| !p.is_empty());
+    let prompt = given
         .clone()
-        .filter(|p| !p.is_empty())
         .unwrap_or_else(|| generate::DEFAULT_PROMPT.to_string());
     let ids = vocab.encode(&prompt).map_err(|e| {
         let msg = match e {
             Error::Data(m) => m,
             other => other.to_string(),
         };
-        Error::InvalidArgument(format!("--prompt: {msg} of {what}"))
+        match given {
+            Some(_) => Error::InvalidArgument(format!("--prompt: {msg} of {what}")),
+            // Only the default prompt was used: the vocabulary is the problem, not a flag.
+            None => Error::Checkpoint(format!(
+                "{what}: the default prompt, a newline (nanoGPT's), is not in its vocabulary \
+                 ({msg}); sampling from this model needs a prompt of its characters"
+            )),
+        }
     })?;
 
     let ctx = GpuContext::new(&device)?;
@@ -177,7 +197,8 @@ pub fn run(args: &SampleArgs) -> Result<()> {
         .progress_chars("=> "),
     );
     let mut stdout = std::io::stdout().lock();
-    let io = |e: std::io::Error| Error::InvalidArgument(format!("writing the text: {e}"));
+    // A closed pipe (`sample | head -1`) ends the command quietly, as the others do.
+    let io = |e: std::io::Error| out::write_error(e, "writing the text");
     write!(stdout, "{prompt}")
         .and_then(|_| stdout.flush())
         .map_err(io)?;

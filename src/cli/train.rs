@@ -8,14 +8,16 @@ use clap::Args;
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::train::checkpoint::{Checkpoint, check_save_target};
 use webgpu_amp::train::profile::profile_steps;
-use webgpu_amp::train::{BatchTargets, Event, StepConfig, StepProfile, Trainer};
+use webgpu_amp::train::{BatchTargets, Event, Setting, StepConfig, StepProfile, Trainer};
 use webgpu_amp::{Error, GpuContext, Result};
 
 use super::distributed::{DistArgs, Joined};
 use super::interrupted;
+use super::numbers::setting;
 use super::out::outln;
 use super::progress::{print_summary, run_rank_with_progress};
 use super::run_args::{RunArgs, RunInputs};
+use super::run_checks;
 
 #[derive(Args, Debug)]
 pub struct TrainArgs {
@@ -28,7 +30,7 @@ pub struct TrainArgs {
     #[arg(long)]
     save: Option<PathBuf>,
     /// Also save every N optimizer steps (to --save).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, value_parser = setting::<u64>(Setting::SaveEvery))]
     save_every: Option<u64>,
     /// Continue from a checkpoint written by --save.
     #[arg(long)]
@@ -47,6 +49,7 @@ pub struct TrainArgs {
 }
 
 pub fn run(args: &TrainArgs) -> Result<()> {
+    args.dist.timeout()?;
     // Under mpirun: one rank of a data-parallel job; any rank's error ends the whole job.
     match super::distributed::join(&args.dist)? {
         None => train(args, None),
@@ -69,6 +72,19 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
                 check_save_target(p, flag)?;
             }
         }
+    }
+    // Flags the checkpoint would override are refused before the data and the GPU.
+    run_checks::no_init_with_resume(args.common.init.as_deref(), args.resume.as_deref())?;
+    let resume = args
+        .resume
+        .as_ref()
+        .map(|p| Checkpoint::load(p))
+        .transpose()?;
+    if let (Some(ck), Some(path)) = (&resume, &args.resume) {
+        let scaler_on = (args.common.scaler).unwrap_or(precision.scaler_enabled_by_default());
+        let what = path.display().to_string();
+        let given = args.common.resume_flags();
+        run_checks::no_flags_resume_overrides(&given, ck, scaler_on, &what)?;
     }
     let options = args.common.device.options()?;
     let (inputs, ctx) = args.common.prepare(&[precision], || match rank {
@@ -116,7 +132,7 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
     let mut write_line = move |v: serde_json::Value| -> Result<()> {
         if let Some(w) = metrics.as_mut() {
             writeln!(w, "{v}").and_then(|_| w.flush()).map_err(|e| {
-                Error::InvalidArgument(format!(
+                Error::Output(format!(
                     "{}: {e}",
                     metrics_path.as_ref().expect("path").display()
                 ))

@@ -51,6 +51,18 @@ pub fn from_bytes(name: &str, bytes: &[u8]) -> Result<Dataset> {
     {
         return super::tokens::from_views(name, &x, &y);
     }
+    if is_integer(x.dtype()) {
+        // Integer inputs are token ids: name both tensors, since their shapes or dtypes
+        // disagree.
+        return Err(err(format!(
+            "`x` is {:?} {:?} and `y` is {:?} {:?}: token ids are integer `x` and `y` of one \
+             shape [N, T]; features are f32 `x` [N, ...] (save `x.float()`)",
+            x.dtype(),
+            x.shape(),
+            y.dtype(),
+            y.shape()
+        )));
+    }
     if x.dtype() != Dtype::F32 {
         return Err(err(format!(
             "`x` has dtype {:?}, expected F32 (save `x.float()`), or integer token ids [N, T] \

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::file_caps;
 use crate::{Error, Result};
 
 /// Environment variable that overrides the data directory.
@@ -29,7 +30,12 @@ pub(crate) fn missing_data_error(what: &str, dir: &Path, detail: &str) -> Error 
     ))
 }
 
-/// Reads a whole file, naming it in the error.
+/// Reads a whole data file (at most [`file_caps::DATA_FILE`]), naming it in the error.
 pub(crate) fn read_file(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| Error::data(format!("{}: cannot read: {e}", path.display())))
+    file_caps::read_capped(path, file_caps::DATA_FILE).map_err(Error::data)
+}
+
+/// Reads a whole text file (at most [`file_caps::TEXT_FILE`]), naming it in the error.
+pub(crate) fn read_text_file(path: &Path) -> Result<Vec<u8>> {
+    file_caps::read_capped(path, file_caps::TEXT_FILE).map_err(Error::data)
 }

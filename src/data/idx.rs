@@ -19,8 +19,9 @@ pub const IMAGES_MAGIC: u32 = 0x0000_0803;
 /// Magic number of an IDX file of unsigned bytes with 1 dimension (labels).
 pub const LABELS_MAGIC: u32 = 0x0000_0801;
 
-/// Decompressed sizes above this are refused (a corrupt or hostile gzip stream).
-const MAX_DECOMPRESSED: u64 = 1 << 31;
+/// Decompressed sizes above this are refused (a corrupt or hostile gzip stream): the cap of
+/// a data file.
+const MAX_DECOMPRESSED: u64 = super::file_caps::DATA_FILE.bytes;
 
 /// Returns `bytes` decompressed if they are gzip (magic 1f 8b), else unchanged.
 pub fn maybe_gunzip<'a>(bytes: &'a [u8], what: &str) -> Result<std::borrow::Cow<'a, [u8]>> {

@@ -28,6 +28,7 @@ pub mod custom;
 pub mod embedded;
 pub mod embedded_text;
 pub mod fashion;
+pub mod file_caps;
 mod files;
 pub mod idx;
 mod integers;
@@ -43,8 +44,9 @@ pub mod vocab;
 
 use crate::{Error, Result};
 
+pub use file_caps::{FileCap, read_capped};
 pub use files::{DATA_DIR_ENV, FETCH_SCRIPT, data_dir};
-pub(crate) use files::{missing_data_error, read_file};
+pub(crate) use files::{missing_data_error, read_file, read_text_file};
 pub use loader::{Batch, BatchInputs, BatchLabels, Loader};
 pub use normalization::Normalization;
 pub(crate) use normalization::pixels_to_f32;

@@ -22,7 +22,7 @@
 use std::path::Path;
 
 use super::text::{TextCorpus, decode_utf8};
-use super::{missing_data_error, read_file};
+use super::{missing_data_error, read_text_file};
 use crate::Result;
 
 /// The package the texts come from.
@@ -123,7 +123,7 @@ pub fn load_dir(dir: &Path) -> Result<TextCorpus> {
         .iter()
         .map(|p| {
             let path = dir.join(file_name(p));
-            decode_utf8(&path.display().to_string(), &read_file(&path)?)
+            decode_utf8(&path.display().to_string(), &read_text_file(&path)?)
         })
         .collect::<Result<Vec<String>>>()?;
     TextCorpus::from_text(DIR, &join_plays(texts.iter().map(String::as_str)))

@@ -17,7 +17,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::files::read_file;
+use super::files::read_text_file;
 use super::tokens::TokenSamples;
 use super::vocab::Vocab;
 use super::{Dataset, Split};
@@ -85,7 +85,7 @@ impl TextCorpus {
 
     /// Reads a UTF-8 text file (`--dataset text:FILE`).
     pub fn load(path: &Path) -> Result<TextCorpus> {
-        let bytes = read_file(path)?;
+        let bytes = read_text_file(path)?;
         TextCorpus::from_bytes(path.display().to_string(), &bytes)
     }
 

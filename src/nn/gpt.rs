@@ -44,6 +44,18 @@ pub struct GptConfig {
     pub activation: Activation,
 }
 
+/// The fields of `{"gpt": {...}}`, in `GPTConfig`'s order.
+pub const GPT_FIELDS: [&str; 8] = [
+    "vocab_size",
+    "block_size",
+    "n_layer",
+    "n_head",
+    "n_embd",
+    "dropout",
+    "bias",
+    "activation",
+];
+
 /// The MLP's GELU.
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]

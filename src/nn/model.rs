@@ -86,6 +86,33 @@ struct GptJson {
     gpt: GptConfig,
 }
 
+/// The JSON of a model description, parsed whole first, so that a syntax error (a
+/// trailing comma, a `NaN`) is reported as one, with its line and column, before any key
+/// is looked at.
+pub fn parse_json(json: &str) -> Result<serde_json::Value> {
+    serde_json::from_str(json).map_err(|e| Error::model(format!("json: syntax error: {e}")))
+}
+
+/// The GPT of a `{"gpt": {...}}` description, and the `GPTConfig` fields it leaves to
+/// nanoGPT's defaults; `None` for a description that is not a GPT. Keys beside `gpt` are
+/// refused, as unknown keys inside it are.
+pub fn gpt_from_json(value: &serde_json::Value) -> Result<Option<(GptConfig, Vec<&'static str>)>> {
+    let Some(gpt) = value.as_object().and_then(|top| top.get("gpt")) else {
+        return Ok(None);
+    };
+    let GptJson { gpt: config } = GptJson::deserialize(value).map_err(|e| {
+        Error::model(format!(
+            "json: {e} (a GPT is {{\"gpt\": {{\"vocab_size\", \"block_size\", \"n_layer\", \"n_head\", \"n_embd\", \"dropout\", \"bias\", \"activation\"}}}} and nothing else)"
+        ))
+    })?;
+    let filled = super::gpt::GPT_FIELDS
+        .iter()
+        .copied()
+        .filter(|f| gpt.get(f).is_none())
+        .collect();
+    Ok(Some((config, filled)))
+}
+
 impl ModelSpec {
     /// Resolves named layer configs in order; errors name the layer's index and name.
     pub fn build(
@@ -120,21 +147,16 @@ impl ModelSpec {
         Ok(spec)
     }
 
-    /// Parses a JSON description (see the module docs). Unknown layer kinds or fields,
-    /// impossible shapes and zero sizes are errors naming the layer's index.
+    /// Parses a JSON description (see the module docs). A syntax error names its line and
+    /// column; unknown keys (top-level ones included), layer kinds or fields, impossible
+    /// shapes and zero sizes are errors naming the layer's index.
     pub fn from_json(json: &str) -> Result<ModelSpec> {
         // `{"gpt": {...}}` describes a whole GPT; anything else is a Sequential.
-        if let Ok(serde_json::Value::Object(top)) = serde_json::from_str(json)
-            && top.contains_key("gpt")
-        {
-            let GptJson { gpt } = serde_json::from_str(json).map_err(|e| {
-                Error::model(format!(
-                    "json: {e} (a GPT is {{\"gpt\": {{\"vocab_size\", \"block_size\", \"n_layer\", \"n_head\", \"n_embd\", \"dropout\", \"bias\", \"activation\"}}}})"
-                ))
-            })?;
+        let value = parse_json(json)?;
+        if let Some((gpt, _)) = gpt_from_json(&value)? {
             return gpt.model("gpt");
         }
-        let model: ModelJson = serde_json::from_str(json).map_err(|e| {
+        let model: ModelJson = serde_json::from_value(value).map_err(|e| {
             Error::model(format!(
                 "json: {e} (expected {{\"input\": [C, H, W] or [features], \"layers\": [...]}})"
             ))

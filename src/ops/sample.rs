@@ -5,7 +5,7 @@
 //! # The distribution
 //! Draw `i` reads row `len − 1` of `logits [block, V]` (any storage, as f32), with
 //! `len = state[0]` (clamped into `1..=block`) and `i = state[1]`, and computes in f32:
-//! - `z_j = logit_j / temperature` (temperature > 0);
+//! - `z_j = logit_j / temperature` (temperature at least [`MIN_TEMPERATURE`]);
 //! - top-k (nanoGPT/PyTorch semantics): the threshold is the k-th largest `z` counted with
 //!   multiplicity; every `z_j` below it is dropped and **every value equal to it is kept**, so
 //!   ties at the threshold can keep more than k entries. `k ≥ V` (or `None`) keeps all;
@@ -61,7 +61,7 @@ pub struct SampleParams {
     pub vocab: usize,
     /// Context rows of the logits (and length of the context buffer).
     pub block: usize,
-    /// Divides the logits; must be > 0 (and finite).
+    /// Divides the logits; finite and at least [`MIN_TEMPERATURE`].
     pub temperature: f32,
     /// Keep only the k largest (ties at the k-th kept); `None`: all. Must be ≥ 1.
     pub top_k: Option<usize>,
@@ -85,10 +85,19 @@ crate::wgsl_struct! {
     }
 }
 
+/// The smallest temperature: logits up to 3·10^8 stay finite once divided by it (a scaled
+/// logit that overflows to inf is never sampled), it is far from the subnormals a GPU
+/// flushes to zero, and the draw is already greedy there.
+pub const MIN_TEMPERATURE: f32 = 1e-30;
+
+/// The temperatures [`sample_next`] takes, in words.
+pub const TEMPERATURE_RANGE: &str = "finite and at least 1e-30";
+
 fn check_temperature(op: &str, temperature: f32) -> Result<()> {
-    if !(temperature > 0.0 && temperature.is_finite()) {
+    if !(temperature >= MIN_TEMPERATURE && temperature.is_finite()) {
         return Err(Error::InvalidArgument(format!(
-            "{op}: temperature must be finite and > 0, not {temperature}"
+            "{op}: temperature must be {TEMPERATURE_RANGE} (a smaller one overflows the \
+             scaled logits, or is zero on a GPU), got {temperature}"
         )));
     }
     Ok(())

@@ -16,6 +16,7 @@
 mod atomic;
 #[cfg(not(target_arch = "wasm32"))]
 mod disk_full;
+mod finite;
 #[cfg(not(target_arch = "wasm32"))]
 mod moments_file;
 mod optimizer_state;
@@ -41,6 +42,8 @@ use safetensors::tensor::{Dtype, SafeTensorError, TensorView};
 
 use crate::amp::scaler::ScalerStateDict;
 use crate::data::Vocab;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::data::file_caps::{CHECKPOINT_FILE, read_capped};
 use crate::error::{Error, Result};
 use optimizer_state::OptimizerMeta;
 
@@ -70,7 +73,7 @@ impl Progress {
     /// Most steps, epochs or batches a progress may count: counters only ever grow by one,
     /// so more than 2^53 (beyond any run, and beyond exact f64 for metrics) means a corrupt
     /// file, and this bound keeps every later `+ 1` far from overflow.
-    pub const MAX_COUNT: u64 = 1 << 53;
+    pub const MAX_COUNT: u64 = super::settings::MAX_COUNT;
 
     /// `Err` naming the counter that is out of range.
     pub fn check(&self) -> std::result::Result<(), String> {
@@ -166,6 +169,7 @@ impl Checkpoint {
     /// Parse a checkpoint (or a plain PyTorch state_dict file: then only `params` is set).
     pub fn from_bytes(bytes: &[u8], what: &str) -> Result<Self> {
         let params = read_params(bytes, what)?;
+        finite::check_params(&params, what)?;
         let (_, metadata) = safetensors::SafeTensors::read_metadata(bytes)
             .map_err(|e| Error::Checkpoint(format!("{what}: not a safetensors file: {e}")))?;
         let meta = metadata.metadata().clone().unwrap_or_default();
@@ -287,15 +291,18 @@ impl Checkpoint {
     /// why), not the whole file unreadable: the weights still serve `--init` and `sample`.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn load(path: &std::path::Path) -> Result<Self> {
-        let bytes = std::fs::read(path)
-            .map_err(|e| Error::Checkpoint(format!("{}: {e}", path.display())))?;
+        let bytes = read_capped(path, CHECKPOINT_FILE).map_err(Error::Checkpoint)?;
         let mut ck = Self::from_bytes(&bytes, &path.display().to_string())?;
         if let Some(o) = &mut ck.optimizer
             && let Some(f) = &o.moments_file
         {
             // Beside the file itself, where a save through a symlink put it.
             let file = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-            match moments_file::read(&file, &f.file, f.crc32) {
+            let read = moments_file::read(&file, &f.file, f.crc32).and_then(|moments| {
+                finite::check_moments(&moments, &f.file)?;
+                Ok(moments)
+            });
+            match read {
                 Ok(moments) => {
                     o.moments = moments;
                     o.unavailable = None;

@@ -13,53 +13,15 @@
 //! CLI names its flags), so every front end (the CLI's `train` and `compare`, the app and the
 //! browser, the examples, the tests) shares one set of checks and messages.
 
+use super::settings::{
+    EVAL_BATCHES, MAX_BATCH_SIZE, MAX_COUNT, MAX_EVAL_BATCHES, MAX_GRAD_ACCUM, MAX_GROWTH_INTERVAL,
+    Setting, check_count, out_of_range, range_message,
+};
 use crate::amp::policy::Precision;
 use crate::amp::scaler::ScalerConfig;
 use crate::error::{Error, Result};
 use crate::nn::LossKind;
 use crate::optim::{LrSchedule, OptimizerConfig};
-
-/// The most micro-batches one optimizer step may accumulate. Each is a submit and a word of
-/// the step's metrics; far beyond any effective batch PyTorch users accumulate (a few
-/// hundred), and low enough that every count derived from it stays far from overflow.
-pub const MAX_GRAD_ACCUM: usize = 1 << 16;
-
-/// Batches per split of a loss estimate by default. nanoGPT's `eval_iters` is 200 (at batch
-/// 64 and block 256 on a GPU); 20 batches keep an estimate of `gpt-tiny` a few seconds on a
-/// CPU adapter while averaging 20·B·T tokens (40,960 at batch 32, block 64): enough to
-/// resolve the 0.03 differences that matter here (see README, Training a GPT).
-pub const EVAL_BATCHES: usize = 20;
-
-/// A setting [`RunConfig::validate`] checks, as its messages name it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Setting {
-    BatchSize,
-    GradAccum,
-    Steps,
-    Epochs,
-    ClipGradNorm,
-    EvalEvery,
-    EvalBatches,
-    SaveEvery,
-    SavePath,
-}
-
-impl Setting {
-    /// The setting in words (the library's and the app's messages).
-    pub fn words(self) -> &'static str {
-        match self {
-            Setting::BatchSize => "batch size",
-            Setting::GradAccum => "gradient accumulation",
-            Setting::Steps => "the step limit",
-            Setting::Epochs => "the epoch limit",
-            Setting::ClipGradNorm => "the gradient-clipping norm",
-            Setting::EvalEvery => "the loss-estimate interval",
-            Setting::EvalBatches => "batches per loss estimate",
-            Setting::SaveEvery => "the checkpoint interval",
-            Setting::SavePath => "a checkpoint path",
-        }
-    }
-}
 
 /// Everything that shapes a training step. Make it with [`StepConfig::new`].
 #[derive(Clone, Debug)]
@@ -135,36 +97,156 @@ impl StepConfig {
         self.validate_named(Setting::words)
     }
 
-    /// Check the step's settings: gradient accumulation within [`MAX_GRAD_ACCUM`], a finite
-    /// positive clipping norm (or none), and the optimizer's, GradScaler's and schedule's
-    /// own ranges. `name` says how messages name a [`Setting`].
+    /// Check the step's settings, each against its range ([`Setting::range`]): gradient
+    /// accumulation, the clipping norm, the optimizer's, GradScaler's and schedule's numbers,
+    /// and the schedule against the optimizer (a decay that ends above the learning rate
+    /// would raise it). `name` says how messages name a [`Setting`].
     pub fn validate_named(&self, name: fn(Setting) -> &'static str) -> Result<()> {
         self.check_grad_accum(name)?;
         if let Some(max) = self.clip_grad_norm
             && !(max >= 0.0 && max.is_finite())
         {
-            return bad(format!(
-                "{} must be finite and > 0 (or 0 for no clipping), got {max}",
-                name(Setting::ClipGradNorm)
+            return Err(out_of_range(
+                name,
+                Setting::ClipGradNorm,
+                format!("{max:?}"),
             ));
         }
-        self.optimizer.validate()?;
-        self.scaler.validate()?;
-        self.lr_schedule.validate()
+        self.check_optimizer(name)?;
+        self.check_scaler(name)?;
+        self.check_schedule(name)
     }
 
     fn check_grad_accum(&self, name: fn(Setting) -> &'static str) -> Result<()> {
-        let accum = self.grad_accum;
-        if accum == 0 {
-            return bad(format!("{} must be at least 1", name(Setting::GradAccum)));
+        check_count(
+            name,
+            Setting::GradAccum,
+            self.grad_accum as u64,
+            MAX_GRAD_ACCUM as u64,
+        )
+    }
+
+    /// The optimizer's numbers in the order PyTorch's constructor checks them; a value out
+    /// of range also gets PyTorch's words (`AdamW: Invalid beta parameter at index 1: 1`).
+    fn check_optimizer(&self, name: fn(Setting) -> &'static str) -> Result<()> {
+        let at_least_zero = |v: f32| v >= 0.0 && v.is_finite();
+        let below_one = |v: f32| (0.0..1.0).contains(&v);
+        let lr = self.optimizer.lr();
+        let mut values = vec![(Setting::Lr, lr, at_least_zero(lr))];
+        match self.optimizer {
+            OptimizerConfig::Sgd {
+                momentum,
+                dampening,
+                weight_decay,
+                ..
+            } => values.extend([
+                (Setting::Momentum, momentum, at_least_zero(momentum)),
+                (Setting::Dampening, dampening, dampening.is_finite()),
+                (
+                    Setting::WeightDecay,
+                    weight_decay,
+                    at_least_zero(weight_decay),
+                ),
+            ]),
+            OptimizerConfig::Adam {
+                beta1,
+                beta2,
+                eps,
+                weight_decay,
+                ..
+            }
+            | OptimizerConfig::AdamW {
+                beta1,
+                beta2,
+                eps,
+                weight_decay,
+                ..
+            } => values.extend([
+                (Setting::Eps, eps, at_least_zero(eps)),
+                (Setting::Beta1, beta1, below_one(beta1)),
+                (Setting::Beta2, beta2, below_one(beta2)),
+                (
+                    Setting::WeightDecay,
+                    weight_decay,
+                    at_least_zero(weight_decay),
+                ),
+            ]),
         }
-        if accum > MAX_GRAD_ACCUM {
-            return bad(format!(
-                "{} {accum} is over the limit of {MAX_GRAD_ACCUM} micro-batches per optimizer step",
-                name(Setting::GradAccum)
+        if let Some(&(setting, value, _)) = values.iter().find(|(_, _, ok)| !ok) {
+            let pytorch = match self.optimizer.validate() {
+                Err(Error::InvalidArgument(words)) => format!(" ({words})"),
+                _ => String::new(),
+            };
+            let got = format!("{value:?}");
+            return bad(format!("{}{pytorch}", range_message(name, setting, got)));
+        }
+        // What is left: settings that contradict each other (Nesterov without momentum).
+        self.optimizer.validate()
+    }
+
+    fn check_scaler(&self, name: fn(Setting) -> &'static str) -> Result<()> {
+        let s = &self.scaler;
+        if !(s.init_scale > 0.0 && s.init_scale.is_finite()) {
+            return Err(out_of_range(
+                name,
+                Setting::InitScale,
+                format!("{:?}", s.init_scale),
             ));
         }
-        Ok(())
+        if !(s.growth_factor > 1.0 && s.growth_factor.is_finite()) {
+            let got = format!("{:?}", s.growth_factor);
+            return Err(out_of_range(name, Setting::GrowthFactor, got));
+        }
+        if !(s.backoff_factor > 0.0 && s.backoff_factor < 1.0) {
+            let got = format!("{:?}", s.backoff_factor);
+            return Err(out_of_range(name, Setting::BackoffFactor, got));
+        }
+        check_count(
+            name,
+            Setting::GrowthInterval,
+            s.growth_interval as u64,
+            MAX_GROWTH_INTERVAL as u64,
+        )?;
+        s.validate()
+    }
+
+    /// A cosine decay: its steps in range, warm-up before the decay ends, and a final rate
+    /// finite, non-negative and not above the learning rate.
+    fn check_schedule(&self, name: fn(Setting) -> &'static str) -> Result<()> {
+        if let LrSchedule::Cosine {
+            warmup_steps,
+            decay_steps,
+            min_lr,
+        } = self.lr_schedule
+        {
+            check_count(name, Setting::LrDecaySteps, decay_steps, MAX_COUNT)?;
+            if warmup_steps >= decay_steps {
+                return Err(out_of_range(
+                    name,
+                    Setting::WarmupSteps,
+                    format!(
+                        "{warmup_steps}, and the decay ends at step {decay_steps} ({}; by \
+                         default the run's step budget)",
+                        name(Setting::LrDecaySteps)
+                    ),
+                ));
+            }
+            let lr = self.optimizer.lr();
+            if !(min_lr >= 0.0 && min_lr.is_finite()) {
+                return Err(out_of_range(name, Setting::MinLr, format!("{min_lr:?}")));
+            }
+            if min_lr > lr {
+                return Err(out_of_range(
+                    name,
+                    Setting::MinLr,
+                    format!(
+                        "{min_lr:?} with {} {lr:?}: the decay would raise the rate",
+                        name(Setting::Lr)
+                    ),
+                ));
+            }
+        }
+        self.lr_schedule.validate()
     }
 }
 
@@ -318,46 +400,41 @@ impl RunConfig {
         self.validate_named(Setting::words)
     }
 
-    /// Check every setting without touching data or the GPU: a positive batch size, an
-    /// effective batch (`batch_size × grad_accum`) that fits in 64 bits, positive step and
-    /// epoch limits, the step's settings ([`StepConfig::validate_named`]), a positive
-    /// loss-estimate interval and batch count, and a checkpoint interval of at least 1 with a path to write to.
-    /// `name` says how messages name a [`Setting`].
+    /// Check every setting without touching data or the GPU, each against its range
+    /// ([`Setting::range`]): the batch size, the step and epoch limits, the step's settings
+    /// ([`StepConfig::validate_named`]), the loss estimates' interval and batches, and a
+    /// checkpoint interval with a path to write to. `name` says how messages name a
+    /// [`Setting`].
     pub fn validate_named(&self, name: fn(Setting) -> &'static str) -> Result<()> {
-        let at_least_one = |setting| bad(format!("{} must be at least 1", name(setting)));
-        if self.batch_size == 0 {
-            return at_least_one(Setting::BatchSize);
-        }
+        check_count(
+            name,
+            Setting::BatchSize,
+            self.batch_size as u64,
+            MAX_BATCH_SIZE as u64,
+        )?;
         self.step.check_grad_accum(name)?;
-        let accum = self.step.grad_accum;
-        if (self.batch_size as u64).checked_mul(accum as u64).is_none() {
-            return bad(format!(
-                "{} {} × {} {accum} overflows 64 bits",
-                name(Setting::BatchSize),
-                self.batch_size,
-                name(Setting::GradAccum)
-            ));
-        }
-        if self.steps == Some(0) {
-            return at_least_one(Setting::Steps);
-        }
-        if self.epochs == Some(0) {
-            return at_least_one(Setting::Epochs);
+        for (setting, limit) in [(Setting::Steps, self.steps), (Setting::Epochs, self.epochs)] {
+            if let Some(n) = limit {
+                check_count(name, setting, n, MAX_COUNT)?;
+            }
         }
         self.step.validate_named(name)?;
-        if self.eval.every == Some(0) {
-            return at_least_one(Setting::EvalEvery);
+        if let Some(every) = self.eval.every {
+            check_count(name, Setting::EvalEvery, every, MAX_COUNT)?;
         }
-        if self.eval.batches == 0 {
-            return at_least_one(Setting::EvalBatches);
-        }
+        check_count(
+            name,
+            Setting::EvalBatches,
+            self.eval.batches as u64,
+            MAX_EVAL_BATCHES as u64,
+        )?;
         match (self.save_every, &self.save_path) {
             (Some(_), None) => bad(format!(
                 "{} needs {}",
                 name(Setting::SaveEvery),
                 name(Setting::SavePath)
             )),
-            (Some(0), _) => at_least_one(Setting::SaveEvery),
+            (Some(every), _) => check_count(name, Setting::SaveEvery, every, MAX_COUNT),
             _ => Ok(()),
         }
     }

@@ -32,7 +32,8 @@ pub struct EvalReport {
 }
 
 /// Sample indices of `batches` batches of `batch_size` samples drawn uniformly (with
-/// replacement, like `torch.randint`) from `n`, determined by (seed, step, split).
+/// replacement, like `torch.randint`) from `n`, determined by (seed, step, split), one batch
+/// at a time: an estimate holds one batch of indices, never all of them.
 pub fn random_batches(
     n: usize,
     batch_size: usize,
@@ -40,15 +41,13 @@ pub fn random_batches(
     seed: u64,
     step: u64,
     split: u64,
-) -> Vec<Vec<usize>> {
+) -> impl Iterator<Item = Vec<usize>> {
     let mut rng = Rng::from_words(&[seed, step, split]);
-    (0..batches)
-        .map(|_| {
-            (0..batch_size)
-                .map(|_| rng.below(n as u64) as usize)
-                .collect()
-        })
-        .collect()
+    (0..batches).map(move |_| {
+        (0..batch_size)
+            .map(|_| rng.below(n as u64) as usize)
+            .collect()
+    })
 }
 
 /// The random validation batches of step `step` (what an estimate uses for its val loss).
@@ -58,7 +57,7 @@ pub fn validation_batches(
     batches: usize,
     seed: u64,
     step: u64,
-) -> Vec<Vec<usize>> {
+) -> impl Iterator<Item = Vec<usize>> {
     random_batches(set.n, batch_size, batches, seed, step, VAL_SPLIT)
 }
 
@@ -69,7 +68,7 @@ pub fn training_batches(
     batches: usize,
     seed: u64,
     step: u64,
-) -> Vec<Vec<usize>> {
+) -> impl Iterator<Item = Vec<usize>> {
     random_batches(set.n, batch_size, batches, seed, step, TRAIN_SPLIT)
 }
 
@@ -100,11 +99,11 @@ pub fn estimate_loss(
         step,
     } = draw;
     let train = training_batches(&split.train, batch_size, batches, seed, step);
-    let train_loss = evaluate_indices(ctx, trainer, &split.train, &train)?.loss;
+    let train_loss = evaluate_indices(ctx, trainer, &split.train, train)?.loss;
     let val_loss = match split.eval_set() {
         Some(set) => {
             let val = validation_batches(set, batch_size, batches, seed, step);
-            Some(evaluate_indices(ctx, trainer, set, &val)?.loss)
+            Some(evaluate_indices(ctx, trainer, set, val)?.loss)
         }
         None => None,
     };

@@ -207,16 +207,16 @@ mod blocking {
 
     /// Mean loss and accuracy of `set` over the batches `batches` (sample indices), forward
     /// only with dropout off. Streams: one gathered batch on the host at a time.
-    pub fn evaluate_indices(
+    pub fn evaluate_indices<I: AsRef<[usize]>>(
         ctx: &GpuContext,
         trainer: &mut Trainer,
         set: &Dataset,
-        batches: &[Vec<usize>],
+        batches: impl IntoIterator<Item = I>,
     ) -> Result<Evaluation> {
         let mut tally = Tally::new(ctx);
         let mut batch = Batch::empty(&set.y);
         for idx in batches {
-            set.gather_into(idx, &mut batch)?;
+            set.gather_into(idx.as_ref(), &mut batch)?;
             tally.add(trainer, batch.size, &batch.x, &BatchTargets::from(&batch.y))?;
         }
         Ok(tally.finish()?.finish(trainer.config.loss))

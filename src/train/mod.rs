@@ -2,7 +2,7 @@
 //! checkpoints.
 //!
 //! - [`config`]: how a run is set up ([`StepConfig::new`], [`RunConfig::new`]) and the one
-//!   place its settings are checked;
+//!   place its settings are checked; [`settings`]: each setting's range;
 //! - [`trainer`]: a model, its optimizer and GradScaler planned for training, and the steps
 //!   it has in flight;
 //! - [`step`]: one step in order (begin, forward, loss, backward, unscale, clip, optimizer,
@@ -41,6 +41,7 @@ pub mod prepare;
 mod rank;
 pub mod run;
 pub mod sample;
+pub mod settings;
 pub mod stats;
 pub mod step;
 pub mod trainer;
@@ -55,9 +56,7 @@ pub mod profile;
 mod run_blocking;
 
 pub use batch::{BatchInput, BatchTargets};
-pub use config::{
-    EVAL_BATCHES, EvalConfig, Interrupt, MAX_GRAD_ACCUM, RunConfig, Setting, StepConfig,
-};
+pub use config::{EvalConfig, Interrupt, RunConfig, StepConfig};
 pub use estimate::EvalReport;
 pub use evaluate::{EvalTally, Evaluation};
 pub use host_time::HostTimes;
@@ -69,6 +68,9 @@ pub use run::{Advance, EpochReport, Event, Run};
 #[cfg(not(target_arch = "wasm32"))]
 pub use run_blocking::RunSummary;
 pub use sample::{MAX_SAMPLE_TOKENS, SampleOptions};
+pub use settings::{
+    EVAL_BATCHES, MAX_BATCH_SIZE, MAX_COUNT, MAX_EVAL_BATCHES, MAX_GRAD_ACCUM, Setting,
+};
 pub use stats::{RING, StepStats};
 pub use step::Phase;
 pub use trainer::{DropoutStream, Trainer};

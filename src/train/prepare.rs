@@ -6,6 +6,7 @@
 
 use crate::data::{DataSource, Dataset, Split};
 use crate::nn::gpt::{GPT_PRESETS, GptConfig, gpt_preset};
+use crate::nn::model::{gpt_from_json, parse_json};
 use crate::nn::{ModelSpec, preset};
 use crate::{Error, Result};
 
@@ -36,30 +37,19 @@ impl ModelChoice {
     pub fn is_gpt(&self) -> bool {
         match self {
             ModelChoice::Preset(name) => GPT_PRESETS.contains(&name.as_str()),
-            ModelChoice::Json(text) => gpt_json(text).is_some(),
+            ModelChoice::Json(text) => matches!(gpt_json(text), Ok(Some(_))),
         }
     }
 
-    /// The GPT configuration for a vocabulary of `vocab` characters, when this is a GPT.
-    fn gpt(&self, vocab: usize) -> Result<Option<GptConfig>> {
+    /// The GPT configuration when this is a GPT, and the fields a JSON description left to
+    /// nanoGPT's defaults (none for a preset).
+    fn gpt(&self, vocab: usize) -> Result<Option<FilledGpt>> {
         match self {
             ModelChoice::Preset(name) if GPT_PRESETS.contains(&name.as_str()) => {
-                gpt_preset(name, vocab).map(Some)
+                Ok(Some((gpt_preset(name, vocab)?, Vec::new())))
             }
             ModelChoice::Preset(_) => Ok(None),
-            ModelChoice::Json(text) => match gpt_json(text) {
-                Some(config) => {
-                    let config = config?;
-                    if config.vocab_size < vocab {
-                        return Err(Error::model(format!(
-                            "gpt: vocab_size {} is smaller than the data's {vocab} characters",
-                            config.vocab_size
-                        )));
-                    }
-                    Ok(Some(config))
-                }
-                None => Ok(None),
-            },
+            ModelChoice::Json(text) => gpt_json(text),
         }
     }
 
@@ -67,9 +57,9 @@ impl ModelChoice {
     fn build(&self, sample_shape: &[usize], output_dim: usize) -> Result<ModelSpec> {
         match self {
             ModelChoice::Preset(name) => preset(name, sample_shape, output_dim),
-            ModelChoice::Json(text) => match (gpt_json(text), sample_shape) {
+            ModelChoice::Json(text) => match (gpt_json(text)?, sample_shape) {
                 // A GPT runs on the data's sequence length (at most its block size).
-                (Some(config), &[t]) => config?.model_for("gpt", t),
+                (Some((config, _)), &[t]) => config.model_for("gpt", t),
                 _ => ModelSpec::from_json(text),
             },
         }
@@ -84,17 +74,45 @@ impl ModelChoice {
     }
 }
 
-/// The `{"gpt": {...}}` configuration of a JSON description, if it is one.
-fn gpt_json(text: &str) -> Option<Result<GptConfig>> {
-    #[derive(serde::Deserialize)]
-    struct GptJson {
-        gpt: serde_json::Value,
+/// A GPT configuration and the fields its description left to nanoGPT's defaults.
+type FilledGpt = (GptConfig, Vec<&'static str>);
+
+/// The `{"gpt": {...}}` configuration of a JSON description (`None`: another model).
+fn gpt_json(text: &str) -> Result<Option<FilledGpt>> {
+    gpt_from_json(&parse_json(text)?)
+}
+
+/// A GPT's vocabulary against the `vocab` ids of `data`: a text's must be its vocabulary
+/// exactly (each id is a character of it); token data may leave ids unused (`exact` false).
+/// The error says which fields a description left to nanoGPT's defaults, since those are
+/// GPT-2's (a vocabulary of 50304).
+fn check_vocab((config, filled): &FilledGpt, vocab: usize, data: &str, exact: bool) -> Result<()> {
+    let v = config.vocab_size;
+    if v == vocab || (!exact && v > vocab) {
+        return Ok(());
     }
-    let top: GptJson = serde_json::from_str(text).ok()?;
-    Some(
-        serde_json::from_value(top.gpt)
-            .map_err(|e| Error::model(format!("gpt: {e} (GPTConfig's fields)"))),
-    )
+    let needs = if exact {
+        format!("the {vocab} characters of {data}'s vocabulary (give \"vocab_size\": {vocab})")
+    } else {
+        format!("at least the {vocab} token ids {data} uses")
+    };
+    let defaults = if filled.is_empty() {
+        String::new()
+    } else {
+        let values = serde_json::to_value(config).unwrap_or_default();
+        let list: Vec<String> = filled
+            .iter()
+            .map(|f| format!("{f} {}", values.get(f).unwrap_or(&serde_json::Value::Null)))
+            .collect();
+        format!(
+            "; the description gives no {}, so they took GPTConfig's defaults ({})",
+            filled.join(", "),
+            list.join(", ")
+        )
+    };
+    Err(Error::model(format!(
+        "gpt: vocab_size {v} must match {needs}{defaults}"
+    )))
 }
 
 /// The model and its data: `model` (or the data's default model) on `source`, with the
@@ -110,21 +128,18 @@ pub fn model_and_data(
         let choice = model
             .cloned()
             .unwrap_or_else(|| ModelChoice::Preset("gpt-tiny".into()));
-        let Some(config) = choice.gpt(vocab)? else {
+        let Some(gpt) = choice.gpt(vocab)? else {
             return Err(Error::model(format!(
                 "{}: a text data set trains a GPT (--model {} or a {{\"gpt\": ...}} JSON file)",
                 choice.name(),
                 GPT_PRESETS.join(", ")
             )));
         };
-        let mut split = corpus.split(config.block_size)?;
-        if config.vocab_size > vocab {
-            split.train = split.train.with_num_classes(config.vocab_size)?;
-            if let Some(v) = split.validation.take() {
-                split.validation = Some(v.with_num_classes(config.vocab_size)?);
-            }
-        }
+        check_vocab(&gpt, vocab, &corpus.name, true)?;
+        let config = gpt.0;
+        // The model first: a block_size of 0 is the description's problem, not the text's.
         let spec = config.model_for(choice.name(), config.block_size)?;
+        let split = corpus.split(config.block_size)?;
         spec.check_dataset(&split.train)?;
         return Ok((spec, split));
     }
@@ -143,10 +158,13 @@ pub fn model_for_split(
         .unwrap_or_else(|| ModelChoice::default_for(&split.train));
     // A GPT description may have a larger vocabulary than the token ids the file uses.
     if split.train.is_tokens()
-        && let Some(config) = choice.gpt(split.train.output_dim())?
-        && config.vocab_size > split.train.output_dim()
+        && let Some(gpt) = choice.gpt(split.train.output_dim())?
     {
-        split.train = split.train.with_num_classes(config.vocab_size)?;
+        let used = split.train.output_dim();
+        check_vocab(&gpt, used, &split.train.name, false)?;
+        if gpt.0.vocab_size > used {
+            split.train = split.train.with_num_classes(gpt.0.vocab_size)?;
+        }
     }
     let train = &split.train;
     let spec = choice.build(&train.sample_shape, train.output_dim())?;

@@ -154,8 +154,9 @@ impl Run {
             if self.due(stepped, &mut estimates, eval_every) {
                 // nanoGPT's estimate_loss, after every step reported so far.
                 emit(self.drain(ctx)?, &mut history);
+                // Batches of the size training takes (at most the training set).
                 let draw = Draw {
-                    batch_size: self.config.batch_size,
+                    batch_size: self.config.batch_size.min(split.train.n),
                     batches: self.config.eval.batches,
                     seed: self.progress.seed,
                     step: self.progress.step,
@@ -285,12 +286,14 @@ impl Run {
             return self.evaluate_sharded(ctx, set);
         }
         let b = self.config.batch_size;
-        let batches = if set.is_tokens() {
+        if set.is_tokens() {
+            // Random batches of the size training takes, drawn one at a time.
             let (k, seed) = (self.config.eval.batches, self.progress.seed);
-            validation_batches(set, b, k, seed, self.progress.step)
-        } else {
-            Loader::new(set.n, b, false, 0)?.batches(0)
-        };
+            let b = b.min(self.samples_per_epoch().max(1));
+            let batches = validation_batches(set, b, k, seed, self.progress.step);
+            return evaluate_indices(ctx, &mut self.trainer, set, batches);
+        }
+        let batches = Loader::new(set.n, b, false, 0)?.batches(0);
         evaluate_indices(ctx, &mut self.trainer, set, &batches)
     }
 

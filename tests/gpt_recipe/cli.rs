@@ -4,11 +4,12 @@
 use std::path::Path;
 
 use serde_json::Value;
-use webgpu_amp::optim::{LrSchedule, OptimizerConfig, widen};
+use webgpu_amp::optim::{OptimizerConfig, widen};
 use webgpu_amp::train::checkpoint::Checkpoint;
 
 use super::common::bits;
 use super::common::cli::{command, fresh_dir};
+use super::nanogpt_lr;
 
 fn train_ok(args: &[&str]) {
     let out = command().args(args).output().expect("run webgpu-amp");
@@ -87,19 +88,33 @@ fn a_gpt_defaults_to_nanogpts_recipe() {
             .collect()
     };
     assert_eq!(steps(&a), steps(&b));
-    let schedule = LrSchedule::Cosine {
-        warmup_steps: 0,
-        decay_steps: 3,
-        min_lr: 1e-4,
-    };
+    // 3 steps: 3 / 50 = 0 warm-up steps, the decay to lr / 10 over the 3 steps.
     for (i, line) in steps(&a).iter().enumerate() {
         assert_eq!(line["step"], i as u64 + 1);
         assert_eq!(
             line["lr"].as_f64().unwrap(),
-            widen(schedule.lr(1e-3, i as u64)),
+            widen(nanogpt_lr(1e-3, 1e-4, 0, 3, i as u64)),
             "{line}"
         );
     }
+    // 50 steps: one warm-up step (half the rate first; with none it would be the full rate).
+    let m3 = p("fifty.jsonl");
+    let mut fifty: Vec<&str> = common
+        .iter()
+        .map(|a| if *a == "3" { "50" } else { a })
+        .collect();
+    fifty.extend(["--metrics", &m3]);
+    train_ok(&fifty);
+    let lines = steps(&metrics(Path::new(&m3)));
+    assert_eq!(lines.len(), 50);
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(
+            line["lr"].as_f64().unwrap(),
+            widen(nanogpt_lr(1e-3, 1e-4, 1, 50, i as u64)),
+            "{line}"
+        );
+    }
+    assert_eq!(lines[0]["lr"].as_f64().unwrap(), 5e-4, "warm-up: lr * 1/2");
     let (ca, cb) = (
         Checkpoint::load(Path::new(&c1)).unwrap(),
         Checkpoint::load(Path::new(&c2)).unwrap(),
@@ -125,7 +140,7 @@ fn bad_recipe_flags_are_clear_errors() {
     let cases: [(&[&str], &str); 7] = [
         (
             &["--model", "gpt-tiny", "--steps", "4", "--warmup-steps", "4"],
-            "--warmup-steps 4 must be fewer than the 4 steps",
+            "--warmup-steps must be 0 to 2^53, fewer than the decay steps, got 4, and the decay ends at step 4",
         ),
         (
             &["--model", "gpt-tiny", "--lr-schedule", "linear"],
@@ -144,19 +159,19 @@ fn bad_recipe_flags_are_clear_errors() {
                 "--min-lr",
                 "-1",
             ],
-            "--min-lr must be finite and >= 0",
+            "--min-lr must be finite, >= 0 and at most the learning rate, got -1",
         ),
         (
             &["--model", "gpt-tiny", "--eval-every", "0"],
-            "--eval-every must be at least 1",
+            "--eval-every must be 1 to 2^53, got 0",
         ),
         (
             &["--model", "gpt-tiny", "--eval-batches", "0"],
-            "--eval-batches must be at least 1",
+            "--eval-batches must be 1 to 65536, got 0",
         ),
         (
             &["--model", "gpt-tiny", "--beta2", "1"],
-            "Invalid beta parameter at index 1: 1",
+            "--beta2 must be in [0, 1), got 1",
         ),
     ];
     for (flags, message) in cases {

@@ -104,30 +104,37 @@ fn bad_flags_are_errors_naming_the_flag() {
         &["--prompt", "'Z'", "character 4", "not in the vocabulary"],
     );
     bad(&["--prompt", "é"], &["--prompt", "'é'", "character 0"]);
-    bad(&["--tokens", "0"], &["--tokens must be at least 1"]);
+    bad(
+        &["--tokens", "0"],
+        &["--tokens must be 1 to 16777216, got 0"],
+    );
     bad(
         &["--tokens", "16777217"],
-        &["--tokens 16777217", "at most 16777216"],
+        &["--tokens must be 1 to 16777216, got 16777217"],
     );
     bad(
         &["--tokens", "99999999999999999999999"],
-        &["--tokens", "too large"],
+        &["--tokens", "must be 1 to 16777216"],
     );
     bad(&["--tokens", "-3"], &["--tokens"]);
-    for t in ["0", "-0.5", "NaN", "inf"] {
+    // 1e-45 is positive but subnormal: a GPU flushes it to zero (it sampled newlines).
+    for t in ["0", "-0.5", "NaN", "inf", "1e-45", "1e-31"] {
         bad(
             &["--temperature", t],
-            &["--temperature must be finite and > 0"],
+            &["--temperature must be finite and at least 1e-30, got"],
         );
     }
-    bad(&["--top-k", "0"], &["--top-k must be at least 1"]);
+    bad(
+        &["--top-k", "0"],
+        &["--top-k must be 1 to the vocabulary size, got 0"],
+    );
     let v = vocab_size();
     let over = (v + 1).to_string();
     bad(
         &["--top-k", &over],
         &[
-            &format!("--top-k {over} is more than the {v} tokens"),
-            "gpt.safetensors",
+            &format!("--top-k must be 1 to the vocabulary size, got {over}"),
+            &format!("gpt.safetensors's vocabulary has {v} tokens"),
         ],
     );
     bad(&["--chunk", "0"], &["--chunk"]);

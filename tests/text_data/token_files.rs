@@ -132,8 +132,11 @@ fn token_file_errors_name_the_first_bad_element() {
     )
     .unwrap();
     let msg = data_message(custom::from_bytes("mixed.safetensors", &bytes));
+    // Both shapes are named: the mismatch is between them, not in `x`'s dtype.
     assert!(
-        msg.contains("`x` has dtype I64, expected F32") && msg.contains("integer token ids [N, T]"),
+        msg.contains("`x` is I64 [2, 3] and `y` is I64 [2]")
+            && msg.contains("integer `x` and `y` of one shape [N, T]")
+            && !msg.contains("expected F32"),
         "{msg}"
     );
     // Float targets for integer tokens: same message.
@@ -147,7 +150,10 @@ fn token_file_errors_name_the_first_bad_element() {
     )
     .unwrap();
     let msg = data_message(custom::from_bytes("float-y.safetensors", &bytes));
-    assert!(msg.contains("expected F32"), "{msg}");
+    assert!(
+        msg.contains("`x` is I64 [2, 3] and `y` is F32 [2, 3]"),
+        "{msg}"
+    );
     // No tokens at all.
     let msg = data_message(custom::from_bytes(
         "empty.safetensors",

@@ -17,6 +17,7 @@ use safetensors::tensor::{Dtype, TensorView};
 
 use super::NamedTensor;
 use super::optimizer_state::{Moments, NamedOptimizerState};
+use crate::data::file_caps::{MOMENTS_FILE, read_capped};
 use crate::error::{Error, Result};
 
 /// Test hook: the most moment bytes (raw f32) a save keeps in the header, so the tests can
@@ -117,7 +118,7 @@ pub(super) fn read(
         ));
     }
     let path = super::save_target::parent_dir(checkpoint).join(file);
-    let bytes = std::fs::read(&path).map_err(|e| {
+    let bytes = read_capped(&path, MOMENTS_FILE).map_err(|e| {
         format!(
             "{what}: its optimizer state is in `{}`, which cannot be read ({e}); copy that \
              file beside the checkpoint to resume (the weights alone load with --init)",

@@ -203,13 +203,20 @@ impl NamedOptimizerState {
             }
             moments.insert(key, decoded);
         }
-        let unavailable = meta.moments_file.as_ref().map(|f| {
-            format!(
-                "{what}: the optimizer state is in `{}` beside the checkpoint, which was not \
+        // Moments that cannot be continued from leave the weights loadable (`--init`).
+        let bad = super::finite::check_moments(&moments, what).err();
+        if bad.is_some() {
+            moments.clear();
+        }
+        let unavailable = bad.or_else(|| {
+            meta.moments_file.as_ref().map(|f| {
+                format!(
+                    "{what}: the optimizer state is in `{}` beside the checkpoint, which was not \
                  read; copy it with the checkpoint to resume (the weights alone load with \
                  --init)",
-                f.file
-            )
+                    f.file
+                )
+            })
         });
         Ok(Self {
             config: meta.config,

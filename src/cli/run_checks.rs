@@ -1,0 +1,172 @@
+//! Checks of `train`'s and `compare`'s flags against each other and against what a run
+//! continues from, so no flag is silently dropped: flags the run's optimizer has no use
+//! for, and flags a `--resume` checkpoint would override. Each is refused with one line
+//! that names the flag and what to do instead.
+
+use std::io::Read;
+use std::path::Path;
+
+use webgpu_amp::data::DataSource;
+use webgpu_amp::optim::OptimizerConfig;
+use webgpu_amp::train::ModelChoice;
+use webgpu_amp::train::checkpoint::Checkpoint;
+use webgpu_amp::{Error, Result};
+
+use super::resolve::read_model_file;
+
+/// The flags [`no_ignored_optimizer_flags`] checks: which optimizer settings were given.
+pub struct OptimizerFlags {
+    pub momentum: bool,
+    pub dampening: bool,
+    pub nesterov: bool,
+    pub beta1: bool,
+    pub beta2: bool,
+    pub eps: bool,
+}
+
+/// The flags a resumed checkpoint would override, as given (`None`: not given).
+pub struct ResumeFlags {
+    pub seed: Option<u64>,
+    pub init_scale: Option<f32>,
+    pub growth_factor: Option<f64>,
+    pub backoff_factor: Option<f64>,
+    pub growth_interval: Option<u32>,
+}
+
+/// Whether the run trains a GPT, as far as the flags say before the data is loaded: a GPT
+/// preset or `{"gpt": ...}` file, or no `--model` and text or token data. `None` when that
+/// cannot be known yet (an unreadable model or data file: its error comes with the data).
+pub fn gpt_hint(model: Option<&str>, dataset: Option<&str>) -> Option<bool> {
+    match model {
+        Some(m) if m.ends_with(".json") => read_model_file(m)
+            .ok()
+            .map(|t| ModelChoice::Json(t).is_gpt()),
+        Some(m) => Some(ModelChoice::Preset(m.into()).is_gpt()),
+        None => match dataset.map(str::parse::<DataSource>) {
+            Some(Ok(DataSource::Custom(path))) => has_token_inputs(&path),
+            Some(Ok(source)) => Some(source.is_text()),
+            // The default MNIST set; a bad name is reported with the data.
+            None | Some(Err(_)) => Some(false),
+        },
+    }
+}
+
+/// Whether a safetensors data file's `x` holds integers (token ids, so a GPT trains on it),
+/// read from its header alone.
+fn has_token_inputs(path: &Path) -> Option<bool> {
+    // safetensors refuses headers over 100 MB.
+    const MAX_HEADER: u64 = 100_000_000;
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut len = [0u8; 8];
+    file.read_exact(&mut len).ok()?;
+    let len = u64::from_le_bytes(len);
+    if len > MAX_HEADER {
+        return None;
+    }
+    let mut header = Vec::new();
+    file.take(len).read_to_end(&mut header).ok()?;
+    let header: serde_json::Value = serde_json::from_slice(&header).ok()?;
+    let dtype = header.get("x")?.get("dtype")?.as_str()?;
+    Some(dtype.starts_with('I') || dtype.starts_with('U'))
+}
+
+/// Refuse flags of another optimizer than `optimizer`: SGD's momentum, dampening and
+/// Nesterov with Adam or AdamW, and Adam's betas and eps with SGD (PyTorch's constructors
+/// would refuse an unknown keyword the same way).
+pub fn no_ignored_optimizer_flags(
+    given: &OptimizerFlags,
+    optimizer: &OptimizerConfig,
+) -> Result<()> {
+    let sgd = matches!(optimizer, OptimizerConfig::Sgd { .. });
+    let flags = [
+        (!sgd && given.momentum, "--momentum", "sgd"),
+        (!sgd && given.dampening, "--dampening", "sgd"),
+        (!sgd && given.nesterov, "--nesterov", "sgd"),
+        (sgd && given.beta1, "--beta1", "adam or adamw"),
+        (sgd && given.beta2, "--beta2", "adam or adamw"),
+        (sgd && given.eps, "--eps", "adam or adamw"),
+    ];
+    match flags.iter().find(|(given, _, _)| *given) {
+        Some((_, flag, owner)) => Err(Error::InvalidArgument(format!(
+            "{flag} is a setting of --optimizer {owner}, but this run's optimizer is {} (it \
+             would be ignored)",
+            optimizer.name()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Refuse `--init` beside `--resume`: the checkpoint's weights would replace the file's.
+pub fn no_init_with_resume(init: Option<&Path>, resume: Option<&Path>) -> Result<()> {
+    match (init, resume) {
+        (Some(init), Some(resume)) => Err(Error::InvalidArgument(format!(
+            "--init {} and --resume {}: a resumed run continues the checkpoint's weights, so \
+             --init would be ignored; give one of them",
+            init.display(),
+            resume.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Refuse flags that resuming from `ck` (the file `what`) would override: a `--seed` other
+/// than the checkpoint's (its data order and dropout continue), and the GradScaler's
+/// settings when the run restores the checkpoint's scaler (`scaler_on`), as PyTorch's
+/// `GradScaler.load_state_dict` replaces them.
+pub fn no_flags_resume_overrides(
+    args: &ResumeFlags,
+    ck: &Checkpoint,
+    scaler_on: bool,
+    what: &str,
+) -> Result<()> {
+    let refuse = |m: String| Err(Error::InvalidArgument(format!("--resume {what}: {m}")));
+    let saved = ck.progress.seed;
+    if let Some(seed) = args.seed.filter(|&s| s != saved) {
+        return refuse(format!(
+            "--seed {seed}, but the run continues the checkpoint's seed {saved} (its data \
+             order and dropout); leave --seed out or give {saved}"
+        ));
+    }
+    let Some(s) = ck.scaler.as_ref().filter(|s| scaler_on && !s.is_empty()) else {
+        return Ok(());
+    };
+    if let Some(scale) = args.init_scale {
+        return refuse(format!(
+            "--init-scale {scale} is the scale a run starts with, but a resumed run continues \
+             the checkpoint's GradScaler (scale {}); leave --init-scale out",
+            s.scale.map_or("unknown".into(), |v| v.to_string())
+        ));
+    }
+    let differs = [
+        (
+            "--growth-factor",
+            args.growth_factor,
+            s.growth_factor,
+            "growth_factor",
+        ),
+        (
+            "--backoff-factor",
+            args.backoff_factor,
+            s.backoff_factor,
+            "backoff_factor",
+        ),
+        (
+            "--growth-interval",
+            args.growth_interval.map(f64::from),
+            s.growth_interval.map(f64::from),
+            "growth_interval",
+        ),
+    ];
+    for (flag, given, saved, key) in differs {
+        if let (Some(given), Some(saved)) = (given, saved)
+            && given != saved
+        {
+            return refuse(format!(
+                "{flag} {given}, but the checkpoint's GradScaler has {key} {saved}, which \
+                 resuming restores (as PyTorch's load_state_dict); leave {flag} out or give \
+                 {saved}"
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,178 @@
+//! The most bytes each kind of file may hold before it is read whole. A file over its cap
+//! is an error naming the file and the cap, found from its size before anything is read,
+//! or, for what has no size (`/dev/zero`, a pipe), after reading one byte past the cap:
+//! never an allocation without bound. The kinds with caps of gigabytes (data, checkpoints,
+//! moments) are read only from regular files, whose size is known first: gigabytes read
+//! from `/dev/zero` before the cap would be what the cap is there to prevent. The caps are
+//! far above what the files here need (README, "When things go wrong", lists them).
+
+use std::io::Read;
+use std::path::Path;
+
+/// A kind of file and the most bytes one may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileCap {
+    /// The kind, for messages ("text file").
+    pub what: &'static str,
+    pub bytes: u64,
+    /// Whether it may come from a pipe or a device (read up to the cap), or only from a
+    /// regular file.
+    pub streams: bool,
+}
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// `text:FILE` and the Shakespeare texts: 256 MiB of characters (about 10 bytes of host
+/// memory each while the vocabulary and ids are made; nanoGPT's shakespeare is 1.1 MB,
+/// enwik8 100 MB).
+pub const TEXT_FILE: FileCap = FileCap {
+    what: "text file",
+    bytes: 256 * MIB,
+    streams: true,
+};
+
+/// Data files: a safetensors data set, an IDX file, a Fashion-MNIST class file (full MNIST
+/// is 47 MB uncompressed; its f32 samples 188 MB).
+pub const DATA_FILE: FileCap = FileCap {
+    what: "data file",
+    bytes: 2 * GIB,
+    streams: false,
+};
+
+/// JSON model descriptions (a few hundred bytes for any model here).
+pub const MODEL_FILE: FileCap = FileCap {
+    what: "model file",
+    bytes: 16 * MIB,
+    streams: true,
+};
+
+/// Checkpoints and `--init` parameter files: 4 GiB, a billion f32 parameters (gpt-char's
+/// checkpoint is 43 MB).
+pub const CHECKPOINT_FILE: FileCap = FileCap {
+    what: "checkpoint",
+    bytes: 4 * GIB,
+    streams: false,
+};
+
+/// Moments files: Adam's two moments of a checkpoint at its cap.
+pub const MOMENTS_FILE: FileCap = FileCap {
+    what: "moments file",
+    bytes: 8 * GIB,
+    streams: false,
+};
+
+impl FileCap {
+    /// The cap in words: `256 MiB` or `2 GiB`.
+    pub fn size(&self) -> String {
+        if self.bytes.is_multiple_of(GIB) {
+            format!("{} GiB", self.bytes / GIB)
+        } else {
+            format!("{} MiB", self.bytes / MIB)
+        }
+    }
+
+    fn too_big(&self, path: &Path, size: Option<u64>) -> String {
+        let size = size.map_or_else(|| "more than".to_string(), |n| format!("{n} bytes, over"));
+        format!(
+            "{}: {size} the {} cap of {} ({} bytes)",
+            path.display(),
+            self.what,
+            self.size(),
+            self.bytes
+        )
+    }
+}
+
+/// The whole file at `path`, or why not: it cannot be read, or it holds more than `cap`.
+/// Messages name the file (and the cap).
+pub fn read_capped(path: &Path, cap: FileCap) -> Result<Vec<u8>, String> {
+    let cannot = |e: std::io::Error| format!("{}: cannot read: {e}", path.display());
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    // A regular file says its size; a device or a pipe says nothing useful.
+    let size = file
+        .metadata()
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.len());
+    if size.is_none() && !cap.streams {
+        return Err(format!(
+            "{}: not a regular file; a {} is read only from a regular file, whose size is \
+             known before it is read (the cap is {})",
+            path.display(),
+            cap.what,
+            cap.size()
+        ));
+    }
+    if let Some(n) = size
+        && n > cap.bytes
+    {
+        return Err(cap.too_big(path, Some(n)));
+    }
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(size.unwrap_or(0) as usize)
+        .map_err(|_| {
+            format!(
+                "{}: its {} bytes do not fit in this machine's memory",
+                path.display(),
+                size.unwrap_or(0)
+            )
+        })?;
+    file.take(cap.bytes + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() as u64 > cap.bytes {
+        return Err(cap.too_big(path, None));
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_over_its_cap_is_refused_by_size_and_a_device_after_the_cap() {
+        let dir = std::env::temp_dir().join(format!("webgpu-amp-caps-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("five.txt");
+        std::fs::write(&path, b"12345").unwrap();
+        let cap = |bytes| FileCap {
+            what: "test file",
+            bytes,
+            streams: true,
+        };
+        assert_eq!(read_capped(&path, cap(5)).unwrap(), b"12345");
+        let e = read_capped(&path, cap(4)).unwrap_err();
+        assert!(
+            e.contains("five.txt: 5 bytes, over the test file cap"),
+            "{e}"
+        );
+        #[cfg(unix)]
+        {
+            let e = read_capped(Path::new("/dev/zero"), cap(1000)).unwrap_err();
+            assert!(
+                e.contains("/dev/zero: more than the test file cap of"),
+                "{e}"
+            );
+            // A checkpoint from /dev/zero is refused before a byte is read (with its 4 GiB
+            // cap it would take gigabytes of memory to find out).
+            let e = read_capped(Path::new("/dev/zero"), CHECKPOINT_FILE).unwrap_err();
+            assert!(
+                e.contains("/dev/zero: not a regular file; a checkpoint is read only from"),
+                "{e}"
+            );
+        }
+        let e = read_capped(&dir.join("none"), cap(4)).unwrap_err();
+        assert!(e.contains("cannot read"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn caps_read_in_words() {
+        assert_eq!(TEXT_FILE.size(), "256 MiB");
+        assert_eq!(DATA_FILE.size(), "2 GiB");
+        assert_eq!(MODEL_FILE.size(), "16 MiB");
+    }
+}
