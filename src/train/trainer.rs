@@ -14,7 +14,7 @@ use super::config::StepConfig;
 use super::host_time::{Clock, HostTimes};
 pub use super::planning::weight_decay_mask;
 use super::planning::{
-    NetworkInputs, batch_error, check_network_fits, check_params_fit, guard_planning, params_error,
+    batch_error, check_network_fits, check_params_fit, guard_planning, params_error,
 };
 use super::rank::Exchange;
 use super::stats::{METRIC_LOSSES, RING, StatsRing, StepStats};
@@ -25,7 +25,7 @@ use crate::amp::scaler::GradScaler;
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::nn::params::{ParamLayout, ParamStore};
-use crate::nn::{ModelSpec, Network};
+use crate::nn::{ModelSpec, Network, NetworkInputs};
 use crate::ops::elementwise;
 use crate::optim::{LrSchedule, Optimizer};
 use crate::tensor::DType;
@@ -199,30 +199,20 @@ impl Trainer {
         if let Some(i) = self.nets.iter().position(|n| n.batch == batch) {
             return Ok(i);
         }
+        let inputs = NetworkInputs {
+            spec: &self.spec,
+            store: &self.store,
+            policy: &self.policy,
+            loss: self.config.loss,
+            target_dim: self.target_dim,
+            grad_multiplier: self.grad_multiplier(),
+        };
         let planned = guard_planning(ctx, || {
             // Before anything is allocated: every buffer and binding fits the adapter.
             if !ctx.is_dry() {
-                let inputs = NetworkInputs {
-                    spec: &self.spec,
-                    store: &self.store,
-                    policy: &self.policy,
-                    loss: self.config.loss,
-                    target_dim: self.target_dim,
-                    grad_multiplier: self.grad_multiplier(),
-                };
                 check_network_fits(ctx, &inputs, batch)?;
             }
-            Network::build(
-                ctx,
-                &self.spec,
-                &self.store,
-                &self.policy,
-                batch,
-                self.config.loss,
-                self.target_dim,
-                self.scaler.state_buffer(),
-                self.grad_multiplier(),
-            )
+            Network::build(ctx, &inputs, batch, self.scaler.state_buffer())
         });
         let net = planned.map_err(|e| batch_error(e, batch))?;
         self.nets.push(net);
