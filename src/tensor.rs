@@ -48,6 +48,12 @@ impl Tensor {
         }
     }
 
+    /// Bytes of the buffer a `[shape]` tensor in `storage` gets of its own (padded as every
+    /// buffer is: [`GpuBuffer::padded_size`]).
+    pub fn buffer_bytes(shape: &[usize], storage: Storage) -> u64 {
+        GpuBuffer::padded_size(storage.bytes_for(shape.iter().product()))
+    }
+
     /// Upload f32 data, converted to `dtype`'s storage on this device.
     pub fn from_f32(
         ctx: &GpuContext,

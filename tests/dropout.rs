@@ -6,7 +6,7 @@ mod common;
 
 use common::values::storages;
 use common::{assert_close, ctx, ctx_packed, rand_vec};
-use webgpu_amp::ops::dropout::{DropoutKey, DropoutState, dropout_backward, dropout_forward, keep};
+use webgpu_amp::ops::dropout::{DropoutKey, DropoutState, dropout, keep};
 use webgpu_amp::{DType, GpuContext, Tensor};
 
 /// Run dropout forward on `x` (f32 values uploaded as `dtype`), return y.
@@ -22,7 +22,7 @@ fn forward(
     let x = Tensor::from_f32(ctx, xv, &[n], dtype).unwrap();
     // Start y from garbage so a missed write shows.
     let y = Tensor::from_f32(ctx, &vec![-3.0; n], &[n], out).unwrap();
-    let k = dropout_forward(ctx, state, key, &x, &y).unwrap();
+    let k = dropout(ctx, state, key, &x, &y).unwrap();
     ctx.run(&[&k]);
     y.read_f32(ctx).unwrap()
 }
@@ -167,9 +167,9 @@ fn forward_and_backward_values_match_cpu_reference() {
         let dx = Tensor::zeros(ctx, &[n], dt);
         // Backward into f32 too (a mixed-storage call).
         let dx32 = Tensor::zeros(ctx, &[n], DType::F32);
-        let f = dropout_forward(ctx, &state, key, &x, &y).unwrap();
-        let b = dropout_backward(ctx, &state, key, &dy, &dx).unwrap();
-        let b32 = dropout_backward(ctx, &state, key, &dy, &dx32).unwrap();
+        let f = dropout(ctx, &state, key, &x, &y).unwrap();
+        let b = dropout(ctx, &state, key, &dy, &dx).unwrap();
+        let b32 = dropout(ctx, &state, key, &dy, &dx32).unwrap();
         ctx.run(&[&f, &b, &b32]);
         let reference = |v: &[f32], out: DType| -> Vec<f32> {
             v.iter()
@@ -280,11 +280,11 @@ fn bad_arguments_are_clear_errors() {
         Err(e) => e.to_string(),
     };
     let key = DropoutKey { p: 0.1, layer: 0 };
-    let e = err(dropout_forward(ctx, &state, key, &x, &y));
+    let e = err(dropout(ctx, &state, key, &x, &y));
     assert!(e.contains("differ in length"), "{e}");
-    let e = err(dropout_forward(ctx, &state, key, &x, &x));
+    let e = err(dropout(ctx, &state, key, &x, &x));
     assert!(e.contains("in place"), "{e}");
-    let e = err(dropout_backward(
+    let e = err(dropout(
         ctx,
         &state,
         DropoutKey { p: -0.5, layer: 0 },

@@ -123,7 +123,9 @@ fn every_optimizer_matches_pytorchs_formulas_over_ten_steps() {
         let p0 = rand_vec(n, 100 + c as u64);
         let params = upload_f32(ctx, &p0);
         let grads = upload_f32(ctx, &vec![0.0; n]);
-        let opt = Optimizer::new(ctx, config, &params, &grads, n, scaler.state_buffer()).unwrap();
+        let opt =
+            Optimizer::new_grouped(ctx, config, &params, &grads, n, scaler.state_buffer(), None)
+                .unwrap();
         let mut reference = Reference::new(config, &p0);
         let mut worst = 0.0f32;
         for step in 0..10u64 {
@@ -212,8 +214,16 @@ fn adam_bias_correction_is_accurate_at_every_step_count() {
             let g = rand_vec(n, 8);
             let params = upload_f32(ctx, &p0);
             let grads = upload_f32(ctx, &g);
-            let mut opt =
-                Optimizer::new(ctx, config, &params, &grads, n, scaler.state_buffer()).unwrap();
+            let mut opt = Optimizer::new_grouped(
+                ctx,
+                config,
+                &params,
+                &grads,
+                n,
+                scaler.state_buffer(),
+                None,
+            )
+            .unwrap();
             opt.load_state(
                 ctx,
                 &OptimizerState {
@@ -264,7 +274,9 @@ fn a_step_with_found_inf_changes_nothing_and_the_next_clean_step_applies() {
             },
         )
         .unwrap();
-        let opt = Optimizer::new(ctx, config, &params, &grads, n, scaler.state_buffer()).unwrap();
+        let opt =
+            Optimizer::new_grouped(ctx, config, &params, &grads, n, scaler.state_buffer(), None)
+                .unwrap();
         let mut reference = Reference::new(config, &p0);
         let snapshot = |ctx: &GpuContext| {
             let mut bufs = vec![raw(ctx, &params), raw(ctx, opt.counters_buffer())];
@@ -333,7 +345,9 @@ fn state_round_trips_and_training_continues_identically() {
         let p0 = rand_vec(n, 9);
         let params = upload_f32(ctx, &p0);
         let grads = upload_f32(ctx, &rand_vec(n, 10));
-        let opt = Optimizer::new(ctx, config, &params, &grads, n, scaler.state_buffer()).unwrap();
+        let opt =
+            Optimizer::new_grouped(ctx, config, &params, &grads, n, scaler.state_buffer(), None)
+                .unwrap();
         let fresh = opt.state(ctx).unwrap();
         assert_eq!(
             fresh,
@@ -354,8 +368,16 @@ fn state_round_trips_and_training_continues_identically() {
 
         // A second optimizer on a copy of the parameters, restored from the state.
         let params2 = upload_f32(ctx, &download(ctx, &params, n));
-        let mut opt2 =
-            Optimizer::new(ctx, config, &params2, &grads, n, scaler.state_buffer()).unwrap();
+        let mut opt2 = Optimizer::new_grouped(
+            ctx,
+            config,
+            &params2,
+            &grads,
+            n,
+            scaler.state_buffer(),
+            None,
+        )
+        .unwrap();
         opt2.load_state(ctx, &state).unwrap();
         for _ in 0..2 {
             ctx.run(&[opt.step_kernel(), opt2.step_kernel()]);
@@ -427,14 +449,15 @@ fn invalid_configs_and_buffers_are_rejected() {
     let big = upload_f32(ctx, &[0.0; 100]);
     let adam = OptimizerConfig::adam(1e-3);
     common::expect_err(
-        Optimizer::new(ctx, adam, &small, &big, 100, scaler.state_buffer()),
+        Optimizer::new_grouped(ctx, adam, &small, &big, 100, scaler.state_buffer(), None),
         &["buffer of 40 bytes cannot hold 100 f32"],
     );
     common::expect_err(
-        Optimizer::new(ctx, adam, &big, &big, 0, scaler.state_buffer()),
+        Optimizer::new_grouped(ctx, adam, &big, &big, 0, scaler.state_buffer(), None),
         &["no parameters"],
     );
-    let opt = Optimizer::new(ctx, adam, &big, &small, 10, scaler.state_buffer()).unwrap();
+    let opt =
+        Optimizer::new_grouped(ctx, adam, &big, &small, 10, scaler.state_buffer(), None).unwrap();
     common::expect_err(
         opt.set_lr(ctx, f32::INFINITY),
         &["Invalid learning rate: inf"],

@@ -48,8 +48,7 @@ impl Allocator {
         size: u64,
         usage: wgpu::BufferUsages,
     ) -> GpuBuffer {
-        // wgpu needs sizes in multiples of 4 for copies and storage bindings; never 0.
-        let size = size.max(4).next_multiple_of(4);
+        let size = GpuBuffer::padded_size(size);
         let buffer = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
             size: if self.dry { 4 } else { size },
@@ -147,6 +146,12 @@ pub struct GpuBuffer {
 }
 
 impl GpuBuffer {
+    /// The size of a buffer asked for `bytes`: wgpu needs sizes in multiples of 4 for copies
+    /// and storage bindings; never 0.
+    pub fn padded_size(bytes: u64) -> u64 {
+        bytes.max(4).next_multiple_of(4)
+    }
+
     pub fn raw(&self) -> &wgpu::Buffer {
         &self.buffer
     }

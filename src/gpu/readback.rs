@@ -212,7 +212,7 @@ impl GpuContext {
         offset: u64,
         size: u64,
     ) -> Result<Vec<u8>> {
-        let padded = size.max(4).next_multiple_of(4);
+        let padded = GpuBuffer::padded_size(size);
         let staging = self.alloc(
             "readback",
             padded,

@@ -33,8 +33,7 @@ impl GradientArena {
         shape: &[usize],
         storage: Storage,
     ) -> Result<Tensor> {
-        let n: usize = shape.iter().product();
-        let need = storage.bytes_for(n).max(4).next_multiple_of(4);
+        let need = Tensor::buffer_bytes(shape, storage);
         let fits = self
             .buffers
             .iter()

@@ -33,5 +33,5 @@ pub use layers::attention_kernel::AttentionKernel;
 pub use layers::{Layer, LayerConfig, NamedLayer, ParamSpec, init_bound};
 pub use loss::LossKind;
 pub use model::ModelSpec;
-pub use network::{Network, precision_map};
+pub use network::{Network, NetworkInputs, precision_map};
 pub use presets::{PRESETS, preset};

@@ -41,22 +41,37 @@ pub struct Network {
     backward: Vec<Kernel>,
 }
 
+/// What a network is built from: the model, its parameters, the precision policy, the loss
+/// with its target width, and the factor its gradient is seeded with besides the scale
+/// (1 / accumulation steps, and ranks).
+#[derive(Clone, Copy)]
+pub struct NetworkInputs<'a> {
+    pub spec: &'a ModelSpec,
+    pub store: &'a ParamStore,
+    pub policy: &'a Policy,
+    pub loss: LossKind,
+    pub target_dim: usize,
+    pub grad_multiplier: f32,
+}
+
 impl Network {
-    /// Plan forward, loss and backward for `batch` samples. `seed` is the GradScaler's state
-    /// buffer (word 0 = scale): the loss gradient is seeded with it, times `grad_multiplier`
-    /// (1/accumulation steps).
-    #[allow(clippy::too_many_arguments)]
+    /// Plan forward, loss and backward of `inputs` for `batch` samples. `seed` is the
+    /// GradScaler's state buffer (word 0 = scale): the loss gradient is seeded with it, times
+    /// `grad_multiplier`.
     pub fn build(
         ctx: &GpuContext,
-        spec: &ModelSpec,
-        store: &ParamStore,
-        policy: &Policy,
+        inputs: &NetworkInputs<'_>,
         batch: usize,
-        loss_kind: LossKind,
-        target_dim: usize,
         seed: &Arc<GpuBuffer>,
-        grad_multiplier: f32,
     ) -> Result<Self> {
+        let NetworkInputs {
+            spec,
+            store,
+            policy,
+            loss: loss_kind,
+            target_dim,
+            grad_multiplier,
+        } = *inputs;
         // Which activations no backward keeps, and when each is used: a measuring forward on
         // a dry twin (nothing allocated). Those share buffers in the plan that counts.
         let recording = Activations::Record(Vec::new());

@@ -60,8 +60,7 @@ impl Activations {
         shape: &[usize],
         storage: Storage,
     ) -> Tensor {
-        let n: usize = shape.iter().product();
-        let bytes = storage.bytes_for(n).max(4).next_multiple_of(4);
+        let bytes = Tensor::buffer_bytes(shape, storage);
         match self {
             Activations::Record(requests) => {
                 let t = Tensor::zeros_labelled(ctx, label, shape, storage);

@@ -197,14 +197,18 @@ crate::wgsl_struct! {
     }
 }
 
-fn launch(
+/// `y = dropout(x)`: x / (1 − p) where [`keep`], else 0; the identity in eval mode or at
+/// p = 0. `x` and `y` may have different storages (the result is rounded into y's). The
+/// backward is the same kernel: `dx = dropout(dy)` with the forward's key and state words
+/// (the same mask and scale).
+pub fn dropout(
     ctx: &GpuContext,
-    op: &'static str,
     state: &DropoutState,
     key: DropoutKey,
     x: &Tensor,
     y: &Tensor,
 ) -> Result<Kernel> {
+    let op = "dropout";
     key.check(op)?;
     if x.numel() != y.numel() {
         return Err(Error::shape(
@@ -236,29 +240,6 @@ fn launch(
         ],
         grid_1d(x.numel().div_ceil(4), WG),
     )
-}
-
-/// `y = dropout(x)`: x / (1 − p) where [`keep`], else 0; the identity in eval mode or at
-/// p = 0. `x` and `y` may have different storages (the result is rounded into y's).
-pub fn dropout_forward(
-    ctx: &GpuContext,
-    state: &DropoutState,
-    key: DropoutKey,
-    x: &Tensor,
-    y: &Tensor,
-) -> Result<Kernel> {
-    launch(ctx, "dropout_forward", state, key, x, y)
-}
-
-/// `dx = dropout(dy)` with the forward's mask and scale (same key, same state words).
-pub fn dropout_backward(
-    ctx: &GpuContext,
-    state: &DropoutState,
-    key: DropoutKey,
-    dy: &Tensor,
-    dx: &Tensor,
-) -> Result<Kernel> {
-    launch(ctx, "dropout_backward", state, key, dy, dx)
 }
 
 #[cfg(test)]

@@ -77,23 +77,11 @@ pub struct Optimizer {
 impl Optimizer {
     /// Plan the fused step over `n` parameters. `scaler_state` is the GradScaler's state
     /// buffer (word [`WORD_FOUND_INF`]); when found_inf is set, the kernel leaves parameters,
-    /// moments and the step counter untouched. Weight decay applies to every parameter (one
-    /// parameter group, PyTorch's default).
-    pub fn new(
-        ctx: &GpuContext,
-        config: OptimizerConfig,
-        params: &Arc<GpuBuffer>,
-        grads: &Arc<GpuBuffer>,
-        n: usize,
-        scaler_state: &Arc<GpuBuffer>,
-    ) -> Result<Self> {
-        Self::new_grouped(ctx, config, params, grads, n, scaler_state, None)
-    }
-
-    /// [`Optimizer::new`] with two parameter groups: the elements where `decay[i]` is true
-    /// get the configured weight decay, the others none (nanoGPT's `configure_optimizers`:
-    /// decay for weights of two or more dimensions only). Still one dispatch: the kernel
-    /// reads one bit per element. `None` is one group (every element decays).
+    /// moments and the step counter untouched. `decay` makes two parameter groups: the
+    /// elements where `decay[i]` is true get the configured weight decay, the others none
+    /// (nanoGPT's `configure_optimizers`: decay for weights of two or more dimensions only).
+    /// Still one dispatch: the kernel reads one bit per element. `None` is one group, every
+    /// element decays (PyTorch's default).
     pub fn new_grouped(
         ctx: &GpuContext,
         config: OptimizerConfig,

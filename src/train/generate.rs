@@ -15,14 +15,14 @@ use super::sample::TokenSampler;
 pub use super::sample::{
     DEFAULT_PROMPT, DEFAULT_SEED, DEFAULT_TEMPERATURE, DEFAULT_TOKENS, DEFAULT_TOP_K, SampleOptions,
 };
+use super::trainer::load_params;
 use crate::amp::policy::{Policy, Precision};
 use crate::data::Vocab;
 use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, Kernel};
 use crate::nn::inference::ForwardNetwork;
-use crate::nn::params::{ParamLayout, ParamStore};
+use crate::nn::params::ParamStore;
 use crate::nn::{GptConfig, ModelSpec};
-use crate::ops::elementwise;
 
 /// Tokens per submission (and per readback) unless asked otherwise.
 pub const DEFAULT_CHUNK: usize = 64;
@@ -109,28 +109,8 @@ impl Generator {
             .model_for(&spec.name, config.block_size)?
             .with_attention(spec.attention);
         let policy = Policy::new(precision);
-        let named: Vec<(String, Vec<usize>)> = spec
-            .parameters()
-            .into_iter()
-            .map(|p| (p.name, p.shape))
-            .collect();
-        let layout = ParamLayout::new(&named, ParamLayout::element_alignment(ctx));
-        let low = precision.low_dtype();
-        let store = ParamStore::new(ctx, layout, Some(low));
         // Pure f16 keeps f16 values, as training does.
-        let params: Vec<(String, Vec<f32>)> = if precision.master_weights() {
-            params.to_vec()
-        } else {
-            params
-                .iter()
-                .map(|(n, v)| (n.clone(), v.iter().map(|&x| low.round(x)).collect()))
-                .collect()
-        };
-        store.upload(ctx, &params)?;
-        let weight_cast = match store.low_flat(ctx)? {
-            Some(low_flat) => Some(elementwise::cast(ctx, &store.master_flat(ctx)?, &low_flat)?),
-            None => None,
-        };
+        let (store, weight_cast) = load_params(ctx, &spec, precision, params)?;
         let net = ForwardNetwork::build(ctx, &spec, &store, &policy, 1)?;
         ctx.check()?;
         Ok(Self {

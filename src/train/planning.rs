@@ -6,13 +6,13 @@
 
 use std::sync::Arc;
 
-use crate::amp::policy::{Policy, Precision};
+use crate::amp::policy::Precision;
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, human_bytes};
 use crate::nn::layers::MAX_ELEMENTS;
 use crate::nn::params::ParamLayout;
 use crate::nn::params::ParamStore;
-use crate::nn::{AttentionKernel, LossKind, ModelSpec, Network};
+use crate::nn::{AttentionKernel, ModelSpec, Network, NetworkInputs};
 use crate::optim::OptimizerConfig;
 use crate::tensor::DType;
 
@@ -218,16 +218,6 @@ pub fn check_params_fit(
     Ok(total)
 }
 
-/// What [`check_network_fits`] plans with: the trainer's pieces a network is built from.
-pub(super) struct NetworkInputs<'a> {
-    pub spec: &'a ModelSpec,
-    pub store: &'a ParamStore,
-    pub policy: &'a Policy,
-    pub loss: LossKind,
-    pub target_dim: usize,
-    pub grad_multiplier: f32,
-}
-
 /// Plan the network for `batch` on a dry twin of `ctx` and fail, before anything of it is
 /// allocated, when its largest buffer or storage binding passes the adapter's limits.
 pub(super) fn check_network_fits(
@@ -239,17 +229,11 @@ pub(super) fn check_network_fits(
     let low = n.store.low.as_ref().map(|(_, s)| s.dtype());
     let store = ParamStore::new(&dry, n.store.layout.clone(), low);
     let seed: Arc<GpuBuffer> = dry.alloc_storage("grad_scaler.state", 64);
-    Network::build(
-        &dry,
-        n.spec,
-        &store,
-        n.policy,
-        batch,
-        n.loss,
-        n.target_dim,
-        &seed,
-        n.grad_multiplier,
-    )?;
+    let on_dry = NetworkInputs {
+        store: &store,
+        ..*n
+    };
+    Network::build(&dry, &on_dry, batch, &seed)?;
     // The unfused attention's [B, nh, T, T] scores and probabilities have a way out.
     let attention_hint = |label: &str| {
         let quadratic = label.contains("attention") || label.contains("probabilities");

@@ -19,6 +19,16 @@ use crate::gpu::{GpuBuffer, GpuContext};
 #[cfg(not(target_arch = "wasm32"))]
 pub mod exchange;
 
+/// The buffers of a step that the ranks all-reduce: the flat gradients, the metrics (the
+/// micro-batch losses from word [`super::stats::METRIC_LOSSES`]) and, where the scaler is
+/// enabled, its state (the found-inf word the ranks agree on).
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))] // the web never all-reduces
+pub(crate) struct StepBuffers<'a> {
+    pub grads: &'a GpuBuffer,
+    pub metrics: &'a GpuBuffer,
+    pub scaler_state: Option<&'a GpuBuffer>,
+}
+
 /// The trainer's gradient all-reduce: none in a single process (and always none on the web).
 #[derive(Default)]
 pub(crate) struct Exchange {
@@ -68,33 +78,21 @@ impl Exchange {
 
     /// On a rank: submit `encoder` (forward and backward of a step's last micro-batch) with a
     /// copy of the gradients and losses, wait for it, sum them over the ranks (`overlap` runs
-    /// meanwhile), write them back with the agreed found-inf flag into `scaler_state`, and
-    /// return a fresh encoder for the rest of the step. In a single process: `encoder`
-    /// untouched, nothing submitted, `overlap` never runs.
-    #[allow(clippy::too_many_arguments)]
+    /// meanwhile), write them back with the agreed found-inf flag, and return a fresh encoder
+    /// for the rest of the step. In a single process: `encoder` untouched, nothing
+    /// submitted, `overlap` never runs.
     pub(crate) fn all_reduce(
         &mut self,
         ctx: &GpuContext,
         encoder: wgpu::CommandEncoder,
-        grads: &GpuBuffer,
-        metrics: &GpuBuffer,
-        scaler_state: &GpuBuffer,
-        scaler_enabled: bool,
+        step: StepBuffers<'_>,
         overlap: &mut dyn FnMut(),
     ) -> Result<wgpu::CommandEncoder> {
         #[cfg(not(target_arch = "wasm32"))]
         if let Some(ex) = &mut self.joined {
-            return ex.exchange(
-                ctx,
-                encoder,
-                grads,
-                metrics,
-                scaler_state,
-                scaler_enabled,
-                overlap,
-            );
+            return ex.exchange(ctx, encoder, step, overlap);
         }
-        let _single_process = (ctx, grads, metrics, scaler_state, scaler_enabled, overlap);
+        let _single_process = (ctx, step, overlap);
         Ok(encoder)
     }
 }

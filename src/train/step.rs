@@ -28,6 +28,7 @@
 
 use super::batch::{BatchInput, BatchTargets, write_batch};
 use super::host_time::Clock;
+use super::rank::StepBuffers;
 use super::stats::METRIC_LOSSES;
 use super::trainer::Trainer;
 use crate::error::{Error, Result};
@@ -170,15 +171,15 @@ impl Trainer {
         // A data-parallel rank submits forward + backward here, waits for them and sums the
         // gradients over the ranks; the rest of the step goes in a second submission.
         if self.exchange.is_joined() {
-            encoder = self.exchange.all_reduce(
-                ctx,
-                encoder,
-                &self.store.grads,
-                &self.metrics,
-                self.scaler.state_buffer(),
-                self.scaler.enabled(),
-                overlap,
-            )?;
+            let step = StepBuffers {
+                grads: &self.store.grads,
+                metrics: &self.metrics,
+                scaler_state: self
+                    .scaler
+                    .enabled()
+                    .then_some(&**self.scaler.state_buffer()),
+            };
+            encoder = self.exchange.all_reduce(ctx, encoder, step, overlap)?;
             self.submissions += 1;
         }
         // 5–8. Unscale, clip, optimizer, scale update: one compute pass.

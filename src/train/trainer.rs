@@ -14,18 +14,18 @@ use super::config::StepConfig;
 use super::host_time::{Clock, HostTimes};
 pub use super::planning::weight_decay_mask;
 use super::planning::{
-    NetworkInputs, batch_error, check_network_fits, check_params_fit, guard_planning, params_error,
+    batch_error, check_network_fits, check_params_fit, guard_planning, params_error,
 };
 use super::rank::Exchange;
 use super::stats::{METRIC_LOSSES, RING, StatsRing, StepStats};
 use crate::amp::GradClipper;
-use crate::amp::policy::{Policy, PrecisionRow};
+use crate::amp::policy::{Policy, Precision, PrecisionRow};
 use crate::amp::round::round_inplace;
 use crate::amp::scaler::GradScaler;
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::nn::params::{ParamLayout, ParamStore};
-use crate::nn::{ModelSpec, Network};
+use crate::nn::{ModelSpec, Network, NetworkInputs};
 use crate::ops::elementwise;
 use crate::optim::{LrSchedule, Optimizer};
 use crate::tensor::DType;
@@ -37,6 +37,15 @@ pub struct DropoutStream {
     pub seed: u64,
     /// Micro-batches trained so far.
     pub counter: u64,
+}
+
+/// What a trainer is planned from: the model, the step's configuration, the width of the
+/// targets and the initial parameters by PyTorch name.
+struct TrainerInputs<'a> {
+    spec: ModelSpec,
+    config: StepConfig,
+    target_dim: usize,
+    init: &'a [(String, Vec<f32>)],
 }
 
 /// A model, its optimizer and scaler, planned for training.
@@ -90,37 +99,26 @@ impl Trainer {
         config.validate()?;
         // Before anything is allocated: the flat parameter buffers fit the adapter.
         let params = check_params_fit(ctx, &spec, &spec.name, config.precision, &config.optimizer)?;
-        guard_planning(ctx, || Self::plan(ctx, spec, config, target_dim, init))
-            .map_err(|e| params_error(e, params))
+        let inputs = TrainerInputs {
+            spec,
+            config,
+            target_dim,
+            init,
+        };
+        guard_planning(ctx, || Self::plan(ctx, inputs)).map_err(|e| params_error(e, params))
     }
 
-    fn plan(
-        ctx: &GpuContext,
-        spec: ModelSpec,
-        config: StepConfig,
-        target_dim: usize,
-        init: &[(String, Vec<f32>)],
-    ) -> Result<Self> {
+    fn plan(ctx: &GpuContext, inputs: TrainerInputs<'_>) -> Result<Self> {
+        let TrainerInputs {
+            spec,
+            config,
+            target_dim,
+            init,
+        } = inputs;
         let policy = Policy::new(config.precision);
         let low = config.precision.low_dtype();
-        let named: Vec<(String, Vec<usize>)> = spec
-            .parameters()
-            .into_iter()
-            .map(|p| (p.name, p.shape))
-            .collect();
-        let layout = ParamLayout::new(&named, ParamLayout::element_alignment(ctx));
-        let store = ParamStore::new(ctx, layout, Some(low));
+        let (store, weight_cast) = load_params(ctx, &spec, config.precision, init)?;
         let total = store.layout.total;
-
-        // Pure f16 keeps f16-valued parameters from the start.
-        let init: Vec<(String, Vec<f32>)> = if config.precision.master_weights() {
-            init.to_vec()
-        } else {
-            init.iter()
-                .map(|(n, v)| (n.clone(), v.iter().map(|&x| low.round(x)).collect()))
-                .collect()
-        };
-        store.upload(ctx, &init)?;
 
         let scaler = GradScaler::new(ctx, config.scaler)?;
         let optimizer = Optimizer::new_grouped(
@@ -136,10 +134,6 @@ impl Trainer {
             .clip_norm()
             .map(|max| GradClipper::new(ctx, &store.grads, total, max))
             .transpose()?;
-        let weight_cast = match store.low_flat(ctx)? {
-            Some(low_flat) => Some(elementwise::cast(ctx, &store.master_flat(ctx)?, &low_flat)?),
-            None => None,
-        };
         let (round_grads, round_params) = if config.precision.master_weights() {
             (None, None)
         } else {
@@ -199,30 +193,20 @@ impl Trainer {
         if let Some(i) = self.nets.iter().position(|n| n.batch == batch) {
             return Ok(i);
         }
+        let inputs = NetworkInputs {
+            spec: &self.spec,
+            store: &self.store,
+            policy: &self.policy,
+            loss: self.config.loss,
+            target_dim: self.target_dim,
+            grad_multiplier: self.grad_multiplier(),
+        };
         let planned = guard_planning(ctx, || {
             // Before anything is allocated: every buffer and binding fits the adapter.
             if !ctx.is_dry() {
-                let inputs = NetworkInputs {
-                    spec: &self.spec,
-                    store: &self.store,
-                    policy: &self.policy,
-                    loss: self.config.loss,
-                    target_dim: self.target_dim,
-                    grad_multiplier: self.grad_multiplier(),
-                };
                 check_network_fits(ctx, &inputs, batch)?;
             }
-            Network::build(
-                ctx,
-                &self.spec,
-                &self.store,
-                &self.policy,
-                batch,
-                self.config.loss,
-                self.target_dim,
-                self.scaler.state_buffer(),
-                self.grad_multiplier(),
-            )
+            Network::build(ctx, &inputs, batch, self.scaler.state_buffer())
         });
         let net = planned.map_err(|e| batch_error(e, batch))?;
         self.nets.push(net);
@@ -365,4 +349,36 @@ impl Trainer {
     pub fn pending_micro_batches(&self) -> usize {
         self.micro
     }
+}
+
+/// The parameter store of `spec` under `precision` holding `init` (by PyTorch name), and the
+/// kernel that casts its master weights to the compute dtype (none without a low copy). Pure
+/// f16 keeps f16-valued parameters from the start.
+pub(super) fn load_params(
+    ctx: &GpuContext,
+    spec: &ModelSpec,
+    precision: Precision,
+    init: &[(String, Vec<f32>)],
+) -> Result<(ParamStore, Option<Kernel>)> {
+    let low = precision.low_dtype();
+    let named: Vec<(String, Vec<usize>)> = spec
+        .parameters()
+        .into_iter()
+        .map(|p| (p.name, p.shape))
+        .collect();
+    let layout = ParamLayout::new(&named, ParamLayout::element_alignment(ctx));
+    let store = ParamStore::new(ctx, layout, Some(low));
+    let init: Vec<(String, Vec<f32>)> = if precision.master_weights() {
+        init.to_vec()
+    } else {
+        init.iter()
+            .map(|(n, v)| (n.clone(), v.iter().map(|&x| low.round(x)).collect()))
+            .collect()
+    };
+    store.upload(ctx, &init)?;
+    let weight_cast = match store.low_flat(ctx)? {
+        Some(low_flat) => Some(elementwise::cast(ctx, &store.master_flat(ctx)?, &low_flat)?),
+        None => None,
+    };
+    Ok((store, weight_cast))
 }

@@ -2,14 +2,13 @@
 //! land in a slot of `counts` ([`submit_eval_batch`]); then all slots are copied
 //! into a read-back slot and mapped, and a later frame turns them into an accuracy.
 
-use std::sync::Arc;
-
+use super::DueReadback;
 use crate::data::{Batch, Split};
 use crate::error::Result;
-use crate::gpu::{GpuBuffer, GpuContext, ReadbackRing};
+use crate::gpu::GpuContext;
 use crate::nn::LossKind;
 use crate::train::evaluate::submit_eval_batch;
-use crate::train::{BatchTargets, EvalTally, Periodic, Trainer};
+use crate::train::{BatchTargets, EvalTally, Trainer};
 
 /// Held-out batches for validation (full batches only, so the training network serves).
 pub struct EvalSet {
@@ -46,24 +45,20 @@ impl EvalSet {
 
 /// One mode's validation in flight (or due).
 pub struct EvalProbe {
-    counts: Arc<GpuBuffer>,
-    read: ReadbackRing<u64>,
-    due: Periodic,
+    /// Per batch: mean loss and correct count.
+    counts: DueReadback,
 }
 
 impl EvalProbe {
     pub fn new(ctx: &GpuContext, set: &EvalSet, first_step: u64) -> Self {
-        // Per batch: mean loss and correct count.
         let bytes = 8 * set.batches.len() as u64;
         Self {
-            counts: ctx.alloc_storage("app.eval.counts", bytes),
-            read: ReadbackRing::new(ctx, "app.eval.read", 1, bytes),
-            due: Periodic::first_at(first_step),
+            counts: DueReadback::new(ctx, "app.eval", "counts", bytes, first_step),
         }
     }
 
     pub fn in_flight(&self) -> bool {
-        self.read.in_flight() > 0
+        self.counts.in_flight()
     }
 
     /// Submit a validation of `trainer`'s current weights when `submitted` steps reach the
@@ -78,23 +73,19 @@ impl EvalProbe {
         every: u64,
         last: u64,
     ) -> Result<()> {
-        if !self.due.is_due(submitted) || self.read.is_full() {
-            return Ok(());
-        }
-        for (i, b) in set.batches.iter().enumerate() {
-            let targets = BatchTargets::from(&b.y);
-            submit_eval_batch(ctx, trainer, b.size, &b.x, &targets, &self.counts, i)?;
-        }
-        let encoder = ctx.device.create_command_encoder(&Default::default());
-        self.read
-            .submit_copy(ctx, encoder, &self.counts, submitted)?;
-        self.due.taken(submitted, every, Some(last));
-        Ok(())
+        self.counts
+            .maybe_submit(ctx, submitted, every, last, |counts| {
+                for (i, b) in set.batches.iter().enumerate() {
+                    let targets = BatchTargets::from(&b.y);
+                    submit_eval_batch(ctx, trainer, b.size, &b.x, &targets, counts, i)?;
+                }
+                Ok(())
+            })
     }
 
     /// (step, accuracy) of the validation that has landed, if one has.
     pub fn take(&mut self, set: &EvalSet) -> Option<(u64, f32)> {
-        self.read.take_ready(|step, bytes| {
+        self.counts.take_ready(|step, bytes| {
             let mut tally = EvalTally::default();
             tally.add(&set.sizes(), bytemuck::cast_slice(bytes));
             let accuracy = tally.finish(LossKind::CrossEntropy).accuracy.unwrap_or(0.0);

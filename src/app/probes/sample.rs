@@ -6,11 +6,12 @@
 
 use std::sync::Arc;
 
+use super::DueReadback;
 use crate::data::Vocab;
 use crate::error::Result;
-use crate::gpu::{GpuBuffer, GpuContext, ReadbackRing};
+use crate::gpu::GpuContext;
 use crate::train::sample::submit_sample;
-use crate::train::{Periodic, SampleOptions, Trainer};
+use crate::train::{SampleOptions, Trainer};
 
 /// Tokens per sample: a few words. Each is a whole forward, and a CPU adapter pays per
 /// dispatch whatever the batch (Chromium's SwiftShader takes several seconds per token).
@@ -22,9 +23,7 @@ pub const TEMPERATURE: f32 = 0.8;
 pub struct SampleProbe {
     vocab: Arc<Vocab>,
     prompt: Vec<u32>,
-    tokens: Arc<GpuBuffer>,
-    read: ReadbackRing<u64>,
-    due: Periodic,
+    tokens: DueReadback,
     seed: u64,
 }
 
@@ -37,20 +36,18 @@ impl SampleProbe {
         Self {
             vocab,
             prompt,
-            tokens: ctx.alloc_storage("app.sample.tokens", bytes),
-            read: ReadbackRing::new(ctx, "app.sample.read", 1, bytes),
-            due: Periodic::first_at(first_step),
+            tokens: DueReadback::new(ctx, "app.sample", "tokens", bytes, first_step),
             seed,
         }
     }
 
     pub fn in_flight(&self) -> bool {
-        self.read.in_flight() > 0
+        self.tokens.in_flight()
     }
 
     /// The run's last sample has been taken.
     pub fn done(&self) -> bool {
-        self.due.finished() && !self.in_flight()
+        self.tokens.finished() && !self.in_flight()
     }
 
     /// Sample `trainer`'s current weights when `submitted` steps reach the next due step
@@ -64,21 +61,17 @@ impl SampleProbe {
         every: u64,
         last: u64,
     ) -> Result<()> {
-        if !self.due.is_due(submitted) || self.read.is_full() {
-            return Ok(());
-        }
         let options = SampleOptions {
             tokens: SAMPLE_TOKENS,
             temperature: TEMPERATURE,
             top_k: None,
             seed: self.seed,
         };
-        submit_sample(ctx, trainer, &self.prompt, &options, &self.tokens)?;
-        let encoder = ctx.device.create_command_encoder(&Default::default());
-        self.read
-            .submit_copy(ctx, encoder, &self.tokens, submitted)?;
-        self.due.taken(submitted, every, Some(last));
-        Ok(())
+        let prompt = &self.prompt;
+        self.tokens
+            .maybe_submit(ctx, submitted, every, last, |tokens| {
+                submit_sample(ctx, trainer, prompt, &options, tokens)
+            })
     }
 
     /// (step, text) of the sample that has landed, if one has: the prompt, then the
@@ -86,7 +79,7 @@ impl SampleProbe {
     pub fn take(&mut self) -> Option<Result<(u64, String)>> {
         let vocab = &self.vocab;
         let prompt = &self.prompt;
-        self.read.take_ready(|step, bytes| {
+        self.tokens.take_ready(|step, bytes| {
             let ids: Vec<u32> = prompt
                 .iter()
                 .copied()

@@ -66,13 +66,7 @@ impl Layer for Dropout {
         }
         let key = f.dropout_key(self.p);
         let y = f.activation(&x.shape()[1..]);
-        f.push(dropout::dropout_forward(
-            f.ctx(),
-            &f.dropout_state(),
-            key,
-            &x,
-            &y,
-        )?);
+        f.push(dropout::dropout(f.ctx(), &f.dropout_state(), key, &x, &y)?);
         let x = Like::of(&x);
         Ok((y, Box::new(DropoutBackward { x, key })))
     }
@@ -91,7 +85,7 @@ impl Backward for DropoutBackward {
             return Ok(None);
         }
         let dx = b.input_grad_like(&self.x)?;
-        b.push(dropout::dropout_backward(
+        b.push(dropout::dropout(
             b.ctx(),
             &b.dropout_state(),
             self.key,

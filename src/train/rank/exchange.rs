@@ -24,6 +24,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::StepBuffers;
 use crate::dist::Collective;
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, MapSignal};
@@ -88,17 +89,18 @@ impl GradExchange {
     /// Submit `encoder` (forward + backward of the step's last micro-batch) with the copy of
     /// the gradients and losses, wait for it, all-reduce, write the results back, and return
     /// a fresh encoder for the rest of the step. `overlap` runs during the all-reduce.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn exchange(
         &mut self,
         ctx: &GpuContext,
         mut encoder: wgpu::CommandEncoder,
-        grads: &GpuBuffer,
-        metrics: &GpuBuffer,
-        scaler_state: &GpuBuffer,
-        scaler_enabled: bool,
+        step: StepBuffers<'_>,
         overlap: &mut dyn FnMut(),
     ) -> Result<wgpu::CommandEncoder> {
+        let StepBuffers {
+            grads,
+            metrics,
+            scaler_state,
+        } = step;
         let loss_offset = 4 * METRIC_LOSSES;
         let loss_bytes = 4 * self.loss_words as u64;
         encoder.copy_buffer_to_buffer(grads.raw(), 0, self.staging.raw(), 0, self.grad_bytes);
@@ -163,7 +165,9 @@ impl GradExchange {
             loss_offset,
             bytemuck::cast_slice(&self.sum[grad_words..]),
         );
-        if scaler_enabled && any_nonfinite {
+        if let Some(scaler_state) = scaler_state
+            && any_nonfinite
+        {
             // found_inf (state word 2): every rank skips this step, also one whose own
             // gradients were finite. The unscale kernel only ever sets it further.
             ctx.write_buffer(
