@@ -63,12 +63,15 @@ fn ln_y(base: u32, j: u32, mu: f32, rs: f32) -> f32 {
 // inside the row are written whole (store2); an odd first or last element shares its word
 // with the neighbouring row and goes through the per-half store.
 @compute @workgroup_size(ROW_WG)
-fn layernorm_forward(at: Invocation) {
-    let row = workgroup_index(at.wid, at.nwg);
+fn layernorm_forward(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let row = workgroup_index(wid, nwg);
     if (row >= params.rows) {
         return; // whole workgroup: barriers stay in uniform control flow
     }
-    let lid = at.lid;
     let n = params.cols;
     let base = row * n;
     var s = 0.0;
@@ -112,14 +115,17 @@ fn ln_dx(base: u32, j: u32, mu: f32, rs: f32, mg: f32, mgx: f32) -> f32 {
 }
 
 @compute @workgroup_size(ROW_WG)
-fn layernorm_backward_dx(at: Invocation) {
+fn layernorm_backward_dx(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
     let n = params.cols;
-    let row = workgroup_index(at.wid, at.nwg);
+    let row = workgroup_index(wid, nwg);
     if (row >= params.rows) {
         return; // whole workgroup
     }
-    let lid = at.lid;
-    let base = row * n;
+        let base = row * n;
     let mu = mean_load(row);
     let rs = rstd_load(row);
     var acc = vec2<f32>(0.0, 0.0);

@@ -88,13 +88,17 @@ fn row_loss(row: u32, st: RowStats) -> f32 {
 }
 
 @compute @workgroup_size(ROW_WG)
-fn cross_entropy_rows(at: Invocation) {
-    let row = workgroup_index(at.wid, at.nwg);
+fn cross_entropy_rows(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let row = workgroup_index(wid, nwg);
     if (row >= params.rows) {
         return; // whole workgroup
     }
-    let st = row_stats(row, at.lid);
-    if (at.lid == 0u) {
+    let st = row_stats(row, lid);
+    if (lid == 0u) {
         partials[row] = row_loss(row, st);
     }
 }
@@ -113,9 +117,12 @@ fn ce_grad(row: u32, j: u32, st: RowStats, seed_scale: f32) -> f32 {
 // pairs inside the row; the row's odd first and last elements share a word with the
 // neighbouring row and go through the per-half atomic store.
 @compute @workgroup_size(ROW_WG)
-fn cross_entropy_rows_grad(at: Invocation) {
-    let lid = at.lid;
-    let row = workgroup_index(at.wid, at.nwg);
+fn cross_entropy_rows_grad(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let row = workgroup_index(wid, nwg);
     if (row >= params.rows) {
         return; // whole workgroup
     }

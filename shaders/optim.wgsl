@@ -58,14 +58,14 @@ struct StepStart {
 
 // What every optimizer kernel starts with: read this workgroup's step count, and unless the
 // GradScaler found inf/NaN, count the step. Call it first, in uniform control flow.
-fn start_step(at: Invocation) -> StepStart {
-    let group = workgroup_index(at.wid, at.nwg);
-    let prev = begin(at.lid, group);
+fn start_step(lid: u32, wid: vec3<u32>, nwg: vec3<u32>) -> StepStart {
+    let group = workgroup_index(wid, nwg);
+    let prev = begin(lid, group);
     if (skipped()) {
         return StepStart(0u, prev, 0u);
     }
-    count_step(at.lid, group, prev + 1u);
-    return StepStart(EPT, prev, group * WG * EPT + at.lid);
+    count_step(lid, group, prev + 1u);
+    return StepStart(EPT, prev, group * WG * EPT + lid);
 }
 
 // Whether element i is in the weight-decay group.
@@ -110,8 +110,12 @@ fn one_minus_exp(x_in: f32) -> f32 {
 }
 
 @compute @workgroup_size(WG)
-fn sgd_step(at: Invocation) {
-    let start = start_step(at);
+fn sgd_step(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let start = start_step(lid, wid, nwg);
     for (var k = 0u; k < start.count; k++) {
         sgd_update(start.base + k * WG);
     }
@@ -126,8 +130,12 @@ fn sgd_update(i: u32) {
 }
 
 @compute @workgroup_size(WG)
-fn sgd_momentum_step(at: Invocation) {
-    let start = start_step(at);
+fn sgd_momentum_step(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let start = start_step(lid, wid, nwg);
     for (var k = 0u; k < start.count; k++) {
         momentum_update(start.base + k * WG, start.prev);
     }
@@ -156,8 +164,12 @@ fn momentum_update(i: u32, prev: u32) {
 
 // Adam and AdamW (AdamW: param_decay = 1 - lr * wd and weight_decay = 0).
 @compute @workgroup_size(WG)
-fn adam_step(at: Invocation) {
-    let start = start_step(at);
+fn adam_step(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let start = start_step(lid, wid, nwg);
     // Bias corrections 1 - beta^step as 1 - e^(step ln beta), accurate to a few f32 ulp.
     let t = f32(start.prev + 1u);
     let step_size = hyper.lr / one_minus_exp(t * hyper.log_beta1);

@@ -77,12 +77,6 @@ fn workgroup_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 fn thread_index(gid: vec3<u32>, nwg: vec3<u32>, wg: u32) -> u32 {
     return gid.x + gid.y * nwg.x * wg;
 }
-// The builtins of a workgroup-per-block entry point, as one parameter.
-struct Invocation {
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-}
 // ---- end prelude -----------------------------------------------------------------------
 
 // ---- counter-based RNG for dropout masks (src/ops/dropout.rs has the CPU twin) ---------
