@@ -29,6 +29,14 @@ pub const INCLUDES: &[(&str, &str)] = &[
         "flash_common",
         include_str!("../../shaders/include/flash_common.wgsl"),
     ),
+    (
+        "coop_gemm",
+        include_str!("../../shaders/include/coop_gemm.wgsl"),
+    ),
+    (
+        "conv_gemm",
+        include_str!("../../shaders/include/conv_gemm.wgsl"),
+    ),
 ];
 
 fn shader_error(shader: &str, message: String) -> Error {
@@ -87,7 +95,11 @@ pub(super) fn specialise(variant: &Variant) -> Result<String> {
         out.push('\n');
     }
     for (name, value) in &variant.consts {
-        out.push_str(&format!("const {name} = {value};\n"));
+        // `alias NAME` injects a type (the cooperative kernels' fragment types).
+        match name.strip_prefix("alias ") {
+            Some(alias) => out.push_str(&format!("alias {alias} = {value};\n")),
+            None => out.push_str(&format!("const {name} = {value};\n")),
+        }
     }
     out.push_str(PRELUDE);
     if variant.uses_native_f16() {
