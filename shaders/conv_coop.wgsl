@@ -29,19 +29,13 @@ enable wgpu_cooperative_matrix;
 #tensor partials 8 read_write
 
 #include conv_gemm
+#include tile_staging
 #include coop_gemm
 
 const WEIGHT_GRAD: u32 = 2u;
-// A is read along its depth (weights and dy rows); B along its pixels, except the weight
-// gradient's x, whose neighbouring depth steps are neighbouring pixels.
-const A_ROWS_FAST: bool = false;
-const B_COLS_FAST: bool = KIND != WEIGHT_GRAD;
 
 // The weight gradient's split (set once per workgroup).
 var<private> split_id: u32;
-
-fn coop_rows() -> u32 { return params.rows; }
-fn coop_cols() -> u32 { return params.cols; }
 
 fn coop_a(row: u32, k: u32) -> f32 {
     if (KIND == WEIGHT_GRAD) {
@@ -55,6 +49,27 @@ fn coop_b(k: u32, col: u32) -> f32 {
         return x_tap(out_pixel(k, params.depth), col);
     }
     return gather(KIND, pixel_row(KIND, col), k);
+}
+
+// Staging (include/tile_staging.wgsl): A is read along its depth (weights and dy rows); B
+// along its pixels, except the weight gradient's x, whose neighbouring depth steps are
+// neighbouring pixels.
+fn coop_a_element(tid: u32, s: u32, row0: u32, k0: u32, k_end: u32) -> TileElement {
+    let p = tile_position(tid + s * THREADS, BM, true);
+    var v = 0.0;
+    if (row0 + p.x < params.rows && k0 + p.y < k_end) {
+        v = coop_a(row0 + p.x, k0 + p.y);
+    }
+    return TileElement(p.x, p.y, v);
+}
+
+fn coop_b_element(tid: u32, s: u32, col0: u32, k0: u32, k_end: u32) -> TileElement {
+    let p = tile_position(tid + s * THREADS, BN, KIND == WEIGHT_GRAD);
+    var v = 0.0;
+    if (col0 + p.x < params.cols && k0 + p.y < k_end) {
+        v = coop_b(k0 + p.y, col0 + p.x);
+    }
+    return TileElement(p.y, p.x, v);
 }
 
 fn coop_store(row: u32, col: u32, v: vec2<f32>) {

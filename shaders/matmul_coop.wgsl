@@ -21,13 +21,14 @@ enable wgpu_cooperative_matrix;
 #include matmul_common
 #include coop_gemm
 
-const A_ROWS_FAST: bool = TRANS_A;
-const B_COLS_FAST: bool = !TRANS_B;
-
-fn coop_rows() -> u32 { return params.m; }
-fn coop_cols() -> u32 { return params.n; }
-fn coop_a(row: u32, k: u32) -> f32 { return a_load(a_row_base(row) + k * a_k_stride()); }
-fn coop_b(k: u32, col: u32) -> f32 { return b_load(b_col_base(col) + k * b_k_stride()); }
+// The tiles are staged as the SIMT body stages them (include/matmul_common.wgsl); the k range
+// is always the whole of params.k here.
+fn coop_a_element(tid: u32, s: u32, row0: u32, k0: u32, k_end: u32) -> TileElement {
+    return a_tile_element(tid, s, row0, k0);
+}
+fn coop_b_element(tid: u32, s: u32, col0: u32, k0: u32, k_end: u32) -> TileElement {
+    return b_tile_element(tid, s, col0, k0);
+}
 fn coop_store(row: u32, col: u32, v: vec2<f32>) { store_pair(row, col, v); }
 
 @compute @workgroup_size(THREADS)

@@ -3,10 +3,12 @@
 // fragments accumulated in f32, then stored through the including shader's epilogue.
 //
 // The including shader defines what the tile loop reads and where results go:
-//   coop_rows(), coop_cols() -> u32        the GEMM's M and N
-//   coop_a(row, k) -> f32, coop_b(k, col)  one element of A and B (in range; f16 values)
-//   A_ROWS_FAST, B_COLS_FAST: bool         which index of A and B is contiguous in memory,
-//                                          so consecutive threads read neighbours
+//   coop_a_element(tid, s, row0, k0, k_end) -> TileElement
+//   coop_b_element(tid, s, col0, k0, k_end) -> TileElement
+//                                          step s of thread tid staging the k slice at k0 of
+//                                          A (rows from row0) and B (columns from col0), as
+//                                          include/tile_staging.wgsl says (f16 values, 0
+//                                          past the GEMM or at k >= k_end)
 //   coop_store(row, col, v: vec2<f32>)     results (row, col) and (row, col + 1); either may
 //                                          lie past the GEMM (the epilogue checks)
 // and the launch injects SUBGROUP (the adapter's fixed subgroup size), FRAG (fragment edge,
@@ -41,30 +43,14 @@ var<workgroup> tile_b: array<f16, BK * LDB>;
 // One FRAG x FRAG f32 fragment per subgroup on its way to the epilogue.
 var<workgroup> tile_out: array<f32, SG_M * SG_N * FRAG * FRAG>;
 
-// Slot l of an extent x BK tile as (index along extent, k): the contiguous one walks fastest.
-fn tile_slot(l: u32, extent: u32, extent_fast: bool) -> vec2<u32> {
-    if (extent_fast) { return vec2<u32>(l % extent, l / extent); }
-    return vec2<u32>(l / BK, l % BK);
-}
-
 fn coop_stage(tid: u32, row0: u32, col0: u32, k0: u32, k_end: u32) {
-    let rows = coop_rows();
-    let cols = coop_cols();
     for (var s = 0u; s < BM * BK / THREADS; s++) {
-        let at = tile_slot(tid + s * THREADS, BM, A_ROWS_FAST);
-        var v = 0.0;
-        if (row0 + at.x < rows && k0 + at.y < k_end) {
-            v = coop_a(row0 + at.x, k0 + at.y);
-        }
-        tile_a[at.x * LDA + at.y] = f16(v);
+        let t = coop_a_element(tid, s, row0, k0, k_end);
+        tile_a[t.row * LDA + t.col] = f16(t.value);
     }
     for (var s = 0u; s < BN * BK / THREADS; s++) {
-        let at = tile_slot(tid + s * THREADS, BN, B_COLS_FAST);
-        var v = 0.0;
-        if (col0 + at.x < cols && k0 + at.y < k_end) {
-            v = coop_b(k0 + at.y, col0 + at.x);
-        }
-        tile_b[at.y * LDB + at.x] = f16(v);
+        let t = coop_b_element(tid, s, col0, k0, k_end);
+        tile_b[t.row * LDB + t.col] = f16(t.value);
     }
 }
 
