@@ -9,7 +9,7 @@ scripts/gpu_report_torch.py, run with --python-torch; when that python cannot us
 report says "PyTorch CUDA not available" on stderr, in the JSON and in the Markdown.
 
 A command whose flag this binary's `--help` does not list (`--tensor-cores` before issue 20,
-`--attention` before fused attention) is not run; it is recorded as "flag not available in
+`--attention` before issue 23) is not run; it is recorded as "flag not available in
 this binary".
 `--quick` runs every measurement at tiny sizes with few steps: a test of the report itself
 (tests/gpu_report.rs), whose numbers measure nothing.
