@@ -16,7 +16,7 @@ use common::conv_ref::{
 use common::{ctx_native, ctx_packed, rand_vec};
 use webgpu_amp::ops::Accumulate;
 use webgpu_amp::ops::conv::{self, Conv2dParams};
-use webgpu_amp::{DType, GpuContext, Storage, Tensor};
+use webgpu_amp::{GpuContext, Storage, Tensor};
 
 // ---- GPU runs --------------------------------------------------------------------------------
 
