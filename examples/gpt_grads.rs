@@ -122,9 +122,21 @@ fn run(
         ("scale".to_string(), step.scale.to_string()),
         ("skipped".to_string(), step.skipped.to_string()),
         ("adapter".to_string(), ctx.report.name.clone()),
+        ("tensor_cores".to_string(), tensor_cores(&ctx, precision)),
     ]);
     let bytes = safetensors::serialize(views, Some(metadata))
         .map_err(|e| Error::Checkpoint(format!("{out}: {e}")))?;
     std::fs::write(out, bytes).map_err(|e| Error::Checkpoint(format!("{out}: {e}")))?;
     Ok(())
+}
+
+/// The tensor cores the step's low-precision products ran on, or `none`.
+fn tensor_cores(ctx: &GpuContext, precision: Precision) -> String {
+    let low = ctx.storage_for(precision.low_dtype());
+    match ctx.caps.tensor_cores.config() {
+        Some(c) if webgpu_amp::ops::matmul::uses_tensor_cores(&ctx.caps, &[low]) => {
+            format!("tensor cores {}", c.describe())
+        }
+        _ => "none".to_string(),
+    }
 }

@@ -1,9 +1,10 @@
-"""What both PyTorch cross-checks (pytorch_compat.py, nanogpt_compat.py) do when torch,
-safetensors or numpy cannot be imported: re-run the script with the venv's python when
-scripts/python-venv.sh made one, else fail loudly (a missing torch is an error, never a
-skip)."""
+"""What both PyTorch cross-checks (pytorch_compat.py, nanogpt_compat.py) share: what they do
+when torch, safetensors or numpy cannot be imported (re-run the script with the venv's python
+when scripts/python-venv.sh made one, else fail loudly: a missing torch is an error, never a
+skip), how they start a binary ($WEBGPU_AMP_RUNNER), and their `--tensor-cores` check."""
 
 import os
+import shlex
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -27,3 +28,26 @@ def torch_missing(error, what, script):
         file=sys.stderr,
     )
     sys.exit(1)
+
+
+def runner():
+    """Words to put before a webgpu-amp binary given by path: $WEBGPU_AMP_RUNNER
+    (`scripts/lavapipe-coop.sh run` runs it under Mesa 26's lavapipe, which a child of this
+    script does not get otherwise). `cargo run` needs none: it applies cargo's own target
+    runner (`scripts/lavapipe-coop.sh cargo` sets both)."""
+    return shlex.split(os.environ.get("WEBGPU_AMP_RUNNER", ""))
+
+
+def tensor_core_check(setting, reported):
+    """With `--tensor-cores SETTING` (on:8x8 or on:16x16), the run must report the tensor
+    cores of that shape (`reported`: what it printed); returns a problem, or None."""
+    if not setting:
+        return None
+    edge = setting.split(":")[1].split("x")[0] if ":" in setting else ""
+    want = f"tensor cores {edge}x{edge}x{edge}" if edge else "tensor cores"
+    return None if want in (reported or "") else f"the run did not use {want}: {reported!r}"
+
+
+TENSOR_CORE_HELP = ("run ours with `--tensor-cores SETTING` (on, on:8x8 or on:16x16; Mesa 26's "
+                    "lavapipe: scripts/lavapipe-coop.sh) and fail a case whose run does not "
+                    "report those tensor cores; the default cases are then the native amp-f16 ones")

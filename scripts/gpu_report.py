@@ -8,8 +8,9 @@ Standard library only (it runs on a GPU machine's python3). The PyTorch side is
 scripts/gpu_report_torch.py, run with --python-torch; when that python cannot use CUDA the
 report says "PyTorch CUDA not available" on stderr, in the JSON and in the Markdown.
 
-A command whose flag this binary's `--help` does not list (`--tensor-cores`, `--attention`:
-added by other branches) is not run; it is recorded as "flag not available in this binary".
+A command whose flag this binary's `--help` does not list (`--tensor-cores` before issue 20,
+`--attention` before issue 23) is not run; it is recorded as "flag not available in
+this binary".
 `--quick` runs every measurement at tiny sizes with few steps: a test of the report itself
 (tests/gpu_report.rs), whose numbers measure nothing.
 Exit status: 0 once both files are written (a failed or timed-out command is a row saying

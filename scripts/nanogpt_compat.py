@@ -96,8 +96,15 @@ noise, measured against the whole bias gradient's scale).
     2.5e-7, 6.8e-8, 6.8e-4 and 5.4e-6).
   - sample-greedy: the same characters, exactly.
 
+Tensor cores: `--tensor-cores on:8x8` (or on:16x16) runs every one of ours with them
+(WEBGPU_AMP_TENSOR_CORES) and checks that each amp-f16 run reports them; the default cases
+are then the native amp-f16 ones, within the same amp-f16 tolerances (PyTorch's autocast also
+multiplies f16 inputs and accumulates in f32). Without a GPU, under Mesa 26's lavapipe:
+`WEBGPU_AMP_RUNNER="scripts/lavapipe-coop.sh run" .venv/bin/python scripts/nanogpt_compat.py
+--bin target/debug/webgpu-amp --example target/debug/examples/gpt_grads --tensor-cores on:8x8`.
+
 Usage: .venv/bin/python scripts/nanogpt_compat.py [--bin PATH] [--example PATH] [--cases A,B]
-  [--list]. Exit status 0 when every case matches, 1 when any does not or torch, safetensors
+  [--list] [--tensor-cores SETTING]. Exit status 0 when every case matches, 1 when any does not or torch, safetensors
 or numpy is missing (a missing torch is an error, never a skip), 2 on bad arguments.
 """
 
@@ -140,10 +147,20 @@ BASE = dict(vocab_size=VOCAB, block_size=BLOCK, n_layer=2, n_head=2, n_embd=32, 
 # ----------------------------------------------------------------------------- helpers
 
 def command(args, what):
+    path = args.bin if what == "bin" else args.example
+    if path:
+        return compat_env.runner() + [path]
     if what == "bin":
-        return [args.bin] if args.bin else ["cargo", "run", "--quiet", "--bin", "webgpu-amp", "--"]
-    return [args.example] if args.example else ["cargo", "run", "--quiet", "--example",
-                                                "gpt_grads", "--"]
+        return ["cargo", "run", "--quiet", "--bin", "webgpu-amp", "--"]
+    return ["cargo", "run", "--quiet", "--example", "gpt_grads", "--"]
+
+
+def check_tensor_cores(args, reported):
+    """Under `--tensor-cores` (passed to every run of ours as WEBGPU_AMP_TENSOR_CORES), an
+    amp-f16 run must report those tensor cores."""
+    problem = compat_env.tensor_core_check(args.tensor_cores, reported)
+    if problem:
+        raise Fail(problem)
 
 
 def run(cmd, env=None):
@@ -276,7 +293,10 @@ def case_grads(case, args, work):
         logits, _ = model(x, y)
         loss = F.cross_entropy(logits.view(-1, VOCAB), y.view(-1))
         loss.backward()
-    print(f"   ours on {meta['adapter']}; scale {meta['scale']}, skipped {meta['skipped']}")
+    print(f"   ours on {meta['adapter']} ({meta['tensor_cores']}); scale {meta['scale']}, "
+          f"skipped {meta['skipped']}")
+    if case.precision == "amp-f16":
+        check_tensor_cores(args, meta["tensor_cores"])
     tol = case.tol
     ok = True
     rows = [("logits", ratio(ours["logits"], logits.detach()), tol.logits),
@@ -399,6 +419,8 @@ def case_traj(case, args, work):
 
     ok = True
     print(f"   ours: {done.stdout.splitlines()[0] if done.stdout else '?'}")
+    if amp:
+        check_tensor_cores(args, done.stdout)
     print(f"   {'step':>4} {'lr':>9} {'loss ours':>11} {'loss torch':>11} {'rel diff':>9}  "
           f"scale ours/torch  skipped  grad norm (torch)")
     worst = 0.0
@@ -531,6 +553,7 @@ def case_checkpoint(case, args, work):
         "--steps", str(case.steps), "--batch-size", "8", "--no-validate", "--save", ck],
         env={"WEBGPU_AMP_TEST_INLINE_MOMENTS_MAX": "0"})
     print(f"   trained: {done.stdout.splitlines()[0] if done.stdout else '?'}")
+    check_tensor_cores(args, done.stdout)
     model = load_like_readme(ck)
     print("   loaded into nanoGPT's GPT with the README's lines (strict): "
           f"{model.config}")
@@ -554,6 +577,9 @@ def case_checkpoint(case, args, work):
         out = os.path.join(work, f"{case.name}-{precision}.safetensors")
         run(command(args, "example") + [gpt, ck, data, precision, out])
         ours = load_file(out)
+        if precision == "amp-f16":
+            with safe_open(out, "pt") as f:
+                check_tensor_cores(args, f.metadata()["tensor_cores"])
         with torch.no_grad():
             if precision == "amp-f16":
                 check_amp_semantics(model, x, y)
@@ -679,13 +705,21 @@ def main():
     parser.add_argument("--bin", help="webgpu-amp binary (default: cargo run)")
     parser.add_argument("--example", help="gpt_grads example binary (default: cargo run)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--cases", default=",".join(c.name for c in CASES))
+    parser.add_argument("--cases")
+    parser.add_argument("--tensor-cores", metavar="SETTING", help=compat_env.TENSOR_CORE_HELP)
     parser.add_argument("--list", action="store_true")
     args = parser.parse_args()
     if args.list:
         print("\n".join(c.name for c in CASES))
         return 0
     by_name = {c.name: c for c in CASES}
+    if args.cases is None:
+        native_amp = [c for c in CASES if c.precision == "amp-f16"
+                      and c.env.get("WEBGPU_AMP_F16_STORAGE") != "packed"]
+        args.cases = ",".join(c.name for c in (native_amp if args.tensor_cores else CASES))
+    if args.tensor_cores:
+        # Every run of ours (the CLI and the gpt_grads example) reads it.
+        os.environ["WEBGPU_AMP_TENSOR_CORES"] = args.tensor_cores
     cases = []
     for name in args.cases.split(","):
         if name.strip() not in by_name:

@@ -64,7 +64,15 @@ measured with torch 2.15 against lavapipe, native and packed f16 alike):
 
 The models, optimizers, tolerances and cases are in pytorch_compat_cases.py beside this file.
 
+Tensor cores: with `--tensor-cores on:8x8` (or on:16x16) every run of ours uses them (the
+default cases are then the amp-f16 ones on native f16 storage), within the same amp-f16
+tolerances: PyTorch's CPU autocast also multiplies f16 inputs and accumulates in f32. On a
+machine without a GPU, Mesa 26's lavapipe runs them: `scripts/lavapipe-coop.sh cargo build`,
+then `WEBGPU_AMP_RUNNER="scripts/lavapipe-coop.sh run" .venv/bin/python
+scripts/pytorch_compat.py --bin target/debug/webgpu-amp --tensor-cores on:8x8`.
+
 Usage: python3 scripts/pytorch_compat.py [--bin PATH] [--cases NAME,...] [--list]
+                                         [--tensor-cores SETTING]
   Run with the venv's python (.venv/bin/python); plain python3 re-runs itself with
   .venv/bin/python when it has no torch and that venv exists.
 Exit status: 0 when every case matches, 1 when any case does not or when torch, safetensors
@@ -112,7 +120,7 @@ from pytorch_compat_cases import (  # noqa: E402  (needs torch, checked above)
 
 def binary_command(path):
     if path:
-        return [path]
+        return compat_env.runner() + [path]
     # Build (incrementally) and run through cargo so the binary matches the source.
     return ["cargo", "run", "--quiet", "--bin", "webgpu-amp", "--"]
 
@@ -136,6 +144,8 @@ def run_ours(case, args, init_path, data_path, workdir):
         "--steps", str(case.steps), "--no-shuffle", "--no-validate",
         "--save", out_path, "--metrics", metrics_path,
     ] + flags
+    if args.tensor_cores:
+        cmd += ["--tensor-cores", args.tensor_cores]
     if case.precision == "amp-f16":
         cmd += ["--init-scale", repr(case.init_scale),
                 "--growth-interval", str(case.growth_interval),
@@ -152,6 +162,9 @@ def run_ours(case, args, init_path, data_path, workdir):
         raise CaseError(f"metrics name steps {[s['step'] for s in steps]}, "
                         f"want 1..{case.steps}")
     adapter = done.stdout.splitlines()[0] if done.stdout else "?"
+    problem = compat_env.tensor_core_check(args.tensor_cores, adapter)
+    if problem:
+        raise CaseError(problem)
     return steps, out_path, adapter
 
 
@@ -346,14 +359,19 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bin", help="webgpu-amp binary (default: cargo run)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--cases", default=",".join(c.name for c in CASES),
-                        help="comma-separated case names (default: all; --list shows them)")
+    parser.add_argument("--cases", help="comma-separated case names (default: all; --list "
+                        "shows them)")
+    parser.add_argument("--tensor-cores", metavar="SETTING", help=compat_env.TENSOR_CORE_HELP)
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
     args = parser.parse_args()
     if args.list:
         for c in CASES:
             print(c.name)
         return 0
+    if args.cases is None:
+        native_amp = [c for c in CASES
+                      if c.precision == "amp-f16" and "packed" not in c.flags]
+        args.cases = ",".join(c.name for c in (native_amp if args.tensor_cores else CASES))
     cases = []
     for name in args.cases.split(","):
         if name.strip() not in CASES_BY_NAME:

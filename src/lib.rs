@@ -40,5 +40,5 @@ pub mod variants;
 
 pub use dtype::{DType, F16Storage, Storage};
 pub use error::{Error, Result};
-pub use gpu::{BackendChoice, F16StorageChoice, GpuContext, GpuOptions};
+pub use gpu::{BackendChoice, F16StorageChoice, GpuContext, GpuOptions, TensorCoreChoice};
 pub use tensor::Tensor;

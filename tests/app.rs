@@ -43,12 +43,13 @@ fn app() -> App {
 /// A context of its own on the test adapter whose device lacks timestamp queries.
 fn ctx_without_timestamps() -> webgpu_amp::GpuContext {
     let adapter = common::ctx_owned().adapter;
-    let mut desc = webgpu_amp::GpuContext::device_descriptor(&adapter);
+    let tensor_cores = webgpu_amp::TensorCoreChoice::Auto;
+    let mut desc = webgpu_amp::GpuContext::device_descriptor(&adapter, tensor_cores);
     desc.required_features
         .remove(wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS);
     let (device, queue) = pollster::block_on(adapter.request_device(&desc)).expect("device");
-    webgpu_amp::GpuContext::from_device(adapter, device, queue, webgpu_amp::F16StorageChoice::Auto)
-        .unwrap()
+    let f16 = webgpu_amp::F16StorageChoice::Auto;
+    webgpu_amp::GpuContext::from_device(adapter, device, queue, f16, tensor_cores).unwrap()
 }
 
 /// Runs `config()` headlessly until every mode has `points` loss points; returns the harness.

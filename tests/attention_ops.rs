@@ -1,19 +1,18 @@
 //! Attention kernels against f64 CPU references: the strided batched matmul (the exact
 //! nanoGPT attention layouts, padded odd layouts, every transpose, both kernel bodies,
-//! accumulate, large batches, errors) and the causal softmax forward and backward (masking,
-//! attention dropout, finite differences, determinism, non-finite inputs, errors), on f32,
+//! accumulate, large batches, errors; its reference is tests/common/batched_ref.rs) and the
+//! causal softmax forward and backward (masking, attention dropout, finite differences, determinism, non-finite inputs, errors), on f32,
 //! native f16, packed f16 and bf16 storages.
 
 mod common;
 
+use common::batched_ref::{Attention, Case, check};
 use common::{ctx, ctx_native, ctx_packed, rand_vec};
 use webgpu_amp::ops::attention::{
     SoftmaxBody, SoftmaxParams, causal_softmax_backward, causal_softmax_forward,
 };
 use webgpu_amp::ops::dropout::{DropoutKey, DropoutState, keep};
-use webgpu_amp::ops::matmul::{
-    MatmulKernel, MatmulOpts, MatrixLayout, batched_matmul, batched_matmul_with,
-};
+use webgpu_amp::ops::matmul::{MatmulKernel, MatmulOpts, MatrixLayout, batched_matmul};
 use webgpu_amp::{DType, GpuContext, Tensor};
 
 /// (name, context, low dtype): f32, native f16, packed f16, bf16.
@@ -50,124 +49,6 @@ fn quantised(n: usize, seed: u64, scale: f32, dtype: DType) -> Vec<f32> {
 
 // ---- batched matmul ---------------------------------------------------------------------------
 
-/// One batched product to check: operand buffers of the given lengths, layouts and dtypes.
-#[derive(Clone, Copy, Debug)]
-struct Case {
-    mnk: (usize, usize, usize),
-    batch: [usize; 2],
-    trans: (bool, bool),
-    accumulate: bool,
-    a: (usize, MatrixLayout, DType),
-    b: (usize, MatrixLayout, DType),
-    c: (usize, MatrixLayout, DType),
-    seed: u64,
-}
-
-fn index(l: &MatrixLayout, z: [usize; 2], r: usize, c: usize) -> usize {
-    l.offset + z[0] * l.batch_stride[0] + z[1] * l.batch_stride[1] + r * l.ld + c
-}
-
-/// The whole expected c buffer (untouched elements keep their value) and, per element, the
-/// magnitude sum Σ|terms| bounding any summation order's rounding error (None: untouched).
-fn reference(case: &Case, av: &[f32], bv: &[f32], cv: &[f32]) -> (Vec<f64>, Vec<Option<f64>>) {
-    let (m, n, k) = case.mnk;
-    let (ta, tb) = case.trans;
-    let (al, bl, cl) = (case.a.1, case.b.1, case.c.1);
-    let mut want: Vec<f64> = cv.iter().map(|&v| v as f64).collect();
-    let mut mag = vec![None; cv.len()];
-    for z0 in 0..case.batch[0] {
-        for z1 in 0..case.batch[1] {
-            let z = [z0, z1];
-            for i in 0..m {
-                for j in 0..n {
-                    let (mut s, mut g) = (0.0f64, 0.0f64);
-                    for p in 0..k {
-                        let a = if ta {
-                            av[index(&al, z, p, i)]
-                        } else {
-                            av[index(&al, z, i, p)]
-                        } as f64;
-                        let b = if tb {
-                            bv[index(&bl, z, j, p)]
-                        } else {
-                            bv[index(&bl, z, p, j)]
-                        } as f64;
-                        s += a * b;
-                        g += (a * b).abs();
-                    }
-                    let idx = index(&cl, z, i, j);
-                    assert!(mag[idx].is_none(), "test case has overlapping outputs");
-                    if case.accumulate {
-                        s += cv[idx] as f64;
-                        g += (cv[idx] as f64).abs();
-                    }
-                    want[idx] = s;
-                    mag[idx] = Some(g);
-                }
-            }
-        }
-    }
-    (want, mag)
-}
-
-/// Upload, run, and compare every element of c: written ones within f32 accumulation error
-/// (1e-5·sqrt(K) of the magnitude) plus half an ulp of c's dtype; untouched ones unchanged.
-fn check(what: &str, ctx: &GpuContext, kernel: MatmulKernel, case: Case) {
-    let what = format!("{what} {} {case:?}", kernel.name());
-    let (m, n, k) = case.mnk;
-    let av = quantised(case.a.0, case.seed, 1.0, case.a.2);
-    let bv = quantised(case.b.0, case.seed + 1, 1.0, case.b.2);
-    let cv = quantised(case.c.0, case.seed + 2, 1.0, case.c.2);
-    let a = Tensor::from_f32(ctx, &av, &[case.a.0], case.a.2).unwrap();
-    let b = Tensor::from_f32(ctx, &bv, &[case.b.0], case.b.2).unwrap();
-    let c = Tensor::from_f32(ctx, &cv, &[case.c.0], case.c.2).unwrap();
-    let opts = MatmulOpts {
-        trans_a: case.trans.0,
-        trans_b: case.trans.1,
-        accumulate: case.accumulate,
-        bias: None,
-        round_to: None,
-    };
-    let kern = batched_matmul_with(
-        ctx,
-        (&a, case.a.1),
-        (&b, case.b.1),
-        (&c, case.c.1),
-        (m, n, k),
-        case.batch,
-        opts,
-        kernel,
-    )
-    .unwrap_or_else(|e| panic!("{what}: {e}"));
-    ctx.run(&[&kern]);
-    let got = c.read_f32(ctx).unwrap();
-    let (want, mag) = reference(&case, &av, &bv, &cv);
-    let (rel_out, abs_out) = match case.c.2 {
-        DType::F32 => (0.0, 0.0),
-        DType::F16 => (2f64.powi(-11), 2f64.powi(-25)),
-        DType::BF16 => (2f64.powi(-8), 0.0),
-        DType::U32 => unreachable!("ids are not computed in"),
-    };
-    let acc = 1e-5 * (k.max(1) as f64).sqrt();
-    for (i, ((&g, &w), mg)) in got.iter().zip(&want).zip(&mag).enumerate() {
-        match mg {
-            None => assert_eq!(
-                g.to_bits(),
-                (w as f32).to_bits(),
-                "{what}: element {i} is outside every output matrix and changed"
-            ),
-            Some(mg) => {
-                let tol = acc * mg * (1.0 + rel_out) + rel_out * w.abs() + abs_out + 1e-30;
-                let err = (g as f64 - w).abs();
-                assert!(
-                    err <= tol,
-                    "{what}: element {i}: got {g}, want {w} (|err| {err:e} > tol {tol:e})"
-                );
-            }
-        }
-    }
-}
-
 /// nanoGPT attention sizes for the tests: B = 2, nh = 2, T = 5 (odd), hs = 4, C = 8.
 const B: usize = 2;
 const NH: usize = 2;
@@ -175,131 +56,27 @@ const T: usize = 5;
 const HS: usize = 4;
 const C: usize = NH * HS;
 
-/// q, k or v of every (batch, head) inside qkv [B, T, 3C] (`which` 0, 1, 2): head h of
-/// batch b starts at b·T·3C + which·C + h·hs, rows 3C apart.
-fn qkv_layout(which: usize) -> MatrixLayout {
-    MatrixLayout {
-        offset: which * C,
-        ld: 3 * C,
-        batch_stride: [T * 3 * C, HS],
-    }
-}
+/// The same sizes as layouts and products (tests/common/batched_ref.rs).
+const DIMS: Attention = Attention {
+    b: B,
+    nh: NH,
+    t: T,
+    hs: HS,
+};
 
-/// y or dy [B, T, C] seen as [B, nh] matrices [T, hs] (transpose(1, 2).view is a layout).
-fn y_layout() -> MatrixLayout {
-    MatrixLayout {
-        offset: 0,
-        ld: C,
-        batch_stride: [T * C, HS],
-    }
+fn qkv_layout(which: usize) -> MatrixLayout {
+    DIMS.qkv_layout(which)
 }
 
 fn s_layout() -> MatrixLayout {
-    MatrixLayout::stacked(T, T, [B, NH])
+    DIMS.s_layout()
 }
-
-/// (what, (m, n, k), (trans_a, trans_b), accumulate, a, b, c), operands as (len, layout).
-type Operand = (usize, MatrixLayout);
-type Product = (
-    &'static str,
-    (usize, usize, usize),
-    (bool, bool),
-    bool,
-    Operand,
-    Operand,
-    Operand,
-);
 
 #[test]
 fn attention_products_in_the_exact_nanogpt_layouts() {
-    let qkv = (B * T * 3 * C, 0);
-    let att = (B * NH * T * T, 0);
-    let y = (B * T * C, 0);
     for (name, ctx, dt) in storages() {
         for kernel in kernels(ctx) {
-            let products: [Product; 7] = [
-                // S = q · kᵀ
-                (
-                    "S = q kT",
-                    (T, T, HS),
-                    (false, true),
-                    false,
-                    (qkv.0, qkv_layout(0)),
-                    (qkv.0, qkv_layout(1)),
-                    (att.0, s_layout()),
-                ),
-                // y = Pd · v, written at column h·hs of y [B, T, C]
-                (
-                    "y = Pd v",
-                    (T, HS, T),
-                    (false, false),
-                    false,
-                    (att.0, s_layout()),
-                    (qkv.0, qkv_layout(2)),
-                    (y.0, y_layout()),
-                ),
-                // dPd = dy_h · vᵀ
-                (
-                    "dPd = dy vT",
-                    (T, T, HS),
-                    (false, true),
-                    false,
-                    (y.0, y_layout()),
-                    (qkv.0, qkv_layout(2)),
-                    (att.0, s_layout()),
-                ),
-                // dv = Pdᵀ · dy_h into the v columns of dqkv
-                (
-                    "dv = PdT dy",
-                    (T, HS, T),
-                    (true, false),
-                    false,
-                    (att.0, s_layout()),
-                    (y.0, y_layout()),
-                    (qkv.0, qkv_layout(2)),
-                ),
-                // dq = dS · k into the q columns of dqkv
-                (
-                    "dq = dS k",
-                    (T, HS, T),
-                    (false, false),
-                    false,
-                    (att.0, s_layout()),
-                    (qkv.0, qkv_layout(1)),
-                    (qkv.0, qkv_layout(0)),
-                ),
-                // dk = dSᵀ · q into the k columns of dqkv
-                (
-                    "dk = dST q",
-                    (T, HS, T),
-                    (true, false),
-                    false,
-                    (att.0, s_layout()),
-                    (qkv.0, qkv_layout(0)),
-                    (qkv.0, qkv_layout(1)),
-                ),
-                // the same, accumulating (a second micro-batch of gradients)
-                (
-                    "dk += dST q",
-                    (T, HS, T),
-                    (true, false),
-                    true,
-                    (att.0, s_layout()),
-                    (qkv.0, qkv_layout(0)),
-                    (qkv.0, qkv_layout(1)),
-                ),
-            ];
-            for (pi, (what, mnk, trans, accumulate, a, b, c)) in products.into_iter().enumerate() {
-                let case = Case {
-                    mnk,
-                    batch: [B, NH],
-                    trans,
-                    accumulate,
-                    a: (a.0, a.1, dt),
-                    b: (b.0, b.1, dt),
-                    c: (c.0, c.1, dt),
-                    seed: 100 + pi as u64,
-                };
+            for (what, case) in DIMS.cases(dt, 100) {
                 check(&format!("{name} {what}"), ctx, kernel, case);
             }
         }

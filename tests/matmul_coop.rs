@@ -1,34 +1,26 @@
 //! The tensor-core matmul (cooperative matrices, `shaders/matmul_coop.wgsl`) against the f64
-//! reference, where the adapter has tensor cores. Elsewhere (lavapipe, llvmpipe, GPUs without
-//! a 16x16x16 f16->f32 configuration) its numerics cannot run: the test says so loudly and
-//! checks only what can be checked there (that `Auto` never picks it, and that forcing it is a
-//! clear error). Its WGSL is validated and translated to SPIR-V and MSL on every machine by
-//! tests/shader_portability.rs.
+//! reference, with both fragment shapes (8×8, which Apple GPUs and Mesa 26's lavapipe list,
+//! and 16×16, which NVIDIA lists), forced with `--tensor-cores on:8x8` / `on:16x16`. Where the
+//! adapter has no f16 cooperative matrices (Mesa 22's lavapipe, GL) the numerics cannot run:
+//! the tests say so loudly and check what can be checked there (that `Auto` never picks them,
+//! and that forcing them is a clear error). CI runs this file on Mesa 26's lavapipe
+//! (`scripts/lavapipe-coop.sh`), where everything runs.
 
 mod common;
 
 use common::matmul_ref::{Case, check};
-use common::{ctx, ctx_native};
+use common::{coop_ctx, ctx};
 use webgpu_amp::ops::matmul::{MatmulKernel, MatmulOpts, matmul_with};
 use webgpu_amp::{DType, Error, Storage, Tensor};
 
+/// Every layout, awkward and tile-sized shapes (512 and up takes the 128×128 tiles of 16×16
+/// fragments), f16 and f32 outputs, bias of either dtype, accumulate. Each layout runs with an
+/// f16 output (with and without an f16 bias) and an accumulating f32 output (the weight
+/// gradient's); an f32 bias with an f32 output runs on the Linear forward's layout (bᵀ). Every
+/// combination is its own pipeline, and compiling them is most of this test's time on lavapipe.
 #[test]
-fn tensor_core_matmul_matches_f64_reference_or_says_it_did_not_run() {
-    let ctx = ctx();
-    let Some(config) = ctx.caps.tensor_cores.config() else {
-        common::not_checked(&format!(
-            "the tensor-core matmul's numerics: no cooperative-matrix adapter (`{}`: tensor \
-             cores {})",
-            ctx.report.name,
-            ctx.caps.tensor_cores.describe()
-        ));
-        return;
-    };
-    let ctx = ctx_native();
-    eprintln!("tensor cores: {}", config.describe());
+fn tensor_core_matmul_matches_f64_reference_with_both_fragment_shapes() {
     use DType::{F16 as H, F32 as F};
-    // Tile-sized and awkward shapes, every transpose, f16 and f32 outputs, bias, accumulate
-    // (the weight gradient: f16 inputs, f32 accumulating output).
     let shapes = [
         (1, 1, 1),
         (17, 33, 65),
@@ -36,23 +28,79 @@ fn tensor_core_matmul_matches_f64_reference_or_says_it_did_not_run() {
         (65, 127, 31),
         (130, 2, 9),
         (200, 96, 300),
+        (520, 600, 40),
     ];
-    let mut seed = 100;
-    for &shape in &shapes {
-        for trans in [(false, false), (true, false), (false, true), (true, true)] {
-            for (c_dt, bias, accumulate) in [(H, None, false), (H, Some(H), false), (F, None, true)]
-            {
-                seed += 1;
-                let case: Case = (shape, trans, (H, H, c_dt), bias, accumulate, seed);
-                check("coop", ctx, MatmulKernel::Coop, case);
+    for edge in [8, 16] {
+        let Some(ctx) = coop_ctx(edge, "the tensor-core matmul against f64") else {
+            continue;
+        };
+        eprintln!("tensor cores: {}", ctx.caps.tensor_cores.describe());
+        let what = format!("coop {edge}x{edge}");
+        let mut seed = 100;
+        for (si, &shape) in shapes.iter().enumerate() {
+            for trans in [(false, false), (true, false), (false, true), (true, true)] {
+                let epilogues = if shape.0 >= 512 {
+                    // The large tiles run the same code with more fragments: the two staging
+                    // orders of each input (a row- or k-contiguous, b column- or
+                    // k-contiguous) are enough there, and a 16x16 pipeline takes seconds to
+                    // compile on lavapipe.
+                    match trans {
+                        (false, false) => vec![(F, None, true)],
+                        (true, true) => vec![(H, Some(H), false)],
+                        _ => vec![],
+                    }
+                } else {
+                    let mut e = vec![(F, None, true)];
+                    e.push(if si % 2 == 0 {
+                        (H, Some(H), false)
+                    } else {
+                        (H, None, false)
+                    });
+                    if trans == (false, true) {
+                        e.push((F, Some(F), false));
+                    }
+                    e
+                };
+                for (c_dt, bias, accumulate) in epilogues {
+                    seed += 1;
+                    let case: Case = (shape, trans, (H, H, c_dt), bias, accumulate, seed);
+                    check(&what, ctx, MatmulKernel::Coop, case);
+                }
             }
         }
+        // Auto picks it for native f16 inputs, and only for those.
+        let case: Case = ((96, 80, 72), (false, true), (H, H, H), Some(F), false, 7);
+        check("auto on tensor cores", ctx, MatmulKernel::Auto, case);
+        let f16 = MatmulKernel::Auto.resolve(ctx, Storage::F16, Storage::F16);
+        assert_eq!(f16, MatmulKernel::Coop);
+        for s in [Storage::F32, Storage::BF16] {
+            assert_ne!(MatmulKernel::Auto.resolve(ctx, s, s), MatmulKernel::Coop);
+        }
     }
-    // Auto picks it for native f16 inputs.
-    let case: Case = ((256, 256, 256), (false, true), (H, H, H), Some(F), false, 7);
-    check("auto on tensor cores", ctx, MatmulKernel::Auto, case);
-    let resolved = MatmulKernel::Auto.resolve(ctx, Storage::F16, Storage::F16);
-    assert_eq!(resolved, MatmulKernel::Coop);
+}
+
+/// The same product twice gives the same bits (no atomics, a fixed order in every fragment).
+#[test]
+fn tensor_core_matmul_is_bit_identical_run_to_run() {
+    for edge in [8, 16] {
+        let Some(ctx) = coop_ctx(edge, "tensor-core matmul determinism") else {
+            continue;
+        };
+        let (m, n, k) = (70, 130, 90);
+        let a = common::matmul_ref::quantised(m * k, 1, DType::F16);
+        let b = common::matmul_ref::quantised(k * n, 2, DType::F16);
+        let a = Tensor::from_f32(ctx, &a, &[m, k], DType::F16).unwrap();
+        let b = Tensor::from_f32(ctx, &b, &[k, n], DType::F16).unwrap();
+        let run = || {
+            let c = Tensor::zeros(ctx, &[m, n], DType::F32);
+            let kern = matmul_with(ctx, &a, &b, &c, MatmulOpts::default(), MatmulKernel::Coop);
+            ctx.run(&[&kern.unwrap()]);
+            common::bits(&c.read_f32(ctx).unwrap())
+        };
+        let first = run();
+        assert!(first.iter().any(|&v| v != 0), "{edge}x{edge}: all zero");
+        assert_eq!(first, run(), "{edge}x{edge}: two runs differ");
+    }
 }
 
 #[test]
@@ -86,9 +134,9 @@ fn auto_never_picks_tensor_cores_without_them_and_forcing_them_is_a_clear_error(
 }
 
 /// The body `Auto` picks per adapter class and input storage, from capabilities alone (what
-/// `info` prints): CPU adapters the direct body whatever the storage; GPUs the tiled SIMT
-/// body (128×128 tiles, 8×8 per thread), and native f16 on cooperative matrices where
-/// tensor cores are used. bf16 and packed f16 never run on tensor cores.
+/// `info` prints): native f16 on cooperative matrices wherever tensor cores are used (a CPU
+/// adapter only under `--tensor-cores on`); otherwise CPU adapters the direct body and GPUs
+/// the tiled SIMT body. bf16, packed f16 and mixed inputs never run on tensor cores.
 #[test]
 fn auto_picks_the_body_by_adapter_class_and_storage() {
     use webgpu_amp::gpu::{TensorCoreConfig, TensorCores};
@@ -99,38 +147,28 @@ fn auto_picks_the_body_by_adapter_class_and_storage() {
         Storage::F16Packed,
         Storage::BF16,
     ];
-    caps.cpu_adapter = true;
-    caps.tensor_cores = TensorCores::NotUsed("CPU adapter".into());
-    for s in storages {
-        assert_eq!(
-            MatmulKernel::Auto.resolve_for(&caps, s, s),
-            MatmulKernel::Direct
-        );
-    }
-    caps.cpu_adapter = false;
-    for s in storages {
-        assert_eq!(
-            MatmulKernel::Auto.resolve_for(&caps, s, s),
-            MatmulKernel::Tiled
-        );
-    }
-    caps.tensor_cores = TensorCores::Used(TensorCoreConfig {
-        m: 16,
-        n: 16,
-        k: 16,
-        inputs: "f16",
-        accumulator: "f32",
+    let used = TensorCores::Used(TensorCoreConfig {
+        edge: 16,
         subgroup: 32,
+        forced: false,
     });
-    for s in storages {
-        let want = if s == Storage::F16 {
-            MatmulKernel::Coop
-        } else {
-            MatmulKernel::Tiled
-        };
-        assert_eq!(MatmulKernel::Auto.resolve_for(&caps, s, s), want, "{s:?}");
+    for (cpu, simt) in [(true, MatmulKernel::Direct), (false, MatmulKernel::Tiled)] {
+        caps.cpu_adapter = cpu;
+        caps.tensor_cores = TensorCores::NotUsed("CPU adapter".into());
+        for s in storages {
+            assert_eq!(MatmulKernel::Auto.resolve_for(&caps, s, s), simt);
+        }
+        caps.tensor_cores = used.clone();
+        for s in storages {
+            let want = if s == Storage::F16 {
+                MatmulKernel::Coop
+            } else {
+                simt
+            };
+            assert_eq!(MatmulKernel::Auto.resolve_for(&caps, s, s), want, "{s:?}");
+        }
+        // Mixed inputs (an f16 activation times an f32 weight) stay on SIMT.
+        let mixed = MatmulKernel::Auto.resolve_for(&caps, Storage::F16, Storage::F32);
+        assert_eq!(mixed, simt);
     }
-    // Mixed inputs (an f16 activation times an f32 weight) stay on SIMT.
-    let mixed = MatmulKernel::Auto.resolve_for(&caps, Storage::F16, Storage::F32);
-    assert_eq!(mixed, MatmulKernel::Tiled);
 }

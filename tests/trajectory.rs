@@ -9,12 +9,16 @@
 //! that can fail: two runs of every case must agree bit for bit (results are the same run to
 //! run on one adapter), and it says loudly that the cross-version pin did not run there.
 //! `WEBGPU_AMP_RECORD_TRAJECTORIES=1` writes the records for the current adapter.
+//!
+//! The f16 cases also run on tensor cores with both fragment shapes (`--tensor-cores on:8x8`,
+//! `on:16x16`), keyed by the tensor cores the run reports: adapters without them (Mesa 22's
+//! lavapipe) say NOT CHECKED, Mesa 26's lavapipe checks them (`scripts/lavapipe-coop.sh cargo
+//! test --test trajectory tensor_core`; the CLI runs under $WEBGPU_AMP_RUNNER).
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -24,7 +28,9 @@ const FIXTURE: &str = "tests/fixtures/trajectories.json";
 
 /// (model, precision, extra flags). The CNN cases skip validation (2,000 images through a
 /// CNN take ~20 s on lavapipe); the MLP cases pin the validation forward.
-const CASES: &[(&str, &str, &[&str])] = &[
+type Cases = &'static [(&'static str, &'static str, &'static [&'static str])];
+
+const CASES: Cases = &[
     ("mlp", "f32", &[]),
     ("mlp", "amp-f16", &[]),
     ("mlp", "amp-bf16", &[]),
@@ -59,6 +65,15 @@ fn data_and_batch(model: &str) -> (&'static str, &'static str) {
     }
 }
 
+/// The f16 cases on tensor cores (each also with `--tensor-cores on:8x8` or `on:16x16`).
+const COOP_CASES: Cases = &[
+    ("mlp", "amp-f16", &[]),
+    ("mlp", "f16", &[]),
+    ("mnist-cnn", "amp-f16", &["--no-validate"]),
+    ("simple-cnn", "amp-f16", &["--no-validate"]),
+    ("simple-cnn", "f16", &["--no-validate"]),
+];
+
 fn case_name(model: &str, precision: &str, extra: &[&str]) -> String {
     let mut name = format!("{model} {precision}");
     for flag in extra {
@@ -84,7 +99,7 @@ fn trajectory(
         case_name(model, precision, extra).replace([' ', '.'], "_")
     ));
     let (dataset, batch) = data_and_batch(model);
-    let out = Command::new(env!("CARGO_BIN_EXE_webgpu-amp"))
+    let out = common::cli::command()
         .args([
             "train",
             "--model",
@@ -145,22 +160,29 @@ fn trajectory(
     (adapter.expect("summary line"), pinned)
 }
 
-/// Which adapter ran: backend, adapter and f16 storage, as the run's summary reports them.
+/// Which adapter ran: backend, adapter and f16 storage, as the run's summary reports them,
+/// and the tensor cores where the run used them.
 fn adapter_key(summary: &str) -> String {
     let v: Value = serde_json::from_str(summary).expect("summary line");
-    format!(
+    let mut key = format!(
         "{} / {} / f16 {}",
         v["backend"].as_str().unwrap_or("?"),
         v["adapter"].as_str().unwrap_or("?"),
         v["f16_storage"].as_str().unwrap_or("?")
-    )
+    );
+    if let Some(tc) = v.get("tensor_cores").and_then(Value::as_str) {
+        key += &format!(" / tensor cores {tc}");
+    }
+    key
 }
 
 fn fixture_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(FIXTURE)
 }
 
-fn check(storage: &str) {
+/// Runs `cases` (each with `flags` added) and checks them against the record of the adapter
+/// key they report; returns that key.
+fn check(storage: &str, cases: Cases, flags: &[&'static str]) -> String {
     let path = fixture_path();
     let records: BTreeMap<String, BTreeMap<String, Vec<String>>> =
         match std::fs::read_to_string(&path) {
@@ -168,11 +190,14 @@ fn check(storage: &str) {
             Err(_) => BTreeMap::new(),
         };
     let mut key = String::new();
-    let runs: Vec<(String, Vec<String>)> = CASES
+    let with_flags = |extra: &[&'static str]| [extra, flags].concat();
+    let runs: Vec<(String, Vec<String>)> = cases
         .iter()
         .map(|(m, p, extra)| {
-            let (summary, pinned) = trajectory(m, p, extra, storage);
-            key = adapter_key(&summary);
+            let (summary, pinned) = trajectory(m, p, &with_flags(extra), storage);
+            let case_key = adapter_key(&summary);
+            assert!(key.is_empty() || key == case_key, "{case_key} after {key}");
+            key = case_key;
             (case_name(m, p, extra), pinned)
         })
         .collect();
@@ -189,7 +214,7 @@ fn check(storage: &str) {
         let text = serde_json::to_string_pretty(&records).expect("json");
         std::fs::write(&path, text + "\n").expect("write trajectories.json");
         eprintln!("recorded trajectories for `{key}` in {FIXTURE}");
-        return;
+        return key;
     }
     match records.get(&key) {
         Some(pinned) => {
@@ -211,22 +236,35 @@ fn check(storage: &str) {
                 "{FIXTURE} pins no trajectory for `{key}`: the cross-version pin did not run \
                  on this adapter (run-to-run determinism is checked instead)"
             ));
-            for (m, p, extra) in CASES {
+            for (m, p, extra) in cases {
                 let name = case_name(m, p, extra);
                 let first = &runs.iter().find(|(n, _)| *n == name).expect("ran").1;
-                let (_, again) = trajectory(m, p, extra, storage);
+                let (_, again) = trajectory(m, p, &with_flags(extra), storage);
                 assert_eq!(first, &again, "`{name}` on `{key}`: two runs differ");
             }
         }
     }
+    key
 }
 
 #[test]
 fn trajectories_are_pinned_auto_storage() {
-    check("auto");
+    check("auto", CASES, &[]);
 }
 
 #[test]
 fn trajectories_are_pinned_packed_storage() {
-    check("packed");
+    check("packed", CASES, &[]);
+}
+
+#[test]
+fn tensor_core_trajectories_are_pinned_with_both_fragment_shapes() {
+    for (edge, flag) in [(8, "on:8x8"), (16, "on:16x16")] {
+        if common::coop_ctx(edge, "tensor-core trajectories").is_none() {
+            continue;
+        }
+        let key = check("native", COOP_CASES, &["--tensor-cores", flag]);
+        let used = format!("/ tensor cores {edge}x{edge}x{edge} f16*f16->f32");
+        assert!(key.contains(&used), "the runs did not report {used}: {key}");
+    }
 }

@@ -55,27 +55,11 @@ fn b_k_stride() -> u32 {
 }
 
 // ---- tile staging ---------------------------------------------------------------------
-// A k slice of op(a) (BM x BK, at row0, k0) and of op(b) (BK x BN, at k0, col0) staged
-// through workgroup memory by the THREADS threads of a workgroup: step s of thread tid stages
-// element tid + s * THREADS of each tile (BM * BK / THREADS steps for a, BN * BK / THREADS
-// for b). Consecutive threads walk the contiguous dimension of each stored matrix, so global
-// reads coalesce, and elements outside the matrices are 0, so every tile is whole. Each body
-// keeps its own tile layout and element type (vec4<f32> for the tiled SIMT body, f16 for the
-// cooperative one): these give an element's place in its tile and its value. Needs the
-// including shader's BM, BN, BK and THREADS.
-struct TileElement {
-    row: u32, // op(a): row within BM; op(b): k within BK
-    col: u32, // op(a): k within BK; op(b): column within BN
-    value: f32,
-}
-
-// Where element l of a tile `outer` wide (BM rows of op(a), BN columns of op(b)) and BK
-// deep lies: (outer index, k). k runs fastest when it is the stored matrix's contiguous
-// dimension, so consecutive threads read consecutive addresses.
-fn tile_position(l: u32, outer: u32, k_contiguous: bool) -> vec2<u32> {
-    if (k_contiguous) { return vec2<u32>(l / BK, l % BK); }
-    return vec2<u32>(l % outer, l / outer);
-}
+// A k slice of op(a) (BM x BK, at row0, k0) and of op(b) (BK x BN, at k0, col0), staged as
+// include/tile_staging.wgsl says: step s of thread tid stages element tid + s * THREADS of
+// each tile (BM * BK / THREADS steps for a, BN * BK / THREADS for b). Used by the tiled SIMT
+// body and the cooperative one. Needs the including shader's BM, BN, BK and THREADS.
+#include tile_staging
 
 // op(a)[row, kg] and op(b)[kg, col], 0 outside the matrices.
 fn a_or_zero(row: u32, kg: u32) -> f32 {

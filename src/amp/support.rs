@@ -4,7 +4,7 @@
 
 use super::policy::Precision;
 use crate::dtype::{DType, F16Storage, Storage};
-use crate::gpu::{AdapterDescription, Capabilities, F16StorageChoice};
+use crate::gpu::{AdapterDescription, Capabilities, F16StorageChoice, TensorCoreChoice};
 use crate::ops::matmul::MatmulKernel;
 
 /// Whether one precision mode runs on an adapter, and how its low-precision tensors are stored.
@@ -97,9 +97,19 @@ pub struct AdapterReport {
 }
 
 impl AdapterReport {
-    /// The report, with [`Self::modes`] answering for the f16 storage `choice`.
+    /// The report, with [`Self::modes`] answering for the f16 storage `choice` (tensor cores
+    /// as `auto` decides).
     pub fn with_f16_choice(adapter: &wgpu::Adapter, choice: F16StorageChoice) -> Self {
-        Self::new(AdapterDescription::new(adapter), choice)
+        Self::with_choices(adapter, choice, TensorCoreChoice::Auto)
+    }
+
+    /// The report for an f16 storage and a tensor-core choice (`info --tensor-cores`).
+    pub fn with_choices(
+        adapter: &wgpu::Adapter,
+        choice: F16StorageChoice,
+        tensor_cores: TensorCoreChoice,
+    ) -> Self {
+        Self::new(AdapterDescription::new(adapter, tensor_cores), choice)
     }
 
     /// The report from what an adapter says about itself (separate from the adapter so the

@@ -38,7 +38,7 @@ use eframe::egui;
 
 use crate::amp::policy::{Precision, PrecisionRow};
 use crate::error::{Error, Result};
-use crate::gpu::{F16StorageChoice, GpuContext};
+use crate::gpu::{F16StorageChoice, GpuContext, TensorCoreChoice};
 use session::{Session, SessionConfig, Status};
 
 /// The panels of the central area.
@@ -126,14 +126,20 @@ impl App {
     pub fn from_creation_context(
         cc: &eframe::CreationContext<'_>,
         f16: F16StorageChoice,
+        tensor_cores: TensorCoreChoice,
         config: SessionConfig,
     ) -> Result<Self> {
         let rs = cc
             .wgpu_render_state
             .as_ref()
             .ok_or_else(|| Error::Unsupported("the app needs eframe's wgpu renderer".into()))?;
-        let ctx =
-            GpuContext::from_device(rs.adapter.clone(), rs.device.clone(), rs.queue.clone(), f16)?;
+        let ctx = GpuContext::from_device(
+            rs.adapter.clone(),
+            rs.device.clone(),
+            rs.queue.clone(),
+            f16,
+            tensor_cores,
+        )?;
         Ok(Self::new(Arc::new(ctx), config))
     }
 

@@ -45,7 +45,8 @@ pub fn run_native(options: NativeOptions) -> Result<()> {
                 .ok_or_else(|| format!("no adapter name contains `{want}`"))
         }));
     }
-    setup.device_descriptor = Arc::new(GpuContext::device_descriptor);
+    let tensor_cores = options.gpu.tensor_cores;
+    setup.device_descriptor = Arc::new(move |a| GpuContext::device_descriptor(a, tensor_cores));
     let native = eframe::NativeOptions {
         renderer: eframe::Renderer::Wgpu,
         wgpu_options: WgpuConfiguration {
@@ -67,7 +68,7 @@ pub fn run_native(options: NativeOptions) -> Result<()> {
         "webgpu-amp",
         native,
         Box::new(move |cc| {
-            let mut app = App::from_creation_context(cc, f16, config)?;
+            let mut app = App::from_creation_context(cc, f16, tensor_cores, config)?;
             app.autostart = autostart;
             app.program = program;
             app.closed_mid_run = slot;

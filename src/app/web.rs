@@ -49,6 +49,7 @@ pub async fn start(canvas_id: String) -> Result<(), JsValue> {
         backend: BackendChoice::Webgpu,
         adapter: None,
         f16_storage: F16StorageChoice::Auto,
+        tensor_cores: Default::default(),
     };
     let ctx = GpuContext::new_async(&options)
         .await

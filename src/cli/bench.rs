@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use clap::{Args, Subcommand, ValueEnum};
 use webgpu_amp::ops::matmul::{MatmulKernel, MatmulOpts, flops, matmul_with};
-use webgpu_amp::{F16StorageChoice, GpuContext, Storage, Tensor};
+use webgpu_amp::{F16StorageChoice, GpuContext, Storage, Tensor, TensorCoreChoice};
 
 use super::DeviceArgs;
 use super::numbers::number;
@@ -128,11 +128,15 @@ fn bench_matmul(args: &MatmulBenchArgs) -> webgpu_amp::Result<()> {
     }
     let mut options = args.device.options()?;
     let f16_choice = options.f16_storage;
-    // The packed context runs f32, packed f16 and bf16; a native one adds native f16.
+    // The packed context runs f32, packed f16 and bf16 (never on tensor cores); a native one
+    // adds native f16, with the tensor cores asked for.
+    let tensor_cores = options.tensor_cores;
     options.f16_storage = F16StorageChoice::Packed;
+    options.tensor_cores = TensorCoreChoice::Auto;
     let packed = GpuContext::new(&options)?;
     let native = if packed.caps.shader_f16 && f16_choice != F16StorageChoice::Packed {
         options.f16_storage = F16StorageChoice::Native;
+        options.tensor_cores = tensor_cores;
         Some(GpuContext::new(&options)?)
     } else {
         None

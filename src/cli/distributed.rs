@@ -114,7 +114,11 @@ impl Joined {
                 adapter: String::new(),
             })?;
             let adapter = adapters.into_iter().nth(pick).expect("picked index");
-            pollster::block_on(GpuContext::from_adapter(adapter, options.f16_storage))?
+            pollster::block_on(GpuContext::from_adapter(
+                adapter,
+                options.f16_storage,
+                options.tensor_cores,
+            ))?
         };
         eprintln!(
             "webgpu-amp: rank {} of {} on {} ({})",

@@ -3,7 +3,7 @@
 
 use clap::Args;
 use webgpu_amp::amp::AdapterReport;
-use webgpu_amp::gpu::{BackendChoice, F16StorageChoice, enumerate_adapters};
+use webgpu_amp::gpu::{BackendChoice, F16StorageChoice, TensorCoreChoice, enumerate_adapters};
 
 use super::out::outln;
 
@@ -19,6 +19,10 @@ pub struct InfoArgs {
     /// or packed (env WEBGPU_AMP_F16_STORAGE).
     #[arg(long = "f16-storage")]
     f16_storage: Option<String>,
+    /// Show tensor cores as training would use them with this setting: auto, on, off, on:8x8
+    /// or on:16x16 (env WEBGPU_AMP_TENSOR_CORES).
+    #[arg(long = "tensor-cores")]
+    tensor_cores: Option<String>,
 }
 
 pub fn run(args: &InfoArgs) -> webgpu_amp::Result<()> {
@@ -27,9 +31,13 @@ pub fn run(args: &InfoArgs) -> webgpu_amp::Result<()> {
         Some(s) => F16StorageChoice::parse(s)?,
         None => webgpu_amp::GpuOptions::from_env()?.f16_storage,
     };
+    let tensor_cores = match &args.tensor_cores {
+        Some(s) => TensorCoreChoice::parse(s)?,
+        None => webgpu_amp::GpuOptions::from_env()?.tensor_cores,
+    };
     let reports: Vec<AdapterReport> = pollster::block_on(enumerate_adapters(backend))
         .iter()
-        .map(|a| AdapterReport::with_f16_choice(a, f16_choice))
+        .map(|a| AdapterReport::with_choices(a, f16_choice, tensor_cores))
         .collect();
     if args.json {
         outln!(
@@ -54,7 +62,11 @@ pub fn run(args: &InfoArgs) -> webgpu_amp::Result<()> {
         outln!("    shader-f16       {}", yes_no(c.shader_f16))?;
         outln!("    subgroups        {}", yes_no(c.subgroups))?;
         outln!("    timestamp query  {}", yes_no(c.timestamp_query))?;
-        outln!("    tensor cores     {}", c.tensor_cores.describe())?;
+        outln!(
+            "    tensor cores     {} (--tensor-cores {})",
+            c.tensor_cores.describe(),
+            tensor_cores.name()
+        )?;
         outln!(
             "    f16 storage      {:?} (what --f16-storage auto uses)",
             r.f16_storage

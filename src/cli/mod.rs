@@ -23,7 +23,7 @@ mod train;
 use clap::{Args, Parser, Subcommand};
 use webgpu_amp::nn::AttentionKernel;
 use webgpu_amp::train::Setting;
-use webgpu_amp::{BackendChoice, F16StorageChoice, GpuOptions};
+use webgpu_amp::{BackendChoice, F16StorageChoice, GpuOptions, TensorCoreChoice};
 
 #[derive(Parser)]
 #[command(
@@ -67,6 +67,11 @@ pub struct DeviceArgs {
     /// auto, native or packed (env WEBGPU_AMP_F16_STORAGE). Packed runs without shader-f16.
     #[arg(long = "f16-storage")]
     pub f16_storage: Option<String>,
+    /// Tensor cores for f16 matmuls and convolutions: auto (GPUs that have them), on (also CPU
+    /// adapters; an error where none), off; on:8x8 or on:16x16 forces a fragment shape
+    /// (env WEBGPU_AMP_TENSOR_CORES).
+    #[arg(long = "tensor-cores")]
+    pub tensor_cores: Option<String>,
 }
 
 impl DeviceArgs {
@@ -80,6 +85,10 @@ impl DeviceArgs {
             f16_storage: match &self.f16_storage {
                 Some(s) => F16StorageChoice::parse(s)?,
                 None => F16StorageChoice::Auto,
+            },
+            tensor_cores: match &self.tensor_cores {
+                Some(s) => TensorCoreChoice::parse(s)?,
+                None => TensorCoreChoice::Auto,
             },
         };
         o.apply_env()?;

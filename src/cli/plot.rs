@@ -242,6 +242,7 @@ mod tests {
             adapter: "test adapter".into(),
             backend: "vulkan".into(),
             f16_storage: "native".into(),
+            tensor_cores: None,
             steps: 3,
             epochs: 0,
             first_loss: Some(2.0),

@@ -185,9 +185,13 @@ pub fn print_summary(runs: &[&RunSummary]) -> Result<()> {
         rows.insert(at, tokens);
     }
     outln!(
-        "adapter: {} (f16 storage: {})",
+        "adapter: {} (f16 storage: {}{})",
         runs[0].adapter,
-        runs[0].f16_storage
+        runs[0].f16_storage,
+        match &runs[0].tensor_cores {
+            Some(tc) => format!("; tensor cores {tc}"),
+            None => String::new(),
+        }
     )?;
     for (name, values) in rows {
         out!("{name:<14}")?;

@@ -2,6 +2,7 @@
 //! (`F16StorageChoice`), from options or the environment, and the wgpu instance that lists
 //! the adapters.
 
+use super::tensor_cores::TensorCoreChoice;
 use crate::error::{Error, Result};
 
 /// Which wgpu backend to use. `Auto` lets wgpu pick among every backend compiled in.
@@ -86,13 +87,16 @@ impl F16StorageChoice {
 }
 
 /// How to pick the device. Fields left at their default can be set from the environment
-/// (`WEBGPU_AMP_BACKEND`, `WEBGPU_AMP_ADAPTER`, `WEBGPU_AMP_F16_STORAGE`).
+/// (`WEBGPU_AMP_BACKEND`, `WEBGPU_AMP_ADAPTER`, `WEBGPU_AMP_F16_STORAGE`,
+/// `WEBGPU_AMP_TENSOR_CORES`).
 #[derive(Clone, Debug, Default)]
 pub struct GpuOptions {
     pub backend: BackendChoice,
     /// Case-insensitive substring of the adapter name.
     pub adapter: Option<String>,
     pub f16_storage: F16StorageChoice,
+    /// Whether f16 matmuls and convolutions run on cooperative matrices.
+    pub tensor_cores: TensorCoreChoice,
 }
 
 impl GpuOptions {
@@ -122,6 +126,11 @@ impl GpuOptions {
                 && let Ok(s) = std::env::var("WEBGPU_AMP_F16_STORAGE")
             {
                 self.f16_storage = F16StorageChoice::parse(&s)?;
+            }
+            if self.tensor_cores == TensorCoreChoice::Auto
+                && let Ok(s) = std::env::var("WEBGPU_AMP_TENSOR_CORES")
+            {
+                self.tensor_cores = TensorCoreChoice::parse(&s)?;
             }
         }
         Ok(())

@@ -3,7 +3,7 @@
 //! and what would change that.
 
 use super::F16StorageChoice;
-use super::tensor_cores::TensorCores;
+use super::tensor_cores::{TensorCoreChoice, TensorCores};
 use crate::dtype::F16Storage;
 use crate::error::{Error, Result};
 
@@ -15,7 +15,8 @@ pub struct Capabilities {
     pub timestamp_query: bool,
     /// A CPU adapter (lavapipe, llvmpipe, SwiftShader, WARP): matmuls run the direct body.
     pub cpu_adapter: bool,
-    /// Whether f16 matmuls run on cooperative matrices (tensor cores) here, and why not.
+    /// Whether f16 matmuls and convolutions run on cooperative matrices (tensor cores) here,
+    /// on which fragment shape, and why not.
     pub tensor_cores: TensorCores,
     pub max_buffer_size: u64,
     pub max_storage_buffer_binding_size: u64,
@@ -27,19 +28,24 @@ pub struct Capabilities {
 }
 
 impl Capabilities {
-    pub fn from_adapter(adapter: &wgpu::Adapter) -> Self {
-        let tensor_cores = TensorCores::of_adapter(adapter);
+    /// What `adapter` can do, with tensor cores as `choice` decides.
+    pub fn from_adapter(adapter: &wgpu::Adapter, choice: TensorCoreChoice) -> Self {
+        let tensor_cores = TensorCores::of_adapter(adapter, choice);
         Self::from_parts(adapter, adapter.features(), &adapter.limits(), tensor_cores)
     }
 
     /// What a device someone else created on `adapter` got: only the features it was given
     /// (tensor cores only where the device has cooperative matrices).
-    pub fn from_device(adapter: &wgpu::Adapter, device: &wgpu::Device) -> Self {
+    pub fn from_device(
+        adapter: &wgpu::Adapter,
+        device: &wgpu::Device,
+        choice: TensorCoreChoice,
+    ) -> Self {
         let features = device.features();
         let tensor_cores = if features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
-            TensorCores::of_adapter(adapter)
+            TensorCores::of_adapter(adapter, choice)
         } else {
-            match TensorCores::of_adapter(adapter) {
+            match TensorCores::of_adapter(adapter, choice) {
                 TensorCores::Used(_) => TensorCores::NotUsed(
                     "the device was created without cooperative matrices".to_string(),
                 ),
@@ -116,8 +122,11 @@ pub struct AdapterDescription {
 }
 
 impl AdapterDescription {
-    pub fn new(adapter: &wgpu::Adapter) -> Self {
-        Self::from_parts(adapter.get_info(), Capabilities::from_adapter(adapter))
+    pub fn new(adapter: &wgpu::Adapter, tensor_cores: TensorCoreChoice) -> Self {
+        Self::from_parts(
+            adapter.get_info(),
+            Capabilities::from_adapter(adapter, tensor_cores),
+        )
     }
 
     /// The description from what an adapter says about itself (separate from the adapter so

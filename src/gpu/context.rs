@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use super::adapter::{F16StorageChoice, GpuOptions, choose_adapter};
 use super::capabilities::{AdapterDescription, Capabilities};
 use super::faults::Faults;
-use super::tensor_cores::TensorCores;
+use super::tensor_cores::{TensorCoreChoice, TensorCores};
 use super::{Allocator, GpuBuffer, MemoryStats};
 use crate::dtype::{DType, F16Storage, Storage};
 use crate::error::{Error, Result};
@@ -50,7 +50,7 @@ impl GpuContext {
     /// Pick an adapter and create the device (async: the only form that works on the web).
     pub async fn new_async(options: &GpuOptions) -> Result<Self> {
         let adapter = choose_adapter(options).await?;
-        Self::from_adapter(adapter, options.f16_storage).await
+        Self::from_adapter(adapter, options.f16_storage, options.tensor_cores).await
     }
 
     /// Blocking constructor for native code (CLI, tests, benchmarks).
@@ -60,12 +60,19 @@ impl GpuContext {
     }
 
     /// Create the device on a chosen adapter, requesting the optional features we use.
-    pub async fn from_adapter(adapter: wgpu::Adapter, f16: F16StorageChoice) -> Result<Self> {
-        let report = AdapterDescription::new(&adapter);
+    /// `--tensor-cores on` where they cannot run, or with f16 stored packed (which cooperative
+    /// matrices cannot load), fails here with one line.
+    pub async fn from_adapter(
+        adapter: wgpu::Adapter,
+        f16: F16StorageChoice,
+        tensor_cores: TensorCoreChoice,
+    ) -> Result<Self> {
+        let report = AdapterDescription::new(&adapter, tensor_cores);
         let caps = report.capabilities.clone();
         let f16_storage = caps.resolve_f16_storage(f16)?;
+        Self::check_tensor_cores(&caps, tensor_cores, f16_storage, &report.name)?;
         let (device, queue) = adapter
-            .request_device(&Self::device_descriptor(&adapter))
+            .request_device(&Self::device_descriptor(&adapter, tensor_cores))
             .await
             .map_err(|e| Error::Device {
                 adapter: report.name.clone(),
@@ -88,10 +95,12 @@ impl GpuContext {
         device: wgpu::Device,
         queue: wgpu::Queue,
         f16: F16StorageChoice,
+        tensor_cores: TensorCoreChoice,
     ) -> Result<Self> {
-        let mut report = AdapterDescription::new(&adapter);
-        let caps = Capabilities::from_device(&adapter, &device);
+        let mut report = AdapterDescription::new(&adapter, tensor_cores);
+        let caps = Capabilities::from_device(&adapter, &device, tensor_cores);
         let f16_storage = caps.resolve_f16_storage(f16)?;
+        Self::check_tensor_cores(&caps, tensor_cores, f16_storage, &report.name)?;
         report.f16_storage = caps.auto_f16_storage();
         report.capabilities = caps.clone();
         Ok(Self::assemble(
@@ -102,6 +111,25 @@ impl GpuContext {
             caps,
             f16_storage,
         ))
+    }
+
+    /// `--tensor-cores on` must get them: an adapter that cannot run them, or f16 stored
+    /// packed, is a one-line error rather than a silent SIMT run.
+    fn check_tensor_cores(
+        caps: &Capabilities,
+        choice: TensorCoreChoice,
+        f16_storage: F16Storage,
+        adapter: &str,
+    ) -> Result<()> {
+        caps.tensor_cores.require(choice, adapter)?;
+        if matches!(choice, TensorCoreChoice::On(_)) && f16_storage == F16Storage::Packed {
+            return Err(Error::Unsupported(format!(
+                "tensor cores asked for ({}) with f16 stored packed, which cooperative matrices \
+                 cannot load; store f16 natively (or let auto pick)",
+                choice.name()
+            )));
+        }
+        Ok(())
     }
 
     fn assemble(
@@ -161,20 +189,25 @@ impl GpuContext {
     /// The device features and limits [`GpuContext::from_adapter`] requests on `adapter`:
     /// every optional feature this crate uses that the adapter has, and its full limits.
     /// The app hands this to its renderer so one device serves both.
-    pub fn device_descriptor(adapter: &wgpu::Adapter) -> wgpu::DeviceDescriptor<'static> {
+    pub fn device_descriptor(
+        adapter: &wgpu::Adapter,
+        tensor_cores: TensorCoreChoice,
+    ) -> wgpu::DeviceDescriptor<'static> {
         let mut wanted = wgpu::Features::SHADER_F16
             | wgpu::Features::SUBGROUP
             | wgpu::Features::TIMESTAMP_QUERY
             | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
         // Cooperative matrices are experimental in wgpu 30: requested (with experimental
-        // features enabled) only where the f16 matmul will use them, so every other adapter
+        // features enabled) only where the f16 kernels will use them, so every other adapter
         // gets exactly the device it got before.
-        let tensor_cores = TensorCores::of_adapter(adapter).config().is_some();
+        let tensor_cores = TensorCores::of_adapter(adapter, tensor_cores)
+            .config()
+            .is_some();
         let experimental_features = if tensor_cores {
             wanted |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
             // SAFETY: wgpu asks callers to acknowledge that experimental features may hold
-            // bugs. Only cooperative matrices are requested, on adapters that list the
-            // configuration shaders/matmul_coop.wgsl uses; every other path is unchanged.
+            // bugs. Only cooperative matrices are requested, where the tensor-core choice
+            // uses them (gpu::TensorCores); every other path is unchanged.
             unsafe { wgpu::ExperimentalFeatures::enabled() }
         } else {
             wgpu::ExperimentalFeatures::disabled()

@@ -5,11 +5,12 @@
 //! context for buffers ([`GpuContext::alloc`]) and kernels ([`GpuContext::kernel`]). The
 //! layer knows buffers and storages ([`crate::dtype`]), not tensors or precision modes.
 //!
-//! - `adapter`: backend, adapter and f16-storage choice ([`GpuOptions`])
+//! - `adapter`: backend, adapter, f16-storage and tensor-core choice ([`GpuOptions`])
 //! - `capabilities`: what an adapter can do and its description ([`AdapterDescription`])
 //! - `faults`: uncaptured GPU errors and device loss, surfaced by [`GpuContext::check`]
 //! - `context`: [`GpuContext`]
-//! - `tensor_cores`: whether f16 matmuls run on cooperative matrices ([`TensorCores`])
+//! - `tensor_cores`: whether f16 matmuls and convolutions run on cooperative matrices, and on
+//!   which fragment shape ([`TensorCores`], [`TensorCoreChoice`])
 //! - `alloc`, `kernel`, `readback`: counted buffers, cached pipelines, reading back
 //! - `map_signal`: a buffer map's outcome, waited for whichever thread's poll fires it
 //! - `timing`: GPU time per kernel from timestamp queries ([`KernelTimer`])
@@ -32,7 +33,7 @@ pub use context::GpuContext;
 pub use kernel::{Arg, Kernel, KernelDesc, grid_1d};
 pub use map_signal::{LATE_MAPS_ENV, MapSignal, MapState};
 pub use readback::ReadbackRing;
-pub use tensor_cores::{COOP_WORKGROUP_BYTES, TensorCoreConfig, TensorCores};
+pub use tensor_cores::{COOP_WORKGROUP_BYTES, TensorCoreChoice, TensorCoreConfig, TensorCores};
 pub use timing::{KernelTimer, KernelTimes};
 
 /// Bytes for people: `313.6 MB`, `2.1 GB`.

@@ -1,36 +1,82 @@
 //! Tensor cores from WGSL: whether an adapter's cooperative matrices (wgpu's experimental
 //! `EXPERIMENTAL_COOPERATIVE_MATRIX`: Vulkan `VK_KHR_cooperative_matrix`, Metal simdgroup
-//! matrices) offer the configuration `shaders/matmul_coop.wgsl` needs, and why not when they
-//! do not. The choice is made once per adapter, before the device is created, because the
-//! feature must be requested (with experimental features enabled) at device creation.
+//! matrices) run the f16 matmuls and convolutions (`shaders/matmul_coop.wgsl`,
+//! `shaders/conv_coop.wgsl`), on which fragment shape, and why not when they do not. The
+//! choice is made once per adapter, before the device is created, because the feature must be
+//! requested (with experimental features enabled) at device creation.
 
-/// The cooperative-matrix configuration the f16 matmul runs on: 16×16×16 tiles of f16
+use crate::error::{Error, Result};
+
+/// What `--tensor-cores` (or `WEBGPU_AMP_TENSOR_CORES`) asks for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TensorCoreChoice {
+    /// GPUs that list an f16 configuration use them; CPU adapters keep the SIMT bodies.
+    #[default]
+    Auto,
+    /// Every adapter that lists an f16 configuration, CPU adapters included (how CI proves
+    /// the kernels on Mesa 26's lavapipe); anywhere else, creating the device fails. With a
+    /// fragment edge (`on:8x8`, `on:16x16`), that shape whatever the adapter lists (tests).
+    On(Option<u32>),
+    /// Never.
+    Off,
+}
+
+impl TensorCoreChoice {
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" | "" => Ok(Self::Auto),
+            "on" => Ok(Self::On(None)),
+            "on:8x8" => Ok(Self::On(Some(8))),
+            "on:16x16" => Ok(Self::On(Some(16))),
+            "off" => Ok(Self::Off),
+            other => Err(Error::InvalidArgument(format!(
+                "unknown tensor-core setting `{other}` (expected auto, on, off, on:8x8 or on:16x16)"
+            ))),
+        }
+    }
+
+    pub fn name(self) -> String {
+        match self {
+            Self::Auto => "auto".into(),
+            Self::On(None) => "on".into(),
+            Self::On(Some(e)) => format!("on:{e}x{e}"),
+            Self::Off => "off".into(),
+        }
+    }
+}
+
+/// The cooperative-matrix configuration the f16 kernels run on: square fragments of f16
 /// inputs accumulated in f32, on subgroups of a fixed size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct TensorCoreConfig {
-    pub m: u32,
-    pub n: u32,
-    pub k: u32,
-    /// Input type (`f16`) and accumulator type (`f32`).
-    pub inputs: &'static str,
-    pub accumulator: &'static str,
+    /// Fragment edge: 16 (16x16x16, NVIDIA) or 8 (8x8x8, Apple, Mesa 26's lavapipe).
+    pub edge: u32,
     /// The adapter's subgroup size (min = max); a workgroup is four subgroups.
     pub subgroup: u32,
+    /// The shape was forced (`on:8x8`, `on:16x16`) and the adapter does not list it.
+    pub forced: bool,
 }
 
 impl TensorCoreConfig {
     /// `16x16x16 f16*f16->f32, subgroup 32`.
     pub fn describe(&self) -> String {
+        let e = self.edge;
+        let forced = if self.forced {
+            " (forced: not in the adapter's list)"
+        } else {
+            ""
+        };
         format!(
-            "{}x{}x{} {}*{}->{}, subgroup {}",
-            self.m, self.n, self.k, self.inputs, self.inputs, self.accumulator, self.subgroup
+            "{e}x{e}x{e} f16*f16->f32, subgroup {}{forced}",
+            self.subgroup
         )
     }
 }
 
-/// Workgroup memory the cooperative kernel stages through: f16 tiles of 64×32 and 32×64,
-/// and the 64×64 f32 results (`shaders/matmul_coop.wgsl`).
-pub const COOP_WORKGROUP_BYTES: u32 = 2 * 64 * 32 * 2 + 4 * 64 * 64;
+/// Most workgroup memory a cooperative kernel stages through (the 128×128 tiles of 16×16
+/// fragments: f16 tiles of 128×40 and 32×136, and 4 subgroups' 16×16 f32 results). The shader
+/// portability test checks every cooperative variant against it.
+pub const COOP_WORKGROUP_BYTES: u32 = 2 * (128 * 40 + 32 * 136) + 4 * 4 * 16 * 16;
 
 /// Whether tensor cores are used on an adapter: the configuration, or why not.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -55,8 +101,8 @@ impl TensorCores {
         }
     }
 
-    /// What this adapter reports, decided as [`TensorCores::choose`] does.
-    pub fn of_adapter(adapter: &wgpu::Adapter) -> Self {
+    /// What this adapter does under `choice`, decided as [`TensorCores::choose`] does.
+    pub fn of_adapter(adapter: &wgpu::Adapter, choice: TensorCoreChoice) -> Self {
         let info = adapter.get_info();
         let features = adapter.features();
         let props = if features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
@@ -64,7 +110,20 @@ impl TensorCores {
         } else {
             Vec::new()
         };
-        Self::choose(&info, features, &adapter.limits(), &props)
+        Self::choose(&info, features, &adapter.limits(), &props, choice)
+    }
+
+    /// The one-line error of `--tensor-cores on` where they cannot run, or Ok.
+    pub fn require(&self, choice: TensorCoreChoice, adapter: &str) -> Result<()> {
+        match (choice, self) {
+            (TensorCoreChoice::On(_), TensorCores::NotUsed(why)) => {
+                Err(Error::Unsupported(format!(
+                    "tensor cores asked for ({}) but `{adapter}` cannot run them: {why}",
+                    choice.name()
+                )))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The choice from what an adapter says about itself (separate from the adapter so the
@@ -74,11 +133,16 @@ impl TensorCores {
         features: wgpu::Features,
         limits: &wgpu::Limits,
         props: &[wgpu::CooperativeMatrixProperties],
+        choice: TensorCoreChoice,
     ) -> Self {
         use wgpu::CooperativeScalarType as S;
         let not = |why: &str| TensorCores::NotUsed(why.to_string());
-        if info.device_type == wgpu::DeviceType::Cpu {
-            return not("CPU adapter");
+        match choice {
+            TensorCoreChoice::Off => return not("turned off (--tensor-cores off)"),
+            TensorCoreChoice::Auto if info.device_type == wgpu::DeviceType::Cpu => {
+                return not("CPU adapter (--tensor-cores on runs them here)");
+            }
+            _ => {}
         }
         if !features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
             return not("the adapter exposes no cooperative matrices");
@@ -86,12 +150,19 @@ impl TensorCores {
         if !features.contains(wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP) {
             return not("cooperative matrices need shader-f16 and subgroups here");
         }
-        let wanted = props.iter().any(|p| {
-            (p.m_size, p.n_size, p.k_size) == (16, 16, 16)
-                && p.ab_type == S::F16
-                && p.cr_type == S::F32
-        });
-        if !wanted {
+        let f16_to_f32 =
+            |p: &&wgpu::CooperativeMatrixProperties| p.ab_type == S::F16 && p.cr_type == S::F32;
+        let listed = |e: u32| {
+            props
+                .iter()
+                .filter(f16_to_f32)
+                .any(|p| (p.m_size, p.n_size, p.k_size) == (e, e, e))
+        };
+        let edge = match choice {
+            TensorCoreChoice::On(Some(e)) if props.iter().any(|p| f16_to_f32(&p)) => Some(e),
+            _ => [16, 8].into_iter().find(|&e| listed(e)),
+        };
+        let Some(edge) = edge else {
             let listed: Vec<String> = props
                 .iter()
                 .map(|p| {
@@ -102,33 +173,30 @@ impl TensorCores {
                 })
                 .collect();
             return TensorCores::NotUsed(format!(
-                "no 16x16x16 f16->f32 configuration (the adapter lists: {})",
+                "no 16x16x16 or 8x8x8 f16->f32 configuration (the adapter lists: {})",
                 if listed.is_empty() {
                     "none".to_string()
                 } else {
                     listed.join(", ")
                 }
             ));
-        }
+        };
         let subgroup = info.subgroup_max_size;
         if info.subgroup_min_size != subgroup || subgroup == 0 {
             return TensorCores::NotUsed(format!(
-                "subgroup size varies ({}..{}); the kernel needs a fixed one",
+                "subgroup size varies ({}..{}); the kernels need a fixed one",
                 info.subgroup_min_size, info.subgroup_max_size
             ));
         }
         if 4 * subgroup > limits.max_compute_invocations_per_workgroup
             || COOP_WORKGROUP_BYTES > limits.max_compute_workgroup_storage_size
         {
-            return not("workgroup limits too small for the cooperative kernel");
+            return not("workgroup limits too small for the cooperative kernels");
         }
         TensorCores::Used(TensorCoreConfig {
-            m: 16,
-            n: 16,
-            k: 16,
-            inputs: "f16",
-            accumulator: "f32",
+            edge,
             subgroup,
+            forced: !listed(edge),
         })
     }
 }
@@ -138,11 +206,11 @@ mod tests {
     use super::*;
     use wgpu::CooperativeScalarType as S;
 
-    fn prop(m: u32, n: u32, k: u32, ab: S, cr: S) -> wgpu::CooperativeMatrixProperties {
+    fn prop(e: (u32, u32, u32), ab: S, cr: S) -> wgpu::CooperativeMatrixProperties {
         wgpu::CooperativeMatrixProperties {
-            m_size: m,
-            n_size: n,
-            k_size: k,
+            m_size: e.0,
+            n_size: e.1,
+            k_size: e.2,
             ab_type: ab,
             cr_type: cr,
             saturating_accumulation: false,
@@ -178,41 +246,104 @@ mod tests {
         .union(wgpu::Features::SHADER_F16)
         .union(wgpu::Features::SUBGROUP);
 
-    #[test]
-    fn an_h100_like_adapter_uses_16x16x16_f16_to_f32() {
-        // What the issue reports for an H100 on Vulkan.
-        let props = [
-            prop(16, 16, 16, S::F16, S::F32),
-            prop(16, 8, 16, S::F16, S::F32),
-            prop(16, 8, 8, S::F16, S::F32),
-            prop(16, 16, 16, S::F16, S::F16),
-        ];
-        let gpu = info(wgpu::DeviceType::DiscreteGpu, (32, 32));
-        let tc = TensorCores::choose(&gpu, COOP, &gpu_limits(), &props);
-        let c = tc.config().expect("tensor cores");
-        assert_eq!((c.m, c.n, c.k, c.subgroup), (16, 16, 16, 32));
-        assert_eq!(tc.describe(), "used: 16x16x16 f16*f16->f32, subgroup 32");
+    use TensorCoreChoice::{Auto, Off, On};
+
+    /// What the issue reports for an H100 on Vulkan, and for Mesa 26's lavapipe.
+    fn h100() -> Vec<wgpu::CooperativeMatrixProperties> {
+        vec![
+            prop((16, 16, 16), S::F16, S::F32),
+            prop((16, 8, 16), S::F16, S::F32),
+            prop((16, 8, 8), S::F16, S::F32),
+            prop((16, 16, 16), S::F16, S::F16),
+        ]
+    }
+    fn lavapipe26() -> Vec<wgpu::CooperativeMatrixProperties> {
+        vec![
+            prop((8, 8, 8), S::F16, S::F32),
+            prop((8, 8, 8), S::F16, S::F16),
+        ]
+    }
+
+    fn why(tc: TensorCores) -> String {
+        match tc {
+            TensorCores::NotUsed(w) => w,
+            TensorCores::Used(c) => panic!("unexpectedly used: {c:?}"),
+        }
     }
 
     #[test]
-    fn everything_else_says_why_not() {
-        let good = [prop(16, 16, 16, S::F16, S::F32)];
+    fn an_h100_like_adapter_uses_16x16x16_f16_to_f32() {
+        let gpu = info(wgpu::DeviceType::DiscreteGpu, (32, 32));
+        for choice in [Auto, On(None)] {
+            let tc = TensorCores::choose(&gpu, COOP, &gpu_limits(), &h100(), choice);
+            let c = tc.config().expect("tensor cores");
+            assert_eq!((c.edge, c.subgroup, c.forced), (16, 32, false));
+            assert_eq!(tc.describe(), "used: 16x16x16 f16*f16->f32, subgroup 32");
+        }
+        assert!(why(TensorCores::choose(&gpu, COOP, &gpu_limits(), &h100(), Off)).contains("off"));
+    }
+
+    #[test]
+    fn a_cpu_adapter_uses_8x8_only_when_asked_and_shapes_can_be_forced() {
+        let cpu = info(wgpu::DeviceType::Cpu, (8, 8));
+        let limits = wgpu::Limits {
+            max_compute_workgroup_storage_size: 32 * 1024,
+            ..wgpu::Limits::default()
+        };
+        let props = lavapipe26();
+        let auto = why(TensorCores::choose(&cpu, COOP, &limits, &props, Auto));
+        assert!(auto.contains("CPU adapter"), "{auto}");
+        let on = TensorCores::choose(&cpu, COOP, &limits, &props, On(None));
+        let c = on.config().expect("on");
+        assert_eq!((c.edge, c.subgroup, c.forced), (8, 8, false));
+        assert_eq!(on.require(On(None), "x").ok(), Some(()));
+        let forced = TensorCores::choose(&cpu, COOP, &limits, &props, On(Some(16)));
+        let c = forced.config().expect("forced");
+        assert_eq!((c.edge, c.forced), (16, true));
+        assert!(forced.describe().contains("16x16x16") && forced.describe().contains("forced"));
+        // A forced shape still needs some f16 -> f32 configuration.
+        let only_f16 = [prop((8, 8, 8), S::F16, S::F16)];
+        let w = why(TensorCores::choose(
+            &cpu,
+            COOP,
+            &limits,
+            &only_f16,
+            On(Some(8)),
+        ));
+        assert!(w.contains("8x8x8 F16->F16"), "{w}");
+    }
+
+    #[test]
+    fn everything_else_says_why_not_and_on_fails_in_one_line() {
+        let good = [prop((16, 16, 16), S::F16, S::F32)];
         let gpu = info(wgpu::DeviceType::DiscreteGpu, (32, 32));
         let limits = gpu_limits();
-        let why = |tc: TensorCores| match tc {
-            TensorCores::NotUsed(w) => w,
-            TensorCores::Used(c) => panic!("unexpectedly used: {c:?}"),
-        };
-        let cpu = info(wgpu::DeviceType::Cpu, (8, 8));
-        assert!(why(TensorCores::choose(&cpu, COOP, &limits, &good)).contains("CPU"));
         let plain = wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP;
-        assert!(why(TensorCores::choose(&gpu, plain, &limits, &good)).contains("no cooperative"));
-        let only_f32 = [prop(8, 8, 8, S::F32, S::F32)];
-        let w = why(TensorCores::choose(&gpu, COOP, &limits, &only_f32));
+        let no_coop = TensorCores::choose(&gpu, plain, &limits, &good, On(None));
+        assert!(why(no_coop.clone()).contains("no cooperative"));
+        let err = no_coop
+            .require(On(None), "Some GPU")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`Some GPU`") && err.contains("on"), "{err}");
+        assert!(!err.contains('\n'), "{err}");
+        assert_eq!(no_coop.require(Auto, "Some GPU").ok(), Some(()));
+        let only_f32 = [prop((8, 8, 8), S::F32, S::F32)];
+        let w = why(TensorCores::choose(&gpu, COOP, &limits, &only_f32, Auto));
         assert!(w.contains("8x8x8 F32->F32"), "{w}");
         let amd = info(wgpu::DeviceType::DiscreteGpu, (32, 64));
-        assert!(why(TensorCores::choose(&amd, COOP, &limits, &good)).contains("varies"));
+        assert!(why(TensorCores::choose(&amd, COOP, &limits, &good, Auto)).contains("varies"));
         let small = wgpu::Limits::default(); // 16 KiB of workgroup memory
-        assert!(why(TensorCores::choose(&gpu, COOP, &small, &good)).contains("limits"));
+        assert!(why(TensorCores::choose(&gpu, COOP, &small, &good, Auto)).contains("limits"));
+    }
+
+    #[test]
+    fn choices_parse_and_name_themselves() {
+        for s in ["auto", "on", "off", "on:8x8", "on:16x16"] {
+            assert_eq!(TensorCoreChoice::parse(s).unwrap().name(), s);
+        }
+        assert_eq!(TensorCoreChoice::parse("ON:16X16").unwrap(), On(Some(16)));
+        let e = TensorCoreChoice::parse("on:32x32").unwrap_err().to_string();
+        assert!(e.contains("on:32x32") && e.contains("on:16x16"), "{e}");
     }
 }

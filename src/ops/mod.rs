@@ -25,6 +25,7 @@ use crate::shader::ShaderDecl;
 pub static SHADERS: &[&ShaderDecl] = &[
     &attention::SHADER,
     &conv::SHADER,
+    &conv::COOP_SHADER,
     &dropout::SHADER,
     &elementwise::SHADER,
     &embedding::SHADER,

@@ -18,6 +18,10 @@ pub const INCLUDES: &[(&str, &str)] = &[
         include_str!("../../shaders/include/scaler_state.wgsl"),
     ),
     (
+        "tile_staging",
+        include_str!("../../shaders/include/tile_staging.wgsl"),
+    ),
+    (
         "matmul_common",
         include_str!("../../shaders/include/matmul_common.wgsl"),
     ),
@@ -28,6 +32,14 @@ pub const INCLUDES: &[(&str, &str)] = &[
     (
         "flash_common",
         include_str!("../../shaders/include/flash_common.wgsl"),
+    ),
+    (
+        "coop_gemm",
+        include_str!("../../shaders/include/coop_gemm.wgsl"),
+    ),
+    (
+        "conv_gemm",
+        include_str!("../../shaders/include/conv_gemm.wgsl"),
     ),
 ];
 
@@ -87,7 +99,11 @@ pub(super) fn specialise(variant: &Variant) -> Result<String> {
         out.push('\n');
     }
     for (name, value) in &variant.consts {
-        out.push_str(&format!("const {name} = {value};\n"));
+        // `alias NAME` injects a type (the cooperative kernels' fragment types).
+        match name.strip_prefix("alias ") {
+            Some(alias) => out.push_str(&format!("alias {alias} = {value};\n")),
+            None => out.push_str(&format!("const {name} = {value};\n")),
+        }
     }
     out.push_str(PRELUDE);
     if variant.uses_native_f16() {

@@ -28,7 +28,9 @@
 //! ```
 //!
 //! so the fixed-order workgroup reductions, the GradScaler's state layout and every uniform
-//! block exist once, not once per shader and once more in Rust.
+//! block exist once, not once per shader and once more in Rust. A constant named `alias NAME`
+//! is injected as a type alias (`alias NAME = VALUE;`): the cooperative kernels get their
+//! fragment types that way.
 //!
 //! Packed storages keep two 16-bit values per `u32`. Two threads may write the two halves of
 //! one word, so single-element stores to a packed tensor use `atomicAnd`/`atomicOr` on its

@@ -27,6 +27,10 @@ pub struct RunSummary {
     /// The adapter's backend (`vulkan`, `gl`, `metal`, ...).
     pub backend: String,
     pub f16_storage: String,
+    /// The tensor cores the run's low-precision products ran on
+    /// ([`crate::gpu::TensorCoreConfig::describe`]); absent where they ran on SIMT bodies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tensor_cores: Option<String>,
     pub steps: u64,
     pub epochs: u64,
     pub first_loss: Option<f32>,
@@ -77,6 +81,14 @@ impl Run {
     ) -> Result<RunSummary> {
         self.run_inner(ctx, split, on_event)
             .map_err(|e| self.explain_fault(ctx, e))
+    }
+
+    /// The tensor cores this run's low-precision products use, if any.
+    fn tensor_cores(&self, ctx: &GpuContext) -> Option<String> {
+        let low = ctx.storage_for(self.config.step.precision.low_dtype());
+        crate::ops::matmul::uses_tensor_cores(&ctx.caps, &[low])
+            .then(|| ctx.caps.tensor_cores.config().map(|c| c.describe()))
+            .flatten()
     }
 
     /// Micro-batches to submit before the next periodic work in `due` is (unbounded without
@@ -240,6 +252,7 @@ impl Run {
             adapter: ctx.report.name.clone(),
             backend: ctx.report.backend.clone(),
             f16_storage: format!("{:?}", ctx.f16_storage).to_lowercase(),
+            tensor_cores: self.tensor_cores(ctx),
             steps: self.progress.step,
             epochs: self.progress.epoch,
             first_loss: history.first().map(|s| s.loss),

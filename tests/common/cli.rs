@@ -63,9 +63,20 @@ pub fn fresh_dir(tag: &str) -> PathBuf {
     dir
 }
 
-/// A command that runs the binary with a runtime dir ([`runtime_dir`]).
+/// A command that runs the binary with a runtime dir ([`runtime_dir`]), under
+/// `$WEBGPU_AMP_RUNNER` when that is set (words put before the binary:
+/// `scripts/lavapipe-coop.sh run` runs it under Mesa 26's lavapipe, which a child of a test
+/// does not get otherwise).
 pub fn command() -> std::process::Command {
-    let mut cmd = std::process::Command::new(BIN);
+    let mut cmd = match std::env::var("WEBGPU_AMP_RUNNER") {
+        Ok(runner) if !runner.trim().is_empty() => {
+            let mut words = runner.split_whitespace();
+            let mut cmd = std::process::Command::new(words.next().expect("a word"));
+            cmd.args(words).arg(BIN);
+            cmd
+        }
+        _ => std::process::Command::new(BIN),
+    };
     cmd.env("XDG_RUNTIME_DIR", runtime_dir());
     cmd
 }

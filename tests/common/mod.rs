@@ -3,7 +3,9 @@
 #![allow(dead_code)]
 
 pub mod attention_ref;
+pub mod batched_ref;
 pub mod cli;
+pub mod conv_ref;
 pub mod matmul_ref;
 pub mod portability;
 pub mod runs;
@@ -197,7 +199,8 @@ pub fn not_checked(what: &str) {
         .create(true)
         .append(true)
         .open(&path)
-        .and_then(|mut f| writeln!(f, "{line}"));
+        // One write per line: test threads append at the same time.
+        .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
     if let Err(e) = appended {
         panic!(
             "could not record a NOT CHECKED note in {}: {e}",
@@ -228,6 +231,42 @@ pub fn file_names(dir: &std::path::Path, keep: impl Fn(&str) -> bool) -> Vec<Str
         .collect();
     names.sort();
     names
+}
+
+/// A context whose f16 kernels run on tensor cores with `edge`×`edge` fragments
+/// (`--tensor-cores on:8x8` / `on:16x16`, native f16 storage), one per shape per test process;
+/// `None` where the adapter has no f16 cooperative matrices (Mesa 22's lavapipe, GL), after
+/// saying so loudly (`[tensor cores]` marks the note: scripts/test.sh runs these tests again on
+/// Mesa 26's lavapipe, scripts/lavapipe-coop.sh, where they must run). Any other failure to
+/// create it fails the test.
+pub fn coop_ctx(edge: u32, what: &str) -> Option<&'static GpuContext> {
+    static CTX8: OnceLock<Result<GpuContext, String>> = OnceLock::new();
+    static CTX16: OnceLock<Result<GpuContext, String>> = OnceLock::new();
+    let cell = match edge {
+        8 => &CTX8,
+        16 => &CTX16,
+        _ => panic!("fragment edge {edge}: 8 or 16"),
+    };
+    let made = cell.get_or_init(|| {
+        let mut options = GpuOptions::from_env().expect("bad WEBGPU_AMP_* environment");
+        options.f16_storage = F16StorageChoice::Native;
+        options.tensor_cores = webgpu_amp::TensorCoreChoice::On(Some(edge));
+        GpuContext::new(&options).map_err(|e| e.to_string())
+    });
+    match made {
+        Ok(ctx) => {
+            let config = ctx.caps.tensor_cores.config().expect("on: used");
+            assert_eq!(config.edge, edge, "forced fragment shape");
+            Some(ctx)
+        }
+        Err(e) if e.contains("cooperative") || e.contains("shader-f16") => {
+            not_checked(&format!(
+                "[tensor cores] {what}, {edge}x{edge} fragments: the adapter cannot run them ({e})"
+            ));
+            None
+        }
+        Err(e) => panic!("tensor-core context ({edge}x{edge}): {e}"),
+    }
 }
 
 /// The bits of `values`, to compare two runs exactly.

@@ -32,9 +32,10 @@ crate::wgsl_struct! {
         pub(super) cols: u32,
         /// GEMM reduction length
         pub(super) depth: u32,
-        /// ceil(rows / TILE_R): the grid may be folded past it
+        /// the tiles the grid folds into x and y: ceil(rows / TILE_R) for the SIMT bodies,
+        /// column tiles for the tensor-core ones (`coop.rs`)
         pub(super) row_tiles: u32,
-        /// ceil(cols / TILE_C)
+        /// the other tile count
         pub(super) col_tiles: u32,
         /// backward weight: depth splits (1: write dw directly)
         pub(super) splits: u32,
@@ -91,13 +92,24 @@ impl Split {
     const GPU_MIN_LEN: usize = 256;
 
     pub(super) fn plan(device: wgpu::DeviceType, depth: usize, tiles: usize) -> Split {
-        let len = if device == wgpu::DeviceType::Cpu {
-            Self::CPU_LEN
-        } else {
-            let want = Self::GPU_GROUPS.div_ceil(tiles.max(1));
-            depth.div_ceil(want).clamp(Self::GPU_MIN_LEN, Self::CPU_LEN)
+        if device == wgpu::DeviceType::Cpu {
+            return Self::of_len(depth, Self::CPU_LEN);
         }
-        .next_multiple_of(16);
+        Self::for_gpu(depth, tiles)
+    }
+
+    /// The GPU plan on any adapter (the tensor-core kernels: a CPU adapter under
+    /// `--tensor-cores on` splits as a GPU would; no split passes the CPU length).
+    pub(super) fn for_gpu(depth: usize, tiles: usize) -> Split {
+        let want = Self::GPU_GROUPS.div_ceil(tiles.max(1));
+        Self::of_len(
+            depth,
+            depth.div_ceil(want).clamp(Self::GPU_MIN_LEN, Self::CPU_LEN),
+        )
+    }
+
+    fn of_len(depth: usize, len: usize) -> Split {
+        let len = len.next_multiple_of(16);
         Split {
             splits: depth.div_ceil(len).max(1),
             len,
@@ -125,24 +137,22 @@ impl Gemm {
     }
 }
 
-pub(super) fn launch(
-    ctx: &GpuContext,
-    entry: &'static str,
+/// The uniform block of one GEMM. `tiles`: the tile count the grid folds into x and y (in
+/// `row_tiles`), then the other (in `col_tiles`).
+pub(super) fn params(
     d: &Dims,
     p: Conv2dParams,
     gemm: Gemm,
     epilogue: Epilogue,
-    args: Vec<(&str, Arg<'_>)>,
-) -> Result<Kernel> {
+    tiles: [usize; 2],
+) -> Params {
     let Gemm {
         rows,
         cols,
         depth,
         split,
     } = gemm;
-    let row_tiles = rows.div_ceil(TILE_R);
-    let col_tiles = cols.div_ceil(TILE_C);
-    let params = Params {
+    Params {
         batch: d.n as u32,
         in_ch: d.c as u32,
         in_h: d.h as u32,
@@ -157,40 +167,68 @@ pub(super) fn launch(
         rows: rows as u32,
         cols: cols as u32,
         depth: depth as u32,
-        row_tiles: row_tiles as u32,
-        col_tiles: col_tiles as u32,
+        row_tiles: tiles[0] as u32,
+        col_tiles: tiles[1] as u32,
         splits: split.splits as u32,
         split_len: split.len as u32,
         round_to: epilogue.round_to,
         ..Default::default()
-    };
-    let mut all = vec![("params", Arg::Uniform(bytemuck::bytes_of(&params)))];
+    }
+}
+
+pub(super) fn launch(
+    ctx: &GpuContext,
+    entry: &'static str,
+    d: &Dims,
+    p: Conv2dParams,
+    gemm: Gemm,
+    epilogue: Epilogue,
+    args: Vec<(&str, Arg<'_>)>,
+) -> Result<Kernel> {
+    let Gemm {
+        rows, cols, split, ..
+    } = gemm;
+    let row_tiles = rows.div_ceil(TILE_R);
+    let col_tiles = cols.div_ceil(TILE_C);
+    let params = params(d, p, gemm, epilogue, [row_tiles, col_tiles]);
+    let desc = KernelDesc::new(&SHADER, entry)
+        .with_const("KH", d.kh)
+        .with_const("KW", d.kw);
+    let grid = [row_tiles, col_tiles * split.splits];
+    dispatch(ctx, &desc, &params, args, rows * cols == 0, grid)
+}
+
+/// The kernel of one GEMM: `grid[0]` workgroups folded into the grid's x and y, `grid[1]`
+/// along z. An empty GEMM (`empty`: a zero dimension) dispatches nothing; the kernel is still
+/// valid.
+pub(super) fn dispatch(
+    ctx: &GpuContext,
+    desc: &KernelDesc,
+    params: &Params,
+    args: Vec<(&str, Arg<'_>)>,
+    empty: bool,
+    grid: [usize; 2],
+) -> Result<Kernel> {
+    let mut all = vec![("params", Arg::Uniform(bytemuck::bytes_of(params)))];
     all.extend(args);
-    let [gx, gy, _] = grid_1d(row_tiles, 1);
-    // An empty GEMM (a zero dimension) dispatches nothing; the kernel is still valid.
-    let groups = if rows == 0 || cols == 0 {
+    let [gx, gy, _] = grid_1d(grid[0], 1);
+    let groups = if empty {
         [0, 0, 0]
     } else {
-        [gx, gy, (col_tiles * split.splits) as u32]
+        [gx, gy, grid[1] as u32]
     };
-    ctx.kernel(
-        &KernelDesc::new(&SHADER, entry)
-            .with_const("KH", d.kh)
-            .with_const("KW", d.kw),
-        &all,
-        groups,
-    )
+    ctx.kernel(desc, &all, groups)
 }
 
 /// The reduce kernel's parameters: what it reads is `out_ch`, `rows` (taps), `splits` and
 /// `accumulate`.
-pub(super) fn reduce_params(d: &Dims, gemm: Gemm, epilogue: Epilogue) -> Params {
+pub(super) fn reduce_params(d: &Dims, taps: usize, split: Split, epilogue: Epilogue) -> Params {
     Params {
         out_ch: d.o as u32,
-        rows: gemm.rows as u32,
+        rows: taps as u32,
         accumulate: epilogue.accumulate.flag(),
-        splits: gemm.split.splits as u32,
-        split_len: gemm.split.len as u32,
+        splits: split.splits as u32,
+        split_len: split.len as u32,
         round_to: epilogue.round_to,
         ..Params::default()
     }

@@ -7,7 +7,12 @@
 //! y `[N, O, Ho, Wo]`. Every tensor may have its own storage (f16 activations with f32 weight
 //! gradients, ...); the kernels are specialised per storage and accumulate in f32. The kernel
 //! size is a compile-time constant of the shader (one pipeline per kernel size).
+//!
+//! Native f16 inputs where tensor cores are used run the same GEMMs on cooperative matrices
+//! (`coop`, `shaders/conv_coop.wgsl`), with the same epilogues and the same deterministic
+//! split-K for the weight gradient.
 
+mod coop;
 mod gemm;
 mod shape;
 
@@ -17,7 +22,10 @@ use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::{Grid, ShaderDecl};
 use crate::tensor::Tensor;
+use coop::Kind;
 use gemm::{Epilogue, Gemm, STORE, Split, TILE_C, TILE_R, launch, reduce_params};
+
+pub use coop::COOP_SHADER;
 use shape::{check, dims4};
 
 pub static SHADER: ShaderDecl = ShaderDecl {
@@ -101,6 +109,16 @@ pub fn conv2d_forward(
             format!("bias is {:?}, expected [{}]", b.shape(), d.o),
         ));
     }
+    let (pixels, depth) = (d.n * d.ho * d.wo, d.c * d.kh * d.kw);
+    let epilogue = Epilogue {
+        bias: bias.is_some(),
+        ..STORE
+    };
+    if let Some(config) = coop::config(ctx, &[x.storage(), w.storage()]) {
+        let gemm = Gemm::unsplit(d.o, pixels, depth);
+        let args = coop::pixel_args(x, w, bias.unwrap_or(w), y);
+        return coop::launch(ctx, config, Kind::Forward, &d, p, gemm, epilogue, args);
+    }
     // Without a bias the shader never reads it; bind the weight in its place (same storage
     // variant as a real bias of the weight's dtype, so no extra pipeline).
     let args = vec![
@@ -109,18 +127,8 @@ pub fn conv2d_forward(
         ("dst", y.arg()),
         ("bias", bias.unwrap_or(w).arg()),
     ];
-    launch(
-        ctx,
-        "conv_forward",
-        &d,
-        p,
-        Gemm::unsplit(d.n * d.ho * d.wo, d.o, d.c * d.kh * d.kw),
-        Epilogue {
-            bias: bias.is_some(),
-            ..STORE
-        },
-        args,
-    )
+    let gemm = Gemm::unsplit(pixels, d.o, depth);
+    launch(ctx, "conv_forward", &d, p, gemm, epilogue, args)
 }
 
 /// dx[N,C,H,W] = gradient of the convolution with respect to its input (overwrites dx).
@@ -133,21 +141,21 @@ pub fn conv2d_backward_input(
 ) -> Result<Kernel> {
     let op = "conv2d_backward_input";
     let d = check(op, dims4(op, "dx", dx)?, w, dims4(op, "dy", dy)?, p)?;
-    launch(
-        ctx,
-        "conv_backward_input",
-        &d,
-        p,
-        Gemm::unsplit(d.n * d.h * d.w, d.c, d.o * d.kh * d.kw),
-        STORE,
-        // The epilogue it shares with the forward names a bias; it is never read here.
-        vec![
-            ("src", dy.arg()),
-            ("w", w.arg()),
-            ("dst", dx.arg()),
-            ("bias", w.arg()),
-        ],
-    )
+    let (pixels, depth) = (d.n * d.h * d.w, d.o * d.kh * d.kw);
+    if let Some(config) = coop::config(ctx, &[dy.storage(), w.storage()]) {
+        let gemm = Gemm::unsplit(d.c, pixels, depth);
+        let args = coop::pixel_args(dy, w, w, dx);
+        return coop::launch(ctx, config, Kind::InputGrad, &d, p, gemm, STORE, args);
+    }
+    // The epilogue it shares with the forward names a bias; it is never read here.
+    let args = vec![
+        ("src", dy.arg()),
+        ("w", w.arg()),
+        ("dst", dx.arg()),
+        ("bias", w.arg()),
+    ];
+    let gemm = Gemm::unsplit(pixels, d.c, depth);
+    launch(ctx, "conv_backward_input", &d, p, gemm, STORE, args)
 }
 
 /// dw[O,C,kh,kw] = (or, with [`Accumulate::Add`], +=) gradient with respect to the weight,
@@ -167,59 +175,62 @@ pub fn conv2d_backward_weight(
     let op = "conv2d_backward_weight";
     let d = check(op, dims4(op, "input", x)?, dw, dims4(op, "dy", dy)?, p)?;
     let (taps, pixels) = (d.c * d.kh * d.kw, d.n * d.ho * d.wo);
-    let tiles = taps.div_ceil(TILE_R) * d.o.div_ceil(TILE_C);
-    let split = Split::plan(ctx.device_type(), pixels, tiles);
-    let gemm = Gemm {
-        rows: taps,
-        cols: d.o,
-        depth: pixels,
-        split,
-    };
     let epilogue = Epilogue {
         accumulate,
         round_to: crate::ops::round_code(round_to),
         ..STORE
     };
-    if split.splits == 1 {
-        // dw stands in for the partial sums the kernel never writes with one split.
-        let args = vec![
-            ("x", x.arg()),
-            ("dy", dy.arg()),
-            ("dw", dw.arg()),
-            ("partials", dw.arg()),
-        ];
-        return Ok(vec![launch(
-            ctx,
-            "conv_backward_weight",
-            &d,
-            p,
-            gemm,
-            epilogue,
-            args,
-        )?]);
-    }
-    let partials = Tensor::zeros(ctx, &[split.splits, d.o, taps], DType::F32);
-    let args = |with_inputs: bool| {
-        let mut args = vec![("dw", dw.arg()), ("partials", partials.arg())];
-        if with_inputs {
-            args.extend([("x", x.arg()), ("dy", dy.arg())]);
+    let coop = coop::config(ctx, &[x.storage(), dy.storage()]);
+    let split = match coop {
+        Some(_) => Split::for_gpu(pixels, d.o.div_ceil(coop::TILE) * taps.div_ceil(coop::TILE)),
+        None => {
+            let tiles = taps.div_ceil(TILE_R) * d.o.div_ceil(TILE_C);
+            Split::plan(ctx.device_type(), pixels, tiles)
         }
-        args
     };
-    let partial_sums = launch(
-        ctx,
-        "conv_backward_weight",
-        &d,
-        p,
-        gemm,
-        epilogue,
-        args(true),
-    )?;
+    // With several splits the kernel writes partial sums (added in order by a second kernel);
+    // with one it writes dw, which also stands in for the partials it never touches.
+    let partials =
+        (split.splits > 1).then(|| Tensor::zeros(ctx, &[split.splits, d.o, taps], DType::F32));
+    let partial_sums = match coop {
+        Some(config) => {
+            let gemm = Gemm {
+                rows: d.o,
+                cols: taps,
+                depth: pixels,
+                split,
+            };
+            let partials = partials.as_ref().unwrap_or(dw);
+            let args = coop::weight_args(x, dy, dw, partials);
+            coop::launch(ctx, config, Kind::WeightGrad, &d, p, gemm, epilogue, args)?
+        }
+        None => {
+            let gemm = Gemm {
+                rows: taps,
+                cols: d.o,
+                depth: pixels,
+                split,
+            };
+            let args = vec![
+                ("x", x.arg()),
+                ("dy", dy.arg()),
+                ("dw", dw.arg()),
+                ("partials", partials.as_ref().unwrap_or(dw).arg()),
+            ];
+            launch(ctx, "conv_backward_weight", &d, p, gemm, epilogue, args)?
+        }
+    };
+    let Some(partials) = partials else {
+        return Ok(vec![partial_sums]);
+    };
     // One thread per pair of dw elements.
     let reduce_groups = grid_1d((d.o * taps).div_ceil(2), 256);
-    let params = reduce_params(&d, gemm, epilogue);
-    let mut reduce_args = vec![("params", Arg::Uniform(bytemuck::bytes_of(&params)))];
-    reduce_args.extend(args(false));
+    let params = reduce_params(&d, taps, split, epilogue);
+    let reduce_args = vec![
+        ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
+        ("dw", dw.arg()),
+        ("partials", partials.arg()),
+    ];
     let reduce = ctx.kernel(
         &KernelDesc::new(&SHADER, "conv_weight_reduce")
             .with_const("KH", d.kh)

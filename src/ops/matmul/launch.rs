@@ -5,7 +5,7 @@ use super::tiling::Tiling;
 use super::{FLAG_ACCUMULATE, FLAG_BIAS, FLAG_PAIRS, MatmulKernel, MatmulOpts, ROUND_SHIFT};
 use crate::dtype::Storage;
 use crate::error::{Error, Result};
-use crate::gpu::{Arg, GpuContext, Kernel};
+use crate::gpu::{Arg, GpuContext, Kernel, TensorCoreConfig};
 use crate::tensor::Tensor;
 
 crate::wgsl_struct! {
@@ -106,9 +106,9 @@ pub(super) fn check_shapes(
     Ok((m as u32, n as u32, ak as u32))
 }
 
-/// The subgroup size the cooperative body runs on here, or why it cannot run (it is only
-/// ever forced onto such a context; `Auto` never picks it there).
-fn coop_subgroup(ctx: &GpuContext, a: Storage, b: Storage) -> Result<u32> {
+/// The tensor-core configuration the cooperative body runs on here, or why it cannot run
+/// (it is only ever forced onto such a context; `Auto` never picks it there).
+fn coop_config(ctx: &GpuContext, a: Storage, b: Storage) -> Result<TensorCoreConfig> {
     let Some(config) = ctx.caps.tensor_cores.config() else {
         return Err(Error::Unsupported(format!(
             "the cooperative-matrix matmul needs tensor cores; on `{}` they are {}",
@@ -123,7 +123,7 @@ fn coop_subgroup(ctx: &GpuContext, a: Storage, b: Storage) -> Result<u32> {
             b.name()
         )));
     }
-    Ok(config.subgroup)
+    Ok(config)
 }
 
 /// One matrix operand as the shader indexes it: a tensor and where its matrices are.
@@ -147,7 +147,7 @@ pub(super) fn launch(
 ) -> Result<Kernel> {
     let (sa, sb) = (a.tensor.storage(), b.tensor.storage());
     let mut tiling = match kernel.resolve(ctx, sa, sb) {
-        MatmulKernel::Coop => Tiling::coop(coop_subgroup(ctx, sa, sb)?),
+        MatmulKernel::Coop => Tiling::coop(coop_config(ctx, sa, sb)?, m, n),
         body => Tiling::choose(body, sa, sb),
     };
     let lanes = tiling.narrow_lanes(n);

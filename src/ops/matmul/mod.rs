@@ -19,6 +19,7 @@ mod tiling;
 
 pub use batched::{batched_matmul, batched_matmul_with};
 pub use layout::MatrixLayout;
+pub(crate) use tiling::coop_consts;
 
 use crate::dtype::Storage;
 use crate::error::Result;
@@ -94,24 +95,24 @@ impl MatmulKernel {
         self.resolve_for(&ctx.caps, a, b)
     }
 
-    /// [`MatmulKernel::resolve`] from capabilities alone (what `info` reports): barriers cost
-    /// a context switch on CPU adapters (lavapipe, llvmpipe), so those run the direct body;
-    /// native f16 inputs on an adapter with tensor cores run on cooperative matrices; every
-    /// other GPU case runs the tiled SIMT body.
+    /// [`MatmulKernel::resolve`] from capabilities alone (what `info` reports): native f16
+    /// inputs where tensor cores are used run on cooperative matrices (on a CPU adapter only
+    /// under `--tensor-cores on`); otherwise barriers cost a context switch on CPU adapters
+    /// (lavapipe, llvmpipe), so those run the direct body, and GPUs the tiled SIMT body.
     pub fn resolve_for(self, caps: &Capabilities, a: Storage, b: Storage) -> MatmulKernel {
         match self {
+            MatmulKernel::Auto if uses_tensor_cores(caps, &[a, b]) => MatmulKernel::Coop,
             MatmulKernel::Auto if caps.cpu_adapter => MatmulKernel::Direct,
-            MatmulKernel::Auto
-                if caps.tensor_cores.config().is_some()
-                    && a == Storage::F16
-                    && b == Storage::F16 =>
-            {
-                MatmulKernel::Coop
-            }
             MatmulKernel::Auto => MatmulKernel::Tiled,
             k => k,
         }
     }
+}
+
+/// Whether a product whose inputs have these storages runs on tensor cores here: they are
+/// used, and every input is native f16 (the one cooperative input type naga 30 has).
+pub fn uses_tensor_cores(caps: &Capabilities, inputs: &[Storage]) -> bool {
+    caps.tensor_cores.config().is_some() && inputs.iter().all(|&s| s == Storage::F16)
 }
 
 /// `c[M,N] (+)= op(a) · op(b) (+ bias[N])`, accumulated in f32. `a` is [M,K] ([K,M] with
@@ -193,29 +194,25 @@ fn simt_variants(shader: &'static ShaderDecl) -> Result<Vec<Variant>> {
     })
 }
 
-/// The cooperative body: native f16 inputs, f16 or f32 output and bias, on subgroups of 32
-/// (NVIDIA; other fixed sizes differ only in the workgroup size).
+/// The cooperative body: native f16 inputs, f16 or f32 output and bias, every tile (16×16
+/// fragments on NVIDIA's subgroups of 32, 8×8 on Apple's; other fixed subgroup sizes differ
+/// only in the workgroup size), every transpose.
 fn coop_variants(shader: &'static ShaderDecl) -> Result<Vec<Variant>> {
-    let mut v = Vec::new();
-    for c in [Storage::F16, Storage::F32] {
-        for bias in [Storage::F16, Storage::F32] {
+    let grid = Grid::new()
+        .each_of(&["a", "b"], &[Storage::F16])
+        .each_of(&["c"], &[Storage::F16, Storage::F32])
+        .each_of(&["bias"], &[Storage::F16, Storage::F32]);
+    grid.variants_with(shader, |_| {
+        let mut consts = Vec::new();
+        for tiling in tiling::coop_tilings() {
             for trans_a in [false, true] {
                 for trans_b in [false, true] {
-                    v.push(Variant::new(
-                        shader,
-                        &[
-                            ("a", Storage::F16),
-                            ("b", Storage::F16),
-                            ("c", c),
-                            ("bias", bias),
-                        ],
-                        &Tiling::coop(32).consts(trans_a, trans_b),
-                    )?);
+                    consts.push(tiling.consts(trans_a, trans_b));
                 }
             }
         }
-    }
-    Ok(v)
+        consts
+    })
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use super::{COOP_SHADER, MatmulKernel, SHADER};
 use crate::dtype::Storage;
-use crate::gpu::KernelDesc;
+use crate::gpu::{KernelDesc, TensorCoreConfig};
 use crate::shader::ShaderDecl;
 
 /// Launch shape of one kernel body for one input storage.
@@ -17,6 +17,10 @@ pub(super) struct Tiling {
     pub(super) bk: u32,
     /// Cooperative body: the adapter's subgroup size (a workgroup is 4 subgroups); else 0.
     pub(super) subgroup: u32,
+    /// Cooperative body: fragment edge (8 or 16) and fragments per subgroup along M and N
+    /// (`shaders/include/coop_gemm.wgsl`); else 0.
+    pub(super) edge: u32,
+    pub(super) frags: u32,
 }
 
 impl Tiling {
@@ -39,8 +43,10 @@ impl Tiling {
                 tn: 4,
                 bk: 1,
                 subgroup: 0,
+                edge: 0,
+                frags: 0,
             },
-            MatmulKernel::Coop => Tiling::coop(32),
+            MatmulKernel::Coop => unreachable!("the cooperative tiling comes from Tiling::coop"),
             MatmulKernel::Tiled | MatmulKernel::Auto => Tiling {
                 shader: &SHADER,
                 entry: "matmul_tiled",
@@ -50,22 +56,43 @@ impl Tiling {
                 tn: 8,
                 bk: if sixteen_bit { 16 } else { 8 },
                 subgroup: 0,
+                edge: 0,
+                frags: 0,
             },
         }
     }
 
-    /// The cooperative body (`shaders/matmul_coop.wgsl`) on subgroups of `subgroup`
-    /// invocations: 4 subgroups per workgroup, 64×64 output tiles, k slices of 32.
-    pub(super) fn coop(subgroup: u32) -> Tiling {
+    /// The cooperative body (`shaders/matmul_coop.wgsl`) for an m×n product: 2×2 subgroups
+    /// per workgroup, k slices of 32. 16×16 fragments: 2×2 per subgroup (64×64 tiles), or
+    /// 4×4 (128×128 tiles, llama.cpp's large coopmat tile) where both sides span 512; 8×8
+    /// fragments (Apple's simdgroup matrices, MLX's shape): 4×4 per subgroup (64×64 tiles).
+    /// The choice depends on the sizes only, so a CPU adapter runs what a GPU would.
+    pub(super) fn coop(config: TensorCoreConfig, m: u32, n: u32) -> Tiling {
+        let frags = if config.edge == 16 && m >= 512 && n >= 512 {
+            4
+        } else {
+            64 / (2 * config.edge)
+        };
+        Tiling::coop_tile(&COOP_SHADER, "matmul_coop", config, frags)
+    }
+
+    fn coop_tile(
+        shader: &'static ShaderDecl,
+        entry: &'static str,
+        config: TensorCoreConfig,
+        frags: u32,
+    ) -> Tiling {
         Tiling {
-            shader: &COOP_SHADER,
-            entry: "matmul_coop",
-            wg_x: 4 * subgroup,
+            shader,
+            entry,
+            wg_x: 4 * config.subgroup,
             wg_y: 1,
-            tm: 64,
-            tn: 64 / (4 * subgroup).max(1),
+            tm: 0,
+            tn: 0,
             bk: 32,
-            subgroup,
+            subgroup: config.subgroup,
+            edge: config.edge,
+            frags,
         }
     }
 
@@ -81,27 +108,28 @@ impl Tiling {
         n.div_ceil(self.tn).next_power_of_two()
     }
 
-    pub(super) fn bm(&self) -> u32 {
+    pub(crate) fn bm(&self) -> u32 {
         if self.subgroup != 0 {
-            return 64;
+            return 2 * self.frags * self.edge;
         }
         self.wg_y * self.tm
     }
 
-    pub(super) fn bn(&self) -> u32 {
+    pub(crate) fn bn(&self) -> u32 {
         if self.subgroup != 0 {
-            return 64;
+            return 2 * self.frags * self.edge;
         }
         self.wg_x * self.tn
     }
 
     pub(super) fn consts(&self, trans_a: bool, trans_b: bool) -> Vec<(&'static str, String)> {
         if self.subgroup != 0 {
-            return vec![
+            let mut c = vec![
                 ("TRANS_A", trans_a.to_string()),
                 ("TRANS_B", trans_b.to_string()),
-                ("SUBGROUP", format!("{}u", self.subgroup)),
             ];
+            c.extend(coop_consts(self.subgroup, self.edge, self.frags));
+            return c;
         }
         vec![
             ("TRANS_A", trans_a.to_string()),
@@ -119,6 +147,37 @@ impl Tiling {
         d.consts = self.consts(trans_a, trans_b);
         d
     }
+}
+
+/// Every cooperative tiling [`Tiling::coop`] picks, on subgroups of 32 (the shader variants
+/// the portability tests check; other fixed subgroup sizes change only the workgroup size).
+pub(super) fn coop_tilings() -> Vec<Tiling> {
+    let config = |edge| TensorCoreConfig {
+        edge,
+        subgroup: 32,
+        forced: false,
+    };
+    vec![
+        Tiling::coop(config(16), 64, 64),
+        Tiling::coop(config(16), 512, 512),
+        Tiling::coop(config(8), 512, 512),
+    ]
+}
+
+/// The constants of `shaders/include/coop_gemm.wgsl` (the tile loop of every cooperative
+/// kernel): subgroup size, fragment edge, `frags`×`frags` fragments per subgroup (tiles of
+/// `2 * frags * edge` square), and the fragment types.
+pub(crate) fn coop_consts(subgroup: u32, edge: u32, frags: u32) -> Vec<(&'static str, String)> {
+    let e = edge;
+    vec![
+        ("SUBGROUP", format!("{subgroup}u")),
+        ("FRAG", format!("{e}u")),
+        ("FM", format!("{frags}u")),
+        ("FN", format!("{frags}u")),
+        ("alias FragA", format!("coop_mat{e}x{e}<f16, A>")),
+        ("alias FragB", format!("coop_mat{e}x{e}<f16, B>")),
+        ("alias FragC", format!("coop_mat{e}x{e}<f32, C>")),
+    ]
 }
 
 #[cfg(test)]
