@@ -99,30 +99,24 @@ pub fn train_flags(model: &str, dataset: &str, config: &RunConfig) -> Vec<String
             ]);
             switches.extend(nesterov.then_some("--nesterov"));
         }
-        OptimizerConfig::Adam {
-            beta1,
-            beta2,
-            eps,
-            weight_decay,
-            ..
-        }
-        | OptimizerConfig::AdamW {
-            beta1,
-            beta2,
-            eps,
-            weight_decay,
-            ..
-        } => flags.extend([
-            ("--beta1", beta1.to_string()),
-            ("--beta2", beta2.to_string()),
-            ("--eps", eps.to_string()),
-            ("--weight-decay", weight_decay.to_string()),
-        ]),
+        OptimizerConfig::Adam { .. } | OptimizerConfig::AdamW { .. } => {}
+    }
+    if let Some(a) = step.optimizer.adam_settings() {
+        flags.extend([
+            ("--beta1", a.beta1.to_string()),
+            ("--beta2", a.beta2.to_string()),
+            ("--eps", a.eps.to_string()),
+            ("--weight-decay", a.weight_decay.to_string()),
+        ]);
     }
     let scaler = &step.scaler;
+    flags.push(("--scaler", scaler.enabled.to_string()));
+    // A resumed run continues the checkpoint's GradScaler, so `train` refuses --init-scale
+    // beside --resume when the scaler is on; the other scaler flags equal the checkpoint's.
+    if !scaler.enabled {
+        flags.push(("--init-scale", scaler.init_scale.to_string()));
+    }
     flags.extend([
-        ("--scaler", scaler.enabled.to_string()),
-        ("--init-scale", scaler.init_scale.to_string()),
         ("--growth-factor", scaler.growth_factor.to_string()),
         ("--backoff-factor", scaler.backoff_factor.to_string()),
         ("--growth-interval", scaler.growth_interval.to_string()),

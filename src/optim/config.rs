@@ -34,7 +34,42 @@ pub enum OptimizerConfig {
     },
 }
 
+/// The settings Adam and AdamW share ([`OptimizerConfig::adam_settings`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamSettings {
+    pub beta1: f32,
+    pub beta2: f32,
+    pub eps: f32,
+    pub weight_decay: f32,
+}
+
 impl OptimizerConfig {
+    /// Adam's or AdamW's betas, eps and weight decay; `None` for SGD.
+    pub fn adam_settings(&self) -> Option<AdamSettings> {
+        match *self {
+            OptimizerConfig::Sgd { .. } => None,
+            OptimizerConfig::Adam {
+                beta1,
+                beta2,
+                eps,
+                weight_decay,
+                ..
+            }
+            | OptimizerConfig::AdamW {
+                beta1,
+                beta2,
+                eps,
+                weight_decay,
+                ..
+            } => Some(AdamSettings {
+                beta1,
+                beta2,
+                eps,
+                weight_decay,
+            }),
+        }
+    }
+
     /// `torch.optim.SGD(params, lr)`: no momentum, no dampening, no weight decay.
     pub fn sgd(lr: f32) -> Self {
         Self::Sgd {
@@ -220,45 +255,37 @@ impl Hyper {
             grouped: grouped as u32,
             ..Default::default()
         };
-        match *config {
-            OptimizerConfig::Sgd {
-                momentum,
-                dampening,
-                nesterov,
-                weight_decay,
-                ..
-            } => {
-                h.momentum = momentum;
-                h.one_minus_dampening = (1.0 - widen(dampening)) as f32;
-                h.nesterov = nesterov as u32;
+        if let OptimizerConfig::Sgd {
+            momentum,
+            dampening,
+            nesterov,
+            weight_decay,
+            ..
+        } = *config
+        {
+            h.momentum = momentum;
+            h.one_minus_dampening = (1.0 - widen(dampening)) as f32;
+            h.nesterov = nesterov as u32;
+            h.weight_decay = weight_decay;
+        }
+        if let Some(AdamSettings {
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+        }) = config.adam_settings()
+        {
+            h.beta1 = beta1;
+            h.beta2 = beta2;
+            h.one_minus_beta1 = (1.0 - widen(beta1)) as f32;
+            h.one_minus_beta2 = (1.0 - widen(beta2)) as f32;
+            h.log_beta1 = log_beta(beta1);
+            h.log_beta2 = log_beta(beta2);
+            h.eps = eps;
+            if matches!(config, OptimizerConfig::AdamW { .. }) {
+                h.param_decay = (1.0 - widen(config.lr()) * widen(weight_decay)) as f32;
+            } else {
                 h.weight_decay = weight_decay;
-            }
-            OptimizerConfig::Adam {
-                beta1,
-                beta2,
-                eps,
-                weight_decay,
-                ..
-            }
-            | OptimizerConfig::AdamW {
-                beta1,
-                beta2,
-                eps,
-                weight_decay,
-                ..
-            } => {
-                h.beta1 = beta1;
-                h.beta2 = beta2;
-                h.one_minus_beta1 = (1.0 - widen(beta1)) as f32;
-                h.one_minus_beta2 = (1.0 - widen(beta2)) as f32;
-                h.log_beta1 = log_beta(beta1);
-                h.log_beta2 = log_beta(beta2);
-                h.eps = eps;
-                if matches!(config, OptimizerConfig::AdamW { .. }) {
-                    h.param_decay = (1.0 - widen(config.lr()) * widen(weight_decay)) as f32;
-                } else {
-                    h.weight_decay = weight_decay;
-                }
             }
         }
         h

@@ -148,29 +148,19 @@ impl StepConfig {
                     at_least_zero(weight_decay),
                 ),
             ]),
-            OptimizerConfig::Adam {
-                beta1,
-                beta2,
-                eps,
-                weight_decay,
-                ..
-            }
-            | OptimizerConfig::AdamW {
-                beta1,
-                beta2,
-                eps,
-                weight_decay,
-                ..
-            } => values.extend([
-                (Setting::Eps, eps, at_least_zero(eps)),
-                (Setting::Beta1, beta1, below_one(beta1)),
-                (Setting::Beta2, beta2, below_one(beta2)),
+            OptimizerConfig::Adam { .. } | OptimizerConfig::AdamW { .. } => {}
+        }
+        if let Some(a) = self.optimizer.adam_settings() {
+            values.extend([
+                (Setting::Eps, a.eps, at_least_zero(a.eps)),
+                (Setting::Beta1, a.beta1, below_one(a.beta1)),
+                (Setting::Beta2, a.beta2, below_one(a.beta2)),
                 (
                     Setting::WeightDecay,
-                    weight_decay,
-                    at_least_zero(weight_decay),
+                    a.weight_decay,
+                    at_least_zero(a.weight_decay),
                 ),
-            ]),
+            ]);
         }
         if let Some(&(setting, value, _)) = values.iter().find(|(_, _, ok)| !ok) {
             let pytorch = match self.optimizer.validate() {
