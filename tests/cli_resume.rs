@@ -32,13 +32,15 @@ fn train(dir: &Path, seed: u64, extra: &[&str]) {
         &seed,
         "--lr",
         "0.01",
-        // A scale high enough to overflow f16 gradients at first, growing every 2 good steps:
-        // the scaler state changes from step to step and must survive the resume.
-        "--init-scale",
-        "268435456",
         "--growth-interval",
         "2",
     ];
+    // A scale high enough to overflow f16 gradients at first, growing every 2 good steps: the
+    // scaler state changes from step to step and must survive the resume (which continues the
+    // checkpoint's scaler, so `train` refuses --init-scale beside --resume).
+    if !extra.contains(&"--resume") {
+        args.extend_from_slice(&["--init-scale", "268435456"]);
+    }
     args.extend_from_slice(extra);
     let out = command().args(&args).output().expect("run webgpu-amp");
     assert!(

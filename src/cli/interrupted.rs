@@ -44,14 +44,20 @@ pub fn check(what: impl FnOnce() -> String) -> Result<()> {
     }
 }
 
-/// This command line again, with `--resume checkpoint` in place of any `--resume` it had.
+/// Flags a resumed run takes from its checkpoint, which `train` refuses beside `--resume`:
+/// the weights (`--init`) and the GradScaler's starting scale (`--init-scale`).
+const RESUME_REPLACES: [&str; 3] = ["--resume", "--init", "--init-scale"];
+
+/// This command line again, with `--resume checkpoint` in place of any `--resume` it had and
+/// without the flags the checkpoint replaces.
 pub fn resume_command(checkpoint: &Path) -> String {
     let mut args: Vec<String> = Vec::new();
     let mut given = std::env::args();
     while let Some(arg) = given.next() {
-        if arg == "--resume" {
+        let flag = arg.split('=').next().unwrap_or_default();
+        if RESUME_REPLACES.contains(&arg.as_str()) {
             given.next();
-        } else if !arg.starts_with("--resume=") {
+        } else if !(arg.contains('=') && RESUME_REPLACES.contains(&flag)) {
             args.push(arg);
         }
     }

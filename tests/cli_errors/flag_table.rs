@@ -244,7 +244,7 @@ pub(super) const GUI_FLAGS: &[Flag] = &[
 ];
 
 /// Flags that take a value that is not a number (names, paths, lists of names).
-pub(super) const DEVICE: &[&str] = &["--backend", "--adapter", "--f16-storage"];
+pub(super) const DEVICE: &[&str] = &["--backend", "--adapter", "--f16-storage", "--tensor-cores"];
 pub(super) const RUN_OTHER: &[&str] = &[
     "--model",
     "--dataset",
@@ -309,7 +309,7 @@ pub(super) const SUBCOMMANDS: &[Subcommand] = &[
     Subcommand {
         words: &["info"],
         numeric: &[],
-        other: &[&["--backend", "--f16-storage"]],
+        other: &[&["--backend", "--f16-storage", "--tensor-cores"]],
     },
 ];
 
