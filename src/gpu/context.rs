@@ -300,6 +300,13 @@ impl GpuContext {
         self.faults.device_destroyed()
     }
 
+    /// `Device::destroy`, remembered as this process's doing ([`GpuContext::device_destroyed`]):
+    /// the device-loss test hooks call it.
+    pub fn destroy_device(&self) {
+        self.faults.mark_destroyed();
+        self.device.destroy();
+    }
+
     /// A failed poll: the device loss behind it when there is one.
     #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     pub(crate) fn poll_error(&self, e: wgpu::PollError) -> Error {

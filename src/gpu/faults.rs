@@ -30,9 +30,6 @@ impl Faults {
         }));
         let on_lost = faults.clone();
         device.set_device_lost_callback(move |reason, message| {
-            if reason == wgpu::DeviceLostReason::Destroyed {
-                on_lost.destroyed.store(true, Ordering::Release);
-            }
             let message = one_line(&message);
             on_lost.record_lost(if message.is_empty() {
                 format!("{reason:?}")
@@ -104,6 +101,13 @@ impl Faults {
     }
 
     /// Whether the loss was `Device::destroy` in this process.
+    /// Note that this process is about to call `Device::destroy` itself (a test hook). The
+    /// loss's reason cannot tell: a browser that takes the device from a canvas reports
+    /// `Destroyed` too.
+    pub(super) fn mark_destroyed(&self) {
+        self.destroyed.store(true, Ordering::Release);
+    }
+
     pub(super) fn device_destroyed(&self) -> bool {
         self.destroyed.load(Ordering::Acquire)
     }

@@ -82,7 +82,7 @@ impl FaultHooks {
             crate::interrupt::raise(signal);
         }
         if self.lose_device_at == Some(step) {
-            ctx.device.destroy();
+            ctx.destroy_device();
             // wgpu reports the loss once the work in flight is done: wait for it, so the run
             // sees the loss at this step (a driver's loss shows at the run's next check).
             let _ = ctx.device.poll(wgpu::PollType::wait_indefinitely());
