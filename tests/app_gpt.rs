@@ -191,6 +191,16 @@ fn gpt_autorun_trains_on_the_embedded_text_and_publishes_sampled_text() {
     // ln(vocabulary) at the start; Adam at 1e-3 takes it down within a few steps.
     assert!(last < 0.95 * first, "loss {first} -> {last}");
     assert_eq!(result.sample_step, Some(12));
+    // Timed on the session's clock (here one tick is 1/60 s): at least a tick after it left.
+    let secs = result.sample_secs.expect("the last sample is timed");
+    assert!(secs > 0.9 / 60.0, "sample_secs {secs}");
+    // The autorun validates nothing (`eval_every` NEVER): no validation at the last step
+    // either, which on a CPU adapter took minutes and delayed the result.
+    assert!(
+        session.runs()[0].val_accuracy.is_empty(),
+        "the autorun validated: {:?}",
+        session.runs()[0].val_accuracy
+    );
     let text = result.sample.expect("a sample");
     let vocab = vocabulary();
     assert!(text.chars().count() > 1, "{text:?}");

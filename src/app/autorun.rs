@@ -73,7 +73,8 @@ impl Autorun {
         let mut config = SessionConfig {
             modes: vec![Precision::AmpF16],
             steps: 100,
-            eval_every: u64::MAX,
+            // The page publishes no accuracy: a validation would only delay the result.
+            eval_every: SessionConfig::NEVER,
             // The staging ring holds 8 steps; 4 a frame keeps the GPU fed at 60 frames/s.
             steps_per_frame: 4,
             ..SessionConfig::default()
@@ -206,6 +207,9 @@ pub struct AutorunResult {
     /// was sampled at; `None` for other models.
     pub sample: Option<String>,
     pub sample_step: Option<u64>,
+    /// Wall-clock seconds from that sample's submission to its text landing, the GPU queue
+    /// ahead of it included (what a user of the page waits for the text).
+    pub sample_secs: Option<f64>,
     /// Wall-clock milliseconds per optimizer step while running (frames included: it is
     /// what a user of the page sees, not GPU time).
     pub ms_per_step: Option<f64>,
@@ -255,6 +259,7 @@ impl AutorunResult {
             skipped_steps: history.iter().filter(|s| s.skipped).count(),
             sample: run.and_then(|r| r.samples.last()).map(|(_, t)| t.clone()),
             sample_step: run.and_then(|r| r.samples.last()).map(|&(s, _)| s),
+            sample_secs: run.and_then(|r| r.sample_secs()),
             ms_per_step: (steps > 0 && secs > 0.0).then(|| secs * 1000.0 / steps as f64),
         })
     }

@@ -73,12 +73,15 @@ pub struct SessionConfig {
     pub scaler_everywhere: bool,
     /// Most steps one mode submits per frame.
     pub steps_per_frame: usize,
-    /// Validate every this many steps (and at the end), on `eval_samples` held-out samples.
+    /// Validate every this many steps (and at the end), on `eval_samples` held-out samples;
+    /// [`SessionConfig::NEVER`]: not at all.
     pub eval_every: u64,
     pub eval_samples: usize,
-    /// Profile every kernel of a step (GPU timestamps) every this many steps.
+    /// Profile every kernel of a step (GPU timestamps) every this many steps;
+    /// [`SessionConfig::NEVER`]: not at all.
     pub profile_every: u64,
-    /// A GPT samples a short text every this many steps (and at the end).
+    /// A GPT samples a short text every this many steps (and at the end);
+    /// [`SessionConfig::NEVER`]: not at all.
     pub sample_every: u64,
 }
 
@@ -105,6 +108,9 @@ impl Default for SessionConfig {
 }
 
 impl SessionConfig {
+    /// A period that never comes: the probe it schedules is off (no run at the end either).
+    pub const NEVER: u64 = u64::MAX;
+
     /// Whether `precision` trains with the GradScaler under this config.
     pub fn scaler_for(&self, precision: Precision) -> bool {
         precision.scaler_enabled_by_default()

@@ -77,6 +77,12 @@ impl ModeRun {
         self.sampler.as_ref().is_some_and(SampleProbe::in_flight)
     }
 
+    /// Seconds the latest landed sample took from its submission to its text (the GPU
+    /// queue ahead of it included); `None` before one has landed.
+    pub fn sample_secs(&self) -> Option<f64> {
+        self.sampler.as_ref().and_then(|s| s.last_secs)
+    }
+
     pub fn skipped_steps(&self) -> usize {
         self.history.iter().filter(|s| s.skipped).count()
     }
@@ -266,7 +272,7 @@ impl Session {
             self.running_secs += (now - last).clamp(0.0, 1.0);
         }
         self.last_time = Some(now);
-        if let Err(e) = self.tick_inner() {
+        if let Err(e) = self.tick_inner(now) {
             // A lost device or GPU error names the step it stopped at, as the CLI's does.
             let e = match self.runs.first() {
                 Some(mode) => mode.run.explain_fault(&self.ctx, e),
@@ -277,7 +283,7 @@ impl Session {
         matches!(self.status, Status::Running | Status::Preparing { .. }) || self.in_flight()
     }
 
-    fn tick_inner(&mut self) -> Result<()> {
+    fn tick_inner(&mut self, now: f64) -> Result<()> {
         if let Status::Preparing { built, total } = self.status {
             self.prepare_one(built)?;
             self.status = if built + 1 == total {
@@ -311,6 +317,17 @@ impl Session {
                     mode.history.push(stats);
                 }
             }
+            // The sample (a few forwards) before the validation (many): queued behind it,
+            // the text would wait for every held-out batch.
+            if let Some(sampler) = &mut mode.sampler {
+                if let Some(sample) = sampler.take(now) {
+                    mode.samples.push(sample?);
+                }
+                if running {
+                    let due = (mode.run.progress.step, config.sample_every, config.steps);
+                    sampler.maybe_submit(ctx, &mut mode.run.trainer, due, now)?;
+                }
+            }
             if let (Some(probe), Some(set)) = (&mut mode.eval, &inputs.eval) {
                 mode.val_accuracy.extend(probe.take(set));
                 if running {
@@ -324,17 +341,6 @@ impl Session {
                         config.eval_every,
                         config.steps,
                     )?;
-                }
-            }
-            if let Some(sampler) = &mut mode.sampler {
-                if let Some(sample) = sampler.take() {
-                    mode.samples.push(sample?);
-                }
-                if running {
-                    let submitted = mode.run.progress.step;
-                    let trainer = &mut mode.run.trainer;
-                    let every = config.sample_every;
-                    sampler.maybe_submit(ctx, trainer, submitted, every, config.steps)?;
                 }
             }
             if let Some(profiler) = &mut mode.profiler {
@@ -422,15 +428,16 @@ impl Session {
         let eval = inputs
             .eval
             .as_ref()
+            .filter(|_| config.eval_every != SessionConfig::NEVER)
             .map(|set| EvalProbe::new(ctx, set, config.eval_every.min(config.steps)));
         let sampler = train
             .vocab()
-            .filter(|_| inputs.spec.gpt.is_some())
+            .filter(|_| inputs.spec.gpt.is_some() && config.sample_every != SessionConfig::NEVER)
             .map(|vocab| {
                 let first = config.sample_every.clamp(1, config.steps);
                 SampleProbe::new(ctx, vocab.clone(), config.seed, first)
             });
-        let profiler = if self.has_timestamps() {
+        let profiler = if self.has_timestamps() && config.profile_every != SessionConfig::NEVER {
             // The first profile after a few steps (pipelines warm).
             let first = 5.min(config.steps);
             let spec = inputs.spec.clone();

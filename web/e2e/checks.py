@@ -85,6 +85,10 @@ def check_result(res, case, args):
                                 f"{outside!r}")
         if at != steps:
             problems.append(f"the last sample was taken at step {at!r}, not the last step {steps}")
+        # How long the text took to come back is reported (a measurement, not a pass mark).
+        secs = res.get("sample_secs")
+        if not isinstance(secs, (int, float)) or not secs > 0:
+            problems.append(f"sample_secs is {secs!r}: the page must time its last sample")
     # An adapter without shader-f16 (SwiftShader never has it) must fall back to packed f16.
     want = args.expect_f16_storage
     if want is None and "swiftshader" in res["adapter"].lower():

@@ -244,7 +244,8 @@ def run_training(args, case):
                f"{res['ms_per_step']:.1f} ms/step, scale {res['final_scale']:g}, "
                f"skipped {res['skipped_steps']}, f16 storage {res['f16_storage']}, "
                f"adapter {res['adapter']!r}"
-               + (f", sampled {res['sample']!r}" if res.get("sample") else "")
+               + (f", sampled {res['sample']!r} in {res['sample_secs']:.1f} s"
+                  if res.get("sample") else "")
                if ok else f"{label}: FAILED ({problems[0].splitlines()[0]})")
     return ok, summary
 

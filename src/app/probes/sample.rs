@@ -25,6 +25,11 @@ pub struct SampleProbe {
     prompt: Vec<u32>,
     tokens: DueReadback,
     seed: u64,
+    /// When (the caller's clock, seconds) the sample in flight was submitted.
+    submitted_at: f64,
+    /// Seconds from the latest landed sample's submission to its landing: what a user waits
+    /// for the text (the GPU queue ahead of it included).
+    pub last_secs: Option<f64>,
 }
 
 impl SampleProbe {
@@ -38,6 +43,8 @@ impl SampleProbe {
             prompt,
             tokens: DueReadback::new(ctx, "app.sample", "tokens", bytes, first_step),
             seed,
+            submitted_at: 0.0,
+            last_secs: None,
         }
     }
 
@@ -52,14 +59,13 @@ impl SampleProbe {
 
     /// Sample `trainer`'s current weights when `submitted` steps reach the next due step
     /// and the previous sample has been taken; the next is due `every` steps later (or at
-    /// `last`, the run's final step).
+    /// `last`, the run's final step). `now` (seconds) times the sample.
     pub fn maybe_submit(
         &mut self,
         ctx: &GpuContext,
         trainer: &mut Trainer,
-        submitted: u64,
-        every: u64,
-        last: u64,
+        (submitted, every, last): (u64, u64, u64),
+        now: f64,
     ) -> Result<()> {
         let options = SampleOptions {
             tokens: SAMPLE_TOKENS,
@@ -68,24 +74,33 @@ impl SampleProbe {
             seed: self.seed,
         };
         let prompt = &self.prompt;
+        let was_in_flight = self.in_flight();
         self.tokens
             .maybe_submit(ctx, submitted, every, last, |tokens| {
                 submit_sample(ctx, trainer, prompt, &options, tokens)
-            })
+            })?;
+        if !was_in_flight && self.in_flight() {
+            self.submitted_at = now;
+        }
+        Ok(())
     }
 
     /// (step, text) of the sample that has landed, if one has: the prompt, then the
-    /// generated characters.
-    pub fn take(&mut self) -> Option<Result<(u64, String)>> {
+    /// generated characters. `now` (seconds) times it.
+    pub fn take(&mut self, now: f64) -> Option<Result<(u64, String)>> {
         let vocab = &self.vocab;
         let prompt = &self.prompt;
-        self.tokens.take_ready(|step, bytes| {
+        let landed = self.tokens.take_ready(|step, bytes| {
             let ids: Vec<u32> = prompt
                 .iter()
                 .copied()
                 .chain(bytemuck::cast_slice::<u8, u32>(bytes).iter().copied())
                 .collect();
             vocab.decode(&ids).map(|text| (step, text))
-        })
+        });
+        if landed.is_some() {
+            self.last_secs = Some(now - self.submitted_at);
+        }
+        landed
     }
 }
