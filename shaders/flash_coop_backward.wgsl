@@ -49,9 +49,6 @@ const DQ_JOBS: u32 = (BQ / FRAG) * (HSP / FRAG);
 // Score elements per thread: a run along a row (one Philox call per 4 keys).
 const PER_THREAD: u32 = (BQ * BKV + THREADS - 1u) / THREADS;
 
-var<workgroup> row_lse: array<f32, BQ>;
-var<workgroup> row_delta: array<f32, BQ>;
-
 fn coop_source(p: Place, which: u32, r: u32, d: u32) -> f32 {
     if (which == 3u) {
         return dy_load(out_at(p, r) + d);
@@ -59,20 +56,10 @@ fn coop_source(p: Place, which: u32, r: u32, d: u32) -> f32 {
     return qkv_load(qkv_at(p, r, which) + d);
 }
 
-// Query rows [i0, i0 + BQ): q, dy, lse and delta (zeros past T).
+// Query rows [i0, i0 + BQ): q and dy.
 fn stage_queries(p: Place, i0: u32, tid: u32) {
     stage_rows(p, 0u, i0, BQ, Q_AT, tid);
     stage_rows(p, 3u, i0, BQ, DY_AT, tid);
-    for (var r = tid; r < BQ; r += THREADS) {
-        var l = 0.0;
-        var dl = 0.0;
-        if (i0 + r < params.t) {
-            l = lse_load(p.bh * params.t + i0 + r);
-            dl = delta_load(p.bh * params.t + i0 + r);
-        }
-        row_lse[r] = l;
-        row_delta[r] = dl;
-    }
 }
 
 // Keys [j0, j0 + BKV): k and v.
@@ -81,23 +68,24 @@ fn stage_keys(p: Place, j0: u32, tid: u32) {
     stage_rows(p, 2u, j0, BKV, V_AT, tid);
 }
 
-// dropout(P) and dS / scale of block (i0, j0) into h_tile, from the score products.
+// dropout(P) and dS / scale of block (i0, j0) into h_tile, from the score products and the
+// rows' lse and delta (read from the buffers: a thread's run mostly stays on one row).
 fn score_gradients(p: Place, i0: u32, j0: u32, tid: u32, mask: ptr<function, Mask>) {
     for (var k = 0u; k < PER_THREAD; k++) {
         let x = tid * PER_THREAD + k;
         if (x >= BQ * BKV) {
             break;
         }
-        let r = x / BKV;
-        let i = i0 + r;
+        let i = i0 + x / BKV;
         let j = j0 + x % BKV;
         var pd = 0.0;
         var ds = 0.0;
         if (i < params.t && j <= i) {
-            let prob = exp(params.scale * score(0u, x) - row_lse[r]);
-            let e = (p.bh * params.t + i) * params.t + j;
+            let row = p.bh * params.t + i;
+            let prob = exp(params.scale * score(0u, x) - lse_load(row));
+            let e = row * params.t + j;
             pd = mask_apply(mask, e, prob);
-            ds = prob * (mask_apply(mask, e, score(1u, x)) - row_delta[r]);
+            ds = prob * (mask_apply(mask, e, score(1u, x)) - delta_load(row));
         }
         h_tile[P_AT + x] = f16_from_f32(pd);
         h_tile[DS_AT + x] = f16_from_f32(ds);

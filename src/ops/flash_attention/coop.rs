@@ -9,7 +9,7 @@
 //!
 //! Blocks: the forward takes 32 query rows against 32 keys at a time, the backward 16 against
 //! 16 (it holds q, dy, k and v at once). With 16×16 fragments and head size 64 the forward
-//! needs 14,848 bytes of workgroup memory and the backward 13,440: within WebGPU's default
+//! needs 14,848 bytes of workgroup memory and the backward 13,312: within WebGPU's default
 //! 16 KiB, so the tensor-core body asks no more of an adapter than the SIMT ones.
 
 use super::Params;
@@ -139,11 +139,11 @@ impl Layout {
                 (bq * bkv).max(scratch),
                 4 * bq,
             ),
-            // q, dy, k, v, P, dS; score parts or scratch; lse, delta per row
+            // q, dy, k, v, P, dS; score parts or scratch
             Pass::Backward => (
                 2 * (bq * hsp + bkv * hsp + bq * bkv),
                 (self.split * 2 * bq * bkv).max(scratch),
-                2 * bq,
+                0,
             ),
         };
         2 * halves + 4 * floats + 4 * rows
@@ -273,6 +273,6 @@ mod tests {
         };
         let bytes = |pass| Layout::new(config, pass, 64).unwrap().workgroup_bytes();
         assert_eq!(bytes(Pass::Forward), 14_848);
-        assert_eq!(bytes(Pass::Backward), 13_440);
+        assert_eq!(bytes(Pass::Backward), 13_312);
     }
 }
