@@ -22,8 +22,9 @@
 #tensor dqkv 7 read_write
 #include logit_class
 #include flash_common
+#include flash_tiles
 
-// a_tile and b_tile (flash_common) hold rows of q and dy (dkv) or of k and v (dq); the dkv
+// a_tile and b_tile (flash_tiles) hold rows of q and dy (dkv) or of k and v (dq); the dkv
 // kernel's query rows come with their lse and delta.
 var<workgroup> lse_tile: array<f32, TILE>;
 var<workgroup> delta_tile: array<f32, TILE>;

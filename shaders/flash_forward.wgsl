@@ -18,6 +18,7 @@
 #tensor lse 3 read_write
 #include logit_class
 #include flash_common
+#include flash_tiles
 
 // The staged tensors are keys: k (0) and v (1).
 fn tile_source(p: Place, keys: bool, which: u32, r: u32, d: u32) -> f32 {

@@ -7,11 +7,11 @@
 
 mod common;
 
-use common::attention_ref::{self, Dims, Drop};
-use common::{ctx, ctx_native, ctx_packed, rand_vec};
-use webgpu_amp::ops::dropout::{DropoutKey, DropoutState};
-use webgpu_amp::ops::flash_attention::{FlashBody, FlashParams, backward, forward};
-use webgpu_amp::{DType, GpuContext, Tensor};
+use common::attention_ref;
+use common::flash_run::{DROP, Outputs, Run, against_reference, dims, values};
+use common::{ctx, ctx_native, ctx_packed};
+use webgpu_amp::ops::flash_attention::FlashBody;
+use webgpu_amp::{DType, GpuContext};
 
 /// (name, context, dtype of qkv, y, dy and dqkv).
 fn storages() -> [(&'static str, &'static GpuContext, DType); 4] {
@@ -22,142 +22,6 @@ fn storages() -> [(&'static str, &'static GpuContext, DType); 4] {
         ("bf16", ctx(), DType::BF16),
     ]
 }
-
-/// Unit roundoff of a storage dtype.
-fn unit(dtype: DType) -> f64 {
-    match dtype {
-        DType::F16 => 2f64.powi(-11),
-        DType::BF16 => 2f64.powi(-8),
-        _ => 2f64.powi(-24),
-    }
-}
-
-/// The spacing of a dtype's subnormals: the absolute rounding error of tiny outputs.
-fn subnormal(dtype: DType) -> f64 {
-    match dtype {
-        DType::F16 => 2f64.powi(-24),
-        _ => 2f64.powi(-149),
-    }
-}
-
-/// Values of `dtype` in [-amp, amp).
-fn values(n: usize, seed: u64, amp: f32, dtype: DType) -> Vec<f32> {
-    rand_vec(n, seed)
-        .iter()
-        .map(|v| dtype.round(v * amp))
-        .collect()
-}
-
-/// One run's inputs and settings.
-struct Run<'a> {
-    ctx: &'a GpuContext,
-    dtype: DType,
-    dims: Dims,
-    drop: Option<Drop>,
-    training: bool,
-    body: FlashBody,
-}
-
-/// What a run gives back, as f32 read from the tensors.
-struct Outputs {
-    y: Vec<f32>,
-    lse: Vec<f32>,
-    dqkv: Vec<f32>,
-}
-
-impl Run<'_> {
-    fn drop_ref(&self) -> Option<Drop> {
-        self.drop.filter(|_| self.training)
-    }
-
-    /// Forward, then backward from `dy`, on the GPU.
-    fn run(&self, qkv: &[f32], dy: &[f32]) -> Outputs {
-        let (ctx, d) = (self.ctx, self.dims);
-        let (c, rows) = (d.c(), d.b * d.nh * d.t);
-        let qkv_t = Tensor::from_f32(ctx, qkv, &[d.b, d.t, 3 * c], self.dtype).unwrap();
-        let y = Tensor::zeros(ctx, &[d.b, d.t, c], self.dtype);
-        let lse = Tensor::zeros(ctx, &[rows], DType::F32);
-        let dy_t = Tensor::from_f32(ctx, dy, &[d.b, d.t, c], self.dtype).unwrap();
-        let delta = Tensor::zeros(ctx, &[rows], DType::F32);
-        let dqkv = Tensor::zeros(ctx, &[d.b, d.t, 3 * c], self.dtype);
-        let state = DropoutState::new(ctx);
-        let key = self.drop.map(|dr| DropoutKey {
-            p: dr.p,
-            layer: dr.layer,
-        });
-        if let Some(dr) = self.drop {
-            state.write(ctx, dr.seed, dr.counter, self.training);
-        }
-        let params = FlashParams {
-            batch: d.b,
-            heads: d.nh,
-            t: d.t,
-            width: c,
-            scale: d.scale() as f32,
-            dropout: key,
-            dropout_state: key.map(|_| &state),
-            body: self.body,
-        };
-        let mut kernels = vec![forward(ctx, &qkv_t, &y, &lse, &params).unwrap()];
-        kernels.extend(backward(ctx, &qkv_t, &y, &lse, &dy_t, &delta, &dqkv, &params).unwrap());
-        ctx.run(&kernels.iter().collect::<Vec<_>>());
-        Outputs {
-            y: y.read_f32(ctx).unwrap(),
-            lse: lse.read_f32(ctx).unwrap(),
-            dqkv: dqkv.read_f32(ctx).unwrap(),
-        }
-    }
-}
-
-/// |got − want| ≤ tol(mag) for every element, with the element's index in the message.
-#[track_caller]
-fn check(what: &str, got: &[f32], want: &[f64], mag: &[f64], tol: impl Fn(f64, f64) -> f64) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, ((&g, &w), &m)) in got.iter().zip(want).zip(mag).enumerate() {
-        let err = (g as f64 - w).abs();
-        let bound = tol(w, m);
-        assert!(
-            err <= bound,
-            "{what}: element {i}: got {g}, want {w} (|err| {err:e} > {bound:e})"
-        );
-    }
-}
-
-/// Forward and backward of `run` against the f64 reference. Tolerances: the output's
-/// rounding (one unit of its dtype) plus f32 arithmetic on the magnitude; the backward adds
-/// the rounding of y (delta = rowsum(dy ⊙ y) reads the stored y) and of dy's terms.
-fn against_reference(what: &str, run: &Run) {
-    let d = run.dims;
-    let c = d.c();
-    let qkv = values(d.b * d.t * 3 * c, 11 + d.t as u64, 1.5, run.dtype);
-    let dy = values(d.b * d.t * c, 23 + d.hs as u64, 1.0, run.dtype);
-    let out = run.run(&qkv, &dy);
-    let (y, y_mag, lse) = attention_ref::forward(&d, &qkv, run.drop_ref());
-    let (u, tiny) = (unit(run.dtype), subnormal(run.dtype));
-    let f32_err = 64.0 * 2f64.powi(-24) * (d.t + d.hs) as f64;
-    check(&format!("{what}: y"), &out.y, &y, &y_mag, |w, m| {
-        u * w.abs() + f32_err * m + tiny
-    });
-    let lse_mag = vec![1.0; lse.len()];
-    check(&format!("{what}: lse"), &out.lse, &lse, &lse_mag, |w, _| {
-        f32_err * (1.0 + w.abs())
-    });
-    let (g, g_mag) = attention_ref::backward(&d, &qkv, &dy, run.drop_ref());
-    check(&format!("{what}: dqkv"), &out.dqkv, &g, &g_mag, |w, m| {
-        u * w.abs() + (4.0 * u + f32_err) * m + tiny
-    });
-}
-
-fn dims(b: usize, nh: usize, t: usize, hs: usize) -> Dims {
-    Dims { b, nh, t, hs }
-}
-
-const DROP: Drop = Drop {
-    p: 0.25,
-    layer: 7,
-    seed: 1234,
-    counter: 5,
-};
 
 #[test]
 fn matches_the_f64_reference_on_every_storage() {

@@ -6,14 +6,12 @@
 
 mod common;
 
+use common::flash_run::gpt_step;
 use common::{ctx, ctx_owned, ctx_packed, expect_err, rand_vec};
 use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::amp::scaler::ScalerConfig;
-use webgpu_amp::nn::{AttentionKernel, LossKind, ModelSpec};
+use webgpu_amp::nn::AttentionKernel;
 use webgpu_amp::ops::dropout::{DropoutKey, DropoutState};
 use webgpu_amp::ops::flash_attention::{FlashBody, FlashParams, MAX_HEAD_SIZE, backward, forward};
-use webgpu_amp::optim::OptimizerConfig;
-use webgpu_amp::train::{BatchTargets, DropoutStream, StepConfig, Trainer};
 use webgpu_amp::{DType, GpuContext, Tensor};
 
 const B: usize = 1;
@@ -163,50 +161,6 @@ fn bad_sizes_and_storages_are_errors() {
             &["mixes native and packed"],
         );
     }
-}
-
-/// One training step of a two-layer GPT with attention dropout 0.5; loss and gradients.
-fn gpt_step(
-    ctx: &GpuContext,
-    precision: Precision,
-    kernel: AttentionKernel,
-) -> (f32, Vec<f32>, u64) {
-    let spec = ModelSpec::from_json(
-        r#"{"gpt": {"vocab_size": 11, "block_size": 19, "n_layer": 2, "n_head": 2,
-             "n_embd": 16, "dropout": 0.5, "bias": false}}"#,
-    )
-    .unwrap()
-    .with_attention(kernel);
-    let init = spec.init_params(4);
-    let config = StepConfig {
-        precision,
-        loss: LossKind::CrossEntropy,
-        optimizer: OptimizerConfig::sgd(0.0),
-        scaler: ScalerConfig {
-            enabled: false,
-            ..Default::default()
-        },
-        clip_grad_norm: None,
-        grad_accum: 1,
-        lr_schedule: Default::default(),
-    };
-    ctx.allocator.reset_peak();
-    let before = ctx.memory().live_bytes;
-    let mut trainer = Trainer::new(ctx, spec, config, 11, &init).unwrap();
-    trainer.dropout = DropoutStream {
-        seed: 77,
-        counter: 3,
-    };
-    let batch = 3;
-    let tokens: Vec<u32> = (0..batch * 19).map(|i| ((i * 7 + 2) % 11) as u32).collect();
-    let labels: Vec<u32> = (0..batch * 19).map(|i| ((i * 5 + 1) % 11) as u32).collect();
-    trainer
-        .train_batch(ctx, batch, &tokens, BatchTargets::Classes(&labels))
-        .unwrap();
-    let loss = trainer.finish(ctx).unwrap()[0].loss;
-    let grads = trainer.store.download_grads(ctx).unwrap();
-    let peak = ctx.memory().peak_bytes - before;
-    (loss, grads.into_iter().flat_map(|(_, g)| g).collect(), peak)
 }
 
 #[test]

@@ -10,9 +10,10 @@
 //! run on one adapter), and it says loudly that the cross-version pin did not run there.
 //! `WEBGPU_AMP_RECORD_TRAJECTORIES=1` writes the records for the current adapter.
 //!
-//! The f16 cases also run on tensor cores with both fragment shapes (`--tensor-cores on:8x8`,
-//! `on:16x16`), keyed by the tensor cores the run reports: adapters without them (Mesa 22's
-//! lavapipe) say NOT CHECKED, Mesa 26's lavapipe checks them (`scripts/lavapipe-coop.sh cargo
+//! The native f16 cases (`COOP_CASES`, gpt-tiny's amp-f16 among them: its fused attention
+//! takes the tensor-core body) also run on tensor cores with both fragment shapes
+//! (`--tensor-cores on:8x8`, `on:16x16`), keyed by the tensor cores the run reports: adapters
+//! without them (Mesa 22's lavapipe) say NOT CHECKED, Mesa 26's lavapipe checks them (`scripts/lavapipe-coop.sh cargo
 //! test --test trajectory tensor_core`; the CLI runs under $WEBGPU_AMP_RUNNER).
 
 mod common;
@@ -72,6 +73,8 @@ const COOP_CASES: Cases = &[
     ("mnist-cnn", "amp-f16", &["--no-validate"]),
     ("simple-cnn", "amp-f16", &["--no-validate"]),
     ("simple-cnn", "f16", &["--no-validate"]),
+    // The GPT's projections and its fused attention's tensor-core body.
+    ("gpt-tiny", "amp-f16", &["--no-validate"]),
 ];
 
 fn case_name(model: &str, precision: &str, extra: &[&str]) -> String {

@@ -6,11 +6,9 @@
 // output y is [B, T, C] (heads side by side, as after `transpose(1, 2).view(B, T, C)`); the
 // row log-sum-exp lse and the backward's delta are f32 [B, nh, T].
 //
-// Compile-time constants (src/ops/flash_attention.rs): HS (head size), TILE (keys, or query
-// rows, per workgroup-memory tile), WG (threads per workgroup: one query row or one key each)
-// and TILED (true: K/V or Q/dO tiles go through workgroup memory, for GPUs; false: every
-// thread reads straight from the buffers with no barrier, for CPU adapters). Both bodies do
-// the same arithmetic in the same order.
+// Compile-time constants (src/ops/flash_attention): HS (head size) and BLOCK (query rows, or
+// keys, per workgroup). The SIMT bodies' tiles are shaders/include/flash_tiles.wgsl, the
+// tensor-core body's shaders/include/flash_coop.wgsl.
 
 #struct Params // src/ops/flash_attention.rs
 @group(0) @binding(0) var<uniform> params: Params;
@@ -19,51 +17,6 @@
 @group(0) @binding(4) var<storage, read> dropout_state: array<u32>;
 
 const FLAG_DROPOUT: u32 = 1u;
-
-// Tiles of TILE rows of two head-sized tensors (k and v, or q and dy) in f32.
-var<workgroup> a_tile: array<f32, TILE * HS>;
-var<workgroup> b_tile: array<f32, TILE * HS>;
-
-// Each shader stages two head-sized tensors a tile of TILE rows at a time: keys (k, v) or
-// query rows (q, dy). `tile_source(p, keys, which, r, d)`, which each shader defines, reads
-// channel d of row r of the first (which 0) or second (1) of them from the buffers.
-
-// Rows [r0, r0 + TILE) of both tensors into a_tile and b_tile (zeros past T).
-fn load_tiles(p: Place, keys: bool, r0: u32, tid: u32) {
-    for (var x = tid; x < TILE * HS; x += WG) {
-        let r = r0 + x / HS;
-        let d = x % HS;
-        var ax = 0.0;
-        var bx = 0.0;
-        if (r < params.t) {
-            ax = tile_source(p, keys, 0u, r, d);
-            bx = tile_source(p, keys, 1u, r, d);
-        }
-        a_tile[x] = ax;
-        b_tile[x] = bx;
-    }
-}
-
-// load_tiles between the barriers that keep the tiles whole, when TILED: every thread of
-// the workgroup calls it (the loops around it are uniform).
-fn stage_tiles(p: Place, keys: bool, r0: u32, tid: u32) {
-    if (TILED) {
-        workgroupBarrier();
-        load_tiles(p, keys, r0, tid);
-        workgroupBarrier();
-    }
-}
-
-// Channel d of the staged tensor `which` at row r0 + rr: from the tile when TILED.
-fn staged(p: Place, keys: bool, which: u32, r0: u32, rr: u32, d: u32) -> f32 {
-    if (!TILED) {
-        return tile_source(p, keys, which, r0 + rr, d);
-    }
-    if (which == 0u) {
-        return a_tile[rr * HS + d];
-    }
-    return b_tile[rr * HS + d];
-}
 
 // One head-sized row of qkv from element `at`, in f32.
 fn qkv_row(at: u32) -> array<f32, HS> {
@@ -80,8 +33,8 @@ fn store_width(e: u32, d: u32) -> u32 {
     return select(1u, 2u, (e & 1u) == 0u && d + 1u < HS);
 }
 
-// Where this workgroup works: (batch * nh + head, block of WG rows or keys), from a grid folded
-// over x and y (gpu::grid_1d).
+// Where this workgroup works: (batch * nh + head, block of BLOCK rows or keys), from a grid
+// folded over x and y (gpu::grid_1d).
 struct Place {
     bh: u32,
     b: u32,
@@ -92,7 +45,7 @@ struct Place {
 fn place_of(wid: vec3<u32>, nwg: vec3<u32>) -> Place {
     let w = workgroup_index(wid, nwg);
     let bh = w / params.blocks;
-    return Place(bh, bh / params.heads, bh % params.heads, (w % params.blocks) * WG);
+    return Place(bh, bh / params.heads, bh % params.heads, (w % params.blocks) * BLOCK);
 }
 
 // Element (position, channel 0) of q (part 0), k (1) or v (2) of this head in qkv.

@@ -31,6 +31,8 @@ pub static SHADERS: &[&ShaderDecl] = &[
     &embedding::SHADER,
     &flash_attention::FORWARD_SHADER,
     &flash_attention::BACKWARD_SHADER,
+    &flash_attention::COOP_FORWARD_SHADER,
+    &flash_attention::COOP_BACKWARD_SHADER,
     &histogram::SHADER,
     &layernorm::SHADER,
     &loss::SHADER,

@@ -34,6 +34,14 @@ pub const INCLUDES: &[(&str, &str)] = &[
         include_str!("../../shaders/include/flash_common.wgsl"),
     ),
     (
+        "flash_tiles",
+        include_str!("../../shaders/include/flash_tiles.wgsl"),
+    ),
+    (
+        "flash_coop",
+        include_str!("../../shaders/include/flash_coop.wgsl"),
+    ),
+    (
         "coop_gemm",
         include_str!("../../shaders/include/coop_gemm.wgsl"),
     ),

@@ -6,6 +6,7 @@ pub mod attention_ref;
 pub mod batched_ref;
 pub mod cli;
 pub mod conv_ref;
+pub mod flash_run;
 pub mod matmul_ref;
 pub mod portability;
 pub mod runs;

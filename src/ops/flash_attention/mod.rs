@@ -17,19 +17,29 @@
 //! Bodies ([`FlashBody`]): the SIMT kernels run *tiled* (tiles through workgroup memory, for
 //! GPUs) or *rowwise* (every thread reads the buffers directly, no barriers: on a CPU
 //! adapter each barrier is a context switch). Both do the same arithmetic in the same
-//! order. A cooperative-matrix body (tensor cores) slots in as a third [`FlashBody`] with
-//! its own shader over the same bindings and [`Params`].
+//! order. The *coop* body ([`coop`]) runs the products on tensor cores (cooperative
+//! matrices) for native f16 storage where they are used, with the same bindings and
+//! [`Params`]; it differs from the SIMT bodies by reassociation and by rounding P and dS to
+//! f16 on their way into a product.
+
+mod coop;
+
+pub use coop::{
+    BACKWARD_SHADER as COOP_BACKWARD_SHADER, FORWARD_SHADER as COOP_FORWARD_SHADER,
+    MAX_HEAD_SIZE as COOP_MAX_HEAD_SIZE,
+};
 
 use super::dropout::{DropoutKey, DropoutState, state_or_placeholder};
+use crate::dtype::Storage;
 use crate::error::{Error, Result};
-use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, grid_1d};
+use crate::gpu::{Arg, Capabilities, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::{Grid, ShaderDecl};
-use crate::tensor::{Storage, Tensor};
+use crate::tensor::Tensor;
 
 /// The forward kernel.
 pub static FORWARD_SHADER: ShaderDecl = ShaderDecl {
     name: "flash_forward",
-    source: include_str!("../../shaders/flash_forward.wgsl"),
+    source: include_str!("../../../shaders/flash_forward.wgsl"),
     structs: &[Params::WGSL],
     variants: |shader| {
         Grid::new()
@@ -41,7 +51,7 @@ pub static FORWARD_SHADER: ShaderDecl = ShaderDecl {
 /// The backward kernels (delta, dk/dv, dq).
 pub static BACKWARD_SHADER: ShaderDecl = ShaderDecl {
     name: "flash_backward",
-    source: include_str!("../../shaders/flash_backward.wgsl"),
+    source: include_str!("../../../shaders/flash_backward.wgsl"),
     structs: &[Params::WGSL],
     variants: |shader| {
         Grid::new()
@@ -59,21 +69,36 @@ pub const MAX_HEAD_SIZE: usize = 256;
 /// Which kernel body runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FlashBody {
-    /// By adapter: [`FlashBody::Rowwise`] on CPU adapters, else [`FlashBody::Tiled`].
+    /// By adapter and storage: [`FlashBody::Coop`] for native f16 where tensor cores are used
+    /// (head sizes up to [`COOP_MAX_HEAD_SIZE`]), else [`FlashBody::Rowwise`] on CPU
+    /// adapters and [`FlashBody::Tiled`] on GPUs.
     #[default]
     Auto,
     /// Key/value (or query) tiles through workgroup memory (GPUs).
     Tiled,
     /// Straight from the buffers, no workgroup memory or barriers (CPU adapters).
     Rowwise,
+    /// The products on cooperative matrices (tensor cores), native f16 storage only.
+    Coop,
 }
 
 impl FlashBody {
-    pub fn resolve(self, ctx: &GpuContext) -> FlashBody {
+    /// The body `Auto` resolves to for tensors of these storages (lse and delta aside) and
+    /// head size `hs`: on tensor cores exactly where the matmul's products would be.
+    pub fn resolve(self, caps: &Capabilities, storages: &[Storage], hs: usize) -> FlashBody {
         match self {
-            FlashBody::Auto if ctx.caps.cpu_adapter => FlashBody::Rowwise,
-            FlashBody::Auto => FlashBody::Tiled,
+            FlashBody::Auto if coop::eligible(caps, storages, hs) => FlashBody::Coop,
+            FlashBody::Auto => Self::simt(caps),
             other => other,
+        }
+    }
+
+    /// The SIMT body for this adapter (the delta kernel's, under every body).
+    fn simt(caps: &Capabilities) -> FlashBody {
+        if caps.cpu_adapter {
+            FlashBody::Rowwise
+        } else {
+            FlashBody::Tiled
         }
     }
 
@@ -82,6 +107,7 @@ impl FlashBody {
             FlashBody::Auto => "auto",
             FlashBody::Tiled => "tiled",
             FlashBody::Rowwise => "rowwise",
+            FlashBody::Coop => "coop",
         }
     }
 }
@@ -136,7 +162,7 @@ crate::wgsl_struct! {
         layer: u32,
         /// dropout: 1 / (1 - p)
         drop_scale: f32,
-        /// ceil(T / WG): workgroups per (batch, head)
+        /// ceil(T / BLOCK): workgroups per (batch, head)
         blocks: u32,
         _pad0: u32,
         _pad1: u32,
@@ -235,24 +261,43 @@ fn plan(op: &'static str, p: &FlashParams, tensors: &[(&str, &Tensor, usize)]) -
     Ok(u)
 }
 
-/// The entry's specialisation: head size, tile, workgroup size and body.
-fn desc(
+/// A SIMT entry's specialisation: head size, tile, workgroup size and body.
+fn simt_desc(
     shader: &'static ShaderDecl,
     entry: &'static str,
-    ctx: &GpuContext,
-    p: &FlashParams,
+    hs: usize,
+    tiled: bool,
 ) -> KernelDesc {
-    let hs = p.head_size();
-    KernelDesc::new(shader, entry)
-        .with_const("HS", format!("{hs}u"))
-        .with_const("TILE", format!("{}u", tile_rows(hs)))
-        .with_const("WG", format!("{WG}u"))
-        .with_const("TILED", p.body.resolve(ctx) == FlashBody::Tiled)
+    let mut desc = KernelDesc::new(shader, entry);
+    desc.consts = simt_consts(hs, tiled);
+    desc
 }
 
-/// Workgroups: one per (batch · head, block of WG rows or keys).
-fn grid(p: &FlashParams) -> [u32; 3] {
-    grid_1d(p.batch * p.heads * p.t.div_ceil(WG as usize), 1)
+fn simt_consts(hs: usize, tiled: bool) -> Vec<(&'static str, String)> {
+    vec![
+        ("HS", format!("{hs}u")),
+        ("TILE", format!("{}u", tile_rows(hs))),
+        ("WG", format!("{WG}u")),
+        ("BLOCK", format!("{WG}u")),
+        ("TILED", tiled.to_string()),
+    ]
+}
+
+/// One kernel: the uniform with `block` rows (or keys) per workgroup, one workgroup per
+/// (batch · head, block). `args` are the tensors and the dropout state.
+fn launch<'a>(
+    ctx: &GpuContext,
+    desc: &KernelDesc,
+    uniform: Params,
+    block: u32,
+    args: Vec<(&'a str, Arg<'a>)>,
+) -> Result<Kernel> {
+    let blocks = uniform.t.div_ceil(block);
+    let uniform = Params { blocks, ..uniform };
+    let mut all = vec![("params", Arg::Uniform(bytemuck::bytes_of(&uniform)))];
+    all.extend(args);
+    let workgroups = uniform.batch_heads as usize * blocks as usize;
+    ctx.kernel(desc, &all, grid_1d(workgroups, 1))
 }
 
 /// Forward: `y` (any float storage) and `lse` (f32) from `qkv`.
@@ -271,22 +316,34 @@ pub fn forward(
         &[("qkv", qkv, 3 * btc), ("y", y, btc), ("lse", lse, rows)],
     )?;
     let state = state_or_placeholder(ctx, p.dropout, p.dropout_state);
-    ctx.kernel(
-        &desc(&FORWARD_SHADER, "flash_forward", ctx, p),
-        &[
-            ("params", Arg::Uniform(bytemuck::bytes_of(&uniform))),
-            ("qkv", qkv.arg()),
-            ("y", y.arg()),
-            ("lse", lse.arg()),
-            ("dropout_state", Arg::Buffer(&state)),
-        ],
-        grid(p),
-    )
+    let args = vec![
+        ("qkv", qkv.arg()),
+        ("y", y.arg()),
+        ("lse", lse.arg()),
+        ("dropout_state", Arg::Buffer(&state)),
+    ];
+    let (hs, storages) = (p.head_size(), [qkv.storage(), y.storage()]);
+    match p.body.resolve(&ctx.caps, &storages, hs) {
+        FlashBody::Coop => {
+            let layout = coop::layout(ctx, OP, coop::Pass::Forward, &storages, hs)?;
+            let desc = coop::desc(&COOP_FORWARD_SHADER, "flash_coop_forward", &layout);
+            launch(ctx, &desc, uniform, layout.bq, args)
+        }
+        body => {
+            let desc = simt_desc(
+                &FORWARD_SHADER,
+                "flash_forward",
+                hs,
+                body == FlashBody::Tiled,
+            );
+            launch(ctx, &desc, uniform, WG, args)
+        }
+    }
 }
 
 /// Backward: `dqkv` (every element overwritten) from the forward's `qkv`, `y` and `lse` and
 /// the output gradient `dy`; `delta` (f32 `[B, nh, T]`) is workspace. Three kernels, in
-/// order: delta, dk/dv, dq.
+/// order: delta (SIMT under every body), dk/dv, dq.
 #[allow(clippy::too_many_arguments)]
 pub fn backward(
     ctx: &GpuContext,
@@ -313,24 +370,47 @@ pub fn backward(
         ],
     )?;
     let state = state_or_placeholder(ctx, p.dropout, p.dropout_state);
-    let args = [
-        ("params", Arg::Uniform(bytemuck::bytes_of(&uniform))),
-        ("qkv", qkv.arg()),
-        ("y", y.arg()),
-        ("lse", lse.arg()),
-        ("dy", dy.arg()),
-        ("delta", delta.arg()),
-        ("dqkv", dqkv.arg()),
-        ("dropout_state", Arg::Buffer(&state)),
-    ];
-    [
-        "flash_backward_delta",
-        "flash_backward_dkv",
-        "flash_backward_dq",
-    ]
-    .into_iter()
-    .map(|entry| ctx.kernel(&desc(&BACKWARD_SHADER, entry, ctx, p), &args, grid(p)))
-    .collect()
+    let args = |with_y: bool| {
+        let mut a = vec![
+            ("qkv", qkv.arg()),
+            ("lse", lse.arg()),
+            ("dy", dy.arg()),
+            ("delta", delta.arg()),
+            ("dqkv", dqkv.arg()),
+            ("dropout_state", Arg::Buffer(&state)),
+        ];
+        if with_y {
+            a.push(("y", y.arg()));
+        }
+        a
+    };
+    let hs = p.head_size();
+    let storages = [qkv.storage(), y.storage(), dy.storage(), dqkv.storage()];
+    let body = p.body.resolve(&ctx.caps, &storages, hs);
+    let simt = |entry, body: FlashBody| {
+        let desc = simt_desc(&BACKWARD_SHADER, entry, hs, body == FlashBody::Tiled);
+        launch(ctx, &desc, uniform, WG, args(true))
+    };
+    if body != FlashBody::Coop {
+        return [
+            "flash_backward_delta",
+            "flash_backward_dkv",
+            "flash_backward_dq",
+        ]
+        .into_iter()
+        .map(|entry| simt(entry, body))
+        .collect();
+    }
+    let layout = coop::layout(ctx, OP, coop::Pass::Backward, &storages, hs)?;
+    let coop = |entry| {
+        let desc = coop::desc(&COOP_BACKWARD_SHADER, entry, &layout);
+        launch(ctx, &desc, uniform, layout.bq, args(false))
+    };
+    Ok(vec![
+        simt("flash_backward_delta", FlashBody::simt(&ctx.caps))?,
+        coop("flash_coop_dkv")?,
+        coop("flash_coop_dq")?,
+    ])
 }
 
 /// The specialisations the portability tests check for every storage (lse and delta f32):
@@ -339,12 +419,7 @@ fn specialisations() -> Vec<Vec<(&'static str, String)>> {
     let mut v = Vec::new();
     for hs in [5usize, 16, 64] {
         for tiled in [false, true] {
-            v.push(vec![
-                ("HS", format!("{hs}u")),
-                ("TILE", format!("{}u", tile_rows(hs))),
-                ("WG", format!("{WG}u")),
-                ("TILED", tiled.to_string()),
-            ]);
+            v.push(simt_consts(hs, tiled));
         }
     }
     v
