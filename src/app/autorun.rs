@@ -207,8 +207,8 @@ pub struct AutorunResult {
     /// was sampled at; `None` for other models.
     pub sample: Option<String>,
     pub sample_step: Option<u64>,
-    /// Wall-clock seconds from that sample's submission to its text landing, the GPU queue
-    /// ahead of it included (what a user of the page waits for the text).
+    /// Wall-clock seconds that sample took once the training steps queued before it had
+    /// landed (or from its submission, if later) to its text landing.
     pub sample_secs: Option<f64>,
     /// Wall-clock milliseconds per optimizer step while running (frames included: it is
     /// what a user of the page sees, not GPU time).

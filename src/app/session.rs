@@ -77,8 +77,8 @@ impl ModeRun {
         self.sampler.as_ref().is_some_and(SampleProbe::in_flight)
     }
 
-    /// Seconds the latest landed sample took from its submission to its text (the GPU
-    /// queue ahead of it included); `None` before one has landed.
+    /// Seconds the latest landed sample took on the GPU queue once the training steps ahead
+    /// of it had landed ([`SampleProbe::last_secs`]); `None` before one has landed.
     pub fn sample_secs(&self) -> Option<f64> {
         self.sampler.as_ref().and_then(|s| s.last_secs)
     }
@@ -327,6 +327,7 @@ impl Session {
                     let due = (mode.run.progress.step, config.sample_every, config.steps);
                     sampler.maybe_submit(ctx, &mut mode.run.trainer, due, now)?;
                 }
+                sampler.steps_landed(mode.history.len() as u64, now);
             }
             if let (Some(probe), Some(set)) = (&mut mode.eval, &inputs.eval) {
                 mode.val_accuracy.extend(probe.take(set));

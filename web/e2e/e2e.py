@@ -324,6 +324,11 @@ def main():
                     help="skip the gpt-tiny run (text data, sampled text)")
     ap.add_argument("--gpt-steps", type=int, default=12,
                     help="steps of the gpt-tiny run (default 12)")
+    ap.add_argument("--gpt-char-steps", type=int, default=0,
+                    help="also train gpt-char (nanoGPT's baby GPT: 6 layers, T 256) at batch 8 "
+                         "for this many steps and compare with the CLI; off by default (0): on "
+                         "SwiftShader a step takes minutes, so it is not part of CI (raise "
+                         "--timeout)")
     ap.add_argument("--cli", default=None,
                     help="the native webgpu-amp binary: train every precision's run with it too "
                          "and compare (final scale, skipped steps exactly; last loss within "
@@ -364,6 +369,12 @@ def main():
         cases.append({"label": "gpt-tiny/amp-f16", "precision": "amp-f16", "steps": args.gpt_steps,
                       "model": "gpt-tiny", "batch": 8, "flags": WEBGPU_FLAGS, "cli": True,
                       "loss_ratio": GPT_LOSS_RATIO, "sample": True})
+    if args.gpt_char_steps > 0:
+        # Its largest bindings stay under the page's default 128 MiB (fused attention: no
+        # B x H x T x T scores); a few Adam steps only start the loss down.
+        cases.append({"label": "gpt-char/amp-f16", "precision": "amp-f16",
+                      "steps": args.gpt_char_steps, "model": "gpt-char", "batch": 8,
+                      "flags": WEBGPU_FLAGS, "cli": True, "loss_ratio": 0.98, "sample": True})
     if not args.skip_frameless:
         n = args.frameless_steps
         cases += [

@@ -25,10 +25,13 @@ pub struct SampleProbe {
     prompt: Vec<u32>,
     tokens: DueReadback,
     seed: u64,
-    /// When (the caller's clock, seconds) the sample in flight was submitted.
-    submitted_at: f64,
-    /// Seconds from the latest landed sample's submission to its landing: what a user waits
-    /// for the text (the GPU queue ahead of it included).
+    /// The sample in flight: the steps submitted before it, and when (the caller's clock,
+    /// seconds) it was submitted or, later, when the last of those steps landed.
+    queued_behind: u64,
+    started_at: f64,
+    /// Seconds the latest landed sample took from the later of its submission and the
+    /// landing of the training steps queued before it: its own time on the GPU (pipelines
+    /// compiled for it included), not the queue's.
     pub last_secs: Option<f64>,
 }
 
@@ -43,7 +46,8 @@ impl SampleProbe {
             prompt,
             tokens: DueReadback::new(ctx, "app.sample", "tokens", bytes, first_step),
             seed,
-            submitted_at: 0.0,
+            queued_behind: 0,
+            started_at: 0.0,
             last_secs: None,
         }
     }
@@ -80,9 +84,18 @@ impl SampleProbe {
                 submit_sample(ctx, trainer, prompt, &options, tokens)
             })?;
         if !was_in_flight && self.in_flight() {
-            self.submitted_at = now;
+            (self.queued_behind, self.started_at) = (submitted, now);
         }
         Ok(())
+    }
+
+    /// `landed` training steps have landed by `now`: the sample in flight starts its own
+    /// time once those queued before it have.
+    pub fn steps_landed(&mut self, landed: u64, now: f64) {
+        if self.in_flight() && self.queued_behind > 0 && landed >= self.queued_behind {
+            self.queued_behind = 0;
+            self.started_at = now;
+        }
     }
 
     /// (step, text) of the sample that has landed, if one has: the prompt, then the
@@ -99,7 +112,7 @@ impl SampleProbe {
             vocab.decode(&ids).map(|text| (step, text))
         });
         if landed.is_some() {
-            self.last_secs = Some(now - self.submitted_at);
+            self.last_secs = Some(now - self.started_at);
         }
         landed
     }
