@@ -43,7 +43,7 @@ mod validate;
 mod wgsl_struct;
 
 pub use directives::INCLUDES;
-pub use grid::{Assignment, Grid, f32_only};
+pub use grid::{Assignment, Grid, each_like_or_f32, f32_only};
 pub use tensor::{TensorDecl, tensor_decls};
 pub use validate::{storage_buffers_used, used_bindings, validate};
 pub use wgsl_struct::{StructDecl, WgslScalar, assert_scalar};
