@@ -21,18 +21,7 @@
 // written by exactly one thread: no atomics for accumulation. KH and KW are compile-time
 // constants (injected), so the tap decodes below divide by constants.
 
-// Forward and input gradient gather from `src` (x, or dy) into `dst` (y, or dx); the weight
-// gradient reads x and dy into dw. Without a bias the forward binds w as `bias` (never read),
-// and the input gradient does too (the shared epilogue names it).
-#tensor src 1 read
-#tensor w 2 read
-#tensor bias 3 read
-#tensor dst 4 read_write
-#tensor x 5 read
-#tensor dy 6 read
-#tensor dw 7 read_write
-#tensor partials 8 read_write
-
+// The tensors and their bindings are declared in conv_gemm, with the helpers that read them.
 #include conv_gemm
 
 const TR: u32 = 8u;             // threads along rows (each owns 4 rows)

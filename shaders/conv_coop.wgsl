@@ -19,15 +19,6 @@
 
 enable wgpu_cooperative_matrix;
 
-#tensor src 1 read
-#tensor w 2 read
-#tensor bias 3 read
-#tensor dst 4 read_write
-#tensor x 5 read
-#tensor dy 6 read
-#tensor dw 7 read_write
-#tensor partials 8 read_write
-
 #include conv_gemm
 #include tile_staging
 #include coop_gemm

@@ -27,15 +27,6 @@
 
 const WG: u32 = 256u;
 
-fn flat_index(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return gid.x + gid.y * nwg.x * WG;
-}
-
-// A quiet NaN (the bitcast of a run-time value: a NaN const-expression is an error in WGSL).
-fn f32_from_bits(bits: u32) -> f32 {
-    return bitcast<f32>(bits);
-}
-
 // ---- forward ------------------------------------------------------------------------------
 
 // Element e of y [n, C]: wte[tokens[i], c] + wpe[i mod T, c]. A token outside [0, V) is never
@@ -46,7 +37,7 @@ fn embed(e: u32) -> f32 {
     let c = e - i * params.cols;
     let tok = tokens[i];
     if (tok >= params.vocab) {
-        return f32_from_bits(0x7fc00000u);
+        return quiet_nan();
     }
     var v = wte_load(tok * params.cols + c);
     if (params.has_wpe != 0u) {
@@ -58,7 +49,7 @@ fn embed(e: u32) -> f32 {
 // One thread per element pair of y (whole words for packed storages).
 @compute @workgroup_size(WG)
 fn embedding_forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let p = flat_index(gid, nwg);
+    let p = thread_index(gid, nwg, WG);
     let total = params.n * params.cols;
     let e = 2u * p;
     if (e >= total) {
@@ -77,7 +68,7 @@ fn embedding_forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num
 //    O(V + chunk) per thread.
 @compute @workgroup_size(WG)
 fn embedding_chunk_counts(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let g = flat_index(gid, nwg);
+    let g = thread_index(gid, nwg, WG);
     if (g >= params.chunks) {
         return;
     }
@@ -99,7 +90,7 @@ fn embedding_chunk_counts(@builtin(global_invocation_id) gid: vec3<u32>, @builti
 //    its total goes to offsets[v]. O(chunks) per thread.
 @compute @workgroup_size(WG)
 fn embedding_chunk_scan(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let v = flat_index(gid, nwg);
+    let v = thread_index(gid, nwg, WG);
     if (v >= params.vocab) {
         return;
     }
@@ -155,7 +146,7 @@ fn embedding_offsets(@builtin(local_invocation_id) lid3: vec3<u32>) {
 //    O(chunk) per thread.
 @compute @workgroup_size(WG)
 fn embedding_fill(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let g = flat_index(gid, nwg);
+    let g = thread_index(gid, nwg, WG);
     if (g >= params.chunks) {
         return;
     }
@@ -178,7 +169,7 @@ fn embedding_fill(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wo
 //    order. Tokens absent from the batch leave their row untouched (bit for bit).
 @compute @workgroup_size(WG)
 fn embedding_wte_grad(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let t = flat_index(gid, nwg);
+    let t = thread_index(gid, nwg, WG);
     if (t >= params.vocab * params.cols) {
         return;
     }
@@ -199,7 +190,7 @@ fn embedding_wte_grad(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(nu
 // 6. Thread (t, c): dwpe[t, c] += sum over b of dy[b, t, c], in batch order.
 @compute @workgroup_size(WG)
 fn embedding_wpe_grad(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_index(gid, nwg);
+    let i = thread_index(gid, nwg, WG);
     if (i >= params.t * params.cols) {
         return;
     }

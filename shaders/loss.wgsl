@@ -25,15 +25,6 @@ const WG: u32 = 256u;
 const ROW_WG: u32 = 64u;
 const F32_LOWEST: f32 = -3.4028234663852886e38;
 
-// A quiet NaN. The bitcast takes a function parameter so it is evaluated at run time: a
-// const-expression that yields NaN is a shader-creation error in WGSL (Tint rejects it).
-fn f32_from_bits(bits: u32) -> f32 {
-    return bitcast<f32>(bits);
-}
-fn quiet_nan() -> f32 {
-    return f32_from_bits(0x7fc00000u);
-}
-
 // ---- workgroup reductions (fixed tree order) ----------------------------------------------
 // Whole workgroups (WG threads: mean_partials, mse) reduce with workgroup_sum; a row's
 // workgroup (ROW_WG threads: cross-entropy) with tree_sum / tree_max over ROW_WG.
@@ -87,6 +78,15 @@ fn row_loss(row: u32, st: RowStats) -> f32 {
     return log(st.sum) + (st.max - x_label);
 }
 
+// The row's statistics, with its loss written to partials[row] (thread 0).
+fn row_forward(row: u32, lid: u32) -> RowStats {
+    let st = row_stats(row, lid);
+    if (lid == 0u) {
+        partials[row] = row_loss(row, st);
+    }
+    return st;
+}
+
 @compute @workgroup_size(ROW_WG)
 fn cross_entropy_rows(
     @builtin(local_invocation_index) lid: u32,
@@ -97,10 +97,7 @@ fn cross_entropy_rows(
     if (row >= params.rows) {
         return; // whole workgroup
     }
-    let st = row_stats(row, lid);
-    if (lid == 0u) {
-        partials[row] = row_loss(row, st);
-    }
+    row_forward(row, lid);
 }
 
 // d loss / d logit_j = (softmax_j - [j == label]) * grad_scale * seed[0].
@@ -126,10 +123,7 @@ fn cross_entropy_rows_grad(
     if (row >= params.rows) {
         return; // whole workgroup
     }
-    let st = row_stats(row, lid);
-    if (lid == 0u) {
-        partials[row] = row_loss(row, st);
-    }
+    let st = row_forward(row, lid);
     let seed_scale = seed[0];
     let start = row * params.classes;
     let end = start + params.classes;
@@ -149,8 +143,7 @@ fn cross_entropy_rows_grad(
 
 // One workgroup: loss[0] = loss_scale * sum of partials[0..n], in a fixed order.
 @compute @workgroup_size(WG)
-fn mean_partials(@builtin(local_invocation_id) lid3: vec3<u32>) {
-    let lid = lid3.x;
+fn mean_partials(@builtin(local_invocation_index) lid: u32) {
     let total = sum_of_partials(lid, params.n);
     if (lid == 0u) {
         loss_store(0u, total * params.loss_scale);

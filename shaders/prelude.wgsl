@@ -14,6 +14,15 @@ fn is_nan(x: f32) -> bool {
     return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
 }
 
+// A quiet NaN. The bitcast takes a function parameter so it is evaluated at run time: a
+// const-expression that yields NaN is a shader-creation error in WGSL (Tint rejects it).
+fn f32_from_bits(bits: u32) -> f32 {
+    return bitcast<f32>(bits);
+}
+fn quiet_nan() -> f32 {
+    return f32_from_bits(0x7fc00000u);
+}
+
 fn f32_to_f16_bits(v: f32) -> u32 {
     let x = bitcast<u32>(v);
     let sign = (x >> 16u) & 0x8000u;

@@ -11,18 +11,15 @@ mod common;
 
 use std::sync::Arc;
 
+use common::checkpoints::assert_same_checkpoint;
 use common::cli::{BIN, fresh_dir};
 use webgpu_amp::Error;
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::app::App;
-use webgpu_amp::app::autorun::{Autorun, AutorunResult};
+use webgpu_amp::app::autorun::Autorun;
 use webgpu_amp::app::session::{Session, SessionConfig, Status};
 use webgpu_amp::train::checkpoint::Checkpoint;
 use webgpu_amp::train::fault_hooks::FaultHooks;
-
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
 
 /// Runs `command` (a shell command line) in `dir`; panics with its output on failure.
 fn shell(dir: &std::path::Path, command: &str) {
@@ -99,16 +96,7 @@ fn closing_the_window_mid_run_saves_and_the_printed_commands_resume_bit_for_bit(
         let a = Checkpoint::load(&dir.join("resumed.safetensors")).unwrap();
         let b = Checkpoint::load(&dir.join("straight.safetensors")).unwrap();
         assert_eq!(a.progress.step, 12);
-        for (x, y) in a.params.iter().zip(&b.params) {
-            assert!(
-                bits(&x.values) == bits(&y.values),
-                "{precision}: `{}` differs",
-                x.name
-            );
-        }
-        assert_eq!(a.optimizer, b.optimizer, "{precision}");
-        assert_eq!(a.scaler, b.scaler, "{precision}");
-        assert_eq!(a.progress, b.progress, "{precision}");
+        assert_same_checkpoint(precision, &a, &b);
     }
 
     // A finished (or never started) session saves nothing.
@@ -131,20 +119,7 @@ fn a_lost_device_fails_the_session_with_the_step_and_the_checkpoint() {
         ..Default::default()
     });
     session.start(autorun.config);
-    let mut now = 0.0;
-    let result = loop {
-        now += 1.0 / 60.0;
-        session.tick(now);
-        if let Some(r) = AutorunResult::from_session(&session) {
-            break r;
-        }
-        assert!(
-            now < 600.0,
-            "no result; status {}",
-            session.status().label()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    };
+    let result = common::autorun::drive(&mut session, 600.0);
     let error = result.error.clone().unwrap_or_default();
     eprintln!("{error}");
     assert!(!result.ok);

@@ -167,20 +167,7 @@ fn gpt_autorun_trains_on_the_embedded_text_and_publishes_sampled_text() {
     assert_eq!(run.config.dataset, "hamlet");
     let mut session = Session::new(Arc::new(common::ctx_owned()));
     session.start(run.config);
-    let mut now = 0.0;
-    let result = loop {
-        now += 1.0 / 60.0;
-        session.tick(now);
-        if let Some(r) = AutorunResult::from_session(&session) {
-            break r;
-        }
-        assert!(
-            now < 3600.0,
-            "no result (status {})",
-            session.status().label()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    };
+    let result = common::autorun::drive(&mut session, 3600.0);
     assert!(result.ok, "{result:?}");
     assert_eq!(
         (result.model.as_str(), result.dataset.as_str()),

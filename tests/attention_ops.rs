@@ -12,7 +12,9 @@ mod softmax;
 mod softmax_edges;
 
 use common::batched_ref::{Attention, Case, check};
-use common::{ctx, ctx_native, ctx_packed, rand_vec};
+use common::matmul_ref::kernels;
+use common::values::quantised;
+use common::{ctx, ctx_native, ctx_packed};
 use webgpu_amp::ops::attention::{
     SoftmaxBody, SoftmaxParams, causal_softmax_backward, causal_softmax_forward,
 };
@@ -28,28 +30,6 @@ fn storages() -> [(&'static str, &'static GpuContext, DType); 4] {
         ("f16 packed", ctx_packed(), DType::F16),
         ("bf16", ctx(), DType::BF16),
     ]
-}
-
-/// Both matmul bodies, except the tiled one on GL over a CPU adapter (Mesa's GLSL compiler
-/// takes ~30 s per tiled pipeline there and Auto runs the direct body): as tests/matmul.rs.
-fn kernels(ctx: &GpuContext) -> Vec<MatmulKernel> {
-    if ctx.report.backend == "gl" && ctx.report.device_type == "Cpu" {
-        common::not_checked(&format!(
-            "the tiled matmul body on GL over a CPU adapter (`{}`: Mesa's GLSL compiler takes \
-             ~30 s per tiled pipeline; Auto runs the direct body there, which is tested)",
-            ctx.report.name
-        ));
-        vec![MatmulKernel::Direct]
-    } else {
-        vec![MatmulKernel::Tiled, MatmulKernel::Direct]
-    }
-}
-
-fn quantised(n: usize, seed: u64, scale: f32, dtype: DType) -> Vec<f32> {
-    rand_vec(n, seed)
-        .iter()
-        .map(|&v| dtype.round(v * scale))
-        .collect()
 }
 
 // ---- batched matmul ---------------------------------------------------------------------------

@@ -7,9 +7,10 @@ mod common;
 
 use std::sync::OnceLock;
 
+use common::checkpoints::assert_same_checkpoint;
 use common::cli::fresh_dir;
+use common::ctx;
 use common::runs::{amp_step, steps_run};
-use common::{bits, ctx};
 use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::data::{Normalization, Split, embedded};
 use webgpu_amp::nn::ModelSpec;
@@ -112,30 +113,6 @@ fn assert_same_history(what: &str, got: &[StepStats], want: &[StepStats]) {
             w.step
         );
     }
-}
-
-#[track_caller]
-fn assert_same_checkpoint(what: &str, got: &Checkpoint, want: &Checkpoint) {
-    // Files list tensors by name; runs in the model's order.
-    let sorted = |ck: &Checkpoint| {
-        let mut p = ck.params.clone();
-        p.sort_by(|a, b| a.name.cmp(&b.name));
-        p
-    };
-    let (got_params, want_params) = (sorted(got), sorted(want));
-    assert_eq!(got_params.len(), want_params.len(), "{what}: tensors");
-    for (g, w) in got_params.iter().zip(&want_params) {
-        assert_eq!((&g.name, &g.shape), (&w.name, &w.shape), "{what}");
-        assert!(
-            bits(&g.values) == bits(&w.values),
-            "{what}: parameter `{}` differs",
-            g.name
-        );
-    }
-    assert_eq!(got.optimizer, want.optimizer, "{what}: optimizer state");
-    assert_eq!(got.scaler, want.scaler, "{what}: scaler state");
-    assert_eq!(got.progress, want.progress, "{what}: progress");
-    assert_eq!(got.precision, want.precision, "{what}: precision");
 }
 
 /// Train `total` steps straight, and `at` steps + save + load + a fresh resumed run to

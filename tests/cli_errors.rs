@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 mod bad_inputs;
 #[path = "cli_errors/closed_stdout.rs"]
 mod closed_stdout;
+mod common;
 #[path = "cli_errors/data_files.rs"]
 mod data_files;
 #[path = "cli_errors/fixtures.rs"]
@@ -286,33 +287,36 @@ fn batch_too_big_for_the_device() {
 
 // ---------------------------------------------------------------- divergence
 
+/// An f32 run at SGD lr 1e6, which diverges within a few of its 100 steps, saving to
+/// `save`, plus `extra`.
+fn diverging_f32_train(save: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "train",
+        "--dataset",
+        "synthetic",
+        "--precision",
+        "f32",
+        "--optimizer",
+        "sgd",
+        "--lr",
+        "1e6",
+        "--batch-size",
+        "4",
+        "--steps",
+        "100",
+        "--no-validate",
+        "--save",
+        save.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    run(&args, None)
+}
+
 #[test]
 fn f32_divergence_stops_without_saving_nan() {
     let tmp = TempDir::new("diverge");
     let ck = tmp.path("run.safetensors");
-    let out = run(
-        &[
-            "train",
-            "--dataset",
-            "synthetic",
-            "--precision",
-            "f32",
-            "--optimizer",
-            "sgd",
-            "--lr",
-            "1e6",
-            "--batch-size",
-            "4",
-            "--steps",
-            "100",
-            "--save",
-            ck.to_str().unwrap(),
-            "--save-every",
-            "1",
-            "--no-validate",
-        ],
-        None,
-    );
+    let out = diverging_f32_train(&ck, &["--save-every", "1"]);
     expect_error(&out, &["training diverged", "under f32", "lower --lr"]);
     // Periodic checkpoints before the divergence are kept; none holds inf/NaN.
     let saved = webgpu_amp::train::checkpoint::Checkpoint::load(&ck).expect("last good checkpoint");
@@ -326,27 +330,7 @@ fn f32_divergence_stops_without_saving_nan() {
     }
     // Without periodic saves nothing is written at all.
     let ck2 = tmp.path("final.safetensors");
-    let out = run(
-        &[
-            "train",
-            "--dataset",
-            "synthetic",
-            "--precision",
-            "f32",
-            "--optimizer",
-            "sgd",
-            "--lr",
-            "1e6",
-            "--batch-size",
-            "4",
-            "--steps",
-            "100",
-            "--save",
-            ck2.to_str().unwrap(),
-            "--no-validate",
-        ],
-        None,
-    );
+    let out = diverging_f32_train(&ck2, &[]);
     expect_error(&out, &["training diverged"]);
     assert!(
         !ck2.exists(),

@@ -10,7 +10,7 @@ mod common;
 use std::path::Path;
 
 use common::bits;
-use common::cli::{command, fresh_dir};
+use common::cli::{assert_success, command, fresh_dir, json_lines};
 use serde_json::Value;
 use webgpu_amp::train::checkpoint::Checkpoint;
 
@@ -43,20 +43,7 @@ fn train(dir: &Path, seed: u64, extra: &[&str]) {
     }
     args.extend_from_slice(extra);
     let out = command().args(&args).output().expect("run webgpu-amp");
-    assert!(
-        out.status.success(),
-        "webgpu-amp {args:?} failed:\nstdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn metrics(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line `{l}`: {e}")))
-        .collect()
+    assert_success(&out, &format!("webgpu-amp {args:?}"));
 }
 
 fn keys(v: &Value) -> Vec<String> {
@@ -103,7 +90,7 @@ fn resume_through_the_cli_equals_an_uninterrupted_run() {
     );
 
     // --- The metrics format of the straight run. ---
-    let m = metrics(&dir.join("m.jsonl"));
+    let m = json_lines(&dir.join("m.jsonl"));
     let step_keys = ["epoch", "loss", "lr", "scale", "skipped", "step"];
     let epoch_keys = [
         "epoch",
@@ -158,7 +145,7 @@ fn resume_through_the_cli_equals_an_uninterrupted_run() {
     );
 
     // --- Steps 4-6 of the resumed run are those of the straight run, bit for bit. ---
-    let m2 = metrics(&dir.join("m2.jsonl"));
+    let m2 = json_lines(&dir.join("m2.jsonl"));
     let resumed = step_lines(&m2);
     assert_eq!(resumed.len(), 3, "{m2:#?}");
     for (got, want) in resumed.iter().zip(&steps[3..]) {
@@ -197,10 +184,10 @@ fn resume_through_the_cli_equals_an_uninterrupted_run() {
 
     // --- The same seed gives the same trajectory; another seed a different one. ---
     train(&dir, 3, &["--steps", "6", "--metrics", &p("m3.jsonl")]);
-    let m3 = metrics(&dir.join("m3.jsonl"));
+    let m3 = json_lines(&dir.join("m3.jsonl"));
     assert_eq!(step_lines(&m3), steps, "same seed, different losses");
     train(&dir, 4, &["--steps", "2", "--metrics", &p("m4.jsonl")]);
-    let m4 = metrics(&dir.join("m4.jsonl"));
+    let m4 = json_lines(&dir.join("m4.jsonl"));
     let loss = |v: &[&Value]| v.iter().map(|s| s["loss"].clone()).collect::<Vec<_>>();
     assert_ne!(
         loss(&step_lines(&m4)),

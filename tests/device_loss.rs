@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::child::wait_for_exit;
 use common::cli::{BIN, assert_says, fresh_dir, quick};
 use webgpu_amp::train::checkpoint::Checkpoint;
 use webgpu_amp::train::fault_hooks::{GPU_ERROR_AT_STEP_ENV, LOSE_DEVICE_AT_STEP_ENV};
@@ -31,16 +32,7 @@ fn train(dir: &Path, hook: (&str, &str), extra: &[&str]) -> (Option<i32>, String
     let stderr = child.stderr.take().unwrap();
     let reader = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap());
     let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > LIMIT {
-            let _ = child.kill();
-            panic!("{hook:?}: the run still went on {LIMIT:?} later (a hang)");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_for_exit(&mut child, LIMIT, &format!("{hook:?} (a hang)"));
     eprintln!(
         "{hook:?}: ended after {:.1} s with {:?}",
         started.elapsed().as_secs_f64(),

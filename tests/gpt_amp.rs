@@ -13,7 +13,7 @@ use webgpu_amp::data::DataSource;
 use webgpu_amp::data::embedded_text::hamlet;
 use webgpu_amp::nn::LossKind;
 use webgpu_amp::optim::{LrSchedule, OptimizerConfig};
-use webgpu_amp::train::estimate::validation_batches;
+use webgpu_amp::train::estimate::Draw;
 use webgpu_amp::train::evaluate::evaluate_indices;
 use webgpu_amp::train::{ModelChoice, Run, RunConfig, StepConfig, model_and_data};
 
@@ -57,7 +57,13 @@ fn amp_f16_learns_what_f32_learns_on_the_embedded_text() {
         .as_ref()
         .expect("the text has a validation split");
     let init = spec.init_params(0);
-    let batches: Vec<Vec<usize>> = validation_batches(val, BATCH, VAL_BATCHES, 0, STEPS).collect();
+    let draw = Draw {
+        batch_size: BATCH,
+        batches: VAL_BATCHES,
+        seed: 0,
+        step: STEPS,
+    };
+    let batches: Vec<Vec<usize>> = draw.validation_batches(val).collect();
     let baseline = unigram_entropy();
     let mut losses = Vec::new();
     for precision in [Precision::F32, Precision::AmpF16] {

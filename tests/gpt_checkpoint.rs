@@ -39,6 +39,29 @@ fn ok(args: &[&str]) {
     );
 }
 
+/// `train` of `model` on `dataset` for `steps` at batch 4, saving to `save`.
+fn train_args<'a>(
+    model: &'a Path,
+    dataset: &'a str,
+    steps: &'a str,
+    save: &'a Path,
+) -> Vec<&'a str> {
+    vec![
+        "train",
+        "--model",
+        model.to_str().unwrap(),
+        "--dataset",
+        dataset,
+        "--steps",
+        steps,
+        "--batch-size",
+        "4",
+        "--no-validate",
+        "--save",
+        save.to_str().unwrap(),
+    ]
+}
+
 /// Train 3 steps on TEXT (vocabulary of 9) and save; returns (model file, text file, checkpoint).
 fn train(d: &Path, extra: &[&str]) -> (PathBuf, PathBuf, PathBuf) {
     let model = d.join("model.json");
@@ -47,20 +70,7 @@ fn train(d: &Path, extra: &[&str]) -> (PathBuf, PathBuf, PathBuf) {
     std::fs::write(&text, TEXT.repeat(4)).unwrap();
     let ck = d.join("gpt.safetensors");
     let dataset = format!("text:{}", text.display());
-    let mut args = vec![
-        "train",
-        "--model",
-        model.to_str().unwrap(),
-        "--dataset",
-        &dataset,
-        "--steps",
-        "3",
-        "--batch-size",
-        "4",
-        "--no-validate",
-        "--save",
-        ck.to_str().unwrap(),
-    ];
+    let mut args = train_args(&model, &dataset, "3", &ck);
     args.extend_from_slice(extra);
     ok(&args);
     (model, text, ck)
@@ -219,20 +229,7 @@ fn resume_continues_a_gpt_run_exactly() {
     let (model, text, first) = train(&d, &SCHEDULE);
     let dataset = format!("text:{}", text.display());
     let five = |save: &Path, resume: Option<&Path>| {
-        let mut args = vec![
-            "train",
-            "--model",
-            model.to_str().unwrap(),
-            "--dataset",
-            &dataset,
-            "--steps",
-            "5",
-            "--batch-size",
-            "4",
-            "--no-validate",
-            "--save",
-            save.to_str().unwrap(),
-        ];
+        let mut args = train_args(&model, &dataset, "5", save);
         if let Some(r) = resume {
             args.extend(["--resume", r.to_str().unwrap()]);
         }

@@ -15,7 +15,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::bits;
-use common::cli::{command, fresh_dir};
+use common::cli::{assert_success, command, fresh_dir, json_lines};
 use serde_json::Value;
 use webgpu_amp::train::checkpoint::{Checkpoint, INLINE_MOMENTS_MAX_ENV};
 
@@ -28,12 +28,7 @@ fn train(dir: &Path, model_json: &str, extra: &[&str]) {
 
 fn train_with_env(dir: &Path, model_json: &str, extra: &[&str], env: &[(&str, &str)]) {
     let out = run_train(dir, model_json, extra, env);
-    assert!(
-        out.status.success(),
-        "webgpu-amp {extra:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out, &format!("webgpu-amp {extra:?}"));
 }
 
 fn run_train(
@@ -69,14 +64,6 @@ fn run_train(
         .envs(env.iter().copied())
         .output()
         .expect("run webgpu-amp")
-}
-
-fn metrics(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 fn with_key<'a>(lines: &'a [Value], key: &str) -> Vec<&'a Value> {
@@ -125,9 +112,9 @@ fn check_resume(name: &str, precision_flags: &[&str], moments_in_file: bool) -> 
         &["--resume", &b, "--save", &c, "--metrics", &mb2],
     ));
 
-    let straight = metrics(Path::new(&ma));
-    let mut split = metrics(Path::new(&mb1));
-    let resumed = metrics(Path::new(&mb2));
+    let straight = json_lines(Path::new(&ma));
+    let mut split = json_lines(Path::new(&mb1));
+    let resumed = json_lines(Path::new(&mb2));
     split.extend(resumed.iter().cloned());
     // Every step line (step, epoch, loss, scale, skipped, lr) bit for bit.
     let steps = with_key(&straight, "loss");
@@ -236,8 +223,8 @@ fn gpt_with_dropout_resumes_bit_for_bit_f32() {
             m.to_str().unwrap(),
         ],
     );
-    let without = metrics(&m);
-    let with = metrics(&f32_dir.join("a.jsonl"));
+    let without = json_lines(&m);
+    let with = json_lines(&f32_dir.join("a.jsonl"));
     assert_ne!(
         with_key(&without, "loss")[0]["loss"],
         with_key(&with, "loss")[0]["loss"],

@@ -23,7 +23,9 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::cli::{BIN, fresh_dir, quick};
+use common::checkpoints::assert_same_checkpoint;
+use common::child::{wait_for_exit, wait_while_running};
+use common::cli::{BIN, fresh_dir, json_lines, output_text, quick};
 use serde_json::Value;
 use webgpu_amp::train::checkpoint::{Checkpoint, INLINE_MOMENTS_MAX_ENV, SAVE_PAUSE_ENV};
 use webgpu_amp::train::fault_hooks::SIGNAL_AT_STEP_ENV;
@@ -51,32 +53,15 @@ fn run(mut cmd: Command, signal_at: Option<&str>) -> Output {
     cmd.output().expect("run webgpu-amp")
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 /// The one line an interrupted command prints (its whole stderr), after checking the exit
 /// code is 130 and nothing panicked.
 #[track_caller]
 fn interrupted_line(out: &Output) -> String {
-    assert_eq!(out.status.code(), Some(130), "{}", text(out));
+    assert_eq!(out.status.code(), Some(130), "{}", output_text(out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "one line:\n{}", text(out));
+    assert_eq!(lines.len(), 1, "one line:\n{}", output_text(out));
     lines[0].to_string()
-}
-
-fn metrics(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 fn step_lines(lines: &[Value]) -> Vec<Value> {
@@ -85,22 +70,6 @@ fn step_lines(lines: &[Value]) -> Vec<Value> {
         .filter(|v| v.get("step").is_some() && v.get("loss").is_some())
         .cloned()
         .collect()
-}
-
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
-
-#[track_caller]
-fn assert_same_checkpoint(a: &Checkpoint, b: &Checkpoint) {
-    assert_eq!(a.params.len(), b.params.len());
-    for (x, y) in a.params.iter().zip(&b.params) {
-        assert_eq!((&x.name, &x.shape), (&y.name, &y.shape));
-        assert!(bits(&x.values) == bits(&y.values), "`{}` differs", x.name);
-    }
-    assert_eq!(a.optimizer, b.optimizer);
-    assert_eq!(a.scaler, b.scaler);
-    assert_eq!(a.progress, b.progress);
 }
 
 /// A checkpoint whose Adam moments came from its moments file, with scaler state.
@@ -129,7 +98,7 @@ fn interrupted_train_resumes_with_the_command_it_prints_bit_for_bit() {
         command(&dir, "train", 10, &flags("full.safetensors", "full.jsonl")),
         None,
     );
-    assert!(full.status.success(), "{}", text(&full));
+    assert!(full.status.success(), "{}", output_text(&full));
 
     // SIGINT while step 4 is in flight (one of its two micro-batches submitted): the run
     // finishes step 4 and stops there.
@@ -150,7 +119,7 @@ fn interrupted_train_resumes_with_the_command_it_prints_bit_for_bit() {
     assert_eq!(ck.progress.step, 4);
     assert_complete(&ck, "interrupted checkpoint");
     // Its metrics: every step up to the stop, then the summary that says so.
-    let first = metrics(&dir.join("cut.jsonl"));
+    let first = json_lines(&dir.join("cut.jsonl"));
     let summary = &first.last().unwrap()["summary"];
     assert_eq!(
         (&summary["interrupted"], &summary["steps"]),
@@ -168,9 +137,9 @@ fn interrupted_train_resumes_with_the_command_it_prints_bit_for_bit() {
         .env_remove(SIGNAL_AT_STEP_ENV)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{resume}\n{}", text(&out));
-    steps.extend(step_lines(&metrics(&dir.join("cut.jsonl"))));
-    let want = step_lines(&metrics(&dir.join("full.jsonl")));
+    assert!(out.status.success(), "{resume}\n{}", output_text(&out));
+    steps.extend(step_lines(&json_lines(&dir.join("cut.jsonl"))));
+    let want = step_lines(&json_lines(&dir.join("full.jsonl")));
     assert_eq!(want.len(), 10);
     assert_eq!(
         steps, want,
@@ -183,7 +152,7 @@ fn interrupted_train_resumes_with_the_command_it_prints_bit_for_bit() {
     let a = Checkpoint::load(&dir.join("full.safetensors")).unwrap();
     let b = Checkpoint::load(&saved).unwrap();
     assert_eq!(a.progress.step, 10);
-    assert_same_checkpoint(&a, &b);
+    assert_same_checkpoint("resumed", &b, &a);
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -220,17 +189,9 @@ fn without_save_it_writes_interrupted_safetensors_beside_the_metrics_or_here() {
 
 /// Waits for `marker` (written by the save hook) while `child` runs.
 fn wait_for(marker: &Path, child: &mut std::process::Child) {
-    let started = Instant::now();
-    while !marker.exists() {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("the run exited ({status}) before its save paused");
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "no save paused within 120 s"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_while_running(child, Duration::from_secs(120), "a paused save", || {
+        marker.exists()
+    });
 }
 
 fn send(child: &std::process::Child, signal: libc::c_int) {
@@ -241,17 +202,7 @@ fn send(child: &std::process::Child, signal: libc::c_int) {
 
 /// Waits up to `limit` for `child` to end; its exit code (`None`: killed by a signal).
 fn wait_within(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status.code();
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            panic!("the process did not end within {limit:?} of the second signal");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_exit(child, limit, "after the second signal").code()
 }
 
 #[test]

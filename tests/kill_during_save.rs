@@ -18,8 +18,9 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::child::wait_while_running;
 use safetensors::tensor::{Dtype, TensorView};
 use webgpu_amp::train::checkpoint::{Checkpoint, INLINE_MOMENTS_MAX_ENV};
 
@@ -53,17 +54,8 @@ fn marker_path(dir: &Path) -> PathBuf {
 /// Waits for the paused save's marker and returns the temp file it names (removing the
 /// marker for the next process).
 fn wait_for_pause(marker: &Path, child: &mut Child, kill: usize) -> PathBuf {
-    let started = Instant::now();
-    while !marker.exists() {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("kill {kill}: the writer exited ({status}) before pausing in a save");
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(90),
-            "kill {kill}: no save paused within 90 s"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let what = format!("kill {kill}: a paused save");
+    wait_while_running(child, Duration::from_secs(90), &what, || marker.exists());
     let tmp = PathBuf::from(std::fs::read_to_string(marker).unwrap());
     std::fs::remove_file(marker).unwrap();
     tmp
@@ -242,17 +234,10 @@ fn modified(path: &Path) -> std::time::SystemTime {
 /// Waits until `checkpoint` is replaced (the child wrote a save).
 fn wait_for_a_save(checkpoint: &Path, child: &mut Child, kill: usize) {
     let before = modified(checkpoint);
-    let started = Instant::now();
-    while modified(checkpoint) == before {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("the training run exited by itself ({status}) before kill {kill}");
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "kill {kill}: no new checkpoint after 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let what = format!("kill {kill}: a new checkpoint");
+    wait_while_running(child, Duration::from_secs(60), &what, || {
+        modified(checkpoint) != before
+    });
 }
 
 fn moments_files(dir: &Path) -> Vec<String> {

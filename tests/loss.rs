@@ -20,6 +20,30 @@ fn subnormal_step(dtype: DType) -> f32 {
     }
 }
 
+/// `grad` against the reference gradient `want_grad` times `unit` (the loss multiplier times
+/// the seed), over `n` rows: absolute tolerance `abs` × unit / n (at least one subnormal step
+/// of its dtype), relative at least `rel` (and one ulp of its dtype).
+#[track_caller]
+fn assert_scaled_grad(
+    ctx: &GpuContext,
+    what: &str,
+    grad: &Tensor,
+    want_grad: &[f64],
+    unit: f64,
+    n: usize,
+    (abs, rel): (f32, f32),
+) {
+    let want: Vec<f32> = want_grad.iter().map(|&g| (g * unit) as f32).collect();
+    let dtype = grad.dtype();
+    assert_close(
+        &format!("{what} grad"),
+        &grad.read_f32(ctx).unwrap(),
+        &want,
+        (abs * unit as f32 / n as f32).max(subnormal_step(dtype)),
+        ulp(dtype).max(rel),
+    );
+}
+
 fn seed_buffer(ctx: &GpuContext, value: f32) -> Arc<GpuBuffer> {
     upload_u32(ctx, &[value.to_bits(), 0, 0, 0])
 }
@@ -121,14 +145,7 @@ fn cross_entropy_loss_and_gradient_match_cpu_on_every_storage() {
                         "{what}: loss with and without the gradient"
                     );
                     let unit = (multiplier * seed) as f64;
-                    let want: Vec<f32> = want_grad.iter().map(|&g| (g * unit) as f32).collect();
-                    assert_close(
-                        &format!("{what} grad"),
-                        &grad.read_f32(ctx).unwrap(),
-                        &want,
-                        (1e-6 * unit as f32 / n as f32).max(subnormal_step(grad_dtype)),
-                        ulp(grad_dtype).max(1e-5),
-                    );
+                    assert_scaled_grad(ctx, &what, &grad, &want_grad, unit, n, (1e-6, 1e-5));
                 }
             }
         }
@@ -366,14 +383,7 @@ fn mse_loss_and_gradient_match_cpu_on_every_storage() {
                 let what = format!("{name} mse {dtype} n={n}");
                 assert_rel(&format!("{what} loss"), scalar(ctx, &out), want_loss, 2e-6);
                 let unit = (multiplier * seed) as f64;
-                let want: Vec<f32> = want_grad.iter().map(|&g| (g * unit) as f32).collect();
-                assert_close(
-                    &format!("{what} grad"),
-                    &grad.read_f32(ctx).unwrap(),
-                    &want,
-                    (1e-7 * unit as f32 / n as f32).max(subnormal_step(dtype)),
-                    ulp(dtype).max(1e-6),
-                );
+                assert_scaled_grad(ctx, &what, &grad, &want_grad, unit, n, (1e-7, 1e-6));
             }
         }
     }

@@ -3,30 +3,11 @@
 
 mod common;
 
-use common::matmul_ref::{Case, assert_matches, check, quantised};
+use common::matmul_ref::{Case, assert_matches, check, kernels, quantised};
 use common::values::storages;
 use common::{ctx, ctx_native, ctx_packed, rand_vec};
 use webgpu_amp::ops::matmul::{MatmulKernel, MatmulOpts, matmul, matmul_with};
-use webgpu_amp::{DType, GpuContext, Tensor};
-
-/// Both kernel bodies, except the tiled one on GL over a CPU adapter (llvmpipe): Mesa's GLSL
-/// compiler takes about 30 s per tiled pipeline there, and `Auto` runs the direct body on
-/// that adapter anyway. The tiled body is still checked on that machine through Vulkan
-/// (lavapipe), and on every hardware adapter. Said out loud, never silently.
-fn kernels(ctx: &GpuContext) -> Vec<MatmulKernel> {
-    if ctx.adapter.get_info().backend == wgpu::Backend::Gl
-        && ctx.device_type() == wgpu::DeviceType::Cpu
-    {
-        common::not_checked(&format!(
-            "the tiled matmul body on GL over a CPU adapter (`{}`: Mesa's GLSL compiler takes \
-             ~30 s per tiled pipeline; Auto runs the direct body there, which is tested)",
-            ctx.report.name
-        ));
-        vec![MatmulKernel::Direct]
-    } else {
-        vec![MatmulKernel::Tiled, MatmulKernel::Direct]
-    }
-}
+use webgpu_amp::{DType, Tensor};
 
 const TRANSPOSES: [(bool, bool); 4] = [(false, false), (true, false), (false, true), (true, true)];
 

@@ -8,6 +8,7 @@ mod common;
 
 use std::process::Command;
 
+use common::cli::assert_success;
 use common::{ctx_owned, expect_err};
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::amp::scaler::ScalerConfig;
@@ -133,11 +134,7 @@ fn the_plan_command_and_the_flags_in_a_binding_error() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out, "webgpu-amp plan");
     for needle in KINDS
         .iter()
         .chain(&["peak", "largest binding", "browser default"])
@@ -188,11 +185,7 @@ fn gpt_char_at_batch_64_plans_at_or_below_pytorch_sdpa() {
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_success(&out, "webgpu-amp plan");
         let line: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
         let peak = line["plan"]["peak_bytes"].as_u64().unwrap();
         assert!(

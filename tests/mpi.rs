@@ -22,7 +22,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::cli::{BIN, fresh_dir};
+use common::cli::{BIN, fresh_dir, json_lines, output_text};
 use serde_json::Value;
 use webgpu_amp::train::checkpoint::Checkpoint;
 
@@ -55,22 +55,9 @@ fn mpirun(args: &[&str]) -> Command {
     cmd
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 /// The step lines and the summary of a metrics file.
 fn metrics(path: &Path) -> (Vec<Value>, Value) {
-    let body = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let lines: Vec<Value> = body
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = json_lines(path);
     let steps = lines
         .iter()
         .filter(|v| v.get("step").is_some())
@@ -112,13 +99,21 @@ fn single_and_two_ranks(
     let dir = fresh_dir(name);
     let single = train_args(&dir, "single", common, 2 * batch);
     let out1 = Command::new(BIN).args(&single).output().unwrap();
-    assert!(out1.status.success(), "single process: {}", text(&out1));
+    assert!(
+        out1.status.success(),
+        "single process: {}",
+        output_text(&out1)
+    );
     let ranks = train_args(&dir, "ranks", common, batch);
     let mut args = vec!["-np".to_string(), "2".into(), BIN.into()];
     args.extend(ranks);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out2 = mpirun(&args).output().unwrap();
-    assert!(out2.status.success(), "mpirun -np 2: {}", text(&out2));
+    assert!(
+        out2.status.success(),
+        "mpirun -np 2: {}",
+        output_text(&out2)
+    );
     ["single", "ranks"].map(|n| {
         let (steps, summary) = metrics(&dir.join(format!("{n}.jsonl")));
         let ck = Checkpoint::load(&dir.join(format!("{n}.safetensors"))).unwrap();
@@ -214,7 +209,7 @@ fn assert_rank0_reports(what: &str, out: &Output, summary: &Value, global: u64) 
         stdout.matches("final loss").count(),
         1,
         "{what}: rank 0 alone prints the summary: {}",
-        text(out)
+        output_text(out)
     );
     let d = &summary["distributed"];
     assert_eq!(d["ranks"], 2, "{what}: {summary}");
@@ -343,24 +338,24 @@ fn ranks_must_agree_and_rank_0_alone_writes_files() {
     args.extend(&train);
     args.extend(["--save", &ck1, "--metrics", &m1]);
     let out = mpirun(&args).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     assert!(
         Path::new(&ck0).is_file() && Path::new(&m0).is_file(),
         "{}",
-        text(&out)
+        output_text(&out)
     );
     assert!(
         !Path::new(&ck1).exists() && !Path::new(&m1).exists(),
         "rank 1 wrote files: {}",
-        text(&out)
+        output_text(&out)
     );
 
     let out = one_rank_differs(&train, &["--lr", "0.5"]);
-    assert!(!out.status.success(), "{}", text(&out));
+    assert!(!out.status.success(), "{}", output_text(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("rank(s) [1] start from a different state"),
         "{}",
-        text(&out)
+        output_text(&out)
     );
 }
 
@@ -388,7 +383,7 @@ fn ends_within(mut job: Child, limit: Duration) -> (Output, Duration) {
             let _ = job.kill();
             panic!(
                 "the job still ran {limit:?} later: {}",
-                text(&job.wait_with_output().unwrap())
+                output_text(&job.wait_with_output().unwrap())
             );
         }
         std::thread::sleep(Duration::from_millis(20));

@@ -8,7 +8,7 @@ use std::io::BufRead;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::cli::{BIN, fresh_dir};
+use common::cli::{BIN, fresh_dir, quick_at_batch};
 use serde_json::Value;
 
 /// The largest batch `--batch-size`'s range takes (2^24). The issue met `u64::MAX`, which
@@ -17,20 +17,7 @@ const HUGE: &str = "16777216";
 
 /// The mlp on 64 synthetic samples (all for training) for 2 steps at batch [`HUGE`].
 fn huge_batch(subcommand: &str, extra: &[&str]) -> Vec<String> {
-    let mut args = vec![
-        subcommand,
-        "--model",
-        "mlp",
-        "--dataset",
-        "synthetic:64",
-        "--batch-size",
-        HUGE,
-        "--steps",
-        "2",
-        "--no-validate",
-    ];
-    args.extend_from_slice(extra);
-    args.into_iter().map(String::from).collect()
+    quick_at_batch(subcommand, HUGE, 2, extra)
 }
 
 /// The stderr lines of a run that must have succeeded.

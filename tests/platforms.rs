@@ -103,7 +103,7 @@ fn report_lists_all_four_modes_with_their_storage() {
     let modes: Vec<&str> = report.modes.iter().map(|m| m.mode).collect();
     assert_eq!(modes, precision_modes());
     assert_eq!(report.f16_storage_requested, F16StorageChoice::Auto);
-    let f16_name = Storage::for_dtype(DType::F16, report.f16_storage).name();
+    let f16_name = Storage::for_dtype(DType::F16, report.adapter.f16_storage).name();
     for m in &report.modes {
         assert!(m.runs, "{} runs on every adapter with auto storage", m.mode);
         let want = match m.mode {
@@ -122,6 +122,12 @@ fn report_lists_all_four_modes_with_their_storage() {
         .collect();
     assert_eq!(json_modes, precision_modes());
     assert_eq!(json["f16_storage_requested"], "auto");
+    // The description's keys stand at the top level, beside the modes.
+    assert_eq!(json["name"], report.adapter.name.as_str());
+    assert_eq!(
+        json["f16_storage"],
+        serde_json::to_value(report.adapter.f16_storage).unwrap()
+    );
 }
 
 #[test]
@@ -140,7 +146,7 @@ fn report_for_native_request_without_shader_f16_says_which_modes_fail() {
     );
     let failing = &report.modes[1];
     assert!(failing.detail.contains("shader-f16"), "{}", failing.detail);
-    assert_eq!(report.f16_storage, F16Storage::Packed);
+    assert_eq!(report.adapter.f16_storage, F16Storage::Packed);
     // With packed requested everything runs, f16 packed and bf16 packed.
     let report = AdapterReport::from_parts(
         ctx().adapter.get_info(),
@@ -158,19 +164,26 @@ fn dx12_without_shader_f16_explains_dxc() {
     info.backend = wgpu::Backend::Dx12;
     let report =
         AdapterReport::from_parts(info.clone(), caps_with_f16(false), F16StorageChoice::Auto);
-    assert_eq!(report.f16_storage, F16Storage::Packed);
+    assert_eq!(report.adapter.f16_storage, F16Storage::Packed);
     assert!(
         report
+            .adapter
             .notes
             .iter()
             .any(|n| n.contains("dxcompiler.dll") && n.contains("FXC")),
         "DX12 notes explain DXC: {:?}",
-        report.notes
+        report.adapter.notes
     );
     // With shader-f16 (DXC loaded) there is nothing to explain about DXC.
     let report = AdapterReport::from_parts(info, caps_with_f16(true), F16StorageChoice::Auto);
-    assert_eq!(report.f16_storage, F16Storage::Native);
-    assert!(!report.notes.iter().any(|n| n.contains("dxcompiler")));
+    assert_eq!(report.adapter.f16_storage, F16Storage::Native);
+    assert!(
+        !report
+            .adapter
+            .notes
+            .iter()
+            .any(|n| n.contains("dxcompiler"))
+    );
 }
 
 #[test]
@@ -179,9 +192,13 @@ fn gl_without_shader_f16_says_so() {
     info.backend = wgpu::Backend::Gl;
     let report = AdapterReport::from_parts(info, caps_with_f16(false), F16StorageChoice::Auto);
     assert!(
-        report.notes.iter().any(|n| n.contains("GL backend")),
+        report
+            .adapter
+            .notes
+            .iter()
+            .any(|n| n.contains("GL backend")),
         "{:?}",
-        report.notes
+        report.adapter.notes
     );
 }
 

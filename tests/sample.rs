@@ -60,6 +60,11 @@ fn setup(
     }
 }
 
+/// A block of one f32 row of `logits`, the context `[0]` with no draws yet, room for `draws`.
+fn one_row(ctx: &GpuContext, logits: &[f32], draws: usize) -> Setup {
+    setup(ctx, &[logits.to_vec()], DType::F32, &[0], [1, 0], draws)
+}
+
 fn params(s: &Setup, temperature: f32, top_k: Option<usize>, seed: u64) -> SampleParams {
     SampleParams {
         vocab: s.rows[0].len(),
@@ -204,14 +209,7 @@ fn histogram_of_2000_draws_matches_the_probabilities() {
     let logits: Vec<f32> = probs.iter().map(|p| p.ln() as f32).collect();
     let ctx = ctx();
     let draws = 2000;
-    let s = setup(
-        ctx,
-        std::slice::from_ref(&logits),
-        DType::F32,
-        &[0],
-        [1, 0],
-        draws,
-    );
+    let s = one_row(ctx, &logits, draws);
     let p = params(&s, 1.0, None, 2024);
     draw(ctx, &s, &p, draws);
     let tokens = read_u32s(ctx, &s.out, draws);
@@ -240,17 +238,14 @@ fn top_k_keeps_every_value_tied_at_the_threshold() {
     let logits = vec![0.0f32, 2.0, 1.0, 2.0, 2.0, -1.0];
     let ctx = ctx();
     let draws = 300;
+    // `draws` tokens drawn with top-k `k` (temperature 1) from `seed`.
+    let top_k_draws = |k, seed| {
+        let s = one_row(ctx, &logits, draws);
+        draw(ctx, &s, &params(&s, 1.0, Some(k), seed), draws);
+        read_u32s(ctx, &s.out, draws)
+    };
     // k = 2: the 2nd largest is 2, so all three 2s are kept (uniform over {1, 3, 4}).
-    let s = setup(
-        ctx,
-        std::slice::from_ref(&logits),
-        DType::F32,
-        &[0],
-        [1, 0],
-        draws,
-    );
-    draw(ctx, &s, &params(&s, 1.0, Some(2), 3), draws);
-    let tokens = read_u32s(ctx, &s.out, draws);
+    let tokens = top_k_draws(2, 3);
     let mut counts = [0usize; 6];
     for &t in &tokens {
         counts[t as usize] += 1;
@@ -259,16 +254,7 @@ fn top_k_keeps_every_value_tied_at_the_threshold() {
     let chi2 = chi_square(&[counts[1], counts[3], counts[4]], &[1.0 / 3.0; 3]);
     assert!(chi2 < 13.82, "{counts:?}: chi2 {chi2}"); // 2 dof, p = 0.001
     // k = 4: the 4th largest is 1: {1, 2, 3, 4} kept, 0 and 5 never drawn.
-    let s = setup(
-        ctx,
-        std::slice::from_ref(&logits),
-        DType::F32,
-        &[0],
-        [1, 0],
-        draws,
-    );
-    draw(ctx, &s, &params(&s, 1.0, Some(4), 4), draws);
-    let tokens = read_u32s(ctx, &s.out, draws);
+    let tokens = top_k_draws(4, 4);
     assert!(tokens.iter().all(|&t| (1..=4).contains(&t)), "{tokens:?}");
     assert!(tokens.contains(&2));
     for (i, &t) in tokens.iter().enumerate().take(50) {
@@ -314,40 +300,42 @@ fn invalid_parameters_are_errors() {
     let ok = params(&s, 1.0, None, 0);
     assert!(sample_next(ctx, &s.logits, &s.context, &s.state, &s.out, &ok).is_ok());
     // 1e-45 is positive but subnormal: a GPU flushes it to zero (it sampled newlines).
-    for temperature in [0.0, -1.0, f32::NAN, f32::INFINITY, 1e-45, 1e-31] {
+    let temperatures = [0.0, -1.0, f32::NAN, f32::INFINITY, 1e-45, 1e-31].map(|temperature| {
         let p = SampleParams {
             temperature,
             ..ok.clone()
         };
+        (p, "temperature must be finite and at least 1e-30")
+    });
+    let others = [
+        (
+            SampleParams {
+                top_k: Some(0),
+                ..ok.clone()
+            },
+            "top_k must be at least 1",
+        ),
+        (
+            SampleParams {
+                vocab: 5,
+                ..ok.clone()
+            },
+            "must be [block, V] = [2, 5]",
+        ),
+        (
+            SampleParams {
+                block: 3,
+                ..ok.clone()
+            },
+            "must be [block, V] = [3, 4]",
+        ),
+    ];
+    for (p, message) in temperatures.into_iter().chain(others) {
         common::expect_err(
             sample_next(ctx, &s.logits, &s.context, &s.state, &s.out, &p),
-            &["temperature must be finite and at least 1e-30"],
+            &[message],
         );
     }
-    let p = SampleParams {
-        top_k: Some(0),
-        ..ok.clone()
-    };
-    common::expect_err(
-        sample_next(ctx, &s.logits, &s.context, &s.state, &s.out, &p),
-        &["top_k must be at least 1"],
-    );
-    let p = SampleParams {
-        vocab: 5,
-        ..ok.clone()
-    };
-    common::expect_err(
-        sample_next(ctx, &s.logits, &s.context, &s.state, &s.out, &p),
-        &["must be [block, V] = [2, 5]"],
-    );
-    let p = SampleParams {
-        block: 3,
-        ..ok.clone()
-    };
-    common::expect_err(
-        sample_next(ctx, &s.logits, &s.context, &s.state, &s.out, &p),
-        &["must be [block, V] = [3, 4]"],
-    );
     let short = upload_u32(ctx, &[0]);
     common::expect_err(
         sample_next(ctx, &s.logits, &s.context, &short, &s.out, &ok),

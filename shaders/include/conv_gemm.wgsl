@@ -2,12 +2,25 @@
 // shaders/conv_coop.wgsl, the cooperative-matrix bodies): the uniform block, the implicit
 // GEMM's index math (which element of x, dy or w one GEMM element is) and the epilogues (NCHW
 // pixel stores with bias; weight-gradient stores with split-K partial sums, rounding and
-// accumulation). Both declare the same #tensor set, so these helpers exist in both.
+// accumulation), and the tensors both bind, declared here once.
 //
 // The GEMMs, by their dimensions (which one is the row depends on the body):
 //   forward         pixels (n, oy, ox)   out channels   depth = (c, ky, kx)
 //   backward input  pixels (n, iy, ix)   in channels    depth = (o, ky, kx)
 //   backward weight taps (c, ky, kx)     out channels   depth = (n, oy, ox)
+
+// Forward and input gradient gather from `src` (x, or dy) into `dst` (y, or dx); the weight
+// gradient reads x and dy into dw (or, split, its partial sums into `partials`). Without a
+// bias the forward binds w as `bias` (never read), and the input gradient does too (the
+// shared epilogue names it).
+#tensor src 1 read
+#tensor w 2 read
+#tensor bias 3 read
+#tensor dst 4 read_write
+#tensor x 5 read
+#tensor dy 6 read
+#tensor dw 7 read_write
+#tensor partials 8 read_write
 
 #struct Params // src/ops/conv/gemm.rs: rows, cols and depth are the GEMM's; row_tiles counts
 // the tiles the grid folds into x and y (row tiles of the SIMT bodies, column tiles of the

@@ -79,21 +79,14 @@ fn matmul_path(caps: &Capabilities, storage: Storage) -> String {
 /// each precision mode would do there.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct AdapterReport {
-    pub name: String,
-    pub backend: String,
-    pub device_type: String,
-    pub driver: String,
-    pub driver_info: String,
-    pub capabilities: Capabilities,
-    /// The f16 storage that automatic f16 storage picks here.
-    pub f16_storage: F16Storage,
+    /// Name, backend, driver, capabilities, automatic f16 storage and notes (their JSON keys
+    /// sit at the top level of the report).
+    #[serde(flatten)]
+    pub adapter: AdapterDescription,
     /// The f16 storage request that [`Self::modes`] answers.
     pub f16_storage_requested: F16StorageChoice,
     /// Every precision mode ([`Precision::ALL`]): whether it runs and with which storage.
     pub modes: Vec<ModeSupport>,
-    /// What a user should know about this adapter before training (why f16 is packed, what
-    /// would enable native f16).
-    pub notes: Vec<String>,
 }
 
 impl AdapterReport {
@@ -125,15 +118,8 @@ impl AdapterReport {
     pub fn new(adapter: AdapterDescription, choice: F16StorageChoice) -> Self {
         Self {
             modes: ModeSupport::all(&adapter.capabilities, choice),
-            name: adapter.name,
-            backend: adapter.backend,
-            device_type: adapter.device_type,
-            driver: adapter.driver,
-            driver_info: adapter.driver_info,
-            capabilities: adapter.capabilities,
-            f16_storage: adapter.f16_storage,
+            adapter,
             f16_storage_requested: choice,
-            notes: adapter.notes,
         }
     }
 }

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use super::session::{Session, Status};
 use crate::error::Result;
-use crate::optim::{LrSchedule, OptimizerConfig};
+use crate::optim::LrSchedule;
 use crate::train::RunConfig;
 
 impl Session {
@@ -84,22 +84,13 @@ pub fn train_flags(model: &str, dataset: &str, config: &RunConfig) -> Vec<String
     flags.extend(config.steps.map(|s| ("--steps", s.to_string())));
     flags.extend(config.epochs.map(|e| ("--epochs", e.to_string())));
     let mut switches = Vec::new();
-    match step.optimizer {
-        OptimizerConfig::Sgd {
-            momentum,
-            dampening,
-            nesterov,
-            weight_decay,
-            ..
-        } => {
-            flags.extend([
-                ("--momentum", momentum.to_string()),
-                ("--dampening", dampening.to_string()),
-                ("--weight-decay", weight_decay.to_string()),
-            ]);
-            switches.extend(nesterov.then_some("--nesterov"));
-        }
-        OptimizerConfig::Adam { .. } | OptimizerConfig::AdamW { .. } => {}
+    if let Some(s) = step.optimizer.sgd_settings() {
+        flags.extend([
+            ("--momentum", s.momentum.to_string()),
+            ("--dampening", s.dampening.to_string()),
+            ("--weight-decay", s.weight_decay.to_string()),
+        ]);
+        switches.extend(s.nesterov.then_some("--nesterov"));
     }
     if let Some(a) = step.optimizer.adam_settings() {
         flags.extend([

@@ -442,16 +442,8 @@ impl Session {
             // The first profile after a few steps (pipelines warm).
             let first = 5.min(config.steps);
             let spec = inputs.spec.clone();
-            let dim = train.output_dim();
-            Some(Profiler::new(
-                ctx,
-                spec,
-                step,
-                dim,
-                &inputs.init,
-                batch,
-                first,
-            )?)
+            let twin = Trainer::new(ctx, spec, step, train.output_dim(), &inputs.init)?;
+            Some(Profiler::new(ctx, twin, batch, first)?)
         } else {
             None
         };

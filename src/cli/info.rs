@@ -54,11 +54,12 @@ pub fn run(args: &InfoArgs) -> webgpu_amp::Result<()> {
         return Ok(());
     }
     for (i, r) in reports.iter().enumerate() {
-        let c = &r.capabilities;
-        outln!("[{i}] {}", r.name)?;
-        outln!("    backend          {}", r.backend)?;
-        outln!("    device type      {}", r.device_type)?;
-        outln!("    driver           {} {}", r.driver, r.driver_info)?;
+        let a = &r.adapter;
+        let c = &a.capabilities;
+        outln!("[{i}] {}", a.name)?;
+        outln!("    backend          {}", a.backend)?;
+        outln!("    device type      {}", a.device_type)?;
+        outln!("    driver           {} {}", a.driver, a.driver_info)?;
         outln!("    shader-f16       {}", yes_no(c.shader_f16))?;
         outln!("    subgroups        {}", yes_no(c.subgroups))?;
         outln!("    timestamp query  {}", yes_no(c.timestamp_query))?;
@@ -69,7 +70,7 @@ pub fn run(args: &InfoArgs) -> webgpu_amp::Result<()> {
         )?;
         outln!(
             "    f16 storage      {:?} (what --f16-storage auto uses)",
-            r.f16_storage
+            a.f16_storage
         )?;
         outln!(
             "    precision modes  with --f16-storage {}:",
@@ -96,7 +97,7 @@ pub fn run(args: &InfoArgs) -> webgpu_amp::Result<()> {
             c.max_compute_workgroup_storage_size >> 10,
             c.max_compute_invocations_per_workgroup
         )?;
-        for note in &r.notes {
+        for note in &a.notes {
             outln!("    note             {note}")?;
         }
     }

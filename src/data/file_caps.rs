@@ -26,43 +26,40 @@ const GIB: u64 = 1 << 30;
 /// `text:FILE` and the Shakespeare texts: 256 MiB of characters (about 10 bytes of host
 /// memory each while the vocabulary and ids are made; nanoGPT's shakespeare is 1.1 MB,
 /// enwik8 100 MB).
-pub const TEXT_FILE: FileCap = FileCap {
-    what: "text file",
-    bytes: 256 * MIB,
-    streams: true,
-};
+pub const TEXT_FILE: FileCap = FileCap::streamed("text file", 256 * MIB);
 
 /// Data files: a safetensors data set, an IDX file, a Fashion-MNIST class file (full MNIST
 /// is 47 MB uncompressed; its f32 samples 188 MB).
-pub const DATA_FILE: FileCap = FileCap {
-    what: "data file",
-    bytes: 2 * GIB,
-    streams: false,
-};
+pub const DATA_FILE: FileCap = FileCap::regular("data file", 2 * GIB);
 
 /// JSON model descriptions (a few hundred bytes for any model here).
-pub const MODEL_FILE: FileCap = FileCap {
-    what: "model file",
-    bytes: 16 * MIB,
-    streams: true,
-};
+pub const MODEL_FILE: FileCap = FileCap::streamed("model file", 16 * MIB);
 
 /// Checkpoints and `--init` parameter files: 4 GiB, a billion f32 parameters (gpt-char's
 /// checkpoint is 43 MB).
-pub const CHECKPOINT_FILE: FileCap = FileCap {
-    what: "checkpoint",
-    bytes: 4 * GIB,
-    streams: false,
-};
+pub const CHECKPOINT_FILE: FileCap = FileCap::regular("checkpoint", 4 * GIB);
 
 /// Moments files: Adam's two moments of a checkpoint at its cap.
-pub const MOMENTS_FILE: FileCap = FileCap {
-    what: "moments file",
-    bytes: 8 * GIB,
-    streams: false,
-};
+pub const MOMENTS_FILE: FileCap = FileCap::regular("moments file", 8 * GIB);
 
 impl FileCap {
+    /// A kind that may also come from a pipe or a device (read up to the cap).
+    const fn streamed(what: &'static str, bytes: u64) -> Self {
+        Self {
+            streams: true,
+            ..Self::regular(what, bytes)
+        }
+    }
+
+    /// A kind read only from regular files (its size known before anything is read).
+    const fn regular(what: &'static str, bytes: u64) -> Self {
+        Self {
+            what,
+            bytes,
+            streams: false,
+        }
+    }
+
     /// The cap in words: `256 MiB` or `2 GiB`.
     pub fn size(&self) -> String {
         if self.bytes.is_multiple_of(GIB) {

@@ -68,9 +68,7 @@ impl GpuContext {
         tensor_cores: TensorCoreChoice,
     ) -> Result<Self> {
         let report = AdapterDescription::new(&adapter, tensor_cores);
-        let caps = report.capabilities.clone();
-        let f16_storage = caps.resolve_f16_storage(f16)?;
-        Self::check_tensor_cores(&caps, tensor_cores, f16_storage, &report.name)?;
+        let f16_storage = Self::f16_storage(&report, f16, tensor_cores)?;
         let (device, queue) = adapter
             .request_device(&Self::device_descriptor(&adapter, tensor_cores))
             .await
@@ -78,14 +76,7 @@ impl GpuContext {
                 adapter: report.name.clone(),
                 reason: e.to_string(),
             })?;
-        Ok(Self::assemble(
-            adapter,
-            device,
-            queue,
-            report,
-            caps,
-            f16_storage,
-        ))
+        Ok(Self::assemble(adapter, device, queue, report, f16_storage))
     }
 
     /// Wrap a device someone else created (the app's renderer device). Capabilities are
@@ -98,38 +89,31 @@ impl GpuContext {
         tensor_cores: TensorCoreChoice,
     ) -> Result<Self> {
         let mut report = AdapterDescription::new(&adapter, tensor_cores);
-        let caps = Capabilities::from_device(&adapter, &device, tensor_cores);
-        let f16_storage = caps.resolve_f16_storage(f16)?;
-        Self::check_tensor_cores(&caps, tensor_cores, f16_storage, &report.name)?;
-        report.f16_storage = caps.auto_f16_storage();
-        report.capabilities = caps.clone();
-        Ok(Self::assemble(
-            adapter,
-            device,
-            queue,
-            report,
-            caps,
-            f16_storage,
-        ))
+        report.capabilities = Capabilities::from_device(&adapter, &device, tensor_cores);
+        report.f16_storage = report.capabilities.auto_f16_storage();
+        let f16_storage = Self::f16_storage(&report, f16, tensor_cores)?;
+        Ok(Self::assemble(adapter, device, queue, report, f16_storage))
     }
 
-    /// `--tensor-cores on` must get them: an adapter that cannot run them, or f16 stored
-    /// packed, is a one-line error rather than a silent SIMT run.
-    fn check_tensor_cores(
-        caps: &Capabilities,
-        choice: TensorCoreChoice,
-        f16_storage: F16Storage,
-        adapter: &str,
-    ) -> Result<()> {
-        caps.tensor_cores.require(choice, adapter)?;
-        if matches!(choice, TensorCoreChoice::On(_)) && f16_storage == F16Storage::Packed {
+    /// The f16 storage `f16` asks for on the adapter `report` describes. `--tensor-cores on`
+    /// must get them: an adapter that cannot run them, or f16 stored packed, is a one-line
+    /// error rather than a silent SIMT run.
+    fn f16_storage(
+        report: &AdapterDescription,
+        f16: F16StorageChoice,
+        tensor_cores: TensorCoreChoice,
+    ) -> Result<F16Storage> {
+        let caps = &report.capabilities;
+        let f16_storage = caps.resolve_f16_storage(f16)?;
+        caps.tensor_cores.require(tensor_cores, &report.name)?;
+        if matches!(tensor_cores, TensorCoreChoice::On(_)) && f16_storage == F16Storage::Packed {
             return Err(Error::Unsupported(format!(
                 "tensor cores asked for ({}) with f16 stored packed, which cooperative matrices \
                  cannot load; store f16 natively (or let auto pick)",
-                choice.name()
+                tensor_cores.name()
             )));
         }
-        Ok(())
+        Ok(f16_storage)
     }
 
     fn assemble(
@@ -137,14 +121,13 @@ impl GpuContext {
         device: wgpu::Device,
         queue: wgpu::Queue,
         report: AdapterDescription,
-        caps: Capabilities,
         f16_storage: F16Storage,
     ) -> Self {
         Self {
             adapter,
             queue,
+            caps: report.capabilities.clone(),
             report,
-            caps,
             f16_storage,
             allocator: Arc::new(Allocator::default()),
             pipelines: PipelineCache::default(),

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, KernelDesc, grid_1d};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
-use crate::shader::{Grid, ShaderDecl};
+use crate::shader::{ShaderDecl, each_like_or_f32};
 use crate::tensor::{Storage, Tensor};
 
 pub static SHADER: ShaderDecl = ShaderDecl {
@@ -40,12 +40,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     structs: &[Params::WGSL],
     // Every storage combination these kernels may run with: `y` and `dy` in any storage, with
     // the tables (`wte`, `wpe`) in the same storage or f32; gradients f32.
-    variants: |shader| {
-        Grid::new()
-            .each(&["y", "dy"])
-            .like_or_f32(&["wte", "wpe"], "y")
-            .variants(shader, &[])
-    },
+    variants: |shader| each_like_or_f32(shader, &["y", "dy"], &["wte", "wpe"]),
 };
 const WG: u32 = 256;
 /// Positions per chunk of the counting sort.

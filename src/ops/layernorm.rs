@@ -23,7 +23,7 @@
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, KernelDesc, grid_1d};
 use crate::gpu::{GpuContext, Kernel};
-use crate::shader::{Grid, ShaderDecl};
+use crate::shader::{ShaderDecl, each_like_or_f32};
 use crate::tensor::{Storage, Tensor};
 
 pub static SHADER: ShaderDecl = ShaderDecl {
@@ -33,12 +33,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     // Every storage combination these kernels may run with: activations (`x`, `y`, `dy`, `dx`)
     // in any storage, with parameters (`weight`, `bias`) in the same storage or f32; statistics
     // and parameter gradients f32.
-    variants: |shader| {
-        Grid::new()
-            .each(&["x", "y", "dy", "dx"])
-            .like_or_f32(&["weight", "bias"], "x")
-            .variants(shader, &[])
-    },
+    variants: |shader| each_like_or_f32(shader, &["x", "y", "dy", "dx"], &["weight", "bias"]),
 };
 const ROW_WG: u32 = 64;
 const WG: u32 = 256;

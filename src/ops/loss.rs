@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
-use crate::shader::{Grid, ShaderDecl};
+use crate::shader::{ShaderDecl, each_like_or_f32};
 use crate::tensor::Tensor;
 
 pub static SHADER: ShaderDecl = ShaderDecl {
@@ -24,12 +24,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     structs: &[Params::WGSL],
     // Every storage combination these kernels may run with: inputs (`logits`, `pred`) in any
     // storage, the gradient in the input's storage or f32, `wanted` (the target) and `loss` in f32.
-    variants: |shader| {
-        Grid::new()
-            .each(&["logits", "pred"])
-            .like_or_f32(&["grad"], "logits")
-            .variants(shader, &[])
-    },
+    variants: |shader| each_like_or_f32(shader, &["logits", "pred"], &["grad"]),
 };
 const WG: u32 = 256;
 const ROW_WG: u32 = 64;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::Accumulate;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
-use crate::shader::{Grid, ShaderDecl};
+use crate::shader::{ShaderDecl, each_like_or_f32};
 use crate::tensor::Tensor;
 
 pub static SHADER: ShaderDecl = ShaderDecl {
@@ -16,12 +16,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     structs: &[Params::WGSL],
     // Every storage combination these kernels may run with: inputs (`x`, `dy`) in any storage,
     // outputs (`out`, `db`) in f32 or the input's storage.
-    variants: |shader| {
-        Grid::new()
-            .each(&["x", "dy"])
-            .like_or_f32(&["out", "db"], "x")
-            .variants(shader, &[])
-    },
+    variants: |shader| each_like_or_f32(shader, &["x", "dy"], &["out", "db"]),
 };
 const WG: u32 = 256;
 /// Element pairs each thread of the first pass sums (before the grid is capped).

@@ -34,6 +34,15 @@ pub enum OptimizerConfig {
     },
 }
 
+/// SGD's settings besides the learning rate ([`OptimizerConfig::sgd_settings`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SgdSettings {
+    pub momentum: f32,
+    pub dampening: f32,
+    pub nesterov: bool,
+    pub weight_decay: f32,
+}
+
 /// The settings Adam and AdamW share ([`OptimizerConfig::adam_settings`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AdamSettings {
@@ -44,6 +53,25 @@ pub struct AdamSettings {
 }
 
 impl OptimizerConfig {
+    /// SGD's momentum, dampening, Nesterov switch and weight decay; `None` for Adam(W).
+    pub fn sgd_settings(&self) -> Option<SgdSettings> {
+        match *self {
+            OptimizerConfig::Sgd {
+                momentum,
+                dampening,
+                nesterov,
+                weight_decay,
+                ..
+            } => Some(SgdSettings {
+                momentum,
+                dampening,
+                nesterov,
+                weight_decay,
+            }),
+            OptimizerConfig::Adam { .. } | OptimizerConfig::AdamW { .. } => None,
+        }
+    }
+
     /// Adam's or AdamW's betas, eps and weight decay; `None` for SGD.
     pub fn adam_settings(&self) -> Option<AdamSettings> {
         match *self {
@@ -255,18 +283,11 @@ impl Hyper {
             grouped: grouped as u32,
             ..Default::default()
         };
-        if let OptimizerConfig::Sgd {
-            momentum,
-            dampening,
-            nesterov,
-            weight_decay,
-            ..
-        } = *config
-        {
-            h.momentum = momentum;
-            h.one_minus_dampening = (1.0 - widen(dampening)) as f32;
-            h.nesterov = nesterov as u32;
-            h.weight_decay = weight_decay;
+        if let Some(s) = config.sgd_settings() {
+            h.momentum = s.momentum;
+            h.one_minus_dampening = (1.0 - widen(s.dampening)) as f32;
+            h.nesterov = s.nesterov as u32;
+            h.weight_decay = s.weight_decay;
         }
         if let Some(AdamSettings {
             beta1,

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 mod config;
 mod schedule;
 
-pub use config::{AdamSettings, OptimizerConfig, widen};
+pub use config::{AdamSettings, OptimizerConfig, SgdSettings, widen};
 pub use schedule::LrSchedule;
 
 use crate::amp::check_flat_f32;

@@ -2,7 +2,7 @@
 //! a variant is specialised into.
 
 use super::Variant;
-use super::tensor::{NATIVE_F16_HELPERS, code, tensor_wgsl};
+use super::tensor::{NATIVE_F16_HELPERS, TensorDecl, code, tensor_decls, tensor_wgsl};
 use crate::error::{Error, Result};
 
 const PRELUDE: &str = include_str!("../../shaders/prelude.wgsl");
@@ -84,6 +84,41 @@ fn include(shader: &str, line: &str, included: &mut Vec<String>) -> Result<&'sta
     }
     included.push(name.to_string());
     Ok(text)
+}
+
+/// The `#tensor` declarations of a shader source: its own and those of the files it
+/// includes (`conv_gemm` declares the tensors its helpers use), in the order of the
+/// specialised text. A name declared twice is an error.
+pub fn declared_tensors(shader: &str, src: &str) -> Result<Vec<TensorDecl>> {
+    let mut decls: Vec<TensorDecl> = Vec::new();
+    collect_tensors(shader, src, &mut Vec::new(), &mut decls)?;
+    for (i, d) in decls.iter().enumerate() {
+        if decls[..i].iter().any(|e| e.name == d.name) {
+            return Err(shader_error(
+                shader,
+                format!("`#tensor {}` is declared twice", d.name),
+            ));
+        }
+    }
+    Ok(decls)
+}
+
+fn collect_tensors(
+    shader: &str,
+    text: &str,
+    included: &mut Vec<String>,
+    decls: &mut Vec<TensorDecl>,
+) -> Result<()> {
+    for line in text.lines() {
+        let directive = code(line);
+        if directive.starts_with("#tensor") {
+            decls.extend(tensor_decls(shader, directive)?);
+        } else if directive.starts_with("#include") {
+            let text = include(shader, directive, included)?;
+            collect_tensors(shader, text, included, decls)?;
+        }
+    }
+    Ok(())
 }
 
 /// An `enable ...;` directive line of a shader source.
@@ -249,6 +284,22 @@ mod tests {
         include("s", "#include workgroup_reduce", &mut seen).unwrap();
         let err = include("s", "#include workgroup_reduce", &mut seen).unwrap_err();
         assert!(err.to_string().contains("included twice"), "{err}");
+    }
+
+    #[test]
+    fn tensors_declared_in_an_include_are_the_shaders_and_only_once() {
+        let names = |src| -> Vec<String> {
+            let decls = declared_tensors("s", src).unwrap();
+            decls.into_iter().map(|d| d.name).collect()
+        };
+        let conv = ["src", "w", "bias", "dst", "x", "dy", "dw", "partials"];
+        assert_eq!(names("#include conv_gemm\n"), conv);
+        assert_eq!(names("#tensor y 9 read\n#include conv_gemm\n")[1..], conv);
+        let err = declared_tensors("s", "#tensor dw 1 read\n#include conv_gemm\n").unwrap_err();
+        assert!(
+            err.to_string().contains("`#tensor dw` is declared twice"),
+            "{err}"
+        );
     }
 
     static MISSING_STRUCT: ShaderDecl = ShaderDecl {

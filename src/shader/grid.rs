@@ -136,6 +136,20 @@ impl Grid {
     }
 }
 
+/// The grid of an op whose low-precision tensors may have f32 companions: `each` together in
+/// every storage, with `like_or_f32` in the storage of `each[0]` and again in f32 (master
+/// weights, f32 gradients and outputs beside activations in a low-precision storage).
+pub fn each_like_or_f32(
+    shader: &'static ShaderDecl,
+    each: &[&'static str],
+    like_or_f32: &[&'static str],
+) -> Result<Vec<Variant>> {
+    Grid::new()
+        .each(each)
+        .like_or_f32(like_or_f32, each[0])
+        .variants(shader, &[])
+}
+
 /// A shader with one variant, every tensor f32 (a [`ShaderDecl::variants`] for shaders that
 /// bind f32 buffers only).
 pub fn f32_only(shader: &'static ShaderDecl) -> Result<Vec<Variant>> {

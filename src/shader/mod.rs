@@ -27,6 +27,8 @@
 //! #struct Params                // the WGSL of a Rust `wgsl_struct!` the declaration lists
 //! ```
 //!
+//! (an include may declare `#tensor`s too: the convolution bodies share theirs with the
+//! helpers of `conv_gemm` that read them)
 //! so the fixed-order workgroup reductions, the GradScaler's state layout and every uniform
 //! block exist once, not once per shader and once more in Rust. A constant named `alias NAME`
 //! is injected as a type alias (`alias NAME = VALUE;`): the cooperative kernels get their
@@ -42,9 +44,9 @@ mod tensor;
 mod validate;
 mod wgsl_struct;
 
-pub use directives::INCLUDES;
-pub use grid::{Assignment, Grid, f32_only};
-pub use tensor::{TensorDecl, tensor_decls};
+pub use directives::{INCLUDES, declared_tensors};
+pub use grid::{Assignment, Grid, each_like_or_f32, f32_only};
+pub use tensor::TensorDecl;
 pub use validate::{storage_buffers_used, used_bindings, validate};
 pub use wgsl_struct::{StructDecl, WgslScalar, assert_scalar};
 // The derive-free `Pod` of `wgsl_struct!` (used from other crates through `$crate`).
@@ -123,7 +125,7 @@ impl Variant {
         storages: &[(&str, Storage)],
         consts: &[(&'static str, String)],
     ) -> Result<Self> {
-        let decls = tensor_decls(decl.name, decl.source)?;
+        let decls = declared_tensors(decl.name, decl.source)?;
         for (name, _) in storages {
             if !decls.iter().any(|d| d.name == *name) {
                 return Err(Error::Shader {

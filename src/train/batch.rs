@@ -15,29 +15,17 @@ pub enum BatchInput<'a> {
     Tokens(&'a [u32]),
 }
 
-impl<'a> From<&'a [f32]> for BatchInput<'a> {
-    fn from(x: &'a [f32]) -> Self {
-        BatchInput::Features(x)
-    }
+/// Slices and vectors of features or token ids, as they are.
+macro_rules! batch_input_from {
+    ($($source:ty => $variant:ident),*) => {$(
+        impl<'a> From<&'a $source> for BatchInput<'a> {
+            fn from(x: &'a $source) -> Self {
+                BatchInput::$variant(x)
+            }
+        }
+    )*};
 }
-
-impl<'a> From<&'a Vec<f32>> for BatchInput<'a> {
-    fn from(x: &'a Vec<f32>) -> Self {
-        BatchInput::Features(x)
-    }
-}
-
-impl<'a> From<&'a [u32]> for BatchInput<'a> {
-    fn from(ids: &'a [u32]) -> Self {
-        BatchInput::Tokens(ids)
-    }
-}
-
-impl<'a> From<&'a Vec<u32>> for BatchInput<'a> {
-    fn from(ids: &'a Vec<u32>) -> Self {
-        BatchInput::Tokens(ids)
-    }
-}
+batch_input_from!([f32] => Features, Vec<f32> => Features, [u32] => Tokens, Vec<u32> => Tokens);
 
 impl<'a> From<&'a BatchInputs> for BatchInput<'a> {
     /// A gathered batch's inputs.

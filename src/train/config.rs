@@ -133,22 +133,16 @@ impl StepConfig {
         let below_one = |v: f32| (0.0..1.0).contains(&v);
         let lr = self.optimizer.lr();
         let mut values = vec![(Setting::Lr, lr, at_least_zero(lr))];
-        match self.optimizer {
-            OptimizerConfig::Sgd {
-                momentum,
-                dampening,
-                weight_decay,
-                ..
-            } => values.extend([
-                (Setting::Momentum, momentum, at_least_zero(momentum)),
-                (Setting::Dampening, dampening, dampening.is_finite()),
+        if let Some(s) = self.optimizer.sgd_settings() {
+            values.extend([
+                (Setting::Momentum, s.momentum, at_least_zero(s.momentum)),
+                (Setting::Dampening, s.dampening, s.dampening.is_finite()),
                 (
                     Setting::WeightDecay,
-                    weight_decay,
-                    at_least_zero(weight_decay),
+                    s.weight_decay,
+                    at_least_zero(s.weight_decay),
                 ),
-            ]),
-            OptimizerConfig::Adam { .. } | OptimizerConfig::AdamW { .. } => {}
+            ]);
         }
         if let Some(a) = self.optimizer.adam_settings() {
             values.extend([

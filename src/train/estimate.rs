@@ -50,28 +50,6 @@ pub fn random_batches(
     })
 }
 
-/// The random validation batches of step `step` (what an estimate uses for its val loss).
-pub fn validation_batches(
-    set: &Dataset,
-    batch_size: usize,
-    batches: usize,
-    seed: u64,
-    step: u64,
-) -> impl Iterator<Item = Vec<usize>> {
-    random_batches(set.n, batch_size, batches, seed, step, VAL_SPLIT)
-}
-
-/// The random training batches of step `step`.
-pub fn training_batches(
-    set: &Dataset,
-    batch_size: usize,
-    batches: usize,
-    seed: u64,
-    step: u64,
-) -> impl Iterator<Item = Vec<usize>> {
-    random_batches(set.n, batch_size, batches, seed, step, TRAIN_SPLIT)
-}
-
 /// What an estimate draws: `batches` random batches of `batch_size` samples per split,
 /// determined by the run's `seed` and the optimizer `step` it follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +58,29 @@ pub struct Draw {
     pub batches: usize,
     pub seed: u64,
     pub step: u64,
+}
+
+impl Draw {
+    /// The random validation batches (what an estimate uses for its val loss).
+    pub fn validation_batches(self, set: &Dataset) -> impl Iterator<Item = Vec<usize>> {
+        self.batches_of(set, VAL_SPLIT)
+    }
+
+    /// The random training batches.
+    pub fn training_batches(self, set: &Dataset) -> impl Iterator<Item = Vec<usize>> {
+        self.batches_of(set, TRAIN_SPLIT)
+    }
+
+    fn batches_of(self, set: &Dataset, split: u64) -> impl Iterator<Item = Vec<usize>> {
+        random_batches(
+            set.n,
+            self.batch_size,
+            self.batches,
+            self.seed,
+            self.step,
+            split,
+        )
+    }
 }
 
 /// nanoGPT's `estimate_loss` on `trainer`'s current weights: the mean loss over `draw`'s
@@ -92,23 +93,14 @@ pub fn estimate_loss(
     split: &Split,
     draw: Draw,
 ) -> Result<EvalReport> {
-    let Draw {
-        batch_size,
-        batches,
-        seed,
-        step,
-    } = draw;
-    let train = training_batches(&split.train, batch_size, batches, seed, step);
+    let train = draw.training_batches(&split.train);
     let train_loss = evaluate_indices(ctx, trainer, &split.train, train)?.loss;
     let val_loss = match split.eval_set() {
-        Some(set) => {
-            let val = validation_batches(set, batch_size, batches, seed, step);
-            Some(evaluate_indices(ctx, trainer, set, val)?.loss)
-        }
+        Some(set) => Some(evaluate_indices(ctx, trainer, set, draw.validation_batches(set))?.loss),
         None => None,
     };
     Ok(EvalReport {
-        step,
+        step: draw.step,
         train_loss,
         val_loss,
     })

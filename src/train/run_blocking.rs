@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use super::checkpoint::{Checkpoint, NamedOptimizerState, NamedTensor, add_tied_aliases};
-use super::estimate::{Draw, estimate_loss, validation_batches};
+use super::estimate::{Draw, estimate_loss};
 use super::evaluate::{Evaluation, evaluate_indices};
 use super::periodic::Periodic;
 use super::run::{EpochReport, Event, Run, param_slices};
@@ -120,6 +120,16 @@ impl Run {
         due
     }
 
+    /// The random batches of `batch_size` samples an estimate after the current step draws.
+    fn estimate_draw(&self, batch_size: usize) -> Draw {
+        Draw {
+            batch_size,
+            batches: self.config.eval.batches,
+            seed: self.progress.seed,
+            step: self.progress.step,
+        }
+    }
+
     fn run_inner(
         &mut self,
         ctx: &GpuContext,
@@ -167,12 +177,7 @@ impl Run {
                 // nanoGPT's estimate_loss, after every step reported so far.
                 emit(self.drain(ctx)?, &mut history);
                 // Batches of the size training takes (at most the training set).
-                let draw = Draw {
-                    batch_size: self.config.batch_size.min(split.train.n),
-                    batches: self.config.eval.batches,
-                    seed: self.progress.seed,
-                    step: self.progress.step,
-                };
+                let draw = self.estimate_draw(self.config.batch_size.min(split.train.n));
                 let report = estimate_loss(ctx, &mut self.trainer, split, draw)?;
                 emit(vec![Event::Eval(report)], &mut history);
             }
@@ -301,9 +306,8 @@ impl Run {
         let b = self.config.batch_size;
         if set.is_tokens() {
             // Random batches of the size training takes, drawn one at a time.
-            let (k, seed) = (self.config.eval.batches, self.progress.seed);
-            let b = b.min(self.samples_per_epoch().max(1));
-            let batches = validation_batches(set, b, k, seed, self.progress.step);
+            let draw = self.estimate_draw(b.min(self.samples_per_epoch().max(1)));
+            let batches = draw.validation_batches(set);
             return evaluate_indices(ctx, &mut self.trainer, set, batches);
         }
         let batches = Loader::new(set.n, b, false, 0)?.batches(0);

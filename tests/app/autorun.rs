@@ -4,34 +4,16 @@
 //! `common::ctx_native`), skips overflowing steps, publishes a bad model's error, and trains
 //! the same steps as the CLI.
 
-use std::sync::Arc;
-
-use webgpu_amp::app::autorun::{Autorun, AutorunResult};
+use webgpu_amp::app::autorun::AutorunResult;
 use webgpu_amp::app::session::{Session, Status};
 
 use super::common;
+use super::common::cli::assert_success;
 
-/// Drive a session the way the browser page's autorun does (one frame at a time, nothing
-/// blocking) until it has a result to publish; returns the session.
+/// Drive a session the way the browser page's autorun does until it has a result to
+/// publish (20,000 frames at most); returns the session.
 fn finished_session(query: &str, ctx: webgpu_amp::GpuContext) -> Session {
-    let run = Autorun::from_query(query)
-        .unwrap()
-        .expect("autorun asked for");
-    let mut session = Session::new(Arc::new(ctx));
-    session.start(run.config);
-    let mut now = 0.0;
-    for _ in 0..20_000 {
-        now += 1.0 / 60.0;
-        session.tick(now);
-        if AutorunResult::from_session(&session).is_some() {
-            return session;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-    panic!(
-        "autorun `{query}` did not finish (status {})",
-        session.status().label()
-    );
+    common::autorun::finished_session(query, ctx, 20_000.0 / 60.0)
 }
 
 /// The result the page publishes after an autorun.
@@ -180,11 +162,7 @@ fn the_app_and_the_cli_train_the_same_steps() {
         .arg(&metrics)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out, "webgpu-amp");
     let text = std::fs::read_to_string(&metrics).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     let cli: Vec<Row> = text

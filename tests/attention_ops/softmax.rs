@@ -114,6 +114,25 @@ pub(super) fn run_forward(
     }
 }
 
+/// Softmax over `rows` rows of `t` logits scaled by `scale`, with attention dropout
+/// `dropout` (masks drawn from `state`).
+fn with_dropout(
+    rows: usize,
+    t: usize,
+    scale: f32,
+    dropout: Option<DropoutKey>,
+    state: &DropoutState,
+) -> SoftmaxParams<'_> {
+    SoftmaxParams {
+        rows,
+        t,
+        scale,
+        dropout,
+        dropout_state: Some(state),
+        ..Default::default()
+    }
+}
+
 #[test]
 fn softmax_forward_matches_f64_and_masks_exactly() {
     let _serial = common::attention_ref::gl_serial(ctx()); // one GPU test at a time on GL
@@ -172,14 +191,7 @@ fn softmax_forward_attention_dropout_uses_the_shared_mask() {
     for (name, ctx, dt) in storages() {
         let state = DropoutState::new(ctx);
         let key = DropoutKey { p: 0.3, layer: 7 };
-        let params = SoftmaxParams {
-            rows,
-            t,
-            scale,
-            dropout: Some(key),
-            dropout_state: Some(&state),
-            ..Default::default()
-        };
+        let params = with_dropout(rows, t, scale, Some(key), &state);
         let sv = quantised(rows * t, 800, 4.0, dt);
         for (seed, counter, training) in [(42u64, 3u64, true), (42, 4, true), (42, 3, false)] {
             state.write(ctx, seed, counter, training);
@@ -219,14 +231,7 @@ fn softmax_backward_matches_f64_reference() {
         state.write(ctx, 9, 1, true);
         for (rows, t) in [(ROWS, T), (B * NH * 17, 17)] {
             for dropout in [None, Some(DropoutKey { p: 0.2, layer: 2 })] {
-                let params = SoftmaxParams {
-                    rows,
-                    t,
-                    scale,
-                    dropout,
-                    dropout_state: Some(&state),
-                    ..Default::default()
-                };
+                let params = with_dropout(rows, t, scale, dropout, &state);
                 let sv = quantised(rows * t, 900, 4.0, dt);
                 let fwd = run_forward(ctx, &sv, (rows, t), dt, &params);
                 let dpdv = quantised(rows * t, 901, 2.0, dt);
@@ -294,14 +299,7 @@ fn softmax_gradient_matches_finite_differences_in_f32() {
     let state = DropoutState::new(ctx);
     state.write(ctx, 5, 11, true);
     for dropout in [None, Some(DropoutKey { p: 0.25, layer: 1 })] {
-        let params = SoftmaxParams {
-            rows,
-            t,
-            scale,
-            dropout,
-            dropout_state: Some(&state),
-            ..Default::default()
-        };
+        let params = with_dropout(rows, t, scale, dropout, &state);
         let key = dropout.map(|k| (k, 5, 11));
         let sv = quantised(rows * t, 1000, 3.0, DType::F32);
         let w = quantised(rows * t, 1001, 1.0, DType::F32);
@@ -369,14 +367,7 @@ fn softmax_is_deterministic_run_to_run() {
     ] {
         let state = DropoutState::new(ctx);
         state.write(ctx, 1234, 99, true);
-        let params = SoftmaxParams {
-            rows,
-            t,
-            scale: 0.35,
-            dropout: Some(DropoutKey { p: 0.1, layer: 3 }),
-            dropout_state: Some(&state),
-            ..Default::default()
-        };
+        let params = with_dropout(rows, t, 0.35, Some(DropoutKey { p: 0.1, layer: 3 }), &state);
         let s = Tensor::from_f32(ctx, &quantised(rows * t, 1100, 4.0, dt), &[rows, t], dt).unwrap();
         let p = Tensor::zeros(ctx, &[rows, t], DType::F32);
         let pd = Tensor::zeros(ctx, &[rows, t], dt);

@@ -109,13 +109,10 @@ fn softmax_bad_arguments_are_clear_errors() {
         rows: rows + 1,
         ..params
     };
-    let e = err(causal_softmax_forward(
-        ctx,
-        &f16t(n),
-        &f32t(n),
-        &f16t(n),
-        &bad,
-    ));
+    // The forward's error on well-shaped tensors with parameters `p`.
+    let forward_err =
+        |p: &SoftmaxParams| err(causal_softmax_forward(ctx, &f16t(n), &f32t(n), &f16t(n), p));
+    let e = forward_err(&bad);
     assert!(e.contains("multiple of T"), "{e}");
     let no_state = SoftmaxParams {
         dropout: Some(DropoutKey { p: 0.1, layer: 0 }),
@@ -135,13 +132,7 @@ fn softmax_bad_arguments_are_clear_errors() {
         dropout_state: Some(&state),
         ..params
     };
-    let e = err(causal_softmax_forward(
-        ctx,
-        &f16t(n),
-        &f32t(n),
-        &f16t(n),
-        &bad_p,
-    ));
+    let e = forward_err(&bad_p);
     assert!(e.contains("[0, 1]"), "{e}");
 }
 

@@ -10,6 +10,7 @@ use webgpu_amp::data::Vocab;
 use webgpu_amp::nn::gpt::gpt_preset;
 use webgpu_amp::train::checkpoint::Checkpoint;
 
+use super::common::cli::assert_success;
 use super::fixtures::{checkpoint_of, gpt_checkpoint};
 use super::{BIN, TempDir, expect_error, run, run_train};
 
@@ -125,29 +126,30 @@ fn files_over_their_caps_are_refused_by_their_size() {
     expect_error(&out, &[s(&ck), "over the checkpoint cap of 4 GiB"]);
 }
 
+/// The flags of an f32 run on synthetic data that saves to `ck`.
+fn f32_saving(ck: &Path) -> [&str; 6] {
+    [
+        "--dataset",
+        "synthetic",
+        "--precision",
+        "f32",
+        "--save",
+        s(ck),
+    ]
+}
+
 #[test]
 fn a_moments_file_over_its_cap_is_refused_on_resume() {
     let tmp = TempDir::new("moments-cap");
     let ck = tmp.path("run.safetensors");
     // Every moment goes to a moments file (the test hook lowers the header's share to 0).
     let out = Command::new(BIN)
-        .args(super::train(&[
-            "--dataset",
-            "synthetic",
-            "--precision",
-            "f32",
-            "--save",
-            s(&ck),
-        ]))
+        .args(super::train(&f32_saving(&ck)))
         .env("WEBGPU_AMP_TEST_INLINE_MOMENTS_MAX", "0")
         .env_remove("WEBGPU_AMP_BACKEND")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out, "webgpu-amp");
     let moments = std::fs::read_dir(&tmp.0)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -218,22 +220,8 @@ fn weights_that_are_not_finite_are_refused_naming_the_tensor() {
 fn edited_moments(tmp: &TempDir, name: &str, edit: impl Fn(&mut Checkpoint)) -> PathBuf {
     let ck = tmp.path("run.safetensors");
     if !ck.exists() {
-        let out = run_train(
-            &[
-                "--dataset",
-                "synthetic",
-                "--precision",
-                "f32",
-                "--save",
-                s(&ck),
-            ],
-            None,
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = run_train(&f32_saving(&ck), None);
+        assert_success(&out, "webgpu-amp");
     }
     let mut saved = Checkpoint::load(&ck).unwrap();
     edit(&mut saved);
@@ -277,11 +265,7 @@ fn moments_that_are_not_finite_or_negative_are_refused_on_resume() {
         expect_error(&out, &[s(&path), needle, "cannot continue"]);
         // The weights alone are fine: --init takes them.
         let out = run_train(&["--dataset", "synthetic", "--init", s(&path)], None);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_success(&out, "webgpu-amp");
     }
 }
 
@@ -350,11 +334,7 @@ fn flags_a_resume_would_override_are_refused() {
         &["--dataset", "synthetic", "--seed", "3", "--save", s(&ck)],
         None,
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out, "webgpu-amp");
     let resume = |extra: &[&str]| {
         let mut args = vec!["--dataset", "synthetic", "--resume", s(&ck)];
         args.extend_from_slice(extra);
@@ -384,11 +364,7 @@ fn flags_a_resume_would_override_are_refused() {
     }
     // The checkpoint's own values are no conflict.
     let out = resume(&["--seed", "3", "--growth-factor", "2"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out, "webgpu-amp");
 }
 
 #[test]

@@ -5,6 +5,19 @@ use std::process::Command;
 use super::fixtures::gpt_checkpoint;
 use super::{BIN, TempDir};
 
+/// The binary on `args` (on the default adapter and f16 storage) with its stdout and stderr
+/// piped.
+fn spawn_piped(args: &[&str]) -> std::process::Child {
+    Command::new(BIN)
+        .args(args)
+        .env_remove("WEBGPU_AMP_BACKEND")
+        .env_remove("WEBGPU_AMP_F16_STORAGE")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn webgpu-amp")
+}
+
 /// `webgpu-amp … | head`: the reader goes away. The command ends quietly (exit 0, nothing
 /// on stderr, no panic), and what it writes to files is still written.
 #[test]
@@ -57,14 +70,7 @@ fn a_closed_stdout_ends_the_command_quietly() {
         ],
     ];
     for args in cases {
-        let mut child = Command::new(BIN)
-            .args(&args)
-            .env_remove("WEBGPU_AMP_BACKEND")
-            .env_remove("WEBGPU_AMP_F16_STORAGE")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("spawn webgpu-amp");
+        let mut child = spawn_piped(&args);
         // Close the read end before the child writes a byte: its first write is EPIPE.
         drop(child.stdout.take());
         let out = child.wait_with_output().unwrap();
@@ -99,15 +105,16 @@ fn sample_piped_into_head_ends_quietly() {
     let tmp = TempDir::new("sample-head");
     let gpt = tmp.path("gpt.safetensors");
     gpt_checkpoint(&gpt);
-    let mut child = Command::new(BIN)
-        .args(["sample", "--checkpoint", gpt.to_str().unwrap()])
-        .args(["--tokens", "500", "--chunk", "1"])
-        .env_remove("WEBGPU_AMP_BACKEND")
-        .env_remove("WEBGPU_AMP_F16_STORAGE")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn webgpu-amp");
+    let gpt = gpt.to_str().unwrap();
+    let mut child = spawn_piped(&[
+        "sample",
+        "--checkpoint",
+        gpt,
+        "--tokens",
+        "500",
+        "--chunk",
+        "1",
+    ]);
     let mut stdout = child.stdout.take().unwrap();
     let mut first = Vec::new();
     let mut byte = [0u8];

@@ -1,8 +1,10 @@
 //! Running the `webgpu-amp` binary from tests: a quick mlp run, and what a failed run must
 //! print (one `error:` line, no panic).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Output;
+
+use serde_json::Value;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_webgpu-amp");
 
@@ -10,6 +12,11 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_webgpu-amp");
 /// `steps` steps, without validation (well under a second of training on lavapipe), then
 /// `extra`: for tests of what surrounds training.
 pub fn quick(subcommand: &str, steps: u64, extra: &[&str]) -> Vec<String> {
+    quick_at_batch(subcommand, "8", steps, extra)
+}
+
+/// [`quick`] at batch size `batch`.
+pub fn quick_at_batch(subcommand: &str, batch: &str, steps: u64, extra: &[&str]) -> Vec<String> {
     let steps = steps.to_string();
     let mut args = vec![
         subcommand,
@@ -18,13 +25,41 @@ pub fn quick(subcommand: &str, steps: u64, extra: &[&str]) -> Vec<String> {
         "--dataset",
         "synthetic:64",
         "--batch-size",
-        "8",
+        batch,
         "--steps",
         &steps,
         "--no-validate",
     ];
     args.extend_from_slice(extra);
     args.into_iter().map(String::from).collect()
+}
+
+/// A finished run for a failure message: its exit code, stdout and stderr.
+pub fn output_text(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Asserts that `out`, a run of `what`, succeeded; its output is the failure message.
+#[track_caller]
+pub fn assert_success(out: &Output, what: &str) {
+    assert!(out.status.success(), "{what} failed:\n{}", output_text(out));
+}
+
+/// Every line of a JSON-lines file (`--metrics`), parsed.
+#[track_caller]
+pub fn json_lines(path: &Path) -> Vec<Value> {
+    let body = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    body.lines()
+        .map(|l| {
+            serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("{}: bad JSON line `{l}`: {e}", path.display()))
+        })
+        .collect()
 }
 
 /// The single `error:` line of a failed run (`what` names the case in failures).

@@ -6,6 +6,25 @@ use webgpu_amp::{DType, GpuContext, Tensor};
 
 use super::rand_vec;
 
+/// Both kernel bodies, except the tiled one on GL over a CPU adapter (llvmpipe): Mesa's GLSL
+/// compiler takes about 30 s per tiled pipeline there, and `Auto` runs the direct body on
+/// that adapter anyway. The tiled body is still checked on that machine through Vulkan
+/// (lavapipe), and on every hardware adapter. Said out loud, never silently.
+pub fn kernels(ctx: &GpuContext) -> Vec<MatmulKernel> {
+    if ctx.adapter.get_info().backend == wgpu::Backend::Gl
+        && ctx.device_type() == wgpu::DeviceType::Cpu
+    {
+        super::not_checked(&format!(
+            "the tiled matmul body on GL over a CPU adapter (`{}`: Mesa's GLSL compiler takes \
+             ~30 s per tiled pipeline; Auto runs the direct body there, which is tested)",
+            ctx.report.name
+        ));
+        vec![MatmulKernel::Direct]
+    } else {
+        vec![MatmulKernel::Tiled, MatmulKernel::Direct]
+    }
+}
+
 /// Values in [-1, 1) already rounded to `dtype`, so the GPU sees exactly these.
 pub fn quantised(n: usize, seed: u64, dtype: DType) -> Vec<f32> {
     rand_vec(n, seed).iter().map(|&v| dtype.round(v)).collect()

@@ -3,7 +3,10 @@
 #![allow(dead_code)]
 
 pub mod attention_ref;
+pub mod autorun;
 pub mod batched_ref;
+pub mod checkpoints;
+pub mod child;
 pub mod cli;
 pub mod conv_ref;
 pub mod flash_run;

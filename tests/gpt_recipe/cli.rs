@@ -8,25 +8,12 @@ use webgpu_amp::optim::{OptimizerConfig, widen};
 use webgpu_amp::train::checkpoint::Checkpoint;
 
 use super::common::bits;
-use super::common::cli::{command, fresh_dir};
+use super::common::cli::{assert_success, command, fresh_dir, json_lines};
 use super::nanogpt_lr;
 
 fn train_ok(args: &[&str]) {
     let out = command().args(args).output().expect("run webgpu-amp");
-    assert!(
-        out.status.success(),
-        "webgpu-amp {args:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn metrics(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    assert_success(&out, &format!("webgpu-amp {args:?}"));
 }
 
 /// A GPT with no recipe flags trains with nanoGPT's shakespeare-char recipe: exactly the run
@@ -80,7 +67,7 @@ fn a_gpt_defaults_to_nanogpts_recipe() {
     explicit.extend(["--metrics", &m2, "--save", &c2]);
     train_ok(&explicit);
 
-    let (a, b) = (metrics(Path::new(&m1)), metrics(Path::new(&m2)));
+    let (a, b) = (json_lines(Path::new(&m1)), json_lines(Path::new(&m2)));
     let steps = |m: &[Value]| -> Vec<Value> {
         m.iter()
             .filter(|v| v.get("loss").is_some())
@@ -105,7 +92,7 @@ fn a_gpt_defaults_to_nanogpts_recipe() {
         .collect();
     fifty.extend(["--metrics", &m3]);
     train_ok(&fifty);
-    let lines = steps(&metrics(Path::new(&m3)));
+    let lines = steps(&json_lines(Path::new(&m3)));
     assert_eq!(lines.len(), 50);
     for (i, line) in lines.iter().enumerate() {
         assert_eq!(

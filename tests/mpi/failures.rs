@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use webgpu_amp::train::checkpoint::Checkpoint;
 
+use super::common::cli::output_text;
 use super::common::cli::{BIN, fresh_dir};
-use super::{ends_within, lock, mpirun, one_rank_differs, text, words};
+use super::{ends_within, lock, mpirun, one_rank_differs, words};
 
 /// The processes `mpirun` (pid `parent`) started, by rank.
 fn rank_pid(parent: u32, rank: usize) -> Option<u32> {
@@ -57,7 +58,7 @@ fn long_job(dir: &Path, extra: &[&str]) -> (Child, PathBuf, u32) {
         if let Some(status) = job.try_wait().unwrap() {
             panic!(
                 "the job ended before its first checkpoint: {status}: {}",
-                text(&job.wait_with_output().unwrap())
+                output_text(&job.wait_with_output().unwrap())
             );
         }
         assert!(
@@ -86,7 +87,7 @@ fn killing_a_rank_ends_the_job_within_seconds_and_the_checkpoint_loads() {
     std::thread::sleep(Duration::from_millis(500));
     signal(pid, "-KILL");
     let (out, took) = ends_within(job, Duration::from_secs(60));
-    let all = text(&out);
+    let all = output_text(&out);
     assert!(
         took < Duration::from_secs(10),
         "the job took {took:?} to end: {all}"
@@ -110,7 +111,11 @@ fn killing_a_rank_ends_the_job_within_seconds_and_the_checkpoint_loads() {
     ));
     args.extend([ck_arg.as_str(), "--steps", &steps]);
     let resumed = mpirun(&args).output().unwrap();
-    assert!(resumed.status.success(), "resume: {}", text(&resumed));
+    assert!(
+        resumed.status.success(),
+        "resume: {}",
+        output_text(&resumed)
+    );
 }
 
 #[test]
@@ -118,7 +123,7 @@ fn a_failing_rank_ends_the_job_with_its_message_on_rank_0() {
     let _guard = lock();
     let train = words("train --model mlp --precision f32 --steps 20 --no-validate");
     let out = one_rank_differs(&train, &["--adapter", "no-such-adapter"]);
-    let all = text(&out);
+    let all = output_text(&out);
     assert!(!out.status.success(), "{all}");
     assert!(
         String::from_utf8_lossy(&out.stderr)
@@ -137,7 +142,7 @@ fn a_stuck_rank_ends_the_job_after_the_collective_timeout() {
     let _ = Command::new("kill")
         .args(["-KILL", &pid.to_string()])
         .status();
-    let all = text(&out);
+    let all = output_text(&out);
     assert!(!out.status.success(), "{all}");
     assert!(took < Duration::from_secs(20), "took {took:?}: {all}");
     assert!(

@@ -5,9 +5,8 @@
 use crate::data::Batch;
 use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, KernelTimer};
-use crate::nn::ModelSpec;
 use crate::train::batch::write_batch;
-use crate::train::{BatchTargets, Periodic, StepConfig, Trainer};
+use crate::train::{BatchTargets, Periodic, Trainer};
 
 /// One kernel's GPU time in the latest profile of a mode.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,18 +32,10 @@ pub struct Profiler {
 }
 
 impl Profiler {
-    /// A twin of the mode's trainer, planned for `batch`; the first profile is taken once
-    /// the run has submitted `first_step` steps.
-    pub fn new(
-        ctx: &GpuContext,
-        spec: ModelSpec,
-        config: StepConfig,
-        target_dim: usize,
-        init: &[(String, Vec<f32>)],
-        batch: usize,
-        first_step: u64,
-    ) -> Result<Self> {
-        let mut twin = Trainer::new(ctx, spec, config, target_dim, init)?;
+    /// Profiles of `twin`, a twin of the mode's trainer (its own buffers, the same model and
+    /// step), planned for `batch`; the first profile is taken once the run has submitted
+    /// `first_step` steps.
+    pub fn new(ctx: &GpuContext, mut twin: Trainer, batch: usize, first_step: u64) -> Result<Self> {
         let labels: Vec<String> = twin
             .step_kernels(ctx, batch)?
             .iter()

@@ -3,12 +3,10 @@
 //! for native f16 inputs where tensor cores are used. Fragments of 8×8 take 4×4 per subgroup
 //! and 16×16 take 2×2: 64×64 tiles either way.
 
-use super::Conv2dParams;
-use super::gemm::{Epilogue, Gemm, Params, dispatch, params};
+use super::gemm::{PIXEL_GEMM, Params, WEIGHT_GEMM, bind};
 use super::shape::Dims;
 use crate::dtype::Storage;
-use crate::error::Result;
-use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, TensorCoreConfig};
+use crate::gpu::{Arg, GpuContext, KernelDesc, TensorCoreConfig};
 use crate::ops::matmul::{coop_consts, uses_tensor_cores};
 use crate::shader::{ShaderDecl, Variant};
 use crate::tensor::Tensor;
@@ -73,44 +71,18 @@ fn consts(
     c
 }
 
-/// The bindings of a forward or input-gradient GEMM. The shader's one body reads every
-/// declared tensor in some KIND's branch, so each is bound: `src` stands in for x and dy
-/// (read) and `dst` for dw and partials (written, never touched here).
-pub(super) fn pixel_args<'a>(
-    src: &'a Tensor,
-    w: &'a Tensor,
-    bias: &'a Tensor,
-    dst: &'a Tensor,
+/// The bindings of a GEMM: the tensors of a forward or input-gradient GEMM, then those of a
+/// weight-gradient one. The shader's one body reads every declared tensor in some KIND's
+/// branch, so each is bound: a pixel GEMM's `src` stands in for x and dy (read) and its
+/// `dst` for dw and partials (written, never touched); a weight GEMM's x stands in for src,
+/// w and bias, and dw for dst.
+pub(super) fn args<'a>(
+    pixel: [&'a Tensor; 4],
+    weight: [&'a Tensor; 4],
 ) -> Vec<(&'static str, Arg<'a>)> {
-    vec![
-        ("src", src.arg()),
-        ("w", w.arg()),
-        ("bias", bias.arg()),
-        ("dst", dst.arg()),
-        ("x", src.arg()),
-        ("dy", src.arg()),
-        ("dw", dst.arg()),
-        ("partials", dst.arg()),
-    ]
-}
-
-/// The bindings of a weight-gradient GEMM: x stands in for src, w and bias, dw for dst.
-pub(super) fn weight_args<'a>(
-    x: &'a Tensor,
-    dy: &'a Tensor,
-    dw: &'a Tensor,
-    partials: &'a Tensor,
-) -> Vec<(&'static str, Arg<'a>)> {
-    vec![
-        ("src", x.arg()),
-        ("w", x.arg()),
-        ("bias", x.arg()),
-        ("dst", dw.arg()),
-        ("x", x.arg()),
-        ("dy", dy.arg()),
-        ("dw", dw.arg()),
-        ("partials", partials.arg()),
-    ]
+    let mut args = bind(PIXEL_GEMM, pixel);
+    args.extend(bind(WEIGHT_GEMM, weight));
+    args
 }
 
 /// The storages a cooperative kernel of `kind` binds, with bias (forward) or dw (weight
@@ -133,30 +105,9 @@ fn storages(kind: Kind, aux: Storage) -> Vec<(&'static str, Storage)> {
     .to_vec()
 }
 
-/// Launch one GEMM of `kind` (rows, columns and depth as the shader's table has them).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn launch(
-    ctx: &GpuContext,
-    config: TensorCoreConfig,
-    kind: Kind,
-    d: &Dims,
-    p: Conv2dParams,
-    gemm: Gemm,
-    epilogue: Epilogue,
-    args: Vec<(&str, Arg<'_>)>,
-) -> Result<Kernel> {
-    let row_tiles = gemm.rows.div_ceil(TILE);
-    let col_tiles = gemm.cols.div_ceil(TILE);
-    let params = params(d, p, gemm, epilogue, [col_tiles, row_tiles]);
+/// The kernel of a GEMM of `kind` on tensor cores configured as `config`.
+pub(super) fn desc(config: TensorCoreConfig, kind: Kind, d: &Dims) -> KernelDesc {
     let mut desc = KernelDesc::new(&COOP_SHADER, "conv_coop");
     desc.consts = consts(kind, (d.kh, d.kw), config.subgroup, config.edge);
-    let empty = gemm.rows * gemm.cols == 0;
-    dispatch(
-        ctx,
-        &desc,
-        &params,
-        args,
-        empty,
-        [col_tiles, row_tiles * gemm.split.splits],
-    )
+    desc
 }

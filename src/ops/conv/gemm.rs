@@ -6,6 +6,7 @@ use super::{Conv2dParams, SHADER};
 use crate::error::Result;
 use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::ops::Accumulate;
+use crate::tensor::Tensor;
 
 /// Output tile of one workgroup (rows x columns of the GEMM), as in the shader.
 pub(super) const TILE_R: usize = 32;
@@ -176,26 +177,27 @@ pub(super) fn params(
     }
 }
 
-pub(super) fn launch(
-    ctx: &GpuContext,
-    entry: &'static str,
-    d: &Dims,
-    p: Conv2dParams,
-    gemm: Gemm,
-    epilogue: Epilogue,
-    args: Vec<(&str, Arg<'_>)>,
-) -> Result<Kernel> {
-    let Gemm {
-        rows, cols, split, ..
-    } = gemm;
-    let row_tiles = rows.div_ceil(TILE_R);
-    let col_tiles = cols.div_ceil(TILE_C);
-    let params = params(d, p, gemm, epilogue, [row_tiles, col_tiles]);
-    let desc = KernelDesc::new(&SHADER, entry)
+/// The kernel of a SIMT GEMM: `entry` of conv.wgsl for the kernel size of `d`.
+pub(super) fn desc(entry: &'static str, d: &Dims) -> KernelDesc {
+    KernelDesc::new(&SHADER, entry)
         .with_const("KH", d.kh)
-        .with_const("KW", d.kw);
-    let grid = [row_tiles, col_tiles * split.splits];
-    dispatch(ctx, &desc, &params, args, rows * cols == 0, grid)
+        .with_const("KW", d.kw)
+}
+
+/// The tensors a forward or input-gradient GEMM binds: it gathers `src` (x or dy) into `dst`
+/// (y or dx) with the weight `w`, adding `bias` (forward with a bias; otherwise the weight
+/// stands in, never read, so no extra pipeline variant).
+pub(super) const PIXEL_GEMM: [&str; 4] = ["src", "w", "bias", "dst"];
+/// The tensors a weight-gradient GEMM binds: `partials` holds the split sums (dw stands in
+/// when there is one split).
+pub(super) const WEIGHT_GEMM: [&str; 4] = ["x", "dy", "dw", "partials"];
+
+/// `tensors` bound to `names` (one of the lists above), in order.
+pub(super) fn bind<'a>(
+    names: [&'static str; 4],
+    tensors: [&'a Tensor; 4],
+) -> Vec<(&'static str, Arg<'a>)> {
+    names.into_iter().zip(tensors.map(Tensor::arg)).collect()
 }
 
 /// The kernel of one GEMM: `grid[0]` workgroups folded into the grid's x and y, `grid[1]`

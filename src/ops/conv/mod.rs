@@ -19,14 +19,14 @@ mod shape;
 use super::Accumulate;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, grid_1d};
+use crate::gpu::{Arg, GpuContext, Kernel, TensorCoreConfig, grid_1d};
 use crate::shader::{Grid, ShaderDecl};
 use crate::tensor::Tensor;
 use coop::Kind;
-use gemm::{Epilogue, Gemm, STORE, Split, TILE_C, TILE_R, launch, reduce_params};
+use gemm::{Epilogue, Gemm, PIXEL_GEMM, STORE, Split, TILE_C, TILE_R, WEIGHT_GEMM, reduce_params};
 
 pub use coop::COOP_SHADER;
-use shape::{check, dims4};
+use shape::{Dims, check, dims4};
 
 pub static SHADER: ShaderDecl = ShaderDecl {
     name: "conv",
@@ -116,19 +116,13 @@ pub fn conv2d_forward(
     };
     if let Some(config) = coop::config(ctx, &[x.storage(), w.storage()]) {
         let gemm = Gemm::unsplit(d.o, pixels, depth);
-        let args = coop::pixel_args(x, w, bias.unwrap_or(w), y);
-        return coop::launch(ctx, config, Kind::Forward, &d, p, gemm, epilogue, args);
+        let args = coop::args([x, w, bias.unwrap_or(w), y], [x, x, y, y]);
+        let body = Body::Coop(config, Kind::Forward);
+        return launch(ctx, body, &d, p, gemm, epilogue, args);
     }
-    // Without a bias the shader never reads it; bind the weight in its place (same storage
-    // variant as a real bias of the weight's dtype, so no extra pipeline).
-    let args = vec![
-        ("src", x.arg()),
-        ("w", w.arg()),
-        ("dst", y.arg()),
-        ("bias", bias.unwrap_or(w).arg()),
-    ];
     let gemm = Gemm::unsplit(pixels, d.o, depth);
-    launch(ctx, "conv_forward", &d, p, gemm, epilogue, args)
+    let args = gemm::bind(PIXEL_GEMM, [x, w, bias.unwrap_or(w), y]);
+    launch(ctx, Body::Simt("conv_forward"), &d, p, gemm, epilogue, args)
 }
 
 /// dx[N,C,H,W] = gradient of the convolution with respect to its input (overwrites dx).
@@ -144,18 +138,15 @@ pub fn conv2d_backward_input(
     let (pixels, depth) = (d.n * d.h * d.w, d.o * d.kh * d.kw);
     if let Some(config) = coop::config(ctx, &[dy.storage(), w.storage()]) {
         let gemm = Gemm::unsplit(d.c, pixels, depth);
-        let args = coop::pixel_args(dy, w, w, dx);
-        return coop::launch(ctx, config, Kind::InputGrad, &d, p, gemm, STORE, args);
+        let args = coop::args([dy, w, w, dx], [dy, dy, dx, dx]);
+        let body = Body::Coop(config, Kind::InputGrad);
+        return launch(ctx, body, &d, p, gemm, STORE, args);
     }
-    // The epilogue it shares with the forward names a bias; it is never read here.
-    let args = vec![
-        ("src", dy.arg()),
-        ("w", w.arg()),
-        ("dst", dx.arg()),
-        ("bias", w.arg()),
-    ];
     let gemm = Gemm::unsplit(pixels, d.c, depth);
-    launch(ctx, "conv_backward_input", &d, p, gemm, STORE, args)
+    // The epilogue it shares with the forward names a bias; it is never read here.
+    let args = gemm::bind(PIXEL_GEMM, [dy, w, w, dx]);
+    let body = Body::Simt("conv_backward_input");
+    launch(ctx, body, &d, p, gemm, STORE, args)
 }
 
 /// dw[O,C,kh,kw] = (or, with [`Accumulate::Add`], +=) gradient with respect to the weight,
@@ -201,8 +192,9 @@ pub fn conv2d_backward_weight(
                 split,
             };
             let partials = partials.as_ref().unwrap_or(dw);
-            let args = coop::weight_args(x, dy, dw, partials);
-            coop::launch(ctx, config, Kind::WeightGrad, &d, p, gemm, epilogue, args)?
+            let args = coop::args([x, x, x, dw], [x, dy, dw, partials]);
+            let body = Body::Coop(config, Kind::WeightGrad);
+            launch(ctx, body, &d, p, gemm, epilogue, args)?
         }
         None => {
             let gemm = Gemm {
@@ -211,13 +203,10 @@ pub fn conv2d_backward_weight(
                 depth: pixels,
                 split,
             };
-            let args = vec![
-                ("x", x.arg()),
-                ("dy", dy.arg()),
-                ("dw", dw.arg()),
-                ("partials", partials.as_ref().unwrap_or(dw).arg()),
-            ];
-            launch(ctx, "conv_backward_weight", &d, p, gemm, epilogue, args)?
+            let partials = partials.as_ref().unwrap_or(dw);
+            let args = gemm::bind(WEIGHT_GEMM, [x, dy, dw, partials]);
+            let body = Body::Simt("conv_backward_weight");
+            launch(ctx, body, &d, p, gemm, epilogue, args)?
         }
     };
     let Some(partials) = partials else {
@@ -232,11 +221,45 @@ pub fn conv2d_backward_weight(
         ("partials", partials.arg()),
     ];
     let reduce = ctx.kernel(
-        &KernelDesc::new(&SHADER, "conv_weight_reduce")
-            .with_const("KH", d.kh)
-            .with_const("KW", d.kw),
+        &gemm::desc("conv_weight_reduce", &d),
         &reduce_args,
         reduce_groups,
     )?;
     Ok(vec![partial_sums, reduce])
+}
+
+/// Which body runs a GEMM: a SIMT entry point of conv.wgsl, or the tensor-core body.
+enum Body {
+    Simt(&'static str),
+    Coop(TensorCoreConfig, Kind),
+}
+
+/// Launch one GEMM (rows, columns and depth as the body's table has them).
+fn launch(
+    ctx: &GpuContext,
+    body: Body,
+    d: &Dims,
+    p: Conv2dParams,
+    gemm: Gemm,
+    epilogue: Epilogue,
+    args: Vec<(&str, Arg<'_>)>,
+) -> Result<Kernel> {
+    let Gemm {
+        rows, cols, split, ..
+    } = gemm;
+    // The tile count the grid folds into x and y comes first: row tiles of the SIMT bodies,
+    // column tiles (the output's contiguous dimension) of the tensor-core ones.
+    let (desc, tiles) = match body {
+        Body::Simt(entry) => (
+            gemm::desc(entry, d),
+            [rows.div_ceil(TILE_R), cols.div_ceil(TILE_C)],
+        ),
+        Body::Coop(config, kind) => (
+            coop::desc(config, kind, d),
+            [cols.div_ceil(coop::TILE), rows.div_ceil(coop::TILE)],
+        ),
+    };
+    let params = gemm::params(d, p, gemm, epilogue, tiles);
+    let grid = [tiles[0], tiles[1] * split.splits];
+    gemm::dispatch(ctx, &desc, &params, args, rows * cols == 0, grid)
 }
