@@ -14,9 +14,10 @@ mod common;
 use common::flash_run::{DROP, Run, against_reference, dims, gpt_step, values};
 use common::{bits, coop_ctx, ctx_native, expect_err};
 use webgpu_amp::amp::policy::Precision;
+use webgpu_amp::amp::support::ModeSupport;
 use webgpu_amp::nn::AttentionKernel;
 use webgpu_amp::ops::flash_attention::{COOP_MAX_HEAD_SIZE, FlashBody, FlashParams, forward};
-use webgpu_amp::{DType, Storage, Tensor};
+use webgpu_amp::{DType, F16StorageChoice, Storage, Tensor};
 
 #[test]
 fn tensor_core_attention_matches_the_f64_reference_with_both_fragment_shapes() {
@@ -62,6 +63,19 @@ fn tensor_core_attention_matches_the_f64_reference_with_both_fragment_shapes() {
         for s in [Storage::F32, Storage::BF16] {
             assert_ne!(auto(s, 64), FlashBody::Coop, "{s:?}");
         }
+        // `webgpu-amp info` says the same.
+        let info = |p| ModeSupport::of(p, caps, F16StorageChoice::Native).attention;
+        let want = format!("coop (tensor cores) for head sizes up to {COOP_MAX_HEAD_SIZE}");
+        assert!(
+            info(Precision::AmpF16).starts_with(&want),
+            "{}",
+            info(Precision::AmpF16)
+        );
+        let f32_body = info(Precision::F32);
+        assert!(
+            ["rowwise SIMT", "tiled SIMT"].contains(&f32_body.as_str()),
+            "{f32_body}"
+        );
     }
 }
 

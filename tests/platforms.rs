@@ -266,6 +266,15 @@ fn info_command_json_lists_every_adapter_with_four_modes() {
         };
         assert_eq!(r["modes"][1]["storage"], f16, "{}", r["name"]);
         assert_eq!(r["modes"][2]["storage"], "bf16", "{}", r["name"]);
+        // The fused attention's body per mode; f32 and bf16 never on tensor cores.
+        for m in r["modes"].as_array().unwrap() {
+            let body = m["attention"].as_str().expect("an attention body per mode");
+            assert!(body.contains("SIMT"), "{}: {body}", m["mode"]);
+        }
+        for i in [0, 2] {
+            let body = r["modes"][i]["attention"].as_str().unwrap();
+            assert!(!body.contains("coop"), "{}: {body}", r["modes"][i]["mode"]);
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 use super::policy::Precision;
 use crate::dtype::{DType, F16Storage, Storage};
 use crate::gpu::{AdapterDescription, Capabilities, F16StorageChoice, TensorCoreChoice};
+use crate::ops::flash_attention::{COOP_MAX_HEAD_SIZE, FlashBody};
 use crate::ops::matmul::MatmulKernel;
 
 /// Whether one precision mode runs on an adapter, and how its low-precision tensors are stored.
@@ -23,6 +24,9 @@ pub struct ModeSupport {
     /// ([`MatmulKernel::name`]: `direct`, `tiled` or `coop`), with the tensor-core
     /// configuration when it is `coop`.
     pub matmul: String,
+    /// The fused attention's body for the mode's tensors here ([`FlashBody::name`]: `coop`
+    /// up to the largest head size the tensor-core body takes, else `tiled` or `rowwise`).
+    pub attention: String,
 }
 
 impl ModeSupport {
@@ -38,6 +42,7 @@ impl ModeSupport {
                     storage: Storage::F16.name(),
                     detail: e.to_string(),
                     matmul: "-".to_string(),
+                    attention: "-".to_string(),
                 };
             }
             (_, Ok(f16)) => Storage::for_dtype(dtype, f16),
@@ -49,6 +54,7 @@ impl ModeSupport {
             storage: storage.name(),
             detail: format!("{}: {}", precision.low_dtype_scope(), storage.layout()),
             matmul: matmul_path(caps, storage),
+            attention: attention_path(caps, storage),
         }
     }
 
@@ -72,6 +78,20 @@ fn matmul_path(caps: &Capabilities, storage: Storage) -> String {
         (MatmulKernel::Tiled, _) => "tiled SIMT".to_string(),
         (MatmulKernel::Direct, _) => "direct (CPU adapter: no workgroup memory)".to_string(),
         (body, _) => body.name().to_string(),
+    }
+}
+
+/// The fused attention's body `Auto` picks for tensors of `storage` on an adapter with
+/// `caps` (`--attention fused`, the default).
+fn attention_path(caps: &Capabilities, storage: Storage) -> String {
+    // f32 never runs on tensor cores: the SIMT body of this adapter.
+    let simt = FlashBody::Auto.resolve(caps, &[Storage::F32], 1).name();
+    let coop_up_to = (1..=COOP_MAX_HEAD_SIZE)
+        .rev()
+        .find(|&hs| FlashBody::Auto.resolve(caps, &[storage], hs) == FlashBody::Coop);
+    match coop_up_to {
+        Some(hs) => format!("coop (tensor cores) for head sizes up to {hs}, {simt} SIMT above"),
+        None => format!("{simt} SIMT"),
     }
 }
 

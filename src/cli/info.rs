@@ -89,6 +89,10 @@ pub fn run(args: &InfoArgs) -> webgpu_amp::Result<()> {
         for m in &r.modes {
             outln!("      {:<9} {}", m.mode, m.matmul)?;
         }
+        outln!("    attention        fused, per precision mode (auto):")?;
+        for m in &r.modes {
+            outln!("      {:<9} {}", m.mode, m.attention)?;
+        }
         outln!(
             "    limits           max buffer {} MiB, max storage binding {} MiB, {} storage buffers/stage, workgroup storage {} KiB, {} invocations/workgroup",
             c.max_buffer_size >> 20,
