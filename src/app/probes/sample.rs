@@ -25,9 +25,10 @@ pub struct SampleProbe {
     prompt: Vec<u32>,
     tokens: DueReadback,
     seed: u64,
-    /// The sample in flight: the steps submitted before it, and when (the caller's clock,
-    /// seconds) it was submitted or, later, when the last of those steps landed.
-    queued_behind: u64,
+    /// The sample in flight: the steps submitted before it, until they have landed (then
+    /// `None`), and when (the caller's clock, seconds) it was submitted or, later, when the
+    /// last of those steps landed.
+    queued_behind: Option<u64>,
     started_at: f64,
     /// Seconds the latest landed sample took from the later of its submission and the
     /// landing of the training steps queued before it: its own time on the GPU (pipelines
@@ -46,7 +47,7 @@ impl SampleProbe {
             prompt,
             tokens: DueReadback::new(ctx, "app.sample", "tokens", bytes, first_step),
             seed,
-            queued_behind: 0,
+            queued_behind: None,
             started_at: 0.0,
             last_secs: None,
         }
@@ -84,7 +85,7 @@ impl SampleProbe {
                 submit_sample(ctx, trainer, prompt, &options, tokens)
             })?;
         if !was_in_flight && self.in_flight() {
-            (self.queued_behind, self.started_at) = (submitted, now);
+            (self.queued_behind, self.started_at) = (Some(submitted), now);
         }
         Ok(())
     }
@@ -92,8 +93,8 @@ impl SampleProbe {
     /// `landed` training steps have landed by `now`: the sample in flight starts its own
     /// time once those queued before it have.
     pub fn steps_landed(&mut self, landed: u64, now: f64) {
-        if self.in_flight() && self.queued_behind > 0 && landed >= self.queued_behind {
-            self.queued_behind = 0;
+        if self.queued_behind.is_some_and(|behind| landed >= behind) {
+            self.queued_behind = None;
             self.started_at = now;
         }
     }
@@ -112,6 +113,7 @@ impl SampleProbe {
             vocab.decode(&ids).map(|text| (step, text))
         });
         if landed.is_some() {
+            self.queued_behind = None;
             self.last_secs = Some(now - self.started_at);
         }
         landed
