@@ -21,17 +21,11 @@ use serde::Deserialize;
 use super::{Dataset, Labels, Normalization, Split, missing_data_error, pixels_to_f32, read_file};
 use crate::{Error, Result};
 
+/// The classes by label: 0 to 4 on the first row, 5 to 9 on the second.
+#[rustfmt::skip]
 pub const CLASS_NAMES: [&str; 10] = [
-    "T-shirt/top",
-    "Trouser",
-    "Pullover",
-    "Dress",
-    "Coat",
-    "Sandal",
-    "Shirt",
-    "Sneaker",
-    "Bag",
-    "Ankle boot",
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+    "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
 ];
 
 /// Images per class in the package.

@@ -19,6 +19,10 @@ pub use sampler::DistributedSampler;
 
 use crate::error::Result;
 
+/// Host work a collective runs once on this rank while its reduction is in flight (work that
+/// does not depend on the result).
+pub type Overlap<'a> = &'a mut dyn FnMut();
+
 /// The collective operations data-parallel training needs. Every rank must call the same
 /// operations in the same order (they are collectives); a rank that fails ends the whole job
 /// (see `mpi::MpiWorld`), so a peer never waits forever.
@@ -29,13 +33,12 @@ pub trait Collective {
     fn size(&self) -> usize;
     /// What carries the collectives, for summaries ("Open MPI v4.1.4", "one process").
     fn describe(&self) -> String;
-    /// Sum `send` over every rank into `recv` (same length). `overlap` runs once on this
-    /// rank while the reduction is in flight (host work that does not depend on it).
+    /// Sum `send` over every rank into `recv` (same length), running `overlap` meanwhile.
     fn all_reduce_sum_f32(
         &self,
         send: &[f32],
         recv: &mut [f32],
-        overlap: &mut dyn FnMut(),
+        overlap: Overlap<'_>,
     ) -> Result<()>;
     /// Sum `values` over every rank, in place.
     fn all_reduce_sum_f64(&self, values: &mut [f64]) -> Result<()>;
@@ -82,12 +85,7 @@ impl Collective for Solo {
     fn describe(&self) -> String {
         "one process".into()
     }
-    fn all_reduce_sum_f32(
-        &self,
-        send: &[f32],
-        recv: &mut [f32],
-        overlap: &mut dyn FnMut(),
-    ) -> Result<()> {
+    fn all_reduce_sum_f32(&self, send: &[f32], recv: &mut [f32], overlap: Overlap) -> Result<()> {
         recv.copy_from_slice(send);
         overlap();
         Ok(())

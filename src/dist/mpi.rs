@@ -25,7 +25,7 @@ use mpi::request::{Request, Scope};
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::*;
 
-use super::Collective;
+use super::{Collective, Overlap};
 use crate::error::{Error, Result};
 
 /// Tag of the failure reports ranks send to rank 0.
@@ -204,12 +204,7 @@ impl Collective for MpiWorld {
         self.library.clone()
     }
 
-    fn all_reduce_sum_f32(
-        &self,
-        send: &[f32],
-        recv: &mut [f32],
-        overlap: &mut dyn FnMut(),
-    ) -> Result<()> {
+    fn all_reduce_sum_f32(&self, send: &[f32], recv: &mut [f32], overlap: Overlap) -> Result<()> {
         if send.len() != recv.len() {
             return Err(Error::Distributed(format!(
                 "all-reduce of {} values into {}",

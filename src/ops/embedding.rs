@@ -28,11 +28,12 @@
 
 use std::sync::Arc;
 
+use super::check_f32;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, KernelDesc, grid_1d};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::shader::{ShaderDecl, each_like_or_f32};
-use crate::tensor::{Storage, Tensor};
+use crate::tensor::Tensor;
 
 pub static SHADER: ShaderDecl = ShaderDecl {
     name: "embedding",
@@ -45,26 +46,6 @@ pub static SHADER: ShaderDecl = ShaderDecl {
 const WG: u32 = 256;
 /// Positions per chunk of the counting sort.
 const CHUNK: usize = 256;
-
-crate::wgsl_struct! {
-    struct Params {
-        /// positions: B * T
-        n: u32,
-        /// sequence length T
-        t: u32,
-        /// embedding width C
-        cols: u32,
-        /// V (rows of wte)
-        vocab: u32,
-        has_wpe: u32,
-        /// positions per chunk of the counting sort
-        chunk: u32,
-        /// ceil(n / chunk)
-        chunks: u32,
-        /// B
-        batch: u32,
-    }
-}
 
 /// Shapes of one call: (V, C) from `wte`, checked against `wpe`, `tokens` and `batch·t` rows.
 fn check_shapes(
@@ -127,14 +108,24 @@ fn check_shapes(
     Ok((vocab, cols))
 }
 
-fn check_f32(op: &'static str, what: &str, t: &Tensor) -> Result<()> {
-    if t.storage() != Storage::F32 {
-        return Err(Error::InvalidArgument(format!(
-            "{op}: {what} must be stored as f32, not {}",
-            t.storage().name()
-        )));
+crate::wgsl_struct! {
+    struct Params {
+        /// positions: B * T
+        n: u32,
+        /// sequence length T
+        t: u32,
+        /// embedding width C
+        cols: u32,
+        /// V (rows of wte)
+        vocab: u32,
+        has_wpe: u32,
+        /// positions per chunk of the counting sort
+        chunk: u32,
+        /// ceil(n / chunk)
+        chunks: u32,
+        /// B
+        batch: u32,
     }
-    Ok(())
 }
 
 /// `y[b, t, :] = wte[tokens[b·T + t], :] + wpe[t, :]`. `tokens`: u32 `[B·T]` in a raw buffer;

@@ -20,11 +20,12 @@
 //!   max(32, ⌈R/256⌉)`, so at most 256 chunks: O(R·C) work, span O(R/256 + 256); scratch
 //!   `chunks·C` f32 (twice that with a bias), allocated when the backward is planned.
 
+use super::check_f32;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, KernelDesc, grid_1d};
 use crate::gpu::{GpuContext, Kernel};
 use crate::shader::{ShaderDecl, each_like_or_f32};
-use crate::tensor::{Storage, Tensor};
+use crate::tensor::Tensor;
 
 pub static SHADER: ShaderDecl = ShaderDecl {
     name: "layernorm",
@@ -41,21 +42,6 @@ const WG: u32 = 256;
 const MIN_CHUNK_ROWS: usize = 32;
 /// Most chunks (the second pass sums this many partials per column).
 const MAX_CHUNKS: usize = 256;
-
-crate::wgsl_struct! {
-    struct Params {
-        rows: u32,
-        cols: u32,
-        eps: f32,
-        has_bias: u32,
-        /// rows per chunk of the parameter-gradient first pass
-        chunk_rows: u32,
-        /// ceil(rows / chunk_rows)
-        chunks: u32,
-        _pad0: u32,
-        _pad1: u32,
-    }
-}
 
 /// `[rows, C]` of a 2-D tensor, with C > 0 and rows·C < 2^32.
 fn rows_cols(op: &'static str, x: &Tensor) -> Result<(usize, usize)> {
@@ -97,16 +83,6 @@ fn check_same(op: &'static str, what: &str, t: &Tensor, x: &Tensor) -> Result<()
     Ok(())
 }
 
-fn check_f32(op: &'static str, what: &str, t: &Tensor) -> Result<()> {
-    if t.storage() != Storage::F32 {
-        return Err(Error::InvalidArgument(format!(
-            "{op}: {what} must be stored as f32, not {}",
-            t.storage().name()
-        )));
-    }
-    Ok(())
-}
-
 /// Rows per chunk and number of chunks of the parameter-gradient reduction (depends on the
 /// number of rows only, so the summation order, hence the bits, are fixed for a shape).
 fn chunking(rows: usize) -> (usize, usize) {
@@ -119,6 +95,21 @@ fn row_grid(rows: usize) -> [u32; 3] {
         [0, 0, 0]
     } else {
         grid_1d(rows * ROW_WG as usize, ROW_WG)
+    }
+}
+
+crate::wgsl_struct! {
+    struct Params {
+        rows: u32,
+        cols: u32,
+        eps: f32,
+        has_bias: u32,
+        /// rows per chunk of the parameter-gradient first pass
+        chunk_rows: u32,
+        /// ceil(rows / chunk_rows)
+        chunks: u32,
+        _pad0: u32,
+        _pad1: u32,
     }
 }
 

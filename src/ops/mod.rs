@@ -19,7 +19,9 @@ pub mod pool;
 pub mod reduce;
 pub mod sample;
 
+use crate::error::{Error, Result};
 use crate::shader::ShaderDecl;
+use crate::tensor::{Storage, Tensor};
 
 /// The shaders of these ops, for the portability tests (`crate::variants`).
 pub static SHADERS: &[&ShaderDecl] = &[
@@ -61,6 +63,17 @@ impl Accumulate {
             Accumulate::Add => 1,
         }
     }
+}
+
+/// An error unless `t` (the op's argument `what`) is stored as f32.
+pub(crate) fn check_f32(op: &'static str, what: &str, t: &Tensor) -> Result<()> {
+    if t.storage() != Storage::F32 {
+        return Err(Error::InvalidArgument(format!(
+            "{op}: {what} must be stored as f32, not {}",
+            t.storage().name()
+        )));
+    }
+    Ok(())
 }
 
 /// The code `round_grad` (shaders/prelude.wgsl) takes: a parameter gradient computed in a

@@ -24,6 +24,18 @@ const PAIRS_PER_THREAD: usize = 4;
 /// Most workgroups of the first pass: the second pass (one workgroup) reads this many partials.
 const MAX_GROUPS: usize = 1024;
 
+fn count_u32(op: &'static str, n: usize) -> Result<u32> {
+    u32::try_from(n).map_err(|_| Error::shape(op, format!("{n} elements is over 2^32")))
+}
+
+/// Workgroups of the first pass of a whole-tensor reduction of `n` elements (two per
+/// thread). Depends on `n` only, so the summation order (and the result) is reproducible.
+pub(crate) fn first_pass_groups(n: usize) -> usize {
+    n.div_ceil(2)
+        .div_ceil(WG as usize * PAIRS_PER_THREAD)
+        .clamp(1, MAX_GROUPS)
+}
+
 crate::wgsl_struct! {
     struct Params {
         /// sum/mean: elements of x
@@ -43,18 +55,6 @@ crate::wgsl_struct! {
         /// bias_grad: round_grad's `to` before accumulating
         round_to: u32,
     }
-}
-
-fn count_u32(op: &'static str, n: usize) -> Result<u32> {
-    u32::try_from(n).map_err(|_| Error::shape(op, format!("{n} elements is over 2^32")))
-}
-
-/// Workgroups of the first pass of a whole-tensor reduction of `n` elements (two per
-/// thread). Depends on `n` only, so the summation order (and the result) is reproducible.
-pub(crate) fn first_pass_groups(n: usize) -> usize {
-    n.div_ceil(2)
-        .div_ceil(WG as usize * PAIRS_PER_THREAD)
-        .clamp(1, MAX_GROUPS)
 }
 
 fn reduce_all(

@@ -8,11 +8,11 @@ use std::rc::Rc;
 pub use super::rank::exchange::ExchangeStats;
 
 use super::batch::BatchTargets;
-use super::evaluate::{EvalTally, Evaluation, evaluate_tally};
+use super::evaluate::{EvalTally, Evaluation, Tally};
 use super::rank::{Exchange, Rank};
 use super::run::Run;
 use super::trainer::Trainer;
-use crate::data::{Batch, Dataset};
+use crate::data::Dataset;
 use crate::dist::{Collective, DistributedSampler, Fingerprint, differing_ranks};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
@@ -162,17 +162,12 @@ impl Run {
         let mine: Vec<usize> = (collective.rank()..set.n)
             .step_by(collective.size())
             .collect();
-        let batches: Vec<Batch> = mine
-            .chunks(self.config.batch_size)
-            .map(|idx| set.gather(idx))
-            .collect::<Result<_>>()?;
-        let tally = evaluate_tally(
-            ctx,
-            &mut self.trainer,
-            batches
-                .iter()
-                .map(|b| (b.size, b.x.clone(), BatchTargets::from(&b.y))),
-        )?;
+        let mut tally = Tally::new(ctx);
+        for idx in mine.chunks(self.config.batch_size) {
+            let b = set.gather(idx)?;
+            tally.add(&mut self.trainer, b.size, &b.x, &BatchTargets::from(&b.y))?;
+        }
+        let tally = tally.finish()?;
         let mut sums = tally.sums();
         collective.all_reduce_sum_f64(&mut sums)?;
         Ok(EvalTally::from_sums(sums).finish(self.config.step.loss))

@@ -11,7 +11,7 @@ use crate::gpu::{GpuBuffer, GpuContext};
 use crate::nn::LossKind;
 
 #[cfg(not(target_arch = "wasm32"))]
-pub use blocking::{evaluate, evaluate_indices, evaluate_tally, predict};
+pub use blocking::{Tally, evaluate, evaluate_indices, predict};
 
 /// Validation result.
 #[derive(Clone, Copy, Debug, serde::Serialize)]
@@ -122,7 +122,7 @@ mod blocking {
     /// back once per [`EVAL_CHUNK`] batches (once for most sets). Each batch's mean is weighed
     /// by its loss rows (samples, or tokens for token data), so the loss and accuracy are per
     /// sample or per token.
-    struct Tally<'c> {
+    pub struct Tally<'c> {
         ctx: &'c GpuContext,
         results: Arc<GpuBuffer>,
         rows: Vec<usize>,
@@ -130,7 +130,7 @@ mod blocking {
     }
 
     impl<'c> Tally<'c> {
-        fn new(ctx: &'c GpuContext) -> Self {
+        pub fn new(ctx: &'c GpuContext) -> Self {
             Self {
                 ctx,
                 results: ctx.alloc_storage("eval.results", 8 * EVAL_CHUNK as u64),
@@ -139,7 +139,7 @@ mod blocking {
             }
         }
 
-        fn add<'x>(
+        pub fn add<'x>(
             &mut self,
             trainer: &mut Trainer,
             batch: usize,
@@ -168,7 +168,7 @@ mod blocking {
             Ok(())
         }
 
-        fn finish(mut self) -> Result<EvalTally> {
+        pub fn finish(mut self) -> Result<EvalTally> {
             self.drain()?;
             self.ctx.check()?;
             Ok(self.tally)
@@ -185,24 +185,11 @@ mod blocking {
     where
         for<'x> &'x X: Into<BatchInput<'x>>,
     {
-        let loss = trainer.config.loss;
-        Ok(evaluate_tally(ctx, trainer, batches)?.finish(loss))
-    }
-
-    /// The sums [`evaluate`] finishes.
-    pub fn evaluate_tally<'a, X>(
-        ctx: &GpuContext,
-        trainer: &mut Trainer,
-        batches: impl IntoIterator<Item = (usize, X, BatchTargets<'a>)>,
-    ) -> Result<EvalTally>
-    where
-        for<'x> &'x X: Into<BatchInput<'x>>,
-    {
         let mut tally = Tally::new(ctx);
         for (batch, x, targets) in batches {
             tally.add(trainer, batch, &x, &targets)?;
         }
-        tally.finish()
+        Ok(tally.finish()?.finish(trainer.config.loss))
     }
 
     /// Mean loss and accuracy of `set` over the batches `batches` (sample indices), forward
