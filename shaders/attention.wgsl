@@ -217,11 +217,7 @@ fn thread_exp_sum(first: u32, last: u32, mx: f32) -> f32 {
 }
 
 @compute @workgroup_size(WG)
-fn softmax_forward(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) tid: u32,
-) {
+fn softmax_forward(#workgroup_builtins) {
     let r = row_of(wid, nwg);
     if (r >= params.rows) {
         return;
@@ -229,16 +225,16 @@ fn softmax_forward(
     let row = causal_row(r);
 
     // Pass 1: the row's max and classes.
-    let m = thread_max(row.base + tid, row.last);
-    let mx = tree_max(tid, m.mx);
-    let poisoned = tree_or(tid, m.seen) != 1u; // a NaN/+inf logit, or no finite one (all -inf)
+    let m = thread_max(row.base + lid, row.last);
+    let mx = tree_max(lid, m.mx);
+    let poisoned = tree_or(lid, m.seen) != 1u; // a NaN/+inf logit, or no finite one (all -inf)
 
     // Pass 2: the sum of exponentials, each thread over its own elements in order.
-    let sum = tree_sum(tid, thread_exp_sum(row.base + tid, row.last, mx));
+    let sum = tree_sum(lid, thread_exp_sum(row.base + lid, row.last, mx));
 
     // Pass 3: write p and pd over the word pairs of the whole row.
     let dr = dropout_of();
-    for (var e = (row.base & ~1u) + 2u * tid; e < row.end; e += 2u * WG) {
+    for (var e = (row.base & ~1u) + 2u * lid; e < row.end; e += 2u * WG) {
         write_p_pair(e, row, poisoned, mx, sum, dr);
     }
 }
@@ -301,11 +297,7 @@ fn thread_dot(first: u32, row: CausalRow, dr: Dropout) -> PartialDot {
 }
 
 @compute @workgroup_size(WG)
-fn softmax_backward(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) tid: u32,
-) {
+fn softmax_backward(#workgroup_builtins) {
     let dr = dropout_of();
     let r = row_of(wid, nwg);
     if (r >= params.rows) {
@@ -314,14 +306,14 @@ fn softmax_backward(
     let row = causal_row(r);
 
     // Pass 1: Σ_{j<=i} p_j dp_j over word pairs, and whether any masked dpd is inf or NaN.
-    let d = thread_dot((row.base & ~1u) + 2u * tid, row, dr);
-    var row_dot = tree_sum(tid, d.acc);
-    if (tree_or(tid, d.bad) != 0u) {
+    let d = thread_dot((row.base & ~1u) + 2u * lid, row, dr);
+    var row_dot = tree_sum(lid, d.acc);
+    if (tree_or(lid, d.bad) != 0u) {
         row_dot = nan_of(0u);
     }
 
     // Pass 2: ds over the word pairs of the whole row.
-    for (var e = (row.base & ~1u) + 2u * tid; e < row.end; e += 2u * WG) {
+    for (var e = (row.base & ~1u) + 2u * lid; e < row.end; e += 2u * WG) {
         write_ds_pair(e, row, row_dot, dr);
     }
 }

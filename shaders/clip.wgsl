@@ -19,11 +19,7 @@ const EPT: u32 = 4u;
 #include workgroup_reduce
 
 @compute @workgroup_size(WG)
-fn clip_partial(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
+fn clip_partial(#workgroup_builtins) {
     let group = workgroup_index(wid, nwg);
     let base = group * WG * EPT + lid;
     var acc = 0.0;
@@ -56,11 +52,7 @@ fn clip_reduce(@builtin(local_invocation_index) lid: u32) {
 
 // grads *= clip_coef (1 when the norm is within max_norm, as PyTorch multiplies always).
 @compute @workgroup_size(WG)
-fn clip_apply(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
+fn clip_apply(#workgroup_builtins) {
     let coef = norm[1];
     let base = workgroup_index(wid, nwg) * WG * EPT + lid;
     for (var k = 0u; k < EPT; k++) {

@@ -144,32 +144,20 @@ fn pixel_gemm(kind: u32, wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
 
 // y = conv(x, w) + bias: src = x, dst = y.
 @compute @workgroup_size(THREADS)
-fn conv_forward(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
+fn conv_forward(#workgroup_builtins) {
     pixel_gemm(FORWARD, wid, nwg, lid);
 }
 
 // dx = conv_transpose(dy, w): src = dy, dst = dx (no bias).
 @compute @workgroup_size(THREADS)
-fn conv_backward_input(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
+fn conv_backward_input(#workgroup_builtins) {
     pixel_gemm(INPUT_GRAD, wid, nwg, lid);
 }
 
 // ---- backward weight: dw (+)= sum over pixels of dy * x ------------------------------------
 
 @compute @workgroup_size(THREADS)
-fn conv_backward_weight(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
+fn conv_backward_weight(#workgroup_builtins) {
     let row_tile = workgroup_index(wid, nwg);
     if (row_tile >= params.row_tiles) { return; }
     let row0 = row_tile * TILE_R;

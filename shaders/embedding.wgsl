@@ -13,19 +13,26 @@
 #tensor dwpe 6 read_write
 // Token ids, [B*T] u32.
 @group(0) @binding(7) var<storage, read> tokens: array<u32>;
-// [chunks, V]: occurrences of each token in each chunk of positions; then, per token, the
-// occurrences in the earlier chunks; then (during the fill) a running slot counter.
-@group(0) @binding(8) var<storage, read_write> chunk_counts: array<u32>;
-// [V + 1]: occurrences of each token; then the exclusive prefix sum (start of each token's
-// segment of `order`, offsets[V] = number of valid tokens).
-@group(0) @binding(9) var<storage, read_write> offsets: array<u32>;
-// [B*T]: positions sorted by token, increasing within a token.
-@group(0) @binding(10) var<storage, read_write> order: array<u32>;
+// The backward's counting sort, one u32 buffer in three regions (src/ops/embedding.rs sizes it):
+// - counts [chunks, V], from 0: occurrences of each token in each chunk of positions; then,
+//   per token, the occurrences in the earlier chunks; then (during the fill) a running slot
+//   counter;
+// - offsets [V + 1], at `offsets_at`: occurrences of each token; then the exclusive prefix sum
+//   (start of each token's segment of `order`, offsets[V] = number of valid tokens);
+// - order [B*T], at `order_at`: positions sorted by token, increasing within a token.
+@group(0) @binding(8) var<storage, read_write> sort_scratch: array<u32>;
 
 #struct Params // src/ops/embedding.rs
 @group(0) @binding(0) var<uniform> params: Params;
 
 const WG: u32 = 256u;
+
+fn offsets_at(v: u32) -> u32 {
+    return params.chunks * params.vocab + v;
+}
+fn order_at(k: u32) -> u32 {
+    return params.chunks * params.vocab + params.vocab + 1u + k;
+}
 
 // ---- forward ------------------------------------------------------------------------------
 
@@ -74,14 +81,14 @@ fn embedding_chunk_counts(@builtin(global_invocation_id) gid: vec3<u32>, @builti
     }
     let row = g * params.vocab;
     for (var v = 0u; v < params.vocab; v = v + 1u) {
-        chunk_counts[row + v] = 0u;
+        sort_scratch[row + v] = 0u;
     }
     let first = g * params.chunk;
     let last = min(first + params.chunk, params.n);
     for (var i = first; i < last; i = i + 1u) {
         let tok = tokens[i];
         if (tok < params.vocab) { // invalid tokens are skipped
-            chunk_counts[row + tok] = chunk_counts[row + tok] + 1u;
+            sort_scratch[row + tok] = sort_scratch[row + tok] + 1u;
         }
     }
 }
@@ -97,11 +104,11 @@ fn embedding_chunk_scan(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(
     var running = 0u;
     for (var g = 0u; g < params.chunks; g = g + 1u) {
         let i = g * params.vocab + v;
-        let count = chunk_counts[i];
-        chunk_counts[i] = running;
+        let count = sort_scratch[i];
+        sort_scratch[i] = running;
         running = running + count;
     }
-    offsets[v] = running;
+    sort_scratch[offsets_at(v)] = running;
 }
 
 var<workgroup> scan_scratch: array<u32, WG>;
@@ -117,7 +124,7 @@ fn embedding_offsets(@builtin(local_invocation_id) lid3: vec3<u32>) {
     let last = min(first + per, params.vocab);
     var total = 0u;
     for (var v = first; v < last; v = v + 1u) {
-        total = total + offsets[v];
+        total = total + sort_scratch[offsets_at(v)];
     }
     scan_scratch[lid] = total;
     workgroupBarrier();
@@ -132,12 +139,12 @@ fn embedding_offsets(@builtin(local_invocation_id) lid3: vec3<u32>) {
     }
     var running = scan_scratch[lid] - total; // exclusive prefix of this block
     for (var v = first; v < last; v = v + 1u) {
-        let count = offsets[v];
-        offsets[v] = running;
+        let count = sort_scratch[offsets_at(v)];
+        sort_scratch[offsets_at(v)] = running;
         running = running + count;
     }
     if (lid == WG - 1u) {
-        offsets[params.vocab] = scan_scratch[WG - 1u];
+        sort_scratch[offsets_at(params.vocab)] = scan_scratch[WG - 1u];
     }
 }
 
@@ -156,9 +163,9 @@ fn embedding_fill(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wo
     for (var i = first; i < last; i = i + 1u) {
         let tok = tokens[i];
         if (tok < params.vocab) {
-            let slot = offsets[tok] + chunk_counts[row + tok];
-            chunk_counts[row + tok] = chunk_counts[row + tok] + 1u;
-            order[slot] = i;
+            let slot = sort_scratch[offsets_at(tok)] + sort_scratch[row + tok];
+            sort_scratch[row + tok] = sort_scratch[row + tok] + 1u;
+            sort_scratch[order_at(slot)] = i;
         }
     }
 }
@@ -175,14 +182,14 @@ fn embedding_wte_grad(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(nu
     }
     let v = t / params.cols;
     let c = t - v * params.cols;
-    let begin = offsets[v];
-    let end = offsets[v + 1u];
+    let begin = sort_scratch[offsets_at(v)];
+    let end = sort_scratch[offsets_at(v + 1u)];
     if (begin == end) {
         return;
     }
     var acc = 0.0;
     for (var k = begin; k < end; k = k + 1u) {
-        acc = acc + dy_load(order[k] * params.cols + c);
+        acc = acc + dy_load(sort_scratch[order_at(k)] * params.cols + c);
     }
     dwte_store(t, dwte_load(t) + acc);
 }

@@ -42,13 +42,9 @@ fn store_dqkv(at: u32, v: ptr<function, array<f32, HS>>) {
 // ---- delta ------------------------------------------------------------------------------------
 
 @compute @workgroup_size(WG)
-fn flash_backward_delta(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) tid: u32,
-) {
+fn flash_backward_delta(#workgroup_builtins) {
     let p = place_of(wid, nwg);
-    let i = p.first + tid;
+    let i = p.first + lid;
     if (p.bh >= params.batch_heads || i >= params.t) {
         return;
     }
@@ -148,11 +144,7 @@ fn dkv_tile(
 
 // dk and dv of key p.first + tid: query rows from its own on, a tile at a time.
 @compute @workgroup_size(WG)
-fn flash_backward_dkv(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) tid: u32,
-) {
+fn flash_backward_dkv(#workgroup_builtins) {
     // This thread's key: k, v and their gradients' accumulators (zeros).
     var k: array<f32, HS>;
     var v: array<f32, HS>;
@@ -163,7 +155,7 @@ fn flash_backward_dkv(
     if (p.bh >= params.batch_heads) {
         return;
     }
-    let j = p.first + tid;
+    let j = p.first + lid;
     let valid = j < params.t;
     if (valid) {
         k = qkv_row(qkv_at(p, j, 1u));
@@ -174,7 +166,7 @@ fn flash_backward_dkv(
     for (var i0 = (p.first / TILE) * TILE; i0 < params.t; i0 += TILE) {
         if (TILED) {
             workgroupBarrier();
-            load_query_tile(p, i0, tid);
+            load_query_tile(p, i0, lid);
             workgroupBarrier();
         }
         if (valid && i0 + TILE > j) {
@@ -195,11 +187,7 @@ fn flash_backward_dkv(
 
 // dq of query row p.first + tid: keys up to it, a tile at a time.
 @compute @workgroup_size(WG)
-fn flash_backward_dq(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) tid: u32,
-) {
+fn flash_backward_dq(#workgroup_builtins) {
     // This thread's query row: q, dy, its lse and delta, and dq's accumulator (zeros).
     var lse_i = 0.0;
     var delta_i = 0.0;
@@ -210,7 +198,7 @@ fn flash_backward_dq(
     if (p.bh >= params.batch_heads) {
         return;
     }
-    let i = p.first + tid;
+    let i = p.first + lid;
     let valid = i < params.t;
     let kend = min(params.t, p.first + WG);
     if (valid) {
@@ -224,7 +212,7 @@ fn flash_backward_dq(
     }
     var mask = mask_new();
     for (var j0 = 0u; j0 < kend; j0 += TILE) {
-        stage_tiles(p, true, j0, tid);
+        stage_tiles(p, true, j0, lid);
         if (valid && j0 <= i) {
             dq_tile(p, &q, &g, &dq, &mask, i, lse_i, delta_i, j0, min(TILE, i + 1u - j0));
         }

@@ -98,11 +98,7 @@ fn tile_step(
 }
 
 @compute @workgroup_size(WG)
-fn flash_forward(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) tid: u32,
-) {
+fn flash_forward(#workgroup_builtins) {
     // This thread's query row: its online-softmax state, q, and the output accumulator.
     var row = Row(-F32_MAX, 0.0, 0u);
     var q: array<f32, HS>;
@@ -112,7 +108,7 @@ fn flash_forward(
     if (p.bh >= params.batch_heads) {
         return;
     }
-    let i = p.first + tid;
+    let i = p.first + lid;
     let valid = i < params.t;
     if (valid) {
         q = qkv_row(qkv_at(p, i, 0u));
@@ -122,7 +118,7 @@ fn flash_forward(
     let e_row = (p.bh * params.t + i) * params.t; // dropout element of (i, 0)
 
     for (var j0 = 0u; j0 < kend; j0 += TILE) {
-        stage_tiles(p, true, j0, tid);
+        stage_tiles(p, true, j0, lid);
         if (valid && j0 <= i) {
             tile_step(p, &row, &q, &acc, &mask, e_row, i, j0);
         }

@@ -59,15 +59,11 @@ fn ln_y(base: u32, j: u32, mu: f32, rs: f32) -> f32 {
     return v;
 }
 
-// One workgroup per row: mean, then variance of the centred values, then y. Packed y: pairs
-// inside the row are written whole (store2); an odd first or last element shares its word
-// with the neighbouring row and goes through the per-half store.
+// One workgroup per row: mean, then variance of the centred values, then y, stored by row
+// slots (prelude's `row_slot`: whole words of a packed y; a lone slot's second value is its
+// first again, and is not stored).
 @compute @workgroup_size(ROW_WG)
-fn layernorm_forward(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
+fn layernorm_forward(#workgroup_builtins) {
     let row = workgroup_index(wid, nwg);
     if (row >= params.rows) {
         return; // whole workgroup: barriers stay in uniform control flow
@@ -90,18 +86,10 @@ fn layernorm_forward(
         mean_out_store(row, mu);
         rstd_out_store(row, rs);
     }
-    let end = base + n;
-    if ((base & 1u) == 1u && lid == 0u) {
-        y_store(base, ln_y(base, 0u, mu, rs));
-    }
-    let first_pair = (base + 1u) & ~1u;
-    for (var i = first_pair + 2u * lid; i < end; i = i + 2u * ROW_WG) {
-        let j = i - base;
-        if (i + 1u < end) {
-            y_store2(i, vec2<f32>(ln_y(base, j, mu, rs), ln_y(base, j + 1u, mu, rs)));
-        } else {
-            y_store(i, ln_y(base, j, mu, rs));
-        }
+    for (var k = lid; k < row_slots(base, n); k = k + ROW_WG) {
+        let slot = row_slot(base, n, k);
+        let y0 = ln_y(base, slot.x - base, mu, rs);
+        y_store_slot(slot, vec2<f32>(y0, ln_y(base, slot.x + slot.y - 1u - base, mu, rs)));
     }
 }
 
@@ -115,17 +103,13 @@ fn ln_dx(base: u32, j: u32, mu: f32, rs: f32, mg: f32, mgx: f32) -> f32 {
 }
 
 @compute @workgroup_size(ROW_WG)
-fn layernorm_backward_dx(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
+fn layernorm_backward_dx(#workgroup_builtins) {
     let n = params.cols;
     let row = workgroup_index(wid, nwg);
     if (row >= params.rows) {
         return; // whole workgroup
     }
-        let base = row * n;
+    let base = row * n;
     let mu = mean_load(row);
     let rs = rstd_load(row);
     var acc = vec2<f32>(0.0, 0.0);
@@ -137,18 +121,10 @@ fn layernorm_backward_dx(
     let sums = row_sum2(lid, acc);
     let mg = sums.x / f32(n);
     let mgx = sums.y / f32(n);
-    let end = base + n;
-    if ((base & 1u) == 1u && lid == 0u) {
-        dx_store(base, ln_dx(base, 0u, mu, rs, mg, mgx));
-    }
-    let first_pair = (base + 1u) & ~1u;
-    for (var i = first_pair + 2u * lid; i < end; i = i + 2u * ROW_WG) {
-        let j = i - base;
-        if (i + 1u < end) {
-            dx_store2(i, vec2<f32>(ln_dx(base, j, mu, rs, mg, mgx), ln_dx(base, j + 1u, mu, rs, mg, mgx)));
-        } else {
-            dx_store(i, ln_dx(base, j, mu, rs, mg, mgx));
-        }
+    for (var k = lid; k < row_slots(base, n); k = k + ROW_WG) {
+        let slot = row_slot(base, n, k);
+        let dx0 = ln_dx(base, slot.x - base, mu, rs, mg, mgx);
+        dx_store_slot(slot, vec2<f32>(dx0, ln_dx(base, slot.x + slot.y - 1u - base, mu, rs, mg, mgx)));
     }
 }
 

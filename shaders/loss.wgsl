@@ -9,14 +9,15 @@
 #tensor pred 4 read
 // The mse target is `wanted`: `target` is a WGSL reserved word.
 #tensor wanted 5 read
+// Raw buffers, what the kernels write first.
+// correct[0] += rows whose argmax is the label.
+@group(0) @binding(9) var<storage, read_write> correct: array<atomic<u32>>;
+// Per-row (cross-entropy) or per-workgroup (mse) partial losses, reduced by mean_partials.
+@group(0) @binding(8) var<storage, read_write> partials: array<f32>;
 // Class index of each row (u32).
 @group(0) @binding(6) var<storage, read> labels: array<u32>;
 // seed[0]: the loss scale the gradient is multiplied by (the GradScaler's scale, or 1).
 @group(0) @binding(7) var<storage, read> seed: array<f32>;
-// Per-row (cross-entropy) or per-workgroup (mse) partial losses, reduced by mean_partials.
-@group(0) @binding(8) var<storage, read_write> partials: array<f32>;
-// correct[0] += rows whose argmax is the label.
-@group(0) @binding(9) var<storage, read_write> correct: array<atomic<u32>>;
 
 #struct Params // src/ops/loss.rs
 @group(0) @binding(0) var<uniform> params: Params;
@@ -88,11 +89,7 @@ fn row_forward(row: u32, lid: u32) -> RowStats {
 }
 
 @compute @workgroup_size(ROW_WG)
-fn cross_entropy_rows(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
+fn cross_entropy_rows(#workgroup_builtins) {
     let row = workgroup_index(wid, nwg);
     if (row >= params.rows) {
         return; // whole workgroup
@@ -110,15 +107,10 @@ fn ce_grad(row: u32, j: u32, st: RowStats, seed_scale: f32) -> f32 {
     return ((p - onehot) * params.grad_scale) * seed_scale;
 }
 
-// Forward and backward of a row. Packed gradients: a thread writes whole words (store2) for
-// pairs inside the row; the row's odd first and last elements share a word with the
-// neighbouring row and go through the per-half atomic store.
+// Forward and backward of a row; the gradient is stored by row slots (prelude's `row_slot`:
+// whole words of a packed gradient; a lone slot's second value is its first again, unstored).
 @compute @workgroup_size(ROW_WG)
-fn cross_entropy_rows_grad(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
+fn cross_entropy_rows_grad(#workgroup_builtins) {
     let row = workgroup_index(wid, nwg);
     if (row >= params.rows) {
         return; // whole workgroup
@@ -126,18 +118,10 @@ fn cross_entropy_rows_grad(
     let st = row_forward(row, lid);
     let seed_scale = seed[0];
     let start = row * params.classes;
-    let end = start + params.classes;
-    if ((start & 1u) == 1u && lid == 0u) {
-        grad_store(start, ce_grad(row, 0u, st, seed_scale));
-    }
-    let first_pair = (start + 1u) & ~1u;
-    for (var i = first_pair + 2u * lid; i < end; i = i + 2u * ROW_WG) {
-        let j = i - start;
-        if (i + 1u < end) {
-            grad_store2(i, vec2<f32>(ce_grad(row, j, st, seed_scale), ce_grad(row, j + 1u, st, seed_scale)));
-        } else {
-            grad_store(i, ce_grad(row, j, st, seed_scale));
-        }
+    for (var k = lid; k < row_slots(start, params.classes); k = k + ROW_WG) {
+        let slot = row_slot(start, params.classes, k);
+        let g = ce_grad(row, slot.x - start, st, seed_scale);
+        grad_store_slot(slot, vec2<f32>(g, ce_grad(row, slot.x + slot.y - 1u - start, st, seed_scale)));
     }
 }
 

@@ -110,11 +110,7 @@ fn one_minus_exp(x_in: f32) -> f32 {
 }
 
 @compute @workgroup_size(WG)
-fn sgd_step(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
+fn sgd_step(#workgroup_builtins) {
     let start = start_step(lid, wid, nwg);
     for (var k = 0u; k < start.count; k++) {
         sgd_update(start.base + k * WG);
@@ -130,11 +126,7 @@ fn sgd_update(i: u32) {
 }
 
 @compute @workgroup_size(WG)
-fn sgd_momentum_step(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
+fn sgd_momentum_step(#workgroup_builtins) {
     let start = start_step(lid, wid, nwg);
     for (var k = 0u; k < start.count; k++) {
         momentum_update(start.base + k * WG, start.prev);
@@ -164,11 +156,7 @@ fn momentum_update(i: u32, prev: u32) {
 
 // Adam and AdamW (AdamW: param_decay = 1 - lr * wd and weight_decay = 0).
 @compute @workgroup_size(WG)
-fn adam_step(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
+fn adam_step(#workgroup_builtins) {
     let start = start_step(lid, wid, nwg);
     // Bias corrections 1 - beta^step as 1 - e^(step ln beta), accurate to a few f32 ulp.
     let t = f32(start.prev + 1u);

@@ -86,6 +86,23 @@ fn workgroup_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 fn thread_index(gid: vec3<u32>, nwg: vec3<u32>, wg: u32) -> u32 {
     return gid.x + gid.y * nwg.x * wg;
 }
+// A row of `n` elements from `start`, cut into slots a thread stores at once (`X_store_slot`):
+// aligned pairs, which are whole words of a packed f16 tensor (store2), and a lone element
+// where the row starts or ends inside a word that it shares with its neighbour (the per-half
+// store). Slot k is (first element, 1 or 2 elements); the first slot is the lone head when
+// `start` is odd.
+fn row_slots(start: u32, n: u32) -> u32 {
+    let head = min(start & 1u, n);
+    return head + (n - head + 1u) / 2u;
+}
+fn row_slot(start: u32, n: u32, k: u32) -> vec2<u32> {
+    let head = min(start & 1u, n);
+    if (k < head) {
+        return vec2<u32>(start, 1u);
+    }
+    let i = start + head + 2u * (k - head);
+    return vec2<u32>(i, min(2u, start + n - i));
+}
 // ---- end prelude -----------------------------------------------------------------------
 
 // ---- counter-based RNG for dropout masks (src/ops/dropout.rs has the CPU twin) ---------

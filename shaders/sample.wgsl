@@ -5,15 +5,15 @@
 //   number of tokens drawn so far (the draw index and the write position in out_tokens).
 // Every reduction is integer (exact) or a fixed-order tree, so a seed reproduces the text.
 
+#struct Params // src/ops/sample.rs
+@group(0) @binding(0) var<uniform> params: Params;
+
 #tensor logits 1 read
 // The context tokens [block] (u32).
 @group(0) @binding(2) var<storage, read_write> ctx_tokens: array<u32>;
 @group(0) @binding(3) var<storage, read_write> sample_state: array<u32>;
 // Every drawn token, at index sample_state[1] (skipped past out_len).
 @group(0) @binding(4) var<storage, read_write> out_tokens: array<u32>;
-
-#struct Params // src/ops/sample.rs
-@group(0) @binding(0) var<uniform> params: Params;
 
 const WG: u32 = 256u;
 const NO_INDEX: u32 = 0xffffffffu;

@@ -25,11 +25,7 @@ var<workgroup> wg_found: atomic<u32>;
 // (PyTorch's _amp_foreach_non_finite_check_and_unscale_). Every gradient is multiplied, also
 // when an inf is found, as PyTorch does; the optimizer then skips the step.
 @compute @workgroup_size(WG)
-fn unscale(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
+fn unscale(#workgroup_builtins) {
     let inv_scale = bitcast<f32>(atomicLoad(&state[INV_SCALE]));
     let base = workgroup_index(wid, nwg) * WG * EPT + lid;
     var found = false;

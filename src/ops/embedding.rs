@@ -197,10 +197,14 @@ pub fn embedding_backward(
         return Ok(Vec::new());
     }
     let chunks = n.div_ceil(CHUNK);
-    if u32::try_from(chunks * vocab).is_err() {
+    // The sort's scratch: counts [chunks, V], offsets [V + 1], order [n] (shaders/embedding.wgsl).
+    let scratch_words = chunks * vocab + vocab + 1 + n;
+    if u32::try_from(scratch_words).is_err() {
         return Err(Error::shape(
             op,
-            format!("{chunks} chunks × {vocab} tokens of counters is over 2^32"),
+            format!(
+                "{chunks} chunks × {vocab} tokens of counters (+ offsets and order) is over 2^32"
+            ),
         ));
     }
     let params = Params {
@@ -214,16 +218,12 @@ pub fn embedding_backward(
         batch: batch as u32,
     };
     let uniform = bytemuck::bytes_of(&params);
-    let chunk_counts = ctx.alloc_storage("embedding chunk counts", 4 * (chunks * vocab) as u64);
-    let offsets = ctx.alloc_storage("embedding token offsets", 4 * (vocab + 1) as u64);
-    let order = ctx.alloc_storage("embedding positions by token", 4 * n as u64);
+    let scratch = ctx.alloc_storage("embedding sort scratch", 4 * scratch_words as u64);
     let mut kernels = Vec::new();
     let base_args = [
         ("params", Arg::Uniform(uniform)),
         ("tokens", Arg::Buffer(tokens)),
-        ("chunk_counts", Arg::Buffer(&chunk_counts)),
-        ("offsets", Arg::Buffer(&offsets)),
-        ("order", Arg::Buffer(&order)),
+        ("sort_scratch", Arg::Buffer(&scratch)),
     ];
     kernels.push(ctx.kernel(
         &KernelDesc::new(&SHADER, "embedding_chunk_counts"),
@@ -249,8 +249,7 @@ pub fn embedding_backward(
         &KernelDesc::new(&SHADER, "embedding_wte_grad"),
         &[
             ("params", Arg::Uniform(uniform)),
-            ("offsets", Arg::Buffer(&offsets)),
-            ("order", Arg::Buffer(&order)),
+            ("sort_scratch", Arg::Buffer(&scratch)),
             ("dy", dy.arg()),
             ("dwte", dwte.arg()),
         ],

@@ -1,5 +1,5 @@
-//! The directives of a shader source that paste text (`#include`, `#struct`), and the text
-//! a variant is specialised into.
+//! The directives of a shader source that paste text (`#include`, `#struct`,
+//! `#workgroup_builtins`), and the text a variant is specialised into.
 
 use super::Variant;
 use super::tensor::{NATIVE_F16_HELPERS, TensorDecl, code, tensor_decls, tensor_wgsl};
@@ -50,6 +50,15 @@ pub const INCLUDES: &[(&str, &str)] = &[
         include_str!("../../shaders/include/conv_gemm.wgsl"),
     ),
 ];
+
+/// What `#workgroup_builtins` in an entry point's parameter list stands for: the thread's
+/// index in its workgroup, the workgroup's id and the grid's size (`workgroup_index(wid, nwg)`
+/// in the prelude flattens the last two). Written once here, not in every kernel.
+const WORKGROUP_BUILTINS: (&str, &str) = (
+    "#workgroup_builtins",
+    "@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, \
+     @builtin(num_workgroups) nwg: vec3<u32>",
+);
 
 fn shader_error(shader: &str, message: String) -> Error {
     Error::Shader {
@@ -196,7 +205,8 @@ fn paste(
         if is_directive || is_enable(line) {
             out.push_str("// ");
         }
-        out.push_str(line);
+        let (token, builtins) = WORKGROUP_BUILTINS;
+        out.push_str(&line.replace(token, builtins));
         out.push('\n');
         if directive.starts_with("#include") {
             let included = include(shader, directive, &mut pasted.includes)?;
@@ -242,9 +252,9 @@ mod tests {
                  @group(0) @binding(3) var<storage, read_write> partials: array<f32>;\n\
                  #struct Sizes\n@group(0) @binding(0) var<uniform> sizes: Sizes;\n\
                  #include workgroup_reduce\n\
-                 @compute @workgroup_size(WG)\nfn main(@builtin(local_invocation_index) lid: u32) {\n\
+                 @compute @workgroup_size(WG)\nfn main(#workgroup_builtins) {\n\
                  let total = workgroup_sum(lid, x_load(lid) * sizes.scale);\n\
-                 if (lid == 0u) { out_store(0u, total); }\n}\n",
+                 if (lid == 0u) { out_store(workgroup_index(wid, nwg), total); }\n}\n",
         structs: &[Sizes::WGSL],
         variants: |shader| Grid::new().each(&["x"]).variants(shader, &[]),
     };
@@ -264,6 +274,15 @@ mod tests {
             src.contains("// #struct Sizes\nstruct Sizes {\n    n: u32,\n    scale: f32,\n}\n"),
             "{src}"
         );
+        validate_ok(&src);
+    }
+
+    #[test]
+    fn workgroup_builtins_stand_for_the_three_entry_point_builtins() {
+        let src = variant(&REDUCE_LIKE).specialise().unwrap();
+        assert!(!src.contains("#workgroup_builtins"), "{src}");
+        let main = format!("fn main({}) {{", WORKGROUP_BUILTINS.1);
+        assert!(src.contains(&main), "{src}");
         validate_ok(&src);
     }
 

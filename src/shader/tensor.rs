@@ -110,5 +110,11 @@ pub(super) fn tensor_wgsl(d: &TensorDecl, storage: Storage) -> String {
             s += &format!("fn {n}_load(i: u32) -> f32 {{ return {n}_load2(i & ~1u)[i & 1u]; }}\n");
         }
     }
+    if d.writable {
+        // One slot of a row (`row_slot` in the prelude): an aligned pair, or a lone element.
+        s += &format!(
+            "fn {n}_store_slot(s: vec2<u32>, v: vec2<f32>) {{ if (s.y == 2u) {{ {n}_store2(s.x, v); }} else {{ {n}_store(s.x, v.x); }} }}\n"
+        );
+    }
     s
 }
