@@ -34,12 +34,7 @@ pub trait Collective {
     /// What carries the collectives, for summaries ("Open MPI v4.1.4", "one process").
     fn describe(&self) -> String;
     /// Sum `send` over every rank into `recv` (same length), running `overlap` meanwhile.
-    fn all_reduce_sum_f32(
-        &self,
-        send: &[f32],
-        recv: &mut [f32],
-        overlap: Overlap<'_>,
-    ) -> Result<()>;
+    fn all_reduce_sum_f32(&self, send: &[f32], recv: &mut [f32], overlap: Overlap) -> Result<()>;
     /// Sum `values` over every rank, in place.
     fn all_reduce_sum_f64(&self, values: &mut [f64]) -> Result<()>;
     /// Logical or of `flag` over every rank.

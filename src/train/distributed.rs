@@ -7,7 +7,6 @@ use std::rc::Rc;
 
 pub use super::rank::exchange::ExchangeStats;
 
-use super::batch::BatchTargets;
 use super::evaluate::{EvalTally, Evaluation, Tally};
 use super::rank::{Exchange, Rank};
 use super::run::Run;
@@ -163,12 +162,8 @@ impl Run {
             .step_by(collective.size())
             .collect();
         let mut tally = Tally::new(ctx);
-        for idx in mine.chunks(self.config.batch_size) {
-            let b = set.gather(idx)?;
-            tally.add(&mut self.trainer, b.size, &b.x, &BatchTargets::from(&b.y))?;
-        }
-        let tally = tally.finish()?;
-        let mut sums = tally.sums();
+        tally.add_indices(&mut self.trainer, set, mine.chunks(self.config.batch_size))?;
+        let mut sums = tally.finish()?.sums();
         collective.all_reduce_sum_f64(&mut sums)?;
         Ok(EvalTally::from_sums(sums).finish(self.config.step.loss))
     }

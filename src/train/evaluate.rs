@@ -155,6 +155,22 @@ mod blocking {
             Ok(())
         }
 
+        /// Add the batches of `set` whose sample indices `batches` lists, gathering one batch
+        /// on the host at a time.
+        pub fn add_indices<I: AsRef<[usize]>>(
+            &mut self,
+            trainer: &mut Trainer,
+            set: &Dataset,
+            batches: impl IntoIterator<Item = I>,
+        ) -> Result<()> {
+            let mut batch = Batch::empty(&set.y);
+            for idx in batches {
+                set.gather_into(idx.as_ref(), &mut batch)?;
+                self.add(trainer, batch.size, &batch.x, &BatchTargets::from(&batch.y))?;
+            }
+            Ok(())
+        }
+
         /// Read back the slots of the batches added since the last read.
         fn drain(&mut self) -> Result<()> {
             if self.rows.is_empty() {
@@ -201,11 +217,7 @@ mod blocking {
         batches: impl IntoIterator<Item = I>,
     ) -> Result<Evaluation> {
         let mut tally = Tally::new(ctx);
-        let mut batch = Batch::empty(&set.y);
-        for idx in batches {
-            set.gather_into(idx.as_ref(), &mut batch)?;
-            tally.add(trainer, batch.size, &batch.x, &BatchTargets::from(&batch.y))?;
-        }
+        tally.add_indices(trainer, set, batches)?;
         Ok(tally.finish()?.finish(trainer.config.loss))
     }
 
