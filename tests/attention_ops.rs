@@ -59,7 +59,6 @@ fn s_layout() -> MatrixLayout {
 
 #[test]
 fn attention_products_in_the_exact_nanogpt_layouts() {
-    let _serial = common::attention_ref::gl_serial(ctx()); // one GPU test at a time on GL
     for (name, ctx, dt) in storages() {
         for kernel in kernels(ctx) {
             for (what, case) in DIMS.cases(dt, 100) {
@@ -85,7 +84,6 @@ fn padded(rows: usize, cols: usize, offset: usize, extra_ld: usize) -> (usize, M
 
 #[test]
 fn padded_odd_layouts_every_transpose_and_storage() {
-    let _serial = common::attention_ref::gl_serial(ctx()); // one GPU test at a time on GL
     let (m, n, k) = (7, 5, 9);
     for (name, ctx, dt) in storages() {
         for kernel in kernels(ctx) {
@@ -131,7 +129,6 @@ fn padded_odd_layouts_every_transpose_and_storage() {
 
 #[test]
 fn mixed_storages_f16_inputs_f32_output() {
-    let _serial = common::attention_ref::gl_serial(ctx()); // one GPU test at a time on GL
     use DType::{BF16, F16, F32};
     for (name, ctx) in [("native", ctx_native()), ("packed", ctx_packed())] {
         for (a_dt, b_dt, c_dt) in [(F16, F16, F32), (F32, BF16, F16), (BF16, F16, BF16)] {
@@ -152,7 +149,6 @@ fn mixed_storages_f16_inputs_f32_output() {
 
 #[test]
 fn batches_past_the_grid_limit_fold_into_y() {
-    let _serial = common::attention_ref::gl_serial(ctx()); // one GPU test at a time on GL
     // 300 x 250 = 75,000 batches of 1x2 · 2x2 products: more than 65,535 workgroups in z.
     let batch = [300, 250];
     let nb = batch[0] * batch[1];
@@ -180,7 +176,6 @@ fn batches_past_the_grid_limit_fold_into_y() {
 
 #[test]
 fn zero_sized_products() {
-    let _serial = common::attention_ref::gl_serial(ctx()); // one GPU test at a time on GL
     let ctx = ctx();
     for (m, n, k) in [(0, 3, 2), (3, 0, 2), (3, 4, 0)] {
         for accumulate in [false, true] {
@@ -201,7 +196,6 @@ fn zero_sized_products() {
 
 #[test]
 fn bad_layouts_are_clear_errors() {
-    let _serial = common::attention_ref::gl_serial(ctx()); // one GPU test at a time on GL
     let ctx = ctx();
     let t = |n: usize| Tensor::zeros(ctx, &[n], DType::F32);
     let (a, b, c) = (t(B * T * 3 * C), t(B * T * 3 * C), t(B * NH * T * T));

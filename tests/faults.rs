@@ -4,6 +4,7 @@
 
 mod common;
 
+use webgpu_amp::Error;
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::data::{Split, synthetic};
 use webgpu_amp::nn::LossKind;
@@ -12,7 +13,6 @@ use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::StepConfig;
 use webgpu_amp::train::checkpoint::Checkpoint;
 use webgpu_amp::train::{Event, Run, RunConfig};
-use webgpu_amp::{Error, GpuContext, GpuOptions};
 
 fn config(save: Option<std::path::PathBuf>, batch_size: usize) -> RunConfig {
     let step = StepConfig::new(
@@ -26,7 +26,7 @@ fn config(save: Option<std::path::PathBuf>, batch_size: usize) -> RunConfig {
 #[test]
 fn lost_device_stops_the_run_and_keeps_the_last_checkpoint() {
     // A context of its own: this test destroys its device.
-    let ctx = GpuContext::new(&GpuOptions::from_env().unwrap()).expect("GPU adapter");
+    let ctx = common::ctx_owned();
     let dir = std::env::temp_dir().join(format!("webgpu-amp-faults-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("run.safetensors");

@@ -25,7 +25,6 @@ fn storages() -> [(&'static str, &'static GpuContext, DType); 4] {
 
 #[test]
 fn matches_the_f64_reference_on_every_storage() {
-    let _serial = attention_ref::gl_serial(ctx());
     // T = 1; T below, at and past the tile (64 / hs keys for hs 16 is 64: the workgroup);
     // an odd head size (packed stores at odd offsets); several workgroups per head.
     let shapes = [
@@ -59,7 +58,6 @@ fn matches_the_f64_reference_on_every_storage() {
 
 #[test]
 fn both_bodies_give_the_same_bits_and_runs_repeat() {
-    let _serial = attention_ref::gl_serial(ctx());
     for (name, ctx, dtype) in storages() {
         for d in [dims(2, 2, 67, 16), dims(1, 2, 13, 5)] {
             let qkv = values(d.b * d.t * 3 * d.c(), 3, 2.0, dtype);
@@ -97,7 +95,6 @@ fn both_bodies_give_the_same_bits_and_runs_repeat() {
 #[test]
 fn backward_matches_finite_differences() {
     let ctx = ctx();
-    let _serial = attention_ref::gl_serial(ctx);
     let d = dims(1, 2, 9, 4);
     let c = d.c();
     let qkv = values(d.t * 3 * c, 41, 1.0, DType::F32);

@@ -59,7 +59,6 @@ fn at(i: usize, part: usize, h: usize, d: usize) -> usize {
 
 #[test]
 fn a_nan_key_poisons_the_rows_that_see_it_and_no_other() {
-    let _serial = common::attention_ref::gl_serial(ctx());
     for body in common::attention_ref::bodies(ctx()) {
         let mut qkv = rand_vec(T * 3 * C, 1);
         let bad = 4;
@@ -89,7 +88,6 @@ fn a_nan_key_poisons_the_rows_that_see_it_and_no_other() {
 
 #[test]
 fn infinite_logits_follow_pytorch_softmax() {
-    let _serial = common::attention_ref::gl_serial(ctx());
     // q·k = -inf for every key of row 3 (a row of -inf: NaN, as softmax of all -inf), and
     // +inf for one key of row 6 (NaN); the other rows stay finite.
     let mut qkv: Vec<f32> = rand_vec(T * 3 * C, 2)
@@ -169,7 +167,6 @@ fn the_gpt_trains_alike_fused_and_unfused_and_fused_plans_less() {
     // dropped-out P to the low dtype, which the fused one never does. A context of its own:
     // the peak bytes of other tests' threads stay out.
     let ctx = &ctx_owned();
-    let _serial = common::attention_ref::gl_serial(ctx);
     for (precision, tol) in [
         (Precision::F32, 1e-5),
         (Precision::AmpF16, 4e-3),

@@ -377,3 +377,34 @@ fn the_file_scanner_finds_circles_through_reexports_only() {
         ]
     );
 }
+
+/// GPU tests get their contexts from `tests/common` only, whose helpers make every test on GL
+/// serial (wgpu's GL backend panics when a thread waits over 6 s for the context lock that a
+/// cold pipeline compile holds): a test file making its own context would race the others.
+#[test]
+fn gpu_tests_take_contexts_from_common() {
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut files = Vec::new();
+    rust_files(&tests, &mut files);
+    let common = tests.join("common");
+    let own: Vec<_> = files
+        .iter()
+        .filter(|f| !f.starts_with(&common))
+        .filter(|f| {
+            let src = strip_comments(&std::fs::read_to_string(f).expect("read test"));
+            src.contains(concat!("GpuContext", "::new(")) // split: this file is scanned too
+        })
+        .map(|f| f.strip_prefix(&tests).unwrap().display().to_string())
+        .collect();
+    assert!(
+        files.len() > 50,
+        "scanned only {} test files under {}",
+        files.len(),
+        tests.display()
+    );
+    assert!(
+        own.is_empty(),
+        "test files making their own GpuContext (use tests/common's ctx helpers, which \
+         serialise tests on GL): {own:?}"
+    );
+}

@@ -135,7 +135,6 @@ fn with_dropout(
 
 #[test]
 fn softmax_forward_matches_f64_and_masks_exactly() {
-    let _serial = common::attention_ref::gl_serial(ctx()); // one GPU test at a time on GL
     let scale = 1.0 / (HS as f32).sqrt();
     for (name, ctx, dt) in storages() {
         for (rows, t) in [(ROWS, T), (B * NH * 17, 17), (3, 1), (2 * 16, 16)] {
@@ -166,7 +165,6 @@ fn softmax_forward_matches_f64_and_masks_exactly() {
 
 #[test]
 fn softmax_forward_long_rows() {
-    let _serial = common::attention_ref::gl_serial(ctx()); // one GPU test at a time on GL
     // T = 1030: rows longer than 1024 and than 16 strides of the 64-thread workgroup.
     let t = 1030;
     let rows = t;
@@ -185,7 +183,6 @@ fn softmax_forward_long_rows() {
 
 #[test]
 fn softmax_forward_attention_dropout_uses_the_shared_mask() {
-    let _serial = common::attention_ref::gl_serial(ctx()); // one GPU test at a time on GL
     let scale = 0.5;
     let (rows, t) = (B * NH * 17, 17);
     for (name, ctx, dt) in storages() {
@@ -224,7 +221,6 @@ fn softmax_forward_attention_dropout_uses_the_shared_mask() {
 
 #[test]
 fn softmax_backward_matches_f64_reference() {
-    let _serial = common::attention_ref::gl_serial(ctx()); // one GPU test at a time on GL
     let scale = 1.0 / (HS as f32).sqrt();
     for (name, ctx, dt) in storages() {
         let state = DropoutState::new(ctx);
@@ -292,7 +288,6 @@ pub(super) fn loss(
 
 #[test]
 fn softmax_gradient_matches_finite_differences_in_f32() {
-    let _serial = common::attention_ref::gl_serial(ctx()); // one GPU test at a time on GL
     let (rows, t) = (ROWS, T);
     let scale = 0.5f32;
     let ctx = ctx();
@@ -359,7 +354,6 @@ fn softmax_gradient_matches_finite_differences_in_f32() {
 
 #[test]
 fn softmax_is_deterministic_run_to_run() {
-    let _serial = common::attention_ref::gl_serial(ctx()); // one GPU test at a time on GL
     let (rows, t) = (B * NH * 17, 17);
     for (name, ctx, dt) in [
         ("f16 native", ctx_native(), DType::F16),

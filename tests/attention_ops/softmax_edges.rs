@@ -6,7 +6,6 @@ use super::*;
 
 #[test]
 fn softmax_non_finite_inputs_follow_pytorch() {
-    let _serial = common::attention_ref::gl_serial(ctx()); // one GPU test at a time on GL
     let (rows, t) = (ROWS, T); // rows 0..5 are i = 0..4 of (b0, h0), 5..10 of (b0, h1)
     let scale = 0.5;
     for (name, ctx, dt) in [
@@ -73,7 +72,6 @@ fn softmax_non_finite_inputs_follow_pytorch() {
 
 #[test]
 fn softmax_bad_arguments_are_clear_errors() {
-    let _serial = common::attention_ref::gl_serial(ctx()); // one GPU test at a time on GL
     let ctx = ctx();
     let (rows, t) = (ROWS, T);
     let f32t = |n: usize| Tensor::zeros(ctx, &[n], DType::F32);
@@ -142,7 +140,6 @@ fn softmax_bad_arguments_are_clear_errors() {
 /// longer than the 64-thread workgroup (several strided elements per partial sum).
 #[test]
 fn softmax_bodies_give_the_same_bits() {
-    let _serial = common::attention_ref::gl_serial(ctx()); // one GPU test at a time on GL
     let bits = |v: &[f32]| -> Vec<u32> { v.iter().map(|x| x.to_bits()).collect() };
     for (name, ctx, dt) in storages() {
         let state = DropoutState::new(ctx);

@@ -8,14 +8,6 @@ use webgpu_amp::GpuContext;
 use webgpu_amp::ops::dropout::keep;
 use webgpu_amp::ops::flash_attention::FlashBody;
 
-/// On GL, one test at a time: wgpu's GL backend holds one lock per context and panics when a
-/// thread waits more than 6 s for it, which a pipeline compiled cold by Mesa's GLSL path can
-/// take. Hold the guard for the test's GPU work (elsewhere it holds nothing).
-pub fn gl_serial(ctx: &GpuContext) -> Option<std::sync::MutexGuard<'static, ()>> {
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    (ctx.report.backend == "gl").then(|| SERIAL.lock().unwrap_or_else(|e| e.into_inner()))
-}
-
 /// The fused kernel's bodies to test: tiled and rowwise, except on GL over a CPU adapter,
 /// where Mesa's GLSL path takes minutes per tiled pipeline and Auto runs the rowwise body
 /// (as tests/matmul.rs does for the tiled matmul): rowwise only, said loudly.

@@ -23,7 +23,10 @@ fn make(f16: F16StorageChoice) -> GpuContext {
     let mut options = GpuOptions::from_env().expect("bad WEBGPU_AMP_* environment");
     options.f16_storage = f16;
     match GpuContext::new(&options) {
-        Ok(ctx) => ctx,
+        Ok(ctx) => {
+            gl_serial(&ctx);
+            ctx
+        }
         Err(e) => panic!(
             "GPU tests need an adapter and found none: {e}\n\
              (Debian: `apt-get install -y mesa-vulkan-drivers`; select one with WEBGPU_AMP_BACKEND / WEBGPU_AMP_ADAPTER)"
@@ -34,7 +37,32 @@ fn make(f16: F16StorageChoice) -> GpuContext {
 /// Context with the adapter's preferred f16 storage (native where shader-f16 exists).
 pub fn ctx() -> &'static GpuContext {
     static CTX: OnceLock<GpuContext> = OnceLock::new();
-    CTX.get_or_init(|| make(F16StorageChoice::Auto))
+    let ctx = CTX.get_or_init(|| make(F16StorageChoice::Auto));
+    gl_serial(ctx);
+    ctx
+}
+
+/// On GL, one GPU test at a time, by construction: every context helper here takes a
+/// process-wide lock the first time a test thread asks for a context and keeps it until that
+/// thread (the test) ends. wgpu's GL backend holds one lock per context and panics when a
+/// thread waits more than 6 s for it, which a pipeline compiled cold by Mesa's GLSL path on
+/// llvmpipe can take (a fresh-clone CI run failed so). Elsewhere it holds nothing.
+fn gl_serial(ctx: &GpuContext) {
+    use std::cell::RefCell;
+    use std::sync::{Mutex, MutexGuard};
+    static SERIAL: Mutex<()> = Mutex::new(());
+    thread_local! {
+        static HELD: RefCell<Option<MutexGuard<'static, ()>>> = const { RefCell::new(None) };
+    }
+    if ctx.report.backend != "gl" {
+        return;
+    }
+    HELD.with(|held| {
+        let mut held = held.borrow_mut();
+        if held.is_none() {
+            *held = Some(SERIAL.lock().unwrap_or_else(|e| e.into_inner()));
+        }
+    });
 }
 
 /// A context of its own with the adapter's preferred f16 storage, for code that owns its
@@ -61,7 +89,9 @@ pub fn ctx_owned_native() -> GpuContext {
 /// Context forced to packed f16 storage, so both paths run on one machine.
 pub fn ctx_packed() -> &'static GpuContext {
     static CTX: OnceLock<GpuContext> = OnceLock::new();
-    CTX.get_or_init(|| make(F16StorageChoice::Packed))
+    let ctx = CTX.get_or_init(|| make(F16StorageChoice::Packed));
+    gl_serial(ctx);
+    ctx
 }
 
 /// Whether the run was told that the adapter has no shader-f16 (`WEBGPU_AMP_EXPECT_NO_F16=1`,
@@ -259,6 +289,7 @@ pub fn coop_ctx(edge: u32, what: &str) -> Option<&'static GpuContext> {
     });
     match made {
         Ok(ctx) => {
+            gl_serial(ctx);
             let config = ctx.caps.tensor_cores.config().expect("on: used");
             assert_eq!(config.edge, edge, "forced fragment shape");
             Some(ctx)
