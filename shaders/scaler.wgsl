@@ -24,6 +24,10 @@ var<workgroup> wg_found: atomic<u32>;
 // grads *= inv_scale and found_inf |= any non-finite gradient, in one pass
 // (PyTorch's _amp_foreach_non_finite_check_and_unscale_). Every gradient is multiplied, also
 // when an inf is found, as PyTorch does; the optimizer then skips the step.
+// The product is checked too (PyTorch checks only the scaled value): once the scale has
+// underflowed below 2^-128, 1/scale is inf and a finite gradient unscales to inf (or 0 to
+// NaN), so a step the check passed would write non-finite weights. Here it is skipped: a step
+// whose unscaled gradients hold a non-finite value never changes a weight, whatever the scale.
 @compute @workgroup_size(WG)
 fn unscale(#workgroup_builtins) {
     let inv_scale = bitcast<f32>(atomicLoad(&state[INV_SCALE]));
@@ -33,11 +37,13 @@ fn unscale(#workgroup_builtins) {
         let i = base + k * WG;
         if (i < sizes.n) {
             let g = grads[i];
-            found = found || is_nonfinite(g);
             // PyTorch leaves values alone when inv_scale is exactly 1.
             if (inv_scale != 1.0) {
-                grads[i] = g * inv_scale;
+                let unscaled = g * inv_scale;
+                grads[i] = unscaled;
+                found = found || is_nonfinite(unscaled);
             }
+            found = found || is_nonfinite(g);
         }
     }
     // One global atomic per workgroup at most, however many values overflowed.

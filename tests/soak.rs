@@ -133,6 +133,7 @@ fn three_thousand_steps_create_nothing_and_hold_memory_flat_after_warm_up() {
         save_path: None,
         validate: false,
         eval: Default::default(),
+        max_skipped_steps: webgpu_amp::train::MAX_SKIPPED_STEPS,
         interrupt: None,
     };
     let mut run = Run::new(&ctx, spec, config, train, &init, None).unwrap();

@@ -149,6 +149,11 @@ fn flag_names(message: &str) -> String {
         (planning::SMALLER_BATCH, "use a smaller --batch-size"),
         (planning::FUSED_ATTENTION, "use --attention fused"),
         (run::DIVERGED_HINT, "lower --lr or use --clip-grad-norm"),
+        (
+            run::SKIPPING_HINT,
+            "check the data for inf/NaN, or keep the layer that overflows in f32; \
+             --max-skipped-steps N raises the limit (0: never stop)",
+        ),
         (run::PERIODIC_HINT, "(--save-every N keeps periodic ones)"),
         (
             run::NO_CHECKPOINT,
@@ -187,6 +192,7 @@ fn flag(setting: Setting) -> &'static str {
         Setting::WarmupSteps => "--warmup-steps",
         Setting::MinLr => "--min-lr",
         Setting::LrDecaySteps => "--lr-decay-steps",
+        Setting::MaxSkippedSteps => "--max-skipped-steps",
     }
 }
 

@@ -103,6 +103,12 @@ pub struct RunArgs {
     #[arg(long, allow_negative_numbers = true,
           value_parser = setting::<f64>(Setting::BackoffFactor))]
     pub backoff_factor: Option<f64>,
+    /// Stop the run when the GradScaler skips this many steps in a row, or its scale falls
+    /// below 2^-24 (default 50; 0: never). Skipped steps change no weight, but a run whose
+    /// every step is skipped no longer trains.
+    #[arg(long, default_value_t = webgpu_amp::train::MAX_SKIPPED_STEPS,
+          value_parser = setting::<u64>(Setting::MaxSkippedSteps))]
+    pub max_skipped_steps: u64,
     /// Turn the GradScaler on or off (default: on for amp-f16 only, as PyTorch recommends).
     #[arg(long)]
     pub scaler: Option<bool>,
@@ -237,6 +243,7 @@ impl RunArgs {
             .shuffle(!self.no_shuffle)
             .validate_each_epoch(!self.no_validate)
             .eval(self.recipe.eval_config())
+            .max_skipped_steps(self.max_skipped_steps)
             .save(save_every, save_path))
     }
 

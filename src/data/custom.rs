@@ -103,10 +103,10 @@ pub fn from_bytes(name: &str, bytes: &[u8]) -> Result<Dataset> {
                 y.shape()
             )));
         }
-        Labels::Targets {
-            values: f32_values(&y),
-            dim: y.shape()[1],
-        }
+        let dim = y.shape()[1];
+        let values = f32_values(&y);
+        first_non_finite(&values, dim, "y").map_err(err)?;
+        Labels::Targets { values, dim }
     } else {
         if !is_integer(y.dtype()) {
             return Err(err(format!(
@@ -129,7 +129,36 @@ pub fn from_bytes(name: &str, bytes: &[u8]) -> Result<Dataset> {
         }
     };
 
-    Dataset::new(name, f32_values(&x), x_shape[1..].to_vec(), labels)
+    let x_values = f32_values(&x);
+    first_non_finite(&x_values, x_shape[1..].iter().product(), "x").map_err(err)?;
+    Dataset::new(name, x_values, x_shape[1..].to_vec(), labels)
+}
+
+/// The first inf or NaN of `values` (samples of `per_sample` values each, tensor `field`),
+/// named by sample and position: a non-finite input or target makes every step it is drawn
+/// into non-finite, which the GradScaler skips forever (or f32 training diverges on), so it is
+/// refused here, where the user can find it.
+fn first_non_finite(
+    values: &[f32],
+    per_sample: usize,
+    field: &str,
+) -> std::result::Result<(), String> {
+    match values.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(i) => {
+            let bad = values.iter().filter(|v| !v.is_finite()).count();
+            let per_sample = per_sample.max(1);
+            Err(format!(
+                "`{field}` holds {bad} non-finite value{} (inf/NaN); the first is {} at sample \
+                 {}, element {} of the sample: training on it would make every step it is \
+                 drawn into inf/NaN (replace or drop those samples)",
+                if bad == 1 { "" } else { "s" },
+                values[i],
+                i / per_sample,
+                i % per_sample
+            ))
+        }
+    }
 }
 
 fn f32_values(view: &TensorView<'_>) -> Vec<f32> {

@@ -275,6 +275,10 @@ pub struct RunConfig {
     pub eval: EvalConfig,
     /// Stop early when asked (the CLI: on SIGINT or SIGTERM), and where to save then.
     pub interrupt: Option<Interrupt>,
+    /// End the run when the GradScaler has skipped this many steps in a row, or its scale
+    /// fell below [`super::settings::MIN_SCALE`] (0: never; default
+    /// [`super::settings::MAX_SKIPPED_STEPS`]).
+    pub max_skipped_steps: u64,
 }
 
 /// How a run is interrupted ([`RunConfig::on_interrupt`]): it asks `requested` before each
@@ -306,7 +310,14 @@ impl RunConfig {
             validate: true,
             eval: EvalConfig::default(),
             interrupt: None,
+            max_skipped_steps: super::settings::MAX_SKIPPED_STEPS,
         }
+    }
+
+    /// End the run after this many skipped steps in a row (0: never).
+    pub fn max_skipped_steps(mut self, steps: u64) -> Self {
+        self.max_skipped_steps = steps;
+        self
     }
 
     /// Stop early when `interrupt` says so (default: never).
@@ -412,6 +423,13 @@ impl RunConfig {
             self.eval.batches as u64,
             MAX_EVAL_BATCHES as u64,
         )?;
+        if self.max_skipped_steps > MAX_COUNT {
+            return Err(out_of_range(
+                name,
+                Setting::MaxSkippedSteps,
+                self.max_skipped_steps,
+            ));
+        }
         match (self.save_every, &self.save_path) {
             (Some(_), None) => bad(format!(
                 "{} needs {}",

@@ -69,7 +69,8 @@ pub use run::{Advance, EpochReport, Event, Run};
 pub use run_blocking::RunSummary;
 pub use sample::{MAX_SAMPLE_TOKENS, SampleOptions};
 pub use settings::{
-    EVAL_BATCHES, MAX_BATCH_SIZE, MAX_COUNT, MAX_EVAL_BATCHES, MAX_GRAD_ACCUM, Setting,
+    EVAL_BATCHES, MAX_BATCH_SIZE, MAX_COUNT, MAX_EVAL_BATCHES, MAX_GRAD_ACCUM, MAX_SKIPPED_STEPS,
+    MIN_SCALE, Setting,
 };
 pub use stats::{RING, StepStats};
 pub use step::Phase;

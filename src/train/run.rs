@@ -19,6 +19,7 @@ use super::config::RunConfig;
 use super::estimate::EvalReport;
 use super::fault_hooks::FaultHooks;
 use super::rank::Rank;
+use super::settings::MIN_SCALE;
 use super::stats::StepStats;
 use super::trainer::{DropoutStream, Trainer};
 use crate::data::{Batch, Dataset, Loader, Vocab};
@@ -109,6 +110,8 @@ pub struct Run {
     pub(super) undelivered: Vec<StepStats>,
     /// Set when a step diverged; every later call returns it.
     diverged: Option<String>,
+    /// Steps the GradScaler has skipped in a row, as reported so far.
+    skipped_in_a_row: u64,
     /// The last checkpoint this run wrote and its step (for the message when a run dies).
     pub(super) last_saved: Option<(String, u64)>,
     /// Faults to cause at a chosen step (tests; from the environment on native).
@@ -117,6 +120,9 @@ pub struct Run {
 
 /// The hint a divergence error ends with (the CLI names its flags instead).
 pub const DIVERGED_HINT: &str = "lower the learning rate or clip gradients by norm";
+/// The hint a stuck GradScaler's error ends with (the CLI names its flags instead).
+pub const SKIPPING_HINT: &str = "check the data for inf/NaN, or keep the layer that overflows \
+                                 in f32; raise the skipped-step limit to keep going";
 /// The end of [`Run::checkpoint_note`] when no checkpoint path was set.
 pub const NO_CHECKPOINT: &str = "no checkpoint was asked for";
 /// The end of [`Run::checkpoint_note`] when the run died before its first save.
@@ -200,6 +206,7 @@ impl Run {
             epochs_in_flight: VecDeque::new(),
             undelivered: Vec::new(),
             diverged: None,
+            skipped_in_a_row: 0,
             last_saved: None,
             hooks: FaultHooks::from_env()?,
         })
@@ -358,12 +365,56 @@ impl Run {
                 ));
                 return;
             }
+            if self.stop_on_divergence
+                && let Some(stuck) = self.scaler_stuck(&stats)
+            {
+                self.diverged = Some(stuck);
+                return;
+            }
             events.push(Event::Step {
                 stats,
                 epoch,
                 lr: stats.lr,
             });
         }
+    }
+
+    /// Why the run must stop, when the GradScaler keeps skipping: `max_skipped_steps` steps
+    /// in a row, or a scale fallen below [`MIN_SCALE`]. Its weights are intact (a skipped
+    /// step changes none), but it would never train again.
+    fn scaler_stuck(&mut self, stats: &StepStats) -> Option<String> {
+        if !self.trainer.scaler.enabled() || self.config.max_skipped_steps == 0 {
+            return None;
+        }
+        self.skipped_in_a_row = if stats.skipped {
+            self.skipped_in_a_row + 1
+        } else {
+            0
+        };
+        let started_at = self.trainer.scaler.config().init_scale;
+        let cause = if self.skipped_in_a_row >= self.config.max_skipped_steps {
+            format!(
+                "the GradScaler skipped {} steps in a row",
+                self.skipped_in_a_row
+            )
+        } else if stats.scale_after < MIN_SCALE && stats.scale_after < started_at {
+            format!(
+                "the GradScaler's scale fell to {:e}, below {MIN_SCALE:e}",
+                stats.scale_after
+            )
+        } else {
+            return None;
+        };
+        let nan_loss = if stats.loss.is_finite() {
+            ""
+        } else {
+            " and the loss itself is not finite (inf/NaN inputs or weights?)"
+        };
+        Some(format!(
+            "{cause} at step {} under {}: its gradients keep holding inf/NaN{nan_loss} (a \
+             skipped step changes no weight); {SKIPPING_HINT}",
+            stats.step, self.config.step.precision
+        ))
     }
 
     /// The divergence error, once a step has diverged.

@@ -29,6 +29,16 @@ pub const EVAL_BATCHES: usize = 20;
 /// a forward pass, so an estimate stays minutes at worst, not days.
 pub const MAX_EVAL_BATCHES: usize = 1 << 16;
 
+/// Consecutive steps the GradScaler may skip before a run stops by default: a scale that
+/// backs off 50 times in a row has fallen by 2^50, so the gradients are non-finite whatever
+/// the scale (inf/NaN data, or a layer that overflows in the forward), not too large.
+pub const MAX_SKIPPED_STEPS: u64 = 50;
+
+/// A GradScaler scale below this ends a run (unless the run started below it): PyTorch's
+/// scale never needs to go so low for gradients to fit f16, so one that does is stuck, and
+/// past 2^-128 its reciprocal is no longer finite.
+pub const MIN_SCALE: f32 = 1.0 / (1 << 24) as f32;
+
 /// The largest GradScaler growth interval, as PyTorch's `int` tracker allows (2^31 − 1).
 pub const MAX_GROWTH_INTERVAL: u32 = i32::MAX as u32;
 
@@ -58,6 +68,7 @@ pub enum Setting {
     WarmupSteps,
     MinLr,
     LrDecaySteps,
+    MaxSkippedSteps,
 }
 
 impl Setting {
@@ -87,6 +98,7 @@ impl Setting {
             Setting::WarmupSteps => "warm-up steps",
             Setting::MinLr => "the final learning rate of the cosine decay",
             Setting::LrDecaySteps => "decay steps",
+            Setting::MaxSkippedSteps => "skipped steps in a row before a run stops",
         }
     }
 
@@ -114,6 +126,7 @@ impl Setting {
             Setting::GrowthInterval => "1 to 2147483647",
             Setting::MinLr => "finite, >= 0 and at most the learning rate",
             Setting::SavePath => "a file path",
+            Setting::MaxSkippedSteps => "0 to 2^53 (0: never stop)",
         }
     }
 }
