@@ -151,8 +151,8 @@ fn flag_names(message: &str) -> String {
         (run::DIVERGED_HINT, "lower --lr or use --clip-grad-norm"),
         (
             run::SKIPPING_HINT,
-            "check the data for inf/NaN, or keep the layer that overflows in f32; \
-             --max-skipped-steps N raises the limit (0: never stop)",
+            "check the data for inf/NaN, or keep the layer that overflows in f32 \
+             (--max-skipped-steps 0 never stops)",
         ),
         (run::PERIODIC_HINT, "(--save-every N keeps periodic ones)"),
         (

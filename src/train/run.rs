@@ -110,8 +110,9 @@ pub struct Run {
     pub(super) undelivered: Vec<StepStats>,
     /// Set when a step diverged; every later call returns it.
     diverged: Option<String>,
-    /// Steps the GradScaler has skipped in a row, as reported so far.
+    /// Steps the GradScaler has skipped in a row, and in all, as reported so far.
     skipped_in_a_row: u64,
+    skipped_total: u64,
     /// The last checkpoint this run wrote and its step (for the message when a run dies).
     pub(super) last_saved: Option<(String, u64)>,
     /// Faults to cause at a chosen step (tests; from the environment on native).
@@ -122,7 +123,7 @@ pub struct Run {
 pub const DIVERGED_HINT: &str = "lower the learning rate or clip gradients by norm";
 /// The hint a stuck GradScaler's error ends with (the CLI names its flags instead).
 pub const SKIPPING_HINT: &str = "check the data for inf/NaN, or keep the layer that overflows \
-                                 in f32; raise the skipped-step limit to keep going";
+                                 in f32 (a skipped-step limit of 0 never stops)";
 /// The end of [`Run::checkpoint_note`] when no checkpoint path was set.
 pub const NO_CHECKPOINT: &str = "no checkpoint was asked for";
 /// The end of [`Run::checkpoint_note`] when the run died before its first save.
@@ -207,6 +208,7 @@ impl Run {
             undelivered: Vec::new(),
             diverged: None,
             skipped_in_a_row: 0,
+            skipped_total: 0,
             last_saved: None,
             hooks: FaultHooks::from_env()?,
         })
@@ -391,28 +393,29 @@ impl Run {
         } else {
             0
         };
+        self.skipped_total += stats.skipped as u64;
         let started_at = self.trainer.scaler.config().init_scale;
         let cause = if self.skipped_in_a_row >= self.config.max_skipped_steps {
             format!(
-                "the GradScaler skipped {} steps in a row",
-                self.skipped_in_a_row
+                "the GradScaler skipped {} steps in a row (scale now {:e})",
+                self.skipped_in_a_row, stats.scale_after
             )
         } else if stats.scale_after < MIN_SCALE && stats.scale_after < started_at {
             format!(
-                "the GradScaler's scale fell to {:e}, below {MIN_SCALE:e}",
-                stats.scale_after
+                "the GradScaler's scale fell to {:e}, below 2^-24, after {} skipped steps",
+                stats.scale_after, self.skipped_total
             )
         } else {
             return None;
         };
-        let nan_loss = if stats.loss.is_finite() {
-            ""
+        let what = if stats.loss.is_finite() {
+            "their gradients held inf/NaN whatever the scale"
         } else {
-            " and the loss itself is not finite (inf/NaN inputs or weights?)"
+            "their loss itself was inf/NaN (non-finite inputs, or a forward that overflows)"
         };
         Some(format!(
-            "{cause} at step {} under {}: its gradients keep holding inf/NaN{nan_loss} (a \
-             skipped step changes no weight); {SKIPPING_HINT}",
+            "{cause} at step {} under {}: {what}; skipped steps changed no weight; \
+             {SKIPPING_HINT}",
             stats.step, self.config.step.precision
         ))
     }
