@@ -5,6 +5,8 @@
 //! user's input (`messages.rs`). Each case failed on the main before its fix.
 
 mod common;
+#[path = "reliability/interrupts.rs"]
+mod interrupts;
 #[path = "reliability/skip.rs"]
 mod skip;
 

@@ -293,6 +293,13 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
         let batch = batch_for(model, args.batch_size)?;
         let mut amp_with = None;
         for &p in &precisions {
+            // Where it stands, on stderr (a note: measurements of big models on a CPU adapter
+            // take minutes).
+            let _ = writeln!(
+                std::io::stderr(),
+                "bench step: {model} under {p} at batch {batch}, {} steps",
+                args.steps
+            );
             let (r, profiled) = measure(
                 &ctx,
                 args,
