@@ -47,7 +47,7 @@ use crate::{Error, Result};
 pub use file_caps::{FileCap, read_capped};
 pub use files::{DATA_DIR_ENV, FETCH_SCRIPT, data_dir};
 pub(crate) use files::{missing_data_error, read_file, read_text_file};
-pub use loader::{Batch, BatchInputs, BatchLabels, Loader};
+pub use loader::{Batch, BatchInputs, BatchLabels, EpochBatches, Loader, SampleIndex};
 pub use normalization::Normalization;
 pub(crate) use normalization::pixels_to_f32;
 pub use rng::Rng;
@@ -371,14 +371,29 @@ impl Dataset {
 
     /// Samples `indices` in that order, as one contiguous batch.
     pub fn gather(&self, indices: &[usize]) -> Result<Batch> {
+        self.gather_indices(indices)
+    }
+
+    /// [`Dataset::gather`] for indices of any [`SampleIndex`] type (a loader's batch).
+    pub fn gather_indices<I: SampleIndex>(&self, indices: &[I]) -> Result<Batch> {
         let mut batch = Batch::empty(&self.y);
-        self.gather_into(indices, &mut batch)?;
+        self.gather_indices_into(indices, &mut batch)?;
         Ok(batch)
     }
 
     /// Like [`Dataset::gather`], reusing `batch`'s buffers.
     pub fn gather_into(&self, indices: &[usize], batch: &mut Batch) -> Result<()> {
-        if let Some(&bad) = indices.iter().find(|&&i| i >= self.n) {
+        self.gather_indices_into(indices, batch)
+    }
+
+    /// [`Dataset::gather_into`] for indices of any [`SampleIndex`] type (the loader's 32-bit
+    /// batches).
+    pub fn gather_indices_into<I: SampleIndex>(
+        &self,
+        indices: &[I],
+        batch: &mut Batch,
+    ) -> Result<()> {
+        if let Some(&bad) = indices.iter().find(|&&i| i.index() >= self.n) {
             return Err(Error::data(format!(
                 "{}: sample index {bad} is out of range (n = {})",
                 self.name, self.n
@@ -389,7 +404,7 @@ impl Dataset {
                 let mut out = batch.x.take_features();
                 let len = self.sample_len();
                 out.reserve(indices.len() * len);
-                for &i in indices {
+                for i in indices.iter().map(|i| i.index()) {
                     out.extend_from_slice(&x[i * len..(i + 1) * len]);
                 }
                 BatchInputs::Features(out)
@@ -407,7 +422,7 @@ impl Dataset {
                     BatchLabels::Targets(_) => Vec::new(),
                 };
                 out.clear();
-                out.extend(indices.iter().map(|&i| labels[i]));
+                out.extend(indices.iter().map(|&i| labels[i.index()]));
                 BatchLabels::Classes(out)
             }
             Labels::Targets { values, dim } => {
@@ -416,7 +431,7 @@ impl Dataset {
                     BatchLabels::Classes(_) => Vec::new(),
                 };
                 out.clear();
-                for &i in indices {
+                for i in indices.iter().map(|i| i.index()) {
                     out.extend_from_slice(&values[i * dim..(i + 1) * dim]);
                 }
                 BatchLabels::Targets(out)

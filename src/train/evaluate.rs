@@ -110,7 +110,7 @@ mod blocking {
     use std::time::Instant;
 
     use super::{EvalTally, Evaluation, submit_eval_batch};
-    use crate::data::{Batch, Dataset};
+    use crate::data::{Batch, Dataset, SampleIndex};
     use crate::error::{Error, Result};
     use crate::gpu::{GpuBuffer, GpuContext, Kernel};
     use crate::train::batch::{BatchInput, BatchTargets, write_input};
@@ -183,7 +183,7 @@ mod blocking {
 
         /// Add the batches of `set` whose sample indices `batches` lists, gathering one batch
         /// on the host at a time.
-        pub fn add_indices<I: AsRef<[usize]>>(
+        pub fn add_indices<X: SampleIndex, I: AsRef<[X]>>(
             &mut self,
             trainer: &mut Trainer,
             set: &Dataset,
@@ -191,7 +191,7 @@ mod blocking {
         ) -> Result<()> {
             let mut batch = Batch::empty(&set.y);
             for idx in batches {
-                set.gather_into(idx.as_ref(), &mut batch)?;
+                set.gather_indices_into(idx.as_ref(), &mut batch)?;
                 self.add(trainer, batch.size, &batch.x, &BatchTargets::from(&batch.y))?;
             }
             Ok(())
@@ -236,7 +236,7 @@ mod blocking {
 
     /// Mean loss and accuracy of `set` over the batches `batches` (sample indices), forward
     /// only with dropout off. Streams: one gathered batch on the host at a time.
-    pub fn evaluate_indices<I: AsRef<[usize]>>(
+    pub fn evaluate_indices<X: SampleIndex, I: AsRef<[X]>>(
         ctx: &GpuContext,
         trainer: &mut Trainer,
         set: &Dataset,

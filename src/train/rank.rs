@@ -11,7 +11,7 @@
 
 use std::rc::Rc;
 
-use crate::data::{Batch, Dataset, Loader};
+use crate::data::{Batch, Dataset, EpochBatches, Loader};
 use crate::dist::{Collective, DistributedSampler};
 use crate::error::Result;
 use crate::gpu::{GpuBuffer, GpuContext};
@@ -137,7 +137,7 @@ impl Rank {
     }
 
     /// Batch order of `epoch` for this process: its shard, or all of `loader`'s.
-    pub(crate) fn batches(&self, loader: &Loader, epoch: u64) -> Vec<Vec<usize>> {
+    pub(crate) fn batches(&self, loader: &Loader, epoch: u64) -> EpochBatches {
         match &self.joined {
             Some(r) => r.sampler.batches(epoch),
             None => loader.batches(epoch),
@@ -167,18 +167,18 @@ impl Rank {
     pub(crate) fn gather_and_train(
         &mut self,
         train: &Dataset,
-        order: &[Vec<usize>],
+        order: &EpochBatches,
         (epoch, b): (u64, usize),
         batch: &mut Batch,
         step: impl FnOnce(&Batch, &mut dyn FnMut()) -> Result<()>,
     ) -> Result<()> {
         let Some(rank) = self.joined.as_mut() else {
-            train.gather_into(&order[b], batch)?;
+            train.gather_indices_into(&order[b], batch)?;
             return step(batch, &mut || {});
         };
         match rank.prefetched.take() {
             Some((e, pb, mut next)) if e == epoch && pb == b => std::mem::swap(batch, &mut next),
-            _ => train.gather_into(&order[b], batch)?,
+            _ => train.gather_indices_into(&order[b], batch)?,
         }
         let mut prefetch_error = None;
         let next = b + 1;
@@ -188,7 +188,7 @@ impl Rank {
                     Some((_, _, spare)) => spare,
                     None => Batch::empty(&train.y),
                 };
-                match train.gather_into(&order[next], &mut spare) {
+                match train.gather_indices_into(&order[next], &mut spare) {
                     Ok(()) => rank.prefetched = Some((epoch, next, spare)),
                     Err(e) => prefetch_error = Some(e),
                 }

@@ -22,7 +22,7 @@ use super::rank::Rank;
 use super::settings::MIN_SCALE;
 use super::stats::StepStats;
 use super::trainer::{DropoutStream, Trainer};
-use crate::data::{Batch, Dataset, Loader, Vocab};
+use crate::data::{Batch, Dataset, EpochBatches, Loader, Vocab};
 use crate::dist::Collective;
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
@@ -98,7 +98,7 @@ pub struct Run {
     pub(super) stepped_at: Progress,
     pub(super) loader: Loader,
     /// One epoch's batch order (epoch, batches), made once per epoch.
-    order: Option<(u64, Arc<Vec<Vec<usize>>>)>,
+    order: Option<(u64, Arc<EpochBatches>)>,
     /// The last micro-batch submitted (its buffers are reused for the next).
     pub(super) batch: Option<Batch>,
     /// This process's rank in a data-parallel job (`Run::distribute`, native; none in a
@@ -316,7 +316,7 @@ impl Run {
         &mut self,
         ctx: &GpuContext,
         train: &Dataset,
-        order: &[Vec<usize>],
+        order: &EpochBatches,
         b: usize,
     ) -> Result<usize> {
         let batch = self.batch.get_or_insert_with(|| Batch::empty(&train.y));
@@ -331,7 +331,7 @@ impl Run {
     }
 
     /// The batch order of the current epoch (cached per epoch).
-    fn epoch_order(&mut self) -> Arc<Vec<Vec<usize>>> {
+    fn epoch_order(&mut self) -> Arc<EpochBatches> {
         let epoch = self.progress.epoch;
         match &self.order {
             Some((e, order)) if *e == epoch => order.clone(),

@@ -62,7 +62,7 @@ fn token_files_of_every_integer_dtype() {
         let batches: Vec<_> = loader
             .batches(0)
             .iter()
-            .map(|i| d.gather(i).unwrap())
+            .map(|i| d.gather_indices(i).unwrap())
             .collect();
         assert_eq!(batches.len(), 2);
         assert_eq!(
