@@ -33,6 +33,13 @@ fn nan_from(v: f32) -> f32 {
     return bitcast<f32>(bitcast<u32>(v) | 0x00400000u);
 }
 
+// The logistic function 1 / (1 + e^-v), from e^-|v| <= 1: no exp overflows (compilers may
+// assume finite math). NaN gives NaN, +inf 1 and -inf 0.
+fn sigmoid(v: f32) -> f32 {
+    let e = exp(-abs(v));
+    return select(e, 1.0, v >= 0.0) / (1.0 + e);
+}
+
 // ---- GELU, tanh form ----------------------------------------------------------------------
 // PyTorch approximate='tanh': 0.5 x (1 + tanh(u)), u = k0 (x + k1 x^3).
 // 0.5 (1 + tanh(u)) = sigmoid(2u), which has no cancellation for negative x and no tanh of

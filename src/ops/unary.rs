@@ -100,6 +100,12 @@ unary_ops! {
     GELU_TANH: "gelu_tanh", "GELU(approximate='tanh')", "GeluTanh",
         forward "gelu_by_tanh(v)",
         backward "gelu_by_tanh_grad(v, g)";
+
+    /// `nn.SiLU()` (swish): `x σ(x)`; `dx = dy · σ(x) (1 + x (1 − σ(x)))`, PyTorch's
+    /// `silu_backward`. As in PyTorch, ±inf give NaN gradients and -inf a NaN output.
+    SILU: "silu", "SiLU()", "Silu",
+        forward "v * sigmoid(v)",
+        backward "g * sigmoid(v) * (1.0 + v * (1.0 - sigmoid(v)))";
 }
 
 const WG: u32 = 256;
