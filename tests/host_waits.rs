@@ -1,4 +1,4 @@
-//! When the host waits for the GPU (README, "Execution model"): never inside a step; while
+//! When the host waits for the GPU (docs/guide/execution-model.md): never inside a step; while
 //! training, only when every slot of the stats ring is in flight (the GPU a whole ring of
 //! steps behind), and then for the oldest step's submission alone, each such wait counted
 //! as a throttle wait and as a host wait; outside the step loop, for drains and explicit

@@ -249,7 +249,7 @@ fn embedded_hamlet_has_the_documented_size_and_vocabulary() {
     ));
     // Nothing of Project Gutenberg's header, footer or license is in it.
     assert!(!text.to_lowercase().contains("gutenberg"));
-    // The compressed file is what the README lists.
+    // The compressed file is what the guide lists (docs/guide/data.md: 71 KB).
     assert_eq!(embedded_text::HAMLET_GZ.len(), 71_110);
 
     // Its name, and `default` stays MNIST.

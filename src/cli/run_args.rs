@@ -23,7 +23,7 @@ use super::run_checks::{self, OptimizerFlags, ResumeFlags};
 use super::{AttentionArgs, DeviceArgs};
 
 /// Flags shared by `train` and `compare` (everything but the precision). Numeric flags take
-/// their ranges from the run builder ([`Setting::range`], README's table of flags).
+/// their ranges from the run builder ([`Setting::range`], the guide's table of flags).
 #[derive(Args, Clone, Debug)]
 pub struct RunArgs {
     /// Preset (linear, mlp, simple-cnn, mnist-cnn, gpt-tiny, gpt-char) or a JSON model file.

@@ -13,13 +13,14 @@
 use serde::Deserialize;
 
 use super::layers::LayerConfig;
-use super::layers::activation::{GeluConfig, GeluTanhConfig};
 use super::layers::attention::AttentionConfig;
 use super::layers::dropout::DropoutConfig;
 use super::layers::embedding::EmbeddingConfig;
 use super::layers::layernorm::LayerNormConfig;
 use super::layers::linear::LinearConfig;
 use super::layers::residual::ResidualConfig;
+use super::layers::unary::UnaryConfig;
+use crate::ops::unary;
 use crate::{Error, Result};
 
 /// nanoGPT's `GPTConfig`, plus the MLP's activation.
@@ -177,8 +178,8 @@ impl GptConfig {
         };
         let gelu = || -> Box<dyn LayerConfig> {
             match self.activation {
-                Activation::Gelu => Box::new(GeluConfig {}),
-                Activation::GeluTanh => Box::new(GeluTanhConfig {}),
+                Activation::Gelu => Box::new(UnaryConfig::new(&unary::GELU)),
+                Activation::GeluTanh => Box::new(UnaryConfig::new(&unary::GELU_TANH)),
             }
         };
         let mut layers: Vec<Named> = vec![

@@ -18,6 +18,7 @@ pub mod matmul;
 pub mod pool;
 pub mod reduce;
 pub mod sample;
+pub mod unary;
 
 use crate::error::{Error, Result};
 use crate::shader::ShaderDecl;
@@ -43,6 +44,7 @@ pub static SHADERS: &[&ShaderDecl] = &[
     &pool::SHADER,
     &reduce::SHADER,
     &sample::SHADER,
+    &unary::SHADER,
 ];
 
 /// Whether a gradient kernel overwrites its output or adds to it (gradient accumulation

@@ -34,12 +34,21 @@
 //! is injected as a type alias (`alias NAME = VALUE;`): the cooperative kernels get their
 //! fragment types that way.
 //!
+//! Two more write elementwise entry points (`map.rs`), so the loop over element pairs and
+//! its odd end exist once, not once per op:
+//!
+//! ```text
+//! #map add: out = sum(x, y)     // out[i] = sum(x[i], y[i]), two elements per thread
+//! #unary relu                   // relu_forward and relu_backward from relu(v), relu_grad(v, g)
+//! ```
+//!
 //! Packed storages keep two 16-bit values per `u32`. Two threads may write the two halves of
 //! one word, so single-element stores to a packed tensor use `atomicAnd`/`atomicOr` on its
 //! own half; kernels that own both halves use `store2`, one plain atomic store.
 
 mod directives;
 mod grid;
+mod map;
 mod tensor;
 mod validate;
 mod wgsl_struct;

@@ -1,6 +1,7 @@
 //! The list of every numeric flag of every subcommand, with its range as the error line
-//! states it (README's table of flags), and of the flags whose value is not a number; the
-//! tests in numeric_flags.rs check it against clap's definitions and the binary.
+//! states it (the table of flags in docs/guide/troubleshooting.md), and of the flags whose
+//! value is not a number; the tests in numeric_flags.rs check it against clap's definitions
+//! and the binary.
 
 /// A numeric flag: its range in the error's words, the flags it needs to take effect, values
 /// outside its range, and what the property test draws for it.

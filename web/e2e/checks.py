@@ -14,7 +14,7 @@ from browser import log
 # same run from the same weights and batches, but on different drivers (SwiftShader in the
 # browser, Mesa lavapipe for the CLI), whose f32 sums and exp/log differ in the last bits;
 # f16 storage rounds those to half precision, and Adam carries the differences from step to
-# step.  Measured over 100 steps: see README ("In the browser") for the numbers; 2% is a few
+# step.  Measured over 100 steps: see docs/guide/browser.md for the numbers; 2% is a few
 # times the largest difference measured and far below a real bug (a wrong storage, scale or
 # batch order changes the loss by tens of percent).
 LOSS_RTOL = 0.02

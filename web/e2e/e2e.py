@@ -52,7 +52,7 @@ from checks import GPT_LOSS_RATIO, LOSS_RTOL, check_result, cli_reference, compa
 # The amp-f16 overflow run: a first GradScaler scale of 2^40 makes the f16 backward of the
 # loss overflow (2^40 / batch far above 65504), so steps are skipped and the scale halves until
 # the gradients fit.  Which steps are skipped depends on the gradients' size against 65504 with
-# a wide margin (about 10% at the last skipped step, see README), not on rounding, so the page
+# a wide margin (about 10% at the last skipped step, see docs/guide/browser.md), not on rounding, so the page
 # on SwiftShader and the CLI on lavapipe must skip exactly the same number.
 OVERFLOW_SCALE = 2 ** 40
 
