@@ -5,8 +5,14 @@
 //! user's input (`messages.rs`). Each case failed on the main before its fix.
 
 mod common;
+#[path = "reliability/costs.rs"]
+mod costs;
 #[path = "reliability/interrupts.rs"]
 mod interrupts;
+#[path = "reliability/messages.rs"]
+mod messages;
+#[path = "reliability/no_ops.rs"]
+mod no_ops;
 #[path = "reliability/skip.rs"]
 mod skip;
 

@@ -209,10 +209,27 @@ impl RunArgs {
         let mut cfg = self.config(precision, inputs.loss, is_gpt, save)?;
         cfg.validate_named(super::flag)?;
         cfg.batch_size = self.batch_used(inputs);
-        let budget = cfg
-            .planned_steps(inputs.split.train.n)
-            .unwrap_or(1)
-            .min(MAX_COUNT);
+        let n = inputs.split.train.n;
+        if cfg.planned_steps(n) == Some(0) {
+            // Whole epochs of fewer batches than one step accumulates: nothing would train
+            // (and the micro-batches would be dropped at the epoch's end).
+            let batches = n.div_ceil(cfg.batch_size);
+            return Err(Error::InvalidArgument(format!(
+                "--grad-accum {} takes {} micro-batches per optimizer step, but {n} training \
+                 samples of {} at --batch-size {} make {batches} per epoch: {} would train \
+                 no step; lower --grad-accum or --batch-size, or give --steps N (steps then \
+                 run across epochs)",
+                cfg.step.grad_accum,
+                cfg.step.grad_accum,
+                inputs.dataset,
+                cfg.batch_size,
+                match cfg.epochs {
+                    Some(e) => format!("--epochs {e}"),
+                    None => "one epoch (the default)".into(),
+                }
+            )));
+        }
+        let budget = cfg.planned_steps(n).unwrap_or(1).min(MAX_COUNT);
         let lr = cfg.step.optimizer.lr();
         cfg.step.lr_schedule = self.recipe.schedule(is_gpt, lr, budget)?;
         cfg.validate_named(super::flag)?;

@@ -96,6 +96,10 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
         .batch_note(&inputs)
         .filter(|_| rank.is_none_or(Joined::is_writer));
     let mut cfg = args.common.run_config(precision, &inputs, save)?;
+    if let (Some(ck), Some(path)) = (&resume, &args.resume) {
+        let what = path.display().to_string();
+        run_checks::resume_continues(ck, &cfg, &inputs.split.train, &what)?;
+    }
     // SIGINT/SIGTERM: finish the step, save, say how to resume. (A data-parallel job is
     // ended by its launcher instead: MPI rank 0 says which checkpoint is intact.)
     if rank.is_none()

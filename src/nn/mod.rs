@@ -27,6 +27,15 @@ pub mod params;
 pub mod presets;
 mod transient;
 
+/// The most layers a model description may list: 4096 (a ResNet-152 is about 500). Planning
+/// a step walks every layer, so this bounds its time (seconds) before anything is built.
+pub const MAX_LAYERS: usize = 4096;
+
+/// The most parameters one model may have: 2^31 (GPT-2 XL has 1.5·10^9). With f32 master
+/// weights, gradients and Adam's two moments that is 32 GiB of GPU memory already; the
+/// device's own limits are checked after this, before anything is allocated.
+pub const MAX_PARAMETERS: u64 = 1 << 31;
+
 pub use builder::SequentialBuilder;
 pub use gpt::GptConfig;
 pub use layers::attention_kernel::AttentionKernel;
