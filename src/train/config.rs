@@ -37,6 +37,9 @@ pub struct StepConfig {
     /// The learning rate of each optimizer step, from the optimizer's (written ahead of the
     /// step's last submit).
     pub lr_schedule: LrSchedule,
+    /// Count per-layer numerics on every N-th optimizer step (`None`: off, the default;
+    /// [`crate::train::numerics`]).
+    pub numerics: Option<u64>,
 }
 
 impl StepConfig {
@@ -55,7 +58,15 @@ impl StepConfig {
             clip_grad_norm: None,
             grad_accum: 1,
             lr_schedule: LrSchedule::Constant,
+            numerics: None,
         }
+    }
+
+    /// Count per-layer numerics on every `every`-th optimizer step from the first (`None`:
+    /// off).
+    pub fn numerics(mut self, every: Option<u64>) -> Self {
+        self.numerics = every;
+        self
     }
 
     /// The GradScaler's settings (its `enabled` included).

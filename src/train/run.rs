@@ -18,6 +18,7 @@ use super::checkpoint::{Checkpoint, Progress};
 use super::config::RunConfig;
 use super::estimate::EvalReport;
 use super::fault_hooks::FaultHooks;
+use super::numerics::StepNumerics;
 use super::rank::Rank;
 use super::settings::MIN_SCALE;
 use super::stats::StepStats;
@@ -37,6 +38,9 @@ pub enum Event {
         stats: StepStats,
         epoch: u64,
         lr: f32,
+        /// Its per-layer numerics, when numerics are on and counted this step
+        /// ([`super::numerics`]).
+        numerics: Option<Arc<StepNumerics>>,
     },
     /// A periodic loss estimate ([`RunConfig::eval`]) after an optimizer step.
     Eval(EvalReport),
@@ -121,8 +125,9 @@ pub struct Run {
 /// The hint a divergence error ends with (the CLI names its flags instead).
 pub const DIVERGED_HINT: &str = "lower the learning rate or clip gradients by norm";
 /// The hint a stuck GradScaler's error ends with (the CLI names its flags instead).
-pub const SKIPPING_HINT: &str = "check the data for inf/NaN, or keep the layer that overflows \
-                                 in f32; raise the skipped-step limit to keep going";
+pub const SKIPPING_HINT: &str = "check the data for inf/NaN, or find the layer that overflows \
+                                 (count numerics every step) and keep it in f32; raise the \
+                                 skipped-step limit to keep going";
 /// The end of [`Run::checkpoint_note`] when no checkpoint path was set.
 pub const NO_CHECKPOINT: &str = "no checkpoint was asked for";
 /// The end of [`Run::checkpoint_note`] when the run died before its first save.
@@ -352,6 +357,7 @@ impl Run {
                 .epochs_in_flight
                 .pop_front()
                 .unwrap_or(self.progress.epoch);
+            let numerics = self.trainer.take_numerics(stats.step).map(Arc::new);
             let stats = StepStats {
                 step: stats.step + self.progress_offset(),
                 ..stats
@@ -375,6 +381,7 @@ impl Run {
                 stats,
                 epoch,
                 lr: stats.lr,
+                numerics,
             });
         }
     }
