@@ -60,6 +60,11 @@ fn the_switch_and_a_real_run_fill_the_heat_maps() {
     }
     harness.get_by_label(Tab::Numerics.title()).click();
     harness.step();
+    harness.step();
+    // The panel drew every cell: 4 counted steps × 5 rows, per mode.
+    for run in harness.state().session.runs() {
+        assert_eq!(run.numerics.cells_drawn, 20, "{}", run.precision);
+    }
     // One row per layer per mode; a click on one shows that layer's histograms.
     assert_eq!(harness.query_all_by_label("1 (Linear)").count(), 2);
     harness

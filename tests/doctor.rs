@@ -152,7 +152,7 @@ fn keep_f32_on_the_named_layer_stops_the_skipping_and_follows_f32() {
     assert!(skipping.iter().all(|(s, _)| s.skipped));
     let mut tally = NumericsTally::new(Precision::AmpF16, true);
     for (s, n) in &skipping {
-        tally.add(n.as_ref().unwrap(), s.skipped);
+        tally.add(n.as_ref().unwrap(), s.scale);
     }
     let advice = tally.advice();
     let flag = keep_f32_flag(&advice);

@@ -88,18 +88,23 @@ pub fn show(ui: &mut egui::Ui, app: &mut App) {
     );
     let modes: Vec<(Precision, &NumericsHistory)> =
         runs.iter().map(|r| (r.precision, &r.numerics)).collect();
-    draw(ui, &modes, &mut app.numerics_layer);
+    let drawn = draw(ui, &modes, &mut app.numerics_layer);
+    for (run, cells) in app.session.runs.iter_mut().zip(drawn) {
+        run.numerics.cells_drawn = cells;
+    }
 }
 
-/// The modes' heat maps side by side, and under them the `selected` layer's histograms.
+/// The modes' heat maps side by side, and under them the `selected` layer's histograms;
+/// the cells drawn per mode.
 pub fn draw(
     ui: &mut egui::Ui,
     modes: &[(Precision, &NumericsHistory)],
     selected: &mut Option<usize>,
-) {
+) -> Vec<usize> {
+    let mut drawn = vec![0; modes.len()];
     ui.columns(modes.len().max(1), |cols| {
-        for (col, (precision, h)) in cols.iter_mut().zip(modes) {
-            heat_map(col, *precision, h, selected);
+        for ((col, (precision, h)), cells) in cols.iter_mut().zip(modes).zip(&mut drawn) {
+            *cells = heat_map(col, *precision, h, selected);
         }
     });
     if let Some(layer) = *selected {
@@ -110,15 +115,16 @@ pub fn draw(
             }
         });
     }
+    drawn
 }
 
-/// One mode's heat map; a click on a row selects its layer.
+/// One mode's heat map; a click on a row selects its layer. Returns the cells drawn.
 pub fn heat_map(
     ui: &mut egui::Ui,
     precision: Precision,
     h: &NumericsHistory,
     selected: &mut Option<usize>,
-) {
+) -> usize {
     ui.label(
         egui::RichText::new(precision.name())
             .color(mode_color(precision))
@@ -127,7 +133,7 @@ pub fn heat_map(
     let steps = &h.steps[h.steps.len().saturating_sub(MAX_COLUMNS)..];
     if steps.is_empty() {
         ui.label("no counted step yet");
-        return;
+        return 0;
     }
     let width = (ui.available_width() - LABEL_WIDTH - 8.0).max(40.0);
     let cell = width / steps.len() as f32;
@@ -200,6 +206,7 @@ pub fn heat_map(
             format!("step {} skipped: {cause}", s.step),
         );
     }
+    steps.len() * h.layers.len()
 }
 
 /// One mode's exponent histogram of `layer` (its output, input gradient and weight

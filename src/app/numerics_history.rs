@@ -41,6 +41,8 @@ pub struct NumericsHistory {
     pub steps: Vec<CountedStep>,
     /// The latest counted step, whole.
     pub latest: Option<Arc<StepNumerics>>,
+    /// Cells of this mode's heat map drawn in the panel's latest frame.
+    pub cells_drawn: usize,
 }
 
 impl NumericsHistory {

@@ -142,6 +142,7 @@ impl SkipLines {
 /// One run's doctor: its numerics setting and the tally of its counted steps.
 pub struct RunDoctor {
     every: Option<u64>,
+    scaler: bool,
     tally: Option<NumericsTally>,
 }
 
@@ -149,6 +150,7 @@ impl RunDoctor {
     pub fn new(step: &StepConfig) -> Self {
         Self {
             every: step.numerics,
+            scaler: step.scaler.enabled,
             tally: step
                 .numerics
                 .map(|_| NumericsTally::new(step.precision, step.scaler.enabled)),
@@ -158,7 +160,7 @@ impl RunDoctor {
     /// Tally a step's numerics (when counted).
     pub fn add(&mut self, stats: &StepStats, numerics: Option<&StepNumerics>) {
         if let (Some(t), Some(n)) = (&mut self.tally, numerics) {
-            t.add(n, stats.skipped);
+            t.add(n, if self.scaler { stats.scale } else { 1.0 });
         }
     }
 
@@ -224,7 +226,10 @@ pub fn print_advice(label: &str, tally: &NumericsTally) -> Result<()> {
             format!("{}/{}", a.overflow_steps, a.steps),
             format!("{}/{}", a.underflow_steps, a.steps),
             binades,
-            a.suggestion.text()
+            match &a.keep {
+                Some(k) if *k != a.layer.name => format!("keep layer {k} (its input) in f32"),
+                _ => a.suggestion.text().to_string(),
+            }
         )?;
     }
     match keep_f32_flag(&advice) {

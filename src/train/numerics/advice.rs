@@ -6,8 +6,9 @@
 //! A tensor *overflowed* in a step when it held inf/NaN, or, stored in f32 where it is to
 //! be rounded to the low dtype (an f32 run's every tensor, counted against f16's range;
 //! pure f16's weight gradients), values at or beyond the low dtype's overflow threshold.
-//! A gradient's overflow counts only once the GradScaler has found its scale (after the
-//! first step it did not skip): before that, skipping is how it finds it. A tensor
+//! A gradient's overflow counts only in a step whose loss scale was at most 1: above, the
+//! gradients were scaled up and the GradScaler's backoff is the fix (skipping is how it
+//! finds its scale); at or below 1 the layer overflows on its own. A tensor
 //! *underflowed* when more than [`UNDERFLOW_SHARE`] of its non-zero values round to a
 //! subnormal or zero in the low dtype.
 
@@ -61,6 +62,10 @@ pub struct Advice {
     pub min_binade: Option<i32>,
     pub max_binade: Option<i32>,
     pub suggestion: Suggestion,
+    /// The layer `--keep-f32` names to take a "keep it in f32" suggestion: the layer
+    /// itself, or for the loss (f32 already, its input gradient stored in the output's
+    /// dtype) the last layer before it.
+    pub keep: Option<String>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -82,8 +87,6 @@ pub struct NumericsTally {
     pub steps: u64,
     layers: Vec<LayerName>,
     tensors: Vec<((usize, ProbeTensor), TensorTally)>,
-    /// A step the GradScaler did not skip has been seen (its scale is found).
-    calibrated: bool,
 }
 
 impl NumericsTally {
@@ -94,12 +97,12 @@ impl NumericsTally {
             steps: 0,
             layers: Vec::new(),
             tensors: Vec::new(),
-            calibrated: !scaler,
         }
     }
 
-    /// Add a step's numerics (`skipped`: the GradScaler skipped it).
-    pub fn add(&mut self, n: &StepNumerics, skipped: bool) {
+    /// Add a step's numerics; `scale`: the loss scale its backward used (1 without a
+    /// GradScaler).
+    pub fn add(&mut self, n: &StepNumerics, scale: f32) {
         self.steps += 1;
         if self.layers.is_empty() {
             self.layers = n.layers.to_vec();
@@ -122,7 +125,7 @@ impl NumericsTally {
                 || self.precision == Precision::F32
                 || (n.grads_rounded && r.tensor == ProbeTensor::WeightGrad);
             let overflowed = c.non_finite > 0 || (rounded && c.overflow > 0);
-            let counts = r.tensor.in_forward() || self.calibrated;
+            let counts = r.tensor.in_forward() || scale <= 1.0;
             let t = &mut self.tensors[at].1;
             t.steps += 1;
             t.overflow_steps += (overflowed && counts) as u64;
@@ -133,7 +136,6 @@ impl NumericsTally {
                 (a, b) => a.or(b),
             };
         }
-        self.calibrated |= !skipped;
     }
 
     /// The tensors that overflowed or underflowed in more than [`STEP_SHARE`] of the
@@ -162,13 +164,22 @@ impl NumericsTally {
             } else {
                 Suggestion::ScalerOn
             };
-            out.push(Advice {
-                layer: self.layers.get(*layer).cloned().unwrap_or(LayerName {
-                    index: *layer,
-                    name: layer.to_string(),
+            let name = |i: usize| {
+                self.layers.get(i).cloned().unwrap_or(LayerName {
+                    index: i,
+                    name: i.to_string(),
                     op: String::new(),
                     loss: false,
-                }),
+                })
+            };
+            let row = name(*layer);
+            let keep = match (suggestion, row.loss) {
+                (Suggestion::KeepF32, false) => Some(row.name.clone()),
+                (Suggestion::KeepF32, true) if *layer > 0 => Some(name(layer - 1).name),
+                _ => None,
+            };
+            out.push(Advice {
+                layer: row,
                 tensor: *tensor,
                 overflow_steps: t.overflow_steps,
                 underflow_steps: t.underflow_steps,
@@ -176,6 +187,7 @@ impl NumericsTally {
                 min_binade: t.min_binade,
                 max_binade: t.max_binade,
                 suggestion,
+                keep,
             });
         }
         out.sort_by_key(|a| (a.layer.index, a.tensor));
@@ -184,15 +196,12 @@ impl NumericsTally {
 }
 
 /// The flag that takes the advice's "keep it in f32" lines: `--keep-f32 2,fc` (none when no
-/// line says so). The loss is f32 already and never named.
+/// line says so).
 pub fn keep_f32_flag(advice: &[Advice]) -> Option<String> {
     let mut names: Vec<&str> = Vec::new();
-    for a in advice {
-        if a.suggestion == Suggestion::KeepF32
-            && !a.layer.loss
-            && !names.contains(&a.layer.name.as_str())
-        {
-            names.push(&a.layer.name);
+    for name in advice.iter().filter_map(|a| a.keep.as_deref()) {
+        if !names.contains(&name) {
+            names.push(name);
         }
     }
     (!names.is_empty()).then(|| format!("--keep-f32 {}", names.join(",")))

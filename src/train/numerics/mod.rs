@@ -131,7 +131,7 @@ impl std::fmt::Display for SkipCause {
 }
 
 impl SkipCause {
-    /// One short line for a progress bar: `2 output inf (forward)`.
+    /// One short line for a progress bar: `layer 2 output inf/NaN (forward)`.
     pub fn short(&self) -> String {
         let kind = if self.non_finite {
             "inf/NaN"
@@ -139,7 +139,7 @@ impl SkipCause {
             "overflow"
         };
         format!(
-            "{} {} {kind} ({})",
+            "layer {} {} {kind} ({})",
             self.layer.name,
             self.tensor.name(),
             self.phase
