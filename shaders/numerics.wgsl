@@ -9,8 +9,9 @@
 //   0 elements   1 inf or NaN   2 NaN   3 at or beyond the low dtype's overflow threshold
 //   (inf included, NaN not)   4 non-zero but rounding to zero or a subnormal in the low
 //   dtype   5 exact zeros   6 largest binade + BIAS (0: none)   7 BIAS - smallest binade
-//   (0: none)   8.. binade histogram: bin k holds |x| in [2^(LO+k), 2^(LO+k+1)), then the
-//   values below 2^LO and those at or above 2^(LO+BINS).
+//   (0: none)   8.. binade histogram (when `params.histogram` asks: the app draws it, the
+//   command line does not, and it is the pass's one atomic per value): bin k holds |x| in
+//   [2^(LO+k), 2^(LO+k+1)), then the values below 2^LO and those at or above 2^(LO+BINS).
 // Only integer atomics: the counts are the same whatever order the threads run in.
 
 #struct Params // src/ops/numerics.rs
@@ -103,6 +104,9 @@ fn count_numerics(#workgroup_builtins) {
         let e = binade(u);
         max_e = max(max_e, u32(e + BIAS));
         min_e = max(min_e, u32(BIAS - e));
+        if (params.histogram == 0u) {
+            continue;
+        }
         let k = e - LO;
         var slot = HEADER + BINS; // below 2^LO
         if (k >= i32(BINS)) {

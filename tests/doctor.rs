@@ -204,7 +204,9 @@ fn output_counts_match(ctx: &GpuContext, precision: Precision, storage: Storage)
     let split = split();
     let spec = model();
     let init = init_scaled(&spec, "2.weight", 1e5);
-    let cfg = step(precision, 65536.0).numerics(Some(1));
+    let cfg = step(precision, 65536.0)
+        .numerics(Some(1))
+        .numerics_histograms(true);
     let mut t = Trainer::new(ctx, spec, cfg, 10, &init).unwrap();
     let batch = split.train.gather(&(0..BATCH).collect::<Vec<_>>()).unwrap();
     t.train_batch(ctx, BATCH, &batch.x, BatchTargets::from(&batch.y))

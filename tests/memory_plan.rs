@@ -39,6 +39,7 @@ fn config(precision: Precision) -> StepConfig {
         grad_accum: 1,
         lr_schedule: Default::default(),
         numerics: None,
+        numerics_histograms: false,
     }
 }
 

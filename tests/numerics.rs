@@ -46,11 +46,11 @@ fn edge_values(n: usize, seed: u64) -> Vec<f32> {
     v
 }
 
-/// Run one counting pass over `t` into record 1 of a fresh counts buffer (record 0 and 2
+/// Run one counting pass over `t` (with the binade histogram or not) into record 1 of a fresh counts buffer (record 0 and 2
 /// must stay zero), twice; both runs must give the same words.
-fn gpu_count(ctx: &GpuContext, t: &Tensor, low: DType) -> TensorCounts {
+fn gpu_count(ctx: &GpuContext, t: &Tensor, low: DType, histogram: bool) -> TensorCounts {
     let counts: Arc<GpuBuffer> = ctx.alloc_storage("counts", 4 * 3 * RECORD_WORDS as u64);
-    let k = count(ctx, t, &counts, 1, low).unwrap();
+    let k = count(ctx, t, &counts, 1, (low, histogram)).unwrap();
     let mut runs = Vec::new();
     for _ in 0..2 {
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
@@ -84,7 +84,7 @@ fn check(ctx: &GpuContext, storage: Storage, values: &[f32], low: DType) {
     t.write_f32(ctx, values).unwrap();
     let stored = t.read_f32(ctx).unwrap();
     let want = count_cpu(&stored, low);
-    let got = gpu_count(ctx, &t, low);
+    let got = gpu_count(ctx, &t, low, true);
     assert_eq!(
         got,
         want,
@@ -99,6 +99,14 @@ fn check(ctx: &GpuContext, storage: Storage, values: &[f32], low: DType) {
     );
     assert!(got.overflow > 0 && got.underflow > 0, "{got:?}");
     assert_eq!(got.binades.len(), BINS + 2);
+    // Without the histogram (the command line's passes): the same counts, no bins.
+    let plain = gpu_count(ctx, &t, low, false);
+    assert!(plain.binades.iter().all(|&b| b == 0), "{plain:?}");
+    let no_bins = TensorCounts {
+        binades: vec![0; BINS + 2],
+        ..want
+    };
+    assert_eq!(plain, no_bins, "{} without the histogram", storage.name());
 }
 
 #[test]
@@ -156,7 +164,8 @@ fn token_ids_are_refused() {
     let ctx = common::ctx();
     let ids = Tensor::zeros_with_storage(ctx, &[4], Storage::U32);
     let counts = ctx.alloc_storage("counts", 4 * RECORD_WORDS as u64);
-    common::expect_err(count(ctx, &ids, &counts, 0, DType::F16), &["integer"]);
+    let what = (DType::F16, true);
+    common::expect_err(count(ctx, &ids, &counts, 0, what), &["integer"]);
     let x = Tensor::zeros(ctx, &[4], DType::F32);
-    common::expect_err(count(ctx, &x, &counts, 1, DType::F16), &["past the end"]);
+    common::expect_err(count(ctx, &x, &counts, 1, what), &["past the end"]);
 }

@@ -130,7 +130,8 @@ impl SessionConfig {
         };
         let step = StepConfig::new(precision, loss, self.optimizer.config(self.lr))
             .scaler(scaler)
-            .numerics(self.numerics);
+            .numerics(self.numerics)
+            .numerics_histograms(true);
         RunConfig::new(step, self.batch_size)
             .steps(self.steps)
             .seed(self.seed)

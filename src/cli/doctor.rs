@@ -113,29 +113,24 @@ impl SkipLines {
         stats: &StepStats,
         numerics: Option<&StepNumerics>,
     ) -> Option<String> {
-        if !stats.skipped || self.shown > Self::MAX {
+        // Numerics off: the first skipped step says how to turn them on, once.
+        let said = self.every.is_none() && self.shown > 0;
+        if !stats.skipped || self.shown > Self::MAX || said {
             return None;
         }
         self.shown += 1;
         if self.shown > Self::MAX {
             return Some(format!(
-                "{label}: more skipped steps: their causes are in --metrics"
+                "{label}: more skipped steps: --metrics has each one's cause"
             ));
         }
         let step = stats.step;
-        Some(
-            match (numerics.and_then(StepNumerics::skip_cause), self.every) {
-                (Some(c), _) => format!("{label}: step {step} skipped: {}", c.short()),
-                (None, None) if self.shown == 1 => {
-                    format!("{label}: step {step} skipped ({NUMERICS_FLAG} names the layer)")
-                }
-                (None, None) => return None,
-                (None, Some(_)) => format!(
-                    "{label}: step {step} skipped: {}",
-                    skip_note(None, numerics.is_some(), self.every)
-                ),
-            },
-        )
+        let why = match numerics.and_then(StepNumerics::skip_cause) {
+            Some(c) => format!(": {}", c.short()),
+            None if self.every.is_none() => format!(" ({NUMERICS_FLAG} names the layer)"),
+            None => format!(": {}", skip_note(None, numerics.is_some(), self.every)),
+        };
+        Some(format!("{label}: step {step} skipped{why}"))
     }
 }
 

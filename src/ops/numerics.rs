@@ -2,7 +2,8 @@
 //! in the storage it is kept in (f32, native or packed f16, bf16), adding into one record
 //! of a small counts buffer: elements, inf/NaN, values at or beyond the low dtype's
 //! overflow threshold before rounding, non-zero values that round to zero or a subnormal
-//! in it, exact zeros, the largest and smallest binade, and a binade histogram.
+//! in it, exact zeros, the largest and smallest binade, and (when asked: the app) a binade
+//! histogram.
 //!
 //! Values are classified from their bits, so the GPU and [`count_cpu`] agree exactly;
 //! only integer atomics add up, so the counts are the same bits run to run.
@@ -46,8 +47,9 @@ crate::wgsl_struct! {
         overflow_bits: u32,
         /// non-zero |x| bits below which the low dtype rounds to a subnormal or zero
         underflow_bits: u32,
+        /// 1: also the binade histogram (one atomic per value); 0: its words stay zero
+        histogram: u32,
         _pad0: u32,
-        _pad1: u32,
     }
 }
 
@@ -96,7 +98,7 @@ pub struct TensorCounts {
     pub max_binade: Option<i32>,
     pub min_binade: Option<i32>,
     /// Bin k: |x| in [2^(LOWEST_BINADE + k), 2^(LOWEST_BINADE + k + 1)); then the values
-    /// below and at or above the bins.
+    /// below and at or above the bins (all zero when the pass made no histogram).
     #[serde(skip)]
     pub binades: Vec<u64>,
 }
@@ -225,13 +227,13 @@ pub fn count_cpu(values: &[f32], low: DType) -> TensorCounts {
 
 /// Plan one counting pass over `values` into record `record` of `counts` (u32 words,
 /// [`RECORD_WORDS`] per record, zeroed by the caller before the passes of a step), against
-/// the range of `low`.
+/// the range of `low`; the binade histogram too when `histogram` (else its words stay zero).
 pub fn count(
     ctx: &GpuContext,
     values: &Tensor,
     counts: &Arc<GpuBuffer>,
     record: usize,
-    low: DType,
+    (low, histogram): (DType, bool),
 ) -> Result<Kernel> {
     let (kind, element_bytes) = match values.storage() {
         Storage::F32 => (0, 4),
@@ -261,6 +263,7 @@ pub fn count(
         record: record as u32,
         overflow_bits: range.overflow,
         underflow_bits: range.underflow,
+        histogram: histogram as u32,
         ..Default::default()
     };
     let groups = len.div_ceil(WG).clamp(1, MAX_GROUPS) as u32;

@@ -40,6 +40,9 @@ pub struct StepConfig {
     /// Count per-layer numerics on every N-th optimizer step (`None`: off, the default;
     /// [`crate::train::numerics`]).
     pub numerics: Option<u64>,
+    /// With numerics on, also each tensor's binade histogram (the app draws it; it costs an
+    /// atomic per value).
+    pub numerics_histograms: bool,
 }
 
 impl StepConfig {
@@ -59,6 +62,7 @@ impl StepConfig {
             grad_accum: 1,
             lr_schedule: LrSchedule::Constant,
             numerics: None,
+            numerics_histograms: false,
         }
     }
 
@@ -66,6 +70,12 @@ impl StepConfig {
     /// off).
     pub fn numerics(mut self, every: Option<u64>) -> Self {
         self.numerics = every;
+        self
+    }
+
+    /// With numerics on, also count each tensor's binade histogram (what the app draws).
+    pub fn numerics_histograms(mut self, on: bool) -> Self {
+        self.numerics_histograms = on;
         self
     }
 

@@ -167,7 +167,8 @@ impl Trainer {
                     loss: r.index + 1 == rows.len(),
                 });
                 let rounded = !config.precision.master_weights();
-                NumericsPasses::new(ctx, every, low, rounded, layers.collect())
+                let what = (every, config.numerics_histograms);
+                NumericsPasses::new(ctx, what, low, rounded, layers.collect())
             })
             .transpose()?;
         let stats = StatsRing::new(ctx, RING, slot_bytes(&metrics, numerics.as_ref()));

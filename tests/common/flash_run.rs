@@ -180,6 +180,7 @@ pub fn gpt_step(
         grad_accum: 1,
         lr_schedule: Default::default(),
         numerics: None,
+        numerics_histograms: false,
     };
     ctx.allocator.reset_peak();
     let before = ctx.memory().live_bytes;

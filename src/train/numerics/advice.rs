@@ -3,9 +3,10 @@
 //! (keep it in f32, use bf16, or nothing: underflow the GradScaler fixes), with the flag
 //! that does it.
 //!
-//! A tensor *overflowed* in a step when it held inf/NaN, or, stored in f32 where it is to
-//! be rounded to the low dtype (an f32 run's every tensor, counted against f16's range;
-//! pure f16's weight gradients), values at or beyond the low dtype's overflow threshold.
+//! A tensor *overflowed* in a step when the inf began there ([`StepNumerics::skip_cause`]:
+//! the tensors after it hold infs only because it did), or when it held finite values at or
+//! beyond the low dtype's overflow threshold where it is to be rounded to it (an f32 run's
+//! every tensor, counted against f16's range; pure f16's weight gradients).
 //! A gradient's overflow counts only in a step whose loss scale was at most 1: above, the
 //! gradients were scaled up and the GradScaler's backoff is the fix (skipping is how it
 //! finds its scale); at or below 1 the layer overflows on its own. A tensor
@@ -107,6 +108,8 @@ impl NumericsTally {
         if self.layers.is_empty() {
             self.layers = n.layers.to_vec();
         }
+        // Where an inf began: the tensors after it hold infs only because it did.
+        let origin = n.skip_cause().map(|c| (c.layer.index, c.tensor));
         for r in &n.records {
             let c = &r.counts;
             if !c.counted() {
@@ -124,7 +127,8 @@ impl NumericsTally {
             let rounded = r.stored != DType::F32
                 || self.precision == Precision::F32
                 || (n.grads_rounded && r.tensor == ProbeTensor::WeightGrad);
-            let overflowed = c.non_finite > 0 || (rounded && c.overflow > 0);
+            let near = rounded && c.non_finite == 0 && c.overflow > 0;
+            let overflowed = origin == Some(key) || near;
             let counts = r.tensor.in_forward() || scale <= 1.0;
             let t = &mut self.tensors[at].1;
             t.steps += 1;

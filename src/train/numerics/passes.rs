@@ -32,6 +32,7 @@ struct NetPasses {
 pub(in crate::train) struct NumericsPasses {
     every: u64,
     low: DType,
+    histograms: bool,
     grads_rounded: bool,
     layers: Arc<Vec<LayerName>>,
     counts: Arc<GpuBuffer>,
@@ -46,7 +47,7 @@ impl NumericsPasses {
     /// precision map is `layers` (the loss last).
     pub(in crate::train) fn new(
         ctx: &GpuContext,
-        every: u64,
+        (every, histograms): (u64, bool),
         low: DType,
         grads_rounded: bool,
         layers: Vec<LayerName>,
@@ -62,6 +63,7 @@ impl NumericsPasses {
             every,
             // An f32 run is counted against f16's range: what autocast would meet.
             low: if low == DType::F32 { DType::F16 } else { low },
+            histograms,
             grads_rounded,
             layers: Arc::new(layers),
             counts,
@@ -103,7 +105,8 @@ impl NumericsPasses {
                 order.push(key);
             }
             let record = record_index(p.layer, p.tensor);
-            Ok(Some(count(ctx, &p.values, &self.counts, record, self.low)?))
+            let what = (self.low, self.histograms);
+            Ok(Some(count(ctx, &p.values, &self.counts, record, what)?))
         };
         let mut forward = Vec::new();
         for p in &probes.forward {
