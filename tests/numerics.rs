@@ -97,7 +97,10 @@ fn check(ctx: &GpuContext, storage: Storage, values: &[f32], low: DType) {
         got.non_finite >= 4 && got.nan >= 2 && got.zero >= 2,
         "{got:?}"
     );
-    assert!(got.overflow > 0 && got.underflow > 0, "{got:?}");
+    assert!(got.overflow > 0, "{got:?}");
+    // f16 values hold nothing below bf16's normal range.
+    let f16_as_bf16 = storage.dtype() == DType::F16 && low == DType::BF16;
+    assert!(got.underflow > 0 || f16_as_bf16, "{got:?}");
     assert_eq!(got.binades.len(), BINS + 2);
     // Without the histogram (the command line's passes): the same counts, no bins.
     let plain = gpu_count(ctx, &t, low, false);
@@ -143,6 +146,8 @@ fn packed_f16_values_counted_exactly() {
     check(ctx, Storage::F16Packed, &edge_values(5000, 3), DType::F16);
     // An odd length: the last word holds one element.
     check(ctx, Storage::F16Packed, &edge_values(4001, 4), DType::F16);
+    // f16 values counted against another range are widened first.
+    check(ctx, Storage::F16Packed, &edge_values(3001, 7), DType::BF16);
 }
 
 #[test]

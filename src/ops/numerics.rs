@@ -39,7 +39,8 @@ crate::wgsl_struct! {
         start: u32,
         /// elements counted
         len: u32,
-        /// 0: f32 words, 1: f16 halves (native and packed alike), 2: bf16 halves
+        /// 0: f32 words; 16-bit halves (native and packed f16 alike): 1 f16 counted against
+        /// f16's range, 2 bf16, 3 f16 counted against another range (widened to f32)
         kind: u32,
         /// which record of the counts buffer this pass adds into
         record: u32,
@@ -237,7 +238,9 @@ pub fn count(
 ) -> Result<Kernel> {
     let (kind, element_bytes) = match values.storage() {
         Storage::F32 => (0, 4),
-        Storage::F16 | Storage::F16Packed => (1, 2),
+        // f16 against f16's range is classified from its 16 bits; against another, widened.
+        Storage::F16 | Storage::F16Packed if low == DType::F16 => (1, 2),
+        Storage::F16 | Storage::F16Packed => (3, 2),
         Storage::BF16 => (2, 2),
         Storage::U32 => {
             return Err(Error::InvalidArgument(
