@@ -4,6 +4,7 @@
 //! nothing is dispatched for them unless numerics are on, and then only a counting pass
 //! right after that point, before a later kernel reuses the buffer.
 
+use crate::nn::layers::Layer;
 use crate::tensor::Tensor;
 
 /// Which of a layer's tensors a probe reads.
@@ -50,6 +51,56 @@ pub struct ProbePoint {
     /// Kernels of its list recorded before it is complete: a pass goes right after them.
     pub after: usize,
     pub values: Tensor,
+}
+
+/// The probe points one loop notes as it plans (none on a dry twin: nothing backs its
+/// buffers, and a noted tensor would keep one alive for the transient-activation count).
+#[derive(Default)]
+pub struct ProbeLog {
+    points: Vec<ProbePoint>,
+}
+
+impl ProbeLog {
+    /// Note `values` as layer `layer`'s `tensor`, complete after `after` kernels.
+    pub fn note(
+        &mut self,
+        dry: bool,
+        (layer, tensor): (usize, ProbeTensor),
+        after: usize,
+        values: &Tensor,
+    ) {
+        if !dry {
+            let values = values.clone();
+            self.points.push(ProbePoint {
+                layer,
+                tensor,
+                after,
+                values,
+            });
+        }
+    }
+
+    pub fn take(&mut self) -> Vec<ProbePoint> {
+        std::mem::take(&mut self.points)
+    }
+}
+
+/// The full names of `layer`'s own parameters under `path` (those of the layers it is made
+/// of are theirs): the weight gradients its probe counts.
+pub fn own_parameters(layer: &dyn Layer, path: &str) -> Vec<String> {
+    let inner = |param: &str| {
+        let prefix = |name: &str| format!("{name}.");
+        layer
+            .sublayers()
+            .iter()
+            .any(|l| param.starts_with(&prefix(&l.name)))
+    };
+    let full = |name: &str| match path {
+        "" => name.to_string(),
+        path => format!("{path}.{name}"),
+    };
+    let params = layer.parameters().into_iter().filter(|p| !inner(&p.name));
+    params.map(|p| full(&p.name)).collect()
 }
 
 /// The probe points of a planned network.

@@ -18,7 +18,7 @@ use crate::error::Result;
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::nn::buffers::{GradientArena, Scratch};
 use crate::nn::params::ParamStore;
-use crate::nn::probes::{ProbePoint, ProbeTensor};
+use crate::nn::probes::{ProbeLog, ProbePoint, ProbeTensor, own_parameters};
 use crate::nn::transient::Activations;
 use crate::ops::dropout::{DropoutKey, DropoutState};
 use crate::ops::elementwise;
@@ -66,8 +66,8 @@ pub struct ForwardPlan<'a> {
     index: usize,
     seen_params: bool,
     scratch: Scratch,
-    /// Each layer's output, where it is complete (not on a dry twin).
-    probes: Vec<ProbePoint>,
+    /// Each layer's output, where it is complete.
+    probes: ProbeLog,
 }
 
 /// `parent.name`, or `name` at the top (an empty name adds nothing: a residual).
@@ -103,14 +103,14 @@ impl<'a> ForwardPlan<'a> {
             index: 0,
             seen_params: false,
             scratch: Scratch::default(),
-            probes: Vec::new(),
+            probes: ProbeLog::default(),
         }
     }
 
     /// The probe points noted so far: each layer's output ([`crate::nn::probes`]); and the
     /// layers planned (the loss's row in the precision map comes after them).
     pub(in crate::nn) fn take_probes(&mut self) -> (Vec<ProbePoint>, usize) {
-        (std::mem::take(&mut self.probes), self.layer_count)
+        (self.probes.take(), self.layer_count)
     }
 
     /// Where the activations asked for from now on go.
@@ -166,18 +166,11 @@ impl<'a> ForwardPlan<'a> {
         let wants = self.seen_params;
         let has_params = !layer.parameters().is_empty() || !layer.tied_parameters().is_empty();
         let (y, backward) = layer.forward(self, x)?;
-        // Its own parameters: those of the layers it is made of are theirs.
-        let inner = |param: &str| {
-            let prefix = |l: &NamedLayer| format!("{}.", l.name);
-            layer
-                .sublayers()
-                .iter()
-                .any(|l| param.starts_with(&prefix(l)))
-        };
-        let params = layer.parameters().into_iter().filter(|p| !inner(&p.name));
-        let params = params.map(|p| join(&self.path, &p.name)).collect();
+        let params = own_parameters(layer, &self.path);
         self.record(tape, wants, backward, Some((self.index, params)));
-        self.probe(ProbeTensor::Output, self.kernels.len(), &y);
+        let at = (self.index, ProbeTensor::Output);
+        self.probes
+            .note(self.ctx.is_dry(), at, self.kernels.len(), &y);
         self.seen_params |= has_params;
         (self.path, self.dtype, self.index) = parent;
         Ok(y)
@@ -196,18 +189,6 @@ impl<'a> ForwardPlan<'a> {
             backward: b,
             layer,
         });
-    }
-
-    /// Note the current layer's `tensor`, complete after `after` forward kernels.
-    fn probe(&mut self, tensor: ProbeTensor, after: usize, values: &Tensor) {
-        if !self.ctx.is_dry() {
-            self.probes.push(ProbePoint {
-                layer: self.index,
-                tensor,
-                after,
-                values: values.clone(),
-            });
-        }
     }
 
     pub fn ctx(&self) -> &'a GpuContext {
@@ -347,7 +328,7 @@ pub struct BackwardPlan<'a> {
     path: String,
     wants_input_grad: bool,
     /// Each layer's input and weight gradients, where they are complete.
-    probes: Vec<ProbePoint>,
+    probes: ProbeLog,
 }
 
 impl<'a> BackwardPlan<'a> {
@@ -367,26 +348,21 @@ impl<'a> BackwardPlan<'a> {
             scratch,
             path: String::new(),
             wants_input_grad: false,
-            probes: Vec::new(),
+            probes: ProbeLog::default(),
         }
     }
 
     /// The kernels, and the probe points noted: each layer's input and weight gradients
     /// ([`crate::nn::probes`]).
-    pub(in crate::nn) fn into_kernels(self) -> (Vec<Kernel>, Vec<ProbePoint>) {
-        (self.kernels, self.probes)
+    pub(in crate::nn) fn into_kernels(mut self) -> (Vec<Kernel>, Vec<ProbePoint>) {
+        (self.kernels, self.probes.take())
     }
 
     /// Note `values` as layer `layer`'s `tensor`, complete after the kernels so far.
     pub(in crate::nn) fn probe(&mut self, layer: usize, tensor: ProbeTensor, values: &Tensor) {
-        if !self.ctx.is_dry() {
-            self.probes.push(ProbePoint {
-                layer,
-                tensor,
-                after: self.kernels.len(),
-                values: values.clone(),
-            });
-        }
+        let after = self.kernels.len();
+        self.probes
+            .note(self.ctx.is_dry(), (layer, tensor), after, values);
     }
 
     /// Replay `tape` in reverse from `dy`, the gradient of its output. Returns the gradient
