@@ -284,3 +284,44 @@ fn every_n_counts_steps_one_n_plus_one_and_so_on() {
         .collect();
     assert_eq!(counted, [1, 4, 7]);
 }
+
+#[test]
+fn a_view_counted_once_is_reported_for_both_layers() {
+    // mnist-cnn's flatten hands on pool's output and fc's input gradient as views: one pass
+    // each, the counts reported under both layers.
+    let ctx = common::ctx_owned();
+    let split = split();
+    let spec = webgpu_amp::nn::preset("mnist-cnn", &[1, 28, 28], 10).unwrap();
+    let init = spec.init_params(0);
+    let cfg = step(Precision::AmpF16, 65536.0).numerics(Some(1));
+    let mut t = Trainer::new(&ctx, spec, cfg, 10, &init).unwrap();
+    let batch = split.train.gather(&(0..8).collect::<Vec<_>>()).unwrap();
+    t.train_batch(&ctx, 8, &batch.x, BatchTargets::from(&batch.y))
+        .unwrap();
+    let stats = t.finish(&ctx).unwrap();
+    let n = t.take_numerics(stats[0].step).unwrap();
+    let row = |name: &str| {
+        n.layers
+            .iter()
+            .rev()
+            .find(|l| l.name == name)
+            .unwrap()
+            .index
+    };
+    let (pool, flatten, fc) = (row("pool"), row("flatten"), row("fc"));
+    let counts = |layer, tensor| &n.get(layer, tensor).unwrap().counts;
+    assert_eq!(
+        counts(flatten, ProbeTensor::Output),
+        counts(pool, ProbeTensor::Output)
+    );
+    assert_eq!(
+        counts(flatten, ProbeTensor::Output).elements,
+        8 * 64 * 7 * 7
+    );
+    assert_eq!(
+        counts(flatten, ProbeTensor::InputGrad),
+        counts(fc, ProbeTensor::InputGrad)
+    );
+    // One pass per record, one more per bias (conv1, conv2, fc), none for the two views.
+    assert_eq!(t.numerics_passes(8), Some(n.records.len() + 3 - 2));
+}

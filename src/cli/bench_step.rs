@@ -81,6 +81,9 @@ struct StepBench {
     /// Per-layer numerics counted every N steps (absent: off).
     #[serde(skip_serializing_if = "Option::is_none")]
     numerics: Option<u64>,
+    /// With numerics: the counting passes a counted step adds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    numerics_passes: Option<usize>,
     batch_size: usize,
     steps: usize,
     ms_per_step: f64,
@@ -257,6 +260,7 @@ fn measure(
         precision: precision.name().into(),
         scaler,
         numerics,
+        numerics_passes: trainer.numerics_passes(b),
         batch_size: b,
         steps: args.steps,
         ms_per_step: 1000.0 * secs / args.steps as f64,

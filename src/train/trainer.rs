@@ -371,6 +371,12 @@ impl Trainer {
         self.micro
     }
 
+    /// The counting passes a counted step at `batch` dispatches (`None`: numerics off, or
+    /// no step at `batch` yet).
+    pub fn numerics_passes(&self, batch: usize) -> Option<usize> {
+        self.numerics.as_ref()?.passes(batch)
+    }
+
     /// Every how many optimizer steps numerics are counted (`None`: off).
     pub fn numerics_every(&self) -> Option<u64> {
         self.numerics.as_ref().map(NumericsPasses::every)

@@ -39,8 +39,16 @@ pub(in crate::train) struct NumericsPasses {
     /// (layer, tensor, stored dtype) of each record, in the order a step completes them
     /// (from the first network planned: every batch size plans the same layers).
     order: Vec<(usize, ProbeTensor, DType)>,
+    /// (record, the record it equals): a tensor already counted at the same point (a layer
+    /// made of layers whose output is its last layer's), copied when decoded, not counted
+    /// again.
+    aliases: Vec<(usize, usize)>,
     nets: Vec<NetPasses>,
 }
+
+/// A tensor at a point of a kernel list: buffer, byte offset, elements, storage, and the
+/// kernels before it. Two probes with the same one read the same values.
+type SameTensor = (usize, u64, usize, Storage, usize);
 
 impl NumericsPasses {
     /// Passes counting every `every`-th step against `low`'s range, for a model whose
@@ -68,6 +76,7 @@ impl NumericsPasses {
             layers: Arc::new(layers),
             counts,
             order: Vec::new(),
+            aliases: Vec::new(),
             nets: Vec::new(),
         })
     }
@@ -92,7 +101,10 @@ impl NumericsPasses {
         }
         let probes = net.probes();
         let mut order = Vec::new();
-        let mut pass = |p: &ProbePoint| -> Result<Option<Kernel>> {
+        let mut aliases = Vec::new();
+        let mut pass = |p: &ProbePoint,
+                        seen: &mut Vec<(SameTensor, usize)>|
+         -> Result<Option<Kernel>> {
             let storage = p.values.storage();
             if storage == Storage::U32 || p.values.numel() == 0 || p.layer >= self.layers.len() {
                 return Ok(None);
@@ -105,23 +117,37 @@ impl NumericsPasses {
                 order.push(key);
             }
             let record = record_index(p.layer, p.tensor);
+            // A weight gradient's record adds several passes (weight, bias): never an alias.
+            if p.tensor != ProbeTensor::WeightGrad {
+                let v = &p.values;
+                let at = Arc::as_ptr(v.buffer()) as usize;
+                let same = (at, v.byte_offset(), v.numel(), storage, p.after);
+                if let Some(&(_, first)) = seen.iter().find(|(s, _)| *s == same) {
+                    aliases.push((record, first));
+                    return Ok(None);
+                }
+                seen.push((same, record));
+            }
             let what = (self.low, self.histograms);
             Ok(Some(count(ctx, &p.values, &self.counts, record, what)?))
         };
         let mut forward = Vec::new();
+        let mut seen = Vec::new();
         for p in &probes.forward {
-            if let Some(k) = pass(p)? {
+            if let Some(k) = pass(p, &mut seen)? {
                 forward.push((p.after, k));
             }
         }
         let mut backward = Vec::new();
+        let mut seen = Vec::new();
         for p in &probes.backward {
-            if let Some(k) = pass(p)? {
+            if let Some(k) = pass(p, &mut seen)? {
                 backward.push((p.after, k, p.tensor == ProbeTensor::WeightGrad));
             }
         }
         if self.order.is_empty() {
             self.order = order;
+            self.aliases = aliases;
         }
         self.nets.push(NetPasses {
             batch: net.batch,
@@ -129,6 +155,12 @@ impl NumericsPasses {
             backward,
         });
         Ok(())
+    }
+
+    /// Counting passes a counted step of `batch` dispatches (on its last micro-batch).
+    pub(in crate::train) fn passes(&self, batch: usize) -> Option<usize> {
+        let net = self.nets.iter().find(|n| n.batch == batch)?;
+        Some(net.forward.len() + net.backward.len())
     }
 
     /// `kernels` (a step's forward or backward for `batch`) with the counting passes put
@@ -167,11 +199,18 @@ impl NumericsPasses {
 
     /// Decode the counts of a counted step read back.
     pub(in crate::train) fn decode(&self, words: &[u32]) -> Result<StepNumerics> {
+        let mut words = words.to_vec();
+        for &(to, from) in &self.aliases {
+            let (to, from) = (to * RECORD_WORDS, from * RECORD_WORDS);
+            if from + RECORD_WORDS <= words.len() && to + RECORD_WORDS <= words.len() {
+                words.copy_within(from..from + RECORD_WORDS, to);
+            }
+        }
         StepNumerics::decode(
             self.low,
             &self.layers,
             &self.order,
-            words,
+            &words,
             self.grads_rounded,
         )
     }
