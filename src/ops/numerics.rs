@@ -32,6 +32,7 @@ const BIAS: i32 = 256;
 /// Threads per workgroup, and the most workgroups one pass launches (grid-stride loop).
 const WG: usize = 256;
 const MAX_GROUPS: usize = 64;
+const PER_THREAD: usize = 8;
 
 crate::wgsl_struct! {
     struct Params {
@@ -269,7 +270,9 @@ pub fn count(
         histogram: histogram as u32,
         ..Default::default()
     };
-    let groups = len.div_ceil(WG).clamp(1, MAX_GROUPS) as u32;
+    // At least PER_THREAD values a thread: a small tensor takes a few workgroups, not a
+    // grid of nearly idle ones (each zeroes, merges and syncs its own counts).
+    let groups = len.div_ceil(WG * PER_THREAD).clamp(1, MAX_GROUPS) as u32;
     ctx.kernel(
         &KernelDesc::new(&SHADER, "count_numerics"),
         &[
