@@ -4,8 +4,8 @@
 //! `web.rs` (`start(canvas_id)`, wasm32 only).
 //!
 //! Split the way egui's demo app is: [`App`] holds all UI state in one struct and draws one
-//! small function per panel (`setup`, `runs`, `scaling`, `precision`, `kernels`,
-//! `samples`); the
+//! small function per panel (`setup`, `runs`, `scaling`, `numerics`, `precision`,
+//! `kernels`, `samples`); the
 //! UI-free [`session::Session`] owns the GPU and one [`crate::train::Run`] per mode and
 //! advances them inside frames through [`crate::train::Run::advance`], the training loop
 //! the CLI uses too, without ever waiting on the GPU. [`probes`] are the app's own
@@ -22,6 +22,8 @@ pub mod kernels;
 pub mod model;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod native;
+pub mod numerics;
+pub mod numerics_history;
 pub mod precision;
 pub mod probes;
 pub mod runs;
@@ -49,12 +51,14 @@ pub enum Tab {
     Precision,
     Kernels,
     Samples,
+    Numerics,
 }
 
 impl Tab {
-    pub const ALL: [Tab; 5] = [
+    pub const ALL: [Tab; 6] = [
         Tab::Runs,
         Tab::Scaling,
+        Tab::Numerics,
         Tab::Precision,
         Tab::Kernels,
         Tab::Samples,
@@ -67,6 +71,7 @@ impl Tab {
             Tab::Precision => "Precision map",
             Tab::Kernels => "Kernels",
             Tab::Samples => "Sampled text",
+            Tab::Numerics => "Numerics",
         }
     }
 }
@@ -89,6 +94,8 @@ pub struct App {
     pub hist_param: Option<String>,
     /// Precision map: which mode.
     pub map_mode: Precision,
+    /// Numerics: the layer (precision-map row) whose exponent histogram is shown.
+    pub numerics_layer: Option<usize>,
     /// Start a run on the first frame (`webgpu-amp gui --autostart`).
     pub autostart: bool,
     /// How the resume command of a run cut short by closing the window starts (the
@@ -111,6 +118,7 @@ impl App {
             hist_mode: None,
             hist_param: None,
             map_mode: Precision::AmpF16,
+            numerics_layer: None,
             autostart: false,
             program: "webgpu-amp".into(),
             save_dir: Default::default(),
@@ -194,6 +202,7 @@ impl App {
                 Tab::Precision => precision::show(ui, self),
                 Tab::Kernels => kernels::show(ui, self),
                 Tab::Samples => samples::show(ui, self),
+                Tab::Numerics => numerics::show(ui, self),
             });
         });
     }

@@ -5,6 +5,7 @@ mod bench_step;
 mod bench_storages;
 mod compare;
 mod distributed;
+mod doctor;
 mod gui;
 mod info;
 mod interrupted;
@@ -153,8 +154,9 @@ fn flag_names(message: &str) -> String {
         (run::DIVERGED_HINT, "lower --lr or use --clip-grad-norm"),
         (
             webgpu_amp::train::SKIPPING_HINT,
-            "check the data for inf/NaN, or keep the layer that overflows in f32 \
-             (--max-skipped-steps 0 never stops)",
+            "check the data for inf/NaN, or find the layer that overflows with --numerics \
+             every:1 and keep it in f32 with --keep-f32 NAME (--max-skipped-steps 0 never \
+             stops)",
         ),
         (run::PERIODIC_HINT, "(--save-every N keeps periodic ones)"),
         (

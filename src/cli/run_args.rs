@@ -16,6 +16,7 @@ use webgpu_amp::train::planning::check_params_fit;
 use webgpu_amp::train::{MAX_COUNT, RunConfig, Setting, StepConfig};
 use webgpu_amp::{Error, GpuContext, Result};
 
+use super::doctor::DoctorArgs;
 use super::numbers::{number, setting};
 use super::recipe::{RecipeArgs, gpt};
 use super::resolve::{ModelAndData, Wanted, resolve};
@@ -120,6 +121,8 @@ pub struct RunArgs {
     /// Skip validation at epoch ends.
     #[arg(long)]
     pub no_validate: bool,
+    #[command(flatten)]
+    pub doctor: DoctorArgs,
     #[command(flatten)]
     pub recipe: RecipeArgs,
     #[command(flatten)]
@@ -252,7 +255,8 @@ impl RunArgs {
         let step = StepConfig::new(precision, loss, self.optimizer(is_gpt)?)
             .scaler(self.scaler_config(scaler))
             .clip_grad_norm(clip)
-            .grad_accum(self.grad_accum);
+            .grad_accum(self.grad_accum)
+            .numerics(self.doctor.every()?);
         Ok(RunConfig::new(step, self.batch_size)
             .epochs(self.epochs)
             .steps(self.steps)
@@ -296,7 +300,9 @@ impl RunArgs {
             loss: self.loss.as_deref(),
             num_classes: self.num_classes,
         })?;
-        let spec = spec.with_attention(self.attention.kernel()?);
+        let spec = self
+            .doctor
+            .apply(spec.with_attention(self.attention.kernel()?))?;
         let ctx = open()?;
         let optimizer = self.optimizer(spec.gpt.is_some())?;
         for &precision in precisions {

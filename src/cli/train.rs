@@ -12,6 +12,7 @@ use webgpu_amp::train::{BatchTargets, Event, Setting, StepConfig, StepProfile, T
 use webgpu_amp::{Error, GpuContext, Result};
 
 use super::distributed::{DistArgs, Joined};
+use super::doctor::RunDoctor;
 use super::interrupted;
 use super::numbers::setting;
 use super::out::outln;
@@ -145,6 +146,7 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
         Ok(())
     };
     let (step_config, batch_size) = (cfg.step.clone(), cfg.batch_size);
+    let mut doctor = RunDoctor::new(&step_config);
     let summary = run_rank_with_progress(
         &ctx,
         &inputs,
@@ -154,10 +156,12 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
         rank.map(|r| r.collective.clone()),
         note,
         &mut |event| match event {
-            Event::Step { stats, epoch, lr } => write_line(serde_json::json!({
-                "step": stats.step, "epoch": epoch, "loss": stats.loss, "scale": stats.scale,
-                "skipped": stats.skipped, "lr": webgpu_amp::optim::widen(*lr),
-            })),
+            Event::Step {
+                stats,
+                epoch,
+                lr,
+                numerics,
+            } => write_line(doctor.step_line(stats, *epoch, *lr, numerics.as_deref())),
             Event::Eval(e) => write_line(serde_json::json!({
                 "step": e.step, "train_loss": e.train_loss, "val_loss": e.val_loss,
             })),
@@ -176,6 +180,7 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
         return Ok(());
     }
     print_summary(&[&summary])?;
+    doctor.print_advice(precision.name())?;
     if let Some(p) = &args.save {
         outln!("checkpoint: {}", p.display())?;
     }

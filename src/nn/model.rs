@@ -25,6 +25,9 @@
 //! width]`. A JSON model is a `torch.nn.Sequential`: every layer, activations included, takes
 //! its index as its name, so parameters are `{index}.weight` and `{index}.bias`. Layouts are
 //! PyTorch's: Linear weight `[out, in]`, Conv2d weight `[out, in, kh, kw]`.
+//!
+//! `"keep_f32": true` beside a layer's kind (`{"linear": {"out": 10}, "keep_f32": true}`)
+//! computes that layer in f32 whatever the precision mode ([`super::keep_f32`]).
 
 use serde::Deserialize;
 
@@ -53,6 +56,9 @@ pub struct ModelSpec {
     /// How its attention layers run (fused by default). How, not what: the parameters, the
     /// checkpoint and the equality of two models do not depend on it.
     pub attention: AttentionKernel,
+    /// Layers computed in f32 whatever the precision mode, by their precision-map names
+    /// ([`super::keep_f32`]). How, not what, like `attention`.
+    pub keep_f32: Vec<String>,
 }
 
 /// Two models are equal when they print the same: names, shapes and every layer's repr.
@@ -199,6 +205,7 @@ impl ModelSpec {
             layers,
             gpt: None,
             attention: AttentionKernel::default(),
+            keep_f32: Vec::new(),
         };
         spec.check_tied_parameters()?;
         Ok(spec)
@@ -224,17 +231,30 @@ impl ModelSpec {
                 model.layers.len()
             )));
         }
+        let mut keep_f32 = Vec::new();
         let layers = model
             .layers
             .into_iter()
             .enumerate()
-            .map(|(index, value)| {
-                let config = layer_from_json(value)
-                    .map_err(|e| Error::model(format!("json: layer {index}: {e}")))?;
+            .map(|(index, mut value)| {
+                let err = |e: String| Error::model(format!("json: layer {index}: {e}"));
+                // `"keep_f32": true` beside the kind keeps the layer in f32.
+                let keep = value.as_object_mut().and_then(|o| o.remove("keep_f32"));
+                match keep {
+                    None | Some(serde_json::Value::Bool(false)) => {}
+                    Some(serde_json::Value::Bool(true)) => keep_f32.push(index.to_string()),
+                    Some(other) => {
+                        return Err(err(format!("keep_f32 must be true or false, not {other}")));
+                    }
+                }
+                let config = layer_from_json(value).map_err(err)?;
                 Ok((index.to_string(), config))
             })
             .collect::<Result<Vec<_>>>()?;
-        ModelSpec::build("json", &model.input, &layers)
+        let mut spec = ModelSpec::build("json", &model.input, &layers)?;
+        // Named by index, as the precision map names a JSON model's layers.
+        spec.keep_f32 = keep_f32;
+        Ok(spec)
     }
 
     /// This model with its attention layers run by `kernel`.

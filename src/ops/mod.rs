@@ -15,6 +15,7 @@ pub mod histogram;
 pub mod layernorm;
 pub mod loss;
 pub mod matmul;
+pub mod numerics;
 pub mod pool;
 pub mod reduce;
 pub mod sample;
@@ -41,6 +42,7 @@ pub static SHADERS: &[&ShaderDecl] = &[
     &loss::SHADER,
     &matmul::SHADER,
     &matmul::COOP_SHADER,
+    &numerics::SHADER,
     &pool::SHADER,
     &reduce::SHADER,
     &sample::SHADER,

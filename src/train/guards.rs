@@ -10,8 +10,9 @@ use crate::data::Loader;
 use crate::error::{Error, Result};
 
 /// The hint a stuck GradScaler's error ends with (the CLI names its flags instead).
-pub const SKIPPING_HINT: &str = "check the data for inf/NaN, or keep the layer that overflows \
-                                 in f32 (a skipped-step limit of 0 never stops)";
+pub const SKIPPING_HINT: &str = "check the data for inf/NaN, or find the layer that overflows \
+                                 (count numerics every step) and keep it in f32 (a skipped-step \
+                                 limit of 0 never stops)";
 
 /// The skipped steps reported so far: in a row, and in all.
 #[derive(Clone, Copy, Debug, Default)]

@@ -9,6 +9,8 @@
 //!   scale update, stats), one submit per micro-batch;
 //! - [`batch`]: a batch's inputs and targets, uploaded into a planned network;
 //! - [`stats`]: step stats coming back through a ring of asynchronously mapped buffers;
+//! - [`numerics`]: the AMP doctor, per-layer numerics counted on the GPU, skip causes and
+//!   advice;
 //! - [`host_time`]: the host's time in the steps;
 //! - [`evaluate`]: validation and prediction (forward only);
 //! - [`estimate`]: loss estimates on random batches (nanoGPT's `estimate_loss`);
@@ -36,6 +38,7 @@ pub mod fault_hooks;
 mod guards;
 pub mod host_time;
 pub mod memory;
+pub mod numerics;
 pub mod periodic;
 pub mod planning;
 pub mod prepare;

@@ -19,6 +19,7 @@ use super::config::RunConfig;
 use super::estimate::EvalReport;
 use super::fault_hooks::FaultHooks;
 use super::guards::{SkipWatch, check_resume_progress};
+use super::numerics::StepNumerics;
 use super::rank::Rank;
 use super::stats::StepStats;
 use super::trainer::{DropoutStream, Trainer};
@@ -37,6 +38,9 @@ pub enum Event {
         stats: StepStats,
         epoch: u64,
         lr: f32,
+        /// Its per-layer numerics, when numerics are on and counted this step
+        /// ([`super::numerics`]).
+        numerics: Option<Arc<StepNumerics>>,
     },
     /// A periodic loss estimate ([`RunConfig::eval`]) after an optimizer step.
     Eval(EvalReport),
@@ -357,6 +361,7 @@ impl Run {
                 .epochs_in_flight
                 .pop_front()
                 .unwrap_or(self.progress.epoch);
+            let numerics = self.trainer.take_numerics(stats.step).map(Arc::new);
             let stats = StepStats {
                 step: stats.step + self.progress_offset(),
                 ..stats
@@ -386,6 +391,7 @@ impl Run {
                 stats,
                 epoch,
                 lr: stats.lr,
+                numerics,
             });
         }
     }

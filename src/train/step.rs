@@ -28,6 +28,7 @@
 
 use super::batch::{BatchInput, BatchTargets, write_batch};
 use super::host_time::Clock;
+use super::numerics::passes::Pass;
 use super::rank::StepBuffers;
 use super::stats::METRIC_LOSSES;
 use super::trainer::Trainer;
@@ -133,6 +134,12 @@ impl Trainer {
         }
         let encoding = Clock::now();
         let i = self.plan_network(ctx, batch)?;
+        // Numerics on: this step's counting passes (made once per batch size), when counted.
+        let step = self.step_offset + self.steps_submitted + 1;
+        if let Some(n) = &mut self.numerics {
+            n.plan(ctx, &self.nets[i])?;
+        }
+        let counted = self.numerics.as_ref().is_some_and(|n| n.counts(step));
         let net = &self.nets[i];
         write_batch(ctx, net, x, &targets)?;
         // Dropout masks of micro-batch `counter`: the same whatever the precision, and
@@ -150,9 +157,13 @@ impl Trainer {
             encoder.clear_buffer(self.store.grads.raw(), 0, None);
             let scale = self.scaler.state_buffer().raw();
             encoder.copy_buffer_to_buffer(scale, 0, self.metrics.raw(), 0, 4);
+            if let Some(n) = self.numerics.as_ref().filter(|_| counted) {
+                encoder.clear_buffer(n.buffer().raw(), 0, None);
+            }
         }
         // 1–4. Setup, forward, loss, backward: one compute pass.
-        self.encode(&mut encoder, net, |r| {
+        let counting = counted.then_some(last);
+        self.encode(&mut encoder, net, counting, |r| {
             r == Records::Every || (first && r == Records::First)
         });
         let loss = (net.loss.buffer().raw(), net.loss.byte_offset());
@@ -184,7 +195,7 @@ impl Trainer {
         }
         // 5–8. Unscale, clip, optimizer, scale update: one compute pass.
         let net = &self.nets[i];
-        self.encode(&mut encoder, net, |r| r == Records::Last);
+        self.encode(&mut encoder, net, None, |r| r == Records::Last);
 
         // 9. Stats: found_inf (state word 2), then the updated scale (word 0), into the
         // metrics; the metrics into a slot of the stats ring.
@@ -196,6 +207,15 @@ impl Trainer {
             .next_buffer()
             .ok_or_else(|| Error::Gpu("no free stats slot".into()))?;
         encoder.copy_buffer_to_buffer(self.metrics.raw(), 0, slot.raw(), 0, self.metrics.size());
+        // A counted step's numerics ride home in the same slot, after the metrics.
+        let numerics_at = match self.numerics.as_ref().filter(|_| counted) {
+            Some(n) => {
+                let (at, counts) = (self.metrics.size(), n.buffer());
+                encoder.copy_buffer_to_buffer(counts.raw(), 0, slot.raw(), at, counts.size());
+                Some(at as usize / 4)
+            }
+            None => None,
+        };
         // This step's learning rate, written ahead: the queued write lands before this
         // submit's commands and after the previous step's.
         let lr = self.scheduled_lr();
@@ -207,23 +227,39 @@ impl Trainer {
         let submitting = Clock::now();
         self.host.steps += 1;
         let (step, accum) = (self.steps_submitted, self.config.grad_accum);
-        self.stats.submit(ctx, encoder, step, accum, lr)?;
+        self.stats
+            .submit(ctx, encoder, step, accum, lr, numerics_at)?;
         self.host.submit += submitting.elapsed();
         self.micro = 0;
         Ok(())
     }
 
     /// Record the kernels of the phases `recorded` picks, in step order, into one compute
-    /// pass of `encoder`.
+    /// pass of `encoder`; with `counting` (numerics counted this step: `Some(last
+    /// micro-batch)`), each tensor's counting pass right after the kernels that complete it.
     fn encode(
         &self,
         encoder: &mut wgpu::CommandEncoder,
         net: &Network,
+        counting: Option<bool>,
         recorded: impl Fn(Records) -> bool,
     ) {
         let mut pass = encoder.begin_compute_pass(&Default::default());
         for phase in Phase::ALL.into_iter().filter(|p| recorded(p.records())) {
-            for k in self.phase_kernels(net, phase) {
+            let kernels = self.phase_kernels(net, phase);
+            let counted = match phase {
+                Phase::Forward => Pass::Forward,
+                Phase::Backward => Pass::Backward,
+                _ => {
+                    kernels.iter().for_each(|k| k.encode(&mut pass));
+                    continue;
+                }
+            };
+            let kernels = match (counting, &self.numerics) {
+                (Some(last), Some(n)) => n.interleave(net.batch, counted, kernels, last),
+                _ => kernels,
+            };
+            for k in kernels {
                 k.encode(&mut pass);
             }
         }

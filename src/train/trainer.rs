@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 use super::config::StepConfig;
 use super::host_time::{Clock, HostTimes};
+use super::numerics::passes::NumericsPasses;
+use super::numerics::{LayerName, StepNumerics};
 pub use super::planning::weight_decay_mask;
 use super::planning::{
     batch_error, check_network_fits, check_params_fit, guard_planning, params_error,
@@ -71,6 +73,8 @@ pub struct Trainer {
     /// ([`METRIC_LOSSES`]).
     pub(super) metrics: Arc<GpuBuffer>,
     pub(super) stats: StatsRing,
+    /// The AMP doctor's counting passes (`StepConfig::numerics`; none when off).
+    pub(super) numerics: Option<NumericsPasses>,
     /// Micro-batches already accumulated toward the next optimizer step.
     pub(super) micro: usize,
     /// Host time spent in this trainer's steps (encode, submit, read-back).
@@ -115,7 +119,7 @@ impl Trainer {
             target_dim,
             init,
         } = inputs;
-        let policy = Policy::new(config.precision);
+        let policy = crate::nn::keep_f32::policy(&spec, config.precision, config.loss)?;
         let low = config.precision.low_dtype();
         let (store, weight_cast) = load_params(ctx, &spec, config.precision, init)?;
         let total = store.layout.total;
@@ -152,7 +156,22 @@ impl Trainer {
         };
         let metrics_bytes = 4 * (METRIC_LOSSES + config.grad_accum as u64);
         let metrics = ctx.alloc_storage("step.metrics", metrics_bytes);
-        let stats = StatsRing::new(ctx, RING, metrics_bytes);
+        let numerics = config
+            .numerics
+            .map(|every| {
+                let rows = crate::nn::precision_map(&spec, &policy, config.loss);
+                let layers = rows.iter().map(|r| LayerName {
+                    index: r.index,
+                    name: r.name.clone(),
+                    op: r.op.name.to_string(),
+                    loss: r.index + 1 == rows.len(),
+                });
+                let rounded = !config.precision.master_weights();
+                let what = (every, config.numerics_histograms);
+                NumericsPasses::new(ctx, what, low, rounded, layers.collect())
+            })
+            .transpose()?;
+        let stats = StatsRing::new(ctx, RING, slot_bytes(&metrics, numerics.as_ref()));
         Ok(Self {
             begin_step: scaler.begin_step_kernel(ctx)?,
             spec,
@@ -170,6 +189,7 @@ impl Trainer {
             update,
             metrics,
             stats,
+            numerics,
             micro: 0,
             host: HostTimes::default(),
             steps_submitted: 0,
@@ -326,7 +346,8 @@ impl Trainer {
     /// Let `slots` steps' stats be in flight at once (at least 1). Only between steps with
     /// nothing in flight (right after planning, or after [`Trainer::finish`]).
     pub fn set_stats_ring_slots(&mut self, ctx: &GpuContext, slots: usize) -> Result<()> {
-        if slots == 0 || !self.stats.resize(ctx, slots, self.metrics.size()) {
+        let bytes = slot_bytes(&self.metrics, self.numerics.as_ref());
+        if slots == 0 || !self.stats.resize(ctx, slots, bytes) {
             return Err(Error::InvalidArgument(
                 "the stats ring needs at least 1 slot and no step in flight to change".into(),
             ));
@@ -349,6 +370,32 @@ impl Trainer {
     pub fn pending_micro_batches(&self) -> usize {
         self.micro
     }
+
+    /// The counting passes a counted step at `batch` dispatches (`None`: numerics off, or
+    /// no step at `batch` yet).
+    pub fn numerics_passes(&self, batch: usize) -> Option<usize> {
+        self.numerics.as_ref()?.passes(batch)
+    }
+
+    /// Every how many optimizer steps numerics are counted (`None`: off).
+    pub fn numerics_every(&self) -> Option<u64> {
+        self.numerics.as_ref().map(NumericsPasses::every)
+    }
+
+    /// The numerics of this trainer's optimizer step `step` (1-based, as
+    /// [`StepStats::step`] reports it before a run renumbers it), once its stats have been
+    /// collected; `None` when that step was not counted. Take steps in order: earlier
+    /// ones still waiting are dropped.
+    pub fn take_numerics(&mut self, step: u64) -> Option<StepNumerics> {
+        let passes = self.numerics.as_ref()?;
+        let words = self.stats.take_numerics(step)?;
+        passes.decode(&words).ok()
+    }
+}
+
+/// Bytes of a stats slot: the metrics, then (numerics on) the counts buffer.
+fn slot_bytes(metrics: &GpuBuffer, numerics: Option<&NumericsPasses>) -> u64 {
+    metrics.size() + numerics.map_or(0, |n| n.buffer().size())
 }
 
 /// The parameter store of `spec` under `precision` holding `init` (by PyTorch name), and the

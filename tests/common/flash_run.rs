@@ -179,6 +179,8 @@ pub fn gpt_step(
         clip_grad_norm: None,
         grad_accum: 1,
         lr_schedule: Default::default(),
+        numerics: None,
+        numerics_histograms: false,
     };
     ctx.allocator.reset_peak();
     let before = ctx.memory().live_bytes;

@@ -18,6 +18,7 @@ use crate::error::Result;
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::nn::buffers::{GradientArena, Scratch};
 use crate::nn::params::ParamStore;
+use crate::nn::probes::{ProbeLog, ProbePoint, ProbeTensor, own_parameters};
 use crate::nn::transient::Activations;
 use crate::ops::dropout::{DropoutKey, DropoutState};
 use crate::ops::elementwise;
@@ -31,6 +32,9 @@ struct Recorded {
     /// then does this op's input need a gradient (the data needs none).
     wants_input_grad: bool,
     backward: Box<dyn Backward>,
+    /// A layer's precision-map row and its own parameters' full names (none for a cast):
+    /// where the AMP doctor looks at its gradients ([`crate::nn::probes`]).
+    layer: Option<(usize, Vec<String>)>,
 }
 
 /// The recorded backward of a run of layers, replayed by [`BackwardPlan::run_tape`].
@@ -62,6 +66,8 @@ pub struct ForwardPlan<'a> {
     index: usize,
     seen_params: bool,
     scratch: Scratch,
+    /// Each layer's output, where it is complete.
+    probes: ProbeLog,
 }
 
 /// `parent.name`, or `name` at the top (an empty name adds nothing: a residual).
@@ -97,7 +103,14 @@ impl<'a> ForwardPlan<'a> {
             index: 0,
             seen_params: false,
             scratch: Scratch::default(),
+            probes: ProbeLog::default(),
         }
+    }
+
+    /// The probe points noted so far: each layer's output ([`crate::nn::probes`]); and the
+    /// layers planned (the loss's row in the precision map comes after them).
+    pub(in crate::nn) fn take_probes(&mut self) -> (Vec<ProbePoint>, usize) {
+        (self.probes.take(), self.layer_count)
     }
 
     /// Where the activations asked for from now on go.
@@ -145,7 +158,7 @@ impl<'a> ForwardPlan<'a> {
         if self.dtype != x.dtype() && x.dtype().is_float() {
             let wants = self.seen_params;
             let (y, backward) = cast_forward(self, x, self.dtype)?;
-            self.record(tape, wants, backward);
+            self.record(tape, wants, backward, None);
             x = y;
         }
         // Whether this layer's input needs a gradient is decided by what came before it,
@@ -153,17 +166,28 @@ impl<'a> ForwardPlan<'a> {
         let wants = self.seen_params;
         let has_params = !layer.parameters().is_empty() || !layer.tied_parameters().is_empty();
         let (y, backward) = layer.forward(self, x)?;
-        self.record(tape, wants, backward);
+        let params = own_parameters(layer, &self.path);
+        self.record(tape, wants, backward, Some((self.index, params)));
+        let at = (self.index, ProbeTensor::Output);
+        self.probes
+            .note(self.ctx.is_dry(), at, self.kernels.len(), &y);
         self.seen_params |= has_params;
         (self.path, self.dtype, self.index) = parent;
         Ok(y)
     }
 
-    fn record(&mut self, tape: &mut Tape, wants: bool, b: Box<dyn Backward>) {
+    fn record(
+        &mut self,
+        tape: &mut Tape,
+        wants: bool,
+        b: Box<dyn Backward>,
+        layer: Option<(usize, Vec<String>)>,
+    ) {
         tape.ops.push(Recorded {
             path: self.path.clone(),
             wants_input_grad: wants,
             backward: b,
+            layer,
         });
     }
 
@@ -303,6 +327,8 @@ pub struct BackwardPlan<'a> {
     /// The op being planned: its layer's full name, and whether its input needs a gradient.
     path: String,
     wants_input_grad: bool,
+    /// Each layer's input and weight gradients, where they are complete.
+    probes: ProbeLog,
 }
 
 impl<'a> BackwardPlan<'a> {
@@ -322,11 +348,21 @@ impl<'a> BackwardPlan<'a> {
             scratch,
             path: String::new(),
             wants_input_grad: false,
+            probes: ProbeLog::default(),
         }
     }
 
-    pub(in crate::nn) fn into_kernels(self) -> Vec<Kernel> {
-        self.kernels
+    /// The kernels, and the probe points noted: each layer's input and weight gradients
+    /// ([`crate::nn::probes`]).
+    pub(in crate::nn) fn into_kernels(mut self) -> (Vec<Kernel>, Vec<ProbePoint>) {
+        (self.kernels, self.probes.take())
+    }
+
+    /// Note `values` as layer `layer`'s `tensor`, complete after the kernels so far.
+    pub(in crate::nn) fn probe(&mut self, layer: usize, tensor: ProbeTensor, values: &Tensor) {
+        let after = self.kernels.len();
+        self.probes
+            .note(self.ctx.is_dry(), (layer, tensor), after, values);
     }
 
     /// Replay `tape` in reverse from `dy`, the gradient of its output. Returns the gradient
@@ -343,6 +379,15 @@ impl<'a> BackwardPlan<'a> {
             self.path.clone_from(&r.path);
             self.wants_input_grad = r.wants_input_grad;
             let dx = r.backward.backward(self, grad.clone())?;
+            if let Some((layer, params)) = &r.layer {
+                for name in params {
+                    let g = self.store.grad_view(self.ctx, name)?;
+                    self.probe(*layer, ProbeTensor::WeightGrad, &g);
+                }
+                if let Some(dx) = &dx {
+                    self.probe(*layer, ProbeTensor::InputGrad, dx);
+                }
+            }
             // A view of the same buffer (a reshape) carries the gradient on.
             let same = dx.as_ref().is_some_and(|d| same_buffer(d, &grad));
             if owned && !same {
