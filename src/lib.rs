@@ -28,7 +28,7 @@
 //!   strided batches), conv, pool, elementwise, the unary ops (activations) from one table,
 //!   reduce, loss, histogram, layernorm, embedding, the causal attention softmax, fused
 //!   attention (`flash_attention/` ↔ `flash_forward.wgsl`, `flash_backward.wgsl`, the
-//!   tensor-core body `flash_coop_forward.wgsl`, `flash_coop_backward.wgsl`), dropout, sampling
+//!   tensor-core body `flash_coop_forward.wgsl`, `flash_coop_backward.wgsl`, `flash_coop_dq.wgsl`), dropout, sampling
 //! - [`amp`]: the precision policy and which modes run on an adapter, the GPU GradScaler,
 //!   gradient clipping, rounding to f16/bf16
 //! - [`optim`]: fused SGD, Adam and AdamW over flat parameter buffers
@@ -75,7 +75,7 @@
 //!   `include/` what some shaders share (the workgroup reductions and the final pass over
 //!   partial sums, the matmul uniform block, tile staging and epilogue, the convolutions'
 //!   index math and epilogues, the tensor-core tile loop `coop_gemm.wgsl`, the fused
-//!   attention's SIMT tiles and fragment products `flash_tiles.wgsl`, `flash_coop.wgsl`);
+//!   attention's SIMT tiles and fragment products `flash_tiles.wgsl`, `flash_coop.wgsl`, `flash_coop_grads.wgsl`);
 //!   `matmul_coop.wgsl`, `conv_coop.wgsl` and `flash_coop_*.wgsl` are the tensor-core kernels
 //!   (`docs/architecture.md`, "Matmul paths")
 //! - `web/`: `index.html`, the build output `pkg/` (ignored by git) and the end-to-end test

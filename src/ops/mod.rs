@@ -37,6 +37,7 @@ pub static SHADERS: &[&ShaderDecl] = &[
     &flash_attention::BACKWARD_SHADER,
     &flash_attention::COOP_FORWARD_SHADER,
     &flash_attention::COOP_BACKWARD_SHADER,
+    &flash_attention::COOP_DQ_SHADER,
     &histogram::SHADER,
     &layernorm::SHADER,
     &loss::SHADER,
