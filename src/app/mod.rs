@@ -106,6 +106,9 @@ pub struct App {
     /// What closing the window mid-run ended with ([`Error::Interrupted`] and its line, or
     /// the save's error), for `run_native` to report after the window is gone.
     pub closed_mid_run: Arc<std::sync::Mutex<Option<Error>>>,
+    /// Close the window on SIGINT or SIGTERM ([`crate::interrupt`], installed by the native
+    /// entry): the runs are then saved as when the window is closed, and `gui` exits 130.
+    pub watch_signals: bool,
     precision_map: Option<PrecisionMapCache>,
 }
 
@@ -123,6 +126,7 @@ impl App {
             program: "webgpu-amp".into(),
             save_dir: Default::default(),
             closed_mid_run: Default::default(),
+            watch_signals: false,
             precision_map: None,
         }
     }
@@ -153,6 +157,14 @@ impl App {
 
     /// Per-frame logic, no drawing: advance training, keep derived views current.
     pub fn tick(&mut self, ctx: &egui::Context) {
+        if self.watch_signals {
+            if crate::interrupt::requested() {
+                ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+            } else {
+                // An idle window draws no frame: wake now and then to notice a signal.
+                ctx.request_repaint_after(std::time::Duration::from_millis(250));
+            }
+        }
         let now = ctx.input(|i| i.time);
         if self.tick_at(now) {
             ctx.request_repaint();
