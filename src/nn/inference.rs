@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::buffers::Scratch;
 use super::layers::ForwardPlan;
-use super::layers::plan::Tape;
+use super::layers::backward::Tape;
 use super::model::ModelSpec;
 use super::params::ParamStore;
 use super::probes::ProbePoint;

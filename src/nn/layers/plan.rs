@@ -10,38 +10,20 @@ use std::cell::{OnceCell, RefCell};
 use std::sync::Arc;
 
 use super::attention_kernel::AttentionKernel;
+use super::backward::{BackwardPlan, Like, Recorded, Tape, join};
 use super::named::NamedLayer;
 use super::recipes::Recomputable;
 use super::{Backward, Layer};
 use crate::amp::policy::Policy;
 use crate::error::Result;
-use crate::gpu::{GpuBuffer, GpuContext, Kernel};
-use crate::nn::buffers::{GradientArena, Scratch};
+use crate::gpu::{GpuContext, Kernel};
+use crate::nn::buffers::Scratch;
 use crate::nn::params::ParamStore;
 use crate::nn::probes::{ProbeLog, ProbePoint, ProbeTensor, own_parameters};
 use crate::nn::transient::Activations;
 use crate::ops::dropout::{DropoutKey, DropoutState};
 use crate::ops::elementwise;
-use crate::tensor::{DType, Storage, Tensor};
-
-/// What the forward recorded for one op (a layer, or a cast autocast inserted).
-struct Recorded {
-    /// The full name of the layer, the prefix of its parameters' gradients.
-    path: String,
-    /// Whether any op recorded before this one (in the whole network) has parameters: only
-    /// then does this op's input need a gradient (the data needs none).
-    wants_input_grad: bool,
-    backward: Box<dyn Backward>,
-    /// A layer's precision-map row and its own parameters' full names (none for a cast):
-    /// where the AMP doctor looks at its gradients ([`crate::nn::probes`]).
-    layer: Option<(usize, Vec<String>)>,
-}
-
-/// The recorded backward of a run of layers, replayed by [`BackwardPlan::run_tape`].
-#[derive(Default)]
-pub struct Tape {
-    ops: Vec<Recorded>,
-}
+use crate::tensor::{DType, Tensor};
 
 /// The forward pass being planned.
 pub struct ForwardPlan<'a> {
@@ -68,15 +50,9 @@ pub struct ForwardPlan<'a> {
     scratch: Scratch,
     /// Each layer's output, where it is complete.
     probes: ProbeLog,
-}
-
-/// `parent.name`, or `name` at the top (an empty name adds nothing: a residual).
-pub(in crate::nn) fn join(parent: &str, name: &str) -> String {
-    match (parent.is_empty(), name.is_empty()) {
-        (_, true) => parent.to_string(),
-        (true, false) => name.to_string(),
-        (false, false) => format!("{parent}.{name}"),
-    }
+    /// The dtype the next layer computes in, while a leaf layer is planned (see
+    /// [`Self::consumer_dtype`]).
+    consumer: Option<DType>,
 }
 
 impl<'a> ForwardPlan<'a> {
@@ -104,7 +80,16 @@ impl<'a> ForwardPlan<'a> {
             seen_params: false,
             scratch: Scratch::default(),
             probes: ProbeLog::default(),
+            consumer: None,
         }
+    }
+
+    /// The dtype the layer after the current one computes in, when the current layer has no
+    /// sub-layers and another follows it: a layer on autocast's fp32 list (LayerNorm) may
+    /// write its output in that dtype, with the same rounding, instead of leaving it to a
+    /// cast kernel the policy would insert (one dispatch fewer per such pair).
+    pub fn consumer_dtype(&self) -> Option<DType> {
+        self.consumer
     }
 
     /// The probe points noted so far: each layer's output ([`crate::nn::probes`]); and the
@@ -134,8 +119,16 @@ impl<'a> ForwardPlan<'a> {
     pub fn run_layers(&mut self, layers: &[NamedLayer], x: Tensor) -> Result<(Tensor, Tape)> {
         let mut tape = Tape::default();
         let mut x = x;
-        for l in layers {
+        for (i, l) in layers.iter().enumerate() {
+            // A leaf takes index `layer_count`, so the next layer takes the one after it.
+            let next = layers.get(i + 1).filter(|_| l.layer.sublayers().is_empty());
+            let consumer = next.map(|n| {
+                let index = self.layer_count + 1;
+                self.policy.compute_dtype(index, n.layer.op(), DType::F32)
+            });
+            self.consumer = consumer;
             x = self.run_layer(&l.name, &*l.layer, x, &mut tape)?;
+            self.consumer = None;
         }
         Ok((x, tape))
     }
@@ -292,180 +285,6 @@ impl<'a> ForwardPlan<'a> {
             layer: self.index as u32,
         }
     }
-}
-
-/// The shape and storage of a tensor, without its buffer: what a backward keeps of an input
-/// whose values it does not need (so the buffer can be shared once the forward is done with
-/// it, [`super::transient`]).
-#[derive(Clone, Debug)]
-pub struct Like {
-    pub shape: Vec<usize>,
-    pub storage: Storage,
-}
-
-impl Like {
-    pub fn of(t: &Tensor) -> Like {
-        Like {
-            shape: t.shape().to_vec(),
-            storage: t.storage(),
-        }
-    }
-
-    pub fn dtype(&self) -> DType {
-        self.storage.dtype()
-    }
-}
-
-/// The backward pass being planned.
-pub struct BackwardPlan<'a> {
-    ctx: &'a GpuContext,
-    store: &'a ParamStore,
-    dropout: OnceCell<Arc<DropoutState>>,
-    kernels: Vec<Kernel>,
-    grads: GradientArena,
-    scratch: Scratch,
-    /// The op being planned: its layer's full name, and whether its input needs a gradient.
-    path: String,
-    wants_input_grad: bool,
-    /// Each layer's input and weight gradients, where they are complete.
-    probes: ProbeLog,
-}
-
-impl<'a> BackwardPlan<'a> {
-    pub(in crate::nn) fn new(
-        ctx: &'a GpuContext,
-        store: &'a ParamStore,
-        dropout: Option<Arc<DropoutState>>,
-        free: Vec<Arc<GpuBuffer>>,
-        scratch: Scratch,
-    ) -> Self {
-        Self {
-            ctx,
-            store,
-            dropout: dropout.map(OnceCell::from).unwrap_or_default(),
-            kernels: Vec::new(),
-            grads: GradientArena::new(free),
-            scratch,
-            path: String::new(),
-            wants_input_grad: false,
-            probes: ProbeLog::default(),
-        }
-    }
-
-    /// The kernels, and the probe points noted: each layer's input and weight gradients
-    /// ([`crate::nn::probes`]).
-    pub(in crate::nn) fn into_kernels(mut self) -> (Vec<Kernel>, Vec<ProbePoint>) {
-        (self.kernels, self.probes.take())
-    }
-
-    /// Note `values` as layer `layer`'s `tensor`, complete after the kernels so far.
-    pub(in crate::nn) fn probe(&mut self, layer: usize, tensor: ProbeTensor, values: &Tensor) {
-        let after = self.kernels.len();
-        self.probes
-            .note(self.ctx.is_dry(), (layer, tensor), after, values);
-    }
-
-    /// Replay `tape` in reverse from `dy`, the gradient of its output. Returns the gradient
-    /// of its input, or `None` when it needs none (the replay then stops at the first op,
-    /// from the end, whose input needs no gradient). `dy` stays the caller's: only the
-    /// gradients made here are released, once used.
-    pub fn run_tape(&mut self, tape: &Tape, dy: Tensor) -> Result<Option<Tensor>> {
-        let outer = (std::mem::take(&mut self.path), self.wants_input_grad);
-        // The gradient of the current op's output, and whether it was made here.
-        let mut grad = dy;
-        let mut owned = false;
-        let mut reached_input = true;
-        for r in tape.ops.iter().rev() {
-            self.path.clone_from(&r.path);
-            self.wants_input_grad = r.wants_input_grad;
-            let dx = r.backward.backward(self, grad.clone())?;
-            if let Some((layer, params)) = &r.layer {
-                for name in params {
-                    let g = self.store.grad_view(self.ctx, name)?;
-                    self.probe(*layer, ProbeTensor::WeightGrad, &g);
-                }
-                if let Some(dx) = &dx {
-                    self.probe(*layer, ProbeTensor::InputGrad, dx);
-                }
-            }
-            // A view of the same buffer (a reshape) carries the gradient on.
-            let same = dx.as_ref().is_some_and(|d| same_buffer(d, &grad));
-            if owned && !same {
-                self.grads.release(&grad);
-            }
-            match dx {
-                Some(dx) => {
-                    owned |= !same;
-                    grad = dx;
-                }
-                None => {
-                    reached_input = false;
-                    break;
-                }
-            }
-        }
-        (self.path, self.wants_input_grad) = outer;
-        Ok(reached_input.then_some(grad))
-    }
-
-    pub fn ctx(&self) -> &'a GpuContext {
-        self.ctx
-    }
-
-    /// Whether the current layer must return its input's gradient.
-    pub fn wants_input_grad(&self) -> bool {
-        self.wants_input_grad
-    }
-
-    /// A gradient shaped (and stored) like `x`, in a buffer of the gradient arena. Every
-    /// backward kernel overwrites the whole of it.
-    pub fn input_grad(&mut self, x: &Tensor) -> Result<Tensor> {
-        self.input_grad_like(&Like::of(x))
-    }
-
-    /// [`Self::input_grad`] for a tensor the backward does not keep, only its shape.
-    pub fn input_grad_like(&mut self, x: &Like) -> Result<Tensor> {
-        self.grads.take(self.ctx, &x.shape, x.storage)
-    }
-
-    /// Give back a gradient from [`Self::input_grad`] that is no longer needed.
-    pub fn release(&mut self, grad: &Tensor) {
-        self.grads.release(grad);
-    }
-
-    /// The f32 gradient of the current layer's parameter `name`, a view into the flat
-    /// gradient buffer (kernels accumulate into it; the step clears it first).
-    pub fn param_grad(&self, name: &str) -> Result<Tensor> {
-        self.param_grad_at(&join(&self.path, name))
-    }
-
-    /// The f32 gradient of the parameter with full name `name` (a tied weight).
-    pub fn param_grad_at(&self, name: &str) -> Result<Tensor> {
-        self.store.grad_view(self.ctx, name)
-    }
-
-    /// See [`ForwardPlan::dropout_state`] (the same state).
-    pub fn dropout_state(&self) -> Arc<DropoutState> {
-        self.dropout
-            .get_or_init(|| Arc::new(DropoutState::new(self.ctx)))
-            .clone()
-    }
-
-    /// Like [`ForwardPlan::scratch`], shaped and stored like `like`.
-    pub fn scratch(&mut self, label: &'static str, like: &Tensor) -> Result<Tensor> {
-        self.scratch
-            .tensor(self.ctx, label, like.shape(), like.storage())
-    }
-
-    /// Append a kernel to the backward pass.
-    pub fn push(&mut self, kernel: Kernel) {
-        self.kernels.push(kernel);
-    }
-}
-
-/// Whether two tensors view the same buffer.
-pub(crate) fn same_buffer(a: &Tensor, b: &Tensor) -> bool {
-    Arc::ptr_eq(a.buffer(), b.buffer())
 }
 
 // ---- the cast autocast inserts ------------------------------------------------------------
