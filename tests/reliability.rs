@@ -79,3 +79,23 @@ pub fn class_data(x: &[f32], features: usize, labels: &[i64]) -> Vec<u8> {
     ];
     safetensors::serialize(views, None).unwrap()
 }
+
+/// gpt-tiny trained one step (batch 2) and saved in `tmp`: a checkpoint `sample` reads.
+pub fn gpt_tiny_checkpoint(tmp: &TempDir) -> PathBuf {
+    let save = tmp.path("gpt.safetensors");
+    let s = save.display().to_string();
+    let out = run(&[
+        "train",
+        "--model",
+        "gpt-tiny",
+        "--batch-size",
+        "2",
+        "--steps",
+        "1",
+        "--no-validate",
+        "--save",
+        &s,
+    ]);
+    assert!(out.status.success(), "{}", common::cli::output_text(&out));
+    save
+}

@@ -5,8 +5,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use super::common::child::wait_for_exit;
-use super::common::cli::{BIN, error_line, output_text};
-use super::{TempDir, run};
+use super::common::cli::{BIN, error_line, output_text, quick};
+use super::{TempDir, gpt_tiny_checkpoint, run};
 use webgpu_amp::train::checkpoint::{Checkpoint, DISK_FULL_ENV};
 
 #[test]
@@ -87,16 +87,7 @@ fn a_full_disk_under_compare_names_the_png_not_a_checkpoint() {
     let tmp = TempDir::new("png");
     let (r, p) = (tmp.path("r.json"), tmp.path("r.png"));
     let out = Command::new(BIN)
-        .args([
-            "compare",
-            "--model",
-            "mlp",
-            "--dataset",
-            "synthetic:64",
-            "--batch-size",
-            "8",
-        ])
-        .args(["--steps", "2", "--no-validate", "--report"])
+        .args(quick("compare", 2, &["--report"]))
         .arg(&r)
         .arg("--png")
         .arg(&p)
@@ -112,21 +103,7 @@ fn a_full_disk_under_compare_names_the_png_not_a_checkpoint() {
 #[test]
 fn sample_refuses_a_vocabulary_that_disagrees_with_vocab_size() {
     let tmp = TempDir::new("vocab");
-    let save = tmp.path("gpt.safetensors");
-    let s = save.display().to_string();
-    let out = run(&[
-        "train",
-        "--model",
-        "gpt-tiny",
-        "--batch-size",
-        "2",
-        "--steps",
-        "1",
-        "--no-validate",
-        "--save",
-        &s,
-    ]);
-    assert!(out.status.success(), "{}", output_text(&out));
+    let save = gpt_tiny_checkpoint(&tmp);
     let ck = Checkpoint::load(&save).unwrap();
     let chars = ck.vocab().unwrap().chars().to_vec();
     let shorter = webgpu_amp::data::Vocab::from_chars(chars[..chars.len() - 1].to_vec()).unwrap();
