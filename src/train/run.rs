@@ -121,7 +121,7 @@ pub struct Run {
     /// Faults to cause at a chosen step (tests; from the environment on native).
     pub hooks: FaultHooks,
     /// How this run cuts its data, recorded in its checkpoints.
-    pub(super) data_order: DataOrder,
+    data_order: DataOrder,
 }
 
 /// The hint a divergence error ends with (the CLI names its flags instead).
@@ -219,6 +219,12 @@ impl Run {
             hooks: FaultHooks::from_env()?,
             data_order,
         })
+    }
+
+    /// How this run cuts its data (what its checkpoints record, so a resume can refuse
+    /// a different cut).
+    pub fn data_order(&self) -> &DataOrder {
+        &self.data_order
     }
 
     /// Whether the step or epoch budget is spent (one epoch when neither is given).
