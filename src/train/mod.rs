@@ -37,6 +37,7 @@ pub mod evaluate;
 pub mod fault_hooks;
 mod guards;
 pub mod host_time;
+mod in_flight;
 pub mod memory;
 pub mod numerics;
 pub mod periodic;

@@ -32,7 +32,7 @@ use super::numerics::passes::Pass;
 use super::rank::StepBuffers;
 use super::stats::METRIC_LOSSES;
 use super::trainer::Trainer;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::gpu::{GpuContext, Kernel};
 use crate::nn::Network;
 
@@ -126,20 +126,20 @@ impl Trainer {
         targets: BatchTargets<'_>,
         overlap: &mut dyn FnMut(),
     ) -> Result<()> {
-        let first = self.micro == 0;
-        let last = self.micro + 1 == self.config.grad_accum;
+        let micro = self.in_flight.pending_micro_batches();
+        let first = micro == 0;
+        let last = micro + 1 == self.config.grad_accum;
         if last {
             // The one wait: for the oldest step, when a whole ring of steps is in flight.
-            self.wait_for_slot(ctx)?;
+            self.in_flight.wait_for_slot(ctx)?;
         }
         let encoding = Clock::now();
         let i = self.plan_network(ctx, batch)?;
         // Numerics on: this step's counting passes (made once per batch size), when counted.
-        let step = self.step_offset + self.steps_submitted + 1;
-        if let Some(n) = &mut self.numerics {
-            n.plan(ctx, &self.nets[i])?;
-        }
-        let counted = self.numerics.as_ref().is_some_and(|n| n.counts(step));
+        let step = self.step_offset + self.in_flight.steps_submitted() + 1;
+        self.in_flight.plan_numerics(ctx, &self.nets[i])?;
+        let numerics = self.in_flight.numerics();
+        let counted = numerics.is_some_and(|n| n.counts(step));
         let net = &self.nets[i];
         write_batch(ctx, net, x, &targets)?;
         // Dropout masks of micro-batch `counter`: the same whatever the precision, and
@@ -156,8 +156,8 @@ impl Trainer {
         if first {
             encoder.clear_buffer(self.store.grads.raw(), 0, None);
             let scale = self.scaler.state_buffer().raw();
-            encoder.copy_buffer_to_buffer(scale, 0, self.metrics.raw(), 0, 4);
-            if let Some(n) = self.numerics.as_ref().filter(|_| counted) {
+            encoder.copy_buffer_to_buffer(scale, 0, self.in_flight.metrics().raw(), 0, 4);
+            if let Some(n) = numerics.filter(|_| counted) {
                 encoder.clear_buffer(n.buffer().raw(), 0, None);
             }
         }
@@ -167,15 +167,11 @@ impl Trainer {
             r == Records::Every || (first && r == Records::First)
         });
         let loss = (net.loss.buffer().raw(), net.loss.byte_offset());
-        let word = METRIC_LOSSES + self.micro as u64;
-        encoder.copy_buffer_to_buffer(loss.0, loss.1, self.metrics.raw(), 4 * word, 4);
-        self.submissions += 1;
+        let word = METRIC_LOSSES + micro as u64;
+        let metrics = self.in_flight.metrics();
+        encoder.copy_buffer_to_buffer(loss.0, loss.1, metrics.raw(), 4 * word, 4);
         if !last {
-            self.host.encode += encoding.elapsed();
-            let submitting = Clock::now();
-            ctx.queue.submit([encoder.finish()]);
-            self.host.submit += submitting.elapsed();
-            self.micro += 1;
+            self.in_flight.submit_micro_batch(ctx, encoder, encoding);
             return Ok(());
         }
 
@@ -184,14 +180,14 @@ impl Trainer {
         if self.exchange.is_joined() {
             let step = StepBuffers {
                 grads: &self.store.grads,
-                metrics: &self.metrics,
+                metrics: self.in_flight.metrics(),
                 scaler_state: self
                     .scaler
                     .enabled()
                     .then_some(&**self.scaler.state_buffer()),
             };
             encoder = self.exchange.all_reduce(ctx, encoder, step, overlap)?;
-            self.submissions += 1;
+            self.in_flight.count_submission();
         }
         // 5–8. Unscale, clip, optimizer, scale update: one compute pass.
         let net = &self.nets[i];
@@ -199,18 +195,15 @@ impl Trainer {
 
         // 9. Stats: found_inf (state word 2), then the updated scale (word 0), into the
         // metrics; the metrics into a slot of the stats ring.
-        let state = self.scaler.state_buffer().raw();
-        encoder.copy_buffer_to_buffer(state, 8, self.metrics.raw(), 4, 4);
-        encoder.copy_buffer_to_buffer(state, 0, self.metrics.raw(), 8, 4);
-        let slot = self
-            .stats
-            .next_buffer()
-            .ok_or_else(|| Error::Gpu("no free stats slot".into()))?;
-        encoder.copy_buffer_to_buffer(self.metrics.raw(), 0, slot.raw(), 0, self.metrics.size());
+        let (state, metrics) = (self.scaler.state_buffer().raw(), self.in_flight.metrics());
+        encoder.copy_buffer_to_buffer(state, 8, metrics.raw(), 4, 4);
+        encoder.copy_buffer_to_buffer(state, 0, metrics.raw(), 8, 4);
+        let slot = self.in_flight.next_slot()?;
+        encoder.copy_buffer_to_buffer(metrics.raw(), 0, slot.raw(), 0, metrics.size());
         // A counted step's numerics ride home in the same slot, after the metrics.
-        let numerics_at = match self.numerics.as_ref().filter(|_| counted) {
+        let numerics_at = match self.in_flight.numerics().filter(|_| counted) {
             Some(n) => {
-                let (at, counts) = (self.metrics.size(), n.buffer());
+                let (at, counts) = (metrics.size(), n.buffer());
                 encoder.copy_buffer_to_buffer(counts.raw(), 0, slot.raw(), at, counts.size());
                 Some(at as usize / 4)
             }
@@ -222,16 +215,9 @@ impl Trainer {
         if lr.to_bits() != self.optimizer.lr().to_bits() {
             self.optimizer.set_lr(ctx, lr)?;
         }
-        self.steps_submitted += 1;
-        self.host.encode += encoding.elapsed();
-        let submitting = Clock::now();
-        self.host.steps += 1;
-        let (step, accum) = (self.steps_submitted, self.config.grad_accum);
-        self.stats
-            .submit(ctx, encoder, step, accum, lr, numerics_at)?;
-        self.host.submit += submitting.elapsed();
-        self.micro = 0;
-        Ok(())
+        let step = (self.config.grad_accum, lr);
+        self.in_flight
+            .submit_step(ctx, encoder, step, numerics_at, encoding)
     }
 
     /// Record the kernels of the phases `recorded` picks, in step order, into one compute
@@ -255,7 +241,7 @@ impl Trainer {
                     continue;
                 }
             };
-            let kernels = match (counting, &self.numerics) {
+            let kernels = match (counting, self.in_flight.numerics()) {
                 (Some(last), Some(n)) => n.interleave(net.batch, counted, kernels, last),
                 _ => kernels,
             };

@@ -3,15 +3,14 @@
 //! has in flight. The step itself, in order, is `step.rs` ([`Trainer::train_batch`]).
 //!
 //! Nothing inside a step waits for the GPU; the host waits only before submitting a step's
-//! last micro-batch when every stats slot ([`RING`] by default) is still in flight, and then
+//! last micro-batch when every stats slot ([`RING`](super::stats::RING) by default) is still in flight, and then
 //! only for the oldest one ([`Trainer::throttle_waits`]). What else reads back — evaluation,
 //! loss estimates, samples, profiles — are functions over a trainer in their own files
 //! (`evaluate.rs`, `estimate.rs`, `sample.rs`, `profile.rs`).
 
-use std::sync::Arc;
-
 use super::config::StepConfig;
-use super::host_time::{Clock, HostTimes};
+use super::host_time::HostTimes;
+use super::in_flight::InFlight;
 use super::numerics::passes::NumericsPasses;
 use super::numerics::{LayerName, StepNumerics};
 pub use super::planning::weight_decay_mask;
@@ -19,13 +18,13 @@ use super::planning::{
     batch_error, check_network_fits, check_params_fit, guard_planning, params_error,
 };
 use super::rank::Exchange;
-use super::stats::{METRIC_LOSSES, RING, StatsRing, StepStats};
+use super::stats::StepStats;
 use crate::amp::GradClipper;
 use crate::amp::policy::{Policy, Precision, PrecisionRow};
 use crate::amp::round::round_inplace;
 use crate::amp::scaler::GradScaler;
-use crate::error::{Error, Result};
-use crate::gpu::{GpuBuffer, GpuContext, Kernel};
+use crate::error::Result;
+use crate::gpu::{GpuContext, Kernel};
 use crate::nn::params::{ParamLayout, ParamStore};
 use crate::nn::{ModelSpec, Network, NetworkInputs};
 use crate::ops::elementwise;
@@ -69,18 +68,9 @@ pub struct Trainer {
     pub(super) begin_step: Kernel,
     pub(super) unscale: Option<Kernel>,
     pub(super) update: Option<Kernel>,
-    /// [scale used, found_inf, scale after the update, loss of micro-batch 0, 1, ...]
-    /// ([`METRIC_LOSSES`]).
-    pub(super) metrics: Arc<GpuBuffer>,
-    pub(super) stats: StatsRing,
-    /// The AMP doctor's counting passes (`StepConfig::numerics`; none when off).
-    pub(super) numerics: Option<NumericsPasses>,
-    /// Micro-batches already accumulated toward the next optimizer step.
-    pub(super) micro: usize,
-    /// Host time spent in this trainer's steps (encode, submit, read-back).
-    pub host: HostTimes,
-    pub(super) steps_submitted: u64,
-    pub(super) submissions: u64,
+    /// The steps in flight: metrics, stats ring, numerics counts, micro-batch count,
+    /// submissions and host times (`in_flight.rs`).
+    pub(super) in_flight: InFlight,
     /// Where the dropout masks of the next micro-batch come from.
     pub dropout: DropoutStream,
     /// The gradient all-reduce of a data-parallel rank (none in a single process).
@@ -154,24 +144,9 @@ impl Trainer {
         } else {
             (None, None)
         };
-        let metrics_bytes = 4 * (METRIC_LOSSES + config.grad_accum as u64);
-        let metrics = ctx.alloc_storage("step.metrics", metrics_bytes);
-        let numerics = config
-            .numerics
-            .map(|every| {
-                let rows = crate::nn::precision_map(&spec, &policy, config.loss);
-                let layers = rows.iter().map(|r| LayerName {
-                    index: r.index,
-                    name: r.name.clone(),
-                    op: r.op.name.to_string(),
-                    loss: r.index + 1 == rows.len(),
-                });
-                let rounded = !config.precision.master_weights();
-                let what = (every, config.numerics_histograms);
-                NumericsPasses::new(ctx, what, low, rounded, layers.collect())
-            })
-            .transpose()?;
-        let stats = StatsRing::new(ctx, RING, slot_bytes(&metrics, numerics.as_ref()));
+        let in_flight = InFlight::new(ctx, config.grad_accum, || {
+            numerics_passes(ctx, &spec, &policy, &config)
+        })?;
         Ok(Self {
             begin_step: scaler.begin_step_kernel(ctx)?,
             spec,
@@ -187,15 +162,9 @@ impl Trainer {
             round_params,
             unscale,
             update,
-            metrics,
-            stats,
-            numerics,
-            micro: 0,
-            host: HostTimes::default(),
-            steps_submitted: 0,
+            in_flight,
             dropout: DropoutStream::default(),
             step_offset: 0,
-            submissions: 0,
             exchange: Exchange::default(),
             config,
         })
@@ -257,7 +226,7 @@ impl Trainer {
             LrSchedule::Constant => self.optimizer.lr(),
             schedule => schedule.lr(
                 self.config.optimizer.lr(),
-                self.step_offset + self.steps_submitted,
+                self.step_offset + self.in_flight.steps_submitted(),
             ),
         }
     }
@@ -279,13 +248,13 @@ impl Trainer {
         self.config.precision.low_dtype()
     }
 
-    // The steps in flight.
+    // The steps in flight (`in_flight.rs`).
 
     /// Whether the next micro-batch can be submitted without waiting (for frame loops and
     /// [`crate::train::Run::advance`]): it does not complete a step, or a stats slot is free
     /// once the landed ones are taken.
     pub fn can_submit(&mut self, ctx: &GpuContext) -> bool {
-        self.micro + 1 < self.config.grad_accum || !self.stats.is_full(ctx)
+        self.in_flight.can_submit(ctx, self.config.grad_accum)
     }
 
     /// Block until the oldest step in flight has finished, so the next step can be submitted.
@@ -293,93 +262,82 @@ impl Trainer {
     /// does nothing when a stats slot is free. The web cannot wait: there a full ring is an
     /// error (check [`Trainer::can_submit`] first).
     pub fn wait_for_slot(&mut self, ctx: &GpuContext) -> Result<()> {
-        if self.stats.is_full(ctx) {
-            let waiting = Clock::now();
-            self.stats.wait_oldest(ctx)?;
-            self.host.readback += waiting.elapsed();
-        }
-        Ok(())
+        self.in_flight.wait_for_slot(ctx)
     }
 
     /// Stats of the optimizer steps finished so far (non-blocking; a few steps late).
     pub fn poll_stats(&mut self, ctx: &GpuContext) -> Vec<StepStats> {
-        let reading = Clock::now();
-        self.stats.collect(ctx);
-        let stats = self.stats.drain();
-        self.host.readback += reading.elapsed();
-        stats
+        self.in_flight.poll(ctx)
     }
 
     /// Wait for every submitted step and return the remaining stats (native; end of run):
     /// every step submitted is in them, even when another thread's poll fires the last
     /// read-backs' callbacks ([`crate::gpu::MapSignal`]). One host wait.
     pub fn finish(&mut self, ctx: &GpuContext) -> Result<Vec<StepStats>> {
-        let waiting = Clock::now();
-        self.stats.collect_all(ctx)?;
-        self.host.readback += waiting.elapsed();
-        Ok(self.stats.drain())
+        self.in_flight.finish(ctx)
     }
 
     /// Times the host waited because every stats slot was in flight (the GPU a whole ring
     /// of steps behind). Each such wait is also a host wait ([`GpuContext::host_waits`]).
     pub fn throttle_waits(&self) -> u64 {
-        self.stats.throttle_waits()
+        self.in_flight.ring().throttle_waits()
     }
 
     /// The step whose stats slot the latest throttle wait waited for (always the oldest
     /// step in flight then).
     pub fn last_throttle_wait(&self) -> Option<u64> {
-        self.stats.last_throttle_wait()
+        self.in_flight.ring().last_throttle_wait()
     }
 
     /// Optimizer steps submitted (by this trainer, since it was made).
     pub fn steps_submitted(&self) -> u64 {
-        self.steps_submitted
+        self.in_flight.steps_submitted()
     }
 
     /// How many optimizer steps' stats may be in flight at once ([`RING`] by default): how
     /// far the GPU may fall behind before the host waits.
+    ///
+    /// [`RING`]: super::stats::RING
     pub fn stats_ring_slots(&self) -> usize {
-        self.stats.slots()
+        self.in_flight.ring().slots()
     }
 
     /// Let `slots` steps' stats be in flight at once (at least 1). Only between steps with
     /// nothing in flight (right after planning, or after [`Trainer::finish`]).
     pub fn set_stats_ring_slots(&mut self, ctx: &GpuContext, slots: usize) -> Result<()> {
-        let bytes = slot_bytes(&self.metrics, self.numerics.as_ref());
-        if slots == 0 || !self.stats.resize(ctx, slots, bytes) {
-            return Err(Error::InvalidArgument(
-                "the stats ring needs at least 1 slot and no step in flight to change".into(),
-            ));
-        }
-        Ok(())
+        self.in_flight.set_ring_slots(ctx, slots)
     }
 
     /// Optimizer steps submitted whose stats have not been collected yet.
     pub fn steps_in_flight(&self) -> usize {
-        self.stats.in_flight()
+        self.in_flight.ring().in_flight()
     }
 
     /// Command buffers [`Trainer::train_batch`] has submitted: one per micro-batch (and one
     /// more per optimizer step on a data-parallel rank, after the all-reduce).
     pub fn submissions(&self) -> u64 {
-        self.submissions
+        self.in_flight.submissions()
     }
 
     /// Micro-batches already accumulated toward the next optimizer step.
     pub fn pending_micro_batches(&self) -> usize {
-        self.micro
+        self.in_flight.pending_micro_batches()
+    }
+
+    /// Host time spent in this trainer's steps (encode, submit, read-back) since it was made.
+    pub fn host_times(&self) -> HostTimes {
+        self.in_flight.host()
     }
 
     /// The counting passes a counted step at `batch` dispatches (`None`: numerics off, or
     /// no step at `batch` yet).
     pub fn numerics_passes(&self, batch: usize) -> Option<usize> {
-        self.numerics.as_ref()?.passes(batch)
+        self.in_flight.numerics()?.passes(batch)
     }
 
     /// Every how many optimizer steps numerics are counted (`None`: off).
     pub fn numerics_every(&self) -> Option<u64> {
-        self.numerics.as_ref().map(NumericsPasses::every)
+        self.in_flight.numerics().map(NumericsPasses::every)
     }
 
     /// The numerics of this trainer's optimizer step `step` (1-based, as
@@ -387,15 +345,31 @@ impl Trainer {
     /// collected; `None` when that step was not counted. Take steps in order: earlier
     /// ones still waiting are dropped.
     pub fn take_numerics(&mut self, step: u64) -> Option<StepNumerics> {
-        let passes = self.numerics.as_ref()?;
-        let words = self.stats.take_numerics(step)?;
-        passes.decode(&words).ok()
+        self.in_flight.take_numerics(step)
     }
 }
 
-/// Bytes of a stats slot: the metrics, then (numerics on) the counts buffer.
-fn slot_bytes(metrics: &GpuBuffer, numerics: Option<&NumericsPasses>) -> u64 {
-    metrics.size() + numerics.map_or(0, |n| n.buffer().size())
+/// The AMP doctor's counting passes for `spec` under `config` (`None`: numerics off).
+fn numerics_passes(
+    ctx: &GpuContext,
+    spec: &ModelSpec,
+    policy: &Policy,
+    config: &StepConfig,
+) -> Result<Option<NumericsPasses>> {
+    let Some(every) = config.numerics else {
+        return Ok(None);
+    };
+    let rows = crate::nn::precision_map(spec, policy, config.loss);
+    let layers = rows.iter().map(|r| LayerName {
+        index: r.index,
+        name: r.name.clone(),
+        op: r.op.name.to_string(),
+        loss: r.index + 1 == rows.len(),
+    });
+    let rounded = !config.precision.master_weights();
+    let what = (every, config.numerics_histograms);
+    let low = config.precision.low_dtype();
+    NumericsPasses::new(ctx, what, low, rounded, layers.collect()).map(Some)
 }
 
 /// The parameter store of `spec` under `precision` holding `init` (by PyTorch name), and the
