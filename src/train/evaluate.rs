@@ -92,7 +92,11 @@ pub fn submit_eval_batch<'x>(
     encoder.clear_buffer(net.correct.raw(), 0, None);
     {
         let mut pass = encoder.begin_compute_pass(&Default::default());
-        for k in trainer.weight_cast.iter().chain(net.eval_kernels()) {
+        for k in trainer
+            .weight_cast_kernel()
+            .into_iter()
+            .chain(net.eval_kernels())
+        {
             k.encode(&mut pass);
         }
     }
@@ -259,11 +263,8 @@ mod blocking {
         let net = &trainer.nets[i];
         write_input(ctx, net, x.into())?;
         net.set_dropout(ctx, 0, 0, false);
-        let kernels: Vec<&Kernel> = trainer
-            .weight_cast
-            .iter()
-            .chain(net.forward_kernels())
-            .collect();
+        let cast = trainer.weight_cast_kernel();
+        let kernels: Vec<&Kernel> = cast.into_iter().chain(net.forward_kernels()).collect();
         ctx.run(&kernels);
         net.output.read_f32(ctx)
     }

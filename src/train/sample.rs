@@ -175,7 +175,7 @@ pub fn submit_sample(
         ctx,
         (&net.input, &net.output),
         net.forward_kernels(),
-        trainer.weight_cast.as_ref(),
+        trainer.weight_cast_kernel(),
         out,
         options,
     )?;

@@ -1,6 +1,7 @@
 //! The trainer: a model, its optimizer and GradScaler planned for training, with buffers,
 //! bind groups and pipelines made once per (model, batch size, precision), and the steps it
-//! has in flight. The step itself, in order, is `step.rs` ([`Trainer::train_batch`]).
+//! has in flight (`in_flight.rs`). [`Trainer::train_batch`] plans the network for a batch
+//! size and uploads the batch; the step itself, its kernels and their order, is `step.rs`.
 //!
 //! Nothing inside a step waits for the GPU; the host waits only before submitting a step's
 //! last micro-batch when every stats slot ([`RING`](super::stats::RING) by default) is still in flight, and then
@@ -8,8 +9,9 @@
 //! loss estimates, samples, profiles — are functions over a trainer in their own files
 //! (`evaluate.rs`, `estimate.rs`, `sample.rs`, `profile.rs`).
 
+use super::batch::{BatchInput, BatchTargets, write_batch};
 use super::config::StepConfig;
-use super::host_time::HostTimes;
+use super::host_time::{Clock, HostTimes};
 use super::in_flight::InFlight;
 use super::numerics::passes::NumericsPasses;
 use super::numerics::{LayerName, StepNumerics};
@@ -19,9 +21,8 @@ use super::planning::{
 };
 use super::rank::Exchange;
 use super::stats::StepStats;
-use crate::amp::GradClipper;
+use super::step::{Phase, Step, StepAt, StepKernels};
 use crate::amp::policy::{Policy, Precision, PrecisionRow};
-use crate::amp::round::round_inplace;
 use crate::amp::scaler::GradScaler;
 use crate::error::Result;
 use crate::gpu::{GpuContext, Kernel};
@@ -57,17 +58,11 @@ pub struct Trainer {
     pub store: ParamStore,
     pub scaler: GradScaler,
     pub optimizer: Optimizer,
-    pub(super) clipper: Option<GradClipper>,
     target_dim: usize,
+    /// The network planned for each batch size seen so far (forward, loss and backward).
     pub(super) nets: Vec<Network>,
-    /// Master → compute-dtype cast of every parameter, one dispatch, once per step.
-    pub(super) weight_cast: Option<Kernel>,
-    /// Pure f16 mode: round gradients and parameters to f16 values.
-    pub(super) round_grads: Option<Kernel>,
-    pub(super) round_params: Option<Kernel>,
-    pub(super) begin_step: Kernel,
-    pub(super) unscale: Option<Kernel>,
-    pub(super) update: Option<Kernel>,
+    /// The step's other kernels, phase by phase (`step.rs`).
+    kernels: StepKernels,
     /// The steps in flight: metrics, stats ring, numerics counts, micro-batch count,
     /// submissions and host times (`in_flight.rs`).
     pub(super) in_flight: InFlight,
@@ -110,7 +105,6 @@ impl Trainer {
             init,
         } = inputs;
         let policy = crate::nn::keep_f32::policy(&spec, config.precision, config.loss)?;
-        let low = config.precision.low_dtype();
         let (store, weight_cast) = load_params(ctx, &spec, config.precision, init)?;
         let total = store.layout.total;
 
@@ -124,44 +118,19 @@ impl Trainer {
             scaler.state_buffer(),
             weight_decay_mask(&spec, &store.layout).as_deref(),
         )?;
-        let clipper = config
-            .clip_norm()
-            .map(|max| GradClipper::new(ctx, &store.grads, total, max))
-            .transpose()?;
-        let (round_grads, round_params) = if config.precision.master_weights() {
-            (None, None)
-        } else {
-            (
-                Some(round_inplace(ctx, &store.grads, total, low)?),
-                Some(round_inplace(ctx, &store.master, total, low)?),
-            )
-        };
-        let (unscale, update) = if scaler.enabled() {
-            (
-                Some(scaler.unscale_kernel(ctx, &store.grads, total)?),
-                Some(scaler.update_kernel(ctx)?),
-            )
-        } else {
-            (None, None)
-        };
+        let kernels = StepKernels::plan(ctx, &config, (&store, weight_cast), &scaler)?;
         let in_flight = InFlight::new(ctx, config.grad_accum, || {
             numerics_passes(ctx, &spec, &policy, &config)
         })?;
         Ok(Self {
-            begin_step: scaler.begin_step_kernel(ctx)?,
             spec,
             policy,
             store,
             scaler,
             optimizer,
-            clipper,
             target_dim,
             nets: Vec::new(),
-            weight_cast,
-            round_grads,
-            round_params,
-            unscale,
-            update,
+            kernels,
             in_flight,
             dropout: DropoutStream::default(),
             step_offset: 0,
@@ -240,12 +209,88 @@ impl Trainer {
     /// forward outside the step (e.g. an asynchronous validation pass) so it sees the
     /// current weights.
     pub fn weight_cast_kernel(&self) -> Option<&Kernel> {
-        self.weight_cast.as_ref()
+        self.kernels.weight_cast()
     }
 
     /// The dtype the model's parameters compute in under this trainer's policy.
     pub fn low_dtype(&self) -> DType {
         self.config.precision.low_dtype()
+    }
+
+    // The step (`step.rs`).
+
+    /// Train on one micro-batch of `batch` samples: one submit. Every `grad_accum`
+    /// micro-batches this completes an optimizer step, in the last micro-batch's submit.
+    /// Never waits inside the step; before a step's last micro-batch, when every stats slot
+    /// is still in flight (the GPU is that many steps behind), native code waits for the
+    /// oldest slot's submission only and counts it ([`Trainer::throttle_waits`]); on the web
+    /// that is an error (check [`Trainer::can_submit`] first).
+    pub fn train_batch<'x>(
+        &mut self,
+        ctx: &GpuContext,
+        batch: usize,
+        x: impl Into<BatchInput<'x>>,
+        targets: BatchTargets<'_>,
+    ) -> Result<()> {
+        self.train_batch_overlapped(ctx, batch, x, targets, &mut || {})
+    }
+
+    /// [`Trainer::train_batch`]; on a data-parallel rank, `overlap` runs while the step's
+    /// gradients are all-reduced (host work that does not depend on them, such as gathering
+    /// the next batch). In a single process it never runs.
+    pub fn train_batch_overlapped<'x>(
+        &mut self,
+        ctx: &GpuContext,
+        batch: usize,
+        x: impl Into<BatchInput<'x>>,
+        targets: BatchTargets<'_>,
+        overlap: &mut dyn FnMut(),
+    ) -> Result<()> {
+        let grad_accum = self.config.grad_accum;
+        if self.in_flight.pending_micro_batches() + 1 == grad_accum {
+            // The one wait: for the oldest step, when a whole ring of steps is in flight.
+            self.in_flight.wait_for_slot(ctx)?;
+        }
+        let encoding = Clock::now();
+        let i = self.plan_network(ctx, batch)?;
+        let net = &self.nets[i];
+        // Numerics on: the counting passes of this batch size (made once).
+        self.in_flight.plan_numerics(ctx, net)?;
+        write_batch(ctx, net, x, &targets)?;
+        // Dropout masks of micro-batch `counter`: the same whatever the precision, and
+        // again after a resume (Run positions the counter).
+        net.set_dropout(ctx, self.dropout.seed, self.dropout.counter, true);
+        self.dropout.counter += 1;
+        let at = StepAt {
+            step: self.step_offset + self.in_flight.steps_submitted() + 1,
+            grad_accum,
+            lr: self.scheduled_lr(),
+        };
+        let step = Step {
+            net,
+            kernels: &self.kernels,
+            grads: &self.store.grads,
+            scaler: &self.scaler,
+            optimizer: &mut self.optimizer,
+            exchange: &mut self.exchange,
+            in_flight: &mut self.in_flight,
+        };
+        step.record(ctx, at, encoding, overlap)
+    }
+
+    /// Every kernel of one optimizer step (one micro-batch) at `batch` with its phase, in the
+    /// order [`Trainer::train_batch`] records them, for per-kernel profiling. Running them
+    /// changes the parameters like a real step does (profile a trainer whose state does not
+    /// matter).
+    pub fn step_phases(&mut self, ctx: &GpuContext, batch: usize) -> Result<Vec<(Phase, &Kernel)>> {
+        let i = self.plan_network(ctx, batch)?;
+        Ok(self.kernels.phases(&self.nets[i], &self.optimizer))
+    }
+
+    /// [`Trainer::step_phases`] without the phases.
+    pub fn step_kernels(&mut self, ctx: &GpuContext, batch: usize) -> Result<Vec<&Kernel>> {
+        let phases = self.step_phases(ctx, batch)?;
+        Ok(phases.into_iter().map(|(_, k)| k).collect())
     }
 
     // The steps in flight (`in_flight.rs`).
