@@ -79,8 +79,7 @@ pub fn submit_eval_batch<'x>(
     results: &GpuBuffer,
     slot: usize,
 ) -> Result<()> {
-    let i = trainer.plan_network(ctx, batch)?;
-    let net = &trainer.nets[i];
+    let (net, weight_cast) = trainer.forward_parts(ctx, batch)?;
     write_batch(ctx, net, x, targets)?;
     net.set_dropout(ctx, 0, 0, false);
     let offset = 8 * slot as u64;
@@ -92,11 +91,7 @@ pub fn submit_eval_batch<'x>(
     encoder.clear_buffer(net.correct.raw(), 0, None);
     {
         let mut pass = encoder.begin_compute_pass(&Default::default());
-        for k in trainer
-            .weight_cast_kernel()
-            .into_iter()
-            .chain(net.eval_kernels())
-        {
+        for k in weight_cast.into_iter().chain(net.eval_kernels()) {
             k.encode(&mut pass);
         }
     }
@@ -259,12 +254,13 @@ mod blocking {
         batch: usize,
         x: impl Into<BatchInput<'x>>,
     ) -> Result<Vec<f32>> {
-        let i = trainer.plan_network(ctx, batch)?;
-        let net = &trainer.nets[i];
+        let (net, weight_cast) = trainer.forward_parts(ctx, batch)?;
         write_input(ctx, net, x.into())?;
         net.set_dropout(ctx, 0, 0, false);
-        let cast = trainer.weight_cast_kernel();
-        let kernels: Vec<&Kernel> = cast.into_iter().chain(net.forward_kernels()).collect();
+        let kernels: Vec<&Kernel> = weight_cast
+            .into_iter()
+            .chain(net.forward_kernels())
+            .collect();
         ctx.run(&kernels);
         net.output.read_f32(ctx)
     }

@@ -22,7 +22,7 @@ use super::guards::{SkipWatch, check_resume_progress};
 use super::numerics::StepNumerics;
 use super::rank::Rank;
 use super::stats::StepStats;
-use super::trainer::{DropoutStream, Trainer};
+use super::trainer::Trainer;
 use crate::data::{Batch, Dataset, EpochBatches, Loader, Vocab};
 use crate::dist::Collective;
 use crate::error::{Error, Result};
@@ -195,11 +195,7 @@ impl Run {
         let data_order = DataOrder::of(&config, train);
         // A resumed run continues the dropout masks and the lr schedule where the
         // checkpoint's step left them.
-        trainer.dropout = DropoutStream {
-            seed: progress.seed,
-            counter: progress.step * config.step.grad_accum as u64,
-        };
-        trainer.step_offset = progress.step;
+        trainer.start_at(progress.seed, progress.step);
         Ok(Self {
             trainer,
             config,

@@ -4,17 +4,20 @@
 //! size and uploads the batch; the step itself, its kernels and their order, is `step.rs`.
 //!
 //! Nothing inside a step waits for the GPU; the host waits only before submitting a step's
-//! last micro-batch when every stats slot ([`RING`](super::stats::RING) by default) is still in flight, and then
+//! last micro-batch when every stats slot ([`RING`] by default) is still in flight, and then
 //! only for the oldest one ([`Trainer::throttle_waits`]). What else reads back — evaluation,
 //! loss estimates, samples, profiles — are functions over a trainer in their own files
-//! (`evaluate.rs`, `estimate.rs`, `sample.rs`, `profile.rs`).
+//! (`evaluate.rs`, `estimate.rs`, `sample.rs`, `profile.rs`), which plan and run its
+//! networks through [`Trainer::network`] and `Trainer::forward_parts`.
+//!
+//! [`RING`]: super::stats::RING
 
 use super::batch::{BatchInput, BatchTargets, write_batch};
 use super::config::StepConfig;
 use super::host_time::{Clock, HostTimes};
 use super::in_flight::InFlight;
+use super::numerics::StepNumerics;
 use super::numerics::passes::NumericsPasses;
-use super::numerics::{LayerName, StepNumerics};
 pub use super::planning::weight_decay_mask;
 use super::planning::{
     batch_error, check_network_fits, check_params_fit, guard_planning, params_error,
@@ -60,19 +63,19 @@ pub struct Trainer {
     pub optimizer: Optimizer,
     target_dim: usize,
     /// The network planned for each batch size seen so far (forward, loss and backward).
-    pub(super) nets: Vec<Network>,
+    nets: Vec<Network>,
     /// The step's other kernels, phase by phase (`step.rs`).
     kernels: StepKernels,
     /// The steps in flight: metrics, stats ring, numerics counts, micro-batch count,
     /// submissions and host times (`in_flight.rs`).
-    pub(super) in_flight: InFlight,
+    in_flight: InFlight,
     /// Where the dropout masks of the next micro-batch come from.
     pub dropout: DropoutStream,
     /// The gradient all-reduce of a data-parallel rank (none in a single process).
-    pub(super) exchange: Exchange,
+    exchange: Exchange,
     /// Optimizer steps taken before this trainer's first (a resumed run's step): the lr
-    /// schedule's position is `step_offset + steps_submitted` (Run positions it).
-    pub step_offset: u64,
+    /// schedule's position is `step_offset + steps_submitted` ([`Trainer::start_at`]).
+    step_offset: u64,
 }
 
 impl Trainer {
@@ -120,7 +123,7 @@ impl Trainer {
         )?;
         let kernels = StepKernels::plan(ctx, &config, (&store, weight_cast), &scaler)?;
         let in_flight = InFlight::new(ctx, config.grad_accum, || {
-            numerics_passes(ctx, &spec, &policy, &config)
+            NumericsPasses::of_model(ctx, &spec, &policy, &config)
         })?;
         Ok(Self {
             spec,
@@ -145,9 +148,21 @@ impl Trainer {
         Ok(&self.nets[i])
     }
 
+    /// The network for `batch` (planned on first use) and the weight cast to encode before
+    /// its forward: what a forward-only pass outside the step runs (validation, prediction,
+    /// sampling).
+    pub(super) fn forward_parts(
+        &mut self,
+        ctx: &GpuContext,
+        batch: usize,
+    ) -> Result<(&Network, Option<&Kernel>)> {
+        let i = self.plan_network(ctx, batch)?;
+        Ok((&self.nets[i], self.kernels.weight_cast()))
+    }
+
     /// Index into `nets` of the network for `batch`, planned on first use. An index, not a
     /// borrow, so callers can use the network together with the trainer's other fields.
-    pub(super) fn plan_network(&mut self, ctx: &GpuContext, batch: usize) -> Result<usize> {
+    fn plan_network(&mut self, ctx: &GpuContext, batch: usize) -> Result<usize> {
         if let Some(i) = self.nets.iter().position(|n| n.batch == batch) {
             return Ok(i);
         }
@@ -180,6 +195,41 @@ impl Trainer {
     /// The ranks this trainer's steps are averaged over (1 in a single process).
     pub fn ranks(&self) -> usize {
         self.exchange.ranks()
+    }
+
+    /// Continue a run of seed `seed` from optimizer step `step` (a resumed run): the dropout
+    /// masks and the lr schedule pick up where a checkpoint at that step left them.
+    pub(super) fn start_at(&mut self, seed: u64, step: u64) {
+        self.dropout = DropoutStream {
+            seed,
+            counter: step * self.config.grad_accum as u64,
+        };
+        self.step_offset = step;
+    }
+
+    /// Make this trainer one rank of a data-parallel job: each optimizer step all-reduces
+    /// the gradients over `collective` before unscale (`rank/exchange.rs`). Only before the
+    /// first step (the backward's seed depends on the number of ranks).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(super) fn join(
+        &mut self,
+        ctx: &GpuContext,
+        collective: std::rc::Rc<dyn crate::dist::Collective>,
+    ) -> Result<()> {
+        if !self.nets.is_empty() || self.steps_submitted() > 0 || self.exchange.is_joined() {
+            return Err(crate::error::Error::Distributed(
+                "a trainer can join a data-parallel job only before its first step".into(),
+            ));
+        }
+        let accum = self.config.grad_accum;
+        self.exchange = Exchange::joined(ctx, collective, &self.store.grads, accum);
+        Ok(())
+    }
+
+    /// The gradient exchange's counters (`None` in a single process).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(super) fn exchange_stats(&self) -> Option<&super::rank::exchange::ExchangeStats> {
+        self.exchange.stats()
     }
 
     /// The network already planned for `batch`, if any (shared borrow, so it can be used
@@ -258,7 +308,7 @@ impl Trainer {
         self.in_flight.plan_numerics(ctx, net)?;
         write_batch(ctx, net, x, &targets)?;
         // Dropout masks of micro-batch `counter`: the same whatever the precision, and
-        // again after a resume (Run positions the counter).
+        // again after a resume ([`Trainer::start_at`] positions the counter).
         net.set_dropout(ctx, self.dropout.seed, self.dropout.counter, true);
         self.dropout.counter += 1;
         let at = StepAt {
@@ -339,10 +389,9 @@ impl Trainer {
         self.in_flight.steps_submitted()
     }
 
-    /// How many optimizer steps' stats may be in flight at once ([`RING`] by default): how
-    /// far the GPU may fall behind before the host waits.
-    ///
-    /// [`RING`]: super::stats::RING
+    /// How many optimizer steps' stats may be in flight at once
+    /// ([`RING`](super::stats::RING) by default): how far the GPU may fall behind before
+    /// the host waits.
     pub fn stats_ring_slots(&self) -> usize {
         self.in_flight.ring().slots()
     }
@@ -392,29 +441,6 @@ impl Trainer {
     pub fn take_numerics(&mut self, step: u64) -> Option<StepNumerics> {
         self.in_flight.take_numerics(step)
     }
-}
-
-/// The AMP doctor's counting passes for `spec` under `config` (`None`: numerics off).
-fn numerics_passes(
-    ctx: &GpuContext,
-    spec: &ModelSpec,
-    policy: &Policy,
-    config: &StepConfig,
-) -> Result<Option<NumericsPasses>> {
-    let Some(every) = config.numerics else {
-        return Ok(None);
-    };
-    let rows = crate::nn::precision_map(spec, policy, config.loss);
-    let layers = rows.iter().map(|r| LayerName {
-        index: r.index,
-        name: r.name.clone(),
-        op: r.op.name.to_string(),
-        loss: r.index + 1 == rows.len(),
-    });
-    let rounded = !config.precision.master_weights();
-    let what = (every, config.numerics_histograms);
-    let low = config.precision.low_dtype();
-    NumericsPasses::new(ctx, what, low, rounded, layers.collect()).map(Some)
 }
 
 /// The parameter store of `spec` under `precision` holding `init` (by PyTorch name), and the
