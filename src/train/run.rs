@@ -314,7 +314,8 @@ impl Run {
         Ok(out)
     }
 
-    /// Gather micro-batch `b` of `order` and train on it (one submit); its sample count.
+    /// Gather micro-batch `b` of `order` and train on it (one submit; a data-parallel rank
+    /// goes through its prefetch and all-reduce, `rank.rs`); its sample count.
     fn gather_and_train(
         &mut self,
         ctx: &GpuContext,
@@ -324,6 +325,11 @@ impl Run {
     ) -> Result<usize> {
         let batch = self.batch.get_or_insert_with(|| Batch::empty(&train.y));
         let trainer = &mut self.trainer;
+        if !self.rank.is_joined() {
+            train.gather_indices_into(&order[b], batch)?;
+            trainer.train_batch(ctx, batch.size, &batch.x, BatchTargets::from(&batch.y))?;
+            return Ok(batch.size);
+        }
         let at = (self.progress.epoch, b);
         self.rank
             .gather_and_train(train, order, at, batch, |batch, overlap| {
