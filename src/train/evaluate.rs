@@ -191,7 +191,7 @@ mod blocking {
             let mut batch = Batch::empty(&set.y);
             for idx in batches {
                 set.gather_indices_into(idx.as_ref(), &mut batch)?;
-                self.add(trainer, batch.size, &batch.x, &BatchTargets::from(&batch.y))?;
+                self.add(trainer, batch.size, batch.input(), &batch.targets())?;
             }
             Ok(())
         }
@@ -217,7 +217,8 @@ mod blocking {
     }
 
     /// Mean loss and accuracy of `trainer`'s model over `batches` (forward only). Inputs are
-    /// f32 features (`Vec<f32>`) or a gathered batch's [`crate::data::BatchInputs`].
+    /// f32 features (`Vec<f32>`) or token ids (`Vec<u32>`); a data set's batches go through
+    /// [`evaluate_indices`].
     pub fn evaluate<'a, X>(
         ctx: &GpuContext,
         trainer: &mut Trainer,

@@ -13,7 +13,6 @@ use std::sync::Arc;
 
 use std::rc::Rc;
 
-use super::batch::BatchTargets;
 use super::checkpoint::{Checkpoint, DataOrder, Progress};
 use super::config::RunConfig;
 use super::estimate::EvalReport;
@@ -327,14 +326,14 @@ impl Run {
         let trainer = &mut self.trainer;
         if !self.rank.is_joined() {
             train.gather_indices_into(&order[b], batch)?;
-            trainer.train_batch(ctx, batch.size, &batch.x, BatchTargets::from(&batch.y))?;
+            trainer.train_batch(ctx, batch.size, batch.input(), batch.targets())?;
             return Ok(batch.size);
         }
         let at = (self.progress.epoch, b);
         self.rank
             .gather_and_train(train, order, at, batch, |batch, overlap| {
-                let targets = BatchTargets::from(&batch.y);
-                trainer.train_batch_overlapped(ctx, batch.size, &batch.x, targets, overlap)
+                let targets = batch.targets();
+                trainer.train_batch_overlapped(ctx, batch.size, batch.input(), targets, overlap)
             })?;
         Ok(batch.size)
     }
