@@ -139,15 +139,10 @@ impl Batch {
     /// Fill the batch with samples `indices` of `set`, in that order (the indices are in
     /// range: [`Dataset::gather_indices_into`] checks them).
     pub(super) fn fill<I: SampleIndex>(&mut self, set: &Dataset, indices: &[I]) {
-        let samples = || indices.iter().map(|i| i.index());
         self.inputs = match &set.x {
             Inputs::Features(x) => {
                 let mut out = self.inputs.take_a();
-                let len = set.sample_len();
-                out.reserve(indices.len() * len);
-                for i in samples() {
-                    out.extend_from_slice(&x[i * len..(i + 1) * len]);
-                }
+                extend_rows(&mut out, x, set.sample_len(), indices);
                 Kept::A(out)
             }
             Inputs::Tokens { ids, .. } => {
@@ -159,14 +154,12 @@ impl Batch {
         self.targets = match &set.y {
             Labels::Classes { labels, .. } => {
                 let mut out = self.targets.take_a();
-                out.extend(samples().map(|i| labels[i]));
+                out.extend(indices.iter().map(|i| labels[i.index()]));
                 Kept::A(out)
             }
             Labels::Targets { values, dim } => {
                 let mut out = self.targets.take_b();
-                for i in samples() {
-                    out.extend_from_slice(&values[i * dim..(i + 1) * dim]);
-                }
+                extend_rows(&mut out, values, *dim, indices);
                 Kept::B(out)
             }
             Labels::Tokens { targets, .. } => {
@@ -176,5 +169,18 @@ impl Batch {
             }
         };
         self.size = indices.len();
+    }
+}
+
+/// Append rows `indices` of `values` (rows of `width` values each, row-major) to `out`.
+fn extend_rows<T: Copy, I: SampleIndex>(
+    out: &mut Vec<T>,
+    values: &[T],
+    width: usize,
+    indices: &[I],
+) {
+    out.reserve(indices.len() * width);
+    for i in indices.iter().map(|i| i.index()) {
+        out.extend_from_slice(&values[i * width..(i + 1) * width]);
     }
 }
