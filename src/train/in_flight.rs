@@ -4,8 +4,9 @@
 //! micro-batch count toward the next optimizer step, submissions, optimizer steps and the
 //! host's time ([`HostTimes`]).
 //!
-//! A step's recording (`step.rs`) tells this bookkeeping what it submitted; the trainer's
-//! public methods read it. Nothing else in `train/` changes it.
+//! A step's recording (`step.rs`) tells this bookkeeping what it submitted; the trainer
+//! (its private field) collects and waits through it and reports from it. No other file
+//! of `train/` reaches it.
 
 use std::sync::Arc;
 
