@@ -4,9 +4,10 @@
 //! `docs/architecture.md` walks the layers from the CLI down to the WGSL, follows one
 //! training step through the files in reading order, and shows what adding a layer (one Rust
 //! file and one registry line; `tests/custom_layer.rs` adds one from outside the crate), an
-//! activation (one row of [`ops::unary`]'s table) and an op with its own kernel takes (its
-//! WGSL and its dispatcher, which declares the shader, its uniform block and its variants
-//! once; `tests/custom_op.rs` adds one from outside the crate).
+//! activation (one row of [`ops::unary`]'s table), an op with its own kernel (its WGSL and
+//! its dispatcher, which declares the shader, its uniform block and its variants once;
+//! `tests/custom_op.rs` adds one from outside the crate) and a kernel of the step's own
+//! phases (`train/step.rs`'s `StepKernels`) take.
 //!
 //! # Module map
 //!
@@ -35,7 +36,8 @@
 //! - [`variants`]: every declared shader and its variants (from `ops::SHADERS`,
 //!   `amp::SHADERS`, `optim::SHADERS`), for the portability tests
 //! - [`data`]: data sets (embedded MNIST and Hamlet, IDX, Fashion-MNIST, text, safetensors,
-//!   synthetic), batching
+//!   synthetic), batching (`loader.rs`), a gathered batch and the one pair of batch types
+//!   the trainer takes (`batch.rs`: `Batch`, `BatchInput`, `BatchTargets`)
 //! - [`nn`]: `layers/`: one file per layer family (JSON form, shapes and parameters, autocast
 //!   op, forward and backward planning side by side; `unary.rs` is every activation's), the
 //!   layer traits and `NamedLayer`, `plan.rs` (the two loops: forward in order, backward in
@@ -49,8 +51,9 @@
 //!   crate (`mpi.rs`, feature `mpi`), PyTorch's `DistributedSampler` (`sampler.rs`)
 //! - [`interrupt`]: the SIGINT/SIGTERM handler (an interrupted run saves, then exits)
 //! - [`train`]: the one run builder and its validation (`config.rs`), a model and its data
-//!   resolved together (`prepare.rs`), one step in order (`step.rs`) on the planned trainer
-//!   (`trainer.rs`) with its batch upload (`batch.rs`) and stats ring (`stats.rs`), its memory
+//!   resolved together (`prepare.rs`), one step in order with the kernels of each phase
+//!   (`step.rs`) on the planned trainer (`trainer.rs`) with its batch upload (`batch.rs`),
+//!   the steps in flight (`in_flight.rs`) and their stats ring (`stats.rs`), its memory
 //!   planned without allocating it (`memory.rs`), validation (`evaluate.rs`), loss estimates
 //!   (`estimate.rs`), the one sampling core (`sample.rs`), step profiles (`profile.rs`), the
 //!   one training loop `Run` with `advance` (`run.rs`) and its blocking CLI form

@@ -19,7 +19,7 @@ use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::tensor::{DType, Storage};
 use webgpu_amp::train::numerics::StepNumerics;
 use webgpu_amp::train::numerics::advice::{NumericsTally, Suggestion, keep_f32_flag};
-use webgpu_amp::train::{BatchTargets, Event, Run, RunSummary, StepConfig, StepStats, Trainer};
+use webgpu_amp::train::{Event, Run, RunSummary, StepConfig, StepStats, Trainer};
 
 const BATCH: usize = 32;
 
@@ -209,7 +209,7 @@ fn output_counts_match(ctx: &GpuContext, precision: Precision, storage: Storage)
         .numerics_histograms(true);
     let mut t = Trainer::new(ctx, spec, cfg, 10, &init).unwrap();
     let batch = split.train.gather(&(0..BATCH).collect::<Vec<_>>()).unwrap();
-    t.train_batch(ctx, BATCH, &batch.x, BatchTargets::from(&batch.y))
+    t.train_batch(ctx, BATCH, batch.input(), batch.targets())
         .unwrap();
     let stats = t.finish(ctx).unwrap();
     let n = t.take_numerics(stats[0].step).expect("step 1 counted");
@@ -296,7 +296,7 @@ fn a_view_counted_once_is_reported_for_both_layers() {
     let cfg = step(Precision::AmpF16, 65536.0).numerics(Some(1));
     let mut t = Trainer::new(&ctx, spec, cfg, 10, &init).unwrap();
     let batch = split.train.gather(&(0..8).collect::<Vec<_>>()).unwrap();
-    t.train_batch(&ctx, 8, &batch.x, BatchTargets::from(&batch.y))
+    t.train_batch(&ctx, 8, batch.input(), batch.targets())
         .unwrap();
     let stats = t.finish(&ctx).unwrap();
     let n = t.take_numerics(stats[0].step).unwrap();

@@ -6,15 +6,14 @@ use std::io::Write;
 
 use clap::Args;
 use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::data::{Batch, DataSource, Rng};
+use webgpu_amp::data::{Batch, DataSource, Dataset, Labels, Rng};
 use webgpu_amp::nn::gpt::GPT_PRESETS;
 use webgpu_amp::nn::preset;
 use webgpu_amp::nn::{AttentionKernel, LossKind, ModelSpec};
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::profile::profile_steps;
 use webgpu_amp::train::{
-    BatchTargets, MAX_BATCH_SIZE, ModelChoice, Setting, StepConfig, StepProfile, Trainer,
-    model_and_data,
+    MAX_BATCH_SIZE, ModelChoice, Setting, StepConfig, StepProfile, Trainer, model_and_data,
 };
 use webgpu_amp::{Error, GpuContext, Result};
 
@@ -171,13 +170,14 @@ fn workload(
         .map(|_| rng.normal() as f32)
         .collect();
     let labels: Vec<u32> = (0..b).map(|_| rng.below(10) as u32).collect();
+    let classes = Labels::Classes {
+        labels,
+        num_classes: 10,
+    };
+    let random = Dataset::new("random", x, shape.clone(), classes)?;
     Ok(Workload {
         spec: preset(model, &shape, 10)?,
-        batch: Batch {
-            x: webgpu_amp::data::BatchInputs::Features(x),
-            y: webgpu_amp::data::BatchLabels::Classes(labels),
-            size: b,
-        },
+        batch: random.gather(&(0..b).collect::<Vec<_>>())?,
         classes: 10,
         optimizer: OptimizerConfig::adam(1e-3),
         clip_grad_norm: None,
@@ -225,10 +225,10 @@ fn measure(
         .numerics(numerics);
     ctx.allocator.reset_peak();
     let mut trainer = Trainer::new(ctx, w.spec, config, w.classes, &init)?;
-    let x = &w.batch.x;
+    let x = w.batch.input();
     for _ in 0..3 {
         stop_if_interrupted(model, precision)?;
-        trainer.train_batch(ctx, b, x, BatchTargets::from(&w.batch.y))?;
+        trainer.train_batch(ctx, b, x, w.batch.targets())?;
     }
     trainer.finish(ctx)?;
     let waits = ctx.host_waits();
@@ -237,7 +237,7 @@ fn measure(
     let start = std::time::Instant::now();
     for _ in 0..args.steps {
         stop_if_interrupted(model, precision)?;
-        trainer.train_batch(ctx, b, x, BatchTargets::from(&w.batch.y))?;
+        trainer.train_batch(ctx, b, x, w.batch.targets())?;
     }
     trainer.finish(ctx)?;
     let secs = start.elapsed().as_secs_f64();
@@ -246,7 +246,7 @@ fn measure(
         _ => None,
     };
     let profiled = if profile {
-        let y = || BatchTargets::from(&w.batch.y);
+        let y = || w.batch.targets();
         Some(profile_steps(ctx, &mut trainer, b, x, y, args.steps)?)
     } else {
         None

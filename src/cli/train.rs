@@ -8,7 +8,7 @@ use clap::Args;
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::train::checkpoint::{Checkpoint, check_save_target};
 use webgpu_amp::train::profile::profile_steps;
-use webgpu_amp::train::{BatchTargets, Event, Setting, StepConfig, StepProfile, Trainer};
+use webgpu_amp::train::{Event, Setting, StepConfig, StepProfile, Trainer};
 use webgpu_amp::{Error, GpuContext, Result};
 
 use super::distributed::{DistArgs, Joined};
@@ -223,14 +223,7 @@ fn profile_twin(
     let dim = train.output_dim();
     let mut twin = Trainer::new(ctx, inputs.spec.clone(), step, dim, &inputs.init)?;
     for _ in 0..3 {
-        twin.train_batch(ctx, b, &batch.x, BatchTargets::from(&batch.y))?;
+        twin.train_batch(ctx, b, batch.input(), batch.targets())?;
     }
-    profile_steps(
-        ctx,
-        &mut twin,
-        b,
-        &batch.x,
-        || BatchTargets::from(&batch.y),
-        5,
-    )
+    profile_steps(ctx, &mut twin, b, batch.input(), || batch.targets(), 5)
 }

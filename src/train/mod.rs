@@ -3,11 +3,15 @@
 //!
 //! - [`config`]: how a run is set up ([`StepConfig::new`], [`RunConfig::new`]) and the one
 //!   place its settings are checked; [`settings`]: each setting's range;
-//! - [`trainer`]: a model, its optimizer and GradScaler planned for training, and the steps
-//!   it has in flight;
+//! - [`trainer`]: a model, its optimizer and GradScaler planned for training; it plans a
+//!   network per batch size and hands each micro-batch to the step;
 //! - [`step`]: one step in order (begin, forward, loss, backward, unscale, clip, optimizer,
-//!   scale update, stats), one submit per micro-batch;
-//! - [`batch`]: a batch's inputs and targets, uploaded into a planned network;
+//!   scale update, stats), one submit per micro-batch, and the kernels of each phase
+//!   (`StepKernels`), planned in that order;
+//! - `in_flight`: the steps a trainer has in flight (metrics, stats ring, the AMP doctor's
+//!   counts, micro-batch and submission counts, host times);
+//! - [`batch`]: a batch's inputs and targets (the data's pair), uploaded into a planned
+//!   network;
 //! - [`stats`]: step stats coming back through a ring of asynchronously mapped buffers;
 //! - [`numerics`]: the AMP doctor, per-layer numerics counted on the GPU, skip causes and
 //!   advice;
@@ -37,6 +41,7 @@ pub mod evaluate;
 pub mod fault_hooks;
 mod guards;
 pub mod host_time;
+mod in_flight;
 pub mod memory;
 pub mod numerics;
 pub mod periodic;

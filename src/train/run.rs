@@ -13,7 +13,6 @@ use std::sync::Arc;
 
 use std::rc::Rc;
 
-use super::batch::BatchTargets;
 use super::checkpoint::{Checkpoint, DataOrder, Progress};
 use super::config::RunConfig;
 use super::estimate::EvalReport;
@@ -22,7 +21,7 @@ use super::guards::{SkipWatch, check_resume_progress};
 use super::numerics::StepNumerics;
 use super::rank::Rank;
 use super::stats::StepStats;
-use super::trainer::{DropoutStream, Trainer};
+use super::trainer::Trainer;
 use crate::data::{Batch, Dataset, EpochBatches, Loader, Vocab};
 use crate::dist::Collective;
 use crate::error::{Error, Result};
@@ -195,11 +194,7 @@ impl Run {
         let data_order = DataOrder::of(&config, train);
         // A resumed run continues the dropout masks and the lr schedule where the
         // checkpoint's step left them.
-        trainer.dropout = DropoutStream {
-            seed: progress.seed,
-            counter: progress.step * config.step.grad_accum as u64,
-        };
-        trainer.step_offset = progress.step;
+        trainer.start_at(progress.seed, progress.step);
         Ok(Self {
             trainer,
             config,
@@ -324,7 +319,8 @@ impl Run {
         Ok(out)
     }
 
-    /// Gather micro-batch `b` of `order` and train on it (one submit); its sample count.
+    /// Gather micro-batch `b` of `order` and train on it (one submit; a data-parallel rank
+    /// goes through its prefetch and all-reduce, `rank.rs`); its sample count.
     fn gather_and_train(
         &mut self,
         ctx: &GpuContext,
@@ -334,11 +330,16 @@ impl Run {
     ) -> Result<usize> {
         let batch = self.batch.get_or_insert_with(|| Batch::empty(&train.y));
         let trainer = &mut self.trainer;
+        if !self.rank.is_joined() {
+            train.gather_indices_into(&order[b], batch)?;
+            trainer.train_batch(ctx, batch.size, batch.input(), batch.targets())?;
+            return Ok(batch.size);
+        }
         let at = (self.progress.epoch, b);
         self.rank
             .gather_and_train(train, order, at, batch, |batch, overlap| {
-                let targets = BatchTargets::from(&batch.y);
-                trainer.train_batch_overlapped(ctx, batch.size, &batch.x, targets, overlap)
+                let targets = batch.targets();
+                trainer.train_batch_overlapped(ctx, batch.size, batch.input(), targets, overlap)
             })?;
         Ok(batch.size)
     }

@@ -5,12 +5,14 @@
 use std::sync::Arc;
 
 use super::{LayerName, StepNumerics, counts_step, record_index};
+use crate::amp::policy::Policy;
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
-use crate::nn::Network;
 use crate::nn::probes::{ProbePoint, ProbeTensor};
+use crate::nn::{ModelSpec, Network};
 use crate::ops::numerics::{RECORD_WORDS, count};
 use crate::tensor::{DType, Storage};
+use crate::train::config::StepConfig;
 
 /// Which kernel list of a step the passes go into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +53,30 @@ pub(in crate::train) struct NumericsPasses {
 type SameTensor = (usize, u64, usize, Storage, usize);
 
 impl NumericsPasses {
+    /// The passes of a trainer of `spec` under `policy` and `config` (`None`: numerics off):
+    /// one record per row of its precision map, the loss last.
+    pub(in crate::train) fn of_model(
+        ctx: &GpuContext,
+        spec: &ModelSpec,
+        policy: &Policy,
+        config: &StepConfig,
+    ) -> Result<Option<Self>> {
+        let Some(every) = config.numerics else {
+            return Ok(None);
+        };
+        let rows = crate::nn::precision_map(spec, policy, config.loss);
+        let layers = rows.iter().map(|r| LayerName {
+            index: r.index,
+            name: r.name.clone(),
+            op: r.op.name.to_string(),
+            loss: r.index + 1 == rows.len(),
+        });
+        let rounded = !config.precision.master_weights();
+        let what = (every, config.numerics_histograms);
+        let low = config.precision.low_dtype();
+        Self::new(ctx, what, low, rounded, layers.collect()).map(Some)
+    }
+
     /// Passes counting every `every`-th step against `low`'s range, for a model whose
     /// precision map is `layers` (the loss last).
     pub(in crate::train) fn new(
