@@ -34,7 +34,10 @@
 //!   gradient clipping, rounding to f16/bf16
 //! - [`optim`]: fused SGD, Adam and AdamW over flat parameter buffers
 //! - [`variants`]: every declared shader and its variants (from `ops::SHADERS`,
-//!   `amp::SHADERS`, `optim::SHADERS`), for the portability tests
+//!   `amp::SHADERS`, `optim::SHADERS`), for the portability tests, and the ones a browser can
+//!   select exported with their bind-group layouts (for Tint: `scripts/tint-check.sh`)
+//! - [`selftest`]: `webgpu-amp selftest`, every op family forward and backward on the adapter
+//!   against CPU references (`reference.rs`), in f32, native and packed f16 and bf16
 //! - [`data`]: data sets (embedded MNIST and Hamlet, IDX, Fashion-MNIST, text, safetensors,
 //!   synthetic), batching (`loader.rs`), a gathered batch and the one pair of batch types
 //!   the trainer takes (`batch.rs`: `Batch`, `BatchInput`, `BatchTargets`)
@@ -106,6 +109,7 @@ pub mod interrupt;
 pub mod nn;
 pub mod ops;
 pub mod optim;
+pub mod selftest;
 pub mod shader;
 pub mod tensor;
 pub mod train;

@@ -19,6 +19,8 @@ mod resolve;
 mod run_args;
 mod run_checks;
 mod sample;
+mod selftest;
+mod shaders;
 mod train;
 
 use clap::{Args, Parser, Subcommand};
@@ -54,6 +56,13 @@ enum Command {
     Plan(plan::PlanArgs),
     /// Open the app: train f16 and f32 paths side by side with the numerics made visible.
     Gui(gui::GuiArgs),
+    /// Check that this GPU computes correctly: every op family forward and backward against a
+    /// CPU reference, in f32, f16 and bf16.
+    Selftest(selftest::SelftestArgs),
+    /// Every WGSL variant with its entry points' bind-group layouts, as JSON (for shader
+    /// compilers other than naga: scripts/tint-check.sh).
+    #[command(hide = true)]
+    Shaders(shaders::ShadersArgs),
 }
 
 /// Device selection flags shared by every subcommand that runs on the GPU.
@@ -127,6 +136,8 @@ pub fn main() -> std::process::ExitCode {
         Command::Bench(a) => bench::run(&a),
         Command::Plan(a) => plan::run(&a),
         Command::Gui(a) => gui::run(&a),
+        Command::Selftest(a) => selftest::run(&a),
+        Command::Shaders(a) => shaders::run(&a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
