@@ -109,6 +109,8 @@ pub mod interrupt;
 pub mod nn;
 pub mod ops;
 pub mod optim;
+// Blocking read-backs: the CLI's `selftest` (the browser has no blocking reads).
+#[cfg(not(target_arch = "wasm32"))]
 pub mod selftest;
 pub mod shader;
 pub mod tensor;
