@@ -246,5 +246,25 @@ fn sigint_during_sample_stops_it() {
         libc::SIGINT,
         "sample",
     );
-    assert!(code == 130 || code == -1, "exit {code}: {stderr}");
+    assert_eq!(code, 130, "{stderr}");
+    assert!(
+        stderr.contains("sample: interrupted by SIGINT after"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn sigint_during_selftest_stops_it() {
+    let tmp = TempDir::new("selftest");
+    let child = spawn(&["selftest"], &tmp.path(""));
+    // The handler is in place before the adapter opens; a second in, the checks are running.
+    let started = Instant::now();
+    let (code, stderr, _) = stop(child, libc::SIGINT, "selftest", || {
+        started.elapsed() > Duration::from_secs(1)
+    });
+    assert_eq!(code, 130, "{stderr}");
+    assert!(
+        stderr.contains("selftest: interrupted by SIGINT after"),
+        "{stderr}"
+    );
 }
