@@ -4,9 +4,10 @@
 //! `docs/architecture.md` walks the layers from the CLI down to the WGSL, follows one
 //! training step through the files in reading order, and shows what adding a layer (one Rust
 //! file and one registry line; `tests/custom_layer.rs` adds one from outside the crate), an
-//! activation (one row of [`ops::unary`]'s table) and an op with its own kernel takes (its
-//! WGSL and its dispatcher, which declares the shader, its uniform block and its variants
-//! once; `tests/custom_op.rs` adds one from outside the crate).
+//! activation (one row of [`ops::unary`]'s table), an op with its own kernel (its WGSL and
+//! its dispatcher, which declares the shader, its uniform block and its variants once;
+//! `tests/custom_op.rs` adds one from outside the crate) and a kernel of the step's own
+//! phases (`train/step.rs`'s `StepKernels`) take.
 //!
 //! # Module map
 //!
@@ -28,7 +29,7 @@
 //!   strided batches), conv, pool, elementwise, the unary ops (activations) from one table,
 //!   reduce, loss, histogram, layernorm, embedding, the causal attention softmax, fused
 //!   attention (`flash_attention/` ↔ `flash_forward.wgsl`, `flash_backward.wgsl`, the
-//!   tensor-core body `flash_coop_forward.wgsl`, `flash_coop_backward.wgsl`), dropout, sampling
+//!   tensor-core body `flash_coop_forward.wgsl`, `flash_coop_backward.wgsl`, `flash_coop_dq.wgsl`), dropout, sampling
 //! - [`amp`]: the precision policy and which modes run on an adapter, the GPU GradScaler,
 //!   gradient clipping, rounding to f16/bf16
 //! - [`optim`]: fused SGD, Adam and AdamW over flat parameter buffers
@@ -38,7 +39,8 @@
 //! - [`selftest`]: `webgpu-amp selftest`, every op family forward and backward on the adapter
 //!   against CPU references (`reference.rs`), in f32, native and packed f16 and bf16
 //! - [`data`]: data sets (embedded MNIST and Hamlet, IDX, Fashion-MNIST, text, safetensors,
-//!   synthetic), batching
+//!   synthetic), batching (`loader.rs`), a gathered batch and the one pair of batch types
+//!   the trainer takes (`batch.rs`: `Batch`, `BatchInput`, `BatchTargets`)
 //! - [`nn`]: `layers/`: one file per layer family (JSON form, shapes and parameters, autocast
 //!   op, forward and backward planning side by side; `unary.rs` is every activation's), the
 //!   layer traits and `NamedLayer`, `plan.rs` (the two loops: forward in order, backward in
@@ -52,8 +54,9 @@
 //!   crate (`mpi.rs`, feature `mpi`), PyTorch's `DistributedSampler` (`sampler.rs`)
 //! - [`interrupt`]: the SIGINT/SIGTERM handler (an interrupted run saves, then exits)
 //! - [`train`]: the one run builder and its validation (`config.rs`), a model and its data
-//!   resolved together (`prepare.rs`), one step in order (`step.rs`) on the planned trainer
-//!   (`trainer.rs`) with its batch upload (`batch.rs`) and stats ring (`stats.rs`), its memory
+//!   resolved together (`prepare.rs`), one step in order with the kernels of each phase
+//!   (`step.rs`) on the planned trainer (`trainer.rs`) with its batch upload (`batch.rs`),
+//!   the steps in flight (`in_flight.rs`) and their stats ring (`stats.rs`), its memory
 //!   planned without allocating it (`memory.rs`), validation (`evaluate.rs`), loss estimates
 //!   (`estimate.rs`), the one sampling core (`sample.rs`), step profiles (`profile.rs`), the
 //!   one training loop `Run` with `advance` (`run.rs`) and its blocking CLI form
@@ -78,7 +81,7 @@
 //!   `include/` what some shaders share (the workgroup reductions and the final pass over
 //!   partial sums, the matmul uniform block, tile staging and epilogue, the convolutions'
 //!   index math and epilogues, the tensor-core tile loop `coop_gemm.wgsl`, the fused
-//!   attention's SIMT tiles and fragment products `flash_tiles.wgsl`, `flash_coop.wgsl`);
+//!   attention's SIMT tiles and fragment products `flash_tiles.wgsl`, `flash_coop.wgsl`, `flash_coop_grads.wgsl`);
 //!   `matmul_coop.wgsl`, `conv_coop.wgsl` and `flash_coop_*.wgsl` are the tensor-core kernels
 //!   (`docs/architecture.md`, "Matmul paths")
 //! - `web/`: `index.html`, the build output `pkg/` (ignored by git) and the end-to-end test
@@ -106,6 +109,8 @@ pub mod interrupt;
 pub mod nn;
 pub mod ops;
 pub mod optim;
+// Blocking read-backs: the CLI's `selftest` (the browser has no blocking reads).
+#[cfg(not(target_arch = "wasm32"))]
 pub mod selftest;
 pub mod shader;
 pub mod tensor;

@@ -11,7 +11,7 @@ mod mnist;
 use std::path::PathBuf;
 
 use webgpu_amp::Error;
-use webgpu_amp::data::{BatchInputs, BatchLabels, DataSource, Dataset, Labels, Loader, synthetic};
+use webgpu_amp::data::{BatchInput, BatchTargets, DataSource, Dataset, Labels, Loader, synthetic};
 
 // ---------------------------------------------------------------- helpers
 
@@ -178,14 +178,14 @@ fn gather_collects_inputs_and_labels_in_batch_order() {
     let batch = d.gather(&[3, 0]).unwrap();
     assert_eq!(batch.size, 2);
     assert_eq!(
-        batch.x,
-        BatchInputs::Features(vec![9.0, 10.0, 11.0, 0.0, 1.0, 2.0])
+        batch.input(),
+        BatchInput::Features(&[9.0, 10.0, 11.0, 0.0, 1.0, 2.0])
     );
-    assert_eq!(batch.y, BatchLabels::Classes(vec![1, 0]));
+    assert_eq!(batch.targets(), BatchTargets::Classes(&[1, 0]));
     let mut reused = batch;
     d.gather_into(&[2], &mut reused).unwrap();
-    assert_eq!(reused.x, BatchInputs::Features(vec![6.0, 7.0, 8.0]));
-    assert_eq!(reused.y, BatchLabels::Classes(vec![2]));
+    assert_eq!(reused.input(), BatchInput::Features(&[6.0, 7.0, 8.0]));
+    assert_eq!(reused.targets(), BatchTargets::Classes(&[2]));
     let msg = data_message(d.gather(&[4]));
     assert!(msg.contains("index 4"), "{msg}");
 
@@ -196,8 +196,8 @@ fn gather_collects_inputs_and_labels_in_batch_order() {
     };
     let mut want = values[12..15].to_vec();
     want.extend_from_slice(&values[3..6]);
-    assert_eq!(batch.y, BatchLabels::Targets(want));
-    let BatchInputs::Features(x) = &batch.x else {
+    assert_eq!(batch.targets(), BatchTargets::Values(&want));
+    let BatchInput::Features(x) = batch.input() else {
         panic!("dense inputs")
     };
     assert_eq!(x[..2], feats(&r)[8..10]);

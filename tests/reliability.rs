@@ -5,8 +5,14 @@
 //! user's input (`messages.rs`). Each case failed on the main before its fix.
 
 mod common;
+#[path = "reliability/costs.rs"]
+mod costs;
 #[path = "reliability/interrupts.rs"]
 mod interrupts;
+#[path = "reliability/messages.rs"]
+mod messages;
+#[path = "reliability/no_ops.rs"]
+mod no_ops;
 #[path = "reliability/skip.rs"]
 mod skip;
 
@@ -72,4 +78,24 @@ pub fn class_data(x: &[f32], features: usize, labels: &[i64]) -> Vec<u8> {
         ("y", TensorView::new(Dtype::I64, vec![n], &yb).unwrap()),
     ];
     safetensors::serialize(views, None).unwrap()
+}
+
+/// gpt-tiny trained one step (batch 2) and saved in `tmp`: a checkpoint `sample` reads.
+pub fn gpt_tiny_checkpoint(tmp: &TempDir) -> PathBuf {
+    let save = tmp.path("gpt.safetensors");
+    let s = save.display().to_string();
+    let out = run(&[
+        "train",
+        "--model",
+        "gpt-tiny",
+        "--batch-size",
+        "2",
+        "--steps",
+        "1",
+        "--no-validate",
+        "--save",
+        &s,
+    ]);
+    assert!(out.status.success(), "{}", common::cli::output_text(&out));
+    save
 }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use common::cli::fresh_dir;
 use webgpu_amp::Error;
 use webgpu_amp::data::{
-    BatchInputs, BatchLabels, DataSource, Dataset, TextCorpus, Vocab, embedded_text, shakespeare,
+    BatchInput, BatchTargets, DataSource, Dataset, TextCorpus, Vocab, embedded_text, shakespeare,
 };
 
 // ---------------------------------------------------------------- helpers
@@ -33,7 +33,7 @@ fn data_message(result: webgpu_amp::Result<impl std::fmt::Debug>) -> String {
 fn all_samples(d: &Dataset) -> Vec<(Vec<u32>, Vec<u32>)> {
     let t = d.sample_shape[0];
     let batch = d.gather(&(0..d.n).collect::<Vec<_>>()).unwrap();
-    let (BatchInputs::Tokens(x), BatchLabels::Classes(y)) = (&batch.x, &batch.y) else {
+    let (BatchInput::Tokens(x), BatchTargets::Classes(y)) = (batch.input(), batch.targets()) else {
         panic!("token batches carry token ids and class labels, got {batch:?}")
     };
     assert_eq!((x.len(), y.len()), (d.n * t, d.n * t));

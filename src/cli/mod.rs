@@ -5,6 +5,7 @@ mod bench_step;
 mod bench_storages;
 mod compare;
 mod distributed;
+mod doctor;
 mod gui;
 mod info;
 mod interrupted;
@@ -121,6 +122,8 @@ impl AttentionArgs {
 }
 
 pub fn main() -> std::process::ExitCode {
+    #[cfg(target_os = "linux")]
+    ensure_runtime_dir();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return argument_error(e),
@@ -161,9 +164,10 @@ fn flag_names(message: &str) -> String {
         (planning::FUSED_ATTENTION, "use --attention fused"),
         (run::DIVERGED_HINT, "lower --lr or use --clip-grad-norm"),
         (
-            run::SKIPPING_HINT,
-            "check the data for inf/NaN, or keep the layer that overflows in f32 \
-             (--max-skipped-steps 0 never stops)",
+            webgpu_amp::train::SKIPPING_HINT,
+            "check the data for inf/NaN, or find the layer that overflows with --numerics \
+             every:1 and keep it in f32 with --keep-f32 NAME (--max-skipped-steps 0 never \
+             stops)",
         ),
         (run::PERIODIC_HINT, "(--save-every N keeps periodic ones)"),
         (
@@ -234,4 +238,27 @@ fn argument_error(e: clap::Error) -> std::process::ExitCode {
 fn error_line(message: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "error: {message}");
+}
+
+/// Mesa's Vulkan and GL drivers print "error: XDG_RUNTIME_DIR is invalid or not set" on
+/// stderr when it is unset (a cron job, `env -i`, a container), although nothing here needs
+/// it: point it at a private folder of our own, so a successful command prints no error.
+#[cfg(target_os = "linux")]
+fn ensure_runtime_dir() {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    if std::env::var_os("XDG_RUNTIME_DIR").is_some_and(|d| std::path::Path::new(&d).is_dir()) {
+        return;
+    }
+    // SAFETY: getuid(2) cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let dir = std::env::temp_dir().join(format!("webgpu-amp-runtime-{uid}"));
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+    // Ours alone (a folder another user made there is not used).
+    let ours = dir
+        .symlink_metadata()
+        .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0);
+    if ours {
+        // SAFETY: the first thing main does, before any other thread exists.
+        unsafe { std::env::set_var("XDG_RUNTIME_DIR", &dir) };
+    }
 }

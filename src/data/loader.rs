@@ -6,7 +6,7 @@
 //! involved, so the order is the same on every run and every platform (not the same as
 //! PyTorch's `RandomSampler`, which uses torch's RNG).
 
-use super::{Labels, Rng};
+use super::Rng;
 use crate::{Error, Result};
 
 /// Stream tag so shuffling never shares numbers with initialisation or synthetic data.
@@ -129,88 +129,5 @@ impl SampleIndex for u32 {
 impl SampleIndex for usize {
     fn index(self) -> usize {
         self
-    }
-}
-
-/// Inputs of one batch, laid out contiguously.
-#[derive(Clone, Debug, PartialEq)]
-pub enum BatchInputs {
-    /// `size × sample_len` f32 values, row-major.
-    Features(Vec<f32>),
-    /// `size × T` token ids, row-major.
-    Tokens(Vec<u32>),
-}
-
-impl BatchInputs {
-    /// Takes the f32 buffer out, emptied, to refill (its allocation is reused when the batch
-    /// held features); leaves an empty batch behind.
-    pub(crate) fn take_features(&mut self) -> Vec<f32> {
-        match std::mem::replace(self, BatchInputs::Features(Vec::new())) {
-            BatchInputs::Features(mut x) => {
-                x.clear();
-                x
-            }
-            BatchInputs::Tokens(_) => Vec::new(),
-        }
-    }
-
-    /// Takes the token buffer out, emptied, to refill (see [`BatchInputs::take_features`]).
-    pub(crate) fn take_tokens(&mut self) -> Vec<u32> {
-        match std::mem::replace(self, BatchInputs::Tokens(Vec::new())) {
-            BatchInputs::Tokens(mut x) => {
-                x.clear();
-                x
-            }
-            BatchInputs::Features(_) => Vec::new(),
-        }
-    }
-
-    /// Number of values (f32 features or token ids).
-    pub fn len(&self) -> usize {
-        match self {
-            BatchInputs::Features(x) => x.len(),
-            BatchInputs::Tokens(x) => x.len(),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-/// Labels of one batch, laid out contiguously.
-#[derive(Clone, Debug, PartialEq)]
-pub enum BatchLabels {
-    /// One class index per sample; for token samples one per token (`size × T`, row-major).
-    Classes(Vec<u32>),
-    /// `size × dim` targets, row-major.
-    Targets(Vec<f32>),
-}
-
-/// One batch gathered from a [`super::Dataset`]: `size × sample_len` inputs, row-major.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Batch {
-    pub x: BatchInputs,
-    pub y: BatchLabels,
-    /// Samples in the batch.
-    pub size: usize,
-}
-
-impl Batch {
-    /// An empty batch with the right label kind for `labels`, to reuse with `gather_into`.
-    pub fn empty(labels: &Labels) -> Batch {
-        Batch {
-            x: match labels {
-                Labels::Tokens { .. } => BatchInputs::Tokens(Vec::new()),
-                Labels::Classes { .. } | Labels::Targets { .. } => {
-                    BatchInputs::Features(Vec::new())
-                }
-            },
-            y: match labels {
-                Labels::Classes { .. } | Labels::Tokens { .. } => BatchLabels::Classes(Vec::new()),
-                Labels::Targets { .. } => BatchLabels::Targets(Vec::new()),
-            },
-            size: 0,
-        }
     }
 }

@@ -24,6 +24,7 @@
 //! and standard deviation ([`Normalization`]); custom and synthetic data are never touched.
 //! Batching lives in [`loader`].
 
+pub mod batch;
 pub mod custom;
 pub mod embedded;
 pub mod embedded_text;
@@ -44,10 +45,11 @@ pub mod vocab;
 
 use crate::{Error, Result};
 
+pub use batch::{Batch, BatchInput, BatchTargets};
 pub use file_caps::{FileCap, read_capped};
 pub use files::{DATA_DIR_ENV, FETCH_SCRIPT, data_dir};
 pub(crate) use files::{missing_data_error, read_file, read_text_file};
-pub use loader::{Batch, BatchInputs, BatchLabels, EpochBatches, Loader, SampleIndex};
+pub use loader::{EpochBatches, Loader, SampleIndex};
 pub use normalization::Normalization;
 pub(crate) use normalization::pixels_to_f32;
 pub use rng::Rng;
@@ -399,54 +401,7 @@ impl Dataset {
                 self.name, self.n
             )));
         }
-        batch.x = match &self.x {
-            Inputs::Features(x) => {
-                let mut out = batch.x.take_features();
-                let len = self.sample_len();
-                out.reserve(indices.len() * len);
-                for i in indices.iter().map(|i| i.index()) {
-                    out.extend_from_slice(&x[i * len..(i + 1) * len]);
-                }
-                BatchInputs::Features(out)
-            }
-            Inputs::Tokens { ids, .. } => {
-                let mut out = batch.x.take_tokens();
-                ids.gather_into(indices, &mut out);
-                BatchInputs::Tokens(out)
-            }
-        };
-        batch.y = match &self.y {
-            Labels::Classes { labels, .. } => {
-                let mut out = match std::mem::replace(&mut batch.y, BatchLabels::Classes(vec![])) {
-                    BatchLabels::Classes(v) => v,
-                    BatchLabels::Targets(_) => Vec::new(),
-                };
-                out.clear();
-                out.extend(indices.iter().map(|&i| labels[i.index()]));
-                BatchLabels::Classes(out)
-            }
-            Labels::Targets { values, dim } => {
-                let mut out = match std::mem::replace(&mut batch.y, BatchLabels::Targets(vec![])) {
-                    BatchLabels::Targets(v) => v,
-                    BatchLabels::Classes(_) => Vec::new(),
-                };
-                out.clear();
-                for i in indices.iter().map(|i| i.index()) {
-                    out.extend_from_slice(&values[i * dim..(i + 1) * dim]);
-                }
-                BatchLabels::Targets(out)
-            }
-            Labels::Tokens { targets, .. } => {
-                let mut out = match std::mem::replace(&mut batch.y, BatchLabels::Classes(vec![])) {
-                    BatchLabels::Classes(v) => v,
-                    BatchLabels::Targets(_) => Vec::new(),
-                };
-                out.clear();
-                targets.gather_into(indices, &mut out);
-                BatchLabels::Classes(out)
-            }
-        };
-        batch.size = indices.len();
+        batch.fill(self, indices);
         Ok(())
     }
 }

@@ -12,6 +12,8 @@ use crate::error::{Error, Result};
 pub struct Capabilities {
     pub shader_f16: bool,
     pub subgroups: bool,
+    /// `subgroupBarrier` (wgpu's SUBGROUP_BARRIER: Vulkan and Metal with subgroups).
+    pub subgroup_barrier: bool,
     pub timestamp_query: bool,
     /// A CPU adapter (lavapipe, llvmpipe, SwiftShader, WARP): matmuls run the direct body.
     pub cpu_adapter: bool,
@@ -64,6 +66,8 @@ impl Capabilities {
         Self {
             shader_f16: f.contains(wgpu::Features::SHADER_F16),
             subgroups: f.contains(wgpu::Features::SUBGROUP),
+            subgroup_barrier: f
+                .contains(wgpu::Features::SUBGROUP | wgpu::Features::SUBGROUP_BARRIER),
             timestamp_query: f.contains(wgpu::Features::TIMESTAMP_QUERY),
             cpu_adapter: adapter.get_info().device_type == wgpu::DeviceType::Cpu,
             tensor_cores,

@@ -178,6 +178,7 @@ impl GpuContext {
     ) -> wgpu::DeviceDescriptor<'static> {
         let mut wanted = wgpu::Features::SHADER_F16
             | wgpu::Features::SUBGROUP
+            | wgpu::Features::SUBGROUP_BARRIER
             | wgpu::Features::TIMESTAMP_QUERY
             | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
         // Cooperative matrices are experimental in wgpu 30: requested (with experimental

@@ -15,6 +15,7 @@ pub mod histogram;
 pub mod layernorm;
 pub mod loss;
 pub mod matmul;
+pub mod numerics;
 pub mod pool;
 pub mod reduce;
 pub mod sample;
@@ -36,11 +37,13 @@ pub static SHADERS: &[&ShaderDecl] = &[
     &flash_attention::BACKWARD_SHADER,
     &flash_attention::COOP_FORWARD_SHADER,
     &flash_attention::COOP_BACKWARD_SHADER,
+    &flash_attention::COOP_DQ_SHADER,
     &histogram::SHADER,
     &layernorm::SHADER,
     &loss::SHADER,
     &matmul::SHADER,
     &matmul::COOP_SHADER,
+    &numerics::SHADER,
     &pool::SHADER,
     &reduce::SHADER,
     &sample::SHADER,

@@ -44,6 +44,10 @@ pub const INCLUDES: &[(&str, &str)] = &[
         include_str!("../../shaders/include/flash_coop.wgsl"),
     ),
     (
+        "flash_coop_grads",
+        include_str!("../../shaders/include/flash_coop_grads.wgsl"),
+    ),
+    (
         "coop_gemm",
         include_str!("../../shaders/include/coop_gemm.wgsl"),
     ),

@@ -79,8 +79,7 @@ pub fn submit_eval_batch<'x>(
     results: &GpuBuffer,
     slot: usize,
 ) -> Result<()> {
-    let i = trainer.plan_network(ctx, batch)?;
-    let net = &trainer.nets[i];
+    let (net, weight_cast) = trainer.forward_parts(ctx, batch)?;
     write_batch(ctx, net, x, targets)?;
     net.set_dropout(ctx, 0, 0, false);
     let offset = 8 * slot as u64;
@@ -92,7 +91,7 @@ pub fn submit_eval_batch<'x>(
     encoder.clear_buffer(net.correct.raw(), 0, None);
     {
         let mut pass = encoder.begin_compute_pass(&Default::default());
-        for k in trainer.weight_cast.iter().chain(net.eval_kernels()) {
+        for k in weight_cast.into_iter().chain(net.eval_kernels()) {
             k.encode(&mut pass);
         }
     }
@@ -192,7 +191,7 @@ mod blocking {
             let mut batch = Batch::empty(&set.y);
             for idx in batches {
                 set.gather_indices_into(idx.as_ref(), &mut batch)?;
-                self.add(trainer, batch.size, &batch.x, &BatchTargets::from(&batch.y))?;
+                self.add(trainer, batch.size, batch.input(), &batch.targets())?;
             }
             Ok(())
         }
@@ -218,7 +217,8 @@ mod blocking {
     }
 
     /// Mean loss and accuracy of `trainer`'s model over `batches` (forward only). Inputs are
-    /// f32 features (`Vec<f32>`) or a gathered batch's [`crate::data::BatchInputs`].
+    /// f32 features (`Vec<f32>`) or token ids (`Vec<u32>`); a data set's batches go through
+    /// [`evaluate_indices`].
     pub fn evaluate<'a, X>(
         ctx: &GpuContext,
         trainer: &mut Trainer,
@@ -255,13 +255,11 @@ mod blocking {
         batch: usize,
         x: impl Into<BatchInput<'x>>,
     ) -> Result<Vec<f32>> {
-        let i = trainer.plan_network(ctx, batch)?;
-        let net = &trainer.nets[i];
+        let (net, weight_cast) = trainer.forward_parts(ctx, batch)?;
         write_input(ctx, net, x.into())?;
         net.set_dropout(ctx, 0, 0, false);
-        let kernels: Vec<&Kernel> = trainer
-            .weight_cast
-            .iter()
+        let kernels: Vec<&Kernel> = weight_cast
+            .into_iter()
             .chain(net.forward_kernels())
             .collect();
         ctx.run(&kernels);

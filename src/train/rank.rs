@@ -7,13 +7,14 @@
 //!   a single process, and the web, never do;
 //! - [`Rank`] (the run's): a rank trains on its shard of every epoch
 //!   ([`DistributedSampler`]) and gathers its next micro-batch while the gradients are
-//!   all-reduced; a single process takes the whole [`Loader`] order.
+//!   all-reduced; a single process takes the whole [`Loader`] order and hands its batches
+//!   to the trainer directly (`Run::advance`).
 
 use std::rc::Rc;
 
 use crate::data::{Batch, Dataset, EpochBatches, Loader};
 use crate::dist::{Collective, DistributedSampler};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext};
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -160,10 +161,16 @@ impl Rank {
         }
     }
 
-    /// Gather micro-batch `b` of epoch `epoch`'s `order` into `batch` and `train` on it. On a
-    /// rank, the batch comes from the prefetch made during the last all-reduce when it was
+    /// Whether this process is a rank of a data-parallel job (a single process trains on
+    /// its batches directly, without [`Rank::gather_and_train`]).
+    pub(crate) fn is_joined(&self) -> bool {
+        self.joined.is_some()
+    }
+
+    /// On a rank: gather micro-batch `b` of epoch `epoch`'s `order` into `batch` and `train`
+    /// on it. The batch comes from the prefetch made during the last all-reduce when it was
     /// that one, and `train`'s overlap (run while the gradients are all-reduced) gathers the
-    /// next one; in a single process the overlap does nothing.
+    /// next one. An error in a single process, which never takes this hop.
     pub(crate) fn gather_and_train(
         &mut self,
         train: &Dataset,
@@ -173,8 +180,9 @@ impl Rank {
         step: impl FnOnce(&Batch, &mut dyn FnMut()) -> Result<()>,
     ) -> Result<()> {
         let Some(rank) = self.joined.as_mut() else {
-            train.gather_indices_into(&order[b], batch)?;
-            return step(batch, &mut || {});
+            return Err(Error::Distributed(
+                "gather_and_train: this process is not a rank of a data-parallel job".into(),
+            ));
         };
         match rank.prefetched.take() {
             Some((e, pb, mut next)) if e == epoch && pb == b => std::mem::swap(batch, &mut next),

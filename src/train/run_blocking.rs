@@ -361,6 +361,7 @@ impl Run {
             precision: Some(self.config.step.precision.name().into()),
             vocab: self.vocab.clone(),
             model: self.trainer.spec.description(),
+            data: Some(self.data_order().clone()),
         })
     }
 

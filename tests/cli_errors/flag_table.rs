@@ -260,6 +260,8 @@ pub(super) const RUN_OTHER: &[&str] = &[
     "--scaler",
     "--lr-schedule",
     "--attention",
+    "--numerics",
+    "--keep-f32",
 ];
 
 /// A subcommand: its words, its numeric flags, and its other value-taking flags.
@@ -300,7 +302,10 @@ pub(super) const SUBCOMMANDS: &[Subcommand] = &[
     Subcommand {
         words: &["bench", "step"],
         numeric: &[STEP_FLAGS],
-        other: &[DEVICE, &["--models", "--precisions", "--attention"]],
+        other: &[
+            DEVICE,
+            &["--models", "--precisions", "--attention", "--numerics"],
+        ],
     },
     Subcommand {
         words: &["plan"],

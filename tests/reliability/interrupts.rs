@@ -8,9 +8,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::TempDir;
 use super::common::child::{wait_for_exit, wait_while_running};
-use super::common::cli::{BIN, json_lines};
+use super::common::cli::{BIN, json_lines, quick};
+use super::{TempDir, gpt_tiny_checkpoint};
 use webgpu_amp::train::checkpoint::Checkpoint;
 
 /// How long a stop may take after the signal: the loops stop within about half a second of
@@ -82,64 +82,43 @@ fn assert_saved_and_summarised(code: i32, stderr: &str, save: &Path, metrics: &P
     );
 }
 
-#[test]
-fn sigint_during_a_long_loss_estimate_saves_and_exits() {
-    let tmp = TempDir::new("estimate");
+/// gpt-tiny at batch 2 with 3000 evaluation batches and `extra`, sent `sig` once its metrics
+/// show step 2 (then inside an evaluation): it must save, summarise and exit 130.
+fn stop_inside_an_evaluation(tag: &str, extra: &[&str], sig: libc::c_int) {
+    let tmp = TempDir::new(tag);
     let (save, metrics) = (tmp.path("ck.safetensors"), tmp.path("m.jsonl"));
     let (s, m) = (save.display().to_string(), metrics.display().to_string());
-    let child = spawn(
-        &[
-            "train",
-            "--model",
-            "gpt-tiny",
-            "--batch-size",
-            "2",
-            "--steps",
-            "6",
-            "--eval-every",
-            "2",
-            "--eval-batches",
-            "3000",
-            "--save",
-            &s,
-            "--metrics",
-            &m,
-        ],
-        &tmp.0,
-    );
-    let (code, stderr, _) = stop(child, libc::SIGINT, "estimate", || {
-        metrics_reached(&metrics, 2)
-    });
+    let mut args = vec![
+        "train",
+        "--model",
+        "gpt-tiny",
+        "--batch-size",
+        "2",
+        "--eval-batches",
+        "3000",
+        "--save",
+        &s,
+        "--metrics",
+        &m,
+    ];
+    args.extend_from_slice(extra);
+    let child = spawn(&args, &tmp.0);
+    let (code, stderr, _) = stop(child, sig, tag, || metrics_reached(&metrics, 2));
     assert_saved_and_summarised(code, &stderr, &save, &metrics);
 }
 
 #[test]
-fn sigterm_during_the_final_validation_saves_and_exits() {
-    let tmp = TempDir::new("validation");
-    let (save, metrics) = (tmp.path("ck.safetensors"), tmp.path("m.jsonl"));
-    let (s, m) = (save.display().to_string(), metrics.display().to_string());
-    let child = spawn(
-        &[
-            "train",
-            "--model",
-            "gpt-tiny",
-            "--batch-size",
-            "2",
-            "--steps",
-            "2",
-            "--eval-batches",
-            "3000",
-            "--save",
-            &s,
-            "--metrics",
-            &m,
-        ],
-        &tmp.0,
+fn sigint_during_a_long_loss_estimate_saves_and_exits() {
+    stop_inside_an_evaluation(
+        "estimate",
+        &["--steps", "6", "--eval-every", "2"],
+        libc::SIGINT,
     );
-    let (code, stderr, _) = stop(child, libc::SIGTERM, "validation", || {
-        metrics_reached(&metrics, 2)
-    });
-    assert_saved_and_summarised(code, &stderr, &save, &metrics);
+}
+
+#[test]
+fn sigterm_during_the_final_validation_saves_and_exits() {
+    stop_inside_an_evaluation("validation", &["--steps", "2"], libc::SIGTERM);
 }
 
 /// Where a command shows that it is in its loop: its first line on stdout or on stderr.
@@ -242,23 +221,9 @@ fn sigint_during_bench_step_stops_it() {
 
 #[test]
 fn sigterm_during_compare_stops_it() {
-    let (code, stderr) = stop_after_first_line(
-        &[
-            "compare",
-            "--model",
-            "mlp",
-            "--dataset",
-            "synthetic:64",
-            "--batch-size",
-            "8",
-            "--steps",
-            "1000000",
-            "--no-validate",
-        ],
-        First::Stdout,
-        libc::SIGTERM,
-        "compare",
-    );
+    let args = quick("compare", 1_000_000, &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, stderr) = stop_after_first_line(&args, First::Stdout, libc::SIGTERM, "compare");
     assert_eq!(code, 130, "{stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
 }
@@ -266,29 +231,7 @@ fn sigterm_during_compare_stops_it() {
 #[test]
 fn sigint_during_sample_stops_it() {
     let tmp = TempDir::new("sample");
-    let save = tmp.path("gpt.safetensors");
-    let s = save.display().to_string();
-    let out = Command::new(BIN)
-        .args([
-            "train",
-            "--model",
-            "gpt-tiny",
-            "--batch-size",
-            "2",
-            "--steps",
-            "1",
-            "--no-validate",
-            "--save",
-            &s,
-        ])
-        .env_remove("WEBGPU_AMP_BACKEND")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let s = gpt_tiny_checkpoint(&tmp).display().to_string();
     let (code, stderr) = stop_after_first_line(
         &[
             "sample",

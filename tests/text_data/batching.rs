@@ -2,7 +2,7 @@
 //! sliced and split, and labels checked against the class count.
 
 use webgpu_amp::data::{
-    BatchInputs, BatchLabels, Dataset, Labels, Loader, TextCorpus, TokenSamples, embedded_text,
+    BatchInput, BatchTargets, Dataset, Labels, Loader, TextCorpus, TokenSamples, embedded_text,
 };
 
 use super::{all_samples, data_message};
@@ -74,12 +74,12 @@ fn no_shuffle_walks_offsets_in_order() {
     assert_eq!(batches[0], (0..8).collect::<Vec<_>>());
     assert_eq!(batches[3], (24..29).collect::<Vec<_>>());
     let b = train.gather_indices(&batches[1]).unwrap();
-    let BatchInputs::Tokens(x) = &b.x else {
+    let BatchInput::Tokens(x) = b.input() else {
         panic!("token inputs")
     };
     assert_eq!(c.vocab().decode(&x[..3]).unwrap(), "ijk");
     assert_eq!(c.vocab().decode(&x[21..]).unwrap(), "pqr");
-    let BatchLabels::Classes(y) = &b.y else {
+    let BatchTargets::Classes(y) = b.targets() else {
         panic!("class labels")
     };
     assert_eq!(c.vocab().decode(&y[..3]).unwrap(), "jkl");
@@ -114,10 +114,10 @@ fn token_sets_slice_split_and_reuse_batches() {
     )
     .unwrap();
     dense.gather_into(&[1], &mut batch).unwrap();
-    assert_eq!(batch.x, BatchInputs::Features(vec![3.0, 4.0]));
-    assert_eq!(batch.y, BatchLabels::Classes(vec![1]));
+    assert_eq!(batch.input(), BatchInput::Features(&[3.0, 4.0]));
+    assert_eq!(batch.targets(), BatchTargets::Classes(&[1]));
     train.gather_into(&[3], &mut batch).unwrap();
-    assert_eq!(batch.x.len(), 5);
+    assert_eq!(batch.input().len(), 5);
     assert_eq!(batch.size, 1);
     let msg = data_message(train.gather(&[train.n]));
     assert!(msg.contains("out of range"), "{msg}");

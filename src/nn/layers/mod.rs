@@ -22,6 +22,7 @@
 
 pub mod attention;
 pub mod attention_kernel;
+pub mod backward;
 pub mod conv2d;
 pub mod dropout;
 pub mod embedding;
@@ -45,9 +46,10 @@ use serde::de::DeserializeOwned;
 use crate::amp::policy::Op;
 use crate::error::Result;
 use crate::tensor::{DType, Tensor};
+pub use backward::{BackwardPlan, Like};
 pub use named::{NamedLayer, ParamSpec};
 pub(crate) use named::{layer_from_json, resolve_layers};
-pub use plan::{BackwardPlan, ForwardPlan, Like};
+pub use plan::ForwardPlan;
 pub use precision::PrecisionWalk;
 
 /// Parses one layer's fields (the object under its key) into its config.

@@ -10,7 +10,7 @@
 //! not change; the output, read by forward kernels only, becomes a transient activation
 //! ([`crate::nn::transient`]) and shares a buffer.
 
-use super::plan::Like;
+use super::backward::Like;
 use super::recipes::Recipe;
 use super::{BackwardPlan, ForwardPlan};
 use crate::error::Result;
