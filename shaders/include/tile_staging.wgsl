@@ -1,5 +1,5 @@
-// Tile staging shared by the tiled GEMMs (shaders/include/matmul_common.wgsl for the matmul
-// bodies, shaders/conv_coop.wgsl for the cooperative convolutions): a k slice of the left
+// Tile staging of the attention's tensor-core kernels (shaders/flash_coop_*.wgsl; the matmul
+// and convolution GEMMs stage 16-byte chunks, shaders/include/coop_gemm.wgsl): a k slice of the left
 // operand (BM x BK) and of the right one (BK x BN) goes through workgroup memory, staged by
 // the THREADS threads of a workgroup: step s of thread tid stages element tid + s * THREADS of
 // each tile. Consecutive threads walk the contiguous dimension of each stored matrix, so

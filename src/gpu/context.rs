@@ -67,7 +67,8 @@ impl GpuContext {
         f16: F16StorageChoice,
         tensor_cores: TensorCoreChoice,
     ) -> Result<Self> {
-        let report = AdapterDescription::new(&adapter, tensor_cores);
+        let mut report = AdapterDescription::new(&adapter, tensor_cores);
+        report.capabilities.apply_tuning_file(&adapter.get_info())?;
         let f16_storage = Self::f16_storage(&report, f16, tensor_cores)?;
         let (device, queue) = adapter
             .request_device(&Self::device_descriptor(&adapter, tensor_cores))
@@ -90,6 +91,7 @@ impl GpuContext {
     ) -> Result<Self> {
         let mut report = AdapterDescription::new(&adapter, tensor_cores);
         report.capabilities = Capabilities::from_device(&adapter, &device, tensor_cores);
+        report.capabilities.apply_tuning_file(&adapter.get_info())?;
         report.f16_storage = report.capabilities.auto_f16_storage();
         let f16_storage = Self::f16_storage(&report, f16, tensor_cores)?;
         Ok(Self::assemble(adapter, device, queue, report, f16_storage))
@@ -157,6 +159,29 @@ impl GpuContext {
         }
     }
 
+    /// A context on the same device, queue and allocator whose kernels take their shapes from
+    /// `table` (`bench tune` times candidate tables this way; `source` says where it came
+    /// from). Its pipeline cache is its own.
+    pub fn with_kernel_table(&self, table: super::KernelTable, source: &str) -> GpuContext {
+        let mut report = self.report.clone();
+        report.capabilities.kernels = super::AdapterKernels {
+            table,
+            source: source.to_string(),
+        };
+        Self {
+            adapter: self.adapter.clone(),
+            device: self.device.clone(),
+            queue: self.queue.clone(),
+            caps: report.capabilities.clone(),
+            report,
+            f16_storage: self.f16_storage,
+            allocator: self.allocator.clone(),
+            pipelines: PipelineCache::default(),
+            host_waits: AtomicU64::new(0),
+            faults: self.faults.clone(),
+        }
+    }
+
     /// Whether this is a [`GpuContext::dry_twin`].
     pub fn is_dry(&self) -> bool {
         self.allocator.is_dry()
@@ -178,6 +203,7 @@ impl GpuContext {
     ) -> wgpu::DeviceDescriptor<'static> {
         let mut wanted = wgpu::Features::SHADER_F16
             | wgpu::Features::SUBGROUP
+            | wgpu::Features::SUBGROUP_BARRIER
             | wgpu::Features::TIMESTAMP_QUERY
             | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
         // Cooperative matrices are experimental in wgpu 30: requested (with experimental

@@ -13,6 +13,7 @@ pub fn validate(name: &str, src: &str) -> Result<(naga::Module, naga::valid::Mod
         naga::valid::Capabilities::SHADER_FLOAT16
             | naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32
             | naga::valid::Capabilities::SUBGROUP
+            | naga::valid::Capabilities::SUBGROUP_BARRIER
             | naga::valid::Capabilities::COOPERATIVE_MATRIX,
     )
     .validate(&module)
