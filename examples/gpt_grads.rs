@@ -35,7 +35,7 @@ use webgpu_amp::nn::{AttentionKernel, LossKind};
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::checkpoint::Checkpoint;
 use webgpu_amp::train::evaluate::predict;
-use webgpu_amp::train::{BatchTargets, ModelChoice, StepConfig, Trainer, model_and_data};
+use webgpu_amp::train::{ModelChoice, StepConfig, Trainer, model_and_data};
 use webgpu_amp::{Error, GpuContext, GpuOptions, Result};
 
 fn main() -> ExitCode {
@@ -93,8 +93,8 @@ fn run(
     let mut trainer = Trainer::new(&ctx, spec, config, train.output_dim(), &params)?;
     let all: Vec<usize> = (0..train.n).collect();
     let batch = train.gather(&all)?;
-    let logits = predict(&ctx, &mut trainer, train.n, &batch.x)?;
-    trainer.train_batch(&ctx, train.n, &batch.x, BatchTargets::from(&batch.y))?;
+    let logits = predict(&ctx, &mut trainer, train.n, batch.input())?;
+    trainer.train_batch(&ctx, train.n, batch.input(), batch.targets())?;
     let stats = trainer.finish(&ctx)?;
     let step = stats
         .last()

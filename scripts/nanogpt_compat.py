@@ -29,22 +29,22 @@ Cases:
             (it clips every step here), `scaler.step`, `scaler.update`. Every step's loss,
             learning rate (ours is get_lr rounded to f32) and, under amp-f16, the GradScaler's
             scale and skip flag, exactly; then the final parameters from our checkpoint,
-            loaded with the README's lines into nanoGPT's GPT built from the checkpoint's
+            loaded with the guide's lines into nanoGPT's GPT built from the checkpoint's
             `model` metadata (load_state_dict is strict).
   checkpoint-gpt-tiny  `webgpu-amp train --model gpt-tiny --dataset hamlet --precision
-            amp-f16 --steps 5 --save` (the embedded Hamlet, the README's command; the
+            amp-f16 --steps 5 --save` (the embedded Hamlet, the guide's command; the
             moments in a moments file, as a model too big for the header has them), loaded
-            strictly into nanoGPT's GPT with the README's lines; the moments file holds
+            strictly into nanoGPT's GPT with the guide's lines; the moments file holds
             exp_avg and exp_avg_sq of each of nanoGPT's parameters in its shape; that
             model's logits and loss
             on 4 windows of Hamlet (f32, and amp-f16 under autocast) against ours from the
             same file (examples/gpt_grads.rs with the checkpoint as its init and its `model`
             metadata as the model).
   sample-greedy  a GPT trained 80 steps on a small text (`train --dataset text:FILE
-            --save`), loaded into nanoGPT's GPT with the README's lines; `webgpu-amp sample
+            --save`), loaded into nanoGPT's GPT with the guide's lines; `webgpu-amp sample
             --top-k 1 --precision f32` must print exactly what nanoGPT's
             `model.generate(idx, n, top_k=1)` (greedy) decodes to, from the same prompt, and
-            so must the README's lines for sampling in nanoGPT.
+            so must the guide's lines for sampling in nanoGPT.
 
 Precision. amp-f16 runs PyTorch with `torch.autocast("cpu", dtype=torch.float16)` around the
 model and the loss on `logits.float()` outside it, with `torch.amp.GradScaler("cpu")`. webgpu-amp
@@ -283,7 +283,7 @@ def case_traj(case, args, work):
     print(f"   gradients clipped to norm {RECIPE['grad_clip']:g} on {clipped} of {case.steps} steps")
 
     loaded = load_like_readme(ck)
-    print("   our checkpoint loaded into nanoGPT's GPT with the README's lines (strict)")
+    print("   our checkpoint loaded into nanoGPT's GPT with the guide's lines (strict)")
     init = load_file(init)
     init.setdefault("lm_head.weight", init.get("transformer.wte.weight"))
     tol = case.tol

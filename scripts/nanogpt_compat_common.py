@@ -1,6 +1,6 @@
 """What scripts/nanogpt_compat.py and its file cases (scripts/nanogpt_compat_files.py)
 share: the small GPT's configuration, running our binaries, building nanoGPT's model and its
-`--init`, token data, the error measure, tolerances and cases, and the README's lines for
+`--init`, token data, the error measure, tolerances and cases, and the guide's lines for
 loading a checkpoint into nanoGPT. Imported after nanogpt_compat.py made sure torch, safetensors
 and numpy import (it re-runs itself in the project's venv when they do not)."""
 
@@ -84,7 +84,7 @@ def save_init(model, path, how):
         keys = set(load_file(path))
         if "lm_head.weight" not in keys or "transformer.wte.weight" in keys:
             raise Fail("save_model did not keep lm_head.weight alone of the tied pair "
-                       "(README.md says it does)")
+                       "(docs/guide/checkpoints.md says it does)")
     else:
         raise ValueError(how)
 
@@ -146,33 +146,36 @@ class Case:
 
 
 README_MARK = "<!-- nanogpt-load: scripts/nanogpt_compat.py runs this block -->"
+# The guide's chapters holding the Python lines the cross-check runs.
+GUIDE_LOAD = os.path.join("docs", "guide", "checkpoints.md")
+GUIDE_GENERATE = os.path.join("docs", "guide", "gpt.md")
 
 
 def readme_load_lines():
-    """The Python lines the README gives for loading a checkpoint into nanoGPT's GPT."""
-    with open(os.path.join(ROOT, "README.md")) as f:
+    """The Python lines the guide gives for loading a checkpoint into nanoGPT's GPT."""
+    with open(os.path.join(ROOT, GUIDE_LOAD)) as f:
         text = f.read()
     at = text.find(README_MARK)
     if at < 0:
-        raise Fail(f"README.md has no `{README_MARK}` block")
+        raise Fail(f"{GUIDE_LOAD} has no `{README_MARK}` block")
     m = re.search(r"```python\n(.*?)```", text[at:], re.S)
     if not m:
-        raise Fail("README.md: no ```python block after the nanogpt-load mark")
+        raise Fail(f"{GUIDE_LOAD}: no ```python block after the nanogpt-load mark")
     return m.group(1)
 
 
 def load_like_readme(checkpoint):
-    """Run the README's lines on `checkpoint` with this mirror as nanoGPT's `model` module;
+    """Run the guide's lines on `checkpoint` with this mirror as nanoGPT's `model` module;
     returns the GPT they built and loaded."""
     code = readme_load_lines()
     if '"run.safetensors"' not in code:
-        raise Fail("the README's lines do not name run.safetensors")
+        raise Fail("the guide's lines do not name run.safetensors")
     code = code.replace('"run.safetensors"', repr(checkpoint))
     saved = sys.modules.get("model")
     sys.modules["model"] = nanogpt_model
     try:
         scope = {}
-        exec(compile(code, "README.md (nanogpt-load block)", "exec"), scope)
+        exec(compile(code, f"{GUIDE_LOAD} (nanogpt-load block)", "exec"), scope)
     finally:
         if saved is None:
             del sys.modules["model"]
@@ -180,7 +183,7 @@ def load_like_readme(checkpoint):
             sys.modules["model"] = saved
     model = scope.get("model")
     if not isinstance(model, GPT):
-        raise Fail("the README's lines did not leave a nanoGPT GPT in `model`")
+        raise Fail("the guide's lines did not leave a nanoGPT GPT in `model`")
     # strict load means every key matched; check the values arrived too.
     state = load_file(checkpoint)
     for k, v in model.state_dict().items():

@@ -1,6 +1,6 @@
 """nanogpt_compat.py's cases that go through files (see its docstring):
 checkpoint-gpt-tiny (a checkpoint of ours loaded strictly into nanoGPT's GPT with the
-README's lines, its moments file, its logits and loss) and sample-greedy (our greedy sample
+guide's lines, its moments file, its logits and loss) and sample-greedy (our greedy sample
 against nanoGPT's `generate`)."""
 
 from nanogpt_compat_common import *  # noqa: F401,F403
@@ -26,7 +26,7 @@ def hamlet_windows(vocab, n, length):
 
 def case_checkpoint(case, args, work):
     """A gpt-tiny checkpoint trained by `train --model gpt-tiny --dataset hamlet`, loaded
-    strictly into nanoGPT's GPT with the README's lines; that model's logits and loss on
+    strictly into nanoGPT's GPT with the guide's lines; that model's logits and loss on
     Hamlet windows against ours from the same file (examples/gpt_grads.rs with the checkpoint
     as --init and its `model` metadata as the model)."""
     ck = os.path.join(work, f"{case.name}.safetensors")
@@ -40,7 +40,7 @@ def case_checkpoint(case, args, work):
     print(f"   trained: {done.stdout.splitlines()[0] if done.stdout else '?'}")
     check_tensor_cores(args, done.stdout)
     model = load_like_readme(ck)
-    print("   loaded into nanoGPT's GPT with the README's lines (strict): "
+    print("   loaded into nanoGPT's GPT with the guide's lines (strict): "
           f"{model.config}")
     if not check_moments_file(ck, model):
         return False
@@ -101,26 +101,26 @@ TEXT = ("the cat sat on the mat. the dog sat on the log. a cat and a dog sat on 
 
 
 def generate_like_readme(model, checkpoint, prompt, n):
-    """What the README's lines for sampling in nanoGPT (the python block with
+    """What the guide's lines for sampling in nanoGPT (the python block with
     `model.eval().generate`, on "gpt.safetensors" with the prompt "Ham." and 200 tokens)
     print for `model`, `checkpoint`, `prompt` and `n` tokens."""
     import contextlib
     import io
-    with open(os.path.join(ROOT, "README.md")) as f:
+    with open(os.path.join(ROOT, GUIDE_GENERATE)) as f:
         blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
     code = [b for b in blocks if "model.eval().generate(" in b]
     if len(code) != 1:
-        raise Fail(f"README.md has {len(code)} python blocks with model.eval().generate(")
+        raise Fail(f"{GUIDE_GENERATE} has {len(code)} python blocks with model.eval().generate(")
     code = code[0]
     for old, new in (('"gpt.safetensors"', repr(checkpoint)), ('"Ham."', repr(prompt)),
                      ("generate(idx, 200,", f"generate(idx, {n},")):
         if old not in code:
-            raise Fail(f"the README's generate lines lack {old}")
+            raise Fail(f"the guide's generate lines lack {old}")
         code = code.replace(old, new)
     out = io.StringIO()
     scope = {"json": json, "safe_open": safe_open, "model": model}
     with contextlib.redirect_stdout(out):
-        exec(compile(code, "README.md (generate block)", "exec"), scope)
+        exec(compile(code, f"{GUIDE_GENERATE} (generate block)", "exec"), scope)
     return out.getvalue().rstrip("\n")
 
 
@@ -148,8 +148,8 @@ def case_sample(case, args, work):
     want = prompt + "".join(vocab[i] for i in model.generate(ids, n, top_k=1)[0, len(prompt):])
     readme = generate_like_readme(model, ck, prompt, n)
     if readme != want:
-        raise Fail(f"the README's generate lines print {readme!r}, generate() gives {want!r}")
-    print("   the README's generate lines print the same")
+        raise Fail(f"the guide's generate lines print {readme!r}, generate() gives {want!r}")
+    print("   the guide's generate lines print the same")
     done = run(command(args, "bin") + [
         "sample", "--checkpoint", ck, "--prompt", prompt, "--tokens", str(n), "--top-k", "1",
         "--precision", "f32"])

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the browser app (scripts/build-web.sh) and serves web/ on 127.0.0.1 (README's web
+# Builds the browser app (scripts/build-web.sh) and serves web/ on 127.0.0.1 (docs/guide/browser.md's web
 # command). Open the printed address in a browser with WebGPU; add
 # `?autorun=1&precision=amp-f16&steps=100` to train without clicks.
 #

@@ -1,8 +1,6 @@
-// Elementwise ops, forward and backward side by side. One thread per element pair, so
-// packed outputs are written a whole word at a time (store2).
-//
-// NaN: WGSL leaves min/max/comparisons of NaN to the implementation and compilers may assume
-// finite math, so where PyTorch's NaN behaviour matters (ReLU, GELU) it is decided on the bits.
+// Elementwise ops: casts, sums, products, scaling, bias add. Each entry point is a `#map` of a
+// scalar function (src/shader/map.rs): one thread per element pair, so packed outputs are
+// written a whole word at a time (store2). The activations are in unary.wgsl.
 
 #tensor x 1 read
 #tensor y 2 read
@@ -14,264 +12,32 @@
 
 const WG: u32 = 256u;
 
-// Index of the first element this thread handles (two per thread), or n when out of range.
-fn pair_index(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return 2u * thread_index(gid, nwg, WG);
+// The value itself: stored as `out`'s dtype, a cast.
+fn same(v: f32) -> f32 {
+    return v;
 }
 
-// True when v <= 0 in IEEE terms (false for NaN), from the bits.
-fn is_non_positive(v: f32) -> bool {
-    let bits = bitcast<u32>(v);
-    return (bits & 0x7fffffffu) == 0u || ((bits >> 31u) == 1u && !is_nan(v));
+fn sum(a: f32, b: f32) -> f32 {
+    return a + b;
 }
 
-// Apply f to x, writing out: a full pair, or the single last element.
-@compute @workgroup_size(WG)
-fn cast_forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = pair_index(gid, nwg);
-    if (i + 1u < params.n) {
-        out_store2(i, x_load2(i));
-    } else if (i < params.n) {
-        out_store(i, x_load(i));
-    }
+fn product(a: f32, b: f32) -> f32 {
+    return a * b;
 }
 
-@compute @workgroup_size(WG)
-fn add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = pair_index(gid, nwg);
-    if (i + 1u < params.n) {
-        out_store2(i, x_load2(i) + y_load2(i));
-    } else if (i < params.n) {
-        out_store(i, x_load(i) + y_load(i));
-    }
-}
-
-@compute @workgroup_size(WG)
-fn mul(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = pair_index(gid, nwg);
-    if (i + 1u < params.n) {
-        out_store2(i, x_load2(i) * y_load2(i));
-    } else if (i < params.n) {
-        out_store(i, x_load(i) * y_load(i));
-    }
-}
-
-@compute @workgroup_size(WG)
-fn scale(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = pair_index(gid, nwg);
-    if (i + 1u < params.n) {
-        out_store2(i, params.alpha * x_load2(i));
-    } else if (i < params.n) {
-        out_store(i, params.alpha * x_load(i));
-    }
+fn scaled(v: f32) -> f32 {
+    return params.alpha * v;
 }
 
 // out[N, C, inner] = x + b[C]. The two elements of a pair may fall in different channels.
-fn bias_at(i: u32) -> f32 {
-    return b_load((i / params.inner) % params.channels);
+fn plus_bias(v: f32, i: u32) -> f32 {
+    return v + b_load((i / params.inner) % params.channels);
 }
 
-@compute @workgroup_size(WG)
-fn bias_add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = pair_index(gid, nwg);
-    if (i + 1u < params.n) {
-        out_store2(i, x_load2(i) + vec2<f32>(bias_at(i), bias_at(i + 1u)));
-    } else if (i < params.n) {
-        out_store(i, x_load(i) + bias_at(i));
-    }
-}
-
-// relu(NaN) = NaN, as in PyTorch (max(NaN, 0) may drop the NaN).
-fn relu(v: f32) -> f32 {
-    return select(v, 0.0, is_non_positive(v));
-}
-
-@compute @workgroup_size(WG)
-fn relu_forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = pair_index(gid, nwg);
-    if (i + 1u < params.n) {
-        let v = x_load2(i);
-        out_store2(i, vec2<f32>(relu(v.x), relu(v.y)));
-    } else if (i < params.n) {
-        out_store(i, relu(x_load(i)));
-    }
-}
-
-// PyTorch's threshold_backward(grad, result, 0): grad where !(result <= 0), else 0. A NaN input
-// gives a NaN result, which is not <= 0, so its gradient passes through.
-fn relu_grad(v: f32, g: f32) -> f32 {
-    return select(g, 0.0, is_non_positive(v));
-}
-
-// x: forward input, y: upstream gradient, out: input gradient.
-@compute @workgroup_size(WG)
-fn relu_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = pair_index(gid, nwg);
-    if (i + 1u < params.n) {
-        let v = x_load2(i);
-        let g = y_load2(i);
-        out_store2(i, vec2<f32>(relu_grad(v.x, g.x), relu_grad(v.y, g.y)));
-    } else if (i < params.n) {
-        out_store(i, relu_grad(x_load(i), y_load(i)));
-    }
-}
-
-// GELU, tanh form (PyTorch approximate='tanh'): 0.5 x (1 + tanh(u)), u = k0 (x + k1 x^3).
-// 0.5 (1 + tanh(u)) = sigmoid(2u), which has no cancellation for negative x and no tanh of
-// large arguments (whose WGSL accuracy is loose on some backends).
-const GELU_K0: f32 = 0.7978845608028654; // sqrt(2 / pi)
-const GELU_K1: f32 = 0.044715;
-// Past this |x| the tanh form is exactly x (or 0) in f32, and x^3 could overflow.
-const GELU_SATURATE: f32 = 10.0;
-
-// NaN from inf or NaN bits (sets the quiet bit), without a NaN constant or `inf * 0`, which
-// compilers may fold to 0.
-fn nan_from(v: f32) -> f32 {
-    return bitcast<f32>(bitcast<u32>(v) | 0x00400000u);
-}
-
-// Non-finite inputs give what PyTorch's tanh formula gives: gelu(NaN) = NaN, gelu(+inf) = +inf,
-// gelu(-inf) = -inf * 0 = NaN (so an overflow upstream is not hidden from the GradScaler).
-fn gelu(v: f32) -> f32 {
-    if (is_nonfinite(v)) {
-        return select(nan_from(v), v, bitcast<u32>(v) == 0x7f800000u);
-    }
-    if (abs(v) > GELU_SATURATE) {
-        return select(0.0, v, v > 0.0);
-    }
-    let u = GELU_K0 * (v + GELU_K1 * v * v * v);
-    return v / (1.0 + exp(-2.0 * u));
-}
-
-// d/dx [x sigmoid(2u)] = s + x * 2 u' * s (1 - s), with s = sigmoid(2u), 1 - s = sigmoid(-2u).
-// A non-finite x gives NaN (PyTorch's formula has inf * 0 there); where the derivative is 0, an
-// inf or NaN upstream gradient gives NaN (IEEE 0 * inf), which the GradScaler then sees.
-fn gelu_grad(v: f32, g: f32) -> f32 {
-    if (is_nonfinite(v)) {
-        return nan_from(v);
-    }
-    if (abs(v) > GELU_SATURATE) {
-        if (v > 0.0) {
-            return g;
-        }
-        return select(0.0, nan_from(g), is_nonfinite(g));
-    }
-    let u = GELU_K0 * (v + GELU_K1 * v * v * v);
-    let du = GELU_K0 * (1.0 + 3.0 * GELU_K1 * v * v);
-    let s = 1.0 / (1.0 + exp(-2.0 * u));
-    let s_neg = 1.0 / (1.0 + exp(2.0 * u));
-    return g * (s + 2.0 * v * du * s * s_neg);
-}
-
-@compute @workgroup_size(WG)
-fn gelu_forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = pair_index(gid, nwg);
-    if (i + 1u < params.n) {
-        let v = x_load2(i);
-        out_store2(i, vec2<f32>(gelu(v.x), gelu(v.y)));
-    } else if (i < params.n) {
-        out_store(i, gelu(x_load(i)));
-    }
-}
-
-// x: forward input, y: upstream gradient, out: input gradient.
-@compute @workgroup_size(WG)
-fn gelu_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = pair_index(gid, nwg);
-    if (i + 1u < params.n) {
-        let v = x_load2(i);
-        let g = y_load2(i);
-        out_store2(i, vec2<f32>(gelu_grad(v.x, g.x), gelu_grad(v.y, g.y)));
-    } else if (i < params.n) {
-        out_store(i, gelu_grad(x_load(i), y_load(i)));
-    }
-}
-
-// ---- accumulate (residual gradients) ------------------------------------------------------
-
-// out += x (out read and written; the two may have different storages).
-@compute @workgroup_size(WG)
-fn accumulate(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = pair_index(gid, nwg);
-    if (i + 1u < params.n) {
-        out_store2(i, out_load2(i) + x_load2(i));
-    } else if (i < params.n) {
-        out_store(i, out_load(i) + x_load(i));
-    }
-}
-
-// ---- GELU, exact (erf) form ---------------------------------------------------------------
-// nn.GELU(): gelu(x) = x Φ(x), Φ(x) = 0.5 erfc(-x / √2). WGSL has no erf; erfc comes from the
-// Chebyshev-fitted exponential form of Numerical Recipes' erfcc (fractional error < 1.2e-7 for
-// every z >= 0), so Φ is accurate to that *relative* error in the negative tail too, and
-// 1 - erfc never cancels where it matters. Checked on the GPU against an f64 erf to 1e-6
-// absolute for |x| <= 10 (tests/attention_ops.rs).
-const GELU_ERF_SQRT1_2: f32 = 0.7071067811865476;
-const GELU_ERF_INV_SQRT_2PI: f32 = 0.3989422804014327;
-// Past this |x|, Φ(x) is 0 or 1 in f32 (and x² stays far from overflow below it).
-const GELU_ERF_SATURATE: f32 = 30.0;
-
-// erfc(z) for z >= 0.
-fn erfc_nonneg(z: f32) -> f32 {
-    let t = 1.0 / (1.0 + 0.5 * z);
-    let poly = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806
-        + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
-    return t * exp(poly - z * z);
-}
-
-// Standard normal CDF Φ(v), |v| <= GELU_ERF_SATURATE.
-fn normal_cdf(v: f32) -> f32 {
-    let tail = 0.5 * erfc_nonneg(abs(v) * GELU_ERF_SQRT1_2);
-    return select(tail, 1.0 - tail, v > 0.0);
-}
-
-// Non-finite inputs as PyTorch's formula gives them: NaN -> NaN, +inf -> +inf, -inf -> NaN.
-fn gelu_erf(v: f32) -> f32 {
-    if (is_nonfinite(v)) {
-        return select(nan_from(v), v, bitcast<u32>(v) == 0x7f800000u);
-    }
-    if (abs(v) > GELU_ERF_SATURATE) {
-        return select(0.0, v, v > 0.0);
-    }
-    return v * normal_cdf(v);
-}
-
-// d/dx [x Φ(x)] = Φ(x) + x φ(x). Non-finite x gives NaN (inf * 0 in PyTorch's formula); where
-// the derivative is 0, an inf or NaN upstream gradient gives NaN, as IEEE 0 * inf does.
-fn gelu_erf_grad(v: f32, g: f32) -> f32 {
-    if (is_nonfinite(v)) {
-        return nan_from(v);
-    }
-    if (abs(v) > GELU_ERF_SATURATE) {
-        if (v > 0.0) {
-            return g;
-        }
-        return select(0.0, nan_from(g), is_nonfinite(g));
-    }
-    let pdf = GELU_ERF_INV_SQRT_2PI * exp(-0.5 * v * v);
-    return g * (normal_cdf(v) + v * pdf);
-}
-
-@compute @workgroup_size(WG)
-fn gelu_erf_forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = pair_index(gid, nwg);
-    if (i + 1u < params.n) {
-        let v = x_load2(i);
-        out_store2(i, vec2<f32>(gelu_erf(v.x), gelu_erf(v.y)));
-    } else if (i < params.n) {
-        out_store(i, gelu_erf(x_load(i)));
-    }
-}
-
-// x: forward input, y: upstream gradient, out: input gradient.
-@compute @workgroup_size(WG)
-fn gelu_erf_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = pair_index(gid, nwg);
-    if (i + 1u < params.n) {
-        let v = x_load2(i);
-        let g = y_load2(i);
-        out_store2(i, vec2<f32>(gelu_erf_grad(v.x, g.x), gelu_erf_grad(v.y, g.y)));
-    } else if (i < params.n) {
-        out_store(i, gelu_erf_grad(x_load(i), y_load(i)));
-    }
-}
+#map cast_forward: out = same(x)
+#map add: out = sum(x, y)
+#map mul: out = product(x, y)
+#map scale: out = scaled(x)
+#map bias_add: out = plus_bias(x, i)
+// Residual gradients: out += x (out read and written; the two may have different storages).
+#map accumulate: out = sum(out, x)

@@ -1,23 +1,17 @@
-// Fused causal attention, backward, on cooperative matrices (tensor cores): the split of
-// shaders/flash_backward.wgsl (its delta kernel runs first) with every product on f16
-// fragments accumulated in f32 (shaders/include/flash_coop.wgsl), for native f16 storage
-// where tensor cores are used. Per block of BQ query rows and BKV keys, both kernels
-// recompute the scores S = Q·Kᵀ and dP = dO·Vᵀ, then in f32 per element
+// Fused causal attention, dk and dv, on cooperative matrices (tensor cores): the dk/dv kernel
+// of shaders/flash_backward.wgsl's split (its delta kernel runs first, shaders/flash_coop_dq.wgsl
+// after) with every product on f16 fragments accumulated in f32
+// (shaders/include/flash_coop.wgsl, shaders/include/flash_coop_grads.wgsl), for native f16
+// storage where tensor cores are used.
 //
-//   P_ij = exp(scale * S_ij - lse_i),  Pd_ij = dropout(P_ij),
-//   dS_ij / scale = P_ij (dropout(dP_ij) - delta_i)        (j <= i < T; else 0)
-//
-// with the forward's dropout mask (flash_common), rounded to f16 for the next products:
-//
-//   flash_coop_dkv: one workgroup per key block, query blocks from its own on:
-//                   dv += Pdᵀ·dy, dk += dSᵀ·q; dk is scaled by `scale` once at the end
-//   flash_coop_dq:  one workgroup per query block, key blocks up to its last row:
-//                   dq += dS·k, scaled at the end
-//
-// The accumulators are fragments (nothing rescales them) and leave through each subgroup's
-// FRAG x FRAG scratch. Every gradient element has one writer and a fixed order: no atomics,
-// the same bits every run. A NaN lse (a poisoned forward row) makes its terms NaN, as in the
-// SIMT body.
+// One workgroup per (batch * head, block of BKV = 4 * FRAG keys); subgroup sg owns keys
+// [sg * FRAG, sg * FRAG + FRAG) of the block and holds their kᵀ and vᵀ in named fragments
+// kb0..kb7, vb0..vb7 and their gradients in named accumulators dv0..dv7, dk0..dk7. Per step
+// of BQ query rows (from the block holding the first key on: earlier rows see none), every
+// thread stages q, dy and the rows' lse and delta; each subgroup computes S and dP for the
+// query fragments that see its keys into its own columns of the scores, the score gradients
+// of its columns with LANES_PER_ROW lanes per row, then dv += dropout(P)ᵀ·dy and
+// dk += dSᵀ·q. dk is scaled by `scale` once at the end.
 
 enable wgpu_cooperative_matrix;
 
@@ -26,91 +20,54 @@ enable wgpu_cooperative_matrix;
 #tensor dy 5 read
 #tensor delta 6 read
 #tensor dqkv 7 read_write
-#include logit_class
 #include flash_common
-#include tile_staging
 #include flash_coop
+#include flash_coop_grads
 
-const PRODUCTS: u32 = 2u;
-// h_tile: the query rows' q and dy (the score products' left operands), the keys' k and v,
-// then dropout(P) and dS.
+// h_tile: k, then v, of the block (staged once, then held in fragments); per step q, dy,
+// dropout(P) and dS of the step's rows against the block's keys.
+const SS: u32 = BKV + 4u;
+const PS: u32 = BKV + 8u;
 const Q_AT: u32 = 0u;
-const DY_AT: u32 = BQ * HSP;
-const K_AT: u32 = 2u * BQ * HSP;
-const V_AT: u32 = K_AT + BKV * HSP;
-const P_AT: u32 = V_AT + BKV * HSP;
-const DS_AT: u32 = P_AT + BQ * BKV;
-const H_TILE: u32 = DS_AT + BQ * BKV;
-// f_tile: the score products' parts, then each subgroup's FRAG x FRAG scratch.
-const F_TILE: u32 = max(SPLIT * PRODUCTS * BQ * BKV, SUBGROUPS * FRAG * FRAG);
-// Fragments of dk (or dv) per key block and of dq per query block.
-const KEY_FRAGS: u32 = (BKV / FRAG) * (HSP / FRAG);
-const DQ_JOBS: u32 = (BQ / FRAG) * (HSP / FRAG);
-// Score elements per thread: a run along a row (one Philox call per 4 keys).
-const PER_THREAD: u32 = (BQ * BKV + THREADS - 1u) / THREADS;
+const DY_AT: u32 = BQ * QS;
+const PD_AT: u32 = 2u * BQ * QS;
+const DS_AT: u32 = PD_AT + BQ * PS;
+// f_tile: S and dP of the step, the rows' lse and delta; at the end the subgroups' scratch.
+const S_AT: u32 = 0u;
+const DP_AT: u32 = BQ * SS;
+const STATS_AT: u32 = 2u * BQ * SS;
+const_assert H_TILE == max(BKV * QS, DS_AT + BQ * PS);
+const_assert F_TILE == max(STATS_AT + 2u * BQ, SUBGROUPS * FRAG * FRAG);
+const_assert BKV == SUBGROUPS * FRAG && BLOCK == BKV;
+// Keys each lane takes in a row of the score gradients.
+const COLS_PER_LANE: u32 = FRAG / LANES_PER_ROW;
+const_assert BQ % ROWS_AT_ONCE == 0u;
 
-fn coop_source(p: Place, which: u32, r: u32, d: u32) -> f32 {
-    if (which == 3u) {
-        return dy_load(out_at(p, r) + d);
-    }
-    return qkv_load(qkv_at(p, r, which) + d);
-}
-
-// Query rows [i0, i0 + BQ): q and dy.
-fn stage_queries(p: Place, i0: u32, tid: u32) {
-    stage_rows(p, 0u, i0, BQ, Q_AT, tid);
-    stage_rows(p, 3u, i0, BQ, DY_AT, tid);
-}
-
-// Keys [j0, j0 + BKV): k and v.
-fn stage_keys(p: Place, j0: u32, tid: u32) {
-    stage_rows(p, 1u, j0, BKV, K_AT, tid);
-    stage_rows(p, 2u, j0, BKV, V_AT, tid);
-}
-
-// dropout(P) and dS / scale of block (i0, j0) into h_tile, from the score products and the
-// rows' lse and delta (read from the buffers: a thread's run mostly stays on one row).
-fn score_gradients(p: Place, i0: u32, j0: u32, tid: u32, mask: ptr<function, Mask>) {
-    for (var k = 0u; k < PER_THREAD; k++) {
-        let x = tid * PER_THREAD + k;
-        if (x >= BQ * BKV) {
-            break;
-        }
-        let i = i0 + x / BKV;
-        let j = j0 + x % BKV;
-        var pd = 0.0;
-        var ds = 0.0;
-        if (i < params.t && j <= i) {
-            let row = p.bh * params.t + i;
-            let prob = exp(params.scale * score(0u, x) - lse_load(row));
-            let e = row * params.t + j;
-            pd = mask_apply(mask, e, prob);
-            ds = prob * (mask_apply(mask, e, score(1u, x)) - delta_load(row));
-        }
-        h_tile[P_AT + x] = f16_from_f32(pd);
-        h_tile[DS_AT + x] = f16_from_f32(ds);
-    }
-}
-
-// One accumulator fragment out through subgroup sg's scratch: factor * element (row, d) to
-// part `part` (0 q, 1 k, 2 v) of dqkv at position pos0 + row, channel d0 + d.
-fn store_fragment(c: FragC, sg: u32, lane: u32, p: Place, part: u32, pos0: u32, d0: u32, factor: f32) {
-    let scratch = sg * FRAG * FRAG;
-    let out = &f_tile[scratch];
-    coopStoreT(c, out, FRAG);
-    workgroupBarrier();
-    for (var e = lane; e < FRAG * FRAG; e += SUBGROUP) {
-        let pos = pos0 + e / FRAG;
-        let d = d0 + e % FRAG;
-        if (pos < params.t && d < HS) {
-            dqkv_store(qkv_at(p, pos, part) + d, factor * f_tile[scratch + e]);
+// dropout(P) and dS / scale of the step's query rows [i0, i0 + BQ) against the subgroup's
+// keys (block columns [col0, col0 + FRAG)), from the scores and the rows' lse and delta.
+fn score_gradients(p: Place, i0: u32, col0: u32, lane: u32, mask: ptr<function, Mask>) {
+    let c0 = col0 + (lane % LANES_PER_ROW) * COLS_PER_LANE;
+    for (var it = 0u; it < BQ / ROWS_AT_ONCE; it++) {
+        let r = it * ROWS_AT_ONCE + lane / LANES_PER_ROW;
+        let i = i0 + r;
+        let lse_i = f_tile[STATS_AT + r];
+        let delta_i = f_tile[STATS_AT + BQ + r];
+        let e_row = (p.bh * params.t + i) * params.t + p.first; // dropout element of (i, block)
+        for (var k = 0u; k < COLS_PER_LANE; k++) {
+            let jj = c0 + k;
+            var pd = 0.0;
+            var ds = 0.0;
+            if (i < params.t && p.first + jj <= i) {
+                let prob = exp(params.scale * f_tile[S_AT + r * SS + jj] - lse_i);
+                pd = mask_apply(mask, e_row + jj, prob);
+                ds = prob * (mask_apply(mask, e_row + jj, f_tile[DP_AT + r * SS + jj]) - delta_i);
+            }
+            h_tile[PD_AT + r * PS + jj] = f16_from_f32(pd);
+            h_tile[DS_AT + r * PS + jj] = f16_from_f32(ds);
         }
     }
-    workgroupBarrier();
 }
 
-// dk and dv of the keys [p.first, p.first + BKV). Job u < KEY_FRAGS is a fragment of dv, the
-// rest of dk.
 @compute @workgroup_size(THREADS)
 fn flash_coop_dkv(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -119,87 +76,112 @@ fn flash_coop_dkv(
     @builtin(subgroup_id) sg: u32,
     @builtin(subgroup_invocation_id) lane: u32,
 ) {
-    var acc: array<FragC, 2u * KEY_FRAGS / SUBGROUPS>;
-    for (var t = 0u; t < 2u * KEY_FRAGS / SUBGROUPS; t++) {
-        acc[t] = FragC();
-    }
     var mask = mask_new();
     let p = place_of(wid, nwg);
     if (p.bh >= params.batch_heads) {
         return;
     }
-    stage_keys(p, p.first, tid);
-    // Query blocks from the one holding this block's first key (rows before it see none of
+    let col0 = sg * FRAG; // the subgroup's keys in the block
+    let k0 = p.first + col0;
+    // kᵀ and vᵀ of the subgroup's keys: B(k = channel, n = key).
+    stage_rows(p, 1u, p.first, BKV, 0u, tid);
+    workgroupBarrier();
+    let kb0 = held_bt(col0 * QS, 0u);
+    let kb1 = held_bt(col0 * QS, 1u);
+    let kb2 = held_bt(col0 * QS, 2u);
+    let kb3 = held_bt(col0 * QS, 3u);
+    let kb4 = held_bt(col0 * QS, 4u);
+    let kb5 = held_bt(col0 * QS, 5u);
+    let kb6 = held_bt(col0 * QS, 6u);
+    let kb7 = held_bt(col0 * QS, 7u);
+    workgroupBarrier();
+    stage_rows(p, 2u, p.first, BKV, 0u, tid);
+    workgroupBarrier();
+    let vb0 = held_bt(col0 * QS, 0u);
+    let vb1 = held_bt(col0 * QS, 1u);
+    let vb2 = held_bt(col0 * QS, 2u);
+    let vb3 = held_bt(col0 * QS, 3u);
+    let vb4 = held_bt(col0 * QS, 4u);
+    let vb5 = held_bt(col0 * QS, 5u);
+    let vb6 = held_bt(col0 * QS, 6u);
+    let vb7 = held_bt(col0 * QS, 7u);
+    var dv0 = FragC();
+    var dv1 = FragC();
+    var dv2 = FragC();
+    var dv3 = FragC();
+    var dv4 = FragC();
+    var dv5 = FragC();
+    var dv6 = FragC();
+    var dv7 = FragC();
+    var dk0 = FragC();
+    var dk1 = FragC();
+    var dk2 = FragC();
+    var dk3 = FragC();
+    var dk4 = FragC();
+    var dk5 = FragC();
+    var dk6 = FragC();
+    var dk7 = FragC();
+    // Query steps from the one holding the block's first key on (rows before it see none of
     // its keys), aligned to BQ from 0: uniform across the group.
     for (var i0 = (p.first / BQ) * BQ; i0 < params.t; i0 += BQ) {
         workgroupBarrier();
-        stage_queries(p, i0, tid);
+        stage_rows(p, 0u, i0, BQ, Q_AT, tid);
+        stage_rows(p, 3u, i0, BQ, DY_AT, tid);
+        stage_row_stats(p, i0, STATS_AT, tid);
         workgroupBarrier();
-        score_products(Q_AT, K_AT, sg);
-        workgroupBarrier();
-        score_gradients(p, i0, p.first, tid, &mask);
-        workgroupBarrier();
-        for (var t = 0u; t < 2u * KEY_FRAGS / SUBGROUPS; t++) {
-            let u = sg + SUBGROUPS * t;
-            let g = u / KEY_FRAGS; // 0: dv += Pdᵀ·dy; 1: dk += dSᵀ·q
-            let fr = (u % KEY_FRAGS) / (HSP / FRAG);
-            let fc = (u % KEY_FRAGS) % (HSP / FRAG);
-            let a = P_AT + g * BQ * BKV + fr * FRAG;
-            let b = select(Q_AT, DY_AT, g == 0u) + fc * FRAG;
-            acc[t] = product_atb(acc[t], a, BKV, b, HSP, BQ / FRAG);
+        // S = Q·Kᵀ and dP = dO·Vᵀ for the query fragments that see the subgroup's keys.
+        for (var qf = 0u; qf < BQ / FRAG; qf++) {
+            if (!rows_see(i0 + qf * FRAG, k0)) {
+                continue;
+            }
+            let qb = Q_AT + qf * FRAG * QS;
+            let db = DY_AT + qf * FRAG * QS;
+            var s = mma(rows_a(qb, 0u), kb0, FragC());
+            var dp = mma(rows_a(db, 0u), vb0, FragC());
+            if (D_FRAGS > 1u) { s = mma(rows_a(qb, 1u), kb1, s); dp = mma(rows_a(db, 1u), vb1, dp); }
+            if (D_FRAGS > 2u) { s = mma(rows_a(qb, 2u), kb2, s); dp = mma(rows_a(db, 2u), vb2, dp); }
+            if (D_FRAGS > 3u) { s = mma(rows_a(qb, 3u), kb3, s); dp = mma(rows_a(db, 3u), vb3, dp); }
+            if (D_FRAGS > 4u) { s = mma(rows_a(qb, 4u), kb4, s); dp = mma(rows_a(db, 4u), vb4, dp); }
+            if (D_FRAGS > 5u) { s = mma(rows_a(qb, 5u), kb5, s); dp = mma(rows_a(db, 5u), vb5, dp); }
+            if (D_FRAGS > 6u) { s = mma(rows_a(qb, 6u), kb6, s); dp = mma(rows_a(db, 6u), vb6, dp); }
+            if (D_FRAGS > 7u) { s = mma(rows_a(qb, 7u), kb7, s); dp = mma(rows_a(db, 7u), vb7, dp); }
+            store_scores(s, S_AT + qf * FRAG * SS + col0, SS);
+            store_scores(dp, DP_AT + qf * FRAG * SS + col0, SS);
+        }
+        sync_subgroup();
+        score_gradients(p, i0, col0, lane, &mask);
+        sync_subgroup();
+        // dv += dropout(P)ᵀ·dy, dk += dSᵀ·q: A(m = key, k = query) loads column-major.
+        for (var qf = 0u; qf < BQ / FRAG; qf++) {
+            if (!rows_see(i0 + qf * FRAG, k0)) {
+                continue;
+            }
+            let pd = block_at(PD_AT + qf * FRAG * PS + col0, PS);
+            let ds = block_at(DS_AT + qf * FRAG * PS + col0, PS);
+            let qb = Q_AT + qf * FRAG * QS;
+            let db = DY_AT + qf * FRAG * QS;
+            dv0 = mma(pd, rows_b(db, 0u), dv0);
+            dk0 = mma(ds, rows_b(qb, 0u), dk0);
+            if (D_FRAGS > 1u) { dv1 = mma(pd, rows_b(db, 1u), dv1); dk1 = mma(ds, rows_b(qb, 1u), dk1); }
+            if (D_FRAGS > 2u) { dv2 = mma(pd, rows_b(db, 2u), dv2); dk2 = mma(ds, rows_b(qb, 2u), dk2); }
+            if (D_FRAGS > 3u) { dv3 = mma(pd, rows_b(db, 3u), dv3); dk3 = mma(ds, rows_b(qb, 3u), dk3); }
+            if (D_FRAGS > 4u) { dv4 = mma(pd, rows_b(db, 4u), dv4); dk4 = mma(ds, rows_b(qb, 4u), dk4); }
+            if (D_FRAGS > 5u) { dv5 = mma(pd, rows_b(db, 5u), dv5); dk5 = mma(ds, rows_b(qb, 5u), dk5); }
+            if (D_FRAGS > 6u) { dv6 = mma(pd, rows_b(db, 6u), dv6); dk6 = mma(ds, rows_b(qb, 6u), dk6); }
+            if (D_FRAGS > 7u) { dv7 = mma(pd, rows_b(db, 7u), dv7); dk7 = mma(ds, rows_b(qb, 7u), dk7); }
         }
     }
-    for (var t = 0u; t < 2u * KEY_FRAGS / SUBGROUPS; t++) {
-        let u = sg + SUBGROUPS * t;
-        let g = u / KEY_FRAGS;
-        let pos0 = p.first + ((u % KEY_FRAGS) / (HSP / FRAG)) * FRAG;
-        let d0 = ((u % KEY_FRAGS) % (HSP / FRAG)) * FRAG;
-        let c = acc[t];
-        store_fragment(c, sg, lane, p, 2u - g, pos0, d0, select(params.scale, 1.0, g == 0u));
-    }
-}
-
-// dq of the query rows [p.first, p.first + BQ).
-@compute @workgroup_size(THREADS)
-fn flash_coop_dq(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) tid: u32,
-    @builtin(subgroup_id) sg: u32,
-    @builtin(subgroup_invocation_id) lane: u32,
-) {
-    var acc: array<FragC, DQ_JOBS / SUBGROUPS>;
-    for (var t = 0u; t < DQ_JOBS / SUBGROUPS; t++) {
-        acc[t] = FragC();
-    }
-    var mask = mask_new();
-    let p = place_of(wid, nwg);
-    if (p.bh >= params.batch_heads) {
-        return;
-    }
-    stage_queries(p, p.first, tid);
-    // Keys up to the block's last row (the causal mask), uniform across the group.
-    let kend = min(params.t, p.first + BQ);
-    for (var j0 = 0u; j0 < kend; j0 += BKV) {
-        workgroupBarrier();
-        stage_keys(p, j0, tid);
-        workgroupBarrier();
-        score_products(Q_AT, K_AT, sg);
-        workgroupBarrier();
-        score_gradients(p, p.first, j0, tid, &mask);
-        workgroupBarrier();
-        for (var t = 0u; t < DQ_JOBS / SUBGROUPS; t++) {
-            let u = sg + SUBGROUPS * t;
-            let a = DS_AT + (u / (HSP / FRAG)) * FRAG * BKV;
-            let b = K_AT + (u % (HSP / FRAG)) * FRAG;
-            acc[t] = product_ab(acc[t], a, BKV, b, HSP, BKV / FRAG);
-        }
-    }
-    for (var t = 0u; t < DQ_JOBS / SUBGROUPS; t++) {
-        let u = sg + SUBGROUPS * t;
-        let pos0 = p.first + (u / (HSP / FRAG)) * FRAG;
-        let d0 = (u % (HSP / FRAG)) * FRAG;
-        let c = acc[t];
-        store_fragment(c, sg, lane, p, 0u, pos0, d0, params.scale);
-    }
+    // The scores are spent: each subgroup's scratch is a fragment of f_tile.
+    workgroupBarrier();
+    let scratch = sg * FRAG * FRAG;
+    let sc = params.scale;
+    write_grad(dv0, p, 2u, k0, 0u, 1.0, scratch, lane);
+    write_grad(dk0, p, 1u, k0, 0u, sc, scratch, lane);
+    if (D_FRAGS > 1u) { write_grad(dv1, p, 2u, k0, FRAG, 1.0, scratch, lane); write_grad(dk1, p, 1u, k0, FRAG, sc, scratch, lane); }
+    if (D_FRAGS > 2u) { write_grad(dv2, p, 2u, k0, 2u * FRAG, 1.0, scratch, lane); write_grad(dk2, p, 1u, k0, 2u * FRAG, sc, scratch, lane); }
+    if (D_FRAGS > 3u) { write_grad(dv3, p, 2u, k0, 3u * FRAG, 1.0, scratch, lane); write_grad(dk3, p, 1u, k0, 3u * FRAG, sc, scratch, lane); }
+    if (D_FRAGS > 4u) { write_grad(dv4, p, 2u, k0, 4u * FRAG, 1.0, scratch, lane); write_grad(dk4, p, 1u, k0, 4u * FRAG, sc, scratch, lane); }
+    if (D_FRAGS > 5u) { write_grad(dv5, p, 2u, k0, 5u * FRAG, 1.0, scratch, lane); write_grad(dk5, p, 1u, k0, 5u * FRAG, sc, scratch, lane); }
+    if (D_FRAGS > 6u) { write_grad(dv6, p, 2u, k0, 6u * FRAG, 1.0, scratch, lane); write_grad(dk6, p, 1u, k0, 6u * FRAG, sc, scratch, lane); }
+    if (D_FRAGS > 7u) { write_grad(dv7, p, 2u, k0, 7u * FRAG, 1.0, scratch, lane); write_grad(dk7, p, 1u, k0, 7u * FRAG, sc, scratch, lane); }
 }

@@ -124,7 +124,17 @@ fn layernorm_backward_dx(#workgroup_builtins) {
     for (var k = lid; k < row_slots(base, n); k = k + ROW_WG) {
         let slot = row_slot(base, n, k);
         let dx0 = ln_dx(base, slot.x - base, mu, rs, mg, mgx);
-        dx_store_slot(slot, vec2<f32>(dx0, ln_dx(base, slot.x + slot.y - 1u - base, mu, rs, mg, mgx)));
+        var v = vec2<f32>(dx0, ln_dx(base, slot.x + slot.y - 1u - base, mu, rs, mg, mgx));
+        // Added onto the gradient already in dx (a residual's skip path; f32 dx only, so the
+        // sum rounds once, as the separate accumulate did).
+        if (params.accumulate != 0u) {
+            if (slot.y == 2u) {
+                v = v + dx_load2(slot.x);
+            } else {
+                v.x = v.x + dx_load(slot.x);
+            }
+        }
+        dx_store_slot(slot, v);
     }
 }
 

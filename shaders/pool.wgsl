@@ -34,7 +34,11 @@ struct WindowMax {
 fn window_max(x_plane: u32, oy: u32, ox: u32) -> WindowMax {
     let y0 = oy * params.stride;
     let x0 = ox * params.stride;
-    var best = WindowMax(bitcast<f32>(0xff800000u), x_plane + y0 * params.in_w + x0);
+    // Start from the window's first element: the same maximum and index as starting from
+    // -inf, and WGSL has no -inf constant (`bitcast<f32>(0xff800000u)` is a constant
+    // expression, and Tint rightly rejects its non-finite value; naga accepts it).
+    let first = x_plane + y0 * params.in_w + x0;
+    var best = WindowMax(x_load(first), first);
     for (var ky = 0u; ky < params.kernel; ky = ky + 1u) {
         let row = x_plane + (y0 + ky) * params.in_w + x0;
         for (var kx = 0u; kx < params.kernel; kx = kx + 1u) {

@@ -11,6 +11,11 @@ pub enum Error {
     )]
     NoAdapter { backend: String, adapter: String },
 
+    /// Adapters exist, but none is the one asked for (`--adapter`, `WEBGPU_AMP_ADAPTER`):
+    /// the message lists those present.
+    #[error("{0}")]
+    NoMatchingAdapter(String),
+
     #[error("could not create the GPU device on {adapter}: {reason}")]
     Device { adapter: String, reason: String },
 

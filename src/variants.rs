@@ -1,9 +1,11 @@
 //! Every shader the library declares, and every variant of each: the portability tests
-//! validate each variant with naga and translate it to SPIR-V, MSL and HLSL. The list sits
-//! above the dispatchers (ops, amp, optim), each of which declares its own shaders.
+//! validate each variant with naga and translate it to SPIR-V, MSL and HLSL, and
+//! [`export_browser`] hands the ones a browser can select, with their bind-group layouts, to
+//! Tint (`scripts/tint-check.sh`: Chrome's WebGPU engine, Dawn). The list sits above the
+//! dispatchers (ops, amp, optim), each of which declares its own shaders.
 
 use crate::error::Result;
-use crate::shader::{ShaderDecl, Variant};
+use crate::shader::{self, BindingLayout, ShaderDecl, Variant};
 use crate::{amp, ops, optim};
 
 /// Every built-in shader declaration.
@@ -21,4 +23,69 @@ pub fn all() -> Result<Vec<Variant>> {
         v.extend(shader.variants()?);
     }
     Ok(v)
+}
+
+/// Whether the browser build can select this variant: every one but the tensor-core kernels
+/// (cooperative matrices are a native wgpu extension; no browser offers them).
+pub fn browser_selectable(variant: &Variant) -> bool {
+    !variant
+        .decl
+        .source
+        .contains("enable wgpu_cooperative_matrix;")
+}
+
+/// One compute entry point of a variant with the bind-group layout its kernels get.
+#[derive(Debug, serde::Serialize)]
+pub struct EntryLayout {
+    pub name: String,
+    pub bindings: Vec<BindingLayout>,
+}
+
+/// One variant as WGSL a browser compiles: its text, whether it needs `shader-f16`, and every
+/// entry point with its bindings.
+#[derive(Debug, serde::Serialize)]
+pub struct ExportedVariant {
+    pub label: String,
+    pub native_f16: bool,
+    /// The storage of each declared tensor (`x=f16`, `w=f32`, ...), as the label lists them.
+    pub storages: Vec<String>,
+    pub wgsl: String,
+    pub entries: Vec<EntryLayout>,
+}
+
+/// Every variant the browser build can select, specialised, with each entry point's layout
+/// (naga's view of the bindings: what `layout: "auto"` gives and what [`crate::gpu::Kernel`]
+/// binds by name).
+pub fn export_browser() -> Result<Vec<ExportedVariant>> {
+    all()?
+        .into_iter()
+        .filter(browser_selectable)
+        .map(|v| export(&v))
+        .collect()
+}
+
+/// One variant, specialised and described.
+pub fn export(v: &Variant) -> Result<ExportedVariant> {
+    let wgsl = v.specialise()?;
+    let (module, info) = shader::validate(&v.label(), &wgsl)?;
+    let entries = module
+        .entry_points
+        .iter()
+        .filter(|e| e.stage == naga::ShaderStage::Compute)
+        .map(|e| EntryLayout {
+            name: e.name.clone(),
+            bindings: shader::binding_layouts(&module, &info, &e.name).unwrap_or_default(),
+        })
+        .collect();
+    Ok(ExportedVariant {
+        label: v.label(),
+        native_f16: v.uses_native_f16(),
+        storages: v
+            .storages
+            .iter()
+            .map(|(d, s)| format!("{}={}", d.name, s.name()))
+            .collect(),
+        wgsl,
+        entries,
+    })
 }

@@ -139,7 +139,7 @@ fn pure_f16_loses_small_updates_that_amp_keeps() {
 }
 
 /// Overflow → skip on native f16 storage (`array<f16>`): the store helper must give inf
-/// where WGSL would let a compiler assume none (see README, "f16 storage").
+/// where WGSL would let a compiler assume none (see docs/guide/precision.md, "f16 storage").
 #[test]
 fn f16_overflow_skips_the_step_and_halves_the_scale_on_native_storage() {
     overflow_skips_the_step(common::ctx_native());

@@ -11,7 +11,7 @@ mod mnist;
 use std::path::PathBuf;
 
 use webgpu_amp::Error;
-use webgpu_amp::data::{BatchInputs, BatchLabels, DataSource, Dataset, Labels, Loader, synthetic};
+use webgpu_amp::data::{BatchInput, BatchTargets, DataSource, Dataset, Labels, Loader, synthetic};
 
 // ---------------------------------------------------------------- helpers
 
@@ -98,18 +98,25 @@ fn loader_without_shuffle_is_file_order_with_partial_last_batch() {
     let loader = Loader::new(10, 4, false, 7).unwrap();
     assert_eq!(loader.num_batches(), 3);
     let expected = vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7], vec![8, 9]];
-    assert_eq!(loader.batches(0), expected);
-    assert_eq!(loader.batches(5), expected);
+    let vecs = |e| {
+        loader
+            .batches(e)
+            .iter()
+            .map(<[u32]>::to_vec)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(vecs(0), expected);
+    assert_eq!(vecs(5), expected);
 }
 
 #[test]
 fn loader_shuffle_is_a_seeded_permutation_per_epoch() {
     let loader = Loader::new(103, 16, true, 1234).unwrap();
-    let e0 = loader.batches(0);
+    let e0: Vec<Vec<u32>> = loader.batches(0).iter().map(<[u32]>::to_vec).collect();
     assert_eq!(e0.len(), 7);
     assert!(e0[..6].iter().all(|b| b.len() == 16));
     assert_eq!(e0[6].len(), 103 - 96);
-    let mut seen: Vec<usize> = e0.concat();
+    let mut seen: Vec<u32> = e0.concat();
     seen.sort_unstable();
     assert_eq!(
         seen,
@@ -154,7 +161,7 @@ fn loader_shuffle_is_pinned() {
     assert_eq!(loader.order(0), PINNED_ORDER_SEED0_EPOCH0.to_vec());
 }
 
-const PINNED_ORDER_SEED0_EPOCH0: [usize; 10] = [6, 2, 8, 0, 1, 4, 3, 7, 5, 9];
+const PINNED_ORDER_SEED0_EPOCH0: [u32; 10] = [6, 2, 8, 0, 1, 4, 3, 7, 5, 9];
 
 #[test]
 fn gather_collects_inputs_and_labels_in_batch_order() {
@@ -171,14 +178,14 @@ fn gather_collects_inputs_and_labels_in_batch_order() {
     let batch = d.gather(&[3, 0]).unwrap();
     assert_eq!(batch.size, 2);
     assert_eq!(
-        batch.x,
-        BatchInputs::Features(vec![9.0, 10.0, 11.0, 0.0, 1.0, 2.0])
+        batch.input(),
+        BatchInput::Features(&[9.0, 10.0, 11.0, 0.0, 1.0, 2.0])
     );
-    assert_eq!(batch.y, BatchLabels::Classes(vec![1, 0]));
+    assert_eq!(batch.targets(), BatchTargets::Classes(&[1, 0]));
     let mut reused = batch;
     d.gather_into(&[2], &mut reused).unwrap();
-    assert_eq!(reused.x, BatchInputs::Features(vec![6.0, 7.0, 8.0]));
-    assert_eq!(reused.y, BatchLabels::Classes(vec![2]));
+    assert_eq!(reused.input(), BatchInput::Features(&[6.0, 7.0, 8.0]));
+    assert_eq!(reused.targets(), BatchTargets::Classes(&[2]));
     let msg = data_message(d.gather(&[4]));
     assert!(msg.contains("index 4"), "{msg}");
 
@@ -189,8 +196,8 @@ fn gather_collects_inputs_and_labels_in_batch_order() {
     };
     let mut want = values[12..15].to_vec();
     want.extend_from_slice(&values[3..6]);
-    assert_eq!(batch.y, BatchLabels::Targets(want));
-    let BatchInputs::Features(x) = &batch.x else {
+    assert_eq!(batch.targets(), BatchTargets::Values(&want));
+    let BatchInput::Features(x) = batch.input() else {
         panic!("dense inputs")
     };
     assert_eq!(x[..2], feats(&r)[8..10]);

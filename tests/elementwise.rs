@@ -4,7 +4,7 @@ mod common;
 
 use common::values::{contexts, quantised, ulp, upload};
 use common::{assert_close, ctx, ctx_packed, rand_vec};
-use webgpu_amp::ops::elementwise;
+use webgpu_amp::ops::{elementwise, unary};
 use webgpu_amp::{DType, Storage, Tensor};
 
 #[test]
@@ -82,8 +82,8 @@ fn relu_forward_and_backward() {
             let g = Tensor::from_f32(ctx, &gv, &[n], dtype).unwrap();
             let y = Tensor::zeros(ctx, &[n], dtype);
             let gx = Tensor::zeros(ctx, &[n], dtype);
-            let f = elementwise::relu_forward(ctx, &x, &y).unwrap();
-            let b = elementwise::relu_backward(ctx, &x, &g, &gx).unwrap();
+            let f = unary::forward(ctx, &unary::RELU, &x, &y).unwrap();
+            let b = unary::backward(ctx, &unary::RELU, &x, &g, &gx).unwrap();
             ctx.run(&[&f, &b]);
             let want_y: Vec<f32> = xv.iter().map(|&v| v.max(0.0)).collect();
             let want_g: Vec<f32> = xv
@@ -273,8 +273,8 @@ fn gelu_forward_and_backward_match_cpu_on_every_storage() {
                 let g = upload(ctx, &gv, &[n], dtype);
                 let y = Tensor::zeros(ctx, &[n], dtype);
                 let gx = Tensor::zeros(ctx, &[n], dtype);
-                let f = elementwise::gelu_forward(ctx, &x, &y).unwrap();
-                let b = elementwise::gelu_backward(ctx, &x, &g, &gx).unwrap();
+                let f = unary::forward(ctx, &unary::GELU_TANH, &x, &y).unwrap();
+                let b = unary::backward(ctx, &unary::GELU_TANH, &x, &g, &gx).unwrap();
                 ctx.run(&[&f, &b]);
                 let want_y: Vec<f32> = xv.iter().map(|&v| gelu_ref(v as f64) as f32).collect();
                 let want_g: Vec<f32> = xv
@@ -316,7 +316,7 @@ fn gelu_backward_turns_an_inf_or_nan_upstream_gradient_into_nan_where_the_deriva
         let x = upload(ctx, &xv, &[5], DType::F32);
         let g = upload(ctx, &gv, &[5], DType::F16);
         let gx = Tensor::zeros(ctx, &[5], DType::F16);
-        let k = elementwise::gelu_backward(ctx, &x, &g, &gx).unwrap();
+        let k = unary::backward(ctx, &unary::GELU_TANH, &x, &g, &gx).unwrap();
         ctx.run(&[&k]);
         let want = [f32::NAN, f32::NAN, 0.0, f32::NEG_INFINITY, 3.0];
         assert_close(
@@ -349,10 +349,10 @@ fn relu_and_gelu_propagate_nan_and_handle_infinities() {
             let ones = upload(ctx, &[1.0; 8], &[n], dtype);
             let outs: Vec<Tensor> = (0..4).map(|_| Tensor::zeros(ctx, &[n], dtype)).collect();
             let ks = [
-                elementwise::relu_forward(ctx, &x, &outs[0]).unwrap(),
-                elementwise::relu_backward(ctx, &x, &ones, &outs[1]).unwrap(),
-                elementwise::gelu_forward(ctx, &x, &outs[2]).unwrap(),
-                elementwise::gelu_backward(ctx, &x, &ones, &outs[3]).unwrap(),
+                unary::forward(ctx, &unary::RELU, &x, &outs[0]).unwrap(),
+                unary::backward(ctx, &unary::RELU, &x, &ones, &outs[1]).unwrap(),
+                unary::forward(ctx, &unary::GELU_TANH, &x, &outs[2]).unwrap(),
+                unary::backward(ctx, &unary::GELU_TANH, &x, &ones, &outs[3]).unwrap(),
             ];
             ctx.run(&ks.iter().collect::<Vec<_>>());
             let got: Vec<Vec<f32>> = outs.iter().map(|t| t.read_f32(ctx).unwrap()).collect();

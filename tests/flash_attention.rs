@@ -44,6 +44,7 @@ fn matches_the_f64_reference_on_every_storage() {
                     drop,
                     training,
                     body: FlashBody::Auto,
+                    coop: None,
                 };
                 let mode = match (drop, training) {
                     (None, _) => "no dropout",
@@ -74,6 +75,7 @@ fn both_bodies_give_the_same_bits_and_runs_repeat() {
                         drop: Some(DROP),
                         training: true,
                         body,
+                        coop: None,
                     };
                     run.run(&qkv, &dy)
                 })
@@ -106,6 +108,7 @@ fn backward_matches_finite_differences() {
         drop: Some(DROP),
         training: true,
         body: FlashBody::Auto,
+        coop: None,
     };
     let grad = run.run(&qkv, &w).dqkv;
     let loss = |x: &[f32]| -> f64 {

@@ -16,42 +16,59 @@ use common::{bits, coop_ctx, ctx_native, expect_err};
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::amp::support::ModeSupport;
 use webgpu_amp::nn::AttentionKernel;
-use webgpu_amp::ops::flash_attention::{COOP_MAX_HEAD_SIZE, FlashBody, FlashParams, forward};
+use webgpu_amp::ops::flash_attention::{
+    COOP_MAX_HEAD_SIZE, FlashBody, FlashCoopConfig, FlashParams, forward,
+};
 use webgpu_amp::{DType, F16StorageChoice, Storage, Tensor};
+
+/// A 20 KiB adapter: smaller streamed steps than Mesa 26's lavapipe's 32 KiB picks, and
+/// workgroup barriers in place of the subgroup ones, so both configurations run here.
+const SMALL: FlashCoopConfig = FlashCoopConfig {
+    workgroup_bytes: 20 * 1024,
+    subgroup_barriers: false,
+};
 
 #[test]
 fn tensor_core_attention_matches_the_f64_reference_with_both_fragment_shapes() {
-    // T = 1; T inside one block; T past several blocks of 32 (forward) and 16 (backward) and
-    // a multiple of neither; gpt-tiny's and gpt-char's heads; odd head sizes (padded to whole
-    // fragments); several heads and samples.
+    // T = 1; T inside one block; T past one and several blocks (64 or 32 rows, 64 to 8 keys
+    // a step) and a multiple of none; gpt-tiny's and gpt-char's heads; odd head sizes (padded
+    // to whole fragments); several heads and samples.
     let shapes = [
         dims(2, 2, 1, 16),
-        dims(1, 3, 5, 5),
+        dims(1, 3, 7, 5),
         dims(2, 2, 17, 16),
-        dims(1, 2, 67, 16),
-        dims(1, 1, 45, 64),
+        dims(1, 2, 65, 16),
+        dims(1, 1, 65, 64),
         dims(1, 2, 33, 24),
+        dims(1, 1, 45, 40),
     ];
     for edge in [8, 16] {
         let Some(ctx) = coop_ctx(edge, "the tensor-core fused attention against f64") else {
             continue;
         };
         for &d in &shapes {
-            for (drop, training) in [(None, true), (Some(DROP), true), (Some(DROP), false)] {
-                let run = Run {
-                    ctx,
-                    dtype: DType::F16,
-                    dims: d,
-                    drop,
-                    training,
-                    body: FlashBody::Coop,
-                };
-                let mode = match (drop, training) {
-                    (None, _) => "no dropout",
-                    (Some(_), true) => "dropout",
-                    (Some(_), false) => "dropout in eval mode",
-                };
-                against_reference(&format!("coop {edge}x{edge} {d:?} {mode}"), &run);
+            // The adapter's blocks, then the small ones (differing from them: checked).
+            let blocks = |config| FlashBody::coop_blocks(&ctx.caps, config, d.hs).unwrap();
+            assert_ne!(blocks(None), blocks(Some(SMALL)), "{edge}x{edge} {d:?}");
+            for config in [None, Some(SMALL)] {
+                for (drop, training) in [(None, true), (Some(DROP), true), (Some(DROP), false)] {
+                    let run = Run {
+                        ctx,
+                        dtype: DType::F16,
+                        dims: d,
+                        drop,
+                        training,
+                        body: FlashBody::Coop,
+                        coop: config,
+                    };
+                    let mode = match (drop, training) {
+                        (None, _) => "no dropout",
+                        (Some(_), true) => "dropout",
+                        (Some(_), false) => "dropout in eval mode",
+                    };
+                    let what = format!("coop {edge}x{edge} {} {d:?} {mode}", blocks(config));
+                    against_reference(&what, &run);
+                }
             }
         }
         // Auto runs it for native f16 up to the largest head size, and only there.
@@ -96,6 +113,7 @@ fn tensor_core_attention_is_bit_identical_run_to_run() {
             drop: Some(DROP),
             training: true,
             body: FlashBody::Coop,
+            coop: None,
         };
         let (a, b) = (run.run(&qkv, &dy), run.run(&qkv, &dy));
         assert!(a.dqkv.iter().any(|&v| v != 0.0), "{edge}x{edge}: all zero");
@@ -110,7 +128,7 @@ fn tensor_core_attention_is_bit_identical_run_to_run() {
 /// their rows, other rows stay finite; the backward gives every poisoned row a NaN dq and
 /// the keys they saw NaN dk and dv. Where the SIMT bodies skip masked pairs, the fragments
 /// multiply their zeros, as PyTorch's manual attention does (0 · NaN = NaN): a NaN key also
-/// reaches dq of the earlier rows of its 16-key block, never an earlier block.
+/// reaches dq of the earlier rows of its key fragment (8 or 16 keys), never an earlier one.
 #[test]
 fn tensor_core_attention_poisons_the_rows_pytorch_poisons() {
     for edge in [8, 16] {
@@ -136,6 +154,7 @@ fn tensor_core_attention_poisons_the_rows_pytorch_poisons() {
             drop: None,
             training: true,
             body: FlashBody::Coop,
+            coop: None,
         };
         let out = run.run(&qkv, &dy);
         let what = format!("{edge}x{edge}");

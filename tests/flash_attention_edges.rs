@@ -30,6 +30,7 @@ fn params(body: FlashBody) -> FlashParams<'static> {
         dropout: None,
         dropout_state: None,
         body,
+        coop: None,
     }
 }
 

@@ -1,4 +1,4 @@
-//! When the host waits for the GPU (README, "Execution model"): never inside a step; while
+//! When the host waits for the GPU (docs/guide/execution-model.md): never inside a step; while
 //! training, only when every slot of the stats ring is in flight (the GPU a whole ring of
 //! steps behind), and then for the oldest step's submission alone, each such wait counted
 //! as a throttle wait and as a host wait; outside the step loop, for drains and explicit
@@ -18,7 +18,7 @@ use webgpu_amp::data::{Normalization, Split, embedded};
 use webgpu_amp::gpu::ReadbackRing;
 use webgpu_amp::nn::preset;
 use webgpu_amp::optim::OptimizerConfig;
-use webgpu_amp::train::{BatchTargets, RING, Run, RunConfig, StepConfig, Trainer};
+use webgpu_amp::train::{RING, Run, RunConfig, StepConfig, Trainer};
 
 /// Batch size that keeps lavapipe busy for longer than a step takes to submit. 24 steps of
 /// it stay within the first epoch of the embedded set's 8,000 training images.
@@ -196,7 +196,7 @@ fn train_batch_loop(slots: usize) -> u64 {
     let batch = train.gather(&(0..BATCH).collect::<Vec<_>>()).unwrap();
     for k in 1..=STEPS {
         let (waits, throttles) = (ctx.host_waits(), t.throttle_waits());
-        t.train_batch(&ctx, BATCH, &batch.x, BatchTargets::from(&batch.y))
+        t.train_batch(&ctx, BATCH, batch.input(), batch.targets())
             .unwrap();
         let throttled = t.throttle_waits() - throttles;
         assert_eq!(
@@ -234,7 +234,7 @@ fn gradient_accumulation_submits_once_per_micro_batch() {
     let mut t = mlp_trainer(&ctx, &split, 3, RING);
     let batch = train.gather(&(0..32).collect::<Vec<_>>()).unwrap();
     for micro in 1..=6u64 {
-        t.train_batch(&ctx, 32, &batch.x, BatchTargets::from(&batch.y))
+        t.train_batch(&ctx, 32, batch.input(), batch.targets())
             .unwrap();
         assert_eq!(t.submissions(), micro);
         assert_eq!(

@@ -47,6 +47,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("dist", &["data", "error", "interrupt"]),
     // The list of every shader variant, from each dispatcher (for the portability tests).
     ("variants", &["amp", "optim", "ops", "shader", "error"]),
+    // `webgpu-amp selftest`: the op families against CPU references, on any adapter.
+    ("selftest", &["ops", "tensor", "gpu", "dtype", "error"]),
     // A run: the model (and, through it, everything below), the collectives, the SIGINT flag.
     ("train", &["nn", "dist", "interrupt"]),
     ("app", &["train"]),

@@ -38,6 +38,8 @@ fn config(precision: Precision) -> StepConfig {
         clip_grad_norm: Some(1.0),
         grad_accum: 1,
         lr_schedule: Default::default(),
+        numerics: None,
+        numerics_histograms: false,
     }
 }
 

@@ -335,7 +335,9 @@ fn most_simt_table_bytes() -> u32 {
 /// tensor-core kernels (up to COOP_WORKGROUP_BYTES), which run only where the adapter's limit
 /// holds them (the largest of them must need exactly that: the bound is not loose), and the
 /// tiled SIMT matmul's deeper tiles of classes whose GPUs give more (the kernel table falls
-/// back to the `other` class's, within the defaults, where an adapter's limit is lower).
+/// back to the `other` class's, within the defaults, where an adapter's limit is lower). The
+/// tensor-core attention picks its blocks by the adapter's limit and declares exactly what
+/// its layout counted.
 #[test]
 fn every_kernel_fits_webgpus_default_limits() {
     let defaults = wgpu::Limits::default();
@@ -360,6 +362,22 @@ fn every_kernel_fits_webgpus_default_limits() {
                 .filter(|(h, g)| !fi[*h].is_empty() && g.space == naga::AddressSpace::WorkGroup)
                 .map(|(_, g)| module.types[g.ty].inner.size(module.to_ctx()))
                 .sum();
+            if v.shader.starts_with("flash_coop") {
+                // The tensor-core attention sizes its blocks to the adapter's own limit
+                // (ops::flash_attention's layouts): each variant declares exactly the bytes
+                // its layout counted against that limit.
+                let counted = v
+                    .consts
+                    .iter()
+                    .find(|(name, _)| *name == "WORKGROUP_BYTES")
+                    .map(|(_, value)| value.trim_end_matches('u').parse::<u32>().unwrap())
+                    .expect("flash_coop variants carry WORKGROUP_BYTES");
+                assert_eq!(
+                    shared, counted,
+                    "{name}: declared vs counted workgroup bytes"
+                );
+                continue;
+            }
             if v.shader.ends_with("_coop") {
                 // Tensor cores are native-only and chosen only where the adapter's own limit
                 // holds the most any cooperative kernel declares (gpu::TensorCores::choose).

@@ -175,7 +175,7 @@ fn check_precision(precision: Precision) {
         for clip in [None, Some(0.5)] {
             for accum in [1, 2] {
                 seed += 1;
-                let (s, a) = check(precision, optimizer.clone(), clip, accum, seed);
+                let (s, a) = check(precision, optimizer, clip, accum, seed);
                 skipped += s;
                 applied += a;
             }

@@ -11,7 +11,7 @@ use webgpu_amp::nn::LossKind;
 use webgpu_amp::nn::preset;
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::profile::profile_steps;
-use webgpu_amp::train::{BatchTargets, Phase, StepConfig, Trainer};
+use webgpu_amp::train::{Phase, StepConfig, Trainer};
 
 const BATCH: usize = 32;
 
@@ -45,9 +45,9 @@ fn profile_has_every_phase_with_kernels_and_host_times() {
     for p in Phase::ALL {
         assert!(phases.contains(&p), "no {} kernel in the step", p.name());
     }
-    let y = || BatchTargets::from(&batch.y);
-    t.train_batch(&ctx, BATCH, &batch.x, y()).unwrap();
-    let profile = profile_steps(&ctx, &mut t, BATCH, &batch.x, y, 3).unwrap();
+    let y = || batch.targets();
+    t.train_batch(&ctx, BATCH, batch.input(), y()).unwrap();
+    let profile = profile_steps(&ctx, &mut t, BATCH, batch.input(), y, 3).unwrap();
     let table = profile.table(5);
     println!("{table}");
     assert_eq!(profile.host.steps, 3);
@@ -107,14 +107,14 @@ fn a_planned_step_creates_no_buffers_and_no_bind_groups() {
     let batch = split.train.gather(&(0..BATCH).collect::<Vec<_>>()).unwrap();
     for model in ["mlp", "mnist-cnn"] {
         let mut t = trainer(&ctx, model);
-        let y = || BatchTargets::from(&batch.y);
+        let y = || batch.targets();
         // The first step plans the network for this batch size (buffers, bind groups).
-        t.train_batch(&ctx, BATCH, &batch.x, y()).unwrap();
+        t.train_batch(&ctx, BATCH, batch.input(), y()).unwrap();
         t.finish(&ctx).unwrap();
         let (buffers, groups) = (ctx.memory().allocations, ctx.allocator.bind_groups());
         let live = ctx.memory().live_bytes;
         for _ in 0..10 {
-            t.train_batch(&ctx, BATCH, &batch.x, y()).unwrap();
+            t.train_batch(&ctx, BATCH, batch.input(), y()).unwrap();
             t.poll_stats(&ctx);
         }
         t.finish(&ctx).unwrap();

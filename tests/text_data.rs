@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use common::cli::fresh_dir;
 use webgpu_amp::Error;
 use webgpu_amp::data::{
-    BatchInputs, BatchLabels, DataSource, Dataset, TextCorpus, Vocab, embedded_text, shakespeare,
+    BatchInput, BatchTargets, DataSource, Dataset, TextCorpus, Vocab, embedded_text, shakespeare,
 };
 
 // ---------------------------------------------------------------- helpers
@@ -33,7 +33,7 @@ fn data_message(result: webgpu_amp::Result<impl std::fmt::Debug>) -> String {
 fn all_samples(d: &Dataset) -> Vec<(Vec<u32>, Vec<u32>)> {
     let t = d.sample_shape[0];
     let batch = d.gather(&(0..d.n).collect::<Vec<_>>()).unwrap();
-    let (BatchInputs::Tokens(x), BatchLabels::Classes(y)) = (&batch.x, &batch.y) else {
+    let (BatchInput::Tokens(x), BatchTargets::Classes(y)) = (batch.input(), batch.targets()) else {
         panic!("token batches carry token ids and class labels, got {batch:?}")
     };
     assert_eq!((x.len(), y.len()), (d.n * t, d.n * t));
@@ -249,7 +249,7 @@ fn embedded_hamlet_has_the_documented_size_and_vocabulary() {
     ));
     // Nothing of Project Gutenberg's header, footer or license is in it.
     assert!(!text.to_lowercase().contains("gutenberg"));
-    // The compressed file is what the README lists.
+    // The compressed file is what the guide lists (docs/guide/data.md: 71 KB).
     assert_eq!(embedded_text::HAMLET_GZ.len(), 71_110);
 
     // Its name, and `default` stays MNIST.

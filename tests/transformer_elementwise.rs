@@ -6,7 +6,8 @@ mod common;
 
 use common::values::contexts;
 use common::{assert_close, ctx, rand_vec};
-use webgpu_amp::ops::elementwise::{accumulate, gelu_erf_backward, gelu_erf_forward};
+use webgpu_amp::ops::elementwise::accumulate;
+use webgpu_amp::ops::unary;
 use webgpu_amp::{DType, GpuContext, Tensor};
 
 // ---- f64 reference ------------------------------------------------------------------------
@@ -81,8 +82,8 @@ fn run(ctx: &GpuContext, xv: &[f32], gv: &[f32], dt: DType, out: DType) -> (Vec<
     let g = Tensor::from_f32(ctx, gv, &[n], dt).unwrap();
     let y = Tensor::zeros(ctx, &[n], out);
     let dx = Tensor::zeros(ctx, &[n], out);
-    let f = gelu_erf_forward(ctx, &x, &y).unwrap();
-    let b = gelu_erf_backward(ctx, &x, &g, &dx).unwrap();
+    let f = unary::forward(ctx, &unary::GELU, &x, &y).unwrap();
+    let b = unary::backward(ctx, &unary::GELU, &x, &g, &dx).unwrap();
     ctx.run(&[&f, &b]);
     (y.read_f32(ctx).unwrap(), dx.read_f32(ctx).unwrap())
 }

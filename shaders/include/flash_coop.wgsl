@@ -1,117 +1,160 @@
 // ---- fused attention on cooperative matrices (tensor cores): shared by
-// shaders/flash_coop_forward.wgsl and shaders/flash_coop_backward.wgsl -------------------------
+// shaders/flash_coop_forward.wgsl, shaders/flash_coop_backward.wgsl (dk, dv) and
+// shaders/flash_coop_dq.wgsl -----------------------------------------------------------------
 // The SIMT bodies' algorithm (shaders/flash_forward.wgsl, shaders/flash_backward.wgsl) with
 // the products on f16 fragments accumulated in f32. Softmax, masks, dropout, the row
-// log-sum-exp and every statistic stay f32, in threads and workgroup memory; only the
-// probabilities P and the score gradients dS are rounded to f16 to enter a product, as
-// FlashAttention does.
+// log-sum-exp and every statistic stay f32; only the probabilities P and the score gradients
+// dS are rounded to f16 to enter a product, as FlashAttention does.
 //
-// A workgroup is SUBGROUPS = 4 subgroups of SUBGROUP lanes. A product is cut into FRAG x FRAG
-// output fragments ("jobs"), dealt round robin: job u to subgroup u % SUBGROUPS. The launch
-// sizes make every job count a multiple of SUBGROUPS, so each subgroup runs the same number
-// and the barriers between products stay in uniform control flow.
+// FlashAttention-2's partition: a workgroup is SUBGROUPS = 4 subgroups of SUBGROUP lanes, and
+// subgroup sg owns one fragment row of the block, rows [sg * FRAG, sg * FRAG + FRAG) (query
+// rows in the forward and dq, keys in dk/dv). It keeps the operand it reuses on every step in
+// named fragments (no arrays of fragments), computes its own scores into its own rows (or
+// columns) of f_tile, runs the softmax or the score gradients of its own slab with the lanes
+// spread along each row (LANES_PER_ROW lanes, reduced by shuffles), and accumulates its own
+// outputs in named fragments. So workgroup barriers only guard the staging of the streamed
+// operand; the rest is synchronised per subgroup (sync_subgroup).
 //
-// f16 operands live in one workgroup array, h_tile, at offsets each shader lays out: rows of a
-// head-sized tensor take HSP halves each (channels contiguous, zero past HS and past T). f32
-// results go to f_tile. Offsets and strides are multiples of 8 halves (16 bytes), as Vulkan's
-// cooperative loads require.
+// f16 operands live in h_tile, f32 in f_tile, at offsets each shader lays out. Head-sized rows
+// take QS = HSP + 8 halves (channels contiguous, zero past HS and past T), score rows
+// keys + 4 floats, P and dS rows keys + 8 halves: every stride is a multiple of 16 bytes, as
+// Vulkan's cooperative loads require, and none is a power of two (no bank conflicts between
+// rows). Each shader's const_asserts check its layout against H_TILE and F_TILE, the sizes
+// src/ops/flash_attention/coop_layout.rs computes (and checks against the adapter's limit).
 //
-// Constants (src/ops/flash_attention/coop.rs): HS, HSP (HS rounded up so every job count
-// divides), BQ (query rows per block), BKV (keys per block), SPLIT (depth parts of a score
-// product) and coop_consts' SUBGROUP, FRAG and fragment types FragA, FragB, FragC. Each
-// shader defines PRODUCTS (score products per block), H_TILE and F_TILE (array sizes) and
-// coop_source(p, which, r, d): channel d of row r of q (which 0), k (1), v (2) or dy (3).
+// Constants (coop_layout.rs): HS, HSP (HS rounded up to whole fragments), BQ (query rows of a
+// block), BKV (keys of a block), BLOCK (rows per workgroup), KV_REGIONS, LANES_PER_ROW,
+// SUBGROUP_SYNC, H_TILE, F_TILE, SUBGROUP, FRAG and the fragment types FragA, FragB, FragC.
+// Each shader defines coop_source(p, which, r, d): channel d of row r of q (which 0), k (1),
+// v (2) or dy (3).
 
 const SUBGROUPS: u32 = 4u;
 const THREADS: u32 = SUBGROUPS * SUBGROUP;
-// include/tile_staging.wgsl's depth: the channels of a staged row.
-const BK: u32 = HSP;
+// Channel fragments of a head-sized row: the named fragments a0..a7 in use.
+const D_FRAGS: u32 = HSP / FRAG;
+const QS: u32 = HSP + 8u;
+// Rows of a slab handled at once in the elementwise phase.
+const ROWS_AT_ONCE: u32 = SUBGROUP / LANES_PER_ROW;
+
+const_assert D_FRAGS >= 1u && D_FRAGS <= 8u;
+const_assert LANES_PER_ROW >= 1u && LANES_PER_ROW <= SUBGROUP;
 
 var<workgroup> h_tile: array<f16, H_TILE>;
 var<workgroup> f_tile: array<f32, F_TILE>;
 
-// Rows [r0, r0 + rows) of tensor `which` into h_tile at `at` (exact: the storage is f16).
-// Consecutive threads read consecutive channels (tile_position with the depth contiguous).
+// Orders a subgroup's accesses to its own part of workgroup memory: a subgroup barrier, or a
+// workgroup barrier where the configuration says so (every subgroup runs the same sequence,
+// so the workgroup barrier stays in uniform control flow).
+fn sync_subgroup() {
+    if (SUBGROUP_SYNC) {
+        subgroupBarrier();
+    } else {
+        workgroupBarrier();
+    }
+}
+
+// Rows [r0, r0 + rows) of tensor `which` into h_tile at `at` (the storage is f16: exact).
+// Consecutive threads read consecutive channels of a row.
 fn stage_rows(p: Place, which: u32, r0: u32, rows: u32, at: u32, tid: u32) {
     for (var l = tid; l < rows * HSP; l += THREADS) {
-        let pos = tile_position(l, rows, true); // (row, channel)
-        var v = 0.0;
-        if (r0 + pos.x < params.t && pos.y < HS) {
-            v = coop_source(p, which, r0 + pos.x, pos.y);
+        let r = l / HSP;
+        let d = l % HSP;
+        var v = f16(0.0);
+        if (r0 + r < params.t && d < HS) {
+            v = coop_source(p, which, r0 + r, d);
         }
-        h_tile[at + pos.x * HSP + pos.y] = f16(v);
+        h_tile[at + r * QS + d] = v;
     }
 }
 
-// A·Bᵀ, `steps` fragments deep, with A's and B's rows at h_tile[a] and h_tile[b] (stride
-// HSP, depth contiguous): the scores Q·Kᵀ and dO·Vᵀ. Bᵀ loads column-major.
-fn product_abt(a: u32, b: u32, steps: u32) -> FragC {
-    var acc = FragC();
-    for (var s = 0u; s < steps; s++) {
-        let fa = coopLoadT<FragA>(&h_tile[a + s * FRAG], HSP);
-        let fb = coopLoad<FragB>(&h_tile[b + s * FRAG], HSP);
-        acc = coopMultiplyAdd(fa, fb, acc);
-    }
-    return acc;
+// The cooperative operations go through these functions: naga's uniformity analysis knows
+// workgroup uniformity only, and the subgroup-uniform branches and loops around them (a
+// subgroup's own rows) would fail its check inside the entry points.
+fn mma(a: FragA, b: FragB, c: FragC) -> FragC {
+    return coopMultiplyAdd(a, b, c);
+}
+// A of rows [at, at + FRAG) of a P or dS block (row-major, rows `stride` halves apart), and Aᵀ
+// of columns [at, at + FRAG) of one (column-major: A(m = column, k = row)).
+fn block_a(at: u32, stride: u32) -> FragA {
+    return coopLoadT<FragA>(&h_tile[at], stride);
+}
+fn block_at(at: u32, stride: u32) -> FragA {
+    return coopLoad<FragA>(&h_tile[at], stride);
 }
 
-// acc + A·B: A's rows at h_tile[a] (stride lda, depth contiguous), B's rows (one per depth
-// step) at h_tile[b] (stride ldb): P·V and dS·K.
-fn product_ab(acc: FragC, a: u32, lda: u32, b: u32, ldb: u32, steps: u32) -> FragC {
-    var c = acc;
-    for (var s = 0u; s < steps; s++) {
-        let fa = coopLoadT<FragA>(&h_tile[a + s * FRAG], lda);
-        let fb = coopLoadT<FragB>(&h_tile[b + s * FRAG * ldb], ldb);
-        c = coopMultiplyAdd(fa, fb, c);
+// The fragments of a staged head-sized row block: A of rows [at, at + FRAG) (row-major), Bᵀ
+// of them (column-major: B(k = channel, n = row)) and B of them (rows are the depth).
+fn rows_a(at: u32, d: u32) -> FragA {
+    return coopLoadT<FragA>(&h_tile[at + d * FRAG], QS);
+}
+fn rows_bt(at: u32, d: u32) -> FragB {
+    return coopLoad<FragB>(&h_tile[at + d * FRAG], QS);
+}
+fn rows_b(at: u32, d: u32) -> FragB {
+    return coopLoadT<FragB>(&h_tile[at + d * FRAG], QS);
+}
+// The same for the named fragments a subgroup holds: zero past the D_FRAGS in use.
+fn held_a(at: u32, d: u32) -> FragA {
+    if (d < D_FRAGS) {
+        return rows_a(at, d);
     }
-    return c;
+    return FragA();
+}
+fn held_bt(at: u32, d: u32) -> FragB {
+    if (d < D_FRAGS) {
+        return rows_bt(at, d);
+    }
+    return FragB();
 }
 
-// acc + Aᵀ·B: A stored with one row per depth step at h_tile[a] (stride lda; Aᵀ loads
-// column-major), B likewise at h_tile[b]: Pᵀ·dO and dSᵀ·Q.
-fn product_atb(acc: FragC, a: u32, lda: u32, b: u32, ldb: u32, steps: u32) -> FragC {
-    var c = acc;
-    for (var s = 0u; s < steps; s++) {
-        let fa = coopLoad<FragA>(&h_tile[a + s * FRAG * lda], lda);
-        let fb = coopLoadT<FragB>(&h_tile[b + s * FRAG * ldb], ldb);
-        c = coopMultiplyAdd(fa, fb, c);
-    }
-    return c;
+// Fragment c out to f_tile[at], rows `stride` floats apart.
+fn store_scores(c: FragC, at: u32, stride: u32) {
+    coopStoreT(c, &f_tile[at], stride);
 }
 
-// ---- the score products of a block ------------------------------------------------------------
-// Product pr (0: Q·Kᵀ; 1: dO·Vᵀ where PRODUCTS is 2) of the BQ query rows at h_tile[rows_at]
-// (then dy's BQ rows) and the BKV keys at h_tile[keys_at] (then v's BKV rows), BQ x BKV in
-// f32, row-major. With SPLIT > 1 (too few fragments for four subgroups) the depth HSP is cut
-// in SPLIT parts: part `part` of product pr lies at f_tile[(part * PRODUCTS + pr) * BQ * BKV],
-// and `score` adds the parts in order.
-const S_FRAGS: u32 = (BQ / FRAG) * (BKV / FRAG);
-const SCORE_JOBS: u32 = PRODUCTS * S_FRAGS * SPLIT;
-const SCORE_STEPS: u32 = HSP / FRAG / SPLIT;
-
-fn score_products(rows_at: u32, keys_at: u32, sg: u32) {
-    for (var t = 0u; t < SCORE_JOBS / SUBGROUPS; t++) {
-        let u = sg + SUBGROUPS * t;
-        let part = u / (PRODUCTS * S_FRAGS);
-        let pr = (u / S_FRAGS) % PRODUCTS;
-        let fr = (u % S_FRAGS) / (BKV / FRAG);
-        let fc = (u % S_FRAGS) % (BKV / FRAG);
-        let d0 = part * SCORE_STEPS * FRAG;
-        let a = rows_at + (pr * BQ + fr * FRAG) * HSP + d0;
-        let b = keys_at + (pr * BKV + fc * FRAG) * HSP + d0;
-        let c = product_abt(a, b, SCORE_STEPS);
-        let out = &f_tile[(part * PRODUCTS + pr) * BQ * BKV + fr * FRAG * BKV + fc * FRAG];
-        coopStoreT(c, out, BKV);
+// Reductions over the LANES_PER_ROW lanes of one row (aligned groups of lanes): a butterfly of
+// shuffles, so every lane of the group ends with the same bits in a fixed order.
+fn row_max(v: f32) -> f32 {
+    var m = v;
+    for (var o = LANES_PER_ROW / 2u; o > 0u; o /= 2u) {
+        m = max(m, subgroupShuffleXor(m, o));
     }
+    return m;
 }
-
-// Element x (row-major in the block) of score product pr, its parts added in order.
-fn score(pr: u32, x: u32) -> f32 {
-    var s = f_tile[pr * BQ * BKV + x];
-    for (var part = 1u; part < SPLIT; part++) {
-        s += f_tile[(part * PRODUCTS + pr) * BQ * BKV + x];
+fn row_sum(v: f32) -> f32 {
+    var s = v;
+    for (var o = LANES_PER_ROW / 2u; o > 0u; o /= 2u) {
+        s += subgroupShuffleXor(s, o);
     }
     return s;
+}
+fn row_or(v: u32) -> u32 {
+    var s = v;
+    for (var o = LANES_PER_ROW / 2u; o > 0u; o /= 2u) {
+        s |= subgroupShuffleXor(s, o);
+    }
+    return s;
+}
+
+// The last valid row of rows [first, first + FRAG) (first < T).
+fn last_row(first: u32) -> u32 {
+    return min(first + FRAG, params.t) - 1u;
+}
+
+// Whether rows [first, first + FRAG) hold a valid row that sees key `key` (key <= row < T).
+fn rows_see(first: u32, key: u32) -> bool {
+    return first < params.t && key <= last_row(first);
+}
+
+// Of `width` keys from j0, how many fragments hold a key that one of the rows
+// [first, first + FRAG) sees (the causal mask): 0 when every key comes after them. Fragments
+// that nobody sees are never multiplied, so a non-finite value past the diagonal's fragment
+// reaches no earlier row.
+fn seen_fragments(j0: u32, first: u32, width: u32) -> u32 {
+    if (!rows_see(first, j0)) {
+        return 0u;
+    }
+    return min(width / FRAG, (last_row(first) - j0) / FRAG + 1u);
 }
 
 // ---- end fused attention on cooperative matrices ----------------------------------------------

@@ -95,7 +95,14 @@ fn attention_path(caps: &Capabilities, storage: Storage) -> String {
         .rev()
         .find(|&hs| bodies::attention(caps, &[storage], hs) == FlashBody::Coop);
     match coop_up_to {
-        Some(hs) => format!("coop (tensor cores) for head sizes up to {hs}, {simt} SIMT above"),
+        Some(hs) => {
+            // The blocks the largest head gets (workgroup memory decides them).
+            let blocks = FlashBody::coop_blocks(caps, None, hs).unwrap_or_default();
+            format!(
+                "coop (tensor cores) for head sizes up to {hs} ({blocks} at head size {hs}), \
+                 {simt} SIMT above"
+            )
+        }
         None => format!("{simt} SIMT"),
     }
 }

@@ -23,7 +23,7 @@ pub struct Autorun {
 }
 
 /// Query keys the page understands (anything else is an error, so a typo is not ignored).
-pub const QUERY_KEYS: [&str; 11] = [
+pub const QUERY_KEYS: [&str; 12] = [
     "autorun",
     "precision",
     "steps",
@@ -34,6 +34,7 @@ pub const QUERY_KEYS: [&str; 11] = [
     "optimizer",
     "seed",
     "init_scale",
+    "numerics",
     "lose_device_at",
 ];
 
@@ -118,6 +119,11 @@ impl Autorun {
                 .scaler
                 .validate()
                 .map_err(|e| Error::InvalidArgument(format!("init_scale={s}: {e}")))?;
+        }
+        if let Some(n) = get("numerics") {
+            // Count per-layer numerics (`every:N`); the page then opens on the Numerics tab.
+            config.numerics = crate::train::numerics::parse_every(n)
+                .map_err(|e| Error::InvalidArgument(format!("numerics={n}: {e}")))?;
         }
         config.validate_named(query_key)?;
         let lose_device_at = get("lose_device_at")
@@ -213,6 +219,21 @@ pub struct AutorunResult {
     /// Wall-clock milliseconds per optimizer step while running (frames included: it is
     /// what a user of the page sees, not GPU time).
     pub ms_per_step: Option<f64>,
+    /// With `numerics=every:N`: what the Numerics panel had and drew.
+    pub numerics: Option<AutorunNumerics>,
+}
+
+/// The AMP doctor's part of an autorun's result.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AutorunNumerics {
+    /// Steps whose per-layer numerics came back.
+    pub counted_steps: usize,
+    /// The heat map's rows: the layers as the precision map names them.
+    pub layers: Vec<String>,
+    /// Cells of the heat map the panel drew in its latest frame (0: never drawn).
+    pub heat_map_cells: usize,
+    /// The cause of the first skipped step that was counted, as the CLI's metrics say it.
+    pub first_skip_cause: Option<String>,
 }
 
 impl AutorunResult {
@@ -261,6 +282,18 @@ impl AutorunResult {
             sample_step: run.and_then(|r| r.samples.last()).map(|&(s, _)| s),
             sample_secs: run.and_then(|r| r.sample_secs()),
             ms_per_step: (steps > 0 && secs > 0.0).then(|| secs * 1000.0 / steps as f64),
+            numerics: run
+                .filter(|_| session.config.numerics.is_some())
+                .map(|r| AutorunNumerics {
+                    counted_steps: r.numerics.steps.len(),
+                    layers: r.numerics.layers.iter().map(|l| l.name.clone()).collect(),
+                    heat_map_cells: r.numerics.cells_drawn,
+                    first_skip_cause: r
+                        .numerics
+                        .steps
+                        .iter()
+                        .find_map(|s| s.cause.as_ref().map(|c| c.to_string())),
+                }),
         })
     }
 
@@ -375,5 +408,10 @@ mod tests {
         assert!(err("?autorun=yes").contains("autorun=yes"));
         assert!(err("?autorun=1&init_scale=-2").contains("init_scale=-2"));
         assert!(err("?autorun=1&init_scale=big").contains("init_scale=big"));
+        assert!(err("?autorun=1&numerics=every:0").contains("numerics=every:0"));
+        let a = Autorun::from_query("?autorun=1&numerics=every:2")
+            .unwrap()
+            .unwrap();
+        assert_eq!(a.config.numerics, Some(2));
     }
 }

@@ -83,6 +83,9 @@ pub struct SessionConfig {
     /// A GPT samples a short text every this many steps (and at the end);
     /// [`SessionConfig::NEVER`]: not at all.
     pub sample_every: u64,
+    /// Count per-layer numerics every this many steps (`None`: off, the default); the
+    /// Numerics panel draws them.
+    pub numerics: Option<u64>,
 }
 
 impl Default for SessionConfig {
@@ -103,6 +106,7 @@ impl Default for SessionConfig {
             eval_samples: 512,
             profile_every: 50,
             sample_every: 200,
+            numerics: None,
         }
     }
 }
@@ -124,7 +128,10 @@ impl SessionConfig {
             enabled: self.scaler_for(precision),
             ..self.scaler
         };
-        let step = StepConfig::new(precision, loss, self.optimizer.config(self.lr)).scaler(scaler);
+        let step = StepConfig::new(precision, loss, self.optimizer.config(self.lr))
+            .scaler(scaler)
+            .numerics(self.numerics)
+            .numerics_histograms(true);
         RunConfig::new(step, self.batch_size)
             .steps(self.steps)
             .seed(self.seed)

@@ -4,8 +4,8 @@
 //! `web.rs` (`start(canvas_id)`, wasm32 only).
 //!
 //! Split the way egui's demo app is: [`App`] holds all UI state in one struct and draws one
-//! small function per panel (`setup`, `runs`, `scaling`, `precision`, `kernels`,
-//! `samples`); the
+//! small function per panel (`setup`, `runs`, `scaling`, `numerics`, `precision`,
+//! `kernels`, `samples`); the
 //! UI-free [`session::Session`] owns the GPU and one [`crate::train::Run`] per mode and
 //! advances them inside frames through [`crate::train::Run::advance`], the training loop
 //! the CLI uses too, without ever waiting on the GPU. [`probes`] are the app's own
@@ -22,6 +22,8 @@ pub mod kernels;
 pub mod model;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod native;
+pub mod numerics;
+pub mod numerics_history;
 pub mod precision;
 pub mod probes;
 pub mod runs;
@@ -49,12 +51,14 @@ pub enum Tab {
     Precision,
     Kernels,
     Samples,
+    Numerics,
 }
 
 impl Tab {
-    pub const ALL: [Tab; 5] = [
+    pub const ALL: [Tab; 6] = [
         Tab::Runs,
         Tab::Scaling,
+        Tab::Numerics,
         Tab::Precision,
         Tab::Kernels,
         Tab::Samples,
@@ -67,6 +71,7 @@ impl Tab {
             Tab::Precision => "Precision map",
             Tab::Kernels => "Kernels",
             Tab::Samples => "Sampled text",
+            Tab::Numerics => "Numerics",
         }
     }
 }
@@ -89,6 +94,8 @@ pub struct App {
     pub hist_param: Option<String>,
     /// Precision map: which mode.
     pub map_mode: Precision,
+    /// Numerics: the layer (precision-map row) whose exponent histogram is shown.
+    pub numerics_layer: Option<usize>,
     /// Start a run on the first frame (`webgpu-amp gui --autostart`).
     pub autostart: bool,
     /// How the resume command of a run cut short by closing the window starts (the
@@ -99,6 +106,9 @@ pub struct App {
     /// What closing the window mid-run ended with ([`Error::Interrupted`] and its line, or
     /// the save's error), for `run_native` to report after the window is gone.
     pub closed_mid_run: Arc<std::sync::Mutex<Option<Error>>>,
+    /// Close the window on SIGINT or SIGTERM ([`crate::interrupt`], installed by the native
+    /// entry): the runs are then saved as when the window is closed, and `gui` exits 130.
+    pub watch_signals: bool,
     precision_map: Option<PrecisionMapCache>,
 }
 
@@ -111,10 +121,12 @@ impl App {
             hist_mode: None,
             hist_param: None,
             map_mode: Precision::AmpF16,
+            numerics_layer: None,
             autostart: false,
             program: "webgpu-amp".into(),
             save_dir: Default::default(),
             closed_mid_run: Default::default(),
+            watch_signals: false,
             precision_map: None,
         }
     }
@@ -145,6 +157,14 @@ impl App {
 
     /// Per-frame logic, no drawing: advance training, keep derived views current.
     pub fn tick(&mut self, ctx: &egui::Context) {
+        if self.watch_signals {
+            if crate::interrupt::requested() {
+                ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+            } else {
+                // An idle window draws no frame: wake now and then to notice a signal.
+                ctx.request_repaint_after(std::time::Duration::from_millis(250));
+            }
+        }
         let now = ctx.input(|i| i.time);
         if self.tick_at(now) {
             ctx.request_repaint();
@@ -194,6 +214,7 @@ impl App {
                 Tab::Precision => precision::show(ui, self),
                 Tab::Kernels => kernels::show(ui, self),
                 Tab::Samples => samples::show(ui, self),
+                Tab::Numerics => numerics::show(ui, self),
             });
         });
     }

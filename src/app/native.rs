@@ -72,6 +72,8 @@ pub fn run_native(options: NativeOptions) -> Result<()> {
             app.autostart = autostart;
             app.program = program;
             app.closed_mid_run = slot;
+            // Ctrl-C or a kill ends the app as closing its window does.
+            app.watch_signals = crate::interrupt::install();
             Ok(Box::new(app))
         }),
     )

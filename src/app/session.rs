@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 pub use super::config::{DATASETS, OptimizerKind, SessionConfig, Status};
 use super::model::ModelCache;
+use super::numerics_history::NumericsHistory;
 use super::probes::eval::{EvalProbe, EvalSet};
 use super::probes::histogram::HistogramProbe;
 pub use super::probes::histogram::HistogramSnapshot;
@@ -52,6 +53,8 @@ pub struct ModeRun {
     pub memory_bytes: u64,
     /// (step, text) sampled from a GPT run, oldest first.
     pub samples: Vec<(u64, String)>,
+    /// Its counted steps' per-layer numerics (numerics on).
+    pub numerics: NumericsHistory,
     eval: Option<EvalProbe>,
     profiler: Option<Profiler>,
     sampler: Option<SampleProbe>,
@@ -313,8 +316,14 @@ impl Session {
         for mode in &mut self.runs {
             let advance = mode.run.advance(ctx, &inputs.split.train, budget)?;
             for event in advance.events {
-                if let Event::Step { stats, .. } = event {
+                if let Event::Step {
+                    stats, numerics, ..
+                } = event
+                {
                     mode.history.push(stats);
+                    if let Some(n) = &numerics {
+                        mode.numerics.push(&stats, n);
+                    }
                 }
             }
             // The sample (a few forwards) before the validation (many): queued behind it,
@@ -458,6 +467,7 @@ impl Session {
             kernel_times: Vec::new(),
             memory_bytes,
             samples: Vec::new(),
+            numerics: NumericsHistory::default(),
             eval,
             profiler,
             sampler,

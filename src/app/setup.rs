@@ -24,6 +24,8 @@ pub fn show(ui: &mut egui::Ui, app: &mut App) {
         modes(ui, app);
         ui.separator();
         scaler(ui, app);
+        ui.separator();
+        super::numerics::switch(ui, &mut app.config);
     });
 }
 

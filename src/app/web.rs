@@ -54,8 +54,13 @@ pub async fn start(canvas_id: String) -> Result<(), JsValue> {
     let ctx = GpuContext::new_async(&options)
         .await
         .map_err(|e| dom::fail(autorunning, &dom::device_failure(&e)))?;
+    let counting = config.as_ref().is_some_and(|c| c.numerics.is_some());
     let mut app = App::new(Arc::new(ctx), config.unwrap_or_default());
     app.autostart = autorunning;
+    // An autorun that counts numerics shows them.
+    if counting {
+        app.tab = super::Tab::Numerics;
+    }
     if lose_device_at.is_some() {
         app.session.fault_hooks = Some(crate::train::fault_hooks::FaultHooks {
             lose_device_at,

@@ -257,6 +257,14 @@ fn measure(
     timer.time(ctx, &[&k], batch)?; // warm-up: pipeline creation, first-touch, clocks
     let mut times = Vec::with_capacity(repeats);
     for _ in 0..repeats {
+        // A signal stops the measurement between passes (1000 repeats of a big size on a
+        // CPU adapter take minutes).
+        super::interrupted::check(|| {
+            format!(
+                "bench matmul: interrupted while measuring {} at n = {n}",
+                storage.name()
+            )
+        })?;
         times.push(timer.time(ctx, &[&k], batch)? / batch as f64);
     }
     times.sort_by(f64::total_cmp);

@@ -6,15 +6,14 @@ use std::io::Write;
 
 use clap::Args;
 use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::data::{Batch, DataSource, Rng};
+use webgpu_amp::data::{Batch, DataSource, Dataset, Labels, Rng};
 use webgpu_amp::nn::gpt::GPT_PRESETS;
 use webgpu_amp::nn::preset;
 use webgpu_amp::nn::{AttentionKernel, LossKind, ModelSpec};
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::profile::profile_steps;
 use webgpu_amp::train::{
-    BatchTargets, MAX_BATCH_SIZE, ModelChoice, Setting, StepConfig, StepProfile, Trainer,
-    model_and_data,
+    MAX_BATCH_SIZE, ModelChoice, Setting, StepConfig, StepProfile, Trainer, model_and_data,
 };
 use webgpu_amp::{Error, GpuContext, Result};
 
@@ -56,6 +55,11 @@ pub struct BenchStepArgs {
     /// host time per step (encode, submit, read-back), as a table and a JSON line.
     #[arg(long)]
     profile: bool,
+    /// Also measure each model and precision with per-layer numerics counted (`every:N`,
+    /// as train's --numerics): a second row, and a JSON line with the overhead against the
+    /// same step without them (each side the fastest of 3 alternating measurements).
+    #[arg(long, value_name = "every:N")]
+    numerics: Option<String>,
     #[command(flatten)]
     attention: AttentionArgs,
     #[command(flatten)]
@@ -73,9 +77,20 @@ struct StepBench {
     attention: Option<&'static str>,
     precision: String,
     scaler: bool,
+    /// Per-layer numerics counted every N steps (absent: off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    numerics: Option<u64>,
+    /// With numerics: the counting passes a counted step adds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    numerics_passes: Option<usize>,
     batch_size: usize,
     steps: usize,
     ms_per_step: f64,
+    /// CPU time of this process per step (user + system, Linux only): on a software adapter
+    /// (lavapipe) the kernels run on the host's cores, so this is the work a step costs,
+    /// which a busy machine does not inflate as it does the wall clock.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpu_ms_per_step: Option<f64>,
     /// Samples (images, or token sequences for a GPT) per second.
     images_per_sec: f64,
     /// GPT only: tokens (batch × block size) per second.
@@ -155,13 +170,14 @@ fn workload(
         .map(|_| rng.normal() as f32)
         .collect();
     let labels: Vec<u32> = (0..b).map(|_| rng.below(10) as u32).collect();
+    let classes = Labels::Classes {
+        labels,
+        num_classes: 10,
+    };
+    let random = Dataset::new("random", x, shape.clone(), classes)?;
     Ok(Workload {
         spec: preset(model, &shape, 10)?,
-        batch: Batch {
-            x: webgpu_amp::data::BatchInputs::Features(x),
-            y: webgpu_amp::data::BatchLabels::Classes(labels),
-            size: b,
-        },
+        batch: random.gather(&(0..b).collect::<Vec<_>>())?,
         classes: 10,
         optimizer: OptimizerConfig::adam(1e-3),
         clip_grad_norm: None,
@@ -196,7 +212,7 @@ fn measure(
     model: &str,
     b: usize,
     precision: Precision,
-    scaler: bool,
+    (scaler, numerics): (bool, Option<u64>),
     profile: bool,
 ) -> Result<(StepBench, Option<StepProfile>)> {
     let attention = args.attention.kernel()?;
@@ -205,26 +221,32 @@ fn measure(
     let init = w.spec.init_params(0);
     let config = StepConfig::new(precision, LossKind::CrossEntropy, w.optimizer)
         .scaler_enabled(scaler)
-        .clip_grad_norm(w.clip_grad_norm);
+        .clip_grad_norm(w.clip_grad_norm)
+        .numerics(numerics);
     ctx.allocator.reset_peak();
     let mut trainer = Trainer::new(ctx, w.spec, config, w.classes, &init)?;
-    let x = &w.batch.x;
+    let x = w.batch.input();
     for _ in 0..3 {
         stop_if_interrupted(model, precision)?;
-        trainer.train_batch(ctx, b, x, BatchTargets::from(&w.batch.y))?;
+        trainer.train_batch(ctx, b, x, w.batch.targets())?;
     }
     trainer.finish(ctx)?;
     let waits = ctx.host_waits();
     let throttles = trainer.throttle_waits();
+    let cpu = process_cpu_secs();
     let start = std::time::Instant::now();
     for _ in 0..args.steps {
         stop_if_interrupted(model, precision)?;
-        trainer.train_batch(ctx, b, x, BatchTargets::from(&w.batch.y))?;
+        trainer.train_batch(ctx, b, x, w.batch.targets())?;
     }
     trainer.finish(ctx)?;
     let secs = start.elapsed().as_secs_f64();
+    let cpu_ms = match (cpu, process_cpu_secs()) {
+        (Some(a), Some(b)) => Some(1000.0 * (b - a) / args.steps as f64),
+        _ => None,
+    };
     let profiled = if profile {
-        let y = || BatchTargets::from(&w.batch.y);
+        let y = || w.batch.targets();
         Some(profile_steps(ctx, &mut trainer, b, x, y, args.steps)?)
     } else {
         None
@@ -237,9 +259,12 @@ fn measure(
         attention,
         precision: precision.name().into(),
         scaler,
+        numerics,
+        numerics_passes: trainer.numerics_passes(b),
         batch_size: b,
         steps: args.steps,
         ms_per_step: 1000.0 * secs / args.steps as f64,
+        cpu_ms_per_step: cpu_ms,
         images_per_sec: (b * args.steps) as f64 / secs,
         tokens_per_sec: w.tokens.map(|t| (b * t * args.steps) as f64 / secs),
         peak_gpu_bytes: ctx.memory().peak_bytes,
@@ -247,6 +272,59 @@ fn measure(
         throttle_waits: trainer.throttle_waits() - throttles,
     };
     Ok((bench, profiled))
+}
+
+/// User + system CPU seconds of this process so far (`/proc/self/stat`; `None` where there
+/// is none).
+fn process_cpu_secs() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces) in parentheses: utime and
+    // stime are the 12th and 13th of them, in clock ticks (100 per second on Linux).
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
+/// Measurements with and without numerics alternate this many times; each side keeps its
+/// fastest (a shared or busy machine only ever slows a measurement down).
+const NUMERICS_ROUNDS: usize = 3;
+
+/// The step `without` measured again with the counting passes of `numerics`, alternating
+/// with more measurements without them ([`NUMERICS_ROUNDS`] each): the fastest with, and
+/// the fastest ms/step without.
+fn numerics_rounds(
+    ctx: &GpuContext,
+    args: &BenchStepArgs,
+    model: &str,
+    b: usize,
+    p: Precision,
+    without: &StepBench,
+    numerics: Option<u64>,
+) -> Result<(StepBench, (f64, Option<f64>))> {
+    let scaler = without.scaler;
+    let mut off = (without.ms_per_step, without.cpu_ms_per_step);
+    let mut with: Option<StepBench> = None;
+    let min = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    for round in 0..NUMERICS_ROUNDS {
+        let mut counted = measure(ctx, args, model, b, p, (scaler, numerics), false)?.0;
+        if let Some(w) = &with {
+            counted.cpu_ms_per_step = min(counted.cpu_ms_per_step, w.cpu_ms_per_step);
+            counted.ms_per_step = counted.ms_per_step.min(w.ms_per_step);
+        }
+        with = Some(counted);
+        if round + 1 < NUMERICS_ROUNDS {
+            let again = measure(ctx, args, model, b, p, (scaler, None), false)?.0;
+            off = (
+                off.0.min(again.ms_per_step),
+                min(off.1, again.cpu_ms_per_step),
+            );
+        }
+    }
+    Ok((with.expect("at least one round"), off))
 }
 
 /// SIGINT/SIGTERM: stop between steps, the lines printed so far complete.
@@ -278,6 +356,11 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
         .iter()
         .map(|p| Precision::parse(p))
         .collect::<Result<_>>()?;
+    let numerics = match &args.numerics {
+        Some(s) => webgpu_amp::train::numerics::parse_every(s)
+            .map_err(|e| Error::InvalidArgument(format!("--numerics: {e}")))?,
+        None => None,
+    };
     let ctx = GpuContext::new(&args.device.options()?)?;
     if !args.json {
         // A note, not data: a closed stderr is no reason to stop.
@@ -293,15 +376,15 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
         let batch = batch_for(model, args.batch_size)?;
         let mut amp_with = None;
         for &p in &precisions {
-            let (r, profiled) = measure(
-                &ctx,
-                args,
-                model,
-                batch,
-                p,
-                p.scaler_enabled_by_default(),
-                args.profile,
-            )?;
+            // Where it stands, on stderr (a note: measurements of big models on a CPU adapter
+            // take minutes).
+            let _ = writeln!(
+                std::io::stderr(),
+                "bench step: {model} under {p} at batch {batch}, {} steps",
+                args.steps
+            );
+            let scaler = p.scaler_enabled_by_default();
+            let (r, profiled) = measure(&ctx, args, model, batch, p, (scaler, None), args.profile)?;
             if let Some(prof) = profiled {
                 if !args.json {
                     eprintln!("\n{} {}: {}", model, p.name(), prof.table(8));
@@ -316,20 +399,60 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
                 amp_with = Some(r.ms_per_step);
             }
             outln!("{}", serde_json::to_string(&r).expect("serialises"))?;
+            if numerics.is_some() {
+                let (counted, off) = numerics_rounds(&ctx, args, model, batch, p, &r, numerics)?;
+                outln!("{}", serde_json::to_string(&counted).expect("serialises"))?;
+                outln!(
+                    "{}",
+                    serde_json::json!({
+                        "kind": "numerics_overhead", "adapter": ctx.report.name,
+                        "model": model, "precision": p.name(), "numerics": args.numerics,
+                        "batch_size": batch, "rounds": NUMERICS_ROUNDS,
+                        "ms_per_step_without": off.0, "ms_per_step_with": counted.ms_per_step,
+                        "overhead_percent": 100.0 * (counted.ms_per_step - off.0) / off.0,
+                        "cpu_ms_per_step_without": off.1,
+                        "cpu_ms_per_step_with": counted.cpu_ms_per_step,
+                        "cpu_overhead_percent": off.1.zip(counted.cpu_ms_per_step)
+                            .map(|(a, b)| 100.0 * (b - a) / a),
+                        "host_waits_without": r.host_waits, "host_waits_with": counted.host_waits,
+                        "throttle_waits_without": r.throttle_waits,
+                        "throttle_waits_with": counted.throttle_waits,
+                    })
+                )?;
+                rows.push(r);
+                rows.push(counted);
+                continue;
+            }
             rows.push(r);
         }
         // The GradScaler's cost: amp-f16 with the scaler against amp-f16 without it.
         let with = match amp_with {
             Some(ms) => ms,
             None => {
-                measure(&ctx, args, model, batch, Precision::AmpF16, true, false)?
-                    .0
-                    .ms_per_step
+                measure(
+                    &ctx,
+                    args,
+                    model,
+                    batch,
+                    Precision::AmpF16,
+                    (true, None),
+                    false,
+                )?
+                .0
+                .ms_per_step
             }
         };
-        let without = measure(&ctx, args, model, batch, Precision::AmpF16, false, false)?
-            .0
-            .ms_per_step;
+        let without = measure(
+            &ctx,
+            args,
+            model,
+            batch,
+            Precision::AmpF16,
+            (false, None),
+            false,
+        )?
+        .0
+        .ms_per_step;
         outln!(
             "{}",
             serde_json::json!({
@@ -352,8 +475,8 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
 /// The step measurements as a table (samples/s; tokens/s for GPT models).
 fn print_table(rows: &[StepBench]) {
     println!(
-        "{:<20} {:<9} {:>6} {:>10} {:>10} {:>10} {:>9}",
-        "model", "precision", "scaler", "ms/step", "samples/s", "tokens/s", "peak MB"
+        "{:<20} {:<9} {:>6} {:>9} {:>10} {:>10} {:>10} {:>9}",
+        "model", "precision", "scaler", "numerics", "ms/step", "samples/s", "tokens/s", "peak MB"
     );
     for r in rows {
         let tokens = r.tokens_per_sec.map_or("-".into(), |t| format!("{t:.0}"));
@@ -361,11 +484,13 @@ fn print_table(rows: &[StepBench]) {
             Some(a) => format!("{} ({a})", r.model),
             None => r.model.clone(),
         };
+        let numerics = r.numerics.map_or("off".into(), |n| format!("every:{n}"));
         println!(
-            "{:<20} {:<9} {:>6} {:>10.1} {:>10.1} {:>10} {:>9.2}",
+            "{:<20} {:<9} {:>6} {:>9} {:>10.1} {:>10.1} {:>10} {:>9.2}",
             model,
             r.precision,
             if r.scaler { "on" } else { "off" },
+            numerics,
             r.ms_per_step,
             r.images_per_sec,
             tokens,

@@ -9,6 +9,7 @@ use webgpu_amp::train::RunSummary;
 use webgpu_amp::train::checkpoint::{check_save_target, save_file};
 use webgpu_amp::{Error, GpuContext, Result};
 
+use super::doctor::RunDoctor;
 use super::interrupted;
 use super::out::outln;
 use super::plot;
@@ -87,6 +88,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
     // Said once, with the first mode's first step.
     let mut note = args.common.batch_note(&inputs);
     let mut summaries = Vec::new();
+    let mut doctors = Vec::new();
     // SIGINT/SIGTERM stops the run in flight at a step boundary, and compare there.
     let interrupt = interrupted::catch(None);
     for mode in &modes {
@@ -94,6 +96,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         if let Some(i) = &interrupt {
             cfg = cfg.on_interrupt(i.clone());
         }
+        let mut doctor = RunDoctor::new(&cfg.step);
         let summary = run_with_progress(
             &ctx,
             &inputs,
@@ -101,8 +104,17 @@ pub fn run(args: &CompareArgs) -> Result<()> {
             None,
             mode.name(),
             note.take(),
-            &mut |_| Ok(()),
+            &mut |event| {
+                if let webgpu_amp::train::Event::Step {
+                    stats, numerics, ..
+                } = event
+                {
+                    doctor.add(stats, numerics.as_deref());
+                }
+                Ok(())
+            },
         )?;
+        doctors.push((mode.name(), doctor));
         if summary.interrupted {
             return Err(webgpu_amp::Error::Interrupted(format!(
                 "compare: interrupted by {} at step {} of {}; no report written",
@@ -153,6 +165,9 @@ pub fn run(args: &CompareArgs) -> Result<()> {
     save_file(&args.png, &png, "--png")?;
     // The files first, so a closed stdout (`| head`) never costs them.
     print_summary(&summaries.iter().collect::<Vec<_>>())?;
+    for (label, doctor) in &doctors {
+        doctor.print_advice(label)?;
+    }
     outln!("report: {}", args.report.display())?;
     outln!("chart:  {}", args.png.display())?;
     Ok(())

@@ -80,7 +80,7 @@ fn join_launched(args: &DistArgs, launched: Option<usize>) -> Result<Option<Join
             return Err(Error::InvalidArgument(format!(
                 "started by an MPI launcher as one of {size} processes, but this webgpu-amp was \
                  built without the `mpi` feature: each process would train alone. Build it with \
-                 `cargo build --release --features mpi` (needs Open MPI: see README)"
+                 `cargo build --release --features mpi` (needs Open MPI: see docs/guide/distributed.md)"
             )));
         }
         Ok(None)

@@ -7,6 +7,7 @@ mod bench_timer;
 mod bench_tune;
 mod compare;
 mod distributed;
+mod doctor;
 mod gui;
 mod info;
 mod interrupted;
@@ -20,6 +21,8 @@ mod resolve;
 mod run_args;
 mod run_checks;
 mod sample;
+mod selftest;
+mod shaders;
 mod train;
 mod tune_workloads;
 
@@ -56,6 +59,13 @@ enum Command {
     Plan(plan::PlanArgs),
     /// Open the app: train f16 and f32 paths side by side with the numerics made visible.
     Gui(gui::GuiArgs),
+    /// Check that this GPU computes correctly: every op family forward and backward against a
+    /// CPU reference, in f32, f16 and bf16.
+    Selftest(selftest::SelftestArgs),
+    /// Every WGSL variant with its entry points' bind-group layouts, as JSON (for shader
+    /// compilers other than naga: scripts/tint-check.sh).
+    #[command(hide = true)]
+    Shaders(shaders::ShadersArgs),
 }
 
 /// Device selection flags shared by every subcommand that runs on the GPU.
@@ -123,6 +133,8 @@ impl AttentionArgs {
 }
 
 pub fn main() -> std::process::ExitCode {
+    #[cfg(target_os = "linux")]
+    ensure_runtime_dir();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return argument_error(e),
@@ -135,6 +147,8 @@ pub fn main() -> std::process::ExitCode {
         Command::Bench(a) => bench::run(&a),
         Command::Plan(a) => plan::run(&a),
         Command::Gui(a) => gui::run(&a),
+        Command::Selftest(a) => selftest::run(&a),
+        Command::Shaders(a) => shaders::run(&a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -161,9 +175,10 @@ fn flag_names(message: &str) -> String {
         (planning::FUSED_ATTENTION, "use --attention fused"),
         (run::DIVERGED_HINT, "lower --lr or use --clip-grad-norm"),
         (
-            run::SKIPPING_HINT,
-            "check the data for inf/NaN, or keep the layer that overflows in f32; \
-             --max-skipped-steps N raises the limit (0: never stop)",
+            webgpu_amp::train::SKIPPING_HINT,
+            "check the data for inf/NaN, or find the layer that overflows with --numerics \
+             every:1 and keep it in f32 with --keep-f32 NAME (--max-skipped-steps 0 never \
+             stops)",
         ),
         (run::PERIODIC_HINT, "(--save-every N keeps periodic ones)"),
         (
@@ -234,4 +249,27 @@ fn argument_error(e: clap::Error) -> std::process::ExitCode {
 fn error_line(message: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "error: {message}");
+}
+
+/// Mesa's Vulkan and GL drivers print "error: XDG_RUNTIME_DIR is invalid or not set" on
+/// stderr when it is unset (a cron job, `env -i`, a container), although nothing here needs
+/// it: point it at a private folder of our own, so a successful command prints no error.
+#[cfg(target_os = "linux")]
+fn ensure_runtime_dir() {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    if std::env::var_os("XDG_RUNTIME_DIR").is_some_and(|d| std::path::Path::new(&d).is_dir()) {
+        return;
+    }
+    // SAFETY: getuid(2) cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let dir = std::env::temp_dir().join(format!("webgpu-amp-runtime-{uid}"));
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+    // Ours alone (a folder another user made there is not used).
+    let ours = dir
+        .symlink_metadata()
+        .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0);
+    if ours {
+        // SAFETY: the first thing main does, before any other thread exists.
+        unsafe { std::env::set_var("XDG_RUNTIME_DIR", &dir) };
+    }
 }

@@ -11,6 +11,7 @@ use webgpu_amp::train::checkpoint::Checkpoint;
 use webgpu_amp::train::{Event, Run, RunConfig, RunSummary};
 use webgpu_amp::{GpuContext, Result};
 
+use super::doctor::SkipLines;
 use super::out::{out, outln};
 use super::run_args::RunInputs;
 
@@ -95,8 +96,15 @@ pub fn run_rank_with_progress(
     let mut skipped = 0u64;
     let mut sink_error = None;
     let batch = ranks * run.config.batch_size as u64 * run.config.step.grad_accum as u64;
+    let mut skips = SkipLines::new(run.config.step.numerics);
     let summary = run.run(ctx, &inputs.split, &mut |event| {
-        if let Event::Step { stats, epoch, lr } = event {
+        if let Event::Step {
+            stats,
+            epoch,
+            lr,
+            numerics,
+        } = event
+        {
             if let Some(line) = note.take() {
                 // A note, not data: a closed stderr is no reason to stop.
                 bar.suspend(|| {
@@ -105,6 +113,9 @@ pub fn run_rank_with_progress(
             }
             images += batch;
             skipped += stats.skipped as u64;
+            if let Some(line) = skips.line(label, stats, numerics.as_deref()) {
+                bar.println(line);
+            }
             bar.set_position(stats.step);
             bar.set_message(format!(
                 "epoch {} loss {:.4} lr {lr:.3e} scale {} skipped {} {:.0} img/s{global}",

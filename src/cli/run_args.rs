@@ -16,6 +16,7 @@ use webgpu_amp::train::planning::check_params_fit;
 use webgpu_amp::train::{MAX_COUNT, RunConfig, Setting, StepConfig};
 use webgpu_amp::{Error, GpuContext, Result};
 
+use super::doctor::DoctorArgs;
 use super::numbers::{number, setting};
 use super::recipe::{RecipeArgs, gpt};
 use super::resolve::{ModelAndData, Wanted, resolve};
@@ -23,7 +24,7 @@ use super::run_checks::{self, OptimizerFlags, ResumeFlags};
 use super::{AttentionArgs, DeviceArgs};
 
 /// Flags shared by `train` and `compare` (everything but the precision). Numeric flags take
-/// their ranges from the run builder ([`Setting::range`], README's table of flags).
+/// their ranges from the run builder ([`Setting::range`], the guide's table of flags).
 #[derive(Args, Clone, Debug)]
 pub struct RunArgs {
     /// Preset (linear, mlp, simple-cnn, mnist-cnn, gpt-tiny, gpt-char) or a JSON model file.
@@ -121,6 +122,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_validate: bool,
     #[command(flatten)]
+    pub doctor: DoctorArgs,
+    #[command(flatten)]
     pub recipe: RecipeArgs,
     #[command(flatten)]
     pub attention: AttentionArgs,
@@ -209,10 +212,27 @@ impl RunArgs {
         let mut cfg = self.config(precision, inputs.loss, is_gpt, save)?;
         cfg.validate_named(super::flag)?;
         cfg.batch_size = self.batch_used(inputs);
-        let budget = cfg
-            .planned_steps(inputs.split.train.n)
-            .unwrap_or(1)
-            .min(MAX_COUNT);
+        let n = inputs.split.train.n;
+        if cfg.planned_steps(n) == Some(0) {
+            // Whole epochs of fewer batches than one step accumulates: nothing would train
+            // (and the micro-batches would be dropped at the epoch's end).
+            let batches = n.div_ceil(cfg.batch_size);
+            return Err(Error::InvalidArgument(format!(
+                "--grad-accum {} takes {} micro-batches per optimizer step, but {n} training \
+                 samples of {} at --batch-size {} make {batches} per epoch: {} would train \
+                 no step; lower --grad-accum or --batch-size, or give --steps N (steps then \
+                 run across epochs)",
+                cfg.step.grad_accum,
+                cfg.step.grad_accum,
+                inputs.dataset,
+                cfg.batch_size,
+                match cfg.epochs {
+                    Some(e) => format!("--epochs {e}"),
+                    None => "one epoch (the default)".into(),
+                }
+            )));
+        }
+        let budget = cfg.planned_steps(n).unwrap_or(1).min(MAX_COUNT);
         let lr = cfg.step.optimizer.lr();
         cfg.step.lr_schedule = self.recipe.schedule(is_gpt, lr, budget)?;
         cfg.validate_named(super::flag)?;
@@ -235,7 +255,8 @@ impl RunArgs {
         let step = StepConfig::new(precision, loss, self.optimizer(is_gpt)?)
             .scaler(self.scaler_config(scaler))
             .clip_grad_norm(clip)
-            .grad_accum(self.grad_accum);
+            .grad_accum(self.grad_accum)
+            .numerics(self.doctor.every()?);
         Ok(RunConfig::new(step, self.batch_size)
             .epochs(self.epochs)
             .steps(self.steps)
@@ -279,7 +300,9 @@ impl RunArgs {
             loss: self.loss.as_deref(),
             num_classes: self.num_classes,
         })?;
-        let spec = spec.with_attention(self.attention.kernel()?);
+        let spec = self
+            .doctor
+            .apply(spec.with_attention(self.attention.kernel()?))?;
         let ctx = open()?;
         let optimizer = self.optimizer(spec.gpt.is_some())?;
         for &precision in precisions {

@@ -6,10 +6,10 @@
 use std::io::Read;
 use std::path::Path;
 
-use webgpu_amp::data::DataSource;
+use webgpu_amp::data::{DataSource, Dataset};
 use webgpu_amp::optim::OptimizerConfig;
-use webgpu_amp::train::ModelChoice;
-use webgpu_amp::train::checkpoint::Checkpoint;
+use webgpu_amp::train::checkpoint::{Checkpoint, DataOrder};
+use webgpu_amp::train::{ModelChoice, RunConfig};
 use webgpu_amp::{Error, Result};
 
 use super::resolve::read_model_file;
@@ -167,6 +167,84 @@ pub fn no_flags_resume_overrides(
                  {saved}"
             ));
         }
+    }
+    Ok(())
+}
+/// A resume must continue where the checkpoint's run stood: cut the same data the same way
+/// (batch size, gradient accumulation, shuffling and the data set move the position that
+/// `progress` counts, as `--seed` does), and have steps left to take (a run resumed at or
+/// past its limit would rewrite the checkpoint having trained nothing). `what` is the
+/// checkpoint's path.
+pub fn resume_continues(
+    ck: &Checkpoint,
+    cfg: &RunConfig,
+    train: &Dataset,
+    what: &str,
+) -> Result<()> {
+    let refuse = |m: String| Err(Error::InvalidArgument(format!("--resume {what}: {m}")));
+    let p = ck.progress;
+    if let Some(saved) = &ck.data {
+        let now = DataOrder::of(cfg, train);
+        let moved = format!(
+            "batch {} of epoch {} would be other samples",
+            p.batch_in_epoch, p.epoch
+        );
+        for (flag, was, is) in [
+            ("--batch-size", saved.batch_size, now.batch_size),
+            ("--grad-accum", saved.grad_accum, now.grad_accum),
+        ] {
+            if was != is {
+                return refuse(format!(
+                    "{flag} {is}, but the checkpoint's run used {flag} {was}: {moved}; give \
+                     {flag} {was}"
+                ));
+            }
+        }
+        if saved.shuffle != now.shuffle {
+            let (given, fix) = if now.shuffle {
+                ("shuffled batches", "add --no-shuffle")
+            } else {
+                ("--no-shuffle", "leave --no-shuffle out")
+            };
+            return refuse(format!(
+                "{given}, but the checkpoint's run {} its data: {moved}; {fix}",
+                if saved.shuffle {
+                    "shuffled"
+                } else {
+                    "did not shuffle"
+                }
+            ));
+        }
+        if saved.samples != now.samples {
+            return refuse(format!(
+                "the data has {} training samples ({}), but the checkpoint's run had {} ({}): \
+                 {moved}; resume on the same data set",
+                now.samples, now.dataset, saved.samples, saved.dataset
+            ));
+        }
+    }
+    let epochs = match (cfg.epochs, cfg.steps) {
+        (Some(e), _) => Some(e),
+        (None, None) => Some(1),
+        (None, Some(_)) => None,
+    };
+    if let Some(steps) = cfg.steps.filter(|&s| p.step >= s) {
+        return refuse(format!(
+            "the checkpoint is at step {}, at or past --steps {steps}: nothing would train; \
+             give --steps above {}",
+            p.step, p.step
+        ));
+    }
+    if let Some(e) = epochs.filter(|&e| p.epoch >= e) {
+        let limit = match cfg.epochs {
+            Some(_) => format!("--epochs {e}"),
+            None => "the one epoch a run without --steps or --epochs trains".into(),
+        };
+        return refuse(format!(
+            "the checkpoint has finished epoch {}, at or past {limit}: nothing would train; \
+             give --epochs above {} or --steps above {}",
+            p.epoch, p.epoch, p.step
+        ));
     }
     Ok(())
 }

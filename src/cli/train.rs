@@ -8,10 +8,11 @@ use clap::Args;
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::train::checkpoint::{Checkpoint, check_save_target};
 use webgpu_amp::train::profile::profile_steps;
-use webgpu_amp::train::{BatchTargets, Event, Setting, StepConfig, StepProfile, Trainer};
+use webgpu_amp::train::{Event, Setting, StepConfig, StepProfile, Trainer};
 use webgpu_amp::{Error, GpuContext, Result};
 
 use super::distributed::{DistArgs, Joined};
+use super::doctor::RunDoctor;
 use super::interrupted;
 use super::numbers::setting;
 use super::out::outln;
@@ -96,6 +97,10 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
         .batch_note(&inputs)
         .filter(|_| rank.is_none_or(Joined::is_writer));
     let mut cfg = args.common.run_config(precision, &inputs, save)?;
+    if let (Some(ck), Some(path)) = (&resume, &args.resume) {
+        let what = path.display().to_string();
+        run_checks::resume_continues(ck, &cfg, &inputs.split.train, &what)?;
+    }
     // SIGINT/SIGTERM: finish the step, save, say how to resume. (A data-parallel job is
     // ended by its launcher instead: MPI rank 0 says which checkpoint is intact.)
     if rank.is_none()
@@ -141,6 +146,7 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
         Ok(())
     };
     let (step_config, batch_size) = (cfg.step.clone(), cfg.batch_size);
+    let mut doctor = RunDoctor::new(&step_config);
     let summary = run_rank_with_progress(
         &ctx,
         &inputs,
@@ -150,10 +156,12 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
         rank.map(|r| r.collective.clone()),
         note,
         &mut |event| match event {
-            Event::Step { stats, epoch, lr } => write_line(serde_json::json!({
-                "step": stats.step, "epoch": epoch, "loss": stats.loss, "scale": stats.scale,
-                "skipped": stats.skipped, "lr": webgpu_amp::optim::widen(*lr),
-            })),
+            Event::Step {
+                stats,
+                epoch,
+                lr,
+                numerics,
+            } => write_line(doctor.step_line(stats, *epoch, *lr, numerics.as_deref())),
             Event::Eval(e) => write_line(serde_json::json!({
                 "step": e.step, "train_loss": e.train_loss, "val_loss": e.val_loss,
             })),
@@ -172,6 +180,7 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
         return Ok(());
     }
     print_summary(&[&summary])?;
+    doctor.print_advice(precision.name())?;
     if let Some(p) = &args.save {
         outln!("checkpoint: {}", p.display())?;
     }
@@ -214,14 +223,7 @@ fn profile_twin(
     let dim = train.output_dim();
     let mut twin = Trainer::new(ctx, inputs.spec.clone(), step, dim, &inputs.init)?;
     for _ in 0..3 {
-        twin.train_batch(ctx, b, &batch.x, BatchTargets::from(&batch.y))?;
+        twin.train_batch(ctx, b, batch.input(), batch.targets())?;
     }
-    profile_steps(
-        ctx,
-        &mut twin,
-        b,
-        &batch.x,
-        || BatchTargets::from(&batch.y),
-        5,
-    )
+    profile_steps(ctx, &mut twin, b, batch.input(), || batch.targets(), 5)
 }

@@ -4,7 +4,7 @@
 //! never an allocation without bound. The kinds with caps of gigabytes (data, checkpoints,
 //! moments) are read only from regular files, whose size is known first: gigabytes read
 //! from `/dev/zero` before the cap would be what the cap is there to prevent. The caps are
-//! far above what the files here need (README, "When things go wrong", lists them).
+//! far above what the files here need (docs/guide/troubleshooting.md lists them).
 
 use std::io::Read;
 use std::path::Path;

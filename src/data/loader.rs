@@ -6,7 +6,7 @@
 //! involved, so the order is the same on every run and every platform (not the same as
 //! PyTorch's `RandomSampler`, which uses torch's RNG).
 
-use super::{Labels, Rng};
+use super::Rng;
 use crate::{Error, Result};
 
 /// Stream tag so shuffling never shares numbers with initialisation or synthetic data.
@@ -26,6 +26,11 @@ impl Loader {
         if n == 0 {
             return Err(Error::data("cannot batch an empty data set"));
         }
+        if u32::try_from(n).is_err() {
+            return Err(Error::data(format!(
+                "cannot batch {n} samples: at most 2^32 - 1 (sample indices are 32-bit)"
+            )));
+        }
         if batch_size == 0 {
             return Err(Error::InvalidArgument(
                 "batch size must be at least 1".into(),
@@ -44,9 +49,10 @@ impl Loader {
         self.n.div_ceil(self.batch_size)
     }
 
-    /// The order in which epoch `epoch` visits the samples.
-    pub fn order(&self, epoch: u64) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..self.n).collect();
+    /// The order in which epoch `epoch` visits the samples (32-bit indices: 4 bytes per
+    /// sample, the host memory an epoch of a 200-million-character text costs).
+    pub fn order(&self, epoch: u64) -> Vec<u32> {
+        let mut order: Vec<u32> = (0..self.n as u32).collect();
         if self.shuffle {
             Rng::from_words(&[self.seed, epoch, STREAM]).shuffle(&mut order);
         }
@@ -54,93 +60,74 @@ impl Loader {
     }
 
     /// Sample indices of each batch of epoch `epoch`; the last batch may be smaller.
-    pub fn batches(&self, epoch: u64) -> Vec<Vec<usize>> {
-        self.order(epoch)
-            .chunks(self.batch_size)
-            .map(<[usize]>::to_vec)
-            .collect()
+    pub fn batches(&self, epoch: u64) -> EpochBatches {
+        EpochBatches::new(self.order(epoch), self.batch_size)
     }
 }
 
-/// Inputs of one batch, laid out contiguously.
-#[derive(Clone, Debug, PartialEq)]
-pub enum BatchInputs {
-    /// `size × sample_len` f32 values, row-major.
-    Features(Vec<f32>),
-    /// `size × T` token ids, row-major.
-    Tokens(Vec<u32>),
+/// The batches of one epoch: its order cut into `batch_size` runs (the last may be shorter),
+/// held as one flat list of indices; `batches[b]` is batch `b`'s sample indices.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EpochBatches {
+    order: Vec<u32>,
+    batch_size: usize,
 }
 
-impl BatchInputs {
-    /// Takes the f32 buffer out, emptied, to refill (its allocation is reused when the batch
-    /// held features); leaves an empty batch behind.
-    pub(crate) fn take_features(&mut self) -> Vec<f32> {
-        match std::mem::replace(self, BatchInputs::Features(Vec::new())) {
-            BatchInputs::Features(mut x) => {
-                x.clear();
-                x
-            }
-            BatchInputs::Tokens(_) => Vec::new(),
+impl EpochBatches {
+    /// `order` in runs of `batch_size` (at least 1).
+    pub fn new(order: Vec<u32>, batch_size: usize) -> Self {
+        Self {
+            order,
+            batch_size: batch_size.max(1),
         }
     }
 
-    /// Takes the token buffer out, emptied, to refill (see [`BatchInputs::take_features`]).
-    pub(crate) fn take_tokens(&mut self) -> Vec<u32> {
-        match std::mem::replace(self, BatchInputs::Tokens(Vec::new())) {
-            BatchInputs::Tokens(mut x) => {
-                x.clear();
-                x
-            }
-            BatchInputs::Features(_) => Vec::new(),
-        }
-    }
-
-    /// Number of values (f32 features or token ids).
+    /// Number of batches.
     pub fn len(&self) -> usize {
-        match self {
-            BatchInputs::Features(x) => x.len(),
-            BatchInputs::Tokens(x) => x.len(),
-        }
+        self.order.len().div_ceil(self.batch_size)
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.order.is_empty()
+    }
+
+    /// The batches in order.
+    pub fn iter(&self) -> std::slice::Chunks<'_, u32> {
+        self.order.chunks(self.batch_size)
     }
 }
 
-/// Labels of one batch, laid out contiguously.
-#[derive(Clone, Debug, PartialEq)]
-pub enum BatchLabels {
-    /// One class index per sample; for token samples one per token (`size × T`, row-major).
-    Classes(Vec<u32>),
-    /// `size × dim` targets, row-major.
-    Targets(Vec<f32>),
+impl std::ops::Index<usize> for EpochBatches {
+    type Output = [u32];
+
+    fn index(&self, b: usize) -> &[u32] {
+        let start = b * self.batch_size;
+        &self.order[start..(start + self.batch_size).min(self.order.len())]
+    }
 }
 
-/// One batch gathered from a [`super::Dataset`]: `size × sample_len` inputs, row-major.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Batch {
-    pub x: BatchInputs,
-    pub y: BatchLabels,
-    /// Samples in the batch.
-    pub size: usize,
+impl<'a> IntoIterator for &'a EpochBatches {
+    type Item = &'a [u32];
+    type IntoIter = std::slice::Chunks<'a, u32>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
 }
 
-impl Batch {
-    /// An empty batch with the right label kind for `labels`, to reuse with `gather_into`.
-    pub fn empty(labels: &Labels) -> Batch {
-        Batch {
-            x: match labels {
-                Labels::Tokens { .. } => BatchInputs::Tokens(Vec::new()),
-                Labels::Classes { .. } | Labels::Targets { .. } => {
-                    BatchInputs::Features(Vec::new())
-                }
-            },
-            y: match labels {
-                Labels::Classes { .. } | Labels::Tokens { .. } => BatchLabels::Classes(Vec::new()),
-                Labels::Targets { .. } => BatchLabels::Targets(Vec::new()),
-            },
-            size: 0,
-        }
+/// A sample's index in a data set: the loader's 32-bit indices, or a `usize`.
+pub trait SampleIndex: Copy + std::fmt::Display {
+    fn index(self) -> usize;
+}
+
+impl SampleIndex for u32 {
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl SampleIndex for usize {
+    fn index(self) -> usize {
+        self
     }
 }

@@ -24,6 +24,7 @@
 //! and standard deviation ([`Normalization`]); custom and synthetic data are never touched.
 //! Batching lives in [`loader`].
 
+pub mod batch;
 pub mod custom;
 pub mod embedded;
 pub mod embedded_text;
@@ -44,10 +45,11 @@ pub mod vocab;
 
 use crate::{Error, Result};
 
+pub use batch::{Batch, BatchInput, BatchTargets};
 pub use file_caps::{FileCap, read_capped};
 pub use files::{DATA_DIR_ENV, FETCH_SCRIPT, data_dir};
 pub(crate) use files::{missing_data_error, read_file, read_text_file};
-pub use loader::{Batch, BatchInputs, BatchLabels, Loader};
+pub use loader::{EpochBatches, Loader, SampleIndex};
 pub use normalization::Normalization;
 pub(crate) use normalization::pixels_to_f32;
 pub use rng::Rng;
@@ -371,67 +373,35 @@ impl Dataset {
 
     /// Samples `indices` in that order, as one contiguous batch.
     pub fn gather(&self, indices: &[usize]) -> Result<Batch> {
+        self.gather_indices(indices)
+    }
+
+    /// [`Dataset::gather`] for indices of any [`SampleIndex`] type (a loader's batch).
+    pub fn gather_indices<I: SampleIndex>(&self, indices: &[I]) -> Result<Batch> {
         let mut batch = Batch::empty(&self.y);
-        self.gather_into(indices, &mut batch)?;
+        self.gather_indices_into(indices, &mut batch)?;
         Ok(batch)
     }
 
     /// Like [`Dataset::gather`], reusing `batch`'s buffers.
     pub fn gather_into(&self, indices: &[usize], batch: &mut Batch) -> Result<()> {
-        if let Some(&bad) = indices.iter().find(|&&i| i >= self.n) {
+        self.gather_indices_into(indices, batch)
+    }
+
+    /// [`Dataset::gather_into`] for indices of any [`SampleIndex`] type (the loader's 32-bit
+    /// batches).
+    pub fn gather_indices_into<I: SampleIndex>(
+        &self,
+        indices: &[I],
+        batch: &mut Batch,
+    ) -> Result<()> {
+        if let Some(&bad) = indices.iter().find(|&&i| i.index() >= self.n) {
             return Err(Error::data(format!(
                 "{}: sample index {bad} is out of range (n = {})",
                 self.name, self.n
             )));
         }
-        batch.x = match &self.x {
-            Inputs::Features(x) => {
-                let mut out = batch.x.take_features();
-                let len = self.sample_len();
-                out.reserve(indices.len() * len);
-                for &i in indices {
-                    out.extend_from_slice(&x[i * len..(i + 1) * len]);
-                }
-                BatchInputs::Features(out)
-            }
-            Inputs::Tokens { ids, .. } => {
-                let mut out = batch.x.take_tokens();
-                ids.gather_into(indices, &mut out);
-                BatchInputs::Tokens(out)
-            }
-        };
-        batch.y = match &self.y {
-            Labels::Classes { labels, .. } => {
-                let mut out = match std::mem::replace(&mut batch.y, BatchLabels::Classes(vec![])) {
-                    BatchLabels::Classes(v) => v,
-                    BatchLabels::Targets(_) => Vec::new(),
-                };
-                out.clear();
-                out.extend(indices.iter().map(|&i| labels[i]));
-                BatchLabels::Classes(out)
-            }
-            Labels::Targets { values, dim } => {
-                let mut out = match std::mem::replace(&mut batch.y, BatchLabels::Targets(vec![])) {
-                    BatchLabels::Targets(v) => v,
-                    BatchLabels::Classes(_) => Vec::new(),
-                };
-                out.clear();
-                for &i in indices {
-                    out.extend_from_slice(&values[i * dim..(i + 1) * dim]);
-                }
-                BatchLabels::Targets(out)
-            }
-            Labels::Tokens { targets, .. } => {
-                let mut out = match std::mem::replace(&mut batch.y, BatchLabels::Classes(vec![])) {
-                    BatchLabels::Classes(v) => v,
-                    BatchLabels::Targets(_) => Vec::new(),
-                };
-                out.clear();
-                targets.gather_into(indices, &mut out);
-                BatchLabels::Classes(out)
-            }
-        };
-        batch.size = indices.len();
+        batch.fill(self, indices);
         Ok(())
     }
 }

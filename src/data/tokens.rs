@@ -24,6 +24,7 @@ use std::sync::Arc;
 use safetensors::tensor::TensorView;
 
 use super::integers::{is_integer, to_u32};
+use super::loader::SampleIndex;
 use super::vocab::Vocab;
 use super::{Dataset, Inputs, Labels};
 use crate::{Error, Result};
@@ -174,10 +175,10 @@ impl TokenSamples {
     }
 
     /// Appends the ids of `indices`' samples, in order, to `out`. Indices must be in range.
-    pub(crate) fn gather_into(&self, indices: &[usize], out: &mut Vec<u32>) {
+    pub(crate) fn gather_into<I: SampleIndex>(&self, indices: &[I], out: &mut Vec<u32>) {
         out.reserve(indices.len() * self.block_size);
         for &i in indices {
-            let at = self.start + i * self.stride;
+            let at = self.start + i.index() * self.stride;
             out.extend_from_slice(&self.ids[at..at + self.block_size]);
         }
     }

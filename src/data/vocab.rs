@@ -14,9 +14,27 @@ pub struct Vocab {
 impl Vocab {
     /// The sorted set of the characters of `text` (nanoGPT: `sorted(list(set(data)))`).
     pub fn from_text(text: &str) -> Vocab {
-        let mut chars: Vec<char> = text.chars().collect();
-        chars.sort_unstable();
-        chars.dedup();
+        Vocab::from_chars_of(text.chars())
+    }
+
+    /// The sorted set of `chars`, in one pass and memory for the set only (ASCII in a
+    /// bitmap, other characters in a sorted set).
+    pub fn from_chars_of(chars: impl Iterator<Item = char>) -> Vocab {
+        let mut ascii = [false; 128];
+        let mut other = std::collections::BTreeSet::new();
+        for c in chars {
+            match ascii.get_mut(c as usize) {
+                Some(seen) => *seen = true,
+                None => {
+                    other.insert(c);
+                }
+            }
+        }
+        let chars: Vec<char> = (0..128u8)
+            .filter(|&b| ascii[b as usize])
+            .map(char::from)
+            .chain(other)
+            .collect();
         let index = chars
             .iter()
             .enumerate()

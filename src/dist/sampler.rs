@@ -9,7 +9,7 @@
 //! single process with batch `world × batch_size` takes as its batch `b` when `world ×
 //! batch_size` divides the data set. So `Progress::batch_in_epoch` means the same in both.
 
-use crate::data::Loader;
+use crate::data::{EpochBatches, Loader};
 use crate::error::{Error, Result};
 
 /// One rank's share of every epoch. See the module docs.
@@ -57,7 +57,7 @@ impl DistributedSampler {
 
     /// This rank's sample indices for `epoch`, in order: the epoch's permutation padded by
     /// wrapping to `world × samples_per_rank`, every `world`-th entry from `rank`.
-    pub fn indices(&self, epoch: u64) -> Vec<usize> {
+    pub fn indices(&self, epoch: u64) -> Vec<u32> {
         let order = self.loader.order(epoch);
         let total = self.samples_per_rank() * self.world;
         (self.rank..total)
@@ -67,11 +67,8 @@ impl DistributedSampler {
     }
 
     /// This rank's batches of `epoch`; the last may be smaller (the same size on every rank).
-    pub fn batches(&self, epoch: u64) -> Vec<Vec<usize>> {
-        self.indices(epoch)
-            .chunks(self.batch_size)
-            .map(<[usize]>::to_vec)
-            .collect()
+    pub fn batches(&self, epoch: u64) -> EpochBatches {
+        EpochBatches::new(self.indices(epoch), self.batch_size)
     }
 }
 
@@ -84,7 +81,7 @@ mod tests {
         // 10 samples, 4 ranks: padded to 12 by wrapping (PyTorch pads with the head of the
         // permutation), rank r takes positions r, r+4, r+8.
         let order = Loader::new(10, 1, true, 7).unwrap().order(3);
-        let shards: Vec<Vec<usize>> = (0..4)
+        let shards: Vec<Vec<u32>> = (0..4)
             .map(|r| {
                 DistributedSampler::new(10, 4, r, 2, true, 7)
                     .unwrap()
@@ -92,14 +89,14 @@ mod tests {
             })
             .collect();
         for (r, shard) in shards.iter().enumerate() {
-            let want: Vec<usize> = [r, r + 4, r + 8].iter().map(|&i| order[i % 10]).collect();
+            let want: Vec<u32> = [r, r + 4, r + 8].iter().map(|&i| order[i % 10]).collect();
             assert_eq!(shard, &want, "rank {r}");
         }
         let s = DistributedSampler::new(10, 4, 1, 2, true, 7).unwrap();
         assert_eq!(s.samples_per_rank(), 3);
         assert_eq!(s.num_batches(), 2);
         assert_eq!(
-            s.batches(3).iter().map(Vec::len).collect::<Vec<_>>(),
+            s.batches(3).iter().map(<[u32]>::len).collect::<Vec<_>>(),
             [2, 1]
         );
     }
@@ -109,7 +106,7 @@ mod tests {
         // 2 ranks × batch 3 over 12 samples: global batch b is the single-process batch b
         // (batch 6) as a set.
         let single = Loader::new(12, 6, true, 1).unwrap().batches(0);
-        let ranks: Vec<Vec<Vec<usize>>> = (0..2)
+        let ranks: Vec<EpochBatches> = (0..2)
             .map(|r| {
                 DistributedSampler::new(12, 2, r, 3, true, 1)
                     .unwrap()
@@ -117,8 +114,8 @@ mod tests {
             })
             .collect();
         for (b, want) in single.iter().enumerate() {
-            let mut got: Vec<usize> = ranks.iter().flat_map(|r| r[b].clone()).collect();
-            let mut want = want.clone();
+            let mut got: Vec<u32> = ranks.iter().flat_map(|r| r[b].to_vec()).collect();
+            let mut want = want.to_vec();
             got.sort_unstable();
             want.sort_unstable();
             assert_eq!(got, want, "global batch {b}");

@@ -169,13 +169,33 @@ pub(super) async fn choose_adapter(options: &GpuOptions) -> Result<wgpu::Adapter
             let adapters = instance
                 .enumerate_adapters(options.backend.backends())
                 .await;
-            adapters
+            let present: Vec<String> = adapters
+                .iter()
+                .map(|a| {
+                    let info = a.get_info();
+                    format!(
+                        "`{}` ({:?}, {:?})",
+                        info.name, info.backend, info.device_type
+                    )
+                })
+                .collect();
+            match adapters
                 .into_iter()
                 .find(|a| a.get_info().name.to_lowercase().contains(&needle))
-                .ok_or_else(|| Error::NoAdapter {
+            {
+                Some(a) => Ok(a),
+                None if present.is_empty() => Err(Error::NoAdapter {
                     backend: options.backend.name().into(),
                     adapter: format!(", adapter name containing `{want}`"),
-                })
+                }),
+                None => Err(Error::NoMatchingAdapter(format!(
+                    "no adapter's name contains `{want}` (backend {}); the adapters present: \
+                     {}; name one of them (--adapter, WEBGPU_AMP_ADAPTER) or leave the filter \
+                     out",
+                    options.backend.name(),
+                    present.join(", ")
+                ))),
+            }
         }
         None => instance
             .request_adapter(&wgpu::RequestAdapterOptions {

@@ -14,8 +14,9 @@ use crate::error::{Error, Result};
 pub struct Capabilities {
     pub shader_f16: bool,
     pub subgroups: bool,
-    /// `subgroupBarrier()` (wgpu's SUBGROUP_BARRIER): per-subgroup scratch in the tensor-core
-    /// epilogue synchronises one subgroup instead of the workgroup.
+    /// `subgroupBarrier()` (wgpu's SUBGROUP_BARRIER: Vulkan and Metal with subgroups):
+    /// per-subgroup scratch (tensor-core epilogues, attention) synchronises one subgroup
+    /// instead of the workgroup.
     pub subgroup_barrier: bool,
     pub timestamp_query: bool,
     /// A CPU adapter (lavapipe, llvmpipe, SwiftShader, WARP): matmuls run the direct body.

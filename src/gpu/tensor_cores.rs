@@ -80,9 +80,11 @@ impl TensorCoreConfig {
 /// its limit holds.
 pub const COOP_WORKGROUP_BYTES: u32 = 2 * 2 * (128 * 40 + 128 * 40) + 4 * 4 * 16 * 16;
 
-/// The workgroup memory tensor cores need at least: the smallest tables' tiles (the `other`
-/// class's, within WebGPU's default 16 KiB) and the attention's tensor-core kernels fit it.
-pub const COOP_MIN_WORKGROUP_BYTES: u32 = 16 * 1024;
+/// The workgroup memory tensor cores need at least (22.5 KiB, what they needed before the
+/// kernel tables): the attention's tensor-core layouts exist for every head size within it
+/// (`ops::flash_attention::coop_layout`'s tests), and the smallest tables' GEMM tiles (the
+/// `other` class's, within WebGPU's default 16 KiB) fit it.
+pub const COOP_MIN_WORKGROUP_BYTES: u32 = 2 * (128 * 40 + 32 * 136) + 4 * 4 * 16 * 16;
 
 /// Whether tensor cores are used on an adapter: the configuration, or why not.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]

@@ -3,6 +3,7 @@
 use super::layers::{self, LayerConfig};
 use super::model::ModelSpec;
 use crate::Result;
+use crate::ops::unary::{self, UnaryOp};
 
 /// Build a model from Rust, layer by layer, named like `torch.nn.Sequential` (`0`, `1`, …):
 ///
@@ -56,18 +57,23 @@ impl SequentialBuilder {
         })
     }
 
+    /// Any row of the unary table (`ops::unary::RELU`, ...).
+    pub fn unary(self, op: &'static UnaryOp) -> Self {
+        self.layer(layers::unary::UnaryConfig::new(op))
+    }
+
     pub fn relu(self) -> Self {
-        self.layer(layers::activation::ReluConfig {})
+        self.unary(&unary::RELU)
     }
 
     /// `nn.GELU()` (exact).
     pub fn gelu(self) -> Self {
-        self.layer(layers::activation::GeluConfig {})
+        self.unary(&unary::GELU)
     }
 
     /// `nn.GELU(approximate='tanh')`.
     pub fn gelu_tanh(self) -> Self {
-        self.layer(layers::activation::GeluTanhConfig {})
+        self.unary(&unary::GELU_TANH)
     }
 
     pub fn maxpool2d(self, kernel: usize, stride: usize) -> Self {

@@ -13,13 +13,14 @@
 use serde::Deserialize;
 
 use super::layers::LayerConfig;
-use super::layers::activation::{GeluConfig, GeluTanhConfig};
 use super::layers::attention::AttentionConfig;
 use super::layers::dropout::DropoutConfig;
 use super::layers::embedding::EmbeddingConfig;
 use super::layers::layernorm::LayerNormConfig;
 use super::layers::linear::LinearConfig;
 use super::layers::residual::ResidualConfig;
+use super::layers::unary::UnaryConfig;
+use crate::ops::unary;
 use crate::{Error, Result};
 
 /// nanoGPT's `GPTConfig`, plus the MLP's activation.
@@ -127,10 +128,27 @@ pub fn gpt_preset(name: &str, vocab_size: usize) -> Result<GptConfig> {
     }
 }
 
+/// The most blocks (`n_layer`) a GPT may have: 256, over twice GPT-3's 96 (each block is
+/// a dozen layers, and [`super::MAX_LAYERS`] bounds those).
+pub const MAX_GPT_LAYERS: usize = 256;
+
 /// One layer config with its module name.
 pub type Named = (String, Box<dyn LayerConfig>);
 
 impl GptConfig {
+    /// Parameters the fields describe, as nanoGPT counts them (with biases), in f64 so that
+    /// absurd fields cannot overflow: embeddings (V + T)·C, per block 12·C² + 13·C, the
+    /// final norm 2·C (the head is tied to the token embedding).
+    pub fn parameter_estimate(&self) -> f64 {
+        let (v, t, l, c) = (
+            self.vocab_size as f64,
+            self.block_size as f64,
+            self.n_layer as f64,
+            self.n_embd as f64,
+        );
+        (v + t) * c + l * (12.0 * c * c + 13.0 * c) + 2.0 * c
+    }
+
     /// The GPT's layers on sequences of `t` tokens (at most `block_size`, as nanoGPT's
     /// forward allows), named as nanoGPT's modules; parameters do not depend on `t`.
     /// [`GptConfig::model_for`] (in `model.rs`) resolves them into a `ModelSpec`.
@@ -146,6 +164,26 @@ impl GptConfig {
             if v == 0 {
                 return Err(err(format!("{what} must be at least 1")));
             }
+        }
+        // Costs before anything is built: the blocks and the parameters the fields describe
+        // (a 100-byte file with n_layer 1,000,000 once planned for minutes, 5.9 GB in).
+        if self.n_layer > MAX_GPT_LAYERS {
+            return Err(err(format!(
+                "n_layer must be 1 to {MAX_GPT_LAYERS}, got {}",
+                self.n_layer
+            )));
+        }
+        let params = self.parameter_estimate();
+        if params > super::MAX_PARAMETERS as f64 {
+            return Err(err(format!(
+                "vocab_size {}, block_size {}, n_layer {} and n_embd {} make about {params:.3e} \
+                 parameters, over the {} (2^31) one model may have",
+                self.vocab_size,
+                self.block_size,
+                self.n_layer,
+                self.n_embd,
+                super::MAX_PARAMETERS
+            )));
         }
         if !self.n_embd.is_multiple_of(self.n_head) {
             return Err(err(format!(
@@ -177,8 +215,8 @@ impl GptConfig {
         };
         let gelu = || -> Box<dyn LayerConfig> {
             match self.activation {
-                Activation::Gelu => Box::new(GeluConfig {}),
-                Activation::GeluTanh => Box::new(GeluTanhConfig {}),
+                Activation::Gelu => Box::new(UnaryConfig::new(&unary::GELU)),
+                Activation::GeluTanh => Box::new(UnaryConfig::new(&unary::GELU_TANH)),
             }
         };
         let mut layers: Vec<Named> = vec![

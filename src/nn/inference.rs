@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use super::buffers::Scratch;
 use super::layers::ForwardPlan;
-use super::layers::plan::Tape;
+use super::layers::backward::Tape;
 use super::model::ModelSpec;
 use super::params::ParamStore;
+use super::probes::ProbePoint;
 use super::transient::{Activations, SharingPlan};
 use crate::amp::policy::Policy;
 use crate::error::{Error, Result};
@@ -36,6 +37,8 @@ pub(super) struct ForBackward {
     pub(super) scratch: Scratch,
     pub(super) free: Vec<Arc<GpuBuffer>>,
     pub(super) sharing: Option<SharingPlan>,
+    /// Each layer's output where it is complete, and how many layers were planned.
+    pub(super) probes: (Vec<ProbePoint>, usize),
 }
 
 impl ForwardNetwork {
@@ -78,6 +81,7 @@ impl ForwardNetwork {
             ctx.storage_for(spec.input_dtype()),
         );
         let (output, tape) = f.run_layers(&spec.layers, input.clone())?;
+        let probes = f.take_probes();
         let activations = f.take_activations();
         let (kernels, scratch, dropout) = f.finish();
         // A recording forward measures, while the tape and the output still hold what the
@@ -98,6 +102,7 @@ impl ForwardNetwork {
             scratch,
             free,
             sharing,
+            probes,
         };
         Ok((net, rest))
     }

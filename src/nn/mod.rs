@@ -10,7 +10,9 @@
 //!   low-precision copy);
 //! - [`inference`]: the forward loop planned for one batch size (text generation);
 //!   [`network`]: that forward, then the [`loss`] and the backward loop (training);
-//!   `transient`: activations no backward keeps share buffers.
+//!   `transient`: activations no backward keeps share buffers; [`keep_f32`]: layers kept in
+//!   f32 by name (the policy's per-layer overrides); [`probes`]: where each
+//!   layer's output and gradients are complete, for the AMP doctor.
 //!
 //! Files import one way: `layers` (traits, plan, then each layer file) → `gpt` → `model` →
 //! `builder`/`presets` → `inference` → `network`.
@@ -19,13 +21,24 @@ mod buffers;
 pub mod builder;
 pub mod gpt;
 pub mod inference;
+pub mod keep_f32;
 pub mod layers;
 pub mod loss;
 pub mod model;
 pub mod network;
 pub mod params;
 pub mod presets;
+pub mod probes;
 mod transient;
+
+/// The most layers a model description may list: 4096 (a ResNet-152 is about 500). Planning
+/// a step walks every layer, so this bounds its time (seconds) before anything is built.
+pub const MAX_LAYERS: usize = 4096;
+
+/// The most parameters one model may have: 2^31 (GPT-2 XL has 1.5·10^9). With f32 master
+/// weights, gradients and Adam's two moments that is 32 GiB of GPU memory already; the
+/// device's own limits are checked after this, before anything is allocated.
+pub const MAX_PARAMETERS: u64 = 1 << 31;
 
 pub use builder::SequentialBuilder;
 pub use gpt::GptConfig;

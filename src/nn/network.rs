@@ -11,6 +11,7 @@ use super::layers::{BackwardPlan, PrecisionWalk};
 use super::loss::{LossIo, LossKind};
 use super::model::ModelSpec;
 use super::params::ParamStore;
+use super::probes::{ProbeTensor, Probes};
 use super::transient::{Activations, SharingPlan};
 use crate::amp::policy::{Policy, PrecisionRow};
 use crate::error::Result;
@@ -39,6 +40,8 @@ pub struct Network {
     eval_loss: Vec<Kernel>,
     count_correct: Option<Kernel>,
     backward: Vec<Kernel>,
+    /// Where each layer's output and gradients are complete ([`super::probes`]).
+    probes: Probes,
 }
 
 /// What a network is built from: the model, its parameters, the precision policy, the loss
@@ -86,6 +89,7 @@ impl Network {
             tape,
             scratch,
             free,
+            probes: (forward_probes, layers),
             ..
         } = rest;
         let output = forward.output.clone();
@@ -103,8 +107,10 @@ impl Network {
         // Backward: what the forward recorded, in reverse.
         let mut b = BackwardPlan::new(ctx, store, forward.dropout.clone(), free, scratch);
         let grad_output = b.input_grad(&output)?;
+        // The loss's row follows the layers': its gradient starts the backward.
+        b.probe(layers, ProbeTensor::InputGrad, &grad_output);
         b.run_tape(&tape, grad_output.clone())?;
-        let backward = b.into_kernels();
+        let (backward, backward_probes) = b.into_kernels();
         let correct = ctx.alloc_storage("correct", 4);
         let planned_loss = loss_kind.plan(
             ctx,
@@ -132,6 +138,10 @@ impl Network {
             eval_loss: planned_loss.eval,
             count_correct: planned_loss.count_correct,
             backward,
+            probes: Probes {
+                forward: forward_probes,
+                backward: backward_probes,
+            },
         })
     }
 
@@ -171,6 +181,12 @@ impl Network {
     /// Backward only (what [`Network::train_kernels`] runs after the loss).
     pub fn backward_kernels(&self) -> impl Iterator<Item = &Kernel> {
         self.backward.iter()
+    }
+
+    /// Where each layer's output (in [`Network::forward_kernels`]) and input and weight
+    /// gradients (in [`Network::backward_kernels`]) are complete, for the AMP doctor.
+    pub fn probes(&self) -> &Probes {
+        &self.probes
     }
 }
 

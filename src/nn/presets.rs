@@ -2,12 +2,13 @@
 
 use super::gpt::{GPT_PRESETS, gpt_preset};
 use super::layers::LayerConfig;
-use super::layers::activation::ReluConfig;
 use super::layers::conv2d::Conv2dConfig;
 use super::layers::flatten::FlattenConfig;
 use super::layers::linear::LinearConfig;
 use super::layers::pool::MaxPool2dConfig;
+use super::layers::unary::UnaryConfig;
 use super::model::ModelSpec;
+use crate::ops::unary;
 use crate::{Error, Result};
 
 /// Names accepted by [`preset`], in the order the CLI and the app list them.
@@ -81,15 +82,15 @@ pub fn preset(name: &str, input_shape: &[usize], output_dim: usize) -> Result<Mo
         "mlp" => vec![
             named("0", FlattenConfig {}),
             named("1", linear(MLP_HIDDEN)),
-            named("2", ReluConfig {}),
+            named("2", UnaryConfig::new(&unary::RELU)),
             named("3", linear(output_dim)),
         ],
         "simple-cnn" | "mnist-cnn" => vec![
             named("conv1", conv(32)),
-            named("relu", ReluConfig {}),
+            named("relu", UnaryConfig::new(&unary::RELU)),
             named("pool", pool()),
             named("conv2", conv(64)),
-            named("relu", ReluConfig {}),
+            named("relu", UnaryConfig::new(&unary::RELU)),
             named("pool", pool()),
             named("flatten", FlattenConfig {}),
             named("fc", linear(output_dim)),

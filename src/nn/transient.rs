@@ -14,6 +14,7 @@
 //! activation's first. Planning is deterministic, so the real plan asks for the same
 //! activations in the same order; one that does not match gets a buffer of its own.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
@@ -96,28 +97,27 @@ impl Activations {
         let Activations::Record(requested) = self else {
             return None;
         };
+        // Per buffer the forward binds: (bindings, first kernel, last kernel), in one walk
+        // over the kernels (a walk per activation was quadratic in the layer count).
+        let mut bound: HashMap<*const GpuBuffer, (usize, usize, usize)> = HashMap::new();
+        for (k, kernel) in forward.iter().enumerate() {
+            for b in kernel.buffers() {
+                let entry = bound.entry(Arc::as_ptr(b)).or_insert((0, k, k));
+                entry.0 += 1;
+                entry.2 = k;
+            }
+        }
         // (index, first kernel, last kernel) of each transient activation.
         let mut transient = Vec::new();
         for (i, r) in requested.iter().enumerate() {
             let Some(buffer) = r.buffer.upgrade() else {
                 continue; // nothing binds it: nothing to share
             };
-            let mut uses = 0;
-            let (mut first, mut last) = (usize::MAX, 0);
-            for (k, kernel) in forward.iter().enumerate() {
-                let n = kernel
-                    .buffers()
-                    .iter()
-                    .filter(|b| Arc::ptr_eq(b, &buffer))
-                    .count();
-                if n > 0 {
-                    uses += n;
-                    first = first.min(k);
-                    last = k;
-                }
-            }
+            let Some(&(uses, first, last)) = bound.get(&Arc::as_ptr(&buffer)) else {
+                continue;
+            };
             // Our upgrade holds one reference; the forward's kernels `uses`.
-            if uses > 0 && Arc::strong_count(&buffer) == uses + 1 {
+            if Arc::strong_count(&buffer) == uses + 1 {
                 transient.push((i, first, last));
             }
         }

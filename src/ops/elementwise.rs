@@ -1,5 +1,6 @@
-//! Elementwise ops (`shaders/elementwise.wgsl`): casts, add, mul, scale, bias add, ReLU and
-//! GELU, forward and backward side by side. Math is f32; every tensor may have its own storage.
+//! Elementwise ops (`shaders/elementwise.wgsl`): casts, add, mul, scale, bias add and
+//! accumulate (the activations are [`super::unary`]'s table). Math is f32; every tensor may
+//! have its own storage.
 
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, grid_1d};
@@ -138,57 +139,6 @@ pub fn bias_add(ctx: &GpuContext, x: &Tensor, b: &Tensor, out: &Tensor) -> Resul
     )
 }
 
-/// `out = max(x, 0)`, with relu(NaN) = NaN as in PyTorch.
-pub fn relu_forward(ctx: &GpuContext, x: &Tensor, out: &Tensor) -> Result<Kernel> {
-    same_len("relu", x, out)?;
-    launch(ctx, "relu_forward", out, &[("x", x)], 0.0)
-}
-
-/// `grad_x = grad_y` where `!(x <= 0)`, else 0: PyTorch's `threshold_backward(grad, result, 0)`.
-/// At a NaN input the result is NaN, which is not `<= 0`, so the gradient passes (as in PyTorch).
-pub fn relu_backward(
-    ctx: &GpuContext,
-    x: &Tensor,
-    grad_y: &Tensor,
-    grad_x: &Tensor,
-) -> Result<Kernel> {
-    same_len("relu_backward", x, grad_y)?;
-    same_len("relu_backward", x, grad_x)?;
-    launch(
-        ctx,
-        "relu_backward",
-        grad_x,
-        &[("x", x), ("y", grad_y)],
-        0.0,
-    )
-}
-
-/// GELU, tanh form (`torch.nn.GELU(approximate='tanh')`): `0.5 x (1 + tanh(√(2/π)(x + 0.044715 x³)))`.
-pub fn gelu_forward(ctx: &GpuContext, x: &Tensor, out: &Tensor) -> Result<Kernel> {
-    same_len("gelu", x, out)?;
-    launch(ctx, "gelu_forward", out, &[("x", x)], 0.0)
-}
-
-/// `grad_x = grad_y * gelu'(x)` (tanh form).
-pub fn gelu_backward(
-    ctx: &GpuContext,
-    x: &Tensor,
-    grad_y: &Tensor,
-    grad_x: &Tensor,
-) -> Result<Kernel> {
-    same_len("gelu_backward", x, grad_y)?;
-    same_len("gelu_backward", x, grad_x)?;
-    launch(
-        ctx,
-        "gelu_backward",
-        grad_x,
-        &[("x", x), ("y", grad_y)],
-        0.0,
-    )
-}
-
-// ---- accumulate and exact GELU (transformers) ----------------------------------------------
-
 /// `acc += x` (residual-stream gradients). `acc` is read and written; the two may have
 /// different storages (the sum is f32, rounded into acc's storage).
 pub fn accumulate(ctx: &GpuContext, x: &Tensor, acc: &Tensor) -> Result<Kernel> {
@@ -200,18 +150,4 @@ pub fn accumulate(ctx: &GpuContext, x: &Tensor, acc: &Tensor) -> Result<Kernel> 
         ));
     }
     launch(ctx, "accumulate", acc, &[("x", x)], 0.0)
-}
-
-/// GELU, exact form (`torch.nn.GELU()`): `x Φ(x) = 0.5 x (1 + erf(x / √2))`, with erf from a
-/// Chebyshev fit accurate to 1.2e-7 relative in erfc (absolute error ≤ 1e-6 for |x| ≤ 10).
-pub fn gelu_erf_forward(ctx: &GpuContext, x: &Tensor, out: &Tensor) -> Result<Kernel> {
-    same_len("gelu_erf", x, out)?;
-    launch(ctx, "gelu_erf_forward", out, &[("x", x)], 0.0)
-}
-
-/// `dx = dy · (Φ(x) + x φ(x))`, the exact GELU's derivative.
-pub fn gelu_erf_backward(ctx: &GpuContext, x: &Tensor, dy: &Tensor, dx: &Tensor) -> Result<Kernel> {
-    same_len("gelu_erf_backward", x, dy)?;
-    same_len("gelu_erf_backward", x, dx)?;
-    launch(ctx, "gelu_erf_backward", dx, &[("x", x), ("y", dy)], 0.0)
 }

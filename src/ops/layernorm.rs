@@ -108,7 +108,8 @@ crate::wgsl_struct! {
         chunk_rows: u32,
         /// ceil(rows / chunk_rows)
         chunks: u32,
-        _pad0: u32,
+        /// 1: the input gradient is added onto what `dx` holds (f32 `dx` only)
+        accumulate: u32,
         _pad1: u32,
     }
 }
@@ -184,7 +185,28 @@ pub fn layernorm_backward(
     dweight: &Tensor,
     dbias: Option<&Tensor>,
 ) -> Result<Vec<Kernel>> {
+    layernorm_backward_into(ctx, dy, x, weight, mean, rstd, (dx, false), dweight, dbias)
+}
+
+/// [`layernorm_backward`], with `dx.1` set: the input gradient is added onto what `dx.0`
+/// already holds (f32 only: the sum rounds once, as a separate accumulate does), which
+/// saves a residual's accumulate kernel.
+#[allow(clippy::too_many_arguments)]
+pub fn layernorm_backward_into(
+    ctx: &GpuContext,
+    dy: &Tensor,
+    x: &Tensor,
+    weight: &Tensor,
+    mean: &Tensor,
+    rstd: &Tensor,
+    (dx, accumulate): (&Tensor, bool),
+    dweight: &Tensor,
+    dbias: Option<&Tensor>,
+) -> Result<Vec<Kernel>> {
     let op = "layernorm_backward";
+    if accumulate {
+        check_f32(op, "an accumulated dx", dx)?;
+    }
     let (rows, cols) = rows_cols(op, x)?;
     check_same(op, "dy", dy, x)?;
     check_same(op, "dx", dx, x)?;
@@ -207,6 +229,7 @@ pub fn layernorm_backward(
         has_bias: has_bias as u32,
         chunk_rows: chunk_rows as u32,
         chunks: chunks as u32,
+        accumulate: accumulate as u32,
         ..Default::default()
     };
     let uniform = bytemuck::bytes_of(&params);

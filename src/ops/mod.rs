@@ -16,9 +16,11 @@ pub mod histogram;
 pub mod layernorm;
 pub mod loss;
 pub mod matmul;
+pub mod numerics;
 pub mod pool;
 pub mod reduce;
 pub mod sample;
+pub mod unary;
 
 use crate::error::{Error, Result};
 use crate::shader::ShaderDecl;
@@ -36,14 +38,17 @@ pub static SHADERS: &[&ShaderDecl] = &[
     &flash_attention::BACKWARD_SHADER,
     &flash_attention::COOP_FORWARD_SHADER,
     &flash_attention::COOP_BACKWARD_SHADER,
+    &flash_attention::COOP_DQ_SHADER,
     &histogram::SHADER,
     &layernorm::SHADER,
     &loss::SHADER,
     &matmul::SHADER,
     &matmul::COOP_SHADER,
+    &numerics::SHADER,
     &pool::SHADER,
     &reduce::SHADER,
     &sample::SHADER,
+    &unary::SHADER,
 ];
 
 /// Whether a gradient kernel overwrites its output or adds to it (gradient accumulation

@@ -1,7 +1,9 @@
 //! The directives of a shader source that paste text (`#include`, `#struct`,
-//! `#workgroup_builtins`), and the text a variant is specialised into.
+//! `#workgroup_builtins`; `#map` and `#unary` in `map.rs`), and the text a variant is
+//! specialised into.
 
 use super::Variant;
+use super::map;
 use super::tensor::{NATIVE_F16_HELPERS, TensorDecl, code, tensor_decls, tensor_wgsl};
 use crate::error::{Error, Result};
 
@@ -40,6 +42,10 @@ pub const INCLUDES: &[(&str, &str)] = &[
     (
         "flash_coop",
         include_str!("../../shaders/include/flash_coop.wgsl"),
+    ),
+    (
+        "flash_coop_grads",
+        include_str!("../../shaders/include/flash_coop_grads.wgsl"),
     ),
     (
         "coop_gemm",
@@ -209,6 +215,7 @@ fn paste(
         let directive = code(line);
         let is_directive = ["#tensor", "#include", "#struct"]
             .iter()
+            .chain(&map::DIRECTIVES)
             .any(|d| directive.starts_with(d));
         if is_directive || is_enable(line) {
             out.push_str("// ");
@@ -216,7 +223,9 @@ fn paste(
         let (token, builtins) = WORKGROUP_BUILTINS;
         out.push_str(&line.replace(token, builtins));
         out.push('\n');
-        if directive.starts_with("#include") {
+        if let Some(entry_points) = map::expand(shader, directive)? {
+            out.push_str(&entry_points);
+        } else if directive.starts_with("#include") {
             let included = include(shader, directive, &mut pasted.includes)?;
             paste(shader, included, variant, pasted, out)?;
         } else if directive.starts_with("#struct") {

@@ -47,6 +47,14 @@
 //! (`a_h8(q)` as f16 for native f16); the dispatcher chooses those variants only where the
 //! binding starts and ends on 16 bytes.
 //!
+//! Two others write elementwise entry points (`map.rs`), so the loop over element pairs and
+//! its odd end exist once, not once per op:
+//!
+//! ```text
+//! #map add: out = sum(x, y)     // out[i] = sum(x[i], y[i]), two elements per thread
+//! #unary relu                   // relu_forward and relu_backward from relu(v), relu_grad(v, g)
+//! ```
+//!
 //! Packed storages keep two 16-bit values per `u32`. Two threads may write the two halves of
 //! one word, so single-element stores to a packed tensor use `atomicAnd`/`atomicOr` on its
 //! own half; kernels that own both halves use `store2`, one plain atomic store.
@@ -54,6 +62,7 @@
 mod directives;
 mod expand;
 mod grid;
+mod map;
 mod tensor;
 mod validate;
 mod wgsl_struct;
@@ -61,7 +70,7 @@ mod wgsl_struct;
 pub use directives::{INCLUDES, declared_tensors};
 pub use grid::{Assignment, Grid, each_like_or_f32, f32_only};
 pub use tensor::TensorDecl;
-pub use validate::{storage_buffers_used, used_bindings, validate};
+pub use validate::{BindingLayout, binding_layouts, storage_buffers_used, used_bindings, validate};
 pub use wgsl_struct::{StructDecl, WgslScalar, assert_scalar};
 // The derive-free `Pod` of `wgsl_struct!` (used from other crates through `$crate`).
 #[doc(hidden)]

@@ -70,3 +70,52 @@ pub fn storage_buffers_used(
         .filter(|g| matches!(g.space, naga::AddressSpace::Storage { .. }));
     Some(storage.count() as u32)
 }
+
+/// How an entry point binds one resource, as a WebGPU bind-group layout entry states it (what
+/// `layout: "auto"` derives from the shader, which is how every kernel is built).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct BindingLayout {
+    /// The WGSL global's name (the name a kernel binds it by).
+    pub name: String,
+    pub binding: u32,
+    /// `uniform`, `storage` (read-write) or `read-only-storage`: WebGPU's buffer binding types.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The smallest buffer the binding accepts, in bytes (a runtime-sized array counts one
+    /// element).
+    pub min_size: u64,
+}
+
+/// The bind-group layout entries of entry point `entry` (None: no such entry point).
+pub fn binding_layouts(
+    module: &naga::Module,
+    info: &naga::valid::ModuleInfo,
+    entry: &str,
+) -> Option<Vec<BindingLayout>> {
+    let globals = used_globals(module, info, entry)?;
+    let mut layouter = naga::proc::Layouter::default();
+    layouter.update(module.to_ctx()).ok()?;
+    let mut layouts: Vec<BindingLayout> = globals
+        .into_iter()
+        .filter_map(|g| {
+            let kind = match g.space {
+                naga::AddressSpace::Uniform => "uniform",
+                naga::AddressSpace::Storage { access }
+                    if access.contains(naga::StorageAccess::STORE) =>
+                {
+                    "storage"
+                }
+                naga::AddressSpace::Storage { .. } => "read-only-storage",
+                _ => return None,
+            };
+            Some(BindingLayout {
+                name: g.name.clone()?,
+                binding: g.binding.as_ref()?.binding,
+                kind,
+                min_size: u64::from(layouter[g.ty].size),
+            })
+        })
+        .collect();
+    layouts.sort_by_key(|l| l.binding);
+    Some(layouts)
+}

@@ -1,68 +1,12 @@
 //! One batch on its way to the GPU: its inputs (f32 features or token ids) and targets
 //! (class labels, one per loss row, or float values), written into a planned network's
-//! buffers with queued writes (no wait).
+//! buffers with queued writes (no wait). The pair of types is the data's
+//! ([`crate::data::Batch`] lends its values out as them).
 
-use crate::data::{BatchInputs, BatchLabels};
+pub use crate::data::{BatchInput, BatchTargets};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::nn::Network;
-
-/// Inputs of one batch: f32 features, or token ids (u32, `batch × T`), which go into the
-/// network's input buffer as raw u32 words.
-#[derive(Clone, Copy, Debug)]
-pub enum BatchInput<'a> {
-    Features(&'a [f32]),
-    Tokens(&'a [u32]),
-}
-
-/// Slices and vectors of features or token ids, as they are.
-macro_rules! batch_input_from {
-    ($($source:ty => $variant:ident),*) => {$(
-        impl<'a> From<&'a $source> for BatchInput<'a> {
-            fn from(x: &'a $source) -> Self {
-                BatchInput::$variant(x)
-            }
-        }
-    )*};
-}
-batch_input_from!([f32] => Features, Vec<f32> => Features, [u32] => Tokens, Vec<u32> => Tokens);
-
-impl<'a> From<&'a BatchInputs> for BatchInput<'a> {
-    /// A gathered batch's inputs.
-    fn from(x: &'a BatchInputs) -> Self {
-        match x {
-            BatchInputs::Features(x) => BatchInput::Features(x),
-            BatchInputs::Tokens(ids) => BatchInput::Tokens(ids),
-        }
-    }
-}
-
-/// Targets of one batch.
-pub enum BatchTargets<'a> {
-    Classes(&'a [u32]),
-    Values(&'a [f32]),
-}
-
-impl BatchTargets<'_> {
-    /// Loss rows of a batch of `batch` samples: one per sample, or one per token of token
-    /// samples (one class label each). Validation weighs each batch's mean loss by these.
-    pub fn rows(&self, batch: usize) -> usize {
-        match self {
-            BatchTargets::Classes(labels) => labels.len(),
-            BatchTargets::Values(_) => batch,
-        }
-    }
-}
-
-impl<'a> From<&'a BatchLabels> for BatchTargets<'a> {
-    /// A gathered batch's labels as step targets (class labels or float values).
-    fn from(labels: &'a BatchLabels) -> Self {
-        match labels {
-            BatchLabels::Classes(l) => BatchTargets::Classes(l),
-            BatchLabels::Targets(t) => BatchTargets::Values(t),
-        }
-    }
-}
 
 /// Upload a batch into a network's input buffers (queued writes; no wait). Features are
 /// converted to the input tensor's storage; token ids are written as raw u32 words into the

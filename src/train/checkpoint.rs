@@ -17,6 +17,7 @@ mod atomic;
 #[cfg(not(target_arch = "wasm32"))]
 mod disk_full;
 mod finite;
+mod metadata;
 #[cfg(not(target_arch = "wasm32"))]
 mod moments_file;
 mod optimizer_state;
@@ -45,6 +46,8 @@ use crate::data::Vocab;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::data::file_caps::{CHECKPOINT_FILE, read_capped};
 use crate::error::{Error, Result};
+pub use metadata::DataOrder;
+use metadata::check_format_and_precision;
 use optimizer_state::OptimizerMeta;
 
 pub const FORMAT: &str = "webgpu-amp/1";
@@ -103,6 +106,9 @@ pub struct Checkpoint {
     pub vocab: Option<Vocab>,
     /// The model description (metadata key `model`, any JSON value).
     pub model: Option<serde_json::Value>,
+    /// How the run that wrote it cut its data into batches (metadata key `data`): a resume
+    /// that cut them otherwise would continue from another position in the data.
+    pub data: Option<DataOrder>,
 }
 
 impl Checkpoint {
@@ -146,6 +152,9 @@ impl Checkpoint {
         if let Some(m) = &self.model {
             meta.insert("model".into(), m.to_string());
         }
+        if let Some(d) = &self.data {
+            meta.insert("data".into(), to_json(d)?);
+        }
         let views: Vec<(String, TensorView<'_>)> = self
             .params
             .iter()
@@ -173,6 +182,7 @@ impl Checkpoint {
         let (_, metadata) = safetensors::SafeTensors::read_metadata(bytes)
             .map_err(|e| Error::Checkpoint(format!("{what}: not a safetensors file: {e}")))?;
         let meta = metadata.metadata().clone().unwrap_or_default();
+        check_format_and_precision(&meta, what)?;
         let parse = |key: &str| -> Result<Option<serde_json::Value>> {
             meta.get(key)
                 .map(|s| {
@@ -221,6 +231,7 @@ impl Checkpoint {
                 })
                 .transpose()?,
             model: parse("model")?,
+            data: parse("data")?.map(|v| from(v, what, "data")).transpose()?,
         })
     }
 

@@ -37,6 +37,12 @@ pub struct StepConfig {
     /// The learning rate of each optimizer step, from the optimizer's (written ahead of the
     /// step's last submit).
     pub lr_schedule: LrSchedule,
+    /// Count per-layer numerics on every N-th optimizer step (`None`: off, the default;
+    /// [`crate::train::numerics`]).
+    pub numerics: Option<u64>,
+    /// With numerics on, also each tensor's binade histogram (the app draws it; it costs an
+    /// atomic per value).
+    pub numerics_histograms: bool,
 }
 
 impl StepConfig {
@@ -55,7 +61,22 @@ impl StepConfig {
             clip_grad_norm: None,
             grad_accum: 1,
             lr_schedule: LrSchedule::Constant,
+            numerics: None,
+            numerics_histograms: false,
         }
+    }
+
+    /// Count per-layer numerics on every `every`-th optimizer step from the first (`None`:
+    /// off).
+    pub fn numerics(mut self, every: Option<u64>) -> Self {
+        self.numerics = every;
+        self
+    }
+
+    /// With numerics on, also count each tensor's binade histogram (what the app draws).
+    pub fn numerics_histograms(mut self, on: bool) -> Self {
+        self.numerics_histograms = on;
+        self
     }
 
     /// The GradScaler's settings (its `enabled` included).

@@ -8,32 +8,13 @@ use std::rc::Rc;
 pub use super::rank::exchange::ExchangeStats;
 
 use super::evaluate::{EvalTally, Evaluation, Tally};
-use super::rank::{Exchange, Rank};
+use super::rank::Rank;
 use super::run::Run;
 use super::trainer::Trainer;
 use crate::data::Dataset;
 use crate::dist::{Collective, DistributedSampler, Fingerprint, differing_ranks};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
-
-/// Make `trainer` one rank of a data-parallel job: each optimizer step all-reduces the
-/// gradients over `collective` before unscale (`rank/exchange.rs`). Only before the first
-/// step (the backward's seed depends on the number of ranks).
-pub fn join(trainer: &mut Trainer, ctx: &GpuContext, collective: Rc<dyn Collective>) -> Result<()> {
-    if !trainer.nets.is_empty() || trainer.steps_submitted() > 0 || trainer.exchange.is_joined() {
-        return Err(Error::Distributed(
-            "a trainer can join a data-parallel job only before its first step".into(),
-        ));
-    }
-    let accum = trainer.config.grad_accum;
-    trainer.exchange = Exchange::joined(ctx, collective, &trainer.store.grads, accum);
-    Ok(())
-}
-
-/// The gradient exchange's counters of `trainer` (`None` in a single process).
-pub fn exchange_stats(trainer: &Trainer) -> Option<&ExchangeStats> {
-    trainer.exchange.stats()
-}
 
 /// A fingerprint of everything that must be equal on every rank: `trainer`'s parameters,
 /// optimizer and scaler state (read back: outside the step loop).
@@ -143,7 +124,7 @@ impl Run {
             self.config.shuffle,
             self.progress.seed,
         )?;
-        join(&mut self.trainer, ctx, collective.clone())?;
+        self.trainer.join(ctx, collective.clone())?;
         self.rank = Rank::joined(collective, sampler);
         Ok(())
     }
@@ -193,7 +174,7 @@ impl Run {
         let Some(collective) = self.rank.collective() else {
             return Ok(None);
         };
-        let stats = exchange_stats(&self.trainer).cloned().unwrap_or_default();
+        let stats = self.trainer.exchange_stats().cloned().unwrap_or_default();
         let local = collective.all_gather_u64(stats.local_nonfinite_steps)?;
         let steps = stats.steps.max(1) as f64;
         Ok(Some(DistributedSummary {

@@ -1,7 +1,7 @@
 //! Forward-only passes on the training model, as functions over a [`Trainer`]: validation
 //! (loss and accuracy over held-out batches: [`submit_eval_batch`] leaves each batch's
 //! results on the GPU for the app to map asynchronously; [`evaluate`] and
-//! [`evaluate_indices`] read them back once per 256 batches, native) and prediction
+//! [`evaluate_indices`] read them back once per chunk of up to 256 batches, native) and prediction
 //! ([`predict`], native).
 
 use super::batch::{BatchInput, BatchTargets, write_batch};
@@ -79,8 +79,7 @@ pub fn submit_eval_batch<'x>(
     results: &GpuBuffer,
     slot: usize,
 ) -> Result<()> {
-    let i = trainer.plan_network(ctx, batch)?;
-    let net = &trainer.nets[i];
+    let (net, weight_cast) = trainer.forward_parts(ctx, batch)?;
     write_batch(ctx, net, x, targets)?;
     net.set_dropout(ctx, 0, 0, false);
     let offset = 8 * slot as u64;
@@ -92,7 +91,7 @@ pub fn submit_eval_batch<'x>(
     encoder.clear_buffer(net.correct.raw(), 0, None);
     {
         let mut pass = encoder.begin_compute_pass(&Default::default());
-        for k in trainer.weight_cast.iter().chain(net.eval_kernels()) {
+        for k in weight_cast.into_iter().chain(net.eval_kernels()) {
             k.encode(&mut pass);
         }
     }
@@ -107,26 +106,39 @@ pub fn submit_eval_batch<'x>(
 #[cfg(not(target_arch = "wasm32"))]
 mod blocking {
     use std::sync::Arc;
+    use std::time::Instant;
 
     use super::{EvalTally, Evaluation, submit_eval_batch};
-    use crate::data::{Batch, Dataset};
-    use crate::error::Result;
+    use crate::data::{Batch, Dataset, SampleIndex};
+    use crate::error::{Error, Result};
     use crate::gpu::{GpuBuffer, GpuContext, Kernel};
     use crate::train::batch::{BatchInput, BatchTargets, write_input};
     use crate::train::trainer::Trainer;
 
-    /// Batches whose results one read-back takes.
+    /// The most batches whose results one read-back takes.
     const EVAL_CHUNK: usize = 256;
+    /// GPU time the batches in flight may stand for: a signal stops an evaluation after
+    /// what is queued, so the chunk of batches between read-backs is sized to about this
+    /// much work from the time the last chunk took (a few batches on a CPU adapter, the
+    /// whole 256 on a GPU).
+    const CHUNK_SECONDS: f64 = 0.5;
 
     /// Per batch, its loss and correct count go into a slot of `results`; the slots are read
-    /// back once per [`EVAL_CHUNK`] batches (once for most sets). Each batch's mean is weighed
+    /// back once per chunk of batches (at most [`EVAL_CHUNK`]; about [`CHUNK_SECONDS`] of GPU
+    /// work). Each batch's mean is weighed
     /// by its loss rows (samples, or tokens for token data), so the loss and accuracy are per
     /// sample or per token.
+    ///
+    /// SIGINT or SIGTERM ([`crate::interrupt::requested`]) ends it between batches with
+    /// [`Error::Interrupted`], after at most [`CHUNK_SECONDS`] or so of queued work.
     pub struct Tally<'c> {
         ctx: &'c GpuContext,
         results: Arc<GpuBuffer>,
         rows: Vec<usize>,
         tally: EvalTally,
+        /// Batches per read-back now, and when the first of them was submitted.
+        chunk: usize,
+        chunk_start: Instant,
     }
 
     impl<'c> Tally<'c> {
@@ -136,6 +148,8 @@ mod blocking {
                 results: ctx.alloc_storage("eval.results", 8 * EVAL_CHUNK as u64),
                 rows: Vec::with_capacity(EVAL_CHUNK),
                 tally: EvalTally::default(),
+                chunk: 4,
+                chunk_start: Instant::now(),
             }
         }
 
@@ -146,18 +160,29 @@ mod blocking {
             x: impl Into<BatchInput<'x>>,
             targets: &BatchTargets<'_>,
         ) -> Result<()> {
+            if crate::interrupt::requested() {
+                return Err(Error::Interrupted(
+                    "interrupted during an evaluation".into(),
+                ));
+            }
             let slot = self.rows.len();
+            if slot == 0 {
+                self.chunk_start = Instant::now();
+            }
             submit_eval_batch(self.ctx, trainer, batch, x, targets, &self.results, slot)?;
             self.rows.push(targets.rows(batch));
-            if self.rows.len() == EVAL_CHUNK {
+            if self.rows.len() >= self.chunk {
+                let batches = self.rows.len();
                 self.drain()?;
+                let per_batch = self.chunk_start.elapsed().as_secs_f64() / batches as f64;
+                self.chunk = ((CHUNK_SECONDS / per_batch.max(1e-9)) as usize).clamp(1, EVAL_CHUNK);
             }
             Ok(())
         }
 
         /// Add the batches of `set` whose sample indices `batches` lists, gathering one batch
         /// on the host at a time.
-        pub fn add_indices<I: AsRef<[usize]>>(
+        pub fn add_indices<X: SampleIndex, I: AsRef<[X]>>(
             &mut self,
             trainer: &mut Trainer,
             set: &Dataset,
@@ -165,8 +190,8 @@ mod blocking {
         ) -> Result<()> {
             let mut batch = Batch::empty(&set.y);
             for idx in batches {
-                set.gather_into(idx.as_ref(), &mut batch)?;
-                self.add(trainer, batch.size, &batch.x, &BatchTargets::from(&batch.y))?;
+                set.gather_indices_into(idx.as_ref(), &mut batch)?;
+                self.add(trainer, batch.size, batch.input(), &batch.targets())?;
             }
             Ok(())
         }
@@ -192,7 +217,8 @@ mod blocking {
     }
 
     /// Mean loss and accuracy of `trainer`'s model over `batches` (forward only). Inputs are
-    /// f32 features (`Vec<f32>`) or a gathered batch's [`crate::data::BatchInputs`].
+    /// f32 features (`Vec<f32>`) or token ids (`Vec<u32>`); a data set's batches go through
+    /// [`evaluate_indices`].
     pub fn evaluate<'a, X>(
         ctx: &GpuContext,
         trainer: &mut Trainer,
@@ -210,7 +236,7 @@ mod blocking {
 
     /// Mean loss and accuracy of `set` over the batches `batches` (sample indices), forward
     /// only with dropout off. Streams: one gathered batch on the host at a time.
-    pub fn evaluate_indices<I: AsRef<[usize]>>(
+    pub fn evaluate_indices<X: SampleIndex, I: AsRef<[X]>>(
         ctx: &GpuContext,
         trainer: &mut Trainer,
         set: &Dataset,
@@ -229,13 +255,11 @@ mod blocking {
         batch: usize,
         x: impl Into<BatchInput<'x>>,
     ) -> Result<Vec<f32>> {
-        let i = trainer.plan_network(ctx, batch)?;
-        let net = &trainer.nets[i];
+        let (net, weight_cast) = trainer.forward_parts(ctx, batch)?;
         write_input(ctx, net, x.into())?;
         net.set_dropout(ctx, 0, 0, false);
-        let kernels: Vec<&Kernel> = trainer
-            .weight_cast
-            .iter()
+        let kernels: Vec<&Kernel> = weight_cast
+            .into_iter()
             .chain(net.forward_kernels())
             .collect();
         ctx.run(&kernels);

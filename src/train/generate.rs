@@ -82,6 +82,22 @@ pub fn model_from_checkpoint(ck: &Checkpoint, what: &str) -> Result<SavedModel> 
              its token ids cannot be decoded"
         )));
     };
+    // Every id the model can sample must decode, and every character must have an id the
+    // model embeds: the list and vocab_size must agree (a 64-entry list for 65 ids once
+    // failed 13 s into sampling; a 67-entry one was taken).
+    let vocab_size = spec.gpt.as_ref().map_or(vocab.len(), |g| g.vocab_size);
+    if vocab.len() != vocab_size {
+        return Err(Error::Checkpoint(format!(
+            "{what}: metadata `vocab` lists {} characters, but metadata `model` has vocab_size \
+             {vocab_size}: {}",
+            vocab.len(),
+            if vocab.len() < vocab_size {
+                "ids past the list would be sampled that no character stands for"
+            } else {
+                "characters past vocab_size have no embedding"
+            }
+        )));
+    }
     let params = ck.params_for_model(&spec, what)?;
     Ok(SavedModel {
         spec,

@@ -1,6 +1,6 @@
 //! The host's time in a trainer's steps: encoding (with the batch upload), submitting, and
 //! reading back (every wait for the GPU included), which every [`super::Trainer`]
-//! accumulates in its `host` field and `--profile` reports per step.
+//! accumulates (`Trainer::host_times`) and `--profile` reports per step.
 
 use std::time::Duration;
 

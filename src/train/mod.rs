@@ -3,12 +3,18 @@
 //!
 //! - [`config`]: how a run is set up ([`StepConfig::new`], [`RunConfig::new`]) and the one
 //!   place its settings are checked; [`settings`]: each setting's range;
-//! - [`trainer`]: a model, its optimizer and GradScaler planned for training, and the steps
-//!   it has in flight;
+//! - [`trainer`]: a model, its optimizer and GradScaler planned for training; it plans a
+//!   network per batch size and hands each micro-batch to the step;
 //! - [`step`]: one step in order (begin, forward, loss, backward, unscale, clip, optimizer,
-//!   scale update, stats), one submit per micro-batch;
-//! - [`batch`]: a batch's inputs and targets, uploaded into a planned network;
+//!   scale update, stats), one submit per micro-batch, and the kernels of each phase
+//!   (`StepKernels`), planned in that order;
+//! - `in_flight`: the steps a trainer has in flight (metrics, stats ring, the AMP doctor's
+//!   counts, micro-batch and submission counts, host times);
+//! - [`batch`]: a batch's inputs and targets (the data's pair), uploaded into a planned
+//!   network;
 //! - [`stats`]: step stats coming back through a ring of asynchronously mapped buffers;
+//! - [`numerics`]: the AMP doctor, per-layer numerics counted on the GPU, skip causes and
+//!   advice;
 //! - [`host_time`]: the host's time in the steps;
 //! - [`evaluate`]: validation and prediction (forward only);
 //! - [`estimate`]: loss estimates on random batches (nanoGPT's `estimate_loss`);
@@ -33,8 +39,11 @@ pub mod config;
 pub mod estimate;
 pub mod evaluate;
 pub mod fault_hooks;
+mod guards;
 pub mod host_time;
+mod in_flight;
 pub mod memory;
+pub mod numerics;
 pub mod periodic;
 pub mod planning;
 pub mod prepare;
@@ -59,6 +68,7 @@ pub use batch::{BatchInput, BatchTargets};
 pub use config::{EvalConfig, Interrupt, RunConfig, StepConfig};
 pub use estimate::EvalReport;
 pub use evaluate::{EvalTally, Evaluation};
+pub use guards::SKIPPING_HINT;
 pub use host_time::HostTimes;
 pub use periodic::Periodic;
 pub use prepare::{ModelChoice, model_and_data, model_for_split};

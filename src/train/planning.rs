@@ -103,6 +103,16 @@ pub(crate) fn batch_error(e: Error, batch: usize) -> Error {
         Error::Unsupported(m) if m.contains("workgroups") => {
             Error::Unsupported(format!("batch {batch}: {m}"))
         }
+        // The model's shapes were checked per sample when it was built, so a shape an op
+        // refuses while a batch is planned is the batch's doing (an activation past 32-bit
+        // indices): say so in the user's terms, not the op's.
+        Error::Shape { message, .. } => Error::Resource {
+            message: format!(
+                "batch {batch}: an activation would be too large ({message}) — {SMALLER_BATCH}"
+            ),
+            needed: 0,
+            limit: 0,
+        },
         other => other,
     }
 }

@@ -155,13 +155,13 @@ pub fn profile_steps<'x>(
     steps: usize,
 ) -> Result<StepProfile> {
     trainer.finish(ctx)?;
-    let before = trainer.host;
+    let before = trainer.host_times();
     for _ in 0..steps.max(1) {
         trainer.train_batch(ctx, batch, x, targets())?;
         trainer.poll_stats(ctx);
     }
     trainer.finish(ctx)?;
-    let host = trainer.host.since(&before);
+    let host = trainer.host_times().since(&before);
     let (gpu, gpu_unavailable) = match KernelTimer::unavailable(ctx) {
         Some(why) => (None, Some(why)),
         None => (Some(profile_gpu(ctx, trainer, batch, x, targets())?), None),

@@ -7,13 +7,14 @@
 //!   a single process, and the web, never do;
 //! - [`Rank`] (the run's): a rank trains on its shard of every epoch
 //!   ([`DistributedSampler`]) and gathers its next micro-batch while the gradients are
-//!   all-reduced; a single process takes the whole [`Loader`] order.
+//!   all-reduced; a single process takes the whole [`Loader`] order and hands its batches
+//!   to the trainer directly (`Run::advance`).
 
 use std::rc::Rc;
 
-use crate::data::{Batch, Dataset, Loader};
+use crate::data::{Batch, Dataset, EpochBatches, Loader};
 use crate::dist::{Collective, DistributedSampler};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext};
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -137,7 +138,7 @@ impl Rank {
     }
 
     /// Batch order of `epoch` for this process: its shard, or all of `loader`'s.
-    pub(crate) fn batches(&self, loader: &Loader, epoch: u64) -> Vec<Vec<usize>> {
+    pub(crate) fn batches(&self, loader: &Loader, epoch: u64) -> EpochBatches {
         match &self.joined {
             Some(r) => r.sampler.batches(epoch),
             None => loader.batches(epoch),
@@ -160,25 +161,32 @@ impl Rank {
         }
     }
 
-    /// Gather micro-batch `b` of epoch `epoch`'s `order` into `batch` and `train` on it. On a
-    /// rank, the batch comes from the prefetch made during the last all-reduce when it was
+    /// Whether this process is a rank of a data-parallel job (a single process trains on
+    /// its batches directly, without [`Rank::gather_and_train`]).
+    pub(crate) fn is_joined(&self) -> bool {
+        self.joined.is_some()
+    }
+
+    /// On a rank: gather micro-batch `b` of epoch `epoch`'s `order` into `batch` and `train`
+    /// on it. The batch comes from the prefetch made during the last all-reduce when it was
     /// that one, and `train`'s overlap (run while the gradients are all-reduced) gathers the
-    /// next one; in a single process the overlap does nothing.
+    /// next one. An error in a single process, which never takes this hop.
     pub(crate) fn gather_and_train(
         &mut self,
         train: &Dataset,
-        order: &[Vec<usize>],
+        order: &EpochBatches,
         (epoch, b): (u64, usize),
         batch: &mut Batch,
         step: impl FnOnce(&Batch, &mut dyn FnMut()) -> Result<()>,
     ) -> Result<()> {
         let Some(rank) = self.joined.as_mut() else {
-            train.gather_into(&order[b], batch)?;
-            return step(batch, &mut || {});
+            return Err(Error::Distributed(
+                "gather_and_train: this process is not a rank of a data-parallel job".into(),
+            ));
         };
         match rank.prefetched.take() {
             Some((e, pb, mut next)) if e == epoch && pb == b => std::mem::swap(batch, &mut next),
-            _ => train.gather_into(&order[b], batch)?,
+            _ => train.gather_indices_into(&order[b], batch)?,
         }
         let mut prefetch_error = None;
         let next = b + 1;
@@ -188,7 +196,7 @@ impl Rank {
                     Some((_, _, spare)) => spare,
                     None => Batch::empty(&train.y),
                 };
-                match train.gather_into(&order[next], &mut spare) {
+                match train.gather_indices_into(&order[next], &mut spare) {
                     Ok(()) => rank.prefetched = Some((epoch, next, spare)),
                     Err(e) => prefetch_error = Some(e),
                 }

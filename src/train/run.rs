@@ -13,16 +13,16 @@ use std::sync::Arc;
 
 use std::rc::Rc;
 
-use super::batch::BatchTargets;
-use super::checkpoint::{Checkpoint, Progress};
+use super::checkpoint::{Checkpoint, DataOrder, Progress};
 use super::config::RunConfig;
 use super::estimate::EvalReport;
 use super::fault_hooks::FaultHooks;
+use super::guards::{SkipWatch, check_resume_progress};
+use super::numerics::StepNumerics;
 use super::rank::Rank;
-use super::settings::MIN_SCALE;
 use super::stats::StepStats;
-use super::trainer::{DropoutStream, Trainer};
-use crate::data::{Batch, Dataset, Loader, Vocab};
+use super::trainer::Trainer;
+use crate::data::{Batch, Dataset, EpochBatches, Loader, Vocab};
 use crate::dist::Collective;
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
@@ -37,6 +37,9 @@ pub enum Event {
         stats: StepStats,
         epoch: u64,
         lr: f32,
+        /// Its per-layer numerics, when numerics are on and counted this step
+        /// ([`super::numerics`]).
+        numerics: Option<Arc<StepNumerics>>,
     },
     /// A periodic loss estimate ([`RunConfig::eval`]) after an optimizer step.
     Eval(EvalReport),
@@ -98,7 +101,7 @@ pub struct Run {
     pub(super) stepped_at: Progress,
     pub(super) loader: Loader,
     /// One epoch's batch order (epoch, batches), made once per epoch.
-    order: Option<(u64, Arc<Vec<Vec<usize>>>)>,
+    order: Option<(u64, Arc<EpochBatches>)>,
     /// The last micro-batch submitted (its buffers are reused for the next).
     pub(super) batch: Option<Batch>,
     /// This process's rank in a data-parallel job (`Run::distribute`, native; none in a
@@ -110,19 +113,19 @@ pub struct Run {
     pub(super) undelivered: Vec<StepStats>,
     /// Set when a step diverged; every later call returns it.
     diverged: Option<String>,
-    /// Steps the GradScaler has skipped in a row, as reported so far.
-    skipped_in_a_row: u64,
+    /// The skipped steps reported so far (a run that only skips stops).
+    skips: SkipWatch,
     /// The last checkpoint this run wrote and its step (for the message when a run dies).
     pub(super) last_saved: Option<(String, u64)>,
     /// Faults to cause at a chosen step (tests; from the environment on native).
     pub hooks: FaultHooks,
+    /// How this run cuts its data, recorded in its checkpoints.
+    data_order: DataOrder,
 }
 
 /// The hint a divergence error ends with (the CLI names its flags instead).
 pub const DIVERGED_HINT: &str = "lower the learning rate or clip gradients by norm";
 /// The hint a stuck GradScaler's error ends with (the CLI names its flags instead).
-pub const SKIPPING_HINT: &str = "check the data for inf/NaN, or keep the layer that overflows \
-                                 in f32; raise the skipped-step limit to keep going";
 /// The end of [`Run::checkpoint_note`] when no checkpoint path was set.
 pub const NO_CHECKPOINT: &str = "no checkpoint was asked for";
 /// The end of [`Run::checkpoint_note`] when the run died before its first save.
@@ -185,13 +188,13 @@ impl Run {
             progress = p;
         }
         let loader = Loader::new(train.n, config.batch_size, config.shuffle, progress.seed)?;
+        if let Some(ck) = resume {
+            check_resume_progress(ck, &loader)?;
+        }
+        let data_order = DataOrder::of(&config, train);
         // A resumed run continues the dropout masks and the lr schedule where the
         // checkpoint's step left them.
-        trainer.dropout = DropoutStream {
-            seed: progress.seed,
-            counter: progress.step * config.step.grad_accum as u64,
-        };
-        trainer.step_offset = progress.step;
+        trainer.start_at(progress.seed, progress.step);
         Ok(Self {
             trainer,
             config,
@@ -206,10 +209,17 @@ impl Run {
             epochs_in_flight: VecDeque::new(),
             undelivered: Vec::new(),
             diverged: None,
-            skipped_in_a_row: 0,
+            skips: SkipWatch::default(),
             last_saved: None,
             hooks: FaultHooks::from_env()?,
+            data_order,
         })
+    }
+
+    /// How this run cuts its data (what its checkpoints record, so a resume can refuse
+    /// a different cut).
+    pub fn data_order(&self) -> &DataOrder {
+        &self.data_order
     }
 
     /// Whether the step or epoch budget is spent (one epoch when neither is given).
@@ -309,27 +319,33 @@ impl Run {
         Ok(out)
     }
 
-    /// Gather micro-batch `b` of `order` and train on it (one submit); its sample count.
+    /// Gather micro-batch `b` of `order` and train on it (one submit; a data-parallel rank
+    /// goes through its prefetch and all-reduce, `rank.rs`); its sample count.
     fn gather_and_train(
         &mut self,
         ctx: &GpuContext,
         train: &Dataset,
-        order: &[Vec<usize>],
+        order: &EpochBatches,
         b: usize,
     ) -> Result<usize> {
         let batch = self.batch.get_or_insert_with(|| Batch::empty(&train.y));
         let trainer = &mut self.trainer;
+        if !self.rank.is_joined() {
+            train.gather_indices_into(&order[b], batch)?;
+            trainer.train_batch(ctx, batch.size, batch.input(), batch.targets())?;
+            return Ok(batch.size);
+        }
         let at = (self.progress.epoch, b);
         self.rank
             .gather_and_train(train, order, at, batch, |batch, overlap| {
-                let targets = BatchTargets::from(&batch.y);
-                trainer.train_batch_overlapped(ctx, batch.size, &batch.x, targets, overlap)
+                let targets = batch.targets();
+                trainer.train_batch_overlapped(ctx, batch.size, batch.input(), targets, overlap)
             })?;
         Ok(batch.size)
     }
 
     /// The batch order of the current epoch (cached per epoch).
-    fn epoch_order(&mut self) -> Arc<Vec<Vec<usize>>> {
+    fn epoch_order(&mut self) -> Arc<EpochBatches> {
         let epoch = self.progress.epoch;
         match &self.order {
             Some((e, order)) if *e == epoch => order.clone(),
@@ -352,6 +368,7 @@ impl Run {
                 .epochs_in_flight
                 .pop_front()
                 .unwrap_or(self.progress.epoch);
+            let numerics = self.trainer.take_numerics(stats.step).map(Arc::new);
             let stats = StepStats {
                 step: stats.step + self.progress_offset(),
                 ..stats
@@ -366,7 +383,13 @@ impl Run {
                 return;
             }
             if self.stop_on_divergence
-                && let Some(stuck) = self.scaler_stuck(&stats)
+                && self.trainer.scaler.enabled()
+                && let Some(stuck) = self.skips.observe(
+                    &stats,
+                    self.config.max_skipped_steps,
+                    self.trainer.scaler.config().init_scale,
+                    self.config.step.precision,
+                )
             {
                 self.diverged = Some(stuck);
                 return;
@@ -375,46 +398,9 @@ impl Run {
                 stats,
                 epoch,
                 lr: stats.lr,
+                numerics,
             });
         }
-    }
-
-    /// Why the run must stop, when the GradScaler keeps skipping: `max_skipped_steps` steps
-    /// in a row, or a scale fallen below [`MIN_SCALE`]. Its weights are intact (a skipped
-    /// step changes none), but it would never train again.
-    fn scaler_stuck(&mut self, stats: &StepStats) -> Option<String> {
-        if !self.trainer.scaler.enabled() || self.config.max_skipped_steps == 0 {
-            return None;
-        }
-        self.skipped_in_a_row = if stats.skipped {
-            self.skipped_in_a_row + 1
-        } else {
-            0
-        };
-        let started_at = self.trainer.scaler.config().init_scale;
-        let cause = if self.skipped_in_a_row >= self.config.max_skipped_steps {
-            format!(
-                "the GradScaler skipped {} steps in a row",
-                self.skipped_in_a_row
-            )
-        } else if stats.scale_after < MIN_SCALE && stats.scale_after < started_at {
-            format!(
-                "the GradScaler's scale fell to {:e}, below {MIN_SCALE:e}",
-                stats.scale_after
-            )
-        } else {
-            return None;
-        };
-        let nan_loss = if stats.loss.is_finite() {
-            ""
-        } else {
-            " and the loss itself is not finite (inf/NaN inputs or weights?)"
-        };
-        Some(format!(
-            "{cause} at step {} under {}: its gradients keep holding inf/NaN{nan_loss} (a \
-             skipped step changes no weight); {SKIPPING_HINT}",
-            stats.step, self.config.step.precision
-        ))
     }
 
     /// The divergence error, once a step has diverged.

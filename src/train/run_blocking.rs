@@ -178,8 +178,13 @@ impl Run {
                 emit(self.drain(ctx)?, &mut history);
                 // Batches of the size training takes (at most the training set).
                 let draw = self.estimate_draw(self.config.batch_size.min(split.train.n));
-                let report = estimate_loss(ctx, &mut self.trainer, split, draw)?;
-                emit(vec![Event::Eval(report)], &mut history);
+                match unless_interrupted(estimate_loss(ctx, &mut self.trainer, split, draw))? {
+                    Some(report) => emit(vec![Event::Eval(report)], &mut history),
+                    None => {
+                        interrupted = true;
+                        break;
+                    }
+                }
             }
             if self.due(stepped, &mut saves, save_every)
                 && let Some(path) = self.config.save_path.clone()
@@ -199,7 +204,13 @@ impl Run {
             if let Some(epoch) = advance.epoch_ended {
                 emit(self.drain(ctx)?, &mut history);
                 let eval = match (self.config.validate, split.eval_set()) {
-                    (true, Some(set)) => Some(self.evaluate(ctx, set)?),
+                    (true, Some(set)) => match unless_interrupted(self.evaluate(ctx, set))? {
+                        Some(eval) => Some(eval),
+                        None => {
+                            interrupted = true;
+                            break;
+                        }
+                    },
                     _ => None,
                 };
                 let secs = epoch_start.elapsed().as_secs_f64();
@@ -229,7 +240,10 @@ impl Run {
             && self.config.validate
             && let Some(set) = split.eval_set()
         {
-            last_eval = Some(self.evaluate(ctx, set)?);
+            match unless_interrupted(self.evaluate(ctx, set))? {
+                Some(eval) => last_eval = Some(eval),
+                None => interrupted = true,
+            }
         }
         let save_to = match (&self.config.save_path, &self.config.interrupt) {
             (Some(path), _) => Some(path.clone()),
@@ -347,6 +361,7 @@ impl Run {
             precision: Some(self.config.step.precision.name().into()),
             vocab: self.vocab.clone(),
             model: self.trainer.spec.description(),
+            data: Some(self.data_order().clone()),
         })
     }
 
@@ -388,5 +403,14 @@ impl Run {
             c.set_failure_note(self.checkpoint_note());
         }
         Ok(())
+    }
+}
+
+/// An estimate or a validation that a signal cut short ([`Error::Interrupted`]): `None`,
+/// and the run stops and saves as it does between steps.
+fn unless_interrupted<T>(result: Result<T>) -> Result<Option<T>> {
+    match result {
+        Err(Error::Interrupted(_)) => Ok(None),
+        other => other.map(Some),
     }
 }

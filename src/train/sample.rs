@@ -169,13 +169,12 @@ pub fn submit_sample(
             options.tokens
         )));
     }
-    let i = trainer.plan_network(ctx, 1)?;
-    let net = &trainer.nets[i];
+    let (net, weight_cast) = trainer.forward_parts(ctx, 1)?;
     let sampler = TokenSampler::new(
         ctx,
         (&net.input, &net.output),
         net.forward_kernels(),
-        trainer.weight_cast.as_ref(),
+        weight_cast,
         out,
         options,
     )?;

@@ -1,5 +1,5 @@
 //! Every setting of a run that [`super::RunConfig::validate_named`] checks, with its range:
-//! the words a message (and README's table of flags) gives for it, and the limits behind
+//! the words a message (and the guide's table of flags, docs/guide/troubleshooting.md) gives for it, and the limits behind
 //! them. A value outside its range is an error that names the setting (the way the front
 //! end names it: the CLI by its flag) and the range.
 
@@ -22,7 +22,7 @@ pub const MAX_COUNT: u64 = 1 << 53;
 /// Batches per split of a loss estimate by default. nanoGPT's `eval_iters` is 200 (at batch
 /// 64 and block 256 on a GPU); 20 batches keep an estimate of `gpt-tiny` a few seconds on a
 /// CPU adapter while averaging 20·B·T tokens (40,960 at batch 32, block 64): enough to
-/// resolve the 0.03 differences that matter here (see README, Training a GPT).
+/// resolve the 0.03 differences that matter here (see docs/guide/gpt.md).
 pub const EVAL_BATCHES: usize = 20;
 
 /// The most batches per split of a loss estimate: 65,536, 300 times nanoGPT's 200. Each is
@@ -102,7 +102,7 @@ impl Setting {
         }
     }
 
-    /// The values the setting takes, in words (messages and README's table of flags).
+    /// The values the setting takes, in words (messages and the guide's table of flags).
     pub fn range(self) -> &'static str {
         match self {
             Setting::BatchSize => "1 to 16777216",

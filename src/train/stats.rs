@@ -52,17 +52,21 @@ impl StepStats {
     }
 }
 
-/// Step number, micro-batch count and learning rate of a slot.
+/// Step number, micro-batch count and learning rate of a slot, and where in it the step's
+/// numerics counts start (u32 words) when the step counted them.
 struct Tag {
     step: u64,
     micro: usize,
     lr: f32,
+    numerics_at: Option<usize>,
 }
 
 /// The trainer's stats ring. See the module docs.
 pub(crate) struct StatsRing {
     ring: ReadbackRing<Tag>,
     ready: VecDeque<StepStats>,
+    /// (step, counts words) of the counted steps collected ([`crate::train::numerics`]).
+    numerics: VecDeque<(u64, Vec<u32>)>,
     throttle_waits: u64,
     last_throttle_wait: Option<u64>,
 }
@@ -72,6 +76,7 @@ impl StatsRing {
         Self {
             ring: ReadbackRing::new(ctx, "step.ring", slots, metrics_bytes),
             ready: VecDeque::new(),
+            numerics: VecDeque::new(),
             throttle_waits: 0,
             last_throttle_wait: None,
         }
@@ -82,7 +87,8 @@ impl StatsRing {
         self.ring.next_buffer()
     }
 
-    /// Submit the step's last command buffer (which copies into [`StatsRing::next_buffer`]).
+    /// Submit the step's last command buffer (which copies into [`StatsRing::next_buffer`]);
+    /// `numerics_at`: the word its numerics counts start at, when it counted them.
     pub(crate) fn submit(
         &mut self,
         ctx: &GpuContext,
@@ -90,8 +96,15 @@ impl StatsRing {
         step: u64,
         micro: usize,
         lr: f32,
+        numerics_at: Option<usize>,
     ) -> Result<()> {
-        self.ring.submit(ctx, encoder, Tag { step, micro, lr })?;
+        let tag = Tag {
+            step,
+            micro,
+            lr,
+            numerics_at,
+        };
+        self.ring.submit(ctx, encoder, tag)?;
         Ok(())
     }
 
@@ -106,10 +119,14 @@ impl StatsRing {
     /// Take every landed slot, in step order, without waiting.
     pub(crate) fn collect(&mut self, ctx: &GpuContext) {
         ctx.poll_ready();
-        while let Some(stats) = self.ring.take_ready(|tag, bytes| {
-            StepStats::from_words(tag.step, tag.micro, tag.lr, bytemuck::cast_slice(bytes))
+        while let Some((stats, numerics)) = self.ring.take_ready(|tag, bytes| {
+            let words: &[u32] = bytemuck::cast_slice(bytes);
+            let stats = StepStats::from_words(tag.step, tag.micro, tag.lr, words);
+            let numerics = tag.numerics_at.map(|at| (tag.step, words[at..].to_vec()));
+            (stats, numerics)
         }) {
             self.ready.push_back(stats);
+            self.numerics.extend(numerics);
         }
     }
 
@@ -161,6 +178,21 @@ impl StatsRing {
     /// Stats collected so far, in step order.
     pub(crate) fn drain(&mut self) -> Vec<StepStats> {
         self.ready.drain(..).collect()
+    }
+
+    /// The counts words of counted step `step`, once collected (earlier ones are dropped:
+    /// steps are taken in order).
+    pub(crate) fn take_numerics(&mut self, step: u64) -> Option<Vec<u32>> {
+        while let Some((s, _)) = self.numerics.front() {
+            if *s > step {
+                return None;
+            }
+            let (s, words) = self.numerics.pop_front()?;
+            if s == step {
+                return Some(words);
+            }
+        }
+        None
     }
 
     /// Make the ring `slots` deep (nothing may be in flight); collected stats stay.

@@ -22,18 +22,35 @@
 //! 9. **stats**: found-inf and the new scale into the metrics, the metrics into a slot of
 //!    the stats ring (`stats.rs`), the learning rate written ahead; one submit.
 //!
-//! [`Phase::ALL`] is this order and `Trainer::phase_kernels` the kernels of each phase:
-//! [`Trainer::train_batch`] records them and `--profile` times them
-//! ([`Trainer::step_phases`]), so the order is written once, here.
+//! [`Phase::ALL`] is this order. The kernels of the phases the network does not hold
+//! (begin, weight cast, gradient rounding, unscale, clipping, parameter rounding, scale
+//! update) are [`StepKernels`], made once when the trainer is planned, phase by phase in
+//! this order; the network's forward, loss and backward are planned once per batch size
+//! (`nn/network.rs`). [`StepKernels::of_phase`] hands out each phase's kernels, right below
+//! where they are made: [`Step::record`] records a micro-batch through them and `--profile`
+//! times them ([`Trainer::step_phases`]), so the order is written once, here. The trainer
+//! ([`Trainer::train_batch`]) plans the network for the batch size, uploads the batch and
+//! hands its parts to [`Step`]; what the step submits is counted in `in_flight.rs`.
+//!
+//! [`Trainer::step_phases`]: super::trainer::Trainer::step_phases
+//! [`Trainer::train_batch`]: super::trainer::Trainer::train_batch
 
-use super::batch::{BatchInput, BatchTargets, write_batch};
+use std::sync::Arc;
+
+use super::config::StepConfig;
 use super::host_time::Clock;
-use super::rank::StepBuffers;
+use super::in_flight::InFlight;
+use super::numerics::passes::Pass;
+use super::rank::{Exchange, StepBuffers};
 use super::stats::METRIC_LOSSES;
-use super::trainer::Trainer;
-use crate::error::{Error, Result};
-use crate::gpu::{GpuContext, Kernel};
+use crate::amp::GradClipper;
+use crate::amp::round::round_inplace;
+use crate::amp::scaler::GradScaler;
+use crate::error::Result;
+use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::nn::Network;
+use crate::nn::params::ParamStore;
+use crate::optim::Optimizer;
 
 /// The part of a step a kernel belongs to, in the order a step records them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -97,140 +114,79 @@ impl Phase {
     }
 }
 
-impl Trainer {
-    /// Train on one micro-batch of `batch` samples: one submit. Every `grad_accum`
-    /// micro-batches this completes an optimizer step, in the last micro-batch's submit.
-    /// Never waits inside the step; before a step's last micro-batch, when every stats slot
-    /// is still in flight (the GPU is that many steps behind), native code waits for the
-    /// oldest slot's submission only and counts it ([`Trainer::throttle_waits`]); on the web
-    /// that is an error (check [`Trainer::can_submit`] first).
-    pub fn train_batch<'x>(
-        &mut self,
+/// The kernels a step records besides the network's, made once when the trainer is planned,
+/// phase by phase in step order ([`Phase::ALL`]).
+pub(super) struct StepKernels {
+    /// [`Phase::Setup`]: reset the step's found-inf flag (the GradScaler's begin), then cast
+    /// every master weight to the compute dtype, one dispatch (none in f32).
+    begin_step: Kernel,
+    weight_cast: Option<Kernel>,
+    /// [`Phase::Unscale`]: pure f16 rounds the gradients to f16 values; then the
+    /// GradScaler's unscale and inf/NaN check (scaler on).
+    round_grads: Option<Kernel>,
+    unscale: Option<Kernel>,
+    /// [`Phase::Clip`]: to the global norm (when asked for).
+    clipper: Option<GradClipper>,
+    /// [`Phase::Optimizer`]: after the optimizer's own step kernel, pure f16 rounds the
+    /// parameters to f16 values.
+    round_params: Option<Kernel>,
+    /// [`Phase::ScaleUpdate`]: the GradScaler's growth or backoff (scaler on).
+    update: Option<Kernel>,
+}
+
+impl StepKernels {
+    /// The kernels of a step over `store` under `config`, in phase order. `weight_cast`
+    /// comes with the store (`trainer::load_params`, which `sample`'s generator shares).
+    pub(super) fn plan(
         ctx: &GpuContext,
-        batch: usize,
-        x: impl Into<BatchInput<'x>>,
-        targets: BatchTargets<'_>,
-    ) -> Result<()> {
-        self.train_batch_overlapped(ctx, batch, x, targets, &mut || {})
+        config: &StepConfig,
+        (store, weight_cast): (&ParamStore, Option<Kernel>),
+        scaler: &GradScaler,
+    ) -> Result<Self> {
+        let (grads, master, total) = (&store.grads, &store.master, store.layout.total);
+        let low = config.precision.low_dtype();
+        let rounded = !config.precision.master_weights();
+        let round = |values: &Arc<GpuBuffer>| {
+            let kernel = rounded.then(|| round_inplace(ctx, values, total, low));
+            kernel.transpose()
+        };
+        let scaled = scaler.enabled();
+        // Setup.
+        let begin_step = scaler.begin_step_kernel(ctx)?;
+        // Forward, loss and backward are the network's (per batch size).
+        // Unscale.
+        let round_grads = round(grads)?;
+        let unscale = scaled.then(|| scaler.unscale_kernel(ctx, grads, total));
+        // Clip.
+        let clip = config.clip_norm();
+        let clipper = clip.map(|max| GradClipper::new(ctx, grads, total, max));
+        // Optimizer: its step is the optimizer's kernel, made with it.
+        let round_params = round(master)?;
+        // Scale update.
+        let update = scaled.then(|| scaler.update_kernel(ctx));
+        Ok(Self {
+            begin_step,
+            weight_cast,
+            round_grads,
+            unscale: unscale.transpose()?,
+            clipper: clipper.transpose()?,
+            round_params,
+            update: update.transpose()?,
+        })
     }
 
-    /// [`Trainer::train_batch`]; on a data-parallel rank, `overlap` runs while the step's
-    /// gradients are all-reduced (host work that does not depend on them, such as gathering
-    /// the next batch). In a single process it never runs.
-    pub fn train_batch_overlapped<'x>(
-        &mut self,
-        ctx: &GpuContext,
-        batch: usize,
-        x: impl Into<BatchInput<'x>>,
-        targets: BatchTargets<'_>,
-        overlap: &mut dyn FnMut(),
-    ) -> Result<()> {
-        let first = self.micro == 0;
-        let last = self.micro + 1 == self.config.grad_accum;
-        if last {
-            // The one wait: for the oldest step, when a whole ring of steps is in flight.
-            self.wait_for_slot(ctx)?;
-        }
-        let encoding = Clock::now();
-        let i = self.plan_network(ctx, batch)?;
-        let net = &self.nets[i];
-        write_batch(ctx, net, x, &targets)?;
-        // Dropout masks of micro-batch `counter`: the same whatever the precision, and
-        // again after a resume (Run positions the counter).
-        net.set_dropout(ctx, self.dropout.seed, self.dropout.counter, true);
-        self.dropout.counter += 1;
-
-        let mut encoder = ctx
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("step"),
-            });
-        // 1. Begin: zero the gradients; the scale this step's backward uses (metrics word 0).
-        if first {
-            encoder.clear_buffer(self.store.grads.raw(), 0, None);
-            let scale = self.scaler.state_buffer().raw();
-            encoder.copy_buffer_to_buffer(scale, 0, self.metrics.raw(), 0, 4);
-        }
-        // 1–4. Setup, forward, loss, backward: one compute pass.
-        self.encode(&mut encoder, net, |r| {
-            r == Records::Every || (first && r == Records::First)
-        });
-        let loss = (net.loss.buffer().raw(), net.loss.byte_offset());
-        let word = METRIC_LOSSES + self.micro as u64;
-        encoder.copy_buffer_to_buffer(loss.0, loss.1, self.metrics.raw(), 4 * word, 4);
-        self.submissions += 1;
-        if !last {
-            self.host.encode += encoding.elapsed();
-            let submitting = Clock::now();
-            ctx.queue.submit([encoder.finish()]);
-            self.host.submit += submitting.elapsed();
-            self.micro += 1;
-            return Ok(());
-        }
-
-        // A data-parallel rank submits forward + backward here, waits for them and sums the
-        // gradients over the ranks; the rest of the step goes in a second submission.
-        if self.exchange.is_joined() {
-            let step = StepBuffers {
-                grads: &self.store.grads,
-                metrics: &self.metrics,
-                scaler_state: self
-                    .scaler
-                    .enabled()
-                    .then_some(&**self.scaler.state_buffer()),
-            };
-            encoder = self.exchange.all_reduce(ctx, encoder, step, overlap)?;
-            self.submissions += 1;
-        }
-        // 5–8. Unscale, clip, optimizer, scale update: one compute pass.
-        let net = &self.nets[i];
-        self.encode(&mut encoder, net, |r| r == Records::Last);
-
-        // 9. Stats: found_inf (state word 2), then the updated scale (word 0), into the
-        // metrics; the metrics into a slot of the stats ring.
-        let state = self.scaler.state_buffer().raw();
-        encoder.copy_buffer_to_buffer(state, 8, self.metrics.raw(), 4, 4);
-        encoder.copy_buffer_to_buffer(state, 0, self.metrics.raw(), 8, 4);
-        let slot = self
-            .stats
-            .next_buffer()
-            .ok_or_else(|| Error::Gpu("no free stats slot".into()))?;
-        encoder.copy_buffer_to_buffer(self.metrics.raw(), 0, slot.raw(), 0, self.metrics.size());
-        // This step's learning rate, written ahead: the queued write lands before this
-        // submit's commands and after the previous step's.
-        let lr = self.scheduled_lr();
-        if lr.to_bits() != self.optimizer.lr().to_bits() {
-            self.optimizer.set_lr(ctx, lr)?;
-        }
-        self.steps_submitted += 1;
-        self.host.encode += encoding.elapsed();
-        let submitting = Clock::now();
-        self.host.steps += 1;
-        let (step, accum) = (self.steps_submitted, self.config.grad_accum);
-        self.stats.submit(ctx, encoder, step, accum, lr)?;
-        self.host.submit += submitting.elapsed();
-        self.micro = 0;
-        Ok(())
+    /// The master → compute-dtype weight cast (none in f32 mode).
+    pub(super) fn weight_cast(&self) -> Option<&Kernel> {
+        self.weight_cast.as_ref()
     }
 
-    /// Record the kernels of the phases `recorded` picks, in step order, into one compute
-    /// pass of `encoder`.
-    fn encode(
-        &self,
-        encoder: &mut wgpu::CommandEncoder,
-        net: &Network,
-        recorded: impl Fn(Records) -> bool,
-    ) {
-        let mut pass = encoder.begin_compute_pass(&Default::default());
-        for phase in Phase::ALL.into_iter().filter(|p| recorded(p.records())) {
-            for k in self.phase_kernels(net, phase) {
-                k.encode(&mut pass);
-            }
-        }
-    }
-
-    /// The kernels of `phase` in a step of `net`, in order.
-    fn phase_kernels<'a>(&'a self, net: &'a Network, phase: Phase) -> Vec<&'a Kernel> {
+    /// The kernels of `phase` in a step of `net` updated by `optimizer`, in order.
+    pub(super) fn of_phase<'a>(
+        &'a self,
+        net: &'a Network,
+        optimizer: &'a Optimizer,
+        phase: Phase,
+    ) -> Vec<&'a Kernel> {
         match phase {
             Phase::Setup => std::iter::once(&self.begin_step)
                 .chain(&self.weight_cast)
@@ -240,32 +196,169 @@ impl Trainer {
             Phase::Backward => net.backward_kernels().collect(),
             Phase::Unscale => self.round_grads.iter().chain(&self.unscale).collect(),
             Phase::Clip => self.clipper.iter().flat_map(|c| c.kernels()).collect(),
-            Phase::Optimizer => std::iter::once(self.optimizer.step_kernel())
+            Phase::Optimizer => std::iter::once(optimizer.step_kernel())
                 .chain(&self.round_params)
                 .collect(),
             Phase::ScaleUpdate => self.update.iter().collect(),
         }
     }
 
-    /// Every kernel of one optimizer step (one micro-batch) at `batch` with its phase, in the
-    /// order [`Trainer::train_batch`] records them, for per-kernel profiling. Running them
-    /// changes the parameters like a real step does (profile a trainer whose state does not
-    /// matter).
-    pub fn step_phases(&mut self, ctx: &GpuContext, batch: usize) -> Result<Vec<(Phase, &Kernel)>> {
-        let i = self.plan_network(ctx, batch)?;
-        let net = &self.nets[i];
-        Ok(Phase::ALL
+    /// Every kernel of one optimizer step of one micro-batch with its phase, in the order
+    /// [`Step::record`] records them.
+    pub(super) fn phases<'a>(
+        &'a self,
+        net: &'a Network,
+        optimizer: &'a Optimizer,
+    ) -> Vec<(Phase, &'a Kernel)> {
+        Phase::ALL
             .into_iter()
             .flat_map(|phase| {
-                let kernels = self.phase_kernels(net, phase);
+                let kernels = self.of_phase(net, optimizer, phase);
                 kernels.into_iter().map(move |k| (phase, k))
             })
-            .collect())
+            .collect()
+    }
+}
+
+/// Where a micro-batch stands: the optimizer step it belongs to (1-based over the run, as
+/// the lr schedule and the AMP doctor count), the micro-batches of a step, and the
+/// learning rate of that step.
+pub(super) struct StepAt {
+    pub(super) step: u64,
+    pub(super) grad_accum: usize,
+    pub(super) lr: f32,
+}
+
+/// A trainer's parts that recording one micro-batch reads and writes, borrowed apart: the
+/// network planned for its batch size (the batch already uploaded), the step's kernels,
+/// the flat gradients, the GradScaler, the optimizer (its learning rate is written ahead),
+/// the gradient all-reduce, and the steps in flight.
+pub(super) struct Step<'a> {
+    pub(super) net: &'a Network,
+    pub(super) kernels: &'a StepKernels,
+    pub(super) grads: &'a GpuBuffer,
+    pub(super) scaler: &'a GradScaler,
+    pub(super) optimizer: &'a mut Optimizer,
+    pub(super) exchange: &'a mut Exchange,
+    pub(super) in_flight: &'a mut InFlight,
+}
+
+impl Step<'_> {
+    /// Record the micro-batch's phases in order and submit them (two submissions on a
+    /// data-parallel rank's last micro-batch); nothing waits for the GPU. `encoding`: when
+    /// the host started on this micro-batch. On a rank, `overlap` runs during the
+    /// all-reduce.
+    pub(super) fn record(
+        self,
+        ctx: &GpuContext,
+        at: StepAt,
+        encoding: Clock,
+        overlap: &mut dyn FnMut(),
+    ) -> Result<()> {
+        let micro = self.in_flight.pending_micro_batches();
+        let (first, last) = (micro == 0, micro + 1 == at.grad_accum);
+        // Numerics on: this step's counting passes, when counted.
+        let numerics = self.in_flight.numerics();
+        let counted = numerics.is_some_and(|n| n.counts(at.step));
+        let mut encoder = ctx
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("step"),
+            });
+        // 1. Begin: zero the gradients; the scale this step's backward uses (metrics word 0).
+        if first {
+            encoder.clear_buffer(self.grads.raw(), 0, None);
+            let scale = self.scaler.state_buffer().raw();
+            encoder.copy_buffer_to_buffer(scale, 0, self.in_flight.metrics().raw(), 0, 4);
+            if let Some(n) = numerics.filter(|_| counted) {
+                encoder.clear_buffer(n.buffer().raw(), 0, None);
+            }
+        }
+        // 1–4. Setup, forward, loss, backward: one compute pass.
+        let counting = counted.then_some(last);
+        self.encode(&mut encoder, counting, |r| {
+            r == Records::Every || (first && r == Records::First)
+        });
+        let net = self.net;
+        let loss = (net.loss.buffer().raw(), net.loss.byte_offset());
+        let word = METRIC_LOSSES + micro as u64;
+        let metrics = self.in_flight.metrics();
+        encoder.copy_buffer_to_buffer(loss.0, loss.1, metrics.raw(), 4 * word, 4);
+        if !last {
+            self.in_flight.submit_micro_batch(ctx, encoder, encoding);
+            return Ok(());
+        }
+
+        // A data-parallel rank submits forward + backward here, waits for them and sums the
+        // gradients over the ranks; the rest of the step goes in a second submission.
+        if self.exchange.is_joined() {
+            let step = StepBuffers {
+                grads: self.grads,
+                metrics: self.in_flight.metrics(),
+                scaler_state: self
+                    .scaler
+                    .enabled()
+                    .then_some(&**self.scaler.state_buffer()),
+            };
+            encoder = self.exchange.all_reduce(ctx, encoder, step, overlap)?;
+            self.in_flight.count_submission();
+        }
+        // 5–8. Unscale, clip, optimizer, scale update: one compute pass.
+        self.encode(&mut encoder, None, |r| r == Records::Last);
+
+        // 9. Stats: found_inf (state word 2), then the updated scale (word 0), into the
+        // metrics; the metrics into a slot of the stats ring.
+        let (state, metrics) = (self.scaler.state_buffer().raw(), self.in_flight.metrics());
+        encoder.copy_buffer_to_buffer(state, 8, metrics.raw(), 4, 4);
+        encoder.copy_buffer_to_buffer(state, 0, metrics.raw(), 8, 4);
+        let slot = self.in_flight.next_slot()?;
+        encoder.copy_buffer_to_buffer(metrics.raw(), 0, slot.raw(), 0, metrics.size());
+        // A counted step's numerics ride home in the same slot, after the metrics.
+        let numerics_at = match self.in_flight.numerics().filter(|_| counted) {
+            Some(n) => {
+                let (at, counts) = (metrics.size(), n.buffer());
+                encoder.copy_buffer_to_buffer(counts.raw(), 0, slot.raw(), at, counts.size());
+                Some(at as usize / 4)
+            }
+            None => None,
+        };
+        // This step's learning rate, written ahead: the queued write lands before this
+        // submit's commands and after the previous step's.
+        if at.lr.to_bits() != self.optimizer.lr().to_bits() {
+            self.optimizer.set_lr(ctx, at.lr)?;
+        }
+        let step = (at.grad_accum, at.lr);
+        self.in_flight
+            .submit_step(ctx, encoder, step, numerics_at, encoding)
     }
 
-    /// [`Trainer::step_phases`] without the phases.
-    pub fn step_kernels(&mut self, ctx: &GpuContext, batch: usize) -> Result<Vec<&Kernel>> {
-        let phases = self.step_phases(ctx, batch)?;
-        Ok(phases.into_iter().map(|(_, k)| k).collect())
+    /// Record the kernels of the phases `recorded` picks, in step order, into one compute
+    /// pass of `encoder`; with `counting` (numerics counted this step: `Some(last
+    /// micro-batch)`), each tensor's counting pass right after the kernels that complete it.
+    fn encode(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        counting: Option<bool>,
+        recorded: impl Fn(Records) -> bool,
+    ) {
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        for phase in Phase::ALL.into_iter().filter(|p| recorded(p.records())) {
+            let kernels = self.kernels.of_phase(self.net, self.optimizer, phase);
+            let counted = match phase {
+                Phase::Forward => Pass::Forward,
+                Phase::Backward => Pass::Backward,
+                _ => {
+                    kernels.iter().for_each(|k| k.encode(&mut pass));
+                    continue;
+                }
+            };
+            let kernels = match (counting, self.in_flight.numerics()) {
+                (Some(last), Some(n)) => n.interleave(self.net.batch, counted, kernels, last),
+                _ => kernels,
+            };
+            for k in kernels {
+                k.encode(&mut pass);
+            }
+        }
     }
 }

@@ -1,29 +1,34 @@
 //! The trainer: a model, its optimizer and GradScaler planned for training, with buffers,
 //! bind groups and pipelines made once per (model, batch size, precision), and the steps it
-//! has in flight. The step itself, in order, is `step.rs` ([`Trainer::train_batch`]).
+//! has in flight (`in_flight.rs`). [`Trainer::train_batch`] plans the network for a batch
+//! size and uploads the batch; the step itself, its kernels and their order, is `step.rs`.
 //!
 //! Nothing inside a step waits for the GPU; the host waits only before submitting a step's
 //! last micro-batch when every stats slot ([`RING`] by default) is still in flight, and then
 //! only for the oldest one ([`Trainer::throttle_waits`]). What else reads back — evaluation,
 //! loss estimates, samples, profiles — are functions over a trainer in their own files
-//! (`evaluate.rs`, `estimate.rs`, `sample.rs`, `profile.rs`).
+//! (`evaluate.rs`, `estimate.rs`, `sample.rs`, `profile.rs`), which plan and run its
+//! networks through [`Trainer::network`] and `Trainer::forward_parts`.
+//!
+//! [`RING`]: super::stats::RING
 
-use std::sync::Arc;
-
+use super::batch::{BatchInput, BatchTargets, write_batch};
 use super::config::StepConfig;
 use super::host_time::{Clock, HostTimes};
+use super::in_flight::InFlight;
+use super::numerics::StepNumerics;
+use super::numerics::passes::NumericsPasses;
 pub use super::planning::weight_decay_mask;
 use super::planning::{
     batch_error, check_network_fits, check_params_fit, guard_planning, params_error,
 };
 use super::rank::Exchange;
-use super::stats::{METRIC_LOSSES, RING, StatsRing, StepStats};
-use crate::amp::GradClipper;
+use super::stats::StepStats;
+use super::step::{Phase, Step, StepAt, StepKernels};
 use crate::amp::policy::{Policy, Precision, PrecisionRow};
-use crate::amp::round::round_inplace;
 use crate::amp::scaler::GradScaler;
-use crate::error::{Error, Result};
-use crate::gpu::{GpuBuffer, GpuContext, Kernel};
+use crate::error::Result;
+use crate::gpu::{GpuContext, Kernel};
 use crate::nn::params::{ParamLayout, ParamStore};
 use crate::nn::{ModelSpec, Network, NetworkInputs};
 use crate::ops::elementwise;
@@ -56,34 +61,21 @@ pub struct Trainer {
     pub store: ParamStore,
     pub scaler: GradScaler,
     pub optimizer: Optimizer,
-    pub(super) clipper: Option<GradClipper>,
     target_dim: usize,
-    pub(super) nets: Vec<Network>,
-    /// Master → compute-dtype cast of every parameter, one dispatch, once per step.
-    pub(super) weight_cast: Option<Kernel>,
-    /// Pure f16 mode: round gradients and parameters to f16 values.
-    pub(super) round_grads: Option<Kernel>,
-    pub(super) round_params: Option<Kernel>,
-    pub(super) begin_step: Kernel,
-    pub(super) unscale: Option<Kernel>,
-    pub(super) update: Option<Kernel>,
-    /// [scale used, found_inf, scale after the update, loss of micro-batch 0, 1, ...]
-    /// ([`METRIC_LOSSES`]).
-    pub(super) metrics: Arc<GpuBuffer>,
-    pub(super) stats: StatsRing,
-    /// Micro-batches already accumulated toward the next optimizer step.
-    pub(super) micro: usize,
-    /// Host time spent in this trainer's steps (encode, submit, read-back).
-    pub host: HostTimes,
-    pub(super) steps_submitted: u64,
-    pub(super) submissions: u64,
+    /// The network planned for each batch size seen so far (forward, loss and backward).
+    nets: Vec<Network>,
+    /// The step's other kernels, phase by phase (`step.rs`).
+    kernels: StepKernels,
+    /// The steps in flight: metrics, stats ring, numerics counts, micro-batch count,
+    /// submissions and host times (`in_flight.rs`).
+    in_flight: InFlight,
     /// Where the dropout masks of the next micro-batch come from.
     pub dropout: DropoutStream,
     /// The gradient all-reduce of a data-parallel rank (none in a single process).
-    pub(super) exchange: Exchange,
+    exchange: Exchange,
     /// Optimizer steps taken before this trainer's first (a resumed run's step): the lr
-    /// schedule's position is `step_offset + steps_submitted` (Run positions it).
-    pub step_offset: u64,
+    /// schedule's position is `step_offset + steps_submitted` ([`Trainer::start_at`]).
+    step_offset: u64,
 }
 
 impl Trainer {
@@ -115,8 +107,7 @@ impl Trainer {
             target_dim,
             init,
         } = inputs;
-        let policy = Policy::new(config.precision);
-        let low = config.precision.low_dtype();
+        let policy = crate::nn::keep_f32::policy(&spec, config.precision, config.loss)?;
         let (store, weight_cast) = load_params(ctx, &spec, config.precision, init)?;
         let total = store.layout.total;
 
@@ -130,52 +121,22 @@ impl Trainer {
             scaler.state_buffer(),
             weight_decay_mask(&spec, &store.layout).as_deref(),
         )?;
-        let clipper = config
-            .clip_norm()
-            .map(|max| GradClipper::new(ctx, &store.grads, total, max))
-            .transpose()?;
-        let (round_grads, round_params) = if config.precision.master_weights() {
-            (None, None)
-        } else {
-            (
-                Some(round_inplace(ctx, &store.grads, total, low)?),
-                Some(round_inplace(ctx, &store.master, total, low)?),
-            )
-        };
-        let (unscale, update) = if scaler.enabled() {
-            (
-                Some(scaler.unscale_kernel(ctx, &store.grads, total)?),
-                Some(scaler.update_kernel(ctx)?),
-            )
-        } else {
-            (None, None)
-        };
-        let metrics_bytes = 4 * (METRIC_LOSSES + config.grad_accum as u64);
-        let metrics = ctx.alloc_storage("step.metrics", metrics_bytes);
-        let stats = StatsRing::new(ctx, RING, metrics_bytes);
+        let kernels = StepKernels::plan(ctx, &config, (&store, weight_cast), &scaler)?;
+        let in_flight = InFlight::new(ctx, config.grad_accum, || {
+            NumericsPasses::of_model(ctx, &spec, &policy, &config)
+        })?;
         Ok(Self {
-            begin_step: scaler.begin_step_kernel(ctx)?,
             spec,
             policy,
             store,
             scaler,
             optimizer,
-            clipper,
             target_dim,
             nets: Vec::new(),
-            weight_cast,
-            round_grads,
-            round_params,
-            unscale,
-            update,
-            metrics,
-            stats,
-            micro: 0,
-            host: HostTimes::default(),
-            steps_submitted: 0,
+            kernels,
+            in_flight,
             dropout: DropoutStream::default(),
             step_offset: 0,
-            submissions: 0,
             exchange: Exchange::default(),
             config,
         })
@@ -187,9 +148,21 @@ impl Trainer {
         Ok(&self.nets[i])
     }
 
+    /// The network for `batch` (planned on first use) and the weight cast to encode before
+    /// its forward: what a forward-only pass outside the step runs (validation, prediction,
+    /// sampling).
+    pub(super) fn forward_parts(
+        &mut self,
+        ctx: &GpuContext,
+        batch: usize,
+    ) -> Result<(&Network, Option<&Kernel>)> {
+        let i = self.plan_network(ctx, batch)?;
+        Ok((&self.nets[i], self.kernels.weight_cast()))
+    }
+
     /// Index into `nets` of the network for `batch`, planned on first use. An index, not a
     /// borrow, so callers can use the network together with the trainer's other fields.
-    pub(super) fn plan_network(&mut self, ctx: &GpuContext, batch: usize) -> Result<usize> {
+    fn plan_network(&mut self, ctx: &GpuContext, batch: usize) -> Result<usize> {
         if let Some(i) = self.nets.iter().position(|n| n.batch == batch) {
             return Ok(i);
         }
@@ -224,6 +197,41 @@ impl Trainer {
         self.exchange.ranks()
     }
 
+    /// Continue a run of seed `seed` from optimizer step `step` (a resumed run): the dropout
+    /// masks and the lr schedule pick up where a checkpoint at that step left them.
+    pub(super) fn start_at(&mut self, seed: u64, step: u64) {
+        self.dropout = DropoutStream {
+            seed,
+            counter: step * self.config.grad_accum as u64,
+        };
+        self.step_offset = step;
+    }
+
+    /// Make this trainer one rank of a data-parallel job: each optimizer step all-reduces
+    /// the gradients over `collective` before unscale (`rank/exchange.rs`). Only before the
+    /// first step (the backward's seed depends on the number of ranks).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(super) fn join(
+        &mut self,
+        ctx: &GpuContext,
+        collective: std::rc::Rc<dyn crate::dist::Collective>,
+    ) -> Result<()> {
+        if !self.nets.is_empty() || self.steps_submitted() > 0 || self.exchange.is_joined() {
+            return Err(crate::error::Error::Distributed(
+                "a trainer can join a data-parallel job only before its first step".into(),
+            ));
+        }
+        let accum = self.config.grad_accum;
+        self.exchange = Exchange::joined(ctx, collective, &self.store.grads, accum);
+        Ok(())
+    }
+
+    /// The gradient exchange's counters (`None` in a single process).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(super) fn exchange_stats(&self) -> Option<&super::rank::exchange::ExchangeStats> {
+        self.exchange.stats()
+    }
+
     /// The network already planned for `batch`, if any (shared borrow, so it can be used
     /// together with [`Trainer::weight_cast_kernel`]).
     pub fn planned_network(&self, batch: usize) -> Option<&Network> {
@@ -237,7 +245,7 @@ impl Trainer {
             LrSchedule::Constant => self.optimizer.lr(),
             schedule => schedule.lr(
                 self.config.optimizer.lr(),
-                self.step_offset + self.steps_submitted,
+                self.step_offset + self.in_flight.steps_submitted(),
             ),
         }
     }
@@ -251,7 +259,7 @@ impl Trainer {
     /// forward outside the step (e.g. an asynchronous validation pass) so it sees the
     /// current weights.
     pub fn weight_cast_kernel(&self) -> Option<&Kernel> {
-        self.weight_cast.as_ref()
+        self.kernels.weight_cast()
     }
 
     /// The dtype the model's parameters compute in under this trainer's policy.
@@ -259,13 +267,89 @@ impl Trainer {
         self.config.precision.low_dtype()
     }
 
-    // The steps in flight.
+    // The step (`step.rs`).
+
+    /// Train on one micro-batch of `batch` samples: one submit. Every `grad_accum`
+    /// micro-batches this completes an optimizer step, in the last micro-batch's submit.
+    /// Never waits inside the step; before a step's last micro-batch, when every stats slot
+    /// is still in flight (the GPU is that many steps behind), native code waits for the
+    /// oldest slot's submission only and counts it ([`Trainer::throttle_waits`]); on the web
+    /// that is an error (check [`Trainer::can_submit`] first).
+    pub fn train_batch<'x>(
+        &mut self,
+        ctx: &GpuContext,
+        batch: usize,
+        x: impl Into<BatchInput<'x>>,
+        targets: BatchTargets<'_>,
+    ) -> Result<()> {
+        self.train_batch_overlapped(ctx, batch, x, targets, &mut || {})
+    }
+
+    /// [`Trainer::train_batch`]; on a data-parallel rank, `overlap` runs while the step's
+    /// gradients are all-reduced (host work that does not depend on them, such as gathering
+    /// the next batch). In a single process it never runs.
+    pub fn train_batch_overlapped<'x>(
+        &mut self,
+        ctx: &GpuContext,
+        batch: usize,
+        x: impl Into<BatchInput<'x>>,
+        targets: BatchTargets<'_>,
+        overlap: &mut dyn FnMut(),
+    ) -> Result<()> {
+        let grad_accum = self.config.grad_accum;
+        if self.in_flight.pending_micro_batches() + 1 == grad_accum {
+            // The one wait: for the oldest step, when a whole ring of steps is in flight.
+            self.in_flight.wait_for_slot(ctx)?;
+        }
+        let encoding = Clock::now();
+        let i = self.plan_network(ctx, batch)?;
+        let net = &self.nets[i];
+        // Numerics on: the counting passes of this batch size (made once).
+        self.in_flight.plan_numerics(ctx, net)?;
+        write_batch(ctx, net, x, &targets)?;
+        // Dropout masks of micro-batch `counter`: the same whatever the precision, and
+        // again after a resume ([`Trainer::start_at`] positions the counter).
+        net.set_dropout(ctx, self.dropout.seed, self.dropout.counter, true);
+        self.dropout.counter += 1;
+        let at = StepAt {
+            step: self.step_offset + self.in_flight.steps_submitted() + 1,
+            grad_accum,
+            lr: self.scheduled_lr(),
+        };
+        let step = Step {
+            net,
+            kernels: &self.kernels,
+            grads: &self.store.grads,
+            scaler: &self.scaler,
+            optimizer: &mut self.optimizer,
+            exchange: &mut self.exchange,
+            in_flight: &mut self.in_flight,
+        };
+        step.record(ctx, at, encoding, overlap)
+    }
+
+    /// Every kernel of one optimizer step (one micro-batch) at `batch` with its phase, in the
+    /// order [`Trainer::train_batch`] records them, for per-kernel profiling. Running them
+    /// changes the parameters like a real step does (profile a trainer whose state does not
+    /// matter).
+    pub fn step_phases(&mut self, ctx: &GpuContext, batch: usize) -> Result<Vec<(Phase, &Kernel)>> {
+        let i = self.plan_network(ctx, batch)?;
+        Ok(self.kernels.phases(&self.nets[i], &self.optimizer))
+    }
+
+    /// [`Trainer::step_phases`] without the phases.
+    pub fn step_kernels(&mut self, ctx: &GpuContext, batch: usize) -> Result<Vec<&Kernel>> {
+        let phases = self.step_phases(ctx, batch)?;
+        Ok(phases.into_iter().map(|(_, k)| k).collect())
+    }
+
+    // The steps in flight (`in_flight.rs`).
 
     /// Whether the next micro-batch can be submitted without waiting (for frame loops and
     /// [`crate::train::Run::advance`]): it does not complete a step, or a stats slot is free
     /// once the landed ones are taken.
     pub fn can_submit(&mut self, ctx: &GpuContext) -> bool {
-        self.micro + 1 < self.config.grad_accum || !self.stats.is_full(ctx)
+        self.in_flight.can_submit(ctx, self.config.grad_accum)
     }
 
     /// Block until the oldest step in flight has finished, so the next step can be submitted.
@@ -273,81 +357,89 @@ impl Trainer {
     /// does nothing when a stats slot is free. The web cannot wait: there a full ring is an
     /// error (check [`Trainer::can_submit`] first).
     pub fn wait_for_slot(&mut self, ctx: &GpuContext) -> Result<()> {
-        if self.stats.is_full(ctx) {
-            let waiting = Clock::now();
-            self.stats.wait_oldest(ctx)?;
-            self.host.readback += waiting.elapsed();
-        }
-        Ok(())
+        self.in_flight.wait_for_slot(ctx)
     }
 
     /// Stats of the optimizer steps finished so far (non-blocking; a few steps late).
     pub fn poll_stats(&mut self, ctx: &GpuContext) -> Vec<StepStats> {
-        let reading = Clock::now();
-        self.stats.collect(ctx);
-        let stats = self.stats.drain();
-        self.host.readback += reading.elapsed();
-        stats
+        self.in_flight.poll(ctx)
     }
 
     /// Wait for every submitted step and return the remaining stats (native; end of run):
     /// every step submitted is in them, even when another thread's poll fires the last
     /// read-backs' callbacks ([`crate::gpu::MapSignal`]). One host wait.
     pub fn finish(&mut self, ctx: &GpuContext) -> Result<Vec<StepStats>> {
-        let waiting = Clock::now();
-        self.stats.collect_all(ctx)?;
-        self.host.readback += waiting.elapsed();
-        Ok(self.stats.drain())
+        self.in_flight.finish(ctx)
     }
 
     /// Times the host waited because every stats slot was in flight (the GPU a whole ring
     /// of steps behind). Each such wait is also a host wait ([`GpuContext::host_waits`]).
     pub fn throttle_waits(&self) -> u64 {
-        self.stats.throttle_waits()
+        self.in_flight.ring().throttle_waits()
     }
 
     /// The step whose stats slot the latest throttle wait waited for (always the oldest
     /// step in flight then).
     pub fn last_throttle_wait(&self) -> Option<u64> {
-        self.stats.last_throttle_wait()
+        self.in_flight.ring().last_throttle_wait()
     }
 
     /// Optimizer steps submitted (by this trainer, since it was made).
     pub fn steps_submitted(&self) -> u64 {
-        self.steps_submitted
+        self.in_flight.steps_submitted()
     }
 
-    /// How many optimizer steps' stats may be in flight at once ([`RING`] by default): how
-    /// far the GPU may fall behind before the host waits.
+    /// How many optimizer steps' stats may be in flight at once
+    /// ([`RING`](super::stats::RING) by default): how far the GPU may fall behind before
+    /// the host waits.
     pub fn stats_ring_slots(&self) -> usize {
-        self.stats.slots()
+        self.in_flight.ring().slots()
     }
 
     /// Let `slots` steps' stats be in flight at once (at least 1). Only between steps with
     /// nothing in flight (right after planning, or after [`Trainer::finish`]).
     pub fn set_stats_ring_slots(&mut self, ctx: &GpuContext, slots: usize) -> Result<()> {
-        if slots == 0 || !self.stats.resize(ctx, slots, self.metrics.size()) {
-            return Err(Error::InvalidArgument(
-                "the stats ring needs at least 1 slot and no step in flight to change".into(),
-            ));
-        }
-        Ok(())
+        self.in_flight.set_ring_slots(ctx, slots)
     }
 
     /// Optimizer steps submitted whose stats have not been collected yet.
     pub fn steps_in_flight(&self) -> usize {
-        self.stats.in_flight()
+        self.in_flight.ring().in_flight()
     }
 
     /// Command buffers [`Trainer::train_batch`] has submitted: one per micro-batch (and one
     /// more per optimizer step on a data-parallel rank, after the all-reduce).
     pub fn submissions(&self) -> u64 {
-        self.submissions
+        self.in_flight.submissions()
     }
 
     /// Micro-batches already accumulated toward the next optimizer step.
     pub fn pending_micro_batches(&self) -> usize {
-        self.micro
+        self.in_flight.pending_micro_batches()
+    }
+
+    /// Host time spent in this trainer's steps (encode, submit, read-back) since it was made.
+    pub fn host_times(&self) -> HostTimes {
+        self.in_flight.host()
+    }
+
+    /// The counting passes a counted step at `batch` dispatches (`None`: numerics off, or
+    /// no step at `batch` yet).
+    pub fn numerics_passes(&self, batch: usize) -> Option<usize> {
+        self.in_flight.numerics()?.passes(batch)
+    }
+
+    /// Every how many optimizer steps numerics are counted (`None`: off).
+    pub fn numerics_every(&self) -> Option<u64> {
+        self.in_flight.numerics().map(NumericsPasses::every)
+    }
+
+    /// The numerics of this trainer's optimizer step `step` (1-based, as
+    /// [`StepStats::step`] reports it before a run renumbers it), once its stats have been
+    /// collected; `None` when that step was not counted. Take steps in order: earlier
+    /// ones still waiting are dropped.
+    pub fn take_numerics(&mut self, step: u64) -> Option<StepNumerics> {
+        self.in_flight.take_numerics(step)
     }
 }
 

@@ -1,6 +1,7 @@
 //! The list of every numeric flag of every subcommand, with its range as the error line
-//! states it (README's table of flags), and of the flags whose value is not a number; the
-//! tests in numeric_flags.rs check it against clap's definitions and the binary.
+//! states it (the table of flags in docs/guide/troubleshooting.md), and of the flags whose
+//! value is not a number; the tests in numeric_flags.rs check it against clap's definitions
+//! and the binary.
 
 /// A numeric flag: its range in the error's words, the flags it needs to take effect, values
 /// outside its range, and what the property test draws for it.
@@ -155,6 +156,11 @@ pub(super) const RUN_FLAGS: &[Flag] = &[
             &["0", "65537", "4294967296", "100000000", "-1", "x"],
         )
     },
+    flag(
+        "--max-skipped-steps",
+        "0 to 2^53 (0: never stop)",
+        &["9007199254740993", "18446744073709551616", "-1", "x"],
+    ),
 ];
 
 /// `train`'s own.
@@ -270,6 +276,8 @@ pub(super) const RUN_OTHER: &[&str] = &[
     "--scaler",
     "--lr-schedule",
     "--attention",
+    "--numerics",
+    "--keep-f32",
 ];
 
 /// A subcommand: its words, its numeric flags, and its other value-taking flags.
@@ -315,7 +323,10 @@ pub(super) const SUBCOMMANDS: &[Subcommand] = &[
     Subcommand {
         words: &["bench", "step"],
         numeric: &[STEP_FLAGS],
-        other: &[DEVICE, &["--models", "--precisions", "--attention"]],
+        other: &[
+            DEVICE,
+            &["--models", "--precisions", "--attention", "--numerics"],
+        ],
     },
     Subcommand {
         words: &["plan"],

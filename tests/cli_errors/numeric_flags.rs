@@ -1,5 +1,5 @@
 //! Every numeric flag of every subcommand, with its range as the error line states it
-//! (README's table of flags), checked three ways:
+//! (the table of flags in docs/guide/troubleshooting.md), checked three ways:
 //! - [`the_list_holds_every_flag_that_takes_a_value`]: the list below against clap's own
 //!   definitions (each subcommand's `--help`): a new flag that takes a value fails the test
 //!   until it is listed here, with its range, or as a flag whose value is not a number;
@@ -190,7 +190,7 @@ fn the_list_holds_every_flag_that_takes_a_value() {
                 problems.push(format!(
                     "`{} {f}` takes a value but is not listed: add it to its subcommand's \
                      numeric flags in tests/cli_errors/numeric_flags.rs (with its range, in \
-                     README's table), or to its flags whose value is not a number",
+                     the guide's table), or to its flags whose value is not a number",
                     sub.name()
                 ));
             }

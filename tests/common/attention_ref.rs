@@ -127,7 +127,7 @@ pub fn forward(dims: &Dims, qkv: &[f32], drop: Option<Drop>) -> (Vec<f64>, Vec<f
 }
 
 /// Backward: dqkv `[b, t, 3C]` and its magnitudes (terms of dS·k, dSᵀ·q and Pdᵀ·dy, with
-/// the row sum's terms counted in dS).
+/// the row sum's terms counted in dS as the kernels form it: rowsum(dy ⊙ y)).
 pub fn backward(dims: &Dims, qkv: &[f32], dy: &[f32], drop: Option<Drop>) -> (Vec<f64>, Vec<f64>) {
     let (t, hs, c) = (dims.t, dims.hs, dims.c());
     let n = dims.b * t * 3 * c;
@@ -150,7 +150,20 @@ pub fn backward(dims: &Dims, qkv: &[f32], dy: &[f32], drop: Option<Drop>) -> (Ve
                     })
                     .collect();
                 let row: f64 = (0..=i).map(|j| hd.p[i * t + j] * dp[j]).sum();
-                let row_mag: f64 = (0..=i).map(|j| (hd.p[i * t + j] * dp[j]).abs()).sum();
+                // The kernels form the row sum as rowsum(dy ⊙ y) from the stored y, so its
+                // error follows Σ_d |dy_d| Σ_j |terms of y_d| (not Σ_j |P dP|, which cancels
+                // inside dP).
+                let row_mag: f64 = (0..hs)
+                    .map(|d| {
+                        let y_mag: f64 = (0..=i)
+                            .map(|j| {
+                                let pd = hd.p[i * t + j] * hd.factor[i * t + j];
+                                (pd * dims.q(qkv, b, h, j, 2, d)).abs()
+                            })
+                            .sum();
+                        gy(i, d).abs() * y_mag
+                    })
+                    .sum();
                 for j in 0..=i {
                     let pij = hd.p[i * t + j];
                     ds[i * t + j] = dims.scale() * pij * (dp[j] - row);

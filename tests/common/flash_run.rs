@@ -9,7 +9,9 @@ use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::nn::{AttentionKernel, LossKind, ModelSpec};
 use webgpu_amp::ops::dropout::{DropoutKey, DropoutState};
-use webgpu_amp::ops::flash_attention::{FlashBody, FlashParams, backward, forward};
+use webgpu_amp::ops::flash_attention::{
+    FlashBody, FlashCoopConfig, FlashParams, backward, forward,
+};
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::{BatchTargets, DropoutStream, StepConfig, Trainer};
 use webgpu_amp::{DType, GpuContext, Tensor};
@@ -47,6 +49,8 @@ pub struct Run<'a> {
     pub drop: Option<Drop>,
     pub training: bool,
     pub body: FlashBody,
+    /// The tensor-core body's configuration (None: the adapter's).
+    pub coop: Option<FlashCoopConfig>,
 }
 
 /// What a run gives back, as f32 read from the tensors.
@@ -88,6 +92,7 @@ impl Run<'_> {
             dropout: key,
             dropout_state: key.map(|_| &state),
             body: self.body,
+            coop: self.coop,
         };
         let mut kernels = vec![forward(ctx, &qkv_t, &y, &lse, &params).unwrap()];
         kernels.extend(backward(ctx, &qkv_t, &y, &lse, &dy_t, &delta, &dqkv, &params).unwrap());
@@ -129,7 +134,10 @@ pub fn against_reference(what: &str, run: &Run) {
     // The tensor-core body rounds P (and in the backward dS) to f16 on their way into a
     // product: one more f16 rounding of every term.
     let storage = run.ctx.storage_for(run.dtype);
-    let coop = run.body.resolve(&run.ctx.caps, &[storage], d.hs) == FlashBody::Coop;
+    let coop = run
+        .body
+        .resolve_within(&run.ctx.caps, run.coop, &[storage], d.hs)
+        == FlashBody::Coop;
     let terms = if coop { unit(DType::F16) } else { 0.0 };
     check(&format!("{what}: y"), &out.y, &y, &y_mag, |w, m| {
         u * w.abs() + (terms + f32_err) * m + tiny
@@ -179,6 +187,8 @@ pub fn gpt_step(
         clip_grad_norm: None,
         grad_accum: 1,
         lr_schedule: Default::default(),
+        numerics: None,
+        numerics_histograms: false,
     };
     ctx.allocator.reset_peak();
     let before = ctx.memory().live_bytes;

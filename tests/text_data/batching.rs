@@ -2,7 +2,7 @@
 //! sliced and split, and labels checked against the class count.
 
 use webgpu_amp::data::{
-    BatchInputs, BatchLabels, Dataset, Labels, Loader, TextCorpus, TokenSamples, embedded_text,
+    BatchInput, BatchTargets, Dataset, Labels, Loader, TextCorpus, TokenSamples, embedded_text,
 };
 
 use super::{all_samples, data_message};
@@ -19,10 +19,10 @@ fn shuffled_epochs_visit_every_offset_once_reproducibly() {
     sorted.sort_unstable();
     assert_eq!(
         sorted,
-        (0..n).collect::<Vec<_>>(),
+        (0..n as u32).collect::<Vec<_>>(),
         "a permutation of the offsets"
     );
-    assert_ne!(e0, (0..n).collect::<Vec<_>>());
+    assert_ne!(e0, (0..n as u32).collect::<Vec<_>>());
     // Same (seed, epoch): same order; another epoch or seed: another order.
     assert_eq!(Loader::new(n, 64, true, 7).unwrap().order(0), e0);
     assert_ne!(loader.order(1), e0);
@@ -42,17 +42,19 @@ fn resumed_batches_equal_uninterrupted_ones() {
     let loader = Loader::new(train.n, batch, true, seed).unwrap();
     let mut straight = Vec::new();
     for epoch in 0..2 {
-        for idx in loader.batches(epoch) {
-            straight.push(train.gather(&idx).unwrap());
+        for idx in &loader.batches(epoch) {
+            straight.push(train.gather_indices(idx).unwrap());
         }
     }
     // Interrupted at (epoch 1, batch 5): a fresh loader from the checkpoint's seed, as
     // `Run::new` builds it, continues from Progress { epoch: 1, batch_in_epoch: 5 }.
     let per_epoch = loader.num_batches();
     let resumed_loader = Loader::new(train.n, batch, true, seed).unwrap();
-    let resumed: Vec<_> = resumed_loader.batches(1)[5..]
+    let resumed: Vec<_> = resumed_loader
+        .batches(1)
         .iter()
-        .map(|idx| train.gather(idx).unwrap())
+        .skip(5)
+        .map(|idx| train.gather_indices(idx).unwrap())
         .collect();
     assert_eq!(resumed, straight[per_epoch + 5..]);
     // The last batch of an epoch is partial (kept, as a DataLoader does).
@@ -71,13 +73,13 @@ fn no_shuffle_walks_offsets_in_order() {
     assert_eq!(batches.len(), 4);
     assert_eq!(batches[0], (0..8).collect::<Vec<_>>());
     assert_eq!(batches[3], (24..29).collect::<Vec<_>>());
-    let b = train.gather(&batches[1]).unwrap();
-    let BatchInputs::Tokens(x) = &b.x else {
+    let b = train.gather_indices(&batches[1]).unwrap();
+    let BatchInput::Tokens(x) = b.input() else {
         panic!("token inputs")
     };
     assert_eq!(c.vocab().decode(&x[..3]).unwrap(), "ijk");
     assert_eq!(c.vocab().decode(&x[21..]).unwrap(), "pqr");
-    let BatchLabels::Classes(y) = &b.y else {
+    let BatchTargets::Classes(y) = b.targets() else {
         panic!("class labels")
     };
     assert_eq!(c.vocab().decode(&y[..3]).unwrap(), "jkl");
@@ -112,10 +114,10 @@ fn token_sets_slice_split_and_reuse_batches() {
     )
     .unwrap();
     dense.gather_into(&[1], &mut batch).unwrap();
-    assert_eq!(batch.x, BatchInputs::Features(vec![3.0, 4.0]));
-    assert_eq!(batch.y, BatchLabels::Classes(vec![1]));
+    assert_eq!(batch.input(), BatchInput::Features(&[3.0, 4.0]));
+    assert_eq!(batch.targets(), BatchTargets::Classes(&[1]));
     train.gather_into(&[3], &mut batch).unwrap();
-    assert_eq!(batch.x.len(), 5);
+    assert_eq!(batch.input().len(), 5);
     assert_eq!(batch.size, 1);
     let msg = data_message(train.gather(&[train.n]));
     assert!(msg.contains("out of range"), "{msg}");

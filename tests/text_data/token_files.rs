@@ -3,7 +3,7 @@
 
 use safetensors::Dtype;
 use safetensors::tensor::TensorView;
-use webgpu_amp::data::{BatchInputs, BatchLabels, DataSource, Loader, custom};
+use webgpu_amp::data::{BatchInput, BatchTargets, DataSource, Loader, custom};
 
 use super::common::cli::fresh_dir;
 use super::data_message;
@@ -62,19 +62,19 @@ fn token_files_of_every_integer_dtype() {
         let batches: Vec<_> = loader
             .batches(0)
             .iter()
-            .map(|i| d.gather(i).unwrap())
+            .map(|i| d.gather_indices(i).unwrap())
             .collect();
         assert_eq!(batches.len(), 2);
         assert_eq!(
-            batches[0].x,
-            BatchInputs::Tokens(vec![5, 0, 1, 2, 3, 4, 5, 6])
+            batches[0].input(),
+            BatchInput::Tokens(&[5, 0, 1, 2, 3, 4, 5, 6])
         );
         assert_eq!(
-            batches[0].y,
-            BatchLabels::Classes(vec![0, 1, 2, 3, 4, 5, 6, 7])
+            batches[0].targets(),
+            BatchTargets::Classes(&[0, 1, 2, 3, 4, 5, 6, 7])
         );
-        assert_eq!(batches[1].x, BatchInputs::Tokens(vec![7, 8, 9, 10]));
-        assert_eq!(batches[1].y, BatchLabels::Classes(vec![8, 9, 10, 11]));
+        assert_eq!(batches[1].input(), BatchInput::Tokens(&[7, 8, 9, 10]));
+        assert_eq!(batches[1].targets(), BatchTargets::Classes(&[8, 9, 10, 11]));
         assert_eq!(batches[1].size, 1);
     }
     // Through DataSource: a path ending in .safetensors, loaded whole (no split).

@@ -14,7 +14,7 @@ from browser import log
 # same run from the same weights and batches, but on different drivers (SwiftShader in the
 # browser, Mesa lavapipe for the CLI), whose f32 sums and exp/log differ in the last bits;
 # f16 storage rounds those to half precision, and Adam carries the differences from step to
-# step.  Measured over 100 steps: see README ("In the browser") for the numbers; 2% is a few
+# step.  Measured over 100 steps: see docs/guide/browser.md for the numbers; 2% is a few
 # times the largest difference measured and far below a real bug (a wrong storage, scale or
 # batch order changes the loss by tens of percent).
 LOSS_RTOL = 0.02
@@ -101,6 +101,19 @@ def check_result(res, case, args):
     if res["trained_storage"] != trained:
         problems.append(f"{precision} trained with {res['trained_storage']!r} storage, but the "
                         f"page reports f16 storage {res['f16_storage']!r}")
+    if case.get("numerics") is not None:
+        n = res.get("numerics")
+        if not isinstance(n, dict):
+            problems.append(f"numerics were asked for but the result has none: {n!r}")
+        else:
+            if n.get("counted_steps") != steps:
+                problems.append(f"numerics counted {n.get('counted_steps')} of {steps} steps")
+            layers = n.get("layers") or []
+            if not layers or not n.get("heat_map_cells", 0) >= len(layers):
+                problems.append(f"the Numerics heat map was not drawn: {n.get('heat_map_cells')} "
+                                f"cells for {len(layers)} layers")
+            if case.get("init_scale") is not None and not isinstance(n.get("first_skip_cause"), str):
+                problems.append(f"skipped steps but no cause named: {n!r}")
     scale = case.get("init_scale")
     if scale is not None:
         skipped = res["skipped_steps"]
@@ -129,6 +142,8 @@ def cli_reference(args, case, res):
                "--metrics", metrics]
         if case.get("init_scale") is not None:
             cmd += ["--init-scale", str(case["init_scale"])]
+        if case.get("numerics") is not None:
+            cmd += ["--numerics", f"every:{case['numerics']}"]
         t0 = time.monotonic()
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
         if out.returncode != 0:
@@ -136,6 +151,9 @@ def cli_reference(args, case, res):
         with open(metrics) as f:
             lines = [json.loads(line) for line in f if line.strip()]
         summary = next(v["summary"] for v in reversed(lines) if "summary" in v)
+        causes = [v["skip_cause"] for v in lines if isinstance(v.get("skip_cause"), dict)]
+        if causes:
+            summary["first_skip_cause"] = causes[0]["text"]
         log(f"   CLI ({summary['backend']}, {summary['f16_storage']} f16) in "
             f"{time.monotonic() - t0:.1f}s: loss {summary['first_loss']:.6g} -> "
             f"{summary['final_loss']:.6g}, scale {summary['final_scale']}, "
@@ -151,6 +169,12 @@ def compare_with_cli(res, cli):
                          ("skipped_steps", "skipped_steps")):
         if res[key] != cli[cli_key]:
             problems.append(f"{key}: page {res[key]} != CLI {cli[cli_key]}")
+    if "first_skip_cause" in cli:
+        page_cause = (res.get("numerics") or {}).get("first_skip_cause")
+        log(f"   first skip: page {page_cause!r}, CLI {cli['first_skip_cause']!r}")
+        if page_cause != cli["first_skip_cause"]:
+            problems.append(f"first skip cause: page {page_cause!r} != CLI "
+                            f"{cli['first_skip_cause']!r}")
     page, native = res["last_loss"], cli["final_loss"]
     diff = abs(page - native) / max(abs(native), 1e-12)
     log(f"   last loss: page {page:.6g}, CLI {native:.6g}, relative difference {diff:.2e} "

@@ -8,7 +8,9 @@ the page to publish `window.webgpuAmpResult`.  With --cli it trains the same run
 CLI (`webgpu-amp train`, same model, data, seed, batch, optimizer, learning rate, steps and f16
 storage) and requires the same final GradScaler scale and skipped-step count, and a last loss
 within LOSS_RTOL.  An amp-f16 run whose first scale (2^40) overflows the f16 backward must skip
-steps, the same ones as the CLI.  A gpt-tiny run (model=gpt-tiny, batch 8, a few steps) trains on
+steps, the same ones as the CLI; run again with per-layer numerics on (numerics=every:1), the
+page must draw the Numerics heat map, count every step and name the first skip's cause exactly
+as the CLI's --metrics line does.  A gpt-tiny run (model=gpt-tiny, batch 8, a few steps) trains on
 the embedded text: its loss must fall below GPT_LOSS_RATIO of the first, agree with the CLI as
 above, and it must publish text sampled at its last step whose characters all come from that
 text.  Two runs check that training never waits for frames: one in
@@ -52,7 +54,7 @@ from checks import GPT_LOSS_RATIO, LOSS_RTOL, check_result, cli_reference, compa
 # The amp-f16 overflow run: a first GradScaler scale of 2^40 makes the f16 backward of the
 # loss overflow (2^40 / batch far above 65504), so steps are skipped and the scale halves until
 # the gradients fit.  Which steps are skipped depends on the gradients' size against 65504 with
-# a wide margin (about 10% at the last skipped step, see README), not on rounding, so the page
+# a wide margin (about 10% at the last skipped step, see docs/guide/browser.md), not on rounding, so the page
 # on SwiftShader and the CLI on lavapipe must skip exactly the same number.
 OVERFLOW_SCALE = 2 ** 40
 
@@ -200,6 +202,8 @@ def run_training(args, case):
         params = {"autorun": 1, "precision": case["precision"], "steps": case["steps"]}
         if case.get("init_scale") is not None:
             params["init_scale"] = case["init_scale"]
+        if case.get("numerics") is not None:
+            params["numerics"] = f"every:{case['numerics']}"
         for key in ("model", "batch"):
             if case.get(key) is not None:
                 params[key] = case[key]
@@ -320,6 +324,10 @@ def main():
                     help="steps of the runs without frames (default 20)")
     ap.add_argument("--skip-device-loss", action="store_true",
                     help="skip the run whose device is destroyed at step 3 (device_loss.py)")
+    ap.add_argument("--skip-numerics", action="store_true",
+                    help="skip the amp-f16 overflow run with per-layer numerics on")
+    ap.add_argument("--numerics-steps", type=int, default=8,
+                    help="steps of the numerics run (default 8)")
     ap.add_argument("--skip-gpt", action="store_true",
                     help="skip the gpt-tiny run (text data, sampled text)")
     ap.add_argument("--gpt-steps", type=int, default=12,
@@ -365,6 +373,13 @@ def main():
                       "flags": WEBGPU_FLAGS, "cli": True, "init_scale": OVERFLOW_SCALE,
                       # the skipped steps do not train; the loss drop is not the point here
                       "loss_drop": False})
+    if not args.skip_numerics:
+        # The AMP doctor: the overflow run with numerics counted every step; the page opens
+        # on the Numerics tab, draws the heat map, and names the first skip's cause as the
+        # CLI's --metrics do.
+        cases.append({"label": "amp-f16/numerics", "precision": "amp-f16",
+                      "steps": args.numerics_steps, "flags": WEBGPU_FLAGS, "cli": True,
+                      "init_scale": OVERFLOW_SCALE, "numerics": 1, "loss_drop": False})
     if not args.skip_gpt:
         cases.append({"label": "gpt-tiny/amp-f16", "precision": "amp-f16", "steps": args.gpt_steps,
                       "model": "gpt-tiny", "batch": 8, "flags": WEBGPU_FLAGS, "cli": True,

@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::gpu::GpuContext;
 use crate::nn::LossKind;
 use crate::train::evaluate::submit_eval_batch;
-use crate::train::{BatchTargets, EvalTally, Trainer};
+use crate::train::{EvalTally, Trainer};
 
 /// Held-out batches for validation (full batches only, so the training network serves).
 pub struct EvalSet {
@@ -76,8 +76,8 @@ impl EvalProbe {
         self.counts
             .maybe_submit(ctx, submitted, every, last, |counts| {
                 for (i, b) in set.batches.iter().enumerate() {
-                    let targets = BatchTargets::from(&b.y);
-                    submit_eval_batch(ctx, trainer, b.size, &b.x, &targets, counts, i)?;
+                    let targets = b.targets();
+                    submit_eval_batch(ctx, trainer, b.size, b.input(), &targets, counts, i)?;
                 }
                 Ok(())
             })

@@ -6,7 +6,7 @@ use crate::data::Batch;
 use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::train::batch::write_batch;
-use crate::train::{BatchTargets, Periodic, Trainer};
+use crate::train::{Periodic, Trainer};
 
 /// One kernel's GPU time in the latest profile of a mode.
 #[derive(Clone, Debug, PartialEq)]
@@ -75,7 +75,7 @@ impl Profiler {
             .twin
             .planned_network(self.batch)
             .ok_or_else(|| Error::InvalidArgument("network not planned".into()))?;
-        write_batch(ctx, net, &batch.x, &BatchTargets::from(&batch.y))?;
+        write_batch(ctx, net, batch.input(), &batch.targets())?;
         let grads = self.twin.store.grads.clone();
         let kernels = self.twin.step_kernels(ctx, self.batch)?;
         let mut encoder = ctx.device.create_command_encoder(&Default::default());

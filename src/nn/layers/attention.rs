@@ -327,6 +327,7 @@ impl Fused {
             dropout: self.dropout,
             dropout_state: self.dropout.map(|_| state),
             body: Default::default(),
+            coop: None,
         }
     }
 }

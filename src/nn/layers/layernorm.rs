@@ -1,5 +1,9 @@
 //! `nn.LayerNorm(C, bias=...)` over the last dimension, eps 1e-5. On autocast's fp32 list:
-//! its input arrives cast to f32 and statistics and output are f32.
+//! its input arrives cast to f32 and statistics are f32. Its output is f32, or, when the
+//! layer after it computes in a low dtype (a Linear under amp-f16), that dtype: the kernel
+//! rounds its f32 result once as the cast autocast would insert does (the same bits), and
+//! the cast kernel and its backward's are gone. In a residual branch its input gradient is
+//! added straight onto the skip path's when that is f32 (the residual's accumulate goes).
 
 use serde::Deserialize;
 
@@ -82,7 +86,9 @@ impl Layer for LayerNorm {
         let x2 = x.reshape(&[rows, self.features])?;
         let weight = f.param("weight")?;
         let bias = self.bias.then(|| f.param("bias")).transpose()?;
-        let y = f.activation(&x.shape()[1..]);
+        // The low dtype of the layer after it, written at once instead of by a cast.
+        let out = f.consumer_dtype().unwrap_or(f.dtype());
+        let y = f.activation_in(&x.shape()[1..], out);
         let stats =
             |what| Tensor::zeros_labelled(f.ctx(), what, &[rows], f.ctx().storage_for(DType::F32));
         let (mean, rstd) = (
@@ -128,16 +134,20 @@ impl Backward for LayerNormBackward {
         let two_d = |t: &Tensor| t.reshape(&[rows, self.features]);
         let dweight = b.param_grad("weight")?;
         let dbias = self.bias.then(|| b.param_grad("bias")).transpose()?;
-        // The kernel writes dx whether or not it is needed; give it scratch from the arena.
-        let dx = b.input_grad(&self.x)?;
-        let kernels = layernorm::layernorm_backward(
+        // Onto a residual's f32 skip gradient when it offers one; else the kernel writes dx
+        // whether or not it is needed: give it scratch from the arena.
+        let (dx, accumulate) = match b.take_accumulation(&self.x, &dy) {
+            Some(target) => (target, true),
+            None => (b.input_grad(&self.x)?, false),
+        };
+        let kernels = layernorm::layernorm_backward_into(
             b.ctx(),
             &two_d(&dy)?,
             &two_d(&self.x)?,
             &self.weight,
             &self.mean,
             &self.rstd,
-            &two_d(&dx)?,
+            (&two_d(&dx)?, accumulate),
             &dweight,
             dbias.as_ref(),
         )?;

@@ -17,11 +17,12 @@
 //!
 //! Adding a layer is a file here with those three types and one line in [`REGISTRY`]; a
 //! new kernel it needs is its WGSL in `shaders/` and a dispatcher in `ops/`
-//! (docs/architecture.md walks through an example).
+//! (docs/architecture.md walks through an example). Adding an activation is one row of
+//! [`crate::ops::unary`]'s table: [`unary::Unary`] is every row's layer.
 
-pub mod activation;
 pub mod attention;
 pub mod attention_kernel;
+pub mod backward;
 pub mod conv2d;
 pub mod dropout;
 pub mod embedding;
@@ -35,6 +36,7 @@ pub mod precision;
 mod recipes;
 pub mod recompute;
 pub mod residual;
+pub mod unary;
 
 use std::fmt;
 use std::sync::Arc;
@@ -44,21 +46,20 @@ use serde::de::DeserializeOwned;
 use crate::amp::policy::Op;
 use crate::error::Result;
 use crate::tensor::{DType, Tensor};
+pub use backward::{BackwardPlan, Like};
 pub use named::{NamedLayer, ParamSpec};
 pub(crate) use named::{layer_from_json, resolve_layers};
-pub use plan::{BackwardPlan, ForwardPlan, Like};
+pub use plan::ForwardPlan;
 pub use precision::PrecisionWalk;
 
 /// Parses one layer's fields (the object under its key) into its config.
 pub type ParseConfig = fn(serde_json::Value) -> serde_json::Result<Box<dyn LayerConfig>>;
 
-/// Every layer kind the JSON model format knows, by key.
+/// The layer kinds the JSON model format knows by key, besides the unary ones
+/// ([`layer_kinds`] lists both).
 pub const REGISTRY: &[(&str, ParseConfig)] = &[
     ("linear", parse::<linear::LinearConfig>),
     ("conv2d", parse::<conv2d::Conv2dConfig>),
-    ("relu", parse::<activation::ReluConfig>),
-    ("gelu", parse::<activation::GeluConfig>),
-    ("gelu_tanh", parse::<activation::GeluTanhConfig>),
     ("maxpool2d", parse::<pool::MaxPool2dConfig>),
     ("flatten", parse::<flatten::FlattenConfig>),
     ("layernorm", parse::<layernorm::LayerNormConfig>),
@@ -67,6 +68,25 @@ pub const REGISTRY: &[(&str, ParseConfig)] = &[
     ("embedding", parse::<embedding::EmbeddingConfig>),
     ("residual", residual::parse),
 ];
+
+/// Every layer kind the JSON model format knows: [`REGISTRY`]'s, then one per row of the
+/// unary table ([`crate::ops::unary::UNARY_OPS`]).
+pub fn layer_kinds() -> impl Iterator<Item = &'static str> {
+    let unary = crate::ops::unary::UNARY_OPS.iter().map(|op| op.name);
+    REGISTRY.iter().map(|(kind, _)| *kind).chain(unary)
+}
+
+/// The config of a JSON layer of kind `kind` from its fields, or `None` for an unknown kind.
+pub(crate) fn parse_kind(
+    kind: &str,
+    fields: serde_json::Value,
+) -> Option<serde_json::Result<Box<dyn LayerConfig>>> {
+    if let Some((_, parse)) = REGISTRY.iter().find(|(k, _)| *k == kind) {
+        return Some(parse(fields));
+    }
+    let op = crate::ops::unary::by_name(kind)?;
+    Some(unary::UnaryConfig::parse(op, fields))
+}
 
 fn parse<C: LayerConfig + DeserializeOwned + 'static>(
     fields: serde_json::Value,

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{Init, Layer, LayerConfig, REGISTRY, checked_numel, too_large};
+use super::{Init, Layer, LayerConfig, checked_numel, layer_kinds, parse_kind, too_large};
 
 /// One layer of a model, in execution order.
 #[derive(Clone, Debug)]
@@ -50,14 +50,13 @@ impl ParamSpec {
     }
 }
 
-/// Parses one JSON layer, `{"kind": {fields}}`, through [`REGISTRY`].
+/// Parses one JSON layer, `{"kind": {fields}}`, of a kind [`layer_kinds`] lists.
 pub(crate) fn layer_from_json(
     value: serde_json::Value,
 ) -> std::result::Result<Box<dyn LayerConfig>, String> {
     let kinds = || {
-        REGISTRY
-            .iter()
-            .map(|(k, _)| format!("{{\"{k}\": {{...}}}}"))
+        layer_kinds()
+            .map(|k| format!("{{\"{k}\": {{...}}}}"))
             .collect::<Vec<_>>()
             .join(", ")
     };
@@ -74,13 +73,13 @@ pub(crate) fn layer_from_json(
             kinds()
         ));
     };
-    let Some((_, parse)) = REGISTRY.iter().find(|(k, _)| *k == kind) else {
+    let Some(config) = parse_kind(&kind, fields) else {
         return Err(format!(
             "unknown layer kind `{kind}` (expected one of {})",
             kinds()
         ));
     };
-    parse(fields).map_err(|e| format!("{kind}: {e}"))
+    config.map_err(|e| format!("{kind}: {e}"))
 }
 
 /// Resolves named layer configs in order from `input`; errors name the layer's index and

@@ -10,34 +10,20 @@ use std::cell::{OnceCell, RefCell};
 use std::sync::Arc;
 
 use super::attention_kernel::AttentionKernel;
+use super::backward::{BackwardPlan, Like, Recorded, Tape, join};
 use super::named::NamedLayer;
 use super::recipes::Recomputable;
 use super::{Backward, Layer};
 use crate::amp::policy::Policy;
 use crate::error::Result;
-use crate::gpu::{GpuBuffer, GpuContext, Kernel};
-use crate::nn::buffers::{GradientArena, Scratch};
+use crate::gpu::{GpuContext, Kernel};
+use crate::nn::buffers::Scratch;
 use crate::nn::params::ParamStore;
+use crate::nn::probes::{ProbeLog, ProbePoint, ProbeTensor, own_parameters};
 use crate::nn::transient::Activations;
 use crate::ops::dropout::{DropoutKey, DropoutState};
 use crate::ops::elementwise;
-use crate::tensor::{DType, Storage, Tensor};
-
-/// What the forward recorded for one op (a layer, or a cast autocast inserted).
-struct Recorded {
-    /// The full name of the layer, the prefix of its parameters' gradients.
-    path: String,
-    /// Whether any op recorded before this one (in the whole network) has parameters: only
-    /// then does this op's input need a gradient (the data needs none).
-    wants_input_grad: bool,
-    backward: Box<dyn Backward>,
-}
-
-/// The recorded backward of a run of layers, replayed by [`BackwardPlan::run_tape`].
-#[derive(Default)]
-pub struct Tape {
-    ops: Vec<Recorded>,
-}
+use crate::tensor::{DType, Tensor};
 
 /// The forward pass being planned.
 pub struct ForwardPlan<'a> {
@@ -62,15 +48,11 @@ pub struct ForwardPlan<'a> {
     index: usize,
     seen_params: bool,
     scratch: Scratch,
-}
-
-/// `parent.name`, or `name` at the top (an empty name adds nothing: a residual).
-pub(in crate::nn) fn join(parent: &str, name: &str) -> String {
-    match (parent.is_empty(), name.is_empty()) {
-        (_, true) => parent.to_string(),
-        (true, false) => name.to_string(),
-        (false, false) => format!("{parent}.{name}"),
-    }
+    /// Each layer's output, where it is complete.
+    probes: ProbeLog,
+    /// The dtype the next layer computes in, while a leaf layer is planned (see
+    /// [`Self::consumer_dtype`]).
+    consumer: Option<DType>,
 }
 
 impl<'a> ForwardPlan<'a> {
@@ -97,7 +79,23 @@ impl<'a> ForwardPlan<'a> {
             index: 0,
             seen_params: false,
             scratch: Scratch::default(),
+            probes: ProbeLog::default(),
+            consumer: None,
         }
+    }
+
+    /// The dtype the layer after the current one computes in, when the current layer has no
+    /// sub-layers and another follows it: a layer on autocast's fp32 list (LayerNorm) may
+    /// write its output in that dtype, with the same rounding, instead of leaving it to a
+    /// cast kernel the policy would insert (one dispatch fewer per such pair).
+    pub fn consumer_dtype(&self) -> Option<DType> {
+        self.consumer
+    }
+
+    /// The probe points noted so far: each layer's output ([`crate::nn::probes`]); and the
+    /// layers planned (the loss's row in the precision map comes after them).
+    pub(in crate::nn) fn take_probes(&mut self) -> (Vec<ProbePoint>, usize) {
+        (self.probes.take(), self.layer_count)
     }
 
     /// Where the activations asked for from now on go.
@@ -121,8 +119,16 @@ impl<'a> ForwardPlan<'a> {
     pub fn run_layers(&mut self, layers: &[NamedLayer], x: Tensor) -> Result<(Tensor, Tape)> {
         let mut tape = Tape::default();
         let mut x = x;
-        for l in layers {
+        for (i, l) in layers.iter().enumerate() {
+            // A leaf takes index `layer_count`, so the next layer takes the one after it.
+            let next = layers.get(i + 1).filter(|_| l.layer.sublayers().is_empty());
+            let consumer = next.map(|n| {
+                let index = self.layer_count + 1;
+                self.policy.compute_dtype(index, n.layer.op(), DType::F32)
+            });
+            self.consumer = consumer;
             x = self.run_layer(&l.name, &*l.layer, x, &mut tape)?;
+            self.consumer = None;
         }
         Ok((x, tape))
     }
@@ -145,7 +151,7 @@ impl<'a> ForwardPlan<'a> {
         if self.dtype != x.dtype() && x.dtype().is_float() {
             let wants = self.seen_params;
             let (y, backward) = cast_forward(self, x, self.dtype)?;
-            self.record(tape, wants, backward);
+            self.record(tape, wants, backward, None);
             x = y;
         }
         // Whether this layer's input needs a gradient is decided by what came before it,
@@ -153,17 +159,28 @@ impl<'a> ForwardPlan<'a> {
         let wants = self.seen_params;
         let has_params = !layer.parameters().is_empty() || !layer.tied_parameters().is_empty();
         let (y, backward) = layer.forward(self, x)?;
-        self.record(tape, wants, backward);
+        let params = own_parameters(layer, &self.path);
+        self.record(tape, wants, backward, Some((self.index, params)));
+        let at = (self.index, ProbeTensor::Output);
+        self.probes
+            .note(self.ctx.is_dry(), at, self.kernels.len(), &y);
         self.seen_params |= has_params;
         (self.path, self.dtype, self.index) = parent;
         Ok(y)
     }
 
-    fn record(&mut self, tape: &mut Tape, wants: bool, b: Box<dyn Backward>) {
+    fn record(
+        &mut self,
+        tape: &mut Tape,
+        wants: bool,
+        b: Box<dyn Backward>,
+        layer: Option<(usize, Vec<String>)>,
+    ) {
         tape.ops.push(Recorded {
             path: self.path.clone(),
             wants_input_grad: wants,
             backward: b,
+            layer,
         });
     }
 
@@ -268,159 +285,6 @@ impl<'a> ForwardPlan<'a> {
             layer: self.index as u32,
         }
     }
-}
-
-/// The shape and storage of a tensor, without its buffer: what a backward keeps of an input
-/// whose values it does not need (so the buffer can be shared once the forward is done with
-/// it, [`super::transient`]).
-#[derive(Clone, Debug)]
-pub struct Like {
-    pub shape: Vec<usize>,
-    pub storage: Storage,
-}
-
-impl Like {
-    pub fn of(t: &Tensor) -> Like {
-        Like {
-            shape: t.shape().to_vec(),
-            storage: t.storage(),
-        }
-    }
-
-    pub fn dtype(&self) -> DType {
-        self.storage.dtype()
-    }
-}
-
-/// The backward pass being planned.
-pub struct BackwardPlan<'a> {
-    ctx: &'a GpuContext,
-    store: &'a ParamStore,
-    dropout: OnceCell<Arc<DropoutState>>,
-    kernels: Vec<Kernel>,
-    grads: GradientArena,
-    scratch: Scratch,
-    /// The op being planned: its layer's full name, and whether its input needs a gradient.
-    path: String,
-    wants_input_grad: bool,
-}
-
-impl<'a> BackwardPlan<'a> {
-    pub(in crate::nn) fn new(
-        ctx: &'a GpuContext,
-        store: &'a ParamStore,
-        dropout: Option<Arc<DropoutState>>,
-        free: Vec<Arc<GpuBuffer>>,
-        scratch: Scratch,
-    ) -> Self {
-        Self {
-            ctx,
-            store,
-            dropout: dropout.map(OnceCell::from).unwrap_or_default(),
-            kernels: Vec::new(),
-            grads: GradientArena::new(free),
-            scratch,
-            path: String::new(),
-            wants_input_grad: false,
-        }
-    }
-
-    pub(in crate::nn) fn into_kernels(self) -> Vec<Kernel> {
-        self.kernels
-    }
-
-    /// Replay `tape` in reverse from `dy`, the gradient of its output. Returns the gradient
-    /// of its input, or `None` when it needs none (the replay then stops at the first op,
-    /// from the end, whose input needs no gradient). `dy` stays the caller's: only the
-    /// gradients made here are released, once used.
-    pub fn run_tape(&mut self, tape: &Tape, dy: Tensor) -> Result<Option<Tensor>> {
-        let outer = (std::mem::take(&mut self.path), self.wants_input_grad);
-        // The gradient of the current op's output, and whether it was made here.
-        let mut grad = dy;
-        let mut owned = false;
-        let mut reached_input = true;
-        for r in tape.ops.iter().rev() {
-            self.path.clone_from(&r.path);
-            self.wants_input_grad = r.wants_input_grad;
-            let dx = r.backward.backward(self, grad.clone())?;
-            // A view of the same buffer (a reshape) carries the gradient on.
-            let same = dx.as_ref().is_some_and(|d| same_buffer(d, &grad));
-            if owned && !same {
-                self.grads.release(&grad);
-            }
-            match dx {
-                Some(dx) => {
-                    owned |= !same;
-                    grad = dx;
-                }
-                None => {
-                    reached_input = false;
-                    break;
-                }
-            }
-        }
-        (self.path, self.wants_input_grad) = outer;
-        Ok(reached_input.then_some(grad))
-    }
-
-    pub fn ctx(&self) -> &'a GpuContext {
-        self.ctx
-    }
-
-    /// Whether the current layer must return its input's gradient.
-    pub fn wants_input_grad(&self) -> bool {
-        self.wants_input_grad
-    }
-
-    /// A gradient shaped (and stored) like `x`, in a buffer of the gradient arena. Every
-    /// backward kernel overwrites the whole of it.
-    pub fn input_grad(&mut self, x: &Tensor) -> Result<Tensor> {
-        self.input_grad_like(&Like::of(x))
-    }
-
-    /// [`Self::input_grad`] for a tensor the backward does not keep, only its shape.
-    pub fn input_grad_like(&mut self, x: &Like) -> Result<Tensor> {
-        self.grads.take(self.ctx, &x.shape, x.storage)
-    }
-
-    /// Give back a gradient from [`Self::input_grad`] that is no longer needed.
-    pub fn release(&mut self, grad: &Tensor) {
-        self.grads.release(grad);
-    }
-
-    /// The f32 gradient of the current layer's parameter `name`, a view into the flat
-    /// gradient buffer (kernels accumulate into it; the step clears it first).
-    pub fn param_grad(&self, name: &str) -> Result<Tensor> {
-        self.param_grad_at(&join(&self.path, name))
-    }
-
-    /// The f32 gradient of the parameter with full name `name` (a tied weight).
-    pub fn param_grad_at(&self, name: &str) -> Result<Tensor> {
-        self.store.grad_view(self.ctx, name)
-    }
-
-    /// See [`ForwardPlan::dropout_state`] (the same state).
-    pub fn dropout_state(&self) -> Arc<DropoutState> {
-        self.dropout
-            .get_or_init(|| Arc::new(DropoutState::new(self.ctx)))
-            .clone()
-    }
-
-    /// Like [`ForwardPlan::scratch`], shaped and stored like `like`.
-    pub fn scratch(&mut self, label: &'static str, like: &Tensor) -> Result<Tensor> {
-        self.scratch
-            .tensor(self.ctx, label, like.shape(), like.storage())
-    }
-
-    /// Append a kernel to the backward pass.
-    pub fn push(&mut self, kernel: Kernel) {
-        self.kernels.push(kernel);
-    }
-}
-
-/// Whether two tensors view the same buffer.
-pub(crate) fn same_buffer(a: &Tensor, b: &Tensor) -> bool {
-    Arc::ptr_eq(a.buffer(), b.buffer())
 }
 
 // ---- the cast autocast inserts ------------------------------------------------------------

@@ -37,7 +37,7 @@ impl<'a> PrecisionWalk<'a> {
     /// The row of one layer (and, for a layer made of layers, theirs after it).
     pub fn run_layer(&mut self, name: &str, layer: &dyn Layer, x: DType) -> DType {
         let parent = std::mem::take(&mut self.path);
-        self.path = super::plan::join(&parent, name);
+        self.path = super::backward::join(&parent, name);
         let index = self.rows.len();
         let has_params = !layer.parameters().is_empty() || !layer.tied_parameters().is_empty();
         let row = self

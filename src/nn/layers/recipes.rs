@@ -5,22 +5,20 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::gpu::{GpuContext, Kernel};
+use crate::ops::unary::{self, UnaryOp};
 use crate::tensor::Tensor;
 
-/// An elementwise forward kernel: `out = f(x)`.
-pub type ElementwiseForward = fn(&GpuContext, &Tensor, &Tensor) -> Result<Kernel>;
-
-/// How an activation is made again: `forward` on `input`.
+/// How an activation is made again: the unary op's forward on `input`.
 #[derive(Clone)]
 pub struct Recipe {
     input: Tensor,
-    forward: ElementwiseForward,
+    op: &'static UnaryOp,
 }
 
 impl Recipe {
     /// The kernel that writes the activation into `out`.
     pub fn kernel(&self, ctx: &GpuContext, out: &Tensor) -> Result<Kernel> {
-        (self.forward)(ctx, &self.input, out)
+        unary::forward(ctx, self.op, &self.input, out)
     }
 }
 
@@ -31,15 +29,10 @@ pub(super) struct Recomputable {
 }
 
 impl Recomputable {
-    pub(super) fn register(
-        &mut self,
-        output: &Tensor,
-        input: &Tensor,
-        forward: ElementwiseForward,
-    ) {
+    pub(super) fn register(&mut self, output: &Tensor, input: &Tensor, op: &'static UnaryOp) {
         let recipe = Recipe {
             input: input.clone(),
-            forward,
+            op,
         };
         self.outputs.push((output.clone(), recipe));
     }

@@ -10,10 +10,11 @@
 //! not change; the output, read by forward kernels only, becomes a transient activation
 //! ([`crate::nn::transient`]) and shares a buffer.
 
-use super::plan::Like;
-use super::recipes::{ElementwiseForward, Recipe};
+use super::backward::Like;
+use super::recipes::Recipe;
 use super::{BackwardPlan, ForwardPlan};
 use crate::error::Result;
+use crate::ops::unary::UnaryOp;
 use crate::tensor::Tensor;
 
 /// What a backward keeps of a tensor whose values it reads: the tensor, or how to make it.
@@ -23,9 +24,9 @@ pub enum Kept {
 }
 
 impl ForwardPlan<'_> {
-    /// Say that `output` is `forward(input)`, so a layer reading it may keep the recipe.
-    pub fn recomputable(&self, output: &Tensor, input: &Tensor, forward: ElementwiseForward) {
-        self.recomputable_mut().register(output, input, forward);
+    /// Say that `output` is `op(input)`, so a layer reading it may keep the recipe.
+    pub fn recomputable(&self, output: &Tensor, input: &Tensor, op: &'static UnaryOp) {
+        self.recomputable_mut().register(output, input, op);
     }
 
     /// What a backward should keep of `x`, an input whose values it reads: how to make it

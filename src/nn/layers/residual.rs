@@ -6,8 +6,8 @@
 
 use serde::Deserialize;
 
+use super::backward::{Tape, same_buffer};
 use super::named::{NamedLayer, layer_from_json, resolve_layers};
-use super::plan::{Tape, same_buffer};
 use super::precision::PrecisionWalk;
 use super::{Backward, BackwardPlan, ForwardPlan, Layer, LayerConfig, Like, ParamDef, Resolved};
 use crate::amp::policy::{CastRule, Op};
@@ -137,11 +137,22 @@ impl Backward for ResidualBackward {
             b.push(elementwise::cast(ctx, &dy, &dh)?);
             dh
         };
+        // The skip path is dy itself, accumulated in place (nothing reads it after this
+        // layer): the branch's first layer may add its gradient onto it in its own kernel.
+        let wants = b.wants_input_grad();
+        if wants && dy.dtype() == self.x.dtype() {
+            b.offer_accumulation(dy.clone());
+        }
         let d_branch = b.run_tape(&self.branch, dh.clone())?;
+        if b.accumulation_taken(&dy) {
+            if !same_buffer(&dh, &dy) {
+                b.release(&dh);
+            }
+            return Ok(Some(dy));
+        }
         let mut done = vec![dh];
-        let dx = if b.wants_input_grad() {
-            // The skip path: dy itself, accumulated in place (nothing reads it after this
-            // layer), unless it has another dtype or the branch handed it straight back.
+        let dx = if wants {
+            // Unless dy has another dtype or the branch handed it straight back.
             let reuse = dy.dtype() == self.x.dtype()
                 && !d_branch.as_ref().is_some_and(|d| same_buffer(d, &dy));
             let dx = if reuse {

@@ -23,10 +23,11 @@
 //! f16 on their way into a product.
 
 mod coop;
+mod coop_layout;
 
 pub use coop::{
-    BACKWARD_SHADER as COOP_BACKWARD_SHADER, FORWARD_SHADER as COOP_FORWARD_SHADER,
-    MAX_HEAD_SIZE as COOP_MAX_HEAD_SIZE,
+    BACKWARD_SHADER as COOP_BACKWARD_SHADER, DQ_SHADER as COOP_DQ_SHADER,
+    FORWARD_SHADER as COOP_FORWARD_SHADER, FlashCoopConfig, MAX_HEAD_SIZE as COOP_MAX_HEAD_SIZE,
 };
 
 use super::dropout::{DropoutKey, DropoutState, state_or_placeholder};
@@ -35,6 +36,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{Arg, Capabilities, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::{Grid, ShaderDecl};
 use crate::tensor::Tensor;
+use coop::CoopPass;
 
 /// The forward kernel.
 pub static FORWARD_SHADER: ShaderDecl = ShaderDecl {
@@ -86,11 +88,34 @@ impl FlashBody {
     /// The body `Auto` resolves to for tensors of these storages (lse and delta aside) and
     /// head size `hs`: on tensor cores exactly where the matmul's products would be.
     pub fn resolve(self, caps: &Capabilities, storages: &[Storage], hs: usize) -> FlashBody {
+        self.resolve_within(caps, None, storages, hs)
+    }
+
+    /// [`FlashBody::resolve`] with the tensor-core body's configuration forced (None: the
+    /// adapter's, [`FlashCoopConfig::for_adapter`]).
+    pub fn resolve_within(
+        self,
+        caps: &Capabilities,
+        config: Option<FlashCoopConfig>,
+        storages: &[Storage],
+        hs: usize,
+    ) -> FlashBody {
         match self {
-            FlashBody::Auto if coop::eligible(caps, storages, hs) => FlashBody::Coop,
+            FlashBody::Auto if coop::eligible(caps, config, storages, hs) => FlashBody::Coop,
             FlashBody::Auto => Self::simt(caps),
             other => other,
         }
+    }
+
+    /// The tensor-core body's blocks for head size `hs` on this adapter under `config`
+    /// (None: the adapter's, what `info` reports): `blocks 64x64 forward, 32x64 dk/dv, 64x32
+    /// dq` (query rows x keys), or None where it does not run.
+    pub fn coop_blocks(
+        caps: &Capabilities,
+        config: Option<FlashCoopConfig>,
+        hs: usize,
+    ) -> Option<String> {
+        coop::describe(caps, config, hs)
     }
 
     /// The SIMT body for this adapter (the delta kernel's, under every body).
@@ -134,6 +159,8 @@ pub struct FlashParams<'a> {
     /// The state buffer the dropout kernels read (seed, counter, training flag).
     pub dropout_state: Option<&'a DropoutState>,
     pub body: FlashBody,
+    /// The tensor-core body's configuration (None: the adapter's); tests force small blocks.
+    pub coop: Option<FlashCoopConfig>,
 }
 
 impl FlashParams<'_> {
@@ -323,11 +350,11 @@ pub fn forward(
         ("dropout_state", Arg::Buffer(&state)),
     ];
     let (hs, storages) = (p.head_size(), [qkv.storage(), y.storage()]);
-    match p.body.resolve(&ctx.caps, &storages, hs) {
+    match p.body.resolve_within(&ctx.caps, p.coop, &storages, hs) {
         FlashBody::Coop => {
-            let layout = coop::layout(ctx, OP, coop::Pass::Forward, &storages, hs)?;
+            let layout = coop::layout(ctx, OP, CoopPass::Forward, p.coop, &storages, hs)?;
             let desc = coop::desc(&COOP_FORWARD_SHADER, "flash_coop_forward", &layout);
-            launch(ctx, &desc, uniform, layout.bq, args)
+            launch(ctx, &desc, uniform, layout.block, args)
         }
         body => {
             let desc = simt_desc(
@@ -386,7 +413,7 @@ pub fn backward(
     };
     let hs = p.head_size();
     let storages = [qkv.storage(), y.storage(), dy.storage(), dqkv.storage()];
-    let body = p.body.resolve(&ctx.caps, &storages, hs);
+    let body = p.body.resolve_within(&ctx.caps, p.coop, &storages, hs);
     let simt = |entry, body: FlashBody| {
         let desc = simt_desc(&BACKWARD_SHADER, entry, hs, body == FlashBody::Tiled);
         launch(ctx, &desc, uniform, WG, args(true))
@@ -401,15 +428,15 @@ pub fn backward(
         .map(|entry| simt(entry, body))
         .collect();
     }
-    let layout = coop::layout(ctx, OP, coop::Pass::Backward, &storages, hs)?;
-    let coop = |entry| {
-        let desc = coop::desc(&COOP_BACKWARD_SHADER, entry, &layout);
-        launch(ctx, &desc, uniform, layout.bq, args(false))
+    let coop_kernel = |pass, shader, entry| {
+        let layout = coop::layout(ctx, OP, pass, p.coop, &storages, hs)?;
+        let desc = coop::desc(shader, entry, &layout);
+        launch(ctx, &desc, uniform, layout.block, args(false))
     };
     Ok(vec![
         simt("flash_backward_delta", FlashBody::simt(&ctx.caps))?,
-        coop("flash_coop_dkv")?,
-        coop("flash_coop_dq")?,
+        coop_kernel(CoopPass::KeyGrads, &COOP_BACKWARD_SHADER, "flash_coop_dkv")?,
+        coop_kernel(CoopPass::QueryGrads, &COOP_DQ_SHADER, "flash_coop_dq")?,
     ])
 }
 

@@ -159,22 +159,6 @@ impl CoopPlan {
     }
 }
 
-/// The constants of the attention's tensor-core kernels (`shaders/include/flash_coop.wgsl`):
-/// subgroup size, fragment edge, `frags`×`frags` fragments per subgroup, and the fragment
-/// types.
-pub(crate) fn coop_consts(subgroup: u32, edge: u32, frags: u32) -> Vec<(&'static str, String)> {
-    let e = edge;
-    vec![
-        ("SUBGROUP", format!("{subgroup}u")),
-        ("FRAG", format!("{e}u")),
-        ("FM", format!("{frags}u")),
-        ("FN", format!("{frags}u")),
-        ("alias FragA", format!("coop_mat{e}x{e}<f16, A>")),
-        ("alias FragB", format!("coop_mat{e}x{e}<f16, B>")),
-        ("alias FragC", format!("coop_mat{e}x{e}<f32, C>")),
-    ]
-}
-
 /// Every tensor-core tile the class tables hold, per fragment edge, on subgroups of 32 (the
 /// variants the portability tests check; other fixed subgroup sizes change only the
 /// workgroup size and the chunks per thread).

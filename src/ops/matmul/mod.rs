@@ -21,7 +21,7 @@ mod tiling;
 
 pub use crate::ops::bodies::{MatmulKernel, uses_tensor_cores};
 pub use batched::{batched_matmul, batched_matmul_with};
-pub(crate) use coop::{CoopGemm, coop_consts, table_tiles};
+pub(crate) use coop::{CoopGemm, table_tiles};
 pub use layout::MatrixLayout;
 
 use crate::dtype::Storage;

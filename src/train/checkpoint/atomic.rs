@@ -6,7 +6,7 @@ use std::io::{ErrorKind, Write};
 use std::path::Path;
 
 use super::disk_full::{self, Fault};
-use super::save_target::{parent_dir, resolve_save_target, temp_prefix};
+use super::save_target::{parent_dir, resolve_save_target, temp_prefix, temp_suffix};
 use crate::error::{Error, Result};
 use crate::gpu::human_bytes;
 
@@ -25,7 +25,7 @@ pub(super) fn write_atomic(
     let dir = parent_dir(path);
     let fault = disk_full::fault_for_next_write()?;
     let prefix = temp_prefix(path);
-    let tmp = dir.join(format!("{prefix}{}", std::process::id()));
+    let tmp = dir.join(format!("{prefix}{}", temp_suffix()));
     let existed = path.symlink_metadata().is_ok();
     let failed = |stage: &str, e: std::io::Error, written: usize| {
         let _ = std::fs::remove_file(&tmp);
@@ -109,15 +109,22 @@ fn write_counted(
     Ok(done)
 }
 
-/// Deletes temp files of killed writers (`{prefix}{pid}` in `dir`): those whose lock can be
-/// taken. Files still being written by a live process stay.
+/// Deletes temp files of killed writers (`{prefix}{pid}-{n}` in `dir`): those whose writer
+/// is no longer running and whose lock can be taken. A live writer's file stays, also in
+/// the moment between its creation and its lock (two trains saving to one path once lost a
+/// temp file so).
 pub(super) fn remove_stale_temp_files(dir: &Path, prefix: &str) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
         let path = entry.path();
-        if !entry.file_name().to_string_lossy().starts_with(prefix) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(prefix) else {
+            continue;
+        };
+        let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
+        if pid.is_some_and(process_is_running) {
             continue;
         }
         if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&path)
@@ -128,9 +135,32 @@ pub(super) fn remove_stale_temp_files(dir: &Path, prefix: &str) {
     }
 }
 
+/// Whether a process with this id runs (this one included). Where that cannot be asked,
+/// the file lock alone decides.
+fn process_is_running(pid: u32) -> bool {
+    #[cfg(unix)]
+    {
+        let Ok(pid) = libc::pid_t::try_from(pid) else {
+            return false;
+        };
+        // SAFETY: kill(2) with signal 0 sends nothing; it only checks the process exists.
+        let rc = unsafe { libc::kill(pid, 0) };
+        rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = pid;
+        false
+    }
+}
+
 /// Writes a report file (`compare`'s JSON and chart) atomically, as checkpoints are: the
 /// target checked again, a temp file, fsync, rename; a failed write leaves the old file.
+/// Its failures name the flag (`what`), not a checkpoint.
 pub fn save_file(path: &Path, bytes: &[u8], what: &str) -> Result<()> {
     let target = resolve_save_target(path, what)?;
-    write_atomic(&target, bytes, bytes.len() as u64, |_| Ok(()))
+    write_atomic(&target, bytes, bytes.len() as u64, |_| Ok(())).map_err(|e| match e {
+        Error::Checkpoint(m) => Error::Output(format!("{what} {m}")),
+        e => e,
+    })
 }

@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 pub fn check_save_target(path: &Path, what: &str) -> Result<PathBuf> {
     let target = resolve_save_target(path, what)?;
     let dir = parent_dir(&target);
-    let probe = dir.join(format!("{}{}", temp_prefix(&target), std::process::id()));
+    let probe = dir.join(format!("{}{}", temp_prefix(&target), temp_suffix()));
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -120,6 +120,18 @@ fn special_kind(_: &FileType) -> &'static str {
 pub(super) fn temp_prefix(path: &Path) -> String {
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     format!(".{name}.tmp-")
+}
+
+/// What follows a temp file's prefix: this process's id, then a number no other write of
+/// this process uses, so two writers (processes or threads) never share a temp file.
+pub(super) fn temp_suffix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// The directory `path` is in (`.` for a bare file name).

@@ -1,0 +1,262 @@
+//! The backward as a layer sees it: what the forward recorded ([`Tape`]) and
+//! [`BackwardPlan`], which replays a tape in reverse ([`super::plan`] has the forward).
+
+use std::cell::OnceCell;
+use std::sync::Arc;
+
+use super::Backward;
+use crate::error::Result;
+use crate::gpu::{GpuBuffer, GpuContext, Kernel};
+use crate::nn::buffers::{GradientArena, Scratch};
+use crate::nn::params::ParamStore;
+use crate::nn::probes::{ProbeLog, ProbePoint, ProbeTensor};
+use crate::ops::dropout::DropoutState;
+use crate::tensor::{DType, Storage, Tensor};
+
+/// What the forward recorded for one op (a layer, or a cast autocast inserted).
+pub(super) struct Recorded {
+    /// The full name of the layer, the prefix of its parameters' gradients.
+    pub(super) path: String,
+    /// Whether any op recorded before this one (in the whole network) has parameters: only
+    /// then does this op's input need a gradient (the data needs none).
+    pub(super) wants_input_grad: bool,
+    pub(super) backward: Box<dyn Backward>,
+    /// A layer's precision-map row and its own parameters' full names (none for a cast):
+    /// where the AMP doctor looks at its gradients ([`crate::nn::probes`]).
+    pub(super) layer: Option<(usize, Vec<String>)>,
+}
+
+/// The recorded backward of a run of layers, replayed by [`BackwardPlan::run_tape`].
+#[derive(Default)]
+pub struct Tape {
+    pub(super) ops: Vec<Recorded>,
+}
+
+/// `parent.name`, or `name` at the top (an empty name adds nothing: a residual).
+pub(in crate::nn) fn join(parent: &str, name: &str) -> String {
+    match (parent.is_empty(), name.is_empty()) {
+        (_, true) => parent.to_string(),
+        (true, false) => name.to_string(),
+        (false, false) => format!("{parent}.{name}"),
+    }
+}
+
+/// The shape and storage of a tensor, without its buffer: what a backward keeps of an input
+/// whose values it does not need (so the buffer can be shared once the forward is done with
+/// it, [`super::transient`]).
+#[derive(Clone, Debug)]
+pub struct Like {
+    pub shape: Vec<usize>,
+    pub storage: Storage,
+}
+
+impl Like {
+    pub fn of(t: &Tensor) -> Like {
+        Like {
+            shape: t.shape().to_vec(),
+            storage: t.storage(),
+        }
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.storage.dtype()
+    }
+}
+
+/// The backward pass being planned.
+pub struct BackwardPlan<'a> {
+    ctx: &'a GpuContext,
+    store: &'a ParamStore,
+    dropout: OnceCell<Arc<DropoutState>>,
+    kernels: Vec<Kernel>,
+    grads: GradientArena,
+    scratch: Scratch,
+    /// The op being planned: its layer's full name, and whether its input needs a gradient.
+    path: String,
+    wants_input_grad: bool,
+    /// Each layer's input and weight gradients, where they are complete.
+    probes: ProbeLog,
+    /// A gradient the op being planned may add its input gradient onto (a residual's skip
+    /// path, offered to its branch's first layer: [`Self::take_accumulation`]), and the
+    /// buffer of the last one taken.
+    offered: Option<Tensor>,
+    taken: Option<Arc<GpuBuffer>>,
+}
+
+impl<'a> BackwardPlan<'a> {
+    pub(in crate::nn) fn new(
+        ctx: &'a GpuContext,
+        store: &'a ParamStore,
+        dropout: Option<Arc<DropoutState>>,
+        free: Vec<Arc<GpuBuffer>>,
+        scratch: Scratch,
+    ) -> Self {
+        Self {
+            ctx,
+            store,
+            dropout: dropout.map(OnceCell::from).unwrap_or_default(),
+            kernels: Vec::new(),
+            grads: GradientArena::new(free),
+            scratch,
+            path: String::new(),
+            wants_input_grad: false,
+            probes: ProbeLog::default(),
+            offered: None,
+            taken: None,
+        }
+    }
+
+    /// Offer `target` to the first op of the next [`Self::run_tape`] (the last to run): it
+    /// may add its input gradient onto it instead of making its own, saving an accumulate.
+    /// Whether it did: [`Self::accumulation_taken`], after the replay.
+    pub fn offer_accumulation(&mut self, target: Tensor) {
+        self.offered = Some(target);
+        self.taken = None;
+    }
+
+    /// The gradient offered to the op being planned, when it has the shape and storage of
+    /// its input `x` and is f32 (one rounding, as an accumulate), its input gradient is
+    /// wanted, and it is not `dy` itself. Taking it is the op's promise to add onto it.
+    pub fn take_accumulation(&mut self, x: &Tensor, dy: &Tensor) -> Option<Tensor> {
+        let fits = |t: &Tensor| {
+            self.wants_input_grad
+                && t.shape() == x.shape()
+                && t.storage() == x.storage()
+                && t.storage() == Storage::F32
+                && !same_buffer(t, dy)
+        };
+        let target = self.offered.take().filter(fits)?;
+        self.taken = Some(target.buffer().clone());
+        Some(target)
+    }
+
+    /// Whether `target`, offered with [`Self::offer_accumulation`], was taken (a later take
+    /// by a nested branch is of another buffer).
+    pub fn accumulation_taken(&self, target: &Tensor) -> bool {
+        self.taken
+            .as_ref()
+            .is_some_and(|b| Arc::ptr_eq(b, target.buffer()))
+    }
+
+    /// The kernels, and the probe points noted: each layer's input and weight gradients
+    /// ([`crate::nn::probes`]).
+    pub(in crate::nn) fn into_kernels(mut self) -> (Vec<Kernel>, Vec<ProbePoint>) {
+        (self.kernels, self.probes.take())
+    }
+
+    /// Note `values` as layer `layer`'s `tensor`, complete after the kernels so far.
+    pub(in crate::nn) fn probe(&mut self, layer: usize, tensor: ProbeTensor, values: &Tensor) {
+        let after = self.kernels.len();
+        self.probes
+            .note(self.ctx.is_dry(), (layer, tensor), after, values);
+    }
+
+    /// Replay `tape` in reverse from `dy`, the gradient of its output. Returns the gradient
+    /// of its input, or `None` when it needs none (the replay then stops at the first op,
+    /// from the end, whose input needs no gradient). `dy` stays the caller's: only the
+    /// gradients made here are released, once used.
+    pub fn run_tape(&mut self, tape: &Tape, dy: Tensor) -> Result<Option<Tensor>> {
+        let outer = (std::mem::take(&mut self.path), self.wants_input_grad);
+        // Only this tape's first op (its last backward) may take an offered gradient.
+        let offer = self.offered.take();
+        let first = tape.ops.as_ptr();
+        // The gradient of the current op's output, and whether it was made here.
+        let mut grad = dy;
+        let mut owned = false;
+        let mut reached_input = true;
+        for r in tape.ops.iter().rev() {
+            self.path.clone_from(&r.path);
+            self.wants_input_grad = r.wants_input_grad;
+            if std::ptr::eq(r, first) {
+                self.offered.clone_from(&offer);
+            }
+            let dx = r.backward.backward(self, grad.clone())?;
+            self.offered = None;
+            if let Some((layer, params)) = &r.layer {
+                for name in params {
+                    let g = self.store.grad_view(self.ctx, name)?;
+                    self.probe(*layer, ProbeTensor::WeightGrad, &g);
+                }
+                if let Some(dx) = &dx {
+                    self.probe(*layer, ProbeTensor::InputGrad, dx);
+                }
+            }
+            // A view of the same buffer (a reshape) carries the gradient on.
+            let same = dx.as_ref().is_some_and(|d| same_buffer(d, &grad));
+            if owned && !same {
+                self.grads.release(&grad);
+            }
+            match dx {
+                Some(dx) => {
+                    owned |= !same;
+                    grad = dx;
+                }
+                None => {
+                    reached_input = false;
+                    break;
+                }
+            }
+        }
+        (self.path, self.wants_input_grad) = outer;
+        Ok(reached_input.then_some(grad))
+    }
+
+    pub fn ctx(&self) -> &'a GpuContext {
+        self.ctx
+    }
+
+    /// Whether the current layer must return its input's gradient.
+    pub fn wants_input_grad(&self) -> bool {
+        self.wants_input_grad
+    }
+
+    /// A gradient shaped (and stored) like `x`, in a buffer of the gradient arena. Every
+    /// backward kernel overwrites the whole of it.
+    pub fn input_grad(&mut self, x: &Tensor) -> Result<Tensor> {
+        self.input_grad_like(&Like::of(x))
+    }
+
+    /// [`Self::input_grad`] for a tensor the backward does not keep, only its shape.
+    pub fn input_grad_like(&mut self, x: &Like) -> Result<Tensor> {
+        self.grads.take(self.ctx, &x.shape, x.storage)
+    }
+
+    /// Give back a gradient from [`Self::input_grad`] that is no longer needed.
+    pub fn release(&mut self, grad: &Tensor) {
+        self.grads.release(grad);
+    }
+
+    /// The f32 gradient of the current layer's parameter `name`, a view into the flat
+    /// gradient buffer (kernels accumulate into it; the step clears it first).
+    pub fn param_grad(&self, name: &str) -> Result<Tensor> {
+        self.param_grad_at(&join(&self.path, name))
+    }
+
+    /// The f32 gradient of the parameter with full name `name` (a tied weight).
+    pub fn param_grad_at(&self, name: &str) -> Result<Tensor> {
+        self.store.grad_view(self.ctx, name)
+    }
+
+    /// See [`ForwardPlan::dropout_state`] (the same state).
+    pub fn dropout_state(&self) -> Arc<DropoutState> {
+        self.dropout
+            .get_or_init(|| Arc::new(DropoutState::new(self.ctx)))
+            .clone()
+    }
+
+    /// Like [`ForwardPlan::scratch`], shaped and stored like `like`.
+    pub fn scratch(&mut self, label: &'static str, like: &Tensor) -> Result<Tensor> {
+        self.scratch
+            .tensor(self.ctx, label, like.shape(), like.storage())
+    }
+
+    /// Append a kernel to the backward pass.
+    pub fn push(&mut self, kernel: Kernel) {
+        self.kernels.push(kernel);
+    }
+}
+
+/// Whether two tensors view the same buffer.
+pub(crate) fn same_buffer(a: &Tensor, b: &Tensor) -> bool {
+    Arc::ptr_eq(a.buffer(), b.buffer())
+}

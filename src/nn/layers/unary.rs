@@ -1,0 +1,92 @@
+//! Unary layers (activations): one layer type over [`crate::ops::unary`]'s table, so a row
+//! there is a layer here, a JSON kind (`{"silu": {}}`) and a precision-map entry. Each runs in
+//! its input's dtype (autocast lists none of them) and registers how its output is made, so a
+//! Linear reading it recomputes it in the backward instead of keeping it
+//! ([`super::recompute`]).
+
+use serde::Deserialize;
+
+use super::{Backward, BackwardPlan, ForwardPlan, Layer, LayerConfig, Resolved};
+use crate::amp::policy::{CastRule, Op};
+use crate::error::Result;
+use crate::ops::unary::{self, UnaryOp};
+use crate::tensor::Tensor;
+
+/// `{"relu": {}}`, `{"gelu": {}}`, ...: a row of the table, which takes no fields.
+#[derive(Clone, Copy, Debug)]
+pub struct UnaryConfig {
+    pub op: &'static UnaryOp,
+}
+
+impl UnaryConfig {
+    pub fn new(op: &'static UnaryOp) -> Self {
+        Self { op }
+    }
+
+    /// The config of `op` from its JSON fields, which must be `{}`.
+    pub fn parse(
+        op: &'static UnaryOp,
+        fields: serde_json::Value,
+    ) -> serde_json::Result<Box<dyn LayerConfig>> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct NoFields {}
+        serde_json::from_value::<NoFields>(fields)?;
+        Ok(Box::new(Self::new(op)))
+    }
+}
+
+impl LayerConfig for UnaryConfig {
+    fn kind(&self) -> &'static str {
+        self.op.name
+    }
+
+    fn resolve(&self, input: &[usize]) -> std::result::Result<Resolved, String> {
+        Ok(Resolved::new(Unary { op: self.op }, input.to_vec()))
+    }
+}
+
+/// A resolved unary layer: its output has its input's shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unary {
+    pub op: &'static UnaryOp,
+}
+
+impl Layer for Unary {
+    fn kind(&self) -> &'static str {
+        self.op.name
+    }
+
+    fn repr(&self) -> String {
+        self.op.repr.into()
+    }
+
+    fn op(&self) -> Op {
+        Op::new(self.op.autocast, CastRule::Input)
+    }
+
+    /// `y = f(x)`.
+    fn forward(&self, f: &mut ForwardPlan<'_>, x: Tensor) -> Result<(Tensor, Box<dyn Backward>)> {
+        let y = f.activation(&x.shape()[1..]);
+        f.push(unary::forward(f.ctx(), self.op, &x, &y)?);
+        f.recomputable(&y, &x, self.op);
+        Ok((y, Box::new(UnaryBackward { op: self.op, x })))
+    }
+}
+
+struct UnaryBackward {
+    op: &'static UnaryOp,
+    x: Tensor,
+}
+
+impl Backward for UnaryBackward {
+    /// `dx = dy · f'(x)`.
+    fn backward(&self, b: &mut BackwardPlan<'_>, dy: Tensor) -> Result<Option<Tensor>> {
+        if !b.wants_input_grad() {
+            return Ok(None);
+        }
+        let dx = b.input_grad(&self.x)?;
+        b.push(unary::backward(b.ctx(), self.op, &self.x, &dy, &dx)?);
+        Ok(Some(dx))
+    }
+}

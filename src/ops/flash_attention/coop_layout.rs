@@ -1,0 +1,290 @@
+//! Block sizes of the tensor-core attention, chosen per adapter.
+//!
+//! FlashAttention-2's work partition on four subgroups: every subgroup owns one fragment row
+//! of the workgroup's block (`edge` query rows in the forward and dq, `edge` keys in dk/dv),
+//! keeps that row's reused operand in named fragments (q, dy or k, v), computes its own
+//! scores, runs the softmax (or the score gradients) of its own rows with the lanes spread
+//! along each row, and accumulates its own outputs in named fragments. Workgroup barriers
+//! only guard the staging of the streamed operand (k and v, or q and dy); everything else is
+//! per subgroup, synchronised with subgroup barriers.
+//!
+//! What an adapter gets is [`FlashCoopConfig`] (its workgroup memory and whether subgroup
+//! barriers are used); [`Layout::new`] takes the largest streamed step whose workgroup memory
+//! fits it.
+
+use crate::gpu::{Capabilities, TensorCoreConfig};
+
+/// The largest head size of the tensor-core body: eight named fragments of 8 channels per
+/// operand (four of 16); larger heads run on the SIMT bodies.
+pub const MAX_HEAD_SIZE: usize = 64;
+/// Subgroups per workgroup (`SUBGROUPS` in the shaders).
+const SUBGROUPS: u32 = 4;
+/// Steps tried, largest first: keys per step (forward, dq) or queries per step (dk/dv).
+const STEPS: [u32; 4] = [64, 32, 16, 8];
+
+/// The per-adapter choices of the tensor-core attention: all of them sit here, so a table of
+/// adapter classes can set them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlashCoopConfig {
+    /// Workgroup memory a kernel may declare: the adapter's `maxComputeWorkgroupStorageSize`
+    /// (48 KiB on NVIDIA, 64 KiB on AMD, 32 KiB on Apple and lavapipe).
+    pub workgroup_bytes: u32,
+    /// Per-subgroup scratch is synchronised with `subgroupBarrier` (else `workgroupBarrier`:
+    /// the same sequence of barriers, all of them workgroup-wide).
+    pub subgroup_barriers: bool,
+}
+
+impl FlashCoopConfig {
+    /// What an adapter gets: its whole workgroup memory, and subgroup barriers where the
+    /// device has them.
+    pub fn for_adapter(caps: &Capabilities) -> FlashCoopConfig {
+        FlashCoopConfig {
+            workgroup_bytes: caps.max_compute_workgroup_storage_size,
+            subgroup_barriers: caps.subgroup_barrier,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Pass {
+    /// `flash_coop_forward`: y and the row log-sum-exp.
+    Forward,
+    /// `flash_coop_dkv`: dk and dv of a block of keys.
+    KeyGrads,
+    /// `flash_coop_dq`: dq of a block of queries.
+    QueryGrads,
+}
+
+/// The block sizes of one kernel: the shaders' constants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Layout {
+    pass: Pass,
+    edge: u32,
+    subgroup: u32,
+    hs: u32,
+    /// The head size rounded up to whole fragments.
+    hsp: u32,
+    /// Rows per workgroup (forward and dq: queries; dk/dv: keys): one fragment row per
+    /// subgroup.
+    pub(super) block: u32,
+    /// The streamed side of a step: keys (forward, dq) or queries (dk/dv).
+    step: u32,
+    /// Forward: k and v staged side by side (else v over k: two more barriers per step).
+    kv_together: bool,
+    /// Lanes sharing one row of the softmax or score gradients (a power of two).
+    lanes_per_row: u32,
+    subgroup_sync: bool,
+}
+
+impl Layout {
+    /// The layout of `pass` for head size `hs` within `config`, or None where none fits
+    /// (or the subgroup is wider than a fragment has elements, or the head is too large).
+    pub(super) fn new(
+        tc: TensorCoreConfig,
+        config: FlashCoopConfig,
+        pass: Pass,
+        hs: usize,
+    ) -> Option<Layout> {
+        let (edge, subgroup) = (tc.edge, tc.subgroup);
+        if hs == 0 || hs > MAX_HEAD_SIZE || !subgroup.is_power_of_two() || subgroup > edge * edge {
+            return None;
+        }
+        let hs = hs as u32;
+        let together: &[bool] = match pass {
+            Pass::Forward => &[true, false],
+            _ => &[true],
+        };
+        STEPS
+            .iter()
+            .filter(|&&step| step >= edge)
+            .flat_map(|&step| together.iter().map(move |&t| (step, t)))
+            .filter_map(|(step, kv_together)| {
+                let mut l = Layout {
+                    pass,
+                    edge,
+                    subgroup,
+                    hs,
+                    hsp: hs.div_ceil(edge) * edge,
+                    block: SUBGROUPS * edge,
+                    step,
+                    kv_together,
+                    lanes_per_row: 0,
+                    subgroup_sync: config.subgroup_barriers,
+                };
+                l.lanes_per_row = l.lanes()?;
+                Some(l)
+            })
+            .find(|l| l.workgroup_bytes() <= config.workgroup_bytes)
+    }
+
+    /// Query rows and keys of a score block.
+    fn bq_bkv(&self) -> (u32, u32) {
+        match self.pass {
+            Pass::KeyGrads => (self.step, self.block),
+            _ => (self.block, self.step),
+        }
+    }
+
+    /// Lanes per row of the elementwise phase over a subgroup's slab (rows x columns): four
+    /// columns per lane where the row is wide enough (one Philox call per four dropout
+    /// keys), and no lane left without a row.
+    fn lanes(&self) -> Option<u32> {
+        let (rows, cols) = match self.pass {
+            // Every query row of the step, against the subgroup's own keys.
+            Pass::KeyGrads => (self.step, self.edge),
+            // The subgroup's own query rows against every key of the step.
+            _ => (self.edge, self.step),
+        };
+        let lanes = (cols / 4).clamp(1, self.subgroup).max(self.subgroup / rows);
+        (lanes <= cols).then_some(lanes)
+    }
+
+    /// Halves and floats of the two workgroup arrays (and u32s of the forward's row
+    /// classes), as the shaders lay them out: head-sized rows padded by 8 halves, score rows
+    /// by 4 floats, P and dS rows by 8 halves (no power-of-two strides).
+    fn arrays(&self) -> (u32, u32, u32) {
+        let (bq, bkv) = self.bq_bkv();
+        let qs = self.hsp + 8;
+        let (ss, ps) = (bkv + 4, bkv + 8);
+        match self.pass {
+            // q staged once, then k and v (one region or two), P; scores, m, l, rescale; classes
+            Pass::Forward => {
+                let kv = if self.kv_together { 2 } else { 1 };
+                let halves = (bq * qs).max(kv * bkv * qs + bq * ps);
+                (halves, bq * ss + 3 * bq, bq)
+            }
+            // k then v staged once; q, dy, dropout(P), dS; S, dP, lse, delta, or the
+            // subgroups' output scratch
+            Pass::KeyGrads => {
+                let halves = (bkv * qs).max(2 * bq * qs + 2 * bq * ps);
+                let floats = (2 * bq * ss + 2 * bq).max(SUBGROUPS * self.edge * self.edge);
+                (halves, floats, 0)
+            }
+            // q then dy staged once; k, v, dS; S, dP, lse, delta
+            Pass::QueryGrads => {
+                let halves = (bq * qs).max(2 * bkv * qs + bq * ps);
+                (halves, 2 * bq * ss + 2 * bq, 0)
+            }
+        }
+    }
+
+    /// Bytes of workgroup memory the kernel declares (`tests/platforms.rs` checks the
+    /// shaders against it).
+    pub(super) fn workgroup_bytes(&self) -> u32 {
+        let (halves, floats, words) = self.arrays();
+        2 * halves + 4 * floats + 4 * words
+    }
+
+    /// The block's query rows and keys, `64x64`, and `(v over k)` where the forward stages
+    /// them one after the other.
+    pub(super) fn describe(&self) -> String {
+        let (bq, bkv) = self.bq_bkv();
+        let v_over_k = if self.kv_together { "" } else { " (v over k)" };
+        format!("{bq}x{bkv}{v_over_k}")
+    }
+
+    /// The shader constants.
+    pub(super) fn consts(&self) -> Vec<(&'static str, String)> {
+        let (bq, bkv) = self.bq_bkv();
+        let (halves, floats, _) = self.arrays();
+        let e = self.edge;
+        vec![
+            ("HS", format!("{}u", self.hs)),
+            ("HSP", format!("{}u", self.hsp)),
+            ("BQ", format!("{bq}u")),
+            ("BKV", format!("{bkv}u")),
+            ("BLOCK", format!("{}u", self.block)),
+            (
+                "KV_REGIONS",
+                format!("{}u", if self.kv_together { 2 } else { 1 }),
+            ),
+            ("LANES_PER_ROW", format!("{}u", self.lanes_per_row)),
+            ("SUBGROUP_SYNC", self.subgroup_sync.to_string()),
+            ("H_TILE", format!("{halves}u")),
+            ("F_TILE", format!("{floats}u")),
+            ("WORKGROUP_BYTES", format!("{}u", self.workgroup_bytes())),
+            ("SUBGROUP", format!("{}u", self.subgroup)),
+            ("FRAG", format!("{e}u")),
+            ("alias FragA", format!("coop_mat{e}x{e}<f16, A>")),
+            ("alias FragB", format!("coop_mat{e}x{e}<f16, B>")),
+            ("alias FragC", format!("coop_mat{e}x{e}<f32, C>")),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [Pass; 3] = [Pass::Forward, Pass::KeyGrads, Pass::QueryGrads];
+
+    fn tc(edge: u32, subgroup: u32) -> TensorCoreConfig {
+        TensorCoreConfig {
+            edge,
+            subgroup,
+            forced: false,
+        }
+    }
+
+    fn config(bytes: u32) -> FlashCoopConfig {
+        FlashCoopConfig {
+            workgroup_bytes: bytes,
+            subgroup_barriers: true,
+        }
+    }
+
+    #[test]
+    fn every_head_size_has_a_layout_on_every_tensor_core_adapter() {
+        // gpu::COOP_MIN_WORKGROUP_BYTES: the least a tensor-core adapter has.
+        let least = crate::gpu::COOP_MIN_WORKGROUP_BYTES;
+        for edge in [8, 16] {
+            for subgroup in [4, 8, 16, 32, 64] {
+                for hs in 1..=MAX_HEAD_SIZE {
+                    for pass in ALL {
+                        let fits = edge * edge >= subgroup;
+                        let Some(l) = Layout::new(tc(edge, subgroup), config(least), pass, hs)
+                        else {
+                            assert!(!fits, "{edge}x{edge} sg {subgroup} hs {hs} {pass:?}");
+                            continue;
+                        };
+                        assert!(l.workgroup_bytes() <= least, "{l:?}");
+                        assert!(l.hsp >= l.hs && l.hsp.is_multiple_of(edge), "{l:?}");
+                        // Named fragments: at most eight per operand.
+                        assert!(l.hsp / edge <= 8, "{l:?}");
+                        // Every lane has a row in the elementwise phase.
+                        let rows = if pass == Pass::KeyGrads { l.step } else { edge };
+                        assert!(rows.is_multiple_of(subgroup / l.lanes_per_row), "{l:?}");
+                    }
+                }
+                let l = Layout::new(tc(edge, subgroup), config(least), Pass::Forward, 65);
+                assert!(l.is_none());
+            }
+        }
+    }
+
+    /// The blocks each adapter class gets for gpt-char's head (64) on subgroups of 32.
+    #[test]
+    fn larger_workgroup_memory_gives_larger_steps() {
+        let blocks = |edge, bytes| {
+            ALL.map(|pass| {
+                let l = Layout::new(tc(edge, 32), config(bytes), pass, 64).unwrap();
+                (l.describe(), l.workgroup_bytes())
+            })
+        };
+        // NVIDIA: 48 KiB, 16x16 fragments.
+        let nvidia = blocks(16, 48 * 1024);
+        assert_eq!(nvidia[0], ("64x64".into(), 46_080));
+        assert_eq!(nvidia[1], ("32x64".into(), 36_096));
+        assert_eq!(nvidia[2], ("64x32".into(), 33_280));
+        // 32 KiB (Apple; Mesa 26's lavapipe forced to 16x16): smaller streamed steps.
+        let small = blocks(16, 32 * 1024);
+        assert_eq!(small[0], ("64x32".into(), 24_576));
+        assert_eq!(small[1], ("16x64".into(), 18_048));
+        assert_eq!(small[2], ("64x16".into(), 19_968));
+        // 8x8 fragments: blocks of 32.
+        let apple = blocks(8, 32 * 1024);
+        assert_eq!(apple[0].0, "32x64");
+        assert_eq!(apple[1].0, "32x32");
+        assert_eq!(apple[2].0, "32x32");
+    }
+}

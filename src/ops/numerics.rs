@@ -1,0 +1,285 @@
+//! The AMP doctor's counters (`shaders/numerics.wgsl`): one reduction pass over one tensor,
+//! in the storage it is kept in (f32, native or packed f16, bf16), adding into one record
+//! of a small counts buffer: elements, inf/NaN, values at or beyond the low dtype's
+//! overflow threshold before rounding, non-zero values that round to zero or a subnormal
+//! in it, exact zeros, the largest and smallest binade, and (when asked: the app) a binade
+//! histogram.
+//!
+//! Values are classified from their bits, so the GPU and [`count_cpu`] agree exactly;
+//! only integer atomics add up, so the counts are the same bits run to run.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc};
+use crate::shader::{ShaderDecl, f32_only};
+use crate::tensor::{DType, Storage, Tensor};
+
+pub static SHADER: ShaderDecl = ShaderDecl {
+    name: "numerics",
+    source: include_str!("../../shaders/numerics.wgsl"),
+    structs: &[Params::WGSL],
+    variants: f32_only,
+};
+
+/// u32 words of one record (the shader's `RECORD`).
+pub const RECORD_WORDS: usize = HEADER + BINS + 2;
+const HEADER: usize = 8;
+/// Binades the histogram holds, from [`LOWEST_BINADE`] (the shader's `BINS`, `LO`).
+pub const BINS: usize = 72;
+pub const LOWEST_BINADE: i32 = -48;
+const BIAS: i32 = 256;
+/// Threads per workgroup, and the most workgroups one pass launches (grid-stride loop).
+const WG: usize = 256;
+const MAX_GROUPS: usize = 64;
+const PER_THREAD: usize = 8;
+
+crate::wgsl_struct! {
+    struct Params {
+        /// first element (in elements of the storage: words for f32, halves otherwise)
+        start: u32,
+        /// elements counted
+        len: u32,
+        /// 0: f32 words; 16-bit halves (native and packed f16 alike): 1 f16 counted against
+        /// f16's range, 2 bf16, 3 f16 counted against another range (widened to f32)
+        kind: u32,
+        /// which record of the counts buffer this pass adds into
+        record: u32,
+        /// |x| bits at or above which the low dtype rounds to inf
+        overflow_bits: u32,
+        /// non-zero |x| bits below which the low dtype rounds to a subnormal or zero
+        underflow_bits: u32,
+        /// 1: also the binade histogram (one atomic per value); 0: its words stay zero
+        histogram: u32,
+        _pad0: u32,
+    }
+}
+
+/// Where a low dtype's range ends, as f32 magnitude bits: values at or above `overflow`
+/// round to inf in it (round to nearest even), non-zero values below `underflow` round to a
+/// subnormal or zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LowRange {
+    pub overflow: u32,
+    pub underflow: u32,
+}
+
+impl LowRange {
+    /// The range values are counted against when they are to live in `low`. An f32 run is
+    /// counted against f16's: what autocast to f16 would meet.
+    pub fn of(low: DType) -> Self {
+        match low {
+            // 65520 rounds to inf; just below 2^-14 - 2^-25 rounds to f16's largest
+            // subnormal, at it to 2^-14 (ties to even).
+            DType::BF16 => Self {
+                overflow: 0x7f7f_8000,
+                underflow: 0x007f_8000,
+            },
+            _ => Self {
+                overflow: 0x477f_f000,
+                underflow: 0x387f_e000,
+            },
+        }
+    }
+}
+
+/// What one record counted (a few passes may add into one: a layer's weight and bias).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TensorCounts {
+    /// Elements counted.
+    pub elements: u64,
+    /// inf or NaN.
+    pub non_finite: u64,
+    pub nan: u64,
+    /// At or beyond the low dtype's overflow threshold before rounding (inf included).
+    pub overflow: u64,
+    /// Non-zero, but rounding to zero or a subnormal in the low dtype.
+    pub underflow: u64,
+    pub zero: u64,
+    /// floor(log2|x|) of the largest and smallest finite non-zero value.
+    pub max_binade: Option<i32>,
+    pub min_binade: Option<i32>,
+    /// Bin k: |x| in [2^(LOWEST_BINADE + k), 2^(LOWEST_BINADE + k + 1)); then the values
+    /// below and at or above the bins (all zero when the pass made no histogram).
+    #[serde(skip)]
+    pub binades: Vec<u64>,
+}
+
+impl TensorCounts {
+    /// Decode one record's words.
+    pub fn from_words(w: &[u32]) -> Result<Self> {
+        if w.len() < RECORD_WORDS {
+            return Err(Error::InvalidArgument(format!(
+                "numerics record of {} words, expected {RECORD_WORDS}",
+                w.len()
+            )));
+        }
+        let wide = |i: usize| w[i] as u64;
+        Ok(Self {
+            elements: wide(0),
+            non_finite: wide(1),
+            nan: wide(2),
+            overflow: wide(3),
+            underflow: wide(4),
+            zero: wide(5),
+            max_binade: (w[6] != 0).then(|| w[6] as i32 - BIAS),
+            min_binade: (w[7] != 0).then(|| BIAS - w[7] as i32),
+            binades: w[HEADER..RECORD_WORDS].iter().map(|&c| c as u64).collect(),
+        })
+    }
+
+    /// Whether anything was counted into this record.
+    pub fn counted(&self) -> bool {
+        self.elements > 0
+    }
+
+    /// Finite non-zero values.
+    pub fn nonzero_finite(&self) -> u64 {
+        self.elements - self.zero - self.non_finite
+    }
+
+    /// Overflowed (or will, when rounded to the low dtype), or inf/NaN already.
+    pub fn overflowed(&self) -> bool {
+        self.non_finite > 0 || self.overflow > 0
+    }
+
+    /// The share of the counted elements at or beyond the overflow threshold, or inf/NaN.
+    pub fn overflow_fraction(&self) -> f64 {
+        let bad = self.overflow.max(self.non_finite);
+        bad as f64 / self.elements.max(1) as f64
+    }
+
+    /// The share of the non-zero values that round to a subnormal or zero.
+    pub fn underflow_fraction(&self) -> f64 {
+        let nonzero = self.elements - self.zero;
+        self.underflow as f64 / nonzero.max(1) as f64
+    }
+
+    /// Add `other`'s counts (the same tensor over more values).
+    pub fn merge(&mut self, other: &TensorCounts) {
+        self.elements += other.elements;
+        self.non_finite += other.non_finite;
+        self.nan += other.nan;
+        self.overflow += other.overflow;
+        self.underflow += other.underflow;
+        self.zero += other.zero;
+        self.max_binade = self.max_binade.max(other.max_binade);
+        self.min_binade = match (self.min_binade, other.min_binade) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if self.binades.len() < other.binades.len() {
+            self.binades.resize(other.binades.len(), 0);
+        }
+        for (a, b) in self.binades.iter_mut().zip(&other.binades) {
+            *a += b;
+        }
+    }
+}
+
+/// floor(log2|x|) of a finite non-zero magnitude's bits.
+fn binade_of(u: u32) -> i32 {
+    let field = u >> 23;
+    if field == 0 {
+        (31 - u.leading_zeros() as i32) - 149
+    } else {
+        field as i32 - 127
+    }
+}
+
+/// The CPU reference of one pass: `values` (exactly as stored, widened to f32) counted
+/// against the range of `low`.
+pub fn count_cpu(values: &[f32], low: DType) -> TensorCounts {
+    let range = LowRange::of(low);
+    let mut c = TensorCounts {
+        binades: vec![0; BINS + 2],
+        ..Default::default()
+    };
+    for &x in values {
+        c.elements += 1;
+        let u = x.to_bits() & 0x7fff_ffff;
+        if u == 0 {
+            c.zero += 1;
+            continue;
+        }
+        if u >= range.overflow && u <= 0x7f80_0000 {
+            c.overflow += 1;
+        }
+        if u >= 0x7f80_0000 {
+            c.non_finite += 1;
+            c.nan += (u > 0x7f80_0000) as u64;
+            continue;
+        }
+        c.underflow += (u < range.underflow) as u64;
+        let e = binade_of(u);
+        c.max_binade = c.max_binade.max(Some(e));
+        c.min_binade = Some(c.min_binade.map_or(e, |m| m.min(e)));
+        let k = e - LOWEST_BINADE;
+        let slot = if k < 0 {
+            BINS
+        } else if k as usize >= BINS {
+            BINS + 1
+        } else {
+            k as usize
+        };
+        c.binades[slot] += 1;
+    }
+    c
+}
+
+/// Plan one counting pass over `values` into record `record` of `counts` (u32 words,
+/// [`RECORD_WORDS`] per record, zeroed by the caller before the passes of a step), against
+/// the range of `low`; the binade histogram too when `histogram` (else its words stay zero).
+pub fn count(
+    ctx: &GpuContext,
+    values: &Tensor,
+    counts: &Arc<GpuBuffer>,
+    record: usize,
+    (low, histogram): (DType, bool),
+) -> Result<Kernel> {
+    let (kind, element_bytes) = match values.storage() {
+        Storage::F32 => (0, 4),
+        // f16 against f16's range is classified from its 16 bits; against another, widened.
+        Storage::F16 | Storage::F16Packed if low == DType::F16 => (1, 2),
+        Storage::F16 | Storage::F16Packed => (3, 2),
+        Storage::BF16 => (2, 2),
+        Storage::U32 => {
+            return Err(Error::InvalidArgument(
+                "numerics: integer tensors (token ids) hold no floating-point values".into(),
+            ));
+        }
+    };
+    if counts.size() < 4 * ((record + 1) * RECORD_WORDS) as u64 {
+        return Err(Error::shape(
+            "numerics",
+            format!(
+                "record {record} is past the end of a {}-byte counts buffer",
+                counts.size()
+            ),
+        ));
+    }
+    let range = LowRange::of(low);
+    let len = values.numel();
+    let params = Params {
+        start: (values.byte_offset() / element_bytes) as u32,
+        len: len as u32,
+        kind,
+        record: record as u32,
+        overflow_bits: range.overflow,
+        underflow_bits: range.underflow,
+        histogram: histogram as u32,
+        ..Default::default()
+    };
+    // At least PER_THREAD values a thread: a small tensor takes a few workgroups, not a
+    // grid of nearly idle ones (each zeroes, merges and syncs its own counts).
+    let groups = len.div_ceil(WG * PER_THREAD).clamp(1, MAX_GROUPS) as u32;
+    ctx.kernel(
+        &KernelDesc::new(&SHADER, "count_numerics"),
+        &[
+            ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
+            ("words", Arg::Buffer(values.buffer())),
+            ("counts", Arg::Buffer(counts)),
+        ],
+        [groups, 1, 1],
+    )
+}

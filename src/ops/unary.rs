@@ -1,0 +1,175 @@
+//! Unary ops (activations) from one table (`shaders/unary.wgsl`). A row is everything an
+//! activation is: its JSON key, PyTorch's repr, its autocast op, and its forward and backward
+//! as WGSL expressions. The shader's entry points, the layer (`nn::layers::unary`) and its
+//! registry entry all come from the row, so adding an activation is one row here (and, when
+//! its expressions call a helper, that helper in `shaders/unary.wgsl`).
+//!
+//! Math is f32 whatever the storages; the input and its gradient share one storage, the output
+//! may have any.
+
+use crate::error::{Error, Result};
+use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, grid_1d};
+use crate::shader::{Grid, ShaderDecl};
+use crate::tensor::Tensor;
+
+/// One unary op.
+#[derive(Debug, PartialEq, Eq)]
+pub struct UnaryOp {
+    /// The JSON key: `{"relu": {}}`.
+    pub name: &'static str,
+    /// PyTorch's repr of the module, which is also the `torch.nn` expression that makes it
+    /// (`GELU(approximate='tanh')`): `scripts/activation_compat.py` builds it from this.
+    pub repr: &'static str,
+    /// The op as the precision policy names it. Autocast lists no activation, so each runs in
+    /// its input's dtype.
+    pub autocast: &'static str,
+    /// `y = f(v)`: a WGSL f32 expression in the input `v`.
+    pub forward: &'static str,
+    /// `dx = f'(v) · g`: a WGSL f32 expression in the input `v` and the upstream gradient `g`.
+    pub backward: &'static str,
+    forward_entry: &'static str,
+    backward_entry: &'static str,
+}
+
+/// The table: each row a `pub static`, [`UNARY_OPS`] listing them, and the shader's source
+/// with each row's scalar pair and `#unary` line appended (`concat!`, so it stays one
+/// `&'static str` for [`ShaderDecl`]).
+macro_rules! unary_ops {
+    ($(
+        $(#[$doc:meta])*
+        $id:ident: $name:literal, $repr:literal, $autocast:literal,
+            forward $forward:literal,
+            backward $backward:literal;
+    )*) => {
+        $(
+            $(#[$doc])*
+            pub static $id: UnaryOp = UnaryOp {
+                name: $name,
+                repr: $repr,
+                autocast: $autocast,
+                forward: $forward,
+                backward: $backward,
+                forward_entry: concat!($name, "_forward"),
+                backward_entry: concat!($name, "_backward"),
+            };
+        )*
+
+        /// Every unary op, in the order the layer registry lists them.
+        pub static UNARY_OPS: &[&UnaryOp] = &[$(&$id),*];
+
+        pub static SHADER: ShaderDecl = ShaderDecl {
+            name: "unary",
+            source: concat!(
+                include_str!("../../shaders/unary.wgsl"),
+                $(
+                    "\n// ", $repr, "\n",
+                    "fn ", $name, "(v: f32) -> f32 {\n    return ", $forward, ";\n}\n",
+                    "fn ", $name, "_grad(v: f32, g: f32) -> f32 {\n    return ", $backward,
+                    ";\n}\n",
+                    "#unary ", $name, "\n",
+                )*
+            ),
+            structs: &[Params::WGSL],
+            // The input and its gradient in one storage, the output in any.
+            variants: |shader| {
+                Grid::new()
+                    .each(&["x", "dy"])
+                    .each(&["y", "dx"])
+                    .variants(shader, &[])
+            },
+        };
+    };
+}
+
+unary_ops! {
+    /// `nn.ReLU()`: `max(x, 0)`, NaN kept; its gradient is PyTorch's
+    /// `threshold_backward(dy, y, 0)` (a NaN input passes its gradient).
+    RELU: "relu", "ReLU()", "Relu",
+        forward "select(v, 0.0, is_non_positive(v))",
+        backward "select(g, 0.0, is_non_positive(v))";
+
+    /// `nn.GELU()`: the exact form `x Φ(x)` (nanoGPT's current model), with erf from a
+    /// Chebyshev fit accurate to 1.2e-7 relative in erfc (absolute error ≤ 1e-6 for
+    /// |x| ≤ 10); `dx = dy · (Φ(x) + x φ(x))`.
+    GELU: "gelu", "GELU(approximate='none')", "Gelu",
+        forward "gelu_by_erf(v)",
+        backward "gelu_by_erf_grad(v, g)";
+
+    /// `nn.GELU(approximate='tanh')`, GPT-2's approximation:
+    /// `x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³)))`.
+    GELU_TANH: "gelu_tanh", "GELU(approximate='tanh')", "GeluTanh",
+        forward "gelu_by_tanh(v)",
+        backward "gelu_by_tanh_grad(v, g)";
+
+    /// `nn.SiLU()` (swish): `x σ(x)`; `dx = dy · σ(x) (1 + x (1 − σ(x)))`, PyTorch's
+    /// `silu_backward`. As in PyTorch, ±inf give NaN gradients and -inf a NaN output.
+    SILU: "silu", "SiLU()", "Silu",
+        forward "v * sigmoid(v)",
+        backward "g * sigmoid(v) * (1.0 + v * (1.0 - sigmoid(v)))";
+}
+
+const WG: u32 = 256;
+
+crate::wgsl_struct! {
+    struct Params {
+        /// number of elements
+        n: u32,
+        _pad0: u32,
+        _pad1: u32,
+        _pad2: u32,
+    }
+}
+
+/// The op whose JSON key is `name`.
+pub fn by_name(name: &str) -> Option<&'static UnaryOp> {
+    UNARY_OPS.iter().copied().find(|op| op.name == name)
+}
+
+fn launch(
+    ctx: &GpuContext,
+    entry: &'static str,
+    out: (&'static str, &Tensor),
+    inputs: &[(&'static str, &Tensor)],
+) -> Result<Kernel> {
+    let (out_name, out) = out;
+    for (_, t) in inputs {
+        if t.numel() != out.numel() {
+            return Err(Error::shape(
+                entry,
+                format!("{:?} and {:?} differ in length", t.shape(), out.shape()),
+            ));
+        }
+    }
+    let n = u32::try_from(out.numel())
+        .map_err(|_| Error::shape(entry, format!("{:?} has over 2^32 elements", out.shape())))?;
+    let params = Params {
+        n,
+        ..Default::default()
+    };
+    let mut args = vec![
+        ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
+        (out_name, out.arg()),
+    ];
+    args.extend(inputs.iter().map(|(n, t)| (*n, t.arg())));
+    ctx.kernel(
+        &KernelDesc::new(&SHADER, entry),
+        &args,
+        grid_1d(out.numel().div_ceil(2), WG),
+    )
+}
+
+/// `y = op(x)`.
+pub fn forward(ctx: &GpuContext, op: &'static UnaryOp, x: &Tensor, y: &Tensor) -> Result<Kernel> {
+    launch(ctx, op.forward_entry, ("y", y), &[("x", x)])
+}
+
+/// `dx = dy · op'(x)`, `x` the forward's input.
+pub fn backward(
+    ctx: &GpuContext,
+    op: &'static UnaryOp,
+    x: &Tensor,
+    dy: &Tensor,
+    dx: &Tensor,
+) -> Result<Kernel> {
+    launch(ctx, op.backward_entry, ("dx", dx), &[("x", x), ("dy", dy)])
+}

@@ -1,0 +1,176 @@
+//! The AMP doctor's counting pass (`ops::numerics`) against its CPU reference, on every
+//! storage a tensor may be kept in (f32, native f16, packed f16, bf16), over values at the
+//! edges of the low dtype's range (the overflow threshold before rounding, the last
+//! subnormal, f32 subnormals, inf, NaN, signed zeros), in a view that starts inside its
+//! buffer, over many workgroups; and the same bits run to run.
+
+mod common;
+
+use std::sync::Arc;
+
+use webgpu_amp::GpuContext;
+use webgpu_amp::gpu::GpuBuffer;
+use webgpu_amp::ops::numerics::{BINS, RECORD_WORDS, TensorCounts, count, count_cpu};
+use webgpu_amp::tensor::{DType, Storage, Tensor};
+
+/// Values at every edge the counters draw, then `n` gradient-like values over many binades.
+fn edge_values(n: usize, seed: u64) -> Vec<f32> {
+    let mut v = vec![
+        0.0,
+        -0.0,
+        65504.0,
+        -65504.0,
+        65519.0,
+        65520.0,
+        -65520.0,
+        70000.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -f32::NAN,
+        6.103_515_6e-5,              // 2^-14, f16's smallest normal
+        f32::from_bits(0x387f_e000), // 2^-14 - 2^-25: rounds up to 2^-14 (ties to even)
+        f32::from_bits(0x387f_dfff), // just below it: a subnormal in f16
+        5.960_464_5e-8,              // 2^-24, f16's smallest subnormal
+        1e-8,                        // rounds to zero in f16
+        1e-39,                       // an f32 subnormal
+        -1e-45,                      // the smallest f32 subnormal
+        f32::MAX,
+        f32::from_bits(0x7f7f_8000), // rounds to inf in bf16 (ties to even)
+        f32::from_bits(0x7f7f_7fff), // rounds to bf16's largest finite value
+        1e-38,                       // an f32 subnormal: a subnormal in bf16 too
+    ];
+    let m = common::rand_vec(n, seed);
+    let e = common::rand_vec(n, seed + 1);
+    v.extend(m.iter().zip(&e).map(|(&m, &e)| m * (e * 40.0).exp2()));
+    v
+}
+
+/// Run one counting pass over `t` (with the binade histogram or not) into record 1 of a fresh counts buffer (record 0 and 2
+/// must stay zero), twice; both runs must give the same words.
+fn gpu_count(ctx: &GpuContext, t: &Tensor, low: DType, histogram: bool) -> TensorCounts {
+    let counts: Arc<GpuBuffer> = ctx.alloc_storage("counts", 4 * 3 * RECORD_WORDS as u64);
+    let k = count(ctx, t, &counts, 1, (low, histogram)).unwrap();
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        encoder.clear_buffer(counts.raw(), 0, None);
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            k.encode(&mut pass);
+        }
+        ctx.queue.submit([encoder.finish()]);
+        let bytes = ctx.read_bytes(&counts, 0, counts.size()).unwrap();
+        runs.push(bytemuck::cast_slice::<u8, u32>(&bytes).to_vec());
+    }
+    assert_eq!(runs[0], runs[1], "the counts differ run to run");
+    let words = &runs[0];
+    let (before, rest) = words.split_at(RECORD_WORDS);
+    let (record, after) = rest.split_at(RECORD_WORDS);
+    assert!(
+        before.iter().chain(after).all(|&w| w == 0),
+        "a pass wrote outside its record"
+    );
+    TensorCounts::from_words(record).unwrap()
+}
+
+/// `values` stored in `storage` in a view 256 bytes into its buffer; the GPU's counts
+/// against the CPU's over the values read back.
+fn check(ctx: &GpuContext, storage: Storage, values: &[f32], low: DType) {
+    let offset = 256u64;
+    let bytes = offset + storage.bytes_for(values.len()).next_multiple_of(4);
+    let buffer = ctx.alloc_storage("values", bytes);
+    let t = Tensor::view(ctx, buffer, offset, &[values.len()], storage).unwrap();
+    t.write_f32(ctx, values).unwrap();
+    let stored = t.read_f32(ctx).unwrap();
+    let want = count_cpu(&stored, low);
+    let got = gpu_count(ctx, &t, low, true);
+    assert_eq!(
+        got,
+        want,
+        "{} counted against {low}: GPU {got:?}\nCPU {want:?}",
+        storage.name()
+    );
+    // The pass saw every element and something of every class the edges hold.
+    assert_eq!(got.elements, values.len() as u64);
+    assert!(
+        got.non_finite >= 4 && got.nan >= 2 && got.zero >= 2,
+        "{got:?}"
+    );
+    assert!(got.overflow > 0, "{got:?}");
+    // f16 values hold nothing below bf16's normal range.
+    let f16_as_bf16 = storage.dtype() == DType::F16 && low == DType::BF16;
+    assert!(got.underflow > 0 || f16_as_bf16, "{got:?}");
+    assert_eq!(got.binades.len(), BINS + 2);
+    // Without the histogram (the command line's passes): the same counts, no bins.
+    let plain = gpu_count(ctx, &t, low, false);
+    assert!(plain.binades.iter().all(|&b| b == 0), "{plain:?}");
+    let no_bins = TensorCounts {
+        binades: vec![0; BINS + 2],
+        ..want
+    };
+    assert_eq!(plain, no_bins, "{} without the histogram", storage.name());
+}
+
+#[test]
+fn f32_values_counted_against_f16_and_bf16() {
+    let ctx = common::ctx();
+    let values = edge_values(5000, 1);
+    check(ctx, Storage::F32, &values, DType::F16);
+    check(ctx, Storage::F32, &values, DType::BF16);
+    // The thresholds are where the stores round: 65519 stays finite in f16, 65520 does not.
+    let c = count_cpu(&[65519.0, 65520.0, 2e-5], DType::F16);
+    assert_eq!((c.overflow, c.underflow), (1, 1));
+    let c = count_cpu(
+        &[
+            f32::from_bits(0x7f7f_7fff),
+            f32::from_bits(0x7f7f_8000),
+            1e-38,
+        ],
+        DType::BF16,
+    );
+    assert_eq!((c.overflow, c.underflow), (1, 1));
+}
+
+#[test]
+fn native_f16_values_counted_exactly() {
+    let ctx = common::ctx_native();
+    let storage = ctx.storage_for(DType::F16);
+    check(ctx, storage, &edge_values(5000, 2), DType::F16);
+}
+
+#[test]
+fn packed_f16_values_counted_exactly() {
+    let ctx = common::ctx_packed();
+    assert_eq!(ctx.storage_for(DType::F16), Storage::F16Packed);
+    check(ctx, Storage::F16Packed, &edge_values(5000, 3), DType::F16);
+    // An odd length: the last word holds one element.
+    check(ctx, Storage::F16Packed, &edge_values(4001, 4), DType::F16);
+    // f16 values counted against another range are widened first.
+    check(ctx, Storage::F16Packed, &edge_values(3001, 7), DType::BF16);
+}
+
+#[test]
+fn bf16_values_counted_exactly() {
+    let ctx = common::ctx();
+    check(ctx, Storage::BF16, &edge_values(5000, 5), DType::BF16);
+}
+
+#[test]
+fn many_workgroups_add_up() {
+    // More elements than 64 workgroups of 256 threads cover in one sweep.
+    let ctx = common::ctx();
+    let values = edge_values(200_000, 6);
+    check(ctx, Storage::F32, &values, DType::F16);
+}
+
+#[test]
+fn token_ids_are_refused() {
+    let ctx = common::ctx();
+    let ids = Tensor::zeros_with_storage(ctx, &[4], Storage::U32);
+    let counts = ctx.alloc_storage("counts", 4 * RECORD_WORDS as u64);
+    let what = (DType::F16, true);
+    common::expect_err(count(ctx, &ids, &counts, 0, what), &["integer"]);
+    let x = Tensor::zeros(ctx, &[4], DType::F32);
+    common::expect_err(count(ctx, &x, &counts, 1, what), &["past the end"]);
+}
