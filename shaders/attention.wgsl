@@ -151,20 +151,25 @@ fn prob(x: f32, mx: f32, sum: f32) -> f32 {
     return exp(x - mx) / sum;
 }
 
-// p and pd of the word pair (e, e + 1) of `row`, given the row's max and sum; a pair that
-// straddles rows writes only its own element.
-fn write_p_pair(e: u32, row: CausalRow, poisoned: bool, mx: f32, sum: f32, dr: Dropout) {
-    var pv = vec2<f32>(0.0, 0.0);
-    for (var h = 0u; h < 2u; h++) {
-        let el = e + h;
-        if (el >= row.base && el <= row.last) {
-            if (poisoned) {
-                pv[h] = nan_of(0u);
-            } else {
-                pv[h] = prob(params.scale * s_load(el), mx, sum);
-            }
+// p of element el of `row` (0 past its causal end or outside it).
+fn p_of(el: u32, row: CausalRow, poisoned: bool, mx: f32, sum: f32) -> f32 {
+    var v = 0.0;
+    if (el >= row.base && el <= row.last) {
+        if (poisoned) {
+            v = nan_of(0u);
+        } else {
+            v = prob(params.scale * s_load(el), mx, sum);
         }
     }
+    return v;
+}
+
+// p and pd of the word pair (e, e + 1) of `row`, given the row's max and sum; a pair that
+// straddles rows writes only its own element. The pair is built whole, not written a
+// component at a time in a loop: FXC (DX12's default compiler) must unroll every loop
+// around a dynamically indexed write, and cannot unroll the caller's loop over the row.
+fn write_p_pair(e: u32, row: CausalRow, poisoned: bool, mx: f32, sum: f32, dr: Dropout) {
+    let pv = vec2<f32>(p_of(e, row, poisoned, mx, sum), p_of(e + 1u, row, poisoned, mx, sum));
     let keep = keep_pair(dr, e);
     let dv = vec2<f32>(drop(dr, pv.x, keep.x), drop(dr, pv.y, keep.y));
     if (e >= row.base && e + 1u < row.end) {
@@ -266,17 +271,20 @@ fn dot_pair(d: PartialDot, e: u32, row: CausalRow, dr: Dropout) -> PartialDot {
     return PartialDot(acc, bad);
 }
 
-// ds of the word pair (e, e + 1) given the row sum.
+// ds of element el of `row` (0 outside its causal part), given the row sum.
+fn ds_of(el: u32, row: CausalRow, row_dot: f32, dr: Dropout, keep: bool) -> f32 {
+    var v = 0.0;
+    if (el >= row.base && el <= row.last) {
+        let dp = drop(dr, dpd_load(el), keep);
+        v = params.scale * (p_load(el) * (dp - row_dot));
+    }
+    return v;
+}
+
+// ds of the word pair (e, e + 1) given the row sum (built whole for FXC: write_p_pair).
 fn write_ds_pair(e: u32, row: CausalRow, row_dot: f32, dr: Dropout) {
     let keep = keep_pair(dr, e);
-    var dv = vec2<f32>(0.0, 0.0);
-    for (var h = 0u; h < 2u; h++) {
-        let el = e + h;
-        if (el >= row.base && el <= row.last) {
-            let dp = drop(dr, dpd_load(el), keep[h]);
-            dv[h] = params.scale * (p_load(el) * (dp - row_dot));
-        }
-    }
+    let dv = vec2<f32>(ds_of(e, row, row_dot, dr, keep.x), ds_of(e + 1u, row, row_dot, dr, keep.y));
     if (e >= row.base && e + 1u < row.end) {
         ds_store2(e, dv);
     } else if (e >= row.base) {

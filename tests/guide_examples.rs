@@ -76,9 +76,10 @@ fn all_examples() -> Vec<Example> {
         .collect()
 }
 
-/// A folder holding `webgpu-amp`: a script that runs this build's binary.
-fn bin_dir() -> PathBuf {
-    let dir = fresh_dir("guide-examples-bin");
+/// A folder holding `webgpu-amp`: a script that runs this build's binary. Each test names
+/// its own (`tag`): `fresh_dir` empties the folder, and the tests run in parallel.
+fn bin_dir(tag: &str) -> PathBuf {
+    let dir = fresh_dir(&format!("guide-examples-bin-{tag}"));
     let runner = std::env::var("WEBGPU_AMP_RUNNER").unwrap_or_default();
     let wrapper = dir.join("webgpu-amp");
     std::fs::write(
@@ -154,7 +155,7 @@ fn every_checked_example_of_the_readme_and_the_guide_runs() {
         "{} checked examples, want at least {AT_LEAST}",
         examples.len()
     );
-    let bin = bin_dir();
+    let bin = bin_dir("every");
     let mut failures = Vec::new();
     for (i, example) in examples.iter().enumerate() {
         let name = example.file.strip_prefix(ROOT).unwrap_or(&example.file);
@@ -195,7 +196,7 @@ fn a_failing_example_is_reported_with_its_output() {
         line: 7,
         script: "webgpu-amp train --batch-size 0\necho never\n".into(),
     };
-    let failure = run(&example, &bin_dir(), 9999).unwrap_err();
+    let failure = run(&example, &bin_dir("failing"), 9999).unwrap_err();
     assert!(
         failure.starts_with("probe.md:7: the example exited"),
         "{failure}"

@@ -285,7 +285,7 @@ fn killed_training_run_resumes_from_what_is_on_disk() {
             let tmp = wait_for_pause(&marker, &mut child, kill);
             assert!(
                 tmp.to_string_lossy()
-                    .ends_with(&format!(".tmp-{}", child.id())),
+                    .contains(&format!(".tmp-{}-", child.id())),
                 "kill {kill}: paused temp file {tmp:?} is not this run's"
             );
             assert_eq!(

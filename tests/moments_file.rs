@@ -218,8 +218,12 @@ fn a_killed_writers_moments_file_goes_before_the_next_save_writes() {
     // What a writer killed between its two renames leaves: a moments file nobody names.
     let leftover = dir.join("run.safetensors.optimizer-0badf00d.safetensors");
     std::fs::copy(dir.join(&named[0]), &leftover).unwrap();
-    let blocker = dir.join(format!(".run.safetensors.tmp-{}", std::process::id()));
-    std::fs::create_dir(&blocker).unwrap();
+    // A temp name is `.NAME.tmp-PID-N`, N a per-process count of writes: folders on the
+    // first 1024 of this process's names take whichever the next save picks.
+    for n in 0..1024 {
+        let blocker = dir.join(format!(".run.safetensors.tmp-{}-{n}", std::process::id()));
+        std::fs::create_dir(&blocker).unwrap();
+    }
 
     let failed = checkpoint(4, 2).save_with_inline_limit(&path, 0);
     common::expect_err(failed, &["run.safetensors", "creating a temp file"]);
@@ -229,6 +233,5 @@ fn a_killed_writers_moments_file_goes_before_the_next_save_writes() {
         "only the named moments file remains"
     );
     assert_eq!(Checkpoint::load(&path).unwrap(), checkpoint(4, 1));
-    std::fs::remove_dir(&blocker).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }

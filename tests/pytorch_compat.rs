@@ -369,7 +369,14 @@ fn cli_init_and_save_are_pytorch_state_dicts() {
     keys.sort();
     assert_eq!(
         keys,
-        ["format", "optimizer", "precision", "progress", "scaler"]
+        [
+            "data",
+            "format",
+            "optimizer",
+            "precision",
+            "progress",
+            "scaler"
+        ]
     );
     assert_eq!(meta["format"], "webgpu-amp/1");
     assert_eq!(meta["precision"], "amp-f16");

@@ -30,7 +30,10 @@ var<private> k_end: u32;
 var<private> split_id: u32;
 
 // Pick this workgroup's batch and m tile; false when it is a padding workgroup past the last
-// batch (a whole workgroup, so returning is uniform).
+// batch (a whole workgroup, so returning is uniform). One return, at the end: FXC (DX12's
+// default compiler) takes a value returned from inside an `if` as possibly uninitialized and
+// then rejects every barrier after the caller's check as in varying control flow (X4026).
+// A padding workgroup's bases are never read.
 fn start_batch(wid: vec3<u32>, nwg: vec3<u32>) -> bool {
 #if SPLIT_OUT
     // One matrix; the grid's z walks the splits of K.
@@ -45,15 +48,12 @@ fn start_batch(wid: vec3<u32>, nwg: vec3<u32>) -> bool {
     k_begin = 0u;
     k_end = params.k;
     let zf = wid.z + (wid.y / params.m_tiles) * nwg.z;
-    if (zf >= params.batches) {
-        return false;
-    }
     let z0 = zf / params.batch_inner;
     let z1 = zf % params.batch_inner;
     a_base = params.a_off + z0 * params.a_s0 + z1 * params.a_s1;
     b_base = params.b_off + z0 * params.b_s0 + z1 * params.b_s1;
     c_base = params.c_off + z0 * params.c_s0 + z1 * params.c_s1;
-    return true;
+    return zf < params.batches;
 #end
 }
 

@@ -1,6 +1,6 @@
 //! What the commands do on SIGINT or SIGTERM ([`webgpu_amp::interrupt`]): `train` finishes
-//! the step in flight, saves, writes its metrics and prints how to resume; `compare` and
-//! `bench` stop where they are. Each ends with one line and exit code 130
+//! the step in flight, saves, writes its metrics and prints how to resume; `compare`,
+//! `bench`, `sample` and `selftest` stop where they are. Each ends with one line and exit code 130
 //! ([`Error::Interrupted`]); a second signal ends the process at once.
 
 use std::path::{Path, PathBuf};

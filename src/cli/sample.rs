@@ -196,6 +196,10 @@ pub fn run(args: &SampleArgs) -> Result<()> {
         .expect("valid template")
         .progress_chars("=> "),
     );
+    // SIGINT/SIGTERM stop between chunks with one line and exit 130, as the other commands
+    // do (also where the signals were inherited as ignored, as in a script's background job).
+    webgpu_amp::interrupt::install();
+    let mut sampled = 0;
     let mut stdout = std::io::stdout().lock();
     // A closed pipe (`sample | head -1`) ends the command quietly, as the others do.
     let io = |e: std::io::Error| out::write_error(e, "writing the text");
@@ -214,7 +218,14 @@ pub fn run(args: &SampleArgs) -> Result<()> {
         bar.suspend(|| write!(stdout, "{text}").and_then(|_| stdout.flush()))
             .map_err(io)?;
         bar.inc(chunk.len() as u64);
-        Ok(())
+        sampled += chunk.len();
+        super::interrupted::check(|| {
+            format!(
+                "sample: interrupted by {} after {sampled} of {} tokens",
+                super::interrupted::signal_name(),
+                options.tokens
+            )
+        })
     })?;
     bar.finish_and_clear();
     writeln!(stdout).map_err(io)?;

@@ -27,6 +27,7 @@ pub struct SelftestArgs {
 
 pub fn run(args: &SelftestArgs) -> webgpu_amp::Result<()> {
     let options = args.device.options()?;
+    webgpu_amp::interrupt::install();
     let report = selftest::selftest(&options, args.break_reference.as_deref())?;
     if args.json {
         outln!(

@@ -14,12 +14,10 @@ use crate::ops::{Accumulate, elementwise, reduce, unary};
 use crate::tensor::Tensor;
 
 pub(crate) fn check_all(checker: &mut Checker, case: &Case) -> Result<()> {
-    matmul(checker, case)?;
-    conv(checker, case)?;
-    pool(checker, case)?;
-    elementwise(checker, case)?;
-    reductions(checker, case)?;
-    activations(checker, case)
+    checker.run(
+        case,
+        &[matmul, conv, pool, elementwise, reductions, activations],
+    )
 }
 
 /// The bodies to run: the one `auto` picks, and both SIMT bodies where they may run (GL

@@ -60,6 +60,9 @@ pub(crate) struct Case<'a> {
     pub dtype: DType,
 }
 
+/// One op family's checks on one storage.
+pub(crate) type Family = fn(&mut Checker, &Case) -> Result<()>;
+
 /// Collects the checks of one run (and breaks a family's reference on request, to show a
 /// wrong result fails).
 pub(crate) struct Checker {
@@ -68,6 +71,22 @@ pub(crate) struct Checker {
 }
 
 impl Checker {
+    /// Run `families` in order; a signal (where the caller installed the handler) stops
+    /// between two of them.
+    pub fn run(&mut self, case: &Case, families: &[Family]) -> Result<()> {
+        for family in families {
+            if let Some(signal) = crate::interrupt::received() {
+                return Err(crate::Error::Interrupted(format!(
+                    "selftest: interrupted by {} after {} checks",
+                    signal.name(),
+                    self.checks.len()
+                )));
+            }
+            family(self, case)?;
+        }
+        Ok(())
+    }
+
     /// Compare `got` (read from the GPU) with `want` (the f64 reference).
     pub fn compare(
         &mut self,

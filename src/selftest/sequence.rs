@@ -18,11 +18,7 @@ use crate::ops::loss;
 use crate::tensor::Tensor;
 
 pub(crate) fn check_all(checker: &mut Checker, case: &Case) -> Result<()> {
-    losses(checker, case)?;
-    layernorm(checker, case)?;
-    embedding(checker, case)?;
-    softmax(checker, case)?;
-    attention(checker, case)
+    checker.run(case, &[losses, layernorm, embedding, softmax, attention])
 }
 
 /// A raw buffer of u32 words (labels, tokens).

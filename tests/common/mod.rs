@@ -19,14 +19,21 @@ use std::sync::OnceLock;
 
 use webgpu_amp::{F16StorageChoice, GpuContext, GpuOptions};
 
+/// A context of its own for the calling test, which then holds the GL lock ([`gl_serial`]).
 fn make(f16: F16StorageChoice) -> GpuContext {
+    let ctx = open(f16);
+    gl_serial(&ctx);
+    ctx
+}
+
+/// A new context, the GL lock not taken: the shared contexts open inside a `OnceLock`'s
+/// initialiser, where waiting for the lock would deadlock (the lock's holder may be waiting
+/// for that very initialiser), and take the lock after it.
+fn open(f16: F16StorageChoice) -> GpuContext {
     let mut options = GpuOptions::from_env().expect("bad WEBGPU_AMP_* environment");
     options.f16_storage = f16;
     match GpuContext::new(&options) {
-        Ok(ctx) => {
-            gl_serial(&ctx);
-            ctx
-        }
+        Ok(ctx) => ctx,
         Err(e) => panic!(
             "GPU tests need an adapter and found none: {e}\n\
              (Debian: `apt-get install -y mesa-vulkan-drivers`; select one with WEBGPU_AMP_BACKEND / WEBGPU_AMP_ADAPTER)"
@@ -37,7 +44,7 @@ fn make(f16: F16StorageChoice) -> GpuContext {
 /// Context with the adapter's preferred f16 storage (native where shader-f16 exists).
 pub fn ctx() -> &'static GpuContext {
     static CTX: OnceLock<GpuContext> = OnceLock::new();
-    let ctx = CTX.get_or_init(|| make(F16StorageChoice::Auto));
+    let ctx = CTX.get_or_init(|| open(F16StorageChoice::Auto));
     gl_serial(ctx);
     ctx
 }
@@ -89,7 +96,7 @@ pub fn ctx_owned_native() -> GpuContext {
 /// Context forced to packed f16 storage, so both paths run on one machine.
 pub fn ctx_packed() -> &'static GpuContext {
     static CTX: OnceLock<GpuContext> = OnceLock::new();
-    let ctx = CTX.get_or_init(|| make(F16StorageChoice::Packed));
+    let ctx = CTX.get_or_init(|| open(F16StorageChoice::Packed));
     gl_serial(ctx);
     ctx
 }

@@ -127,7 +127,7 @@ fn a_failing_rank_ends_the_job_with_its_message_on_rank_0() {
     assert!(!out.status.success(), "{all}");
     assert!(
         String::from_utf8_lossy(&out.stderr)
-            .contains("error: rank 1 of 2 failed: no GPU adapter found"),
+            .contains("error: rank 1 of 2 failed: no adapter's name contains `no-such-adapter`"),
         "rank 0 prints rank 1's error: {all}"
     );
 }

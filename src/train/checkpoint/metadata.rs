@@ -37,11 +37,14 @@ impl DataOrder {
     }
 }
 
-/// The `format` a file names must be the one this build writes (a plain PyTorch state_dict
-/// names none), and its `precision`, when given, a precision mode: an edited or future file
-/// is refused here, naming the key, rather than read as something it is not.
+/// A `format` of this project's family must be the one this build writes, and a
+/// `precision`, when given, a precision mode: an edited or future file is refused here,
+/// naming the key, rather than read as something it is not. Another framework's marker
+/// (safetensors' `"pt"`, `"np"`, ...; a plain state_dict may also name none) is a state
+/// dict: its tensors are checked against the model's names and shapes as they load.
 pub(super) fn check_format_and_precision(meta: &HashMap<String, String>, what: &str) -> Result<()> {
     if let Some(format) = meta.get("format")
+        && format.starts_with("webgpu-amp")
         && format != FORMAT
     {
         return Err(Error::Checkpoint(format!(
