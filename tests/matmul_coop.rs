@@ -9,13 +9,13 @@
 mod common;
 
 use common::matmul_ref::{Case, check, check_guarded, check_split};
-use common::{coop_ctx, ctx};
+use common::{coop_ctx, ctx, every_tile_ctx};
 use webgpu_amp::ops::bodies::{self, ConvBody, SoftmaxBody};
 use webgpu_amp::ops::matmul::{MatmulKernel, MatmulOpts, matmul_with};
 use webgpu_amp::{DType, Error, Storage, Tensor};
 
-/// Every layout, awkward and tile-sized shapes (512 and up takes the 128×128 tiles of 16×16
-/// fragments), f16 and f32 outputs, bias of either dtype, accumulate. Each layout runs with an
+/// Every layout, awkward and tile-sized shapes (a CPU adapter's table takes the 64×64 tile at
+/// every size; the next test asks for the wide and large tiles), f16 and f32 outputs, bias of either dtype, accumulate. Each layout runs with an
 /// f16 output (with and without an f16 bias) and an accumulating f32 output (the weight
 /// gradient's); an f32 bias with an f32 output runs on the Linear forward's layout (bᵀ). Every
 /// combination is its own pipeline, and compiling them is most of this test's time on lavapipe.
@@ -41,9 +41,9 @@ fn tensor_core_matmul_matches_f64_reference_with_both_fragment_shapes() {
         for (si, &shape) in shapes.iter().enumerate() {
             for trans in [(false, false), (true, false), (false, true), (true, true)] {
                 let epilogues = if shape.0 >= 512 {
-                    // The large tiles run the same code with more fragments: the two staging
-                    // orders of each input (a row- or k-contiguous, b column- or
-                    // k-contiguous) are enough there, and a 16x16 pipeline takes seconds to
+                    // Where a GPU's table takes the large tiles (the next test checks them):
+                    // the two staging orders of each input (a row- or k-contiguous, b column-
+                    // or k-contiguous) are enough here, and a 16x16 pipeline takes seconds to
                     // compile on lavapipe.
                     match trans {
                         (false, false) => vec![(F, None, true)],
@@ -84,7 +84,8 @@ fn tensor_core_matmul_matches_f64_reference_with_both_fragment_shapes() {
 /// fragment shapes: the aligned interior variant (whole tiles: 16-byte loads of a and b in
 /// their stored orientation, no bounds tests) in every layout, with its f32 results stored
 /// straight to memory by cooperative stores (no bias, no accumulation) or through the
-/// epilogue (bias, f16 output, accumulation), the large tile (both sides >= 512), the checked
+/// epilogue (bias, f16 output, accumulation), the large tile (both sides >= 512) and the wide
+/// one (columns >= 512; a table that asks for them, as a GPU's defaults do), the checked
 /// edge variant at awkward sizes (1, 7, 17, 4095; K not a multiple of BK), and split-K, forced
 /// and as the table plans it (few output tiles over a long K), aligned and checked.
 #[test]
@@ -92,9 +93,11 @@ fn tensor_core_matmul_interior_edge_and_split_k_variants_match_f64_reference() {
     use DType::{F16 as H, F32 as F};
     const LAYOUTS: [(bool, bool); 4] = [(false, false), (true, false), (false, true), (true, true)];
     for edge in [8, 16] {
-        let Some(ctx) = coop_ctx(edge, "tensor-core matmul variants against f64") else {
+        let Some(base) = coop_ctx(edge, "tensor-core matmul variants against f64") else {
             continue;
         };
+        let every_tile = every_tile_ctx(base);
+        let ctx = &every_tile;
         let what = format!("coop {edge}x{edge}");
         let mut seed = 500;
         let mut run = |case: Case, split: Option<u32>| {

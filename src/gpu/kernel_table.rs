@@ -343,14 +343,33 @@ impl KernelTable {
                 coop_16: coop_16(32),
                 split_k: split_k(128),
             },
-            // 32 KiB (Apple, Mesa 26's lavapipe): the large 16×16 tile at BK 16.
-            AdapterClass::Apple | AdapterClass::Intel | AdapterClass::Cpu => KernelTable {
+            // 32 KiB (Apple): the large 16×16 tile at BK 16.
+            AdapterClass::Apple | AdapterClass::Intel => KernelTable {
                 class,
                 simt_f32: simt(8, 8, 8),
                 simt_16: simt(8, 8, 8),
                 coop_8,
                 coop_16: coop_16(16),
-                split_k: split_k(if class == AdapterClass::Cpu { 16 } else { 64 }),
+                split_k: split_k(64),
+            },
+            // A CPU adapter (Mesa 26's lavapipe) is a correctness device: every product takes
+            // the 64×64 tile, so each kernel compiles once there (a 16×16 pipeline takes
+            // seconds to compile on lavapipe) and the convolutions split their depth as they
+            // did before the table. The wide and large tiles are checked on it through a
+            // table that asks for them (tests/matmul_coop.rs).
+            AdapterClass::Cpu => KernelTable {
+                class,
+                simt_f32: simt(8, 8, 8),
+                simt_16: simt(8, 8, 8),
+                coop_8: CoopTiles {
+                    large_from: u32::MAX,
+                    ..coop_8
+                },
+                coop_16: CoopTiles {
+                    large_from: u32::MAX,
+                    ..coop_16(16)
+                },
+                split_k: split_k(16),
             },
             // WebGPU's default 16 KiB: 64×64 tensor-core tiles only.
             AdapterClass::Other => KernelTable {
