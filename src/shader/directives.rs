@@ -20,10 +20,6 @@ pub const INCLUDES: &[(&str, &str)] = &[
         include_str!("../../shaders/include/scaler_state.wgsl"),
     ),
     (
-        "tile_staging",
-        include_str!("../../shaders/include/tile_staging.wgsl"),
-    ),
-    (
         "matmul_common",
         include_str!("../../shaders/include/matmul_common.wgsl"),
     ),
