@@ -9,8 +9,10 @@ scripts/gpu_report_torch.py, run with --python-torch; when that python cannot us
 report says "PyTorch CUDA not available" on stderr, in the JSON and in the Markdown.
 
 A command whose flag this binary's `--help` does not list (`--tensor-cores` before issue 20,
-`--attention` before issue 23) is not run; it is recorded as "flag not available in
-this binary".
+`--attention` before issue 23, `bench tune` before issue 29) is not run; it is recorded as
+"flag not available in this binary".
+The first command tunes the kernel table on this GPU (`bench tune`); every later command runs
+with the tuning file it writes (WEBGPU_AMP_TUNING), kept in the report folder as tuning.json.
 `--quick` runs every measurement at tiny sizes with few steps: a test of the report itself
 (tests/gpu_report.rs), whose numbers measure nothing.
 Exit status: 0 once both files are written (a failed or timed-out command is a row saying
@@ -66,7 +68,14 @@ def step(id, what, model, b, quick_b, steps, flags, budget, needs=()):
 
 BOTH = ["--precisions", "f32,amp-f16"]
 MEASUREMENTS = [
-    dict(id="info", what="adapters, capabilities, matmul path per mode",
+    # First: tune the kernel table on this GPU (bench tune, within its own --budget); every
+    # later command runs with the table it writes (WEBGPU_AMP_TUNING), which the report
+    # folder keeps as tuning.json, ready to commit under tuning/.
+    dict(id="tune", what="kernel table tuned on this adapter (bench tune)",
+         args=["{bin}", "bench", "tune", "--budget", "{tune_s}", "--out", "{tuning}", "{quick}"],
+         budget=150, needs=["--budget"], full=dict(tune_s=110, quick=None),
+         quick=dict(tune_s=400, quick="--quick")),
+    dict(id="info", what="adapters, capabilities, matmul path per mode, kernel table",
          args=["{bin}", "info", "--json"], budget=60),
     matmul("matmul-tc-4096", "matmul n³, tensor cores (f16 in and out, f32 accumulate)",
            "coop", "f16", 4096, 64, 5, 90),
@@ -118,7 +127,8 @@ def say(line):
 
 def command_line(m, mode, run):
     """The argv of a measurement in this mode; an empty `{quick}`-style field is dropped."""
-    fields = dict(m.get(mode, {}), bin=run["bin"], py=run["python_torch"], torch=TORCH_SCRIPT)
+    fields = dict(m.get(mode, {}), bin=run["bin"], py=run["python_torch"], torch=TORCH_SCRIPT,
+                  tuning=run.get("tuning", ""))
     argv = []
     for a in m["args"]:
         v = a.format(**fields)
@@ -222,7 +232,7 @@ def measure(m, mode, run, env, deadline):
     entry["rows"], entry["profiles"] = rows_of(m, entry["values"])
     for row in entry["rows"] + entry["profiles"]:
         row["measurement"] = m["id"]
-    if m["id"] not in ("info", "torch-probe"):
+    if m["id"] not in ("info", "torch-probe", "tune"):
         entry.pop("values")
     partial = f"; {len(entry['rows'])} rows before that" if entry["rows"] else ""
     if code is None:
@@ -230,7 +240,7 @@ def measure(m, mode, run, env, deadline):
     if code != 0:
         last = [line for line in err.splitlines() if line.strip()]
         return dict(entry, status=FAILED, note=(last[-1] if last else f"exit {code}") + partial)
-    if not entry["rows"] and m["id"] not in ("info", "torch-probe"):
+    if not entry["rows"] and m["id"] not in ("info", "torch-probe", "tune"):
         return dict(entry, status=FAILED, note="exit 0 but no measurement in its output")
     return dict(entry, status=OK, note="")
 
@@ -293,7 +303,7 @@ def main():
     binary = os.path.relpath(os.path.abspath(args.bin), ROOT)
     binary = os.path.abspath(args.bin) if binary.startswith("..") else os.path.join(".", binary)
     run = dict(bin=binary, python_torch=args.python_torch, help={},
-               torch={})
+               torch={}, tuning=os.path.join(os.path.abspath(args.out), "tuning.json"))
     chosen = MEASUREMENTS
     if args.only:
         ids = args.only.split(",")
@@ -326,6 +336,15 @@ def main():
         say(f"[{i}/{len(chosen)}] {m['id']}: {entry['status']}"
             + (f" in {entry['seconds']} s" if "seconds" in entry else "")
             + (f" ({entry['note']})" if entry["note"] else ""))
+        if m["id"] == "tune":
+            # Measure with the tuned table from here on; without one, the built-in table.
+            if entry["status"] == OK and os.path.exists(run["tuning"]):
+                env["WEBGPU_AMP_TUNING"] = run["tuning"]
+                report["tuning"] = dict(file=run["tuning"], used=True)
+            else:
+                report["tuning"] = dict(file=None, used=False,
+                                        reason=f"bench tune {entry['status']}: {entry['note']}")
+                say(f"!!! measuring with the built-in kernel table: tune {entry['status']}")
         if m["id"] == "torch-probe":
             probe = next((v for v in entry.get("values", []) if v.get("kind") == "probe"), None)
             run["torch"] = probe or dict(cuda=False, reason=f"probe {entry['status']}: "

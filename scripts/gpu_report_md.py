@@ -63,6 +63,7 @@ def header(report):
         ("driver", ": ".join(x for x in (d.get("driver"), d.get("driver_info")) if x) or "-"),
         ("tensor cores", plain(d.get("tensor_cores"))),
         ("matmul path per mode", plain(d.get("matmul_paths"))),
+        ("kernel table", plain(report.get("tuning")) if report.get("tuning") else "-"),
         ("nvidia-smi", report.get("nvidia_smi")),
         ("PyTorch", torch),
         ("binary", f"{b['path']} ({b.get('version')}, {b['commit']}); flags: {flags}"),
@@ -123,7 +124,7 @@ def targets(report):
     v = mlp["ms_per_step"] if mlp else None
     out.append(("(issue 15) MLP b128 f32 step ≤ 0.5 ms (Adam here; the issue's was SGD)",
                 f"{num(v, 3)} ms", verdict(None if v is None else v <= 0.5)))
-    return ["", "## Targets (issue 20, and issue 15's)", "",
+    return ["", "## Targets (issues 20 and 29, and issue 15's)", "",
             table(["target", "measured", "verdict"], out)]
 
 

@@ -30,6 +30,9 @@ const THREADS: u32 = TR * TC;
 const TILE_R: u32 = 4u * TR;
 const TILE_C: u32 = 8u * TC;
 const BK: u32 = 16u;            // depth of one tile step
+// Each thread loads every depth step of its row of tile_a and column of tile_b, so the taps
+// it stands at step one at a time (pixel_gemm).
+const_assert THREADS == TILE_R && THREADS == TILE_C;
 
 // tile_a[k][row] and tile_b[k][col], four rows / columns per vec4.
 var<workgroup> tile_a: array<vec4<f32>, BK * TILE_R / 4u>;
@@ -115,20 +118,27 @@ fn pixel_gemm(kind: u32, wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
     let col = col0 + lc;
     let col_ok = col < params.cols;
 
+    // The taps this thread's loads stand at, decoded once and stepped (every tile step
+    // walks its BK depth steps one at a time: THREADS == TILE_R == TILE_C).
+    var tap_a = tap_of(lid / TILE_R);
+    var tap_b = tap_of(lid / TILE_C);
+
     acc0 = vec4<f32>(0.0); acc1 = vec4<f32>(0.0); acc2 = vec4<f32>(0.0); acc3 = vec4<f32>(0.0);
     acc4 = vec4<f32>(0.0); acc5 = vec4<f32>(0.0); acc6 = vec4<f32>(0.0); acc7 = vec4<f32>(0.0);
     for (var k0 = 0u; k0 < depth; k0 = k0 + BK) {
         for (var kk = lid / TILE_R; kk < BK; kk = kk + THREADS / TILE_R) {
             let k = k0 + kk;
             var v = 0.0;
-            if (row.ok && k < depth) { v = gather(kind, row, k); }
+            if (row.ok && k < depth) { v = gather_at(kind, row, tap_a); }
             put_a(kk, lr, v);
+            tap_a = tap_next(tap_a);
         }
         for (var kk = lid / TILE_C; kk < BK; kk = kk + THREADS / TILE_C) {
             let k = k0 + kk;
             var v = 0.0;
-            if (col_ok && k < depth) { v = weight(kind, col, k); }
+            if (col_ok && k < depth) { v = weight_at(kind, col, k, tap_b); }
             put_b(kk, lc, v);
+            tap_b = tap_next(tap_b);
         }
         workgroupBarrier();
         multiply_tiles(lid % TR, lid / TR);
@@ -172,10 +182,15 @@ fn conv_backward_weight(#workgroup_builtins) {
     // for is decoded once per step and shared by both loads.
     let kk = lid % BK;
 
+    // The output pixel this thread's loads stand for, decoded once and walked BK pixels a
+    // step (compares and adds: no division in the loop).
+    var walk = walk_start(k_begin + kk);
+
     acc0 = vec4<f32>(0.0); acc1 = vec4<f32>(0.0); acc2 = vec4<f32>(0.0); acc3 = vec4<f32>(0.0);
     acc4 = vec4<f32>(0.0); acc5 = vec4<f32>(0.0); acc6 = vec4<f32>(0.0); acc7 = vec4<f32>(0.0);
     for (var k0 = k_begin; k0 < depth; k0 = k0 + BK) {
-        let px = out_pixel(k0 + kk, depth);
+        let px = walk_pixel(walk, depth);
+        walk = walk_on(walk, BK);
         for (var r = lid / BK; r < TILE_R; r = r + THREADS / BK) {
             let t = row0 + r;
             var v = 0.0;

@@ -13,19 +13,33 @@
 //   TM, TN: u32              outputs per thread along M and N (tiled: multiples of 4;
 //                            direct: TN even; either way a thread owns whole column pairs,
 //                            so packed outputs are written a word at a time)
-//   BK: u32                  depth of a shared-memory tile (matmul_tiled only)
+//   BK: u32                  depth of a k slice (matmul_tiled only)
+//   ALIGNED: bool            matmul_tiled's interior variant (below)
+//   A_ROWS, A_COLS, B_ROWS, B_COLS, LOADS_A, LOADS_B, TM4, TN4: the staged slices' shapes
+//                            and each thread's share of them, computed by the dispatcher
+//   the epilogue's EPI_* and SPLIT_OUT (include/matmul_common.wgsl)
 //
-// Three entry points:
-// - matmul_tiled: workgroup tiles of (WG_Y*TM) x (WG_X*TN) staged through workgroup memory,
-//   each thread accumulating a TM x TN register block. For real GPUs.
+// Four entry points:
+// - matmul_tiled: workgroup tiles of (WG_Y*TM) x (WG_X*TN), each thread accumulating a TM x TN
+//   register block (named vec4 accumulators, written out per variant). Each k slice of a and
+//   b is staged in chunks of 8 consecutive elements of the stored matrix (16-byte vector
+//   loads: two vec4<f32>, or one of eight 16-bit values), double-buffered through
+//   workgroup memory with a register prefetch: one barrier per k slice. For real GPUs; the
+//   register blocking comes from the adapter's kernel table (gpu::kernel_table).
+//   ALIGNED (interior) variant: M, N and K (or the split's K) are whole tiles and the row
+//   starts of a and b are multiples of 8 elements, so chunks are vector loads with no bounds
+//   test. Range invariant: row0 + BM <= M, col0 + BN <= N, k0 + BK <= k_end <= K. The
+//   checked variant tests every element and reads zero outside the matrices.
 // - matmul_direct: the same register blocking read straight from the buffers, no workgroup
 //   memory and no barriers. For CPU adapters (lavapipe, llvmpipe), where a barrier is a
 //   context switch between invocations and the caches already do the tiling.
 // - matmul_direct_narrow: matmul_direct for products at most half a workgroup's columns
 //   wide, the threads split into row groups (params.lanes threads each).
+// - matmul_split_reduce: split-K's second kernel, the splits' partial sums added in order
+//   through the epilogue.
 
-#tensor a 1 read
-#tensor b 2 read
+#tensor a 1 read vec4_if ALIGNED
+#tensor b 2 read vec4_if ALIGNED
 #tensor c 3 read_write
 #tensor bias 4 read
 
@@ -36,22 +50,130 @@ const BN: u32 = WG_X * TN;
 const THREADS: u32 = WG_X * WG_Y;
 
 // ---- tiled kernel (GPUs) ----------------------------------------------------------------
-// Element e = kk * BM + i of tile_a is op(a)[row0 + i, k0 + kk]; element kk * BN + j of tile_b
-// is op(b)[k0 + kk, col0 + j]. Stored as vec4 so the inner loop reads four rows or columns
-// per shared-memory access.
-var<workgroup> tile_a: array<vec4<f32>, BK * BM / 4u>;
-var<workgroup> tile_b: array<vec4<f32>, BK * BN / 4u>;
+// Element (kk, i) of op(a)'s slice at vec4 kk * BM / 4 + i / 4 of tile_a (component i % 4),
+// element (kk, j) of op(b)'s at kk * BN / 4 + j / 4 of tile_b; two buffers each.
+const A_SLICE: u32 = BK * BM / 4u;
+const B_SLICE: u32 = BK * BN / 4u;
+var<workgroup> tile_a: array<vec4<f32>, 2u * A_SLICE>;
+var<workgroup> tile_b: array<vec4<f32>, 2u * B_SLICE>;
+
+// Staged slices in the stored orientation: chunk c is staged row c / CPR, columns
+// (c % CPR) * 8 .. + 8 (A_KROWS: a's staged rows are k, as a transposed a is stored).
+const A_KROWS: bool = TRANS_A;
+const B_KROWS: bool = !TRANS_B;
+const A_CPR: u32 = A_COLS / 8u;
+const B_CPR: u32 = B_COLS / 8u;
+const CHUNKS_A: u32 = A_ROWS * A_CPR;
+const CHUNKS_B: u32 = B_ROWS * B_CPR;
+
+// Eight consecutive elements of a stored matrix, as f32.
+struct Chunk {
+    lo: vec4<f32>,
+    hi: vec4<f32>,
+}
+
+// Element (row, col) of the stored a (or b), zero outside rows x cols (checked variant).
+fn a_at(row: u32, col: u32, rows: u32, cols: u32) -> f32 {
+    if (row >= rows || col >= cols) { return 0.0; }
+    return a_load(a_base + row * params.a_ld + col);
+}
+fn b_at(row: u32, col: u32, rows: u32, cols: u32) -> f32 {
+    if (row >= rows || col >= cols) { return 0.0; }
+    return b_load(b_base + row * params.b_ld + col);
+}
+
+// Chunk s of thread tid of op(a)'s slice at k0: stored a [M, K] (rows m), or [K, M].
+fn load_a(tid: u32, s: u32, row0: u32, k0: u32) -> Chunk {
+    let c = tid + s * THREADS;
+    if (CHUNKS_A % THREADS != 0u && c >= CHUNKS_A) { return Chunk(); }
+    var row = row0 + c / A_CPR;
+    var col = k0 + (c % A_CPR) * 8u;
+    var rows = params.m;
+    var cols = k_end;
+    if (TRANS_A) {
+        row = k0 + c / A_CPR;
+        col = row0 + (c % A_CPR) * 8u;
+        rows = k_end;
+        cols = params.m;
+    }
+#if ALIGNED
+    let v = a_x8((a_base + row * params.a_ld + col) >> 3u);
+    return Chunk(v[0], v[1]);
+#else
+    return Chunk(
+        vec4<f32>(a_at(row, col, rows, cols), a_at(row, col + 1u, rows, cols), a_at(row, col + 2u, rows, cols), a_at(row, col + 3u, rows, cols)),
+        vec4<f32>(a_at(row, col + 4u, rows, cols), a_at(row, col + 5u, rows, cols), a_at(row, col + 6u, rows, cols), a_at(row, col + 7u, rows, cols)),
+    );
+#end
+}
+
+// Chunk s of thread tid of op(b)'s slice at k0: stored b [K, N] (rows k), or [N, K].
+fn load_b(tid: u32, s: u32, col0: u32, k0: u32) -> Chunk {
+    let c = tid + s * THREADS;
+    if (CHUNKS_B % THREADS != 0u && c >= CHUNKS_B) { return Chunk(); }
+    var row = k0 + c / B_CPR;
+    var col = col0 + (c % B_CPR) * 8u;
+    var rows = k_end;
+    var cols = params.n;
+    if (TRANS_B) {
+        row = col0 + c / B_CPR;
+        col = k0 + (c % B_CPR) * 8u;
+        rows = params.n;
+        cols = k_end;
+    }
+#if ALIGNED
+    let v = b_x8((b_base + row * params.b_ld + col) >> 3u);
+    return Chunk(v[0], v[1]);
+#else
+    return Chunk(
+        vec4<f32>(b_at(row, col, rows, cols), b_at(row, col + 1u, rows, cols), b_at(row, col + 2u, rows, cols), b_at(row, col + 3u, rows, cols)),
+        vec4<f32>(b_at(row, col + 4u, rows, cols), b_at(row, col + 5u, rows, cols), b_at(row, col + 6u, rows, cols), b_at(row, col + 7u, rows, cols)),
+    );
+#end
+}
+
+// Element (kk, i) of a slice `outer` wide into buffer `base` of a tile.
+fn put_a1(base: u32, kk: u32, i: u32, v: f32) { tile_a[base + kk * (BM / 4u) + i / 4u][i % 4u] = v; }
+fn put_b1(base: u32, kk: u32, j: u32, v: f32) { tile_b[base + kk * (BN / 4u) + j / 4u][j % 4u] = v; }
+
+// Chunk s of thread tid into buffer `buf`: whole vec4s where the staged rows are k, else
+// eight elements down a column of the tile.
+fn put_a(buf: u32, tid: u32, s: u32, v: Chunk) {
+    let c = tid + s * THREADS;
+    if (CHUNKS_A % THREADS != 0u && c >= CHUNKS_A) { return; }
+    let r = c / A_CPR;
+    let col = (c % A_CPR) * 8u;
+    let base = buf * A_SLICE;
+    if (A_KROWS) {
+        tile_a[base + r * (BM / 4u) + col / 4u] = v.lo;
+        tile_a[base + r * (BM / 4u) + col / 4u + 1u] = v.hi;
+    } else {
+        for (var e = 0u; e < 4u; e++) {
+            put_a1(base, col + e, r, v.lo[e]);
+            put_a1(base, col + 4u + e, r, v.hi[e]);
+        }
+    }
+}
+fn put_b(buf: u32, tid: u32, s: u32, v: Chunk) {
+    let c = tid + s * THREADS;
+    if (CHUNKS_B % THREADS != 0u && c >= CHUNKS_B) { return; }
+    let r = c / B_CPR;
+    let col = (c % B_CPR) * 8u;
+    let base = buf * B_SLICE;
+    if (B_KROWS) {
+        tile_b[base + r * (BN / 4u) + col / 4u] = v.lo;
+        tile_b[base + r * (BN / 4u) + col / 4u + 1u] = v.hi;
+    } else {
+        for (var e = 0u; e < 4u; e++) {
+            put_b1(base, col + e, r, v.lo[e]);
+            put_b1(base, col + 4u + e, r, v.hi[e]);
+        }
+    }
+}
 
 // This thread's outputs: TM / 4 groups of 4 consecutive rows, group g at
 // g * 4 * WG_Y + 4 * lid.y, and likewise TN / 4 groups of 4 consecutive columns. Neighbouring
 // threads read neighbouring vec4s (no bank conflicts), and a thread owns whole column pairs.
-fn tile_row(lid_y: u32, i: u32) -> u32 {
-    return (i / 4u) * 4u * WG_Y + 4u * lid_y + (i % 4u);
-}
-fn tile_col(lid_x: u32, j: u32) -> u32 {
-    return (j / 4u) * 4u * WG_X + 4u * lid_x + (j % 4u);
-}
-
 @compute @workgroup_size(WG_X, WG_Y)
 fn matmul_tiled(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -65,52 +187,85 @@ fn matmul_tiled(
     let row0 = (wid.y % params.m_tiles) * BM;
     let col0 = wid.x * BN;
 
-    // acc[i * TN / 4 + jg] holds row tile_row(i), columns tile_col(4 * jg .. 4 * jg + 4).
-    var acc: array<vec4<f32>, TM * TN / 4u>;
-    var frag_a: array<vec4<f32>, TM / 4u>;
-    var frag_b: array<vec4<f32>, TN / 4u>;
-
-    for (var k0 = 0u; k0 < params.k; k0 += BK) {
-        // Stage the tiles (include/matmul_common.wgsl): element (i, kk) of op(a)'s tile at
-        // kk * BM + i, element (kk, j) of op(b)'s at kk * BN + j.
-        for (var s = 0u; s < BM * BK / THREADS; s++) {
-            let t = a_tile_element(tid, s, row0, k0);
-            let e = t.col * BM + t.row;
-            tile_a[e / 4u][e % 4u] = t.value;
+    // acc_{h}_{r}_{g}: row 4h + r of this thread's block, columns 4g .. 4g + 4.
+#for h in 0..TM4
+#for r in 0..4
+#for g in 0..TN4
+    var acc_{h}_{r}_{g} = vec4<f32>();
+#end
+#end
+#end
+#for s in 0..LOADS_A
+    var pa_{s} = Chunk();
+#end
+#for s in 0..LOADS_B
+    var pb_{s} = Chunk();
+#end
+    var steps = 0u;
+    if (k_end > k_begin) {
+        steps = (k_end - k_begin + BK - 1u) / BK;
+#for s in 0..LOADS_A
+        put_a(0u, tid, {s}u, load_a(tid, {s}u, row0, k_begin));
+#end
+#for s in 0..LOADS_B
+        put_b(0u, tid, {s}u, load_b(tid, {s}u, col0, k_begin));
+#end
+    }
+    workgroupBarrier();
+    for (var t = 0u; t < steps; t++) {
+        let cur = t & 1u;
+        let more = t + 1u < steps;
+        if (more) {
+            // Prefetch the next slice: its loads are in flight while this one multiplies.
+            let k_next = k_begin + (t + 1u) * BK;
+#for s in 0..LOADS_A
+            pa_{s} = load_a(tid, {s}u, row0, k_next);
+#end
+#for s in 0..LOADS_B
+            pb_{s} = load_b(tid, {s}u, col0, k_next);
+#end
         }
-        for (var s = 0u; s < BN * BK / THREADS; s++) {
-            let t = b_tile_element(tid, s, col0, k0);
-            let e = t.row * BN + t.col;
-            tile_b[e / 4u][e % 4u] = t.value;
-        }
-        workgroupBarrier();
-
+        let a0 = cur * A_SLICE + lid.y;
+        let b0 = cur * B_SLICE + lid.x;
         for (var kk = 0u; kk < BK; kk++) {
-            for (var g = 0u; g < TM / 4u; g++) {
-                frag_a[g] = tile_a[(kk * BM + tile_row(lid.y, 4u * g)) / 4u];
-            }
-            for (var g = 0u; g < TN / 4u; g++) {
-                frag_b[g] = tile_b[(kk * BN + tile_col(lid.x, 4u * g)) / 4u];
-            }
-            for (var i = 0u; i < TM; i++) {
-                let av = vec4<f32>(frag_a[i / 4u][i % 4u]);
-                for (var g = 0u; g < TN / 4u; g++) {
-                    acc[i * (TN / 4u) + g] = fma(av, frag_b[g], acc[i * (TN / 4u) + g]);
-                }
-            }
+#for g in 0..TM4
+            let fa_{g} = tile_a[a0 + kk * (BM / 4u) + {g}u * WG_Y];
+#end
+#for g in 0..TN4
+            let fb_{g} = tile_b[b0 + kk * (BN / 4u) + {g}u * WG_X];
+#end
+#for h in 0..TM4
+#for r in 0..4
+#for g in 0..TN4
+            acc_{h}_{r}_{g} = fma(vec4<f32>(fa_{h}[{r}]), fb_{g}, acc_{h}_{r}_{g});
+#end
+#end
+#end
+        }
+        if (more) {
+            // The other buffer was last read before the previous barrier: free to write.
+#for s in 0..LOADS_A
+            put_a(1u - cur, tid, {s}u, pa_{s});
+#end
+#for s in 0..LOADS_B
+            put_b(1u - cur, tid, {s}u, pb_{s});
+#end
         }
         workgroupBarrier();
     }
 
-    for (var i = 0u; i < TM; i++) {
-        let row = row0 + tile_row(lid.y, i);
-        for (var g = 0u; g < TN / 4u; g++) {
-            let col = col0 + tile_col(lid.x, 4u * g);
-            let v = acc[i * (TN / 4u) + g];
-            store_pair(row, col, v.xy);
-            store_pair(row, col + 2u, v.zw);
-        }
+#for h in 0..TM4
+#for r in 0..4
+#for g in 0..TN4
+    {
+        let row = row0 + {h}u * 4u * WG_Y + 4u * lid.y + {r}u;
+        let col = col0 + {g}u * 4u * WG_X + 4u * lid.x;
+        store_result(row, col, acc_{h}_{r}_{g}.xy);
+        store_result(row, col + 2u, acc_{h}_{r}_{g}.zw);
     }
+#end
+#end
+#end
 }
 
 // ---- direct kernel (CPU adapters) -------------------------------------------------------
@@ -189,7 +344,33 @@ fn direct_block(row0: u32, col0: u32, stride: u32) {
     for (var i = 0u; i < TM; i++) {
         for (var p = 0u; p < TN / 2u; p++) {
             let col = col0 + p * 2u * stride;
-            store_pair(row0 + i, col, vec2<f32>(acc[i * TN + 2u * p], acc[i * TN + 2u * p + 1u]));
+            store_result(row0 + i, col, vec2<f32>(acc[i * TN + 2u * p], acc[i * TN + 2u * p + 1u]));
         }
     }
+}
+
+// ---- split-K: c (+)= the splits' partial sums, added in split order ----------------------
+// One thread per column pair of the one matrix; the same epilogue as every body.
+@compute @workgroup_size(64)
+fn matmul_split_reduce(
+    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let pairs = (params.n + 1u) / 2u;
+    let p = thread_index(gid, nwg, 64u);
+    if (p >= params.m * pairs) {
+        return;
+    }
+    let row = p / pairs;
+    let col = 2u * (p % pairs);
+    c_base = params.c_off;
+    var sum = vec2<f32>(0.0);
+    for (var s = 0u; s < params.splits; s++) {
+        let idx = (s * params.m + row) * params.n + col;
+        sum.x += partials_load(idx);
+        if (col + 1u < params.n) {
+            sum.y += partials_load(idx + 1u);
+        }
+    }
+    store_pair(row, col, sum);
 }

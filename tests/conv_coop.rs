@@ -9,7 +9,7 @@
 mod common;
 
 use common::conv_ref::{ODD_SHAPES, Shape, check_conv, shape, upload};
-use common::{bits, coop_ctx};
+use common::{bits, coop_ctx, every_tile_ctx};
 use webgpu_amp::ops::Accumulate;
 use webgpu_amp::ops::conv;
 use webgpu_amp::{DType, GpuContext, Storage, Tensor};
@@ -47,6 +47,19 @@ fn tensor_core_convolutions_match_f64_reference_with_both_fragment_shapes() {
             if i % 3 == 0 {
                 check_conv(ctx, s, Storage::F16, Storage::F16, true, 20 + i as u64);
             }
+        }
+        // The layer shapes again on the tiles a GPU's table takes: their forward products
+        // span 512 pixels or more over a few channels (the wide tile).
+        let every_tile = every_tile_ctx(ctx);
+        for (i, s) in shapes().iter().rev().take(2).enumerate() {
+            check_conv(
+                &every_tile,
+                s,
+                Storage::F16,
+                Storage::F32,
+                true,
+                40 + i as u64,
+            );
         }
     }
 }

@@ -19,7 +19,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_webgpu-amp");
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 /// The measurements the issue names, by id: each must be in the report with a status.
-const REQUIRED: [&str; 20] = [
+const REQUIRED: [&str; 21] = [
+    "tune",
     "info",
     "matmul-tc-4096",
     "matmul-simt-f32-4096",
@@ -44,7 +45,8 @@ const REQUIRED: [&str; 20] = [
 
 /// Measurements that every adapter runs (f32, and amp-f16 with packed f16 where there is
 /// no shader-f16): they must succeed, with rows.
-const MUST_RUN: [&str; 7] = [
+const MUST_RUN: [&str; 8] = [
+    "tune",
     "info",
     "matmul-simt-f32-4096",
     "matmul-simt-f32-8192",
@@ -148,6 +150,13 @@ fn quick_report_has_every_measurement_with_its_command_and_numbers() {
     let report: Value = serde_json::from_str(&json).expect("the report is JSON");
 
     assert_eq!(report["mode"], "quick");
+    // The tuner ran first, left its table in the report folder, and the rest measured with it.
+    assert_eq!(report["tuning"]["used"], true, "{}", report["tuning"]);
+    let tuning = std::fs::read_to_string(out.join("tuning.json")).expect("tuning.json");
+    assert!(
+        tuning.contains("\"format\": \"webgpu-amp kernel tuning 1\""),
+        "{tuning}"
+    );
     for field in ["date", "elapsed_s", "budget_s", "nvidia_smi"] {
         assert!(!report[field].is_null(), "report lacks `{field}`");
     }

@@ -3,7 +3,9 @@
 
 mod common;
 
-use common::matmul_ref::{Case, assert_matches, check, kernels, quantised};
+use common::matmul_ref::{
+    Case, assert_matches, check, check_guarded, check_split, kernels, quantised,
+};
 use common::values::storages;
 use common::{ctx, ctx_native, ctx_packed, rand_vec};
 use webgpu_amp::ops::matmul::{MatmulKernel, MatmulOpts, matmul, matmul_with};
@@ -78,6 +80,95 @@ fn mixed_storages_bias_and_accumulate() {
                 check(name, ctx, kernel, case);
             }
         }
+    }
+}
+
+/// The tiled SIMT body (what GPUs run; forced onto this adapter) in the variants it picks per
+/// dispatch: the interior variant (whole 128-wide tiles, K of whole slices: 16-byte loads in
+/// each operand's stored orientation, no bounds tests) in every layout, the checked edge
+/// variant at awkward sizes (1, 7, 17, 4095; K not a multiple of BK), and split-K (forced,
+/// aligned and checked; and as the adapter's table plans it over a long K), every storage.
+#[test]
+fn tiled_interior_edge_and_split_k_variants_match_f64_reference() {
+    for (name, ctx, dt) in storages() {
+        if !kernels(ctx).contains(&MatmulKernel::Tiled) {
+            continue; // said loudly by kernels()
+        }
+        let tiled = MatmulKernel::Tiled;
+        let mut seed = 300;
+        let mut run = |case: Case, split: Option<u32>| {
+            seed += 1;
+            let (shape, trans, dts, bias, acc, _) = case;
+            check_split(
+                name,
+                ctx,
+                tiled,
+                (shape, trans, dts, bias, acc, seed),
+                split,
+            );
+        };
+        for trans in TRANSPOSES {
+            // 16-bit storages share the index math with f32: two layouts there.
+            if dt != DType::F32 && trans.0 != trans.1 {
+                continue;
+            }
+            run(
+                ((128, 256, 64), trans, (dt, dt, dt), Some(dt), false, 0),
+                None,
+            );
+            // Trusted (no runtime checks): the range invariant, inside guard bands.
+            check_guarded(
+                name,
+                ctx,
+                tiled,
+                ((128, 256, 64), trans, (dt, dt, dt), None, false, 7),
+            );
+            run(((4095, 7, 17), trans, (dt, dt, dt), None, false, 0), None);
+        }
+        run(
+            (
+                (1, 4095, 9),
+                (false, true),
+                (dt, dt, DType::F32),
+                None,
+                true,
+                0,
+            ),
+            None,
+        );
+        run(
+            (
+                (128, 128, 256),
+                (false, false),
+                (dt, dt, dt),
+                None,
+                false,
+                0,
+            ),
+            Some(4),
+        );
+        run(
+            (
+                (65, 70, 300),
+                (true, false),
+                (dt, dt, DType::F32),
+                Some(DType::F32),
+                true,
+                0,
+            ),
+            Some(3),
+        );
+        run(
+            (
+                (7, 17, 4095),
+                (true, false),
+                (dt, dt, DType::F32),
+                None,
+                true,
+                0,
+            ),
+            None,
+        );
     }
 }
 

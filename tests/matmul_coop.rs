@@ -8,26 +8,27 @@
 
 mod common;
 
-use common::matmul_ref::{Case, check};
-use common::{coop_ctx, ctx};
+use common::matmul_ref::{Case, check, check_guarded, check_split};
+use common::{coop_ctx, ctx, every_tile_ctx};
+use webgpu_amp::ops::bodies::{self, ConvBody, SoftmaxBody};
 use webgpu_amp::ops::matmul::{MatmulKernel, MatmulOpts, matmul_with};
 use webgpu_amp::{DType, Error, Storage, Tensor};
 
-/// Every layout, awkward and tile-sized shapes (512 and up takes the 128×128 tiles of 16×16
-/// fragments), f16 and f32 outputs, bias of either dtype, accumulate. Each layout runs with an
+/// Every layout, awkward and tile-sized shapes (a CPU adapter's table takes the 64×64 tile at
+/// every size; the next test asks for the wide and large tiles), f16 and f32 outputs, bias of either dtype, accumulate. Each layout runs with an
 /// f16 output (with and without an f16 bias) and an accumulating f32 output (the weight
 /// gradient's); an f32 bias with an f32 output runs on the Linear forward's layout (bᵀ). Every
 /// combination is its own pipeline, and compiling them is most of this test's time on lavapipe.
 #[test]
 fn tensor_core_matmul_matches_f64_reference_with_both_fragment_shapes() {
     use DType::{F16 as H, F32 as F};
+    // (Interior tiles, awkward sizes and split-K have their own test below: these are the
+    // checked edge variant's layouts and epilogues.)
     let shapes = [
         (1, 1, 1),
         (17, 33, 65),
-        (64, 64, 64),
         (65, 127, 31),
         (130, 2, 9),
-        (200, 96, 300),
         (520, 600, 40),
     ];
     for edge in [8, 16] {
@@ -40,9 +41,9 @@ fn tensor_core_matmul_matches_f64_reference_with_both_fragment_shapes() {
         for (si, &shape) in shapes.iter().enumerate() {
             for trans in [(false, false), (true, false), (false, true), (true, true)] {
                 let epilogues = if shape.0 >= 512 {
-                    // The large tiles run the same code with more fragments: the two staging
-                    // orders of each input (a row- or k-contiguous, b column- or
-                    // k-contiguous) are enough there, and a 16x16 pipeline takes seconds to
+                    // Where a GPU's table takes the large tiles (the next test checks them):
+                    // the two staging orders of each input (a row- or k-contiguous, b column-
+                    // or k-contiguous) are enough here, and a 16x16 pipeline takes seconds to
                     // compile on lavapipe.
                     match trans {
                         (false, false) => vec![(F, None, true)],
@@ -79,6 +80,98 @@ fn tensor_core_matmul_matches_f64_reference_with_both_fragment_shapes() {
     }
 }
 
+/// The variants the tensor-core body picks per dispatch, against the f64 reference with both
+/// fragment shapes: the aligned interior variant (whole tiles: 16-byte loads of a and b in
+/// their stored orientation, no bounds tests) in every layout, with its f32 results stored
+/// straight to memory by cooperative stores (no bias, no accumulation) or through the
+/// epilogue (bias, f16 output, accumulation), the large tile (both sides >= 512) and the wide
+/// one (columns >= 512; a table that asks for them, as a GPU's defaults do), the checked
+/// edge variant at awkward sizes (1, 7, 17, 4095; K not a multiple of BK), and split-K, forced
+/// and as the table plans it (few output tiles over a long K), aligned and checked.
+#[test]
+fn tensor_core_matmul_interior_edge_and_split_k_variants_match_f64_reference() {
+    use DType::{F16 as H, F32 as F};
+    const LAYOUTS: [(bool, bool); 4] = [(false, false), (true, false), (false, true), (true, true)];
+    for edge in [8, 16] {
+        let Some(base) = coop_ctx(edge, "tensor-core matmul variants against f64") else {
+            continue;
+        };
+        let every_tile = every_tile_ctx(base);
+        let ctx = &every_tile;
+        let what = format!("coop {edge}x{edge}");
+        let mut seed = 500;
+        let mut run = |case: Case, split: Option<u32>| {
+            seed += 1;
+            let (shape, trans, dts, bias, acc, _) = case;
+            check_split(
+                &what,
+                ctx,
+                MatmulKernel::Coop,
+                (shape, trans, dts, bias, acc, seed),
+                split,
+            );
+        };
+        // Interior: every side a whole number of 64-wide tiles, K of 32-deep slices.
+        for trans in LAYOUTS {
+            run(((128, 64, 96), trans, (H, H, F), None, false, 0), None); // direct store
+            run(((128, 64, 96), trans, (H, H, H), Some(H), false, 0), None);
+            run(((64, 128, 64), trans, (H, H, F), Some(F), true, 0), None);
+        }
+        // Trusted (no runtime checks): the range invariant, inside guard bands.
+        for trans in LAYOUTS {
+            check_guarded(
+                &what,
+                ctx,
+                MatmulKernel::Coop,
+                ((128, 64, 96), trans, (H, H, F), None, false, 9),
+            );
+            check_guarded(
+                &what,
+                ctx,
+                MatmulKernel::Coop,
+                ((64, 128, 64), trans, (H, H, H), None, false, 9),
+            );
+        }
+        // The large tile, interior: straight to memory, and through the epilogue.
+        run(
+            ((512, 512, 32), (false, false), (H, H, F), None, false, 0),
+            None,
+        );
+        run(
+            ((512, 512, 32), (true, true), (H, H, H), Some(H), false, 0),
+            None,
+        );
+        // Edges at awkward sizes.
+        for trans in LAYOUTS {
+            run(((4095, 7, 17), trans, (H, H, H), Some(F), false, 0), None);
+        }
+        run(
+            ((1, 4095, 9), (false, true), (H, H, F), None, true, 0),
+            None,
+        );
+        run(((7, 17, 1), (true, false), (H, H, F), None, false, 0), None);
+        // Split-K: few output tiles over a long K split as the table says (checked, K odd),
+        // and forced: aligned (partial sums stored straight to memory), checked, with bias
+        // and accumulation applied once by the reduction.
+        run(
+            ((7, 17, 4095), (true, false), (H, H, F), None, true, 0),
+            None,
+        );
+        run(
+            ((64, 64, 256), (false, false), (H, H, F), None, false, 0),
+            Some(4),
+        );
+        run(
+            ((64, 64, 256), (true, true), (H, H, H), Some(H), true, 0),
+            Some(2),
+        );
+        run(
+            ((65, 70, 300), (false, true), (H, H, F), Some(F), true, 0),
+            Some(3),
+        );
+    }
+}
+
 /// The same product twice gives the same bits (no atomics, a fixed order in every fragment).
 #[test]
 fn tensor_core_matmul_is_bit_identical_run_to_run() {
@@ -86,20 +179,33 @@ fn tensor_core_matmul_is_bit_identical_run_to_run() {
         let Some(ctx) = coop_ctx(edge, "tensor-core matmul determinism") else {
             continue;
         };
-        let (m, n, k) = (70, 130, 90);
-        let a = common::matmul_ref::quantised(m * k, 1, DType::F16);
-        let b = common::matmul_ref::quantised(k * n, 2, DType::F16);
-        let a = Tensor::from_f32(ctx, &a, &[m, k], DType::F16).unwrap();
-        let b = Tensor::from_f32(ctx, &b, &[k, n], DType::F16).unwrap();
-        let run = || {
-            let c = Tensor::zeros(ctx, &[m, n], DType::F32);
-            let kern = matmul_with(ctx, &a, &b, &c, MatmulOpts::default(), MatmulKernel::Coop);
-            ctx.run(&[&kern.unwrap()]);
-            common::bits(&c.read_f32(ctx).unwrap())
-        };
-        let first = run();
-        assert!(first.iter().any(|&v| v != 0), "{edge}x{edge}: all zero");
-        assert_eq!(first, run(), "{edge}x{edge}: two runs differ");
+        // Edge variant; interior with stores straight to memory; split-K (checked, and
+        // aligned with partial sums stored straight to memory).
+        for ((m, n, k), split) in [
+            ((70, 130, 90), None),
+            ((128, 64, 96), None),
+            ((70, 30, 900), Some(5)),
+            ((64, 64, 256), Some(4)),
+        ] {
+            let a = common::matmul_ref::quantised(m * k, 1, DType::F16);
+            let b = common::matmul_ref::quantised(k * n, 2, DType::F16);
+            let a = Tensor::from_f32(ctx, &a, &[m, k], DType::F16).unwrap();
+            let b = Tensor::from_f32(ctx, &b, &[k, n], DType::F16).unwrap();
+            let run = || {
+                let c = Tensor::zeros(ctx, &[m, n], DType::F32);
+                let opts = MatmulOpts {
+                    split_k: split,
+                    ..Default::default()
+                };
+                let kern = matmul_with(ctx, &a, &b, &c, opts, MatmulKernel::Coop);
+                ctx.run(&[&kern.unwrap()]);
+                common::bits(&c.read_f32(ctx).unwrap())
+            };
+            let first = run();
+            let what = format!("{edge}x{edge} {m}x{n}x{k} split {split:?}");
+            assert!(first.iter().any(|&v| v != 0), "{what}: all zero");
+            assert_eq!(first, run(), "{what}: two runs differ");
+        }
     }
 }
 
@@ -170,5 +276,26 @@ fn auto_picks_the_body_by_adapter_class_and_storage() {
         // Mixed inputs (an f16 activation times an f32 weight) stay on SIMT.
         let mixed = MatmulKernel::Auto.resolve_for(&caps, Storage::F16, Storage::F32);
         assert_eq!(mixed, simt);
+        // The same resolver picks the convolutions' and the softmax's bodies.
+        for s in storages {
+            let conv = bodies::conv(&caps, &[s, s]);
+            let want = if s == Storage::F16 {
+                ConvBody::Coop
+            } else {
+                ConvBody::Simt
+            };
+            assert_eq!(conv, want, "{s:?}");
+        }
+        let softmax = bodies::softmax(&caps);
+        let want = if cpu {
+            SoftmaxBody::Rowwise
+        } else {
+            SoftmaxBody::Workgroup
+        };
+        assert_eq!(softmax, want);
+        assert_eq!(
+            bodies::attention(&caps, &[Storage::F32], 64).name(),
+            if cpu { "rowwise" } else { "tiled" }
+        );
     }
 }

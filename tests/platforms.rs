@@ -6,7 +6,7 @@ mod common;
 use common::{assert_close, ctx, ctx_packed, rand_vec};
 use webgpu_amp::amp::AdapterReport;
 use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::gpu::Capabilities;
+use webgpu_amp::gpu::{AdapterClass, Capabilities, KernelLimits, KernelTable};
 use webgpu_amp::ops::elementwise;
 use webgpu_amp::{DType, Error, F16Storage, F16StorageChoice, Storage, Tensor};
 
@@ -315,11 +315,27 @@ fn variants_without_native_f16_translate_to_hlsl_for_fxc() {
     );
 }
 
+/// The most workgroup memory a class's tiled SIMT matmul tile takes.
+fn most_simt_table_bytes() -> u32 {
+    AdapterClass::ALL
+        .iter()
+        .map(|&c| {
+            let t = KernelTable::defaults(c);
+            t.simt_f32
+                .workgroup_bytes()
+                .max(t.simt_16.workgroup_bytes())
+        })
+        .max()
+        .unwrap()
+}
+
 /// Every kernel fits WebGPU's default limits, which wgpu gives on Vulkan, Metal, DX12 and in
 /// browsers: 8 storage buffers per stage, 16 KiB of workgroup memory, 256 invocations per
 /// workgroup. So no adapter needs more than the defaults to train. The exceptions are the
 /// tensor-core kernels (up to COOP_WORKGROUP_BYTES), which run only where the adapter's limit
-/// holds them; the largest of them must need exactly that (the bound is not loose). The
+/// holds them (the largest of them must need exactly that: the bound is not loose), and the
+/// tiled SIMT matmul's deeper tiles of classes whose GPUs give more (the kernel table falls
+/// back to the `other` class's, within the defaults, where an adapter's limit is lower). The
 /// tensor-core attention picks its blocks by the adapter's limit and declares exactly what
 /// its layout counted.
 #[test]
@@ -372,8 +388,17 @@ fn every_kernel_fits_webgpus_default_limits() {
                 most_coop_shared = most_coop_shared.max(shared);
                 continue;
             }
+            // The tiled SIMT matmul takes its tile from the adapter's kernel table: classes
+            // whose GPUs give more workgroup memory stage deeper slices, and an adapter whose
+            // limit holds less than its class's table gets the `other` class's, which fits
+            // WebGPU's defaults (gpu::AdapterKernels::builtin; checked below).
+            let limit = if v.shader == "matmul" {
+                most_simt_table_bytes()
+            } else {
+                defaults.max_compute_workgroup_storage_size
+            };
             assert!(
-                shared <= defaults.max_compute_workgroup_storage_size,
+                shared <= limit,
                 "{name} uses {shared} bytes of workgroup memory"
             );
             let threads: u32 = e.workgroup_size.iter().product();
@@ -388,6 +413,15 @@ fn every_kernel_fits_webgpus_default_limits() {
     }
     assert!(most_buffers > 0 && most_threads > 0);
     assert_eq!(most_coop_shared, webgpu_amp::gpu::COOP_WORKGROUP_BYTES);
+    let fallback = KernelTable::defaults(AdapterClass::Other);
+    let webgpu = KernelLimits {
+        workgroup_bytes: defaults.max_compute_workgroup_storage_size,
+        invocations: defaults.max_compute_invocations_per_workgroup,
+        subgroup: 0,
+    };
+    fallback
+        .check(&webgpu)
+        .expect("the `other` class's table fits WebGPU's defaults");
     println!(
         "largest kernel needs: {most_buffers} storage buffers, {most_shared} bytes workgroup memory, {most_threads} invocations"
     );

@@ -78,49 +78,84 @@ fn pixel_row(kind: u32, pix: u32) -> PixelRow {
     return PixelRow(ok, img * params.out_ch, i32(iy + params.pad), i32(ix + params.pad));
 }
 
-// Element (pixel, k) of src: forward x at tap k = (ci, ky, kx) of the output pixel; input
-// gradient dy at the output pixel that reads this input pixel through tap k = (o, ky, kx),
-// (iy + pad - ky) / stride when that divides exactly. Zero outside the image.
-fn gather(kind: u32, row: PixelRow, k: u32) -> f32 {
+// Depth step k of a pixel GEMM: the channel (input channel forward, output channel for the
+// input gradient) and the kernel tap. The divisions are by the compile-time kernel size
+// (multiplies and shifts); a chunk of pixels decodes its k once.
+struct Tap {
+    ch: u32,
+    ky: u32,
+    kx: u32,
+}
+
+fn tap_of(k: u32) -> Tap {
     let ch = k / KHW;
     let tap = k - ch * KHW;
     let ky = tap / KW;
-    let kx = tap - ky * KW;
+    return Tap(ch, ky, tap - ky * KW);
+}
+
+// Element (pixel, tap) of src: forward x at tap (ci, ky, kx) of the output pixel; input
+// gradient dy at the output pixel that reads this input pixel through tap (o, ky, kx),
+// (iy + pad - ky) / stride when that divides exactly. Zero outside the image.
+fn gather_at(kind: u32, row: PixelRow, t: Tap) -> f32 {
     if (kind == FORWARD) {
-        let iy = row.y0 + i32(ky);
-        let ix = row.x0 + i32(kx);
+        let iy = row.y0 + i32(t.ky);
+        let ix = row.x0 + i32(t.kx);
         if (iy >= 0 && iy < i32(params.in_h) && ix >= 0 && ix < i32(params.in_w)) {
-            return src_load(row.base + (ch * params.in_h + u32(iy)) * params.in_w + u32(ix));
+            return src_load(row.base + (t.ch * params.in_h + u32(iy)) * params.in_w + u32(ix));
         }
         return 0.0;
     }
-    let ty = row.y0 - i32(ky);
-    let tx = row.x0 - i32(kx);
+    let ty = row.y0 - i32(t.ky);
+    let tx = row.x0 - i32(t.kx);
     if (ty >= 0 && tx >= 0) {
         var oy = u32(ty);
         var ox = u32(tx);
         var hit = true;
         if (params.stride != 1u) {
+            // Strided input gradients only: a uniform branch the presets (stride 1) skip.
             hit = oy % params.stride == 0u && ox % params.stride == 0u;
             oy = oy / params.stride;
             ox = ox / params.stride;
         }
         if (hit && oy < params.out_h && ox < params.out_w) {
-            return src_load(((row.base + ch) * params.out_h + oy) * params.out_w + ox);
+            return src_load(((row.base + t.ch) * params.out_h + oy) * params.out_w + ox);
         }
     }
     return 0.0;
 }
 
+fn gather(kind: u32, row: PixelRow, k: u32) -> f32 {
+    return gather_at(kind, row, tap_of(k));
+}
+
 // Element (k, channel) of the weight [O, C, kh, kw]: forward w[ch, k] (ch = output channel,
 // k = (c, ky, kx), depth C * KHW); input gradient w[o, ch, ky, kx] (ch = input channel,
 // k = (o, ky, kx)).
-fn weight(kind: u32, ch: u32, k: u32) -> f32 {
+fn weight_at(kind: u32, ch: u32, k: u32, t: Tap) -> f32 {
     if (kind == FORWARD) {
         return w_load(ch * params.depth + k);
     }
-    let o = k / KHW;
-    return w_load((o * params.in_ch + ch) * KHW + (k - o * KHW));
+    return w_load((t.ch * params.in_ch + ch) * KHW + t.ky * KW + t.kx);
+}
+
+fn weight(kind: u32, ch: u32, k: u32) -> f32 {
+    return weight_at(kind, ch, k, tap_of(k));
+}
+
+// The tap after `t` (k + 1), by compares: kx, then ky, then the channel carry.
+fn tap_next(t: Tap) -> Tap {
+    var n = t;
+    n.kx += 1u;
+    if (n.kx == KW) {
+        n.kx = 0u;
+        n.ky += 1u;
+        if (n.ky == KH) {
+            n.ky = 0u;
+            n.ch += 1u;
+        }
+    }
+    return n;
 }
 
 // Pixels m and m + 1 of channel `ch` of dst (NCHW, `chans` channels of `plane` pixels, `pixels`
@@ -146,7 +181,7 @@ fn store_pixel_pair(m: u32, ch: u32, v: vec2<f32>, pixels: u32, chans: u32, plan
 
 // ---- backward weight: dw (+)= sum over the batch's output pixels of dy * x ------------------
 
-// One output pixel p of the batch (a step of the weight gradient's depth), decoded once.
+// One output pixel p of the batch (a step of the weight gradient's depth).
 struct OutPixel {
     ok: bool,   // p < the split's end
     rem: u32,   // position in its image's output plane
@@ -156,16 +191,49 @@ struct OutPixel {
     ix0: i32,   // ox * stride - pad
 }
 
-fn out_pixel(p: u32, depth_end: u32) -> OutPixel {
+// Where a walk over the batch's output pixels stands: pixel p = (img, oy, ox). Walks step
+// with compares and adds only (no division in a hot loop): `walk_start` decodes once.
+struct PixelWalk {
+    p: u32,
+    img: u32,
+    oy: u32,
+    ox: u32,
+}
+
+fn walk_start(p: u32) -> PixelWalk {
     let plane_out = params.out_h * params.out_w;
     let img = p / plane_out;
     let rem = p - img * plane_out;
     let oy = rem / params.out_w;
-    let ox = rem - oy * params.out_w;
-    let iy0 = i32(oy * params.stride) - i32(params.pad);
-    let ix0 = i32(ox * params.stride) - i32(params.pad);
-    let x_img = img * params.in_ch * params.in_h * params.in_w;
-    return OutPixel(p < depth_end, rem, x_img, img * params.out_ch, iy0, ix0);
+    return PixelWalk(p, img, oy, rem - oy * params.out_w);
+}
+
+// `w` moved on by `steps` pixels (a few rows at most per call: the carries are loops).
+fn walk_on(w: PixelWalk, steps: u32) -> PixelWalk {
+    var r = w;
+    r.p += steps;
+    r.ox += steps;
+    while (r.ox >= params.out_w) {
+        r.ox -= params.out_w;
+        r.oy += 1u;
+    }
+    while (r.oy >= params.out_h) {
+        r.oy -= params.out_h;
+        r.img += 1u;
+    }
+    return r;
+}
+
+fn walk_pixel(w: PixelWalk, depth_end: u32) -> OutPixel {
+    let iy0 = i32(w.oy * params.stride) - i32(params.pad);
+    let ix0 = i32(w.ox * params.stride) - i32(params.pad);
+    let x_img = w.img * params.in_ch * params.in_h * params.in_w;
+    let rem = w.oy * params.out_w + w.ox;
+    return OutPixel(w.p < depth_end, rem, x_img, w.img * params.out_ch, iy0, ix0);
+}
+
+fn out_pixel(p: u32, depth_end: u32) -> OutPixel {
+    return walk_pixel(walk_start(p), depth_end);
 }
 
 // x at weight tap t = (ci, ky, kx) of output pixel px (zero in the padding).

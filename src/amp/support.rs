@@ -5,6 +5,7 @@
 use super::policy::Precision;
 use crate::dtype::{DType, F16Storage, Storage};
 use crate::gpu::{AdapterDescription, Capabilities, F16StorageChoice, TensorCoreChoice};
+use crate::ops::bodies;
 use crate::ops::flash_attention::{COOP_MAX_HEAD_SIZE, FlashBody};
 use crate::ops::matmul::MatmulKernel;
 
@@ -27,6 +28,8 @@ pub struct ModeSupport {
     /// The fused attention's body for the mode's tensors here ([`FlashBody::name`]: `coop`
     /// up to the largest head size the tensor-core body takes, else `tiled` or `rowwise`).
     pub attention: String,
+    /// The convolutions' body ([`bodies::ConvBody::name`]: `coop` or `simt`).
+    pub conv: String,
 }
 
 impl ModeSupport {
@@ -43,6 +46,7 @@ impl ModeSupport {
                     detail: e.to_string(),
                     matmul: "-".to_string(),
                     attention: "-".to_string(),
+                    conv: "-".to_string(),
                 };
             }
             (_, Ok(f16)) => Storage::for_dtype(dtype, f16),
@@ -55,6 +59,7 @@ impl ModeSupport {
             detail: format!("{}: {}", precision.low_dtype_scope(), storage.layout()),
             matmul: matmul_path(caps, storage),
             attention: attention_path(caps, storage),
+            conv: bodies::conv(caps, &[storage, storage]).name().to_string(),
         }
     }
 
@@ -85,10 +90,10 @@ fn matmul_path(caps: &Capabilities, storage: Storage) -> String {
 /// `caps` (`--attention fused`, the default).
 fn attention_path(caps: &Capabilities, storage: Storage) -> String {
     // f32 never runs on tensor cores: the SIMT body of this adapter.
-    let simt = FlashBody::Auto.resolve(caps, &[Storage::F32], 1).name();
+    let simt = bodies::attention(caps, &[Storage::F32], 1).name();
     let coop_up_to = (1..=COOP_MAX_HEAD_SIZE)
         .rev()
-        .find(|&hs| FlashBody::Auto.resolve(caps, &[storage], hs) == FlashBody::Coop);
+        .find(|&hs| bodies::attention(caps, &[storage], hs) == FlashBody::Coop);
     match coop_up_to {
         Some(hs) => {
             // The blocks the largest head gets (workgroup memory decides them).

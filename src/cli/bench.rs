@@ -5,13 +5,12 @@
 //! timed with GPU timestamp queries when the adapter has them, else by wall clock around
 //! submit and a blocking sync.
 
-use std::time::Instant;
-
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use webgpu_amp::ops::matmul::{MatmulKernel, MatmulOpts, flops, matmul_with};
 use webgpu_amp::{F16StorageChoice, GpuContext, Storage, Tensor, TensorCoreChoice};
 
 use super::DeviceArgs;
+use super::bench_timer::Timer;
 use super::numbers::number;
 use super::out::outln;
 
@@ -35,6 +34,9 @@ enum BenchWhat {
     /// ms per training step, images/s and peak GPU memory per model and precision, and the
     /// GradScaler's overhead, as JSON lines.
     Step(super::bench_step::BenchStepArgs),
+    /// Time the kernel table's candidates on this adapter (the preset models' GEMM and
+    /// convolution shapes and 4096³) and write the fastest as a tuning file (`--tuning`).
+    Tune(super::bench_tune::TuneArgs),
 }
 
 #[derive(Args)]
@@ -48,9 +50,11 @@ struct MatmulBenchArgs {
     #[arg(long, default_value_t = 5, allow_negative_numbers = true,
           value_parser = number::<usize>(REPEATS_RANGE))]
     repeats: usize,
-    /// Kernel body: auto picks by adapter type (direct on CPU adapters, tiled on GPUs).
-    #[arg(long, value_enum, default_value_t = KernelArg::Auto)]
-    kernel: KernelArg,
+    /// Kernel body: auto (the resolver's choice for the adapter: direct on CPU adapters,
+    /// tiled on GPUs, coop for native f16 where tensor cores are used), tiled, direct or coop
+    /// (tensor cores; native f16 only, where `info` says they are used).
+    #[arg(long, default_value = "auto", value_parser = kernel_names())]
+    kernel: String,
     /// Comma-separated storages to measure (f32, f16, f16packed, bf16); default: every one
     /// this adapter offers.
     #[arg(long, value_delimiter = ',')]
@@ -62,24 +66,9 @@ struct MatmulBenchArgs {
     device: DeviceArgs,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum KernelArg {
-    Auto,
-    Tiled,
-    Direct,
-    /// Cooperative matrices (tensor cores; native f16 only, where `info` says they are used).
-    Coop,
-}
-
-impl KernelArg {
-    fn kernel(self) -> MatmulKernel {
-        match self {
-            KernelArg::Auto => MatmulKernel::Auto,
-            KernelArg::Tiled => MatmulKernel::Tiled,
-            KernelArg::Direct => MatmulKernel::Direct,
-            KernelArg::Coop => MatmulKernel::Coop,
-        }
-    }
+/// `--kernel`'s choices: the matmul bodies as the library names them.
+fn kernel_names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(MatmulKernel::ALL.map(MatmulKernel::name))
 }
 
 #[derive(serde::Serialize)]
@@ -111,6 +100,7 @@ pub fn run(args: &BenchArgs) -> webgpu_amp::Result<()> {
     match &args.what {
         BenchWhat::Matmul(a) => bench_matmul(a),
         BenchWhat::Step(a) => super::bench_step::run(a),
+        BenchWhat::Tune(a) => super::bench_tune::run(a),
     }
 }
 
@@ -172,7 +162,7 @@ fn bench_matmul(args: &MatmulBenchArgs) -> webgpu_amp::Result<()> {
     } else {
         "wall-clock"
     };
-    let kernel = args.kernel.kernel();
+    let kernel = MatmulKernel::parse(&args.kernel)?;
     let report = &packed.report;
     if !args.json {
         outln!(
@@ -264,7 +254,7 @@ fn measure(
     let batch = ((5e8 / work).ceil() as usize).clamp(1, 64);
 
     let timer = Timer::new(ctx);
-    timer.time(ctx, &k, batch)?; // warm-up: pipeline creation, first-touch, clocks
+    timer.time(ctx, &[&k], batch)?; // warm-up: pipeline creation, first-touch, clocks
     let mut times = Vec::with_capacity(repeats);
     for _ in 0..repeats {
         // A signal stops the measurement between passes (1000 repeats of a big size on a
@@ -275,7 +265,7 @@ fn measure(
                 storage.name()
             )
         })?;
-        times.push(timer.time(ctx, &k, batch)? / batch as f64);
+        times.push(timer.time(ctx, &[&k], batch)? / batch as f64);
     }
     times.sort_by(f64::total_cmp);
     let seconds = times[times.len() / 2];
@@ -287,77 +277,4 @@ fn measure(
         gflops: work / seconds / 1e9,
         batch,
     })
-}
-
-/// Times one pass of `batch` dispatches: GPU timestamps at the pass's start and end when
-/// the adapter has them, else wall clock around submit + sync.
-struct Timer {
-    queries: Option<(wgpu::QuerySet, std::sync::Arc<webgpu_amp::gpu::GpuBuffer>)>,
-}
-
-impl Timer {
-    fn new(ctx: &GpuContext) -> Timer {
-        let queries = ctx.caps.timestamp_query.then(|| {
-            let set = ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
-                label: Some("bench timestamps"),
-                ty: wgpu::QueryType::Timestamp,
-                count: 2,
-            });
-            let resolve = ctx.alloc(
-                "bench timestamps",
-                16,
-                wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-            );
-            (set, resolve)
-        });
-        Timer { queries }
-    }
-
-    fn time(
-        &self,
-        ctx: &GpuContext,
-        k: &webgpu_amp::gpu::Kernel,
-        batch: usize,
-    ) -> webgpu_amp::Result<f64> {
-        let mut encoder = ctx
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("bench"),
-            });
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("bench"),
-                timestamp_writes: self.queries.as_ref().map(|(set, _)| {
-                    wgpu::ComputePassTimestampWrites {
-                        query_set: set,
-                        beginning_of_pass_write_index: Some(0),
-                        end_of_pass_write_index: Some(1),
-                    }
-                }),
-            });
-            for _ in 0..batch {
-                k.encode(&mut pass);
-            }
-        }
-        if let Some((set, resolve)) = &self.queries {
-            encoder.resolve_query_set(set, 0..2, resolve.raw(), 0);
-        }
-        let start = Instant::now();
-        ctx.queue.submit([encoder.finish()]);
-        ctx.sync()?;
-        let wall = start.elapsed().as_secs_f64();
-        let Some((_, resolve)) = &self.queries else {
-            return Ok(wall);
-        };
-        let bytes = ctx.read_bytes(resolve, 0, 16)?;
-        let ticks: [u64; 2] = bytemuck::pod_read_unaligned(&bytes);
-        let ns = ticks[1].wrapping_sub(ticks[0]) as f64 * ctx.queue.get_timestamp_period() as f64;
-        if ns <= 0.0 || !ns.is_finite() || ticks[1] < ticks[0] {
-            return Err(webgpu_amp::Error::Gpu(format!(
-                "timestamp queries gave no usable interval ({} → {})",
-                ticks[0], ticks[1]
-            )));
-        }
-        Ok(ns * 1e-9)
-    }
 }

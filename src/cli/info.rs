@@ -23,6 +23,10 @@ pub struct InfoArgs {
     /// or on:16x16 (env WEBGPU_AMP_TENSOR_CORES).
     #[arg(long = "tensor-cores")]
     tensor_cores: Option<String>,
+    /// Show the kernel table of this tuning file (`bench tune` writes them) for the adapter
+    /// it was measured on (env WEBGPU_AMP_TUNING).
+    #[arg(long)]
+    tuning: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: &InfoArgs) -> webgpu_amp::Result<()> {
@@ -35,10 +39,35 @@ pub fn run(args: &InfoArgs) -> webgpu_amp::Result<()> {
         Some(s) => TensorCoreChoice::parse(s)?,
         None => webgpu_amp::GpuOptions::from_env()?.tensor_cores,
     };
+    if args.tuning.is_some() {
+        webgpu_amp::gpu::set_tuning_file(args.tuning.clone());
+    }
+    // A tuning file applies to the adapter it was measured on: the others keep their
+    // built-in tables, and say why the file is not theirs.
+    let mut tuning_notes = Vec::new();
     let reports: Vec<AdapterReport> = pollster::block_on(enumerate_adapters(backend))
         .iter()
-        .map(|a| AdapterReport::with_choices(a, f16_choice, tensor_cores))
+        .map(|a| {
+            let mut report = AdapterReport::with_choices(a, f16_choice, tensor_cores);
+            let note = report
+                .adapter
+                .capabilities
+                .apply_tuning_file(&a.get_info())
+                .err()
+                .map(|e| e.to_string());
+            tuning_notes.push(note);
+            report
+        })
         .collect();
+    if tuning_notes.iter().all(Option::is_some) && !tuning_notes.is_empty() {
+        // No adapter takes the file: that is an error, not a note.
+        let why = tuning_notes
+            .into_iter()
+            .flatten()
+            .next()
+            .unwrap_or_default();
+        return Err(webgpu_amp::Error::InvalidArgument(why));
+    }
     if args.json {
         outln!(
             "{}",
@@ -92,6 +121,19 @@ pub fn run(args: &InfoArgs) -> webgpu_amp::Result<()> {
         outln!("    attention        fused, per precision mode (auto):")?;
         for m in &r.modes {
             outln!("      {:<9} {}", m.mode, m.attention)?;
+        }
+        outln!("    convolutions     per precision mode (auto):")?;
+        for m in &r.modes {
+            outln!("      {:<9} {}", m.mode, m.conv)?;
+        }
+        outln!("    adapter class    {}", c.class.name())?;
+        outln!("    kernel table     {}", c.kernels.source)?;
+        let edge = c.tensor_cores.config().map(|t| t.edge);
+        for line in c.kernels.table.describe(edge) {
+            outln!("      {line}")?;
+        }
+        if let Some(Some(note)) = tuning_notes.get(i) {
+            outln!("    note             {note}")?;
         }
         outln!(
             "    limits           max buffer {} MiB, max storage binding {} MiB, {} storage buffers/stage, workgroup storage {} KiB, {} invocations/workgroup",

@@ -3,6 +3,8 @@
 mod bench;
 mod bench_step;
 mod bench_storages;
+mod bench_timer;
+mod bench_tune;
 mod compare;
 mod distributed;
 mod doctor;
@@ -22,6 +24,7 @@ mod sample;
 mod selftest;
 mod shaders;
 mod train;
+mod tune_workloads;
 
 use clap::{Args, Parser, Subcommand};
 use webgpu_amp::nn::AttentionKernel;
@@ -82,10 +85,18 @@ pub struct DeviceArgs {
     /// (env WEBGPU_AMP_TENSOR_CORES).
     #[arg(long = "tensor-cores")]
     pub tensor_cores: Option<String>,
+    /// A kernel table tuned for this adapter by `webgpu-amp bench tune` (env
+    /// WEBGPU_AMP_TUNING); without one, a committed table for the adapter or its class's
+    /// defaults (`webgpu-amp info` shows which).
+    #[arg(long)]
+    pub tuning: Option<std::path::PathBuf>,
 }
 
 impl DeviceArgs {
     pub fn options(&self) -> webgpu_amp::Result<GpuOptions> {
+        if self.tuning.is_some() {
+            webgpu_amp::gpu::set_tuning_file(self.tuning.clone());
+        }
         let mut o = GpuOptions {
             backend: match &self.backend {
                 Some(b) => BackendChoice::parse(b)?,

@@ -3,7 +3,9 @@
 //! and what would change that.
 
 use super::F16StorageChoice;
+use super::kernel_table::{AdapterClass, KernelLimits};
 use super::tensor_cores::{TensorCoreChoice, TensorCores};
+use super::tuning_file::AdapterKernels;
 use crate::dtype::F16Storage;
 use crate::error::{Error, Result};
 
@@ -12,11 +14,17 @@ use crate::error::{Error, Result};
 pub struct Capabilities {
     pub shader_f16: bool,
     pub subgroups: bool,
-    /// `subgroupBarrier` (wgpu's SUBGROUP_BARRIER: Vulkan and Metal with subgroups).
+    /// `subgroupBarrier()` (wgpu's SUBGROUP_BARRIER: Vulkan and Metal with subgroups):
+    /// per-subgroup scratch (tensor-core epilogues, attention) synchronises one subgroup
+    /// instead of the workgroup.
     pub subgroup_barrier: bool,
     pub timestamp_query: bool,
     /// A CPU adapter (lavapipe, llvmpipe, SwiftShader, WARP): matmuls run the direct body.
     pub cpu_adapter: bool,
+    /// The family of adapter, which keys the kernel table.
+    pub class: AdapterClass,
+    /// How the heavy kernels are shaped here, and where that table came from.
+    pub kernels: AdapterKernels,
     /// Whether f16 matmuls and convolutions run on cooperative matrices (tensor cores) here,
     /// on which fragment shape, and why not.
     pub tensor_cores: TensorCores,
@@ -63,13 +71,17 @@ impl Capabilities {
         l: &wgpu::Limits,
         tensor_cores: TensorCores,
     ) -> Self {
+        let info = adapter.get_info();
+        let kernel_limits = kernel_limits(l, &tensor_cores);
         Self {
             shader_f16: f.contains(wgpu::Features::SHADER_F16),
             subgroups: f.contains(wgpu::Features::SUBGROUP),
             subgroup_barrier: f
                 .contains(wgpu::Features::SUBGROUP | wgpu::Features::SUBGROUP_BARRIER),
             timestamp_query: f.contains(wgpu::Features::TIMESTAMP_QUERY),
-            cpu_adapter: adapter.get_info().device_type == wgpu::DeviceType::Cpu,
+            cpu_adapter: info.device_type == wgpu::DeviceType::Cpu,
+            class: AdapterClass::of(&info),
+            kernels: AdapterKernels::builtin(&info, &kernel_limits),
             tensor_cores,
             max_buffer_size: l.max_buffer_size,
             max_storage_buffer_binding_size: l.max_storage_buffer_binding_size,
@@ -79,6 +91,22 @@ impl Capabilities {
             max_compute_workgroups_per_dimension: l.max_compute_workgroups_per_dimension,
             min_storage_buffer_offset_alignment: l.min_storage_buffer_offset_alignment,
         }
+    }
+
+    /// The limits the kernel table is checked against here.
+    pub fn kernel_limits(&self) -> KernelLimits {
+        KernelLimits {
+            workgroup_bytes: self.max_compute_workgroup_storage_size,
+            invocations: self.max_compute_invocations_per_workgroup,
+            subgroup: self.tensor_cores.config().map_or(0, |c| c.subgroup),
+        }
+    }
+
+    /// Load the tuning file the user asked for (`--tuning`, `WEBGPU_AMP_TUNING`) for the
+    /// adapter `info` describes; without one the built-in table stays.
+    pub fn apply_tuning_file(&mut self, info: &wgpu::AdapterInfo) -> Result<()> {
+        self.kernels = AdapterKernels::resolve(info, &self.kernel_limits())?;
+        Ok(())
     }
 
     /// The f16 storage training would use on this adapter for a given request.
@@ -102,6 +130,14 @@ impl Capabilities {
         } else {
             F16Storage::Packed
         }
+    }
+}
+
+fn kernel_limits(l: &wgpu::Limits, tensor_cores: &TensorCores) -> KernelLimits {
+    KernelLimits {
+        workgroup_bytes: l.max_compute_workgroup_storage_size,
+        invocations: l.max_compute_invocations_per_workgroup,
+        subgroup: tensor_cores.config().map_or(0, |c| c.subgroup),
     }
 }
 

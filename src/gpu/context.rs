@@ -67,7 +67,8 @@ impl GpuContext {
         f16: F16StorageChoice,
         tensor_cores: TensorCoreChoice,
     ) -> Result<Self> {
-        let report = AdapterDescription::new(&adapter, tensor_cores);
+        let mut report = AdapterDescription::new(&adapter, tensor_cores);
+        report.capabilities.apply_tuning_file(&adapter.get_info())?;
         let f16_storage = Self::f16_storage(&report, f16, tensor_cores)?;
         let (device, queue) = adapter
             .request_device(&Self::device_descriptor(&adapter, tensor_cores))
@@ -90,6 +91,7 @@ impl GpuContext {
     ) -> Result<Self> {
         let mut report = AdapterDescription::new(&adapter, tensor_cores);
         report.capabilities = Capabilities::from_device(&adapter, &device, tensor_cores);
+        report.capabilities.apply_tuning_file(&adapter.get_info())?;
         report.f16_storage = report.capabilities.auto_f16_storage();
         let f16_storage = Self::f16_storage(&report, f16, tensor_cores)?;
         Ok(Self::assemble(adapter, device, queue, report, f16_storage))
@@ -151,6 +153,29 @@ impl GpuContext {
             caps: self.caps.clone(),
             f16_storage: self.f16_storage,
             allocator: Arc::new(Allocator::dry()),
+            pipelines: PipelineCache::default(),
+            host_waits: AtomicU64::new(0),
+            faults: self.faults.clone(),
+        }
+    }
+
+    /// A context on the same device, queue and allocator whose kernels take their shapes from
+    /// `table` (`bench tune` times candidate tables this way; `source` says where it came
+    /// from). Its pipeline cache is its own.
+    pub fn with_kernel_table(&self, table: super::KernelTable, source: &str) -> GpuContext {
+        let mut report = self.report.clone();
+        report.capabilities.kernels = super::AdapterKernels {
+            table,
+            source: source.to_string(),
+        };
+        Self {
+            adapter: self.adapter.clone(),
+            device: self.device.clone(),
+            queue: self.queue.clone(),
+            caps: report.capabilities.clone(),
+            report,
+            f16_storage: self.f16_storage,
+            allocator: self.allocator.clone(),
             pipelines: PipelineCache::default(),
             host_waits: AtomicU64::new(0),
             faults: self.faults.clone(),

@@ -21,6 +21,26 @@ pub struct KernelDesc {
     pub shader: &'static ShaderDecl,
     pub entry: &'static str,
     pub consts: Vec<(&'static str, String)>,
+    /// Every index of this kernel is proven in range (an invariant its shader states, held by
+    /// its tests): natively it is built without wgpu's runtime checks (no index clamping, no
+    /// loop bounding, no division guards). The browser always keeps them, and so does
+    /// [`CHECKED_KERNELS_ENV`] set to 1.
+    pub trusted: bool,
+}
+
+/// Set to 1, every kernel is built with wgpu's runtime checks, trusted ones too.
+pub const CHECKED_KERNELS_ENV: &str = "WEBGPU_AMP_CHECKED_KERNELS";
+
+/// Whether a kernel marked trusted is built without runtime checks here.
+fn trusted_here(trusted: bool) -> bool {
+    if !trusted || cfg!(target_arch = "wasm32") {
+        return false;
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    if std::env::var(CHECKED_KERNELS_ENV).is_ok_and(|v| v == "1") {
+        return false;
+    }
+    true
 }
 
 impl KernelDesc {
@@ -29,6 +49,7 @@ impl KernelDesc {
             shader,
             entry,
             consts: Vec::new(),
+            trusted: false,
         }
     }
 
@@ -78,6 +99,11 @@ pub struct Kernel {
     uniform: Option<Arc<GpuBuffer>>,
     /// Buffers the bind group refers to, kept alive (and counted) as long as the kernel.
     _keep: Vec<Arc<GpuBuffer>>,
+    /// Dispatches that follow this one, in order, wherever it is encoded (split-K's
+    /// reduction after its partial sums: [`Kernel::then`]).
+    followers: Vec<Kernel>,
+    /// Built without wgpu's runtime checks ([`KernelDesc::trusted`]).
+    trusted: bool,
 }
 
 impl Kernel {
@@ -92,6 +118,29 @@ impl Kernel {
         pass.set_pipeline(pipeline);
         pass.set_bind_group(0, bind_group, &[]);
         pass.dispatch_workgroups(self.workgroups[0], self.workgroups[1], self.workgroups[2]);
+        for next in &self.followers {
+            next.encode(pass);
+        }
+    }
+
+    /// This kernel followed by `next` as one: encoding it records both dispatches in order
+    /// (a dispatch sees every write of the ones before it in the pass).
+    pub fn then(mut self, next: Kernel) -> Kernel {
+        self._keep.extend(next._keep.iter().cloned());
+        self.label = format!("{} + {}", self.label, next.label);
+        self.followers.push(next);
+        self
+    }
+
+    /// Whether this kernel's pipeline was built without runtime checks (a trusted kernel,
+    /// natively); followers are asked on their own.
+    pub fn is_trusted(&self) -> bool {
+        self.trusted
+    }
+
+    /// Dispatches one encode records (1, or more for a kernel with followers).
+    pub fn dispatches(&self) -> usize {
+        1 + self.followers.iter().map(Kernel::dispatches).sum::<usize>()
     }
 
     /// Every buffer this kernel binds.
@@ -99,10 +148,14 @@ impl Kernel {
         &self._keep
     }
 
-    /// Rewrite the uniform parameters (queued; takes effect at the next submit).
+    /// Rewrite the uniform parameters (queued; takes effect at the next submit), the
+    /// followers' too (they share the uniform block of the kernel they follow).
     pub fn set_uniform(&self, ctx: &GpuContext, bytes: &[u8]) {
         if let Some(u) = &self.uniform {
             ctx.write_buffer(u, 0, bytes);
+        }
+        for next in &self.followers {
+            next.set_uniform(ctx, bytes);
         }
     }
 }
@@ -166,7 +219,7 @@ impl GpuContext {
             )));
         }
         let variant = Variant::new(desc.shader, &storages, &desc.consts)?;
-        let cached = self.pipeline(&variant, desc.entry)?;
+        let cached = self.pipeline(&variant, desc.entry, trusted_here(desc.trusted))?;
 
         let mut keep = Vec::new();
         let mut uniform = None;
@@ -267,16 +320,28 @@ impl GpuContext {
         });
         Ok(Kernel {
             label: format!("{}::{}", desc.shader.name, desc.entry),
+            trusted: trusted_here(desc.trusted),
             pipeline: cached,
             bind_group,
             workgroups,
             uniform,
             _keep: keep,
+            followers: Vec::new(),
         })
     }
 
-    fn pipeline(&self, variant: &Variant, entry: &str) -> Result<Arc<CachedPipeline>> {
-        let key = format!("{}#{}", variant.key(), entry);
+    fn pipeline(
+        &self,
+        variant: &Variant,
+        entry: &str,
+        trusted: bool,
+    ) -> Result<Arc<CachedPipeline>> {
+        let key = format!(
+            "{}#{}#{}",
+            variant.key(),
+            entry,
+            if trusted { "trusted" } else { "checked" }
+        );
         if let Some(p) = self.pipelines.map.lock().expect("pipeline cache").get(&key) {
             if !std::ptr::eq(p.source, variant.decl.source) && p.source != variant.decl.source {
                 return Err(Error::Shader {
@@ -299,12 +364,21 @@ impl GpuContext {
             )));
         }
         let pipeline = (!self.is_dry()).then(|| {
-            let sm = self
-                .device
-                .create_shader_module(wgpu::ShaderModuleDescriptor {
-                    label: Some(&variant.label()),
-                    source: wgpu::ShaderSource::Wgsl(source.into()),
-                });
+            let desc = wgpu::ShaderModuleDescriptor {
+                label: Some(&variant.label()),
+                source: wgpu::ShaderSource::Wgsl(source.into()),
+            };
+            let sm = if trusted {
+                // SAFETY: only kernels whose shaders state an invariant that keeps every index
+                // in range, every loop finite and every divisor non-zero are marked trusted
+                // (KernelDesc::trusted), and their tests hold them to it; never on the web.
+                unsafe {
+                    self.device
+                        .create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked())
+                }
+            } else {
+                self.device.create_shader_module(desc)
+            };
             self.pipelines.created.fetch_add(1, Ordering::Relaxed);
             self.device
                 .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {

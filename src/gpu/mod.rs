@@ -14,27 +14,40 @@
 //! - `alloc`, `kernel`, `readback`: counted buffers, cached pipelines, reading back
 //! - `map_signal`: a buffer map's outcome, waited for whichever thread's poll fires it
 //! - `timing`: GPU time per kernel from timestamp queries ([`KernelTimer`])
+//! - `adapter_class`, `kernel_table`, `tuning_file`: how the heavy kernels are shaped per
+//!   adapter class ([`KernelTable`]), and the tuned tables `bench tune` writes ([`TuningFile`])
 
 mod adapter;
+mod adapter_class;
 mod alloc;
 mod capabilities;
 mod context;
 mod faults;
 mod kernel;
+pub mod kernel_table;
 mod map_signal;
 mod readback;
 mod tensor_cores;
 mod timing;
+pub mod tuning_file;
 
 pub use adapter::{BackendChoice, F16StorageChoice, GpuOptions, enumerate_adapters};
 pub use alloc::{Allocator, Binding, GpuBuffer, MemoryStats};
 pub use capabilities::{AdapterDescription, Capabilities};
 pub use context::GpuContext;
-pub use kernel::{Arg, Kernel, KernelDesc, grid_1d};
+pub use kernel::{Arg, CHECKED_KERNELS_ENV, Kernel, KernelDesc, grid_1d};
+pub use kernel_table::{
+    AdapterClass, CoopTile, CoopTiles, KernelLimits, KernelTable, SimtTile, SplitK, TileSize,
+};
 pub use map_signal::{LATE_MAPS_ENV, MapSignal, MapState};
 pub use readback::ReadbackRing;
-pub use tensor_cores::{COOP_WORKGROUP_BYTES, TensorCoreChoice, TensorCoreConfig, TensorCores};
+pub use tensor_cores::{
+    COOP_MIN_WORKGROUP_BYTES, COOP_WORKGROUP_BYTES, TensorCoreChoice, TensorCoreConfig, TensorCores,
+};
 pub use timing::{KernelTimer, KernelTimes};
+pub use tuning_file::{
+    AdapterKernels, Measurement, TUNING_ENV, TUNING_FORMAT, TuningFile, set_tuning_file,
+};
 
 /// Bytes for people: `313.6 MB`, `2.1 GB`.
 pub fn human_bytes(bytes: u64) -> String {

@@ -73,10 +73,18 @@ impl TensorCoreConfig {
     }
 }
 
-/// Most workgroup memory a cooperative kernel stages through (the 128×128 tiles of 16×16
-/// fragments: f16 tiles of 128×40 and 32×136, and 4 subgroups' 16×16 f32 results). The shader
-/// portability test checks every cooperative variant against it.
-pub const COOP_WORKGROUP_BYTES: u32 = 2 * (128 * 40 + 32 * 136) + 4 * 4 * 16 * 16;
+/// Most workgroup memory any cooperative kernel stages through: NVIDIA's and AMD's 128×128
+/// tiles of 16×16 fragments at BK 32 with both operands staged 128 rows of 32 + 8 halves (two
+/// buffers of each, f16), and 4 subgroups' 16×16 f32 results (`gpu::kernel_table`). The shader
+/// portability test checks every cooperative variant against it; an adapter runs the tiles
+/// its limit holds.
+pub const COOP_WORKGROUP_BYTES: u32 = 2 * 2 * (128 * 40 + 128 * 40) + 4 * 4 * 16 * 16;
+
+/// The workgroup memory tensor cores need at least (22.5 KiB, what they needed before the
+/// kernel tables): the attention's tensor-core layouts exist for every head size within it
+/// (`ops::flash_attention::coop_layout`'s tests), and the smallest tables' GEMM tiles (the
+/// `other` class's, within WebGPU's default 16 KiB) fit it.
+pub const COOP_MIN_WORKGROUP_BYTES: u32 = 2 * (128 * 40 + 32 * 136) + 4 * 4 * 16 * 16;
 
 /// Whether tensor cores are used on an adapter: the configuration, or why not.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -189,7 +197,7 @@ impl TensorCores {
             ));
         }
         if 4 * subgroup > limits.max_compute_invocations_per_workgroup
-            || COOP_WORKGROUP_BYTES > limits.max_compute_workgroup_storage_size
+            || COOP_MIN_WORKGROUP_BYTES > limits.max_compute_workgroup_storage_size
         {
             return not("workgroup limits too small for the cooperative kernels");
         }

@@ -39,24 +39,12 @@ const FLAG_DROPOUT: u32 = 1;
 /// Threads per workgroup of both bodies (`WG` in the shader).
 const WG: u32 = 64;
 
-/// Which kernel body runs. Both give the same bits; tests force each.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum SoftmaxBody {
-    /// By adapter: [`SoftmaxBody::Rowwise`] on CPU adapters, else [`SoftmaxBody::Workgroup`].
-    #[default]
-    Auto,
-    /// One workgroup per row, tree reductions through workgroup memory (GPUs).
-    Workgroup,
-    /// One invocation per row, no barriers: on a CPU adapter (lavapipe, llvmpipe,
-    /// SwiftShader) each barrier is a context switch between invocations.
-    Rowwise,
-}
+pub use super::bodies::SoftmaxBody;
 
 impl SoftmaxBody {
     fn resolve(self, ctx: &GpuContext) -> SoftmaxBody {
         match self {
-            SoftmaxBody::Auto if ctx.caps.cpu_adapter => SoftmaxBody::Rowwise,
-            SoftmaxBody::Auto => SoftmaxBody::Workgroup,
+            SoftmaxBody::Auto => super::bodies::softmax(&ctx.caps),
             other => other,
         }
     }

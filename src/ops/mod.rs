@@ -6,6 +6,7 @@
 //! variant grid); a new op is its file, its WGSL, and its name in the two lists below.
 
 pub mod attention;
+pub mod bodies;
 pub mod conv;
 pub mod dropout;
 pub mod elementwise;

@@ -20,10 +20,6 @@ pub const INCLUDES: &[(&str, &str)] = &[
         include_str!("../../shaders/include/scaler_state.wgsl"),
     ),
     (
-        "tile_staging",
-        include_str!("../../shaders/include/tile_staging.wgsl"),
-    ),
-    (
         "matmul_common",
         include_str!("../../shaders/include/matmul_common.wgsl"),
     ),
@@ -168,7 +164,14 @@ pub(super) fn specialise(variant: &Variant) -> Result<String> {
         out.push_str(NATIVE_F16_HELPERS);
     }
     for (tensor, storage) in &variant.storages {
-        out.push_str(&tensor_wgsl(tensor, *storage));
+        let vec4 = match &tensor.vec4_if {
+            Some(cond) => variant
+                .consts
+                .iter()
+                .any(|(name, value)| name == cond && value == "true"),
+            None => false,
+        };
+        out.push_str(&tensor_wgsl(tensor, *storage, vec4));
     }
     let mut pasted = Pasted::default();
     paste(decl.name, src, variant, &mut pasted, &mut out)?;
@@ -203,6 +206,7 @@ fn paste(
     pasted: &mut Pasted,
     out: &mut String,
 ) -> Result<()> {
+    let text = super::expand::expand(shader, text, &variant.consts)?;
     for line in text.lines() {
         let directive = code(line);
         let is_directive = ["#tensor", "#include", "#struct"]

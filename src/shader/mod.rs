@@ -34,7 +34,20 @@
 //! is injected as a type alias (`alias NAME = VALUE;`): the cooperative kernels get their
 //! fragment types that way.
 //!
-//! Two more write elementwise entry points (`map.rs`), so the loop over element pairs and
+//! Two more write straight-line code per variant from its constants (`expand`): the hot
+//! loops name one variable per fragment or register instead of indexing an array.
+//!
+//! ```text
+//! #for i in 0..FM                 // lines repeated with `{i}` = 0, 1, ... (bounds: constants)
+//! #if ALIGNED ... #else ... #end  // one branch kept by a boolean constant
+//! ```
+//!
+//! A read-only tensor declared `#tensor a 1 read vec4_if ALIGNED` is bound as 16-byte vectors
+//! in the variants whose `ALIGNED` is true and read eight elements at a time by `a_x8(q)`
+//! (`a_h8(q)` as f16 for native f16); the dispatcher chooses those variants only where the
+//! binding starts and ends on 16 bytes.
+//!
+//! Two others write elementwise entry points (`map.rs`), so the loop over element pairs and
 //! its odd end exist once, not once per op:
 //!
 //! ```text
@@ -47,6 +60,7 @@
 //! own half; kernels that own both halves use `store2`, one plain atomic store.
 
 mod directives;
+mod expand;
 mod grid;
 mod map;
 mod tensor;

@@ -217,6 +217,16 @@ pub(super) const MATMUL_FLAGS: &[Flag] = &[
     },
 ];
 
+pub(super) const TUNE_FLAGS: &[Flag] = &[Flag {
+    // In-range values would tune for real (seconds to minutes): out-of-range ones only.
+    draws: Draws::These(&["0", "3601", "-1", "NaN", "x"]),
+    ..float(
+        "--budget",
+        "1 to 3600",
+        &["0", "0.5", "3601", "-1", "NaN", "inf", "x"],
+    )
+}];
+
 pub(super) const STEP_FLAGS: &[Flag] = &[
     Flag {
         draws: Draws::These(&["1", "2", "0", "16777216", "16777217", "-1"]),
@@ -250,7 +260,13 @@ pub(super) const GUI_FLAGS: &[Flag] = &[
 ];
 
 /// Flags that take a value that is not a number (names, paths, lists of names).
-pub(super) const DEVICE: &[&str] = &["--backend", "--adapter", "--f16-storage", "--tensor-cores"];
+pub(super) const DEVICE: &[&str] = &[
+    "--backend",
+    "--adapter",
+    "--f16-storage",
+    "--tensor-cores",
+    "--tuning",
+];
 pub(super) const RUN_OTHER: &[&str] = &[
     "--model",
     "--dataset",
@@ -300,6 +316,11 @@ pub(super) const SUBCOMMANDS: &[Subcommand] = &[
         other: &[DEVICE, &["--kernel", "--storages"]],
     },
     Subcommand {
+        words: &["bench", "tune"],
+        numeric: &[TUNE_FLAGS],
+        other: &[DEVICE, &["--out"]],
+    },
+    Subcommand {
         words: &["bench", "step"],
         numeric: &[STEP_FLAGS],
         other: &[
@@ -320,7 +341,7 @@ pub(super) const SUBCOMMANDS: &[Subcommand] = &[
     Subcommand {
         words: &["info"],
         numeric: &[],
-        other: &[&["--backend", "--f16-storage", "--tensor-cores"]],
+        other: &[&["--backend", "--f16-storage", "--tensor-cores", "--tuning"]],
     },
 ];
 

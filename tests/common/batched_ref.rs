@@ -85,6 +85,7 @@ pub fn check(what: &str, ctx: &GpuContext, kernel: MatmulKernel, case: Case) {
         accumulate: case.accumulate,
         bias: None,
         round_to: None,
+        ..Default::default()
     };
     let kern = batched_matmul_with(
         ctx,

@@ -109,9 +109,21 @@ pub type Case = (
 
 /// Run one product on the GPU and compare it with the reference.
 pub fn check(what: &str, ctx: &GpuContext, kernel: MatmulKernel, case: Case) {
+    check_split(what, ctx, kernel, case, None);
+}
+
+/// [`check`] with the reduction over K split into `split_k` parts (split-K), or as the
+/// adapter's table says (None).
+pub fn check_split(
+    what: &str,
+    ctx: &GpuContext,
+    kernel: MatmulKernel,
+    case: Case,
+    split_k: Option<u32>,
+) {
     let ((m, n, k), (trans_a, trans_b), (a_dt, b_dt, c_dt), bias_dt, accumulate, seed) = case;
     let what = format!(
-        "{what} {} {m}x{n}x{k} ta={trans_a} tb={trans_b} a={a_dt} b={b_dt} c={c_dt} bias={bias_dt:?} acc={accumulate}",
+        "{what} {} {m}x{n}x{k} ta={trans_a} tb={trans_b} a={a_dt} b={b_dt} c={c_dt} bias={bias_dt:?} acc={accumulate} split={split_k:?}",
         kernel.name()
     );
     let av = quantised(m * k, seed, a_dt);
@@ -130,6 +142,7 @@ pub fn check(what: &str, ctx: &GpuContext, kernel: MatmulKernel, case: Case) {
         accumulate,
         bias: bias.as_ref(),
         round_to: None,
+        split_k,
     };
     let kern = matmul_with(ctx, &a, &b, &c, opts, kernel).unwrap();
     ctx.run(&[&kern]);
@@ -144,4 +157,66 @@ pub fn check(what: &str, ctx: &GpuContext, kernel: MatmulKernel, case: Case) {
         accumulate.then_some(&c0[..]),
     );
     assert_matches(&what, &got, &want, &mag, k, c_dt);
+}
+
+/// A `rows × cols` matrix of `values` in the middle of a larger buffer, between guard bands
+/// of `guard` (at least one storage-offset alignment each side): the whole tensor and the
+/// view of the matrix.
+pub fn guarded(
+    ctx: &GpuContext,
+    values: &[f32],
+    shape: [usize; 2],
+    dtype: DType,
+    guard: f32,
+) -> (Tensor, Tensor) {
+    let storage = ctx.storage_for(dtype);
+    let align = ctx.caps.min_storage_buffer_offset_alignment.max(256) as usize;
+    // Elements in `align` bytes (a packed 16-bit storage holds two per word).
+    let pad = align * 2 / storage.bytes_for(2) as usize;
+    let mut whole = vec![guard; pad];
+    whole.extend_from_slice(values);
+    whole.extend(std::iter::repeat_n(guard, pad));
+    let t = Tensor::from_f32(ctx, &whole, &[whole.len()], dtype).unwrap();
+    let view = Tensor::view(ctx, t.buffer().clone(), align as u64, &shape, storage).unwrap();
+    (t, view)
+}
+
+/// The interior variant of `kernel` (trusted: built without wgpu's runtime checks) keeps its
+/// range invariant: a, b and c sit between guard bands, NaN around the inputs (a read past a
+/// matrix would poison its outputs) and a sentinel around c (a write past it would change
+/// one). `shape` must be whole tiles of the body here.
+pub fn check_guarded(what: &str, ctx: &GpuContext, kernel: MatmulKernel, case: Case) {
+    let ((m, n, k), (trans_a, trans_b), (a_dt, b_dt, c_dt), _, _, seed) = case;
+    let what = format!("{what} guarded {m}x{n}x{k} ta={trans_a} tb={trans_b}");
+    let av = quantised(m * k, seed, a_dt);
+    let bv = quantised(k * n, seed + 1, b_dt);
+    let a_shape = if trans_a { [k, m] } else { [m, k] };
+    let b_shape = if trans_b { [n, k] } else { [k, n] };
+    let (_, a) = guarded(ctx, &av, a_shape, a_dt, f32::NAN);
+    let (_, b) = guarded(ctx, &bv, b_shape, b_dt, f32::NAN);
+    let sentinel = 1536.0; // exact in f16 and bf16
+    let (c_whole, c) = guarded(ctx, &vec![0.0; m * n], [m, n], c_dt, sentinel);
+    let opts = MatmulOpts {
+        trans_a,
+        trans_b,
+        ..Default::default()
+    };
+    let kern = matmul_with(ctx, &a, &b, &c, opts, kernel).unwrap();
+    if std::env::var("WEBGPU_AMP_CHECKED_KERNELS").as_deref() != Ok("1") {
+        assert!(
+            kern.is_trusted(),
+            "{what}: not the trusted interior variant"
+        );
+    }
+    ctx.run(&[&kern]);
+    let whole = c_whole.read_f32(ctx).unwrap();
+    let pad = (whole.len() - m * n) / 2;
+    for (i, &v) in whole[..pad].iter().chain(&whole[pad + m * n..]).enumerate() {
+        assert_eq!(
+            v, sentinel,
+            "{what}: guard element {i} of c was written ({v})"
+        );
+    }
+    let (want, mag) = reference(&av, &bv, (m, n, k), trans_a, trans_b, None, None);
+    assert_matches(&what, &whole[pad..pad + m * n], &want, &mag, k, c_dt);
 }

@@ -274,6 +274,17 @@ pub fn file_names(dir: &std::path::Path, keep: impl Fn(&str) -> bool) -> Vec<Str
     names
 }
 
+/// `ctx` with a kernel table that takes the wide and large tensor-core tiles where a GPU's
+/// defaults do (a side of 512 or more): a CPU adapter's own table takes the 64×64 tile at
+/// every size, so that each kernel compiles once on lavapipe.
+pub fn every_tile_ctx(ctx: &GpuContext) -> GpuContext {
+    let mut table = ctx.caps.kernels.table.clone();
+    for tiles in [&mut table.coop_8, &mut table.coop_16] {
+        tiles.large_from = 512;
+    }
+    ctx.with_kernel_table(table, "tests: every tile size")
+}
+
 /// A context whose f16 kernels run on tensor cores with `edge`×`edge` fragments
 /// (`--tensor-cores on:8x8` / `on:16x16`, native f16 storage), one per shape per test process;
 /// `None` where the adapter has no f16 cooperative matrices (Mesa 22's lavapipe, GL), after

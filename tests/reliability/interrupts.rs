@@ -1,6 +1,6 @@
 //! SIGINT and SIGTERM inside long inner loops: a loss estimate of 3000 batches (the audit:
 //! still running 168 s after the signal), the final validation, `bench matmul` with 1000
-//! repeats (177 s), `bench step`, `compare`, `sample`. Each must end within a few seconds
+//! repeats (177 s), `bench step`, `bench tune`, `compare`, `sample`, `selftest`. Each must end within a few seconds
 //! of the signal; `train` saves first and exits 130 with its metrics summary.
 
 use std::io::{BufRead, BufReader};
@@ -267,4 +267,23 @@ fn sigint_during_selftest_stops_it() {
         stderr.contains("selftest: interrupted by SIGINT after"),
         "{stderr}"
     );
+}
+
+#[test]
+fn sigint_during_bench_tune_stops_it_and_writes_no_file() {
+    let tmp = TempDir::new("tune");
+    let out = tmp.path("tuning.json");
+    let out_s = out.display().to_string();
+    let child = spawn(
+        &["bench", "tune", "--backend", "vulkan", "--out", &out_s],
+        &tmp.path(""),
+    );
+    // The handler is in place before the adapter opens; two seconds in, candidates are timed.
+    let started = Instant::now();
+    let (code, stderr, _) = stop(child, libc::SIGINT, "bench tune", || {
+        started.elapsed() > Duration::from_secs(2)
+    });
+    assert_eq!(code, 130, "{stderr}");
+    assert!(stderr.contains("bench tune: interrupted in"), "{stderr}");
+    assert!(!out.exists(), "an interrupted tune wrote {}", out.display());
 }

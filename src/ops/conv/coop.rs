@@ -1,18 +1,20 @@
 //! The convolutions on tensor cores (`shaders/conv_coop.wgsl`): the same implicit GEMMs as
 //! the SIMT kernels, laid out with the output's contiguous dimension as the GEMM's columns,
-//! for native f16 inputs where tensor cores are used. Fragments of 8×8 take 4×4 per subgroup
-//! and 16×16 take 2×2: 64×64 tiles either way.
+//! for native f16 inputs where tensor cores are used, on the matmul's tile loop and its tiles
+//! from the adapter's kernel table (128 wide where both sides of the GEMM allow).
 
 use super::gemm::{PIXEL_GEMM, Params, WEIGHT_GEMM, bind};
 use super::shape::Dims;
 use crate::dtype::Storage;
 use crate::gpu::{Arg, GpuContext, KernelDesc, TensorCoreConfig};
-use crate::ops::matmul::{coop_consts, uses_tensor_cores};
+use crate::ops::bodies::{ConvBody, conv as conv_body};
+use crate::ops::matmul::{CoopGemm, table_tiles};
 use crate::shader::{ShaderDecl, Variant};
 use crate::tensor::Tensor;
 
-/// The tensor-core bodies: every GEMM, both fragment shapes (on subgroups of 32; other fixed
-/// sizes change only the workgroup size), kernel sizes 1, 3 and 5, bias or dw in f16 or f32.
+/// The tensor-core bodies: every GEMM, every tile of the class tables on both fragment shapes
+/// (on subgroups of 32; other fixed sizes change only the workgroup size), kernel sizes 1, 3
+/// and 5, bias or dw in f16 or f32.
 pub static COOP_SHADER: ShaderDecl = ShaderDecl {
     name: "conv_coop",
     source: include_str!("../../../shaders/conv_coop.wgsl"),
@@ -21,9 +23,17 @@ pub static COOP_SHADER: ShaderDecl = ShaderDecl {
         let mut v = Vec::new();
         for k in [1, 3, 5] {
             for kind in [Kind::Forward, Kind::InputGrad, Kind::WeightGrad] {
-                for edge in [8, 16] {
+                for (config, tile) in table_tiles() {
                     for aux in [Storage::F16, Storage::F32] {
-                        let consts = consts(kind, (k, k), 32, edge);
+                        let gemm = CoopGemm {
+                            config,
+                            tile,
+                            a_krows: false,
+                            b_krows: kind != Kind::WeightGrad,
+                            sg_barrier: aux == Storage::F32,
+                            direct: false,
+                        };
+                        let consts = consts(kind, (k, k), &gemm);
                         v.push(Variant::new(shader, &storages(kind, aux), &consts)?);
                     }
                 }
@@ -32,8 +42,6 @@ pub static COOP_SHADER: ShaderDecl = ShaderDecl {
         Ok(v)
     },
 };
-/// Output tile edge of every cooperative convolution.
-pub(super) const TILE: usize = 64;
 
 /// Which GEMM (`KIND` in the shader).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,31 +51,42 @@ pub(super) enum Kind {
     WeightGrad = 2,
 }
 
-/// The tensor-core configuration when a convolution with these input storages runs on it.
+/// The tensor-core configuration when a convolution with these input storages runs on it
+/// (the resolver's choice, `ops::bodies`).
 pub(super) fn config(ctx: &GpuContext, inputs: &[Storage]) -> Option<TensorCoreConfig> {
-    uses_tensor_cores(&ctx.caps, inputs)
+    (conv_body(&ctx.caps, inputs) == ConvBody::Coop)
         .then(|| ctx.caps.tensor_cores.config())
         .flatten()
 }
 
-/// Fragments per subgroup along each side for a fragment edge (64×64 tiles).
-fn frags(edge: u32) -> u32 {
-    TILE as u32 / (2 * edge)
+/// The tile loop of a `kind` GEMM of `rows` × `cols` here: the table's tile for that size.
+pub(super) fn gemm(
+    ctx: &GpuContext,
+    config: TensorCoreConfig,
+    kind: Kind,
+    rows: usize,
+    cols: usize,
+) -> CoopGemm {
+    let clamp = |v: usize| v.min(u32::MAX as usize) as u32;
+    let tiles = ctx.caps.kernels.table.coop(config.edge);
+    CoopGemm {
+        config,
+        tile: tiles.pick(clamp(rows), clamp(cols)),
+        a_krows: false,
+        b_krows: kind != Kind::WeightGrad,
+        sg_barrier: ctx.caps.subgroup_barrier,
+        direct: false,
+    }
 }
 
 /// The shader constants of one cooperative convolution.
-fn consts(
-    kind: Kind,
-    (kh, kw): (usize, usize),
-    subgroup: u32,
-    edge: u32,
-) -> Vec<(&'static str, String)> {
+fn consts(kind: Kind, (kh, kw): (usize, usize), gemm: &CoopGemm) -> Vec<(&'static str, String)> {
     let mut c = vec![
         ("KIND", format!("{}u", kind as u32)),
         ("KH", kh.to_string()),
         ("KW", kw.to_string()),
     ];
-    c.extend(coop_consts(subgroup, edge, frags(edge)));
+    c.extend(gemm.consts());
     c
 }
 
@@ -105,9 +124,9 @@ fn storages(kind: Kind, aux: Storage) -> Vec<(&'static str, Storage)> {
     .to_vec()
 }
 
-/// The kernel of a GEMM of `kind` on tensor cores configured as `config`.
-pub(super) fn desc(config: TensorCoreConfig, kind: Kind, d: &Dims) -> KernelDesc {
+/// The kernel of a GEMM of `kind` on the tile loop `gemm`.
+pub(super) fn desc(gemm: &CoopGemm, kind: Kind, d: &Dims) -> KernelDesc {
     let mut desc = KernelDesc::new(&COOP_SHADER, "conv_coop");
-    desc.consts = consts(kind, (d.kh, d.kw), config.subgroup, config.edge);
+    desc.consts = consts(kind, (d.kh, d.kw), gemm);
     desc
 }

@@ -19,7 +19,8 @@ mod shape;
 use super::Accumulate;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::gpu::{Arg, GpuContext, Kernel, TensorCoreConfig, grid_1d};
+use crate::gpu::{Arg, GpuContext, Kernel, grid_1d};
+use crate::ops::matmul::CoopGemm;
 use crate::shader::{Grid, ShaderDecl};
 use crate::tensor::Tensor;
 use coop::Kind;
@@ -117,7 +118,8 @@ pub fn conv2d_forward(
     if let Some(config) = coop::config(ctx, &[x.storage(), w.storage()]) {
         let gemm = Gemm::unsplit(d.o, pixels, depth);
         let args = coop::args([x, w, bias.unwrap_or(w), y], [x, x, y, y]);
-        let body = Body::Coop(config, Kind::Forward);
+        let tile = coop::gemm(ctx, config, Kind::Forward, d.o, pixels);
+        let body = Body::Coop(tile, Kind::Forward);
         return launch(ctx, body, &d, p, gemm, epilogue, args);
     }
     let gemm = Gemm::unsplit(pixels, d.o, depth);
@@ -139,7 +141,8 @@ pub fn conv2d_backward_input(
     if let Some(config) = coop::config(ctx, &[dy.storage(), w.storage()]) {
         let gemm = Gemm::unsplit(d.c, pixels, depth);
         let args = coop::args([dy, w, w, dx], [dy, dy, dx, dx]);
-        let body = Body::Coop(config, Kind::InputGrad);
+        let tile = coop::gemm(ctx, config, Kind::InputGrad, d.c, pixels);
+        let body = Body::Coop(tile, Kind::InputGrad);
         return launch(ctx, body, &d, p, gemm, STORE, args);
     }
     let gemm = Gemm::unsplit(pixels, d.c, depth);
@@ -171,9 +174,13 @@ pub fn conv2d_backward_weight(
         round_to: crate::ops::round_code(round_to),
         ..STORE
     };
-    let coop = coop::config(ctx, &[x.storage(), dy.storage()]);
+    let coop = coop::config(ctx, &[x.storage(), dy.storage()])
+        .map(|config| coop::gemm(ctx, config, Kind::WeightGrad, d.o, taps));
     let split = match coop {
-        Some(_) => Split::for_gpu(pixels, d.o.div_ceil(coop::TILE) * taps.div_ceil(coop::TILE)),
+        Some(t) => Split::for_gpu(
+            pixels,
+            d.o.div_ceil(t.bm() as usize) * taps.div_ceil(t.bn() as usize),
+        ),
         None => {
             let tiles = taps.div_ceil(TILE_R) * d.o.div_ceil(TILE_C);
             Split::plan(ctx.device_type(), pixels, tiles)
@@ -184,7 +191,7 @@ pub fn conv2d_backward_weight(
     let partials =
         (split.splits > 1).then(|| Tensor::zeros(ctx, &[split.splits, d.o, taps], DType::F32));
     let partial_sums = match coop {
-        Some(config) => {
+        Some(tile) => {
             let gemm = Gemm {
                 rows: d.o,
                 cols: taps,
@@ -193,7 +200,7 @@ pub fn conv2d_backward_weight(
             };
             let partials = partials.as_ref().unwrap_or(dw);
             let args = coop::args([x, x, x, dw], [x, dy, dw, partials]);
-            let body = Body::Coop(config, Kind::WeightGrad);
+            let body = Body::Coop(tile, Kind::WeightGrad);
             launch(ctx, body, &d, p, gemm, epilogue, args)?
         }
         None => {
@@ -231,7 +238,7 @@ pub fn conv2d_backward_weight(
 /// Which body runs a GEMM: a SIMT entry point of conv.wgsl, or the tensor-core body.
 enum Body {
     Simt(&'static str),
-    Coop(TensorCoreConfig, Kind),
+    Coop(CoopGemm, Kind),
 }
 
 /// Launch one GEMM (rows, columns and depth as the body's table has them).
@@ -254,9 +261,12 @@ fn launch(
             gemm::desc(entry, d),
             [rows.div_ceil(TILE_R), cols.div_ceil(TILE_C)],
         ),
-        Body::Coop(config, kind) => (
-            coop::desc(config, kind, d),
-            [cols.div_ceil(coop::TILE), rows.div_ceil(coop::TILE)],
+        Body::Coop(tile, kind) => (
+            coop::desc(&tile, kind, d),
+            [
+                cols.div_ceil(tile.bn() as usize),
+                rows.div_ceil(tile.bm() as usize),
+            ],
         ),
     };
     let params = gemm::params(d, p, gemm, epilogue, tiles);

@@ -157,7 +157,7 @@ fn specialisations(pass: Pass) -> Vec<Vec<(&'static str, String)>> {
             forced: false,
         };
         for hs in [5, 16, 64] {
-            for bytes in [48 * 1024, 32 * 1024, crate::gpu::COOP_WORKGROUP_BYTES] {
+            for bytes in [48 * 1024, 32 * 1024, crate::gpu::COOP_MIN_WORKGROUP_BYTES] {
                 for subgroup_barriers in [true, false] {
                     let config = FlashCoopConfig {
                         workgroup_bytes: bytes,

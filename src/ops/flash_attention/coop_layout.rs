@@ -235,8 +235,8 @@ mod tests {
 
     #[test]
     fn every_head_size_has_a_layout_on_every_tensor_core_adapter() {
-        // gpu::COOP_WORKGROUP_BYTES: the least a tensor-core adapter has.
-        let least = crate::gpu::COOP_WORKGROUP_BYTES;
+        // gpu::COOP_MIN_WORKGROUP_BYTES: the least a tensor-core adapter has.
+        let least = crate::gpu::COOP_MIN_WORKGROUP_BYTES;
         for edge in [8, 16] {
             for subgroup in [4, 8, 16, 32, 64] {
                 for hs in 1..=MAX_HEAD_SIZE {

@@ -1,11 +1,13 @@
 //! The shared launch of every matmul: shape checks, the uniform block and the grid.
 
-use super::layout::MatrixLayout;
+use super::coop::{CoopPlan, Product};
+use super::epilogue::Epilogue;
+use super::layout::{MatrixLayout, vector_ready};
 use super::tiling::Tiling;
-use super::{FLAG_ACCUMULATE, FLAG_BIAS, FLAG_PAIRS, MatmulKernel, MatmulOpts, ROUND_SHIFT};
+use super::{MatmulKernel, MatmulOpts, SHADER};
 use crate::dtype::Storage;
 use crate::error::{Error, Result};
-use crate::gpu::{Arg, GpuContext, Kernel, TensorCoreConfig};
+use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, TensorCoreConfig, grid_1d};
 use crate::tensor::Tensor;
 
 crate::wgsl_struct! {
@@ -13,8 +15,8 @@ crate::wgsl_struct! {
         m: u32,
         n: u32,
         k: u32,
-        /// FLAG_ACCUMULATE | FLAG_BIAS | FLAG_PAIRS | rounding << ROUND_SHIFT
-        flags: u32,
+        /// Split-K: the depth of each split (the grid's z walks the splits), and how many.
+        k_split: u32,
         /// Layouts (elements): offset and row stride of a, b and c.
         a_off: u32,
         a_ld: u32,
@@ -35,6 +37,10 @@ crate::wgsl_struct! {
         c_s1: u32,
         /// `matmul_direct_narrow`: threads per row group (a power of two); 0 for other bodies.
         lanes: u32,
+        splits: u32,
+        _pad0: u32,
+        _pad1: u32,
+        _pad2: u32,
     }
 }
 
@@ -132,8 +138,42 @@ pub(super) struct Operand<'t> {
     pub(super) layout: MatrixLayout,
 }
 
+/// How one product is cut: the body's kernel, its output tile, and the split of K.
+struct Shape {
+    desc: KernelDesc,
+    bm: u32,
+    bn: u32,
+    lanes: u32,
+}
+
+/// Splits of K for a product of `tiles` output tiles (1: none), and the depth of each, a
+/// multiple of `align`: forced by the options (tests), else as the adapter's table says for
+/// the tiled and cooperative bodies of one matrix. The direct body never splits (CPU adapters
+/// already run one workgroup per core).
+fn split_k(
+    ctx: &GpuContext,
+    opts: &MatmulOpts,
+    body: MatmulKernel,
+    (tiles, k, batches): (u32, u32, u32),
+    align: u32,
+) -> (u32, u32) {
+    if batches != 1 || k == 0 || body == MatmulKernel::Direct {
+        return (1, k);
+    }
+    match opts.split_k {
+        Some(s) => {
+            let len = k.div_ceil(s.max(1)).next_multiple_of(align);
+            (k.div_ceil(len), len)
+        }
+        None => ctx.caps.kernels.table.split_k.plan(tiles, k, align),
+    }
+}
+
 /// Launch the shared GEMM kernel over `batch` matrices (shapes and layouts already checked).
-/// Column pairs of c are stored as whole words when every even column starts a word.
+/// Column pairs of c are stored as whole words when every even column starts a word. With
+/// split-K the kernel is two dispatches: the GEMM writing each split's partial sums to a
+/// scratch buffer made here, then `matmul_split_reduce` adding them in split order through
+/// the epilogue (no float atomics: the same bits every run).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn launch(
     ctx: &GpuContext,
@@ -146,39 +186,84 @@ pub(super) fn launch(
     kernel: MatmulKernel,
 ) -> Result<Kernel> {
     let (sa, sb) = (a.tensor.storage(), b.tensor.storage());
-    let mut tiling = match kernel.resolve(ctx, sa, sb) {
-        MatmulKernel::Coop => Tiling::coop(coop_config(ctx, sa, sb)?, m, n),
-        body => Tiling::choose(body, sa, sb),
-    };
-    let lanes = tiling.narrow_lanes(n);
-    if lanes != 0 {
-        tiling.entry = "matmul_direct_narrow";
-    }
-    let mut flags = 0;
-    if opts.accumulate {
-        flags |= FLAG_ACCUMULATE;
-    }
-    if opts.bias.is_some() {
-        flags |= FLAG_BIAS;
-    }
-    let cl = c.layout;
-    let even = |v: usize| v.is_multiple_of(2);
-    if even(cl.offset) && even(cl.ld) && cl.batch_stride.into_iter().all(even) {
-        flags |= FLAG_PAIRS;
-    }
-    flags |= crate::ops::round_code(opts.round_to) << ROUND_SHIFT;
+    let body = kernel.resolve(ctx, sa, sb);
+    let epilogue = Epilogue::new(opts, &c.layout);
+    let table = &ctx.caps.kernels.table;
     let batches = batch[0] * batch[1];
-    let (bm, bn) = match lanes {
-        0 => (tiling.bm(), tiling.bn()),
-        lanes => (tiling.tm * (tiling.wg_x / lanes), lanes * tiling.tn),
+    let trans = (opts.trans_a, opts.trans_b);
+    let coop = match body {
+        MatmulKernel::Coop => Some(coop_config(ctx, sa, sb)?),
+        _ => None,
     };
-    let m_tiles = m.div_ceil(bm).max(1);
-    let n_tiles = n.div_ceil(bn);
-    // Batches walk the grid's z; past the per-dimension limit the rest folds into y.
+    let tiling = Tiling::choose(body, sa, sb, table);
+    // The output tile (to count tiles for split-K) and k alignment of the body.
+    let (tile_m, tile_n, align) = match coop {
+        Some(config) => {
+            let t = table.coop(config.edge).pick(m, n);
+            (t.bm(config.edge), t.bn(config.edge), t.bk)
+        }
+        None => (tiling.bm(), tiling.bn(), tiling.bk.max(1)),
+    };
+    let tiles = m.div_ceil(tile_m) * n.div_ceil(tile_n);
+    let (splits, k_split) = split_k(ctx, opts, body, (tiles, k, batches), align);
+    let split_out = splits > 1;
+    let shape = match coop {
+        Some(config) => {
+            let product = Product {
+                a: (a.tensor, a.layout),
+                b: (b.tensor, b.layout),
+                c: (c.tensor, c.layout),
+                mnk: (m, n, k),
+                trans,
+                k_split,
+                epilogue,
+            };
+            let sg_barrier = ctx.caps.subgroup_barrier;
+            let plan = CoopPlan::new(table, config, sg_barrier, &product, split_out);
+            Shape {
+                desc: plan.desc(&epilogue, split_out),
+                bm: plan.gemm.bm(),
+                bn: plan.gemm.bn(),
+                lanes: 0,
+            }
+        }
+        None => {
+            let mut tiling = tiling;
+            let lanes = tiling.narrow_lanes(n);
+            if lanes != 0 {
+                tiling.entry = "matmul_direct_narrow";
+            }
+            let (bm, bn) = match lanes {
+                0 => (tiling.bm(), tiling.bn()),
+                lanes => (tiling.tm * (tiling.wg_x / lanes), lanes * tiling.tn),
+            };
+            let whole = |v: u32, t: u32| v > 0 && v.is_multiple_of(t);
+            // Chunks of 8 elements: two 16-byte loads of f32, one of 16-bit values.
+            let per_vector = 8;
+            let aligned = whole(m, bm)
+                && whole(n, bn)
+                && whole(k, tiling.bk)
+                && whole(k_split, tiling.bk)
+                && vector_ready(a.tensor, &a.layout, per_vector)
+                && vector_ready(b.tensor, &b.layout, per_vector);
+            Shape {
+                desc: tiling.desc(trans, aligned, &epilogue, split_out),
+                bm,
+                bn,
+                lanes,
+            }
+        }
+    };
+    let m_tiles = m.div_ceil(shape.bm).max(1);
+    let n_tiles = n.div_ceil(shape.bn);
+    // Batches (or splits) walk the grid's z; past the per-dimension limit the rest folds
+    // into y.
     let max = ctx.caps.max_compute_workgroups_per_dimension.max(1);
-    let z_hi = batches.div_ceil(max).max(1);
-    let z = batches.div_ceil(z_hi);
+    let zs = batches.max(splits);
+    let z_hi = zs.div_ceil(max).max(1);
+    let z = zs.div_ceil(z_hi);
     let u = |v: usize| v as u32; // checked to fit by the callers
+    let cl = c.layout;
     let stride = |l: &MatrixLayout, d: usize| {
         if batch[d] > 1 {
             u(l.batch_stride[d])
@@ -190,7 +275,7 @@ pub(super) fn launch(
         m,
         n,
         k,
-        flags,
+        k_split,
         a_off: u(a.layout.offset),
         a_ld: u(a.layout.ld),
         b_off: u(b.layout.offset),
@@ -206,26 +291,41 @@ pub(super) fn launch(
         b_s1: stride(&b.layout, 1),
         c_s0: stride(&cl, 0),
         c_s1: stride(&cl, 1),
-        lanes,
+        lanes: shape.lanes,
+        splits,
+        ..Default::default()
     };
     // Without a bias the shader never reads it, but the binding must exist: `a` stands in
     // (read-only twice is allowed), which keeps the set of compiled variants small.
     let bias = opts.bias.unwrap_or(a.tensor);
-    let workgroups = [n_tiles, m_tiles * z_hi, z];
-    let workgroups = if m == 0 || n == 0 || batches == 0 {
+    let empty = m == 0 || n == 0 || batches == 0;
+    let workgroups = if empty {
         [0, 0, 0]
     } else {
-        workgroups
+        [n_tiles, m_tiles * z_hi, z]
     };
-    ctx.kernel(
-        &tiling.desc(opts.trans_a, opts.trans_b),
-        &[
-            ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
-            ("a", a.tensor.arg()),
-            ("b", b.tensor.arg()),
-            ("c", c.tensor.arg()),
-            ("bias", bias.arg()),
-        ],
-        workgroups,
-    )
+    let partials = split_out.then(|| {
+        let shape = [splits as usize, m as usize, n as usize];
+        Tensor::zeros_labelled(ctx, "matmul split-K partial sums", &shape, Storage::F32)
+    });
+    let mut args = vec![
+        ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
+        ("a", a.tensor.arg()),
+        ("b", b.tensor.arg()),
+        ("c", c.tensor.arg()),
+        ("bias", bias.arg()),
+    ];
+    if let Some(p) = &partials {
+        args.push(("partials", p.arg()));
+    }
+    let gemm = ctx.kernel(&shape.desc, &args, workgroups)?;
+    if partials.is_none() {
+        return Ok(gemm);
+    }
+    // One thread per column pair of c.
+    let pairs = m as usize * n.div_ceil(2) as usize;
+    let mut reduce = KernelDesc::new(&SHADER, "matmul_split_reduce");
+    reduce.consts = Tiling::reduce_consts(&epilogue);
+    let reduce = ctx.kernel(&reduce, &args, grid_1d(pairs, 64))?;
+    Ok(gemm.then(reduce))
 }

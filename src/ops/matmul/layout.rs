@@ -122,3 +122,15 @@ pub(super) fn outputs_disjoint(
     }
     true
 }
+
+/// Whether an aligned variant may read this operand as 16-byte vectors of `per_vector`
+/// elements: every row start (offset, ld, batch strides) is a multiple of a vector, and the
+/// tensor's binding starts and ends on 16 bytes.
+pub(super) fn vector_ready(t: &Tensor, l: &MatrixLayout, per_vector: usize) -> bool {
+    let m = |v: usize| v.is_multiple_of(per_vector);
+    m(l.offset)
+        && m(l.ld)
+        && l.batch_stride.into_iter().all(m)
+        && t.byte_offset().is_multiple_of(16)
+        && t.binding_size().is_multiple_of(16)
+}

@@ -13,19 +13,23 @@
 //! - `batched`: strided batched matmul (attention)
 
 mod batched;
+mod coop;
+mod epilogue;
 mod launch;
 mod layout;
 mod tiling;
 
+pub use crate::ops::bodies::{MatmulKernel, uses_tensor_cores};
 pub use batched::{batched_matmul, batched_matmul_with};
+pub(crate) use coop::{CoopGemm, table_tiles};
 pub use layout::MatrixLayout;
-pub(crate) use tiling::coop_consts;
 
 use crate::dtype::Storage;
-use crate::error::Result;
-use crate::gpu::{Capabilities, GpuContext, Kernel};
+use crate::error::{Error, Result};
+use crate::gpu::{AdapterClass, Capabilities, GpuContext, Kernel, KernelTable};
 use crate::shader::{Grid, ShaderDecl, Variant};
 use crate::tensor::Tensor;
+use epilogue::Epilogue;
 use launch::{Operand, check_shapes, launch};
 use tiling::Tiling;
 
@@ -43,11 +47,6 @@ pub static COOP_SHADER: ShaderDecl = ShaderDecl {
     structs: &[launch::Params::WGSL],
     variants: coop_variants,
 };
-const FLAG_ACCUMULATE: u32 = 1;
-const FLAG_BIAS: u32 = 2;
-const FLAG_PAIRS: u32 = 4;
-/// Bits 3-4 of the flags: the product's rounding ([`super::round_code`]).
-const ROUND_SHIFT: u32 = 3;
 
 /// Options of [`matmul`]. `Default` is a plain `c = a · b`.
 #[derive(Clone, Copy, Debug, Default)]
@@ -63,24 +62,34 @@ pub struct MatmulOpts<'a> {
     /// Round the result to this dtype before storing or accumulating it (a weight gradient
     /// computed in the forward's low dtype, landing in f32; see [`super::round_code`]).
     pub round_to: Option<crate::dtype::DType>,
-}
-
-/// Which kernel body runs. [`MatmulKernel::Auto`] picks by adapter and input storages; tests
-/// and the benchmark force the others so each is checked where it can run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum MatmulKernel {
-    #[default]
-    Auto,
-    /// Workgroup-memory tiles with register blocking (real GPUs).
-    Tiled,
-    /// Register blocking straight from the buffers, no barriers (CPU adapters).
-    Direct,
-    /// Cooperative matrices (tensor cores): native f16 inputs on adapters whose
-    /// [`Capabilities::tensor_cores`] are used.
-    Coop,
+    /// Split the reduction over K into this many parts (tests; `None`: as the adapter's
+    /// kernel table says, for the tiled and cooperative bodies of one matrix).
+    pub split_k: Option<u32>,
 }
 
 impl MatmulKernel {
+    /// Every body, as `bench matmul --kernel` names them.
+    pub const ALL: [MatmulKernel; 4] = [
+        MatmulKernel::Auto,
+        MatmulKernel::Tiled,
+        MatmulKernel::Direct,
+        MatmulKernel::Coop,
+    ];
+
+    /// The body named `name` ([`MatmulKernel::name`]).
+    pub fn parse(name: &str) -> Result<MatmulKernel> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<_> = Self::ALL.iter().map(|k| k.name()).collect();
+                Error::InvalidArgument(format!(
+                    "unknown matmul body `{name}` (expected one of {})",
+                    names.join(", ")
+                ))
+            })
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             MatmulKernel::Auto => "auto",
@@ -95,24 +104,14 @@ impl MatmulKernel {
         self.resolve_for(&ctx.caps, a, b)
     }
 
-    /// [`MatmulKernel::resolve`] from capabilities alone (what `info` reports): native f16
-    /// inputs where tensor cores are used run on cooperative matrices (on a CPU adapter only
-    /// under `--tensor-cores on`); otherwise barriers cost a context switch on CPU adapters
-    /// (lavapipe, llvmpipe), so those run the direct body, and GPUs the tiled SIMT body.
+    /// [`MatmulKernel::resolve`] from capabilities alone (what `info` reports): `Auto` is
+    /// the resolver's choice ([`crate::ops::bodies::matmul`]).
     pub fn resolve_for(self, caps: &Capabilities, a: Storage, b: Storage) -> MatmulKernel {
         match self {
-            MatmulKernel::Auto if uses_tensor_cores(caps, &[a, b]) => MatmulKernel::Coop,
-            MatmulKernel::Auto if caps.cpu_adapter => MatmulKernel::Direct,
-            MatmulKernel::Auto => MatmulKernel::Tiled,
+            MatmulKernel::Auto => crate::ops::bodies::matmul(caps, a, b),
             k => k,
         }
     }
-}
-
-/// Whether a product whose inputs have these storages runs on tensor cores here: they are
-/// used, and every input is native f16 (the one cooperative input type naga 30 has).
-pub fn uses_tensor_cores(caps: &Capabilities, inputs: &[Storage]) -> bool {
-    caps.tensor_cores.config().is_some() && inputs.iter().all(|&s| s == Storage::F16)
 }
 
 /// `c[M,N] (+)= op(a) · op(b) (+ bias[N])`, accumulated in f32. `a` is [M,K] ([K,M] with
@@ -171,48 +170,99 @@ pub fn flops(m: usize, n: usize, k: usize) -> f64 {
     2.0 * m as f64 * n as f64 * k as f64
 }
 
-/// The SIMT bodies with the four transpose combinations and every storage of a, b, c and
-/// bias within one f16 world (native or packed; the two never meet in one call).
+/// The SIMT bodies with the four transpose combinations and every storage of a, b and c
+/// within one f16 world (native or packed; the two never meet in one call), the bias in c's
+/// storage or f32; the tiled body in each tile of the class tables, interior and edge
+/// variants; each with the bare epilogue and with every epilogue option on.
 fn simt_variants(shader: &'static ShaderDecl) -> Result<Vec<Variant>> {
     let grid = Grid::new()
         .each(&["a"])
         .each(&["b"])
         .each(&["c"])
-        .each(&["bias"])
+        .like_or_f32(&["bias"], "c")
         .one_f16_storage();
+    let tables: Vec<KernelTable> = AdapterClass::ALL.map(KernelTable::defaults).to_vec();
     grid.variants_with(shader, |storages| {
-        let mut consts = Vec::new();
-        for kernel in [MatmulKernel::Tiled, MatmulKernel::Direct] {
-            let tiling = Tiling::choose(kernel, storages.storage("a"), storages.storage("b"));
-            for trans_a in [false, true] {
-                for trans_b in [false, true] {
-                    consts.push(tiling.consts(trans_a, trans_b));
+        let (a, b) = (storages.storage("a"), storages.storage("b"));
+        let mut shapes = Vec::new();
+        for table in &tables {
+            let tiled = Tiling::choose(MatmulKernel::Tiled, a, b, table);
+            for aligned in [false, true] {
+                if !shapes.contains(&(tiled, aligned)) {
+                    shapes.push((tiled, aligned));
                 }
             }
         }
+        shapes.push((
+            Tiling::choose(MatmulKernel::Direct, a, b, &tables[0]),
+            false,
+        ));
+        let mut consts = Vec::new();
+        for (tiling, aligned) in shapes {
+            for trans in [(false, false), (true, false), (false, true), (true, true)] {
+                for epilogue in Epilogue::VARIANTS {
+                    let mut c = tiling.consts(trans, aligned);
+                    c.extend(epilogue.consts(false));
+                    consts.push(c);
+                }
+            }
+        }
+        // Split-K: the tiled body writing partial sums, and the reduction.
+        let tiled = Tiling::choose(MatmulKernel::Tiled, a, b, &tables[0]);
+        let mut split = tiled.consts((true, false), false);
+        split.extend(Epilogue::VARIANTS[0].consts(true));
+        consts.push(split);
         consts
     })
 }
 
-/// The cooperative body: native f16 inputs, f16 or f32 output and bias, every tile (16×16
-/// fragments on NVIDIA's subgroups of 32, 8×8 on Apple's; other fixed subgroup sizes differ
-/// only in the workgroup size), every transpose.
+/// The cooperative body: native f16 inputs, f16 or f32 output and bias, every tile of the
+/// class tables (on subgroups of 32; other fixed subgroup sizes differ only in the workgroup
+/// size), every transpose, interior and edge variants, the bare and the full epilogue, the
+/// straight-to-memory store of f32 outputs and of split-K partial sums.
 fn coop_variants(shader: &'static ShaderDecl) -> Result<Vec<Variant>> {
-    let grid = Grid::new()
-        .each_of(&["a", "b"], &[Storage::F16])
-        .each_of(&["c"], &[Storage::F16, Storage::F32])
-        .each_of(&["bias"], &[Storage::F16, Storage::F32]);
-    grid.variants_with(shader, |_| {
-        let mut consts = Vec::new();
-        for tiling in tiling::coop_tilings() {
-            for trans_a in [false, true] {
-                for trans_b in [false, true] {
-                    consts.push(tiling.consts(trans_a, trans_b));
+    use crate::dtype::Storage::{F16, F32};
+    let [bare, full] = Epilogue::VARIANTS;
+    // (c, bias, epilogue, direct store, split-K partial sums)
+    let outputs = [
+        (F16, F16, bare, false, false),
+        (F32, F32, bare, false, false),
+        (F16, F32, full, false, false),
+        (F32, F16, full, false, false),
+        (F32, F32, bare, true, false),
+        (F32, F32, bare, false, true),
+        (F32, F32, bare, true, true),
+    ];
+    let mut variants = Vec::new();
+    for (config, tile) in table_tiles() {
+        for (a_krows, b_krows) in [(false, true), (true, true), (false, false), (true, false)] {
+            for aligned in [false, true] {
+                for (c, bias, epilogue, direct, split) in outputs {
+                    if direct && !aligned {
+                        continue;
+                    }
+                    let gemm = CoopGemm {
+                        config,
+                        tile,
+                        a_krows,
+                        b_krows,
+                        sg_barrier: epilogue == full,
+                        direct,
+                    };
+                    let mut consts = vec![
+                        ("TRANS_A", a_krows.to_string()),
+                        ("TRANS_B", (!b_krows).to_string()),
+                        ("ALIGNED", aligned.to_string()),
+                    ];
+                    consts.extend(gemm.consts());
+                    consts.extend(epilogue.consts(split));
+                    let storages = [("a", F16), ("b", F16), ("c", c), ("bias", bias)];
+                    variants.push(Variant::new(shader, &storages, &consts)?);
                 }
             }
         }
-        consts
-    })
+    }
+    Ok(variants)
 }
 
 #[cfg(test)]

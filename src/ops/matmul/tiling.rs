@@ -1,98 +1,63 @@
-//! Launch shapes of the kernel bodies (tiled, direct, cooperative), per input storage.
+//! Launch shapes of the SIMT bodies (tiled, direct) per input storage: the tiled body's
+//! register blocking comes from the adapter's kernel table (`gpu::kernel_table`), the direct
+//! body's is fixed (CPU adapters).
 
-use super::{COOP_SHADER, MatmulKernel, SHADER};
+use super::coop::staging_consts;
+use super::epilogue::Epilogue;
+use super::{MatmulKernel, SHADER};
 use crate::dtype::Storage;
-use crate::gpu::{KernelDesc, TensorCoreConfig};
-use crate::shader::ShaderDecl;
+use crate::gpu::{KernelDesc, KernelTable, SimtTile};
 
-/// Launch shape of one kernel body for one input storage.
+/// Launch shape of one SIMT body for one input storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Tiling {
-    pub(super) shader: &'static ShaderDecl,
     pub(super) entry: &'static str,
     pub(super) wg_x: u32,
     pub(super) wg_y: u32,
     pub(super) tm: u32,
     pub(super) tn: u32,
     pub(super) bk: u32,
-    /// Cooperative body: the adapter's subgroup size (a workgroup is 4 subgroups); else 0.
-    pub(super) subgroup: u32,
-    /// Cooperative body: fragment edge (8 or 16) and fragments per subgroup along M and N
-    /// (`shaders/include/coop_gemm.wgsl`); else 0.
-    pub(super) edge: u32,
-    pub(super) frags: u32,
 }
 
+/// The direct body: one row of 64 threads per workgroup, 8 rows x 4 columns each: the 8
+/// reads of a are shared by the workgroup (scalar loads on CPU drivers) and feed 32 FMAs per
+/// 4 gathers of b. Measured on lavapipe at 256³: 64x8x4 beat 32x8x2, 64x16x2, 64x8x8,
+/// 128x8x4, 32x8x4, 64x4x8 and 16x8x4 (8-wide blocks spill).
+const DIRECT: SimtTile = SimtTile {
+    wg_x: 64,
+    wg_y: 1,
+    tm: 8,
+    tn: 4,
+    bk: 8,
+};
+
 impl Tiling {
-    /// Tile shapes per kernel and input storage. Tiled: 16x16 threads with 8x8 outputs each
-    /// (128x128 workgroup tiles, 8 KiB of f32 tiles at BK 8); 16-bit inputs stage deeper k
-    /// tiles (16 KiB), as their global reads are half the bytes. Direct: one row of 64 threads
-    /// per workgroup, 8 rows x 4 columns each: the 8 reads of a are shared by the workgroup
-    /// (scalar loads on CPU drivers) and feed 32 FMAs per 4 gathers of b. Measured on
-    /// lavapipe at 256³: 64x8x4 beat 32x8x2, 64x16x2, 64x8x8, 128x8x4, 32x8x4, 64x4x8 and
-    /// 16x8x4 (8-wide blocks spill).
-    pub(super) fn choose(kernel: MatmulKernel, a: Storage, b: Storage) -> Tiling {
-        let sixteen_bit = a != Storage::F32 && b != Storage::F32;
-        match kernel {
-            MatmulKernel::Direct => Tiling {
-                shader: &SHADER,
-                entry: "matmul_direct",
-                wg_x: 64,
-                wg_y: 1,
-                tm: 8,
-                tn: 4,
-                bk: 1,
-                subgroup: 0,
-                edge: 0,
-                frags: 0,
-            },
-            MatmulKernel::Coop => unreachable!("the cooperative tiling comes from Tiling::coop"),
-            MatmulKernel::Tiled | MatmulKernel::Auto => Tiling {
-                shader: &SHADER,
-                entry: "matmul_tiled",
-                wg_x: 16,
-                wg_y: 16,
-                tm: 8,
-                tn: 8,
-                bk: if sixteen_bit { 16 } else { 8 },
-                subgroup: 0,
-                edge: 0,
-                frags: 0,
-            },
-        }
-    }
-
-    /// The cooperative body (`shaders/matmul_coop.wgsl`) for an m×n product: 2×2 subgroups
-    /// per workgroup, k slices of 32. 16×16 fragments: 2×2 per subgroup (64×64 tiles), or
-    /// 4×4 (128×128 tiles, llama.cpp's large coopmat tile) where both sides span 512; 8×8
-    /// fragments (Apple's simdgroup matrices, MLX's shape): 4×4 per subgroup (64×64 tiles).
-    /// The choice depends on the sizes only, so a CPU adapter runs what a GPU would.
-    pub(super) fn coop(config: TensorCoreConfig, m: u32, n: u32) -> Tiling {
-        let frags = if config.edge == 16 && m >= 512 && n >= 512 {
-            4
-        } else {
-            64 / (2 * config.edge)
-        };
-        Tiling::coop_tile(&COOP_SHADER, "matmul_coop", config, frags)
-    }
-
-    fn coop_tile(
-        shader: &'static ShaderDecl,
-        entry: &'static str,
-        config: TensorCoreConfig,
-        frags: u32,
+    /// The shape of `kernel` for inputs of storages `a` and `b` on an adapter with `table`:
+    /// the tiled body takes the table's 16-bit tile where both inputs are 16-bit (their
+    /// global reads are half the bytes), else its f32 tile.
+    pub(super) fn choose(
+        kernel: MatmulKernel,
+        a: Storage,
+        b: Storage,
+        table: &KernelTable,
     ) -> Tiling {
+        let sixteen_bit = a != Storage::F32 && b != Storage::F32 && a != Storage::U32;
+        let (entry, t) = match kernel {
+            MatmulKernel::Direct => ("matmul_direct", DIRECT),
+            _ if sixteen_bit => ("matmul_tiled", table.simt_16),
+            _ => ("matmul_tiled", table.simt_f32),
+        };
+        Tiling::of(entry, t)
+    }
+
+    pub(super) fn of(entry: &'static str, t: SimtTile) -> Tiling {
         Tiling {
-            shader,
             entry,
-            wg_x: 4 * config.subgroup,
-            wg_y: 1,
-            tm: 0,
-            tn: 0,
-            bk: 32,
-            subgroup: config.subgroup,
-            edge: config.edge,
-            frags,
+            wg_x: t.wg_x,
+            wg_y: t.wg_y,
+            tm: t.tm,
+            tn: t.tn,
+            bk: t.bk,
         }
     }
 
@@ -109,105 +74,71 @@ impl Tiling {
     }
 
     pub(crate) fn bm(&self) -> u32 {
-        if self.subgroup != 0 {
-            return 2 * self.frags * self.edge;
-        }
         self.wg_y * self.tm
     }
 
     pub(crate) fn bn(&self) -> u32 {
-        if self.subgroup != 0 {
-            return 2 * self.frags * self.edge;
-        }
         self.wg_x * self.tn
     }
 
-    pub(super) fn consts(&self, trans_a: bool, trans_b: bool) -> Vec<(&'static str, String)> {
-        if self.subgroup != 0 {
-            let mut c = vec![
-                ("TRANS_A", trans_a.to_string()),
-                ("TRANS_B", trans_b.to_string()),
-            ];
-            c.extend(coop_consts(self.subgroup, self.edge, self.frags));
-            return c;
-        }
-        vec![
-            ("TRANS_A", trans_a.to_string()),
-            ("TRANS_B", trans_b.to_string()),
-            ("WG_X", format!("{}u", self.wg_x)),
-            ("WG_Y", format!("{}u", self.wg_y)),
-            ("TM", format!("{}u", self.tm)),
-            ("TN", format!("{}u", self.tn)),
-            ("BK", format!("{}u", self.bk)),
-        ]
+    /// The shader constants for these layouts; `aligned`: the tiled body's interior variant.
+    pub(super) fn consts(&self, trans: (bool, bool), aligned: bool) -> Vec<(&'static str, String)> {
+        let u = |v: u32| format!("{v}u");
+        let mut c = vec![
+            ("TRANS_A", trans.0.to_string()),
+            ("TRANS_B", trans.1.to_string()),
+            ("WG_X", u(self.wg_x)),
+            ("WG_Y", u(self.wg_y)),
+            ("TM", u(self.tm)),
+            ("TN", u(self.tn)),
+            ("TM4", u(self.tm / 4)),
+            ("TN4", u(self.tn / 4)),
+            ("ALIGNED", aligned.to_string()),
+        ];
+        let tile = (self.bm(), self.bn(), self.bk);
+        let krows = (trans.0, !trans.1);
+        c.extend(staging_consts(tile, krows, self.wg_x * self.wg_y));
+        c
     }
 
-    pub(super) fn desc(&self, trans_a: bool, trans_b: bool) -> KernelDesc {
-        let mut d = KernelDesc::new(self.shader, self.entry);
-        d.consts = self.consts(trans_a, trans_b);
+    pub(super) fn desc(
+        &self,
+        trans: (bool, bool),
+        aligned: bool,
+        epilogue: &Epilogue,
+        split_out: bool,
+    ) -> KernelDesc {
+        let aligned = aligned && self.entry == "matmul_tiled";
+        let mut d = KernelDesc::new(&SHADER, self.entry);
+        d.consts = self.consts(trans, aligned);
+        d.consts.extend(epilogue.consts(split_out));
+        // The interior variant's range invariant (shaders/matmul.wgsl) keeps every index in
+        // range: built without runtime checks natively.
+        d.trusted = aligned;
         d
     }
-}
 
-/// Every cooperative tiling [`Tiling::coop`] picks, on subgroups of 32 (the shader variants
-/// the portability tests check; other fixed subgroup sizes change only the workgroup size).
-pub(super) fn coop_tilings() -> Vec<Tiling> {
-    let config = |edge| TensorCoreConfig {
-        edge,
-        subgroup: 32,
-        forced: false,
-    };
-    vec![
-        Tiling::coop(config(16), 64, 64),
-        Tiling::coop(config(16), 512, 512),
-        Tiling::coop(config(8), 512, 512),
-    ]
-}
-
-/// The constants of `shaders/include/coop_gemm.wgsl` (the tile loop of every cooperative
-/// kernel): subgroup size, fragment edge, `frags`×`frags` fragments per subgroup (tiles of
-/// `2 * frags * edge` square), and the fragment types.
-pub(crate) fn coop_consts(subgroup: u32, edge: u32, frags: u32) -> Vec<(&'static str, String)> {
-    let e = edge;
-    vec![
-        ("SUBGROUP", format!("{subgroup}u")),
-        ("FRAG", format!("{e}u")),
-        ("FM", format!("{frags}u")),
-        ("FN", format!("{frags}u")),
-        ("alias FragA", format!("coop_mat{e}x{e}<f16, A>")),
-        ("alias FragB", format!("coop_mat{e}x{e}<f16, B>")),
-        ("alias FragC", format!("coop_mat{e}x{e}<f32, C>")),
-    ]
+    /// The constants of split-K's reduction (`matmul_split_reduce`, in the SIMT shader): its
+    /// own entry point needs only the epilogue's; the rest compile the module's other entries.
+    pub(super) fn reduce_consts(epilogue: &Epilogue) -> Vec<(&'static str, String)> {
+        let t = Tiling::of("matmul_tiled", DIRECT);
+        let mut c = t.consts((false, false), false);
+        c.extend(epilogue.consts(false));
+        c
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gpu::AdapterClass;
 
     #[test]
-    fn tilings_divide_evenly_and_fit_portable_limits() {
-        for kernel in [MatmulKernel::Tiled, MatmulKernel::Direct] {
-            for a in Storage::ALL {
-                for b in Storage::ALL {
-                    let t = Tiling::choose(kernel, a, b);
-                    assert!(t.wg_x * t.wg_y <= 256, "{t:?}: over 256 threads");
-                    assert_eq!(t.tn % 2, 0, "{t:?}: threads must own column pairs");
-                    if kernel == MatmulKernel::Tiled {
-                        assert_eq!((t.tm % 4, t.tn % 4), (0, 0), "{t:?}: vec4 fragments");
-                    } else {
-                        assert_eq!(t.wg_y, 1, "{t:?}: rows must be uniform per workgroup");
-                    }
-                    let shared = 4 * t.bk * (t.bm() + t.bn());
-                    if kernel == MatmulKernel::Tiled {
-                        assert!(
-                            shared <= 16 * 1024,
-                            "{t:?}: {shared} bytes of workgroup memory"
-                        );
-                        assert_eq!((t.bm() * t.bk) % (t.wg_x * t.wg_y), 0, "{t:?}");
-                        assert_eq!((t.bn() * t.bk) % (t.wg_x * t.wg_y), 0, "{t:?}");
-                    }
-                }
-            }
-        }
+    fn direct_tiles_own_column_pairs_and_rows_are_uniform() {
+        let table = KernelTable::defaults(AdapterClass::Cpu);
+        let t = Tiling::choose(MatmulKernel::Direct, Storage::F32, Storage::F32, &table);
+        assert!(t.wg_x * t.wg_y <= 256, "{t:?}: over 256 threads");
+        assert_eq!(t.tn % 2, 0, "{t:?}: threads must own column pairs");
+        assert_eq!(t.wg_y, 1, "{t:?}: rows must be uniform per workgroup");
     }
 }

@@ -1,0 +1,83 @@
+//! GPU time of a pass of dispatches, for the benchmarks: timestamp queries where the adapter
+//! has them, else wall clock around submit and a blocking sync.
+
+use std::time::Instant;
+
+use webgpu_amp::GpuContext;
+use webgpu_amp::gpu::Kernel;
+
+/// Times one pass of `batch` dispatches: GPU timestamps at the pass's start and end when
+/// the adapter has them, else wall clock around submit + sync.
+pub struct Timer {
+    queries: Option<(wgpu::QuerySet, std::sync::Arc<webgpu_amp::gpu::GpuBuffer>)>,
+}
+
+impl Timer {
+    pub fn new(ctx: &GpuContext) -> Timer {
+        let queries = ctx.caps.timestamp_query.then(|| {
+            let set = ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("bench timestamps"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2,
+            });
+            let resolve = ctx.alloc(
+                "bench timestamps",
+                16,
+                wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            );
+            (set, resolve)
+        });
+        Timer { queries }
+    }
+
+    /// Seconds of one pass of `batch` repetitions of `kernels`, encoded in order.
+    pub fn time(
+        &self,
+        ctx: &GpuContext,
+        kernels: &[&Kernel],
+        batch: usize,
+    ) -> webgpu_amp::Result<f64> {
+        let mut encoder = ctx
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("bench"),
+            });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("bench"),
+                timestamp_writes: self.queries.as_ref().map(|(set, _)| {
+                    wgpu::ComputePassTimestampWrites {
+                        query_set: set,
+                        beginning_of_pass_write_index: Some(0),
+                        end_of_pass_write_index: Some(1),
+                    }
+                }),
+            });
+            for _ in 0..batch {
+                for k in kernels {
+                    k.encode(&mut pass);
+                }
+            }
+        }
+        if let Some((set, resolve)) = &self.queries {
+            encoder.resolve_query_set(set, 0..2, resolve.raw(), 0);
+        }
+        let start = Instant::now();
+        ctx.queue.submit([encoder.finish()]);
+        ctx.sync()?;
+        let wall = start.elapsed().as_secs_f64();
+        let Some((_, resolve)) = &self.queries else {
+            return Ok(wall);
+        };
+        let bytes = ctx.read_bytes(resolve, 0, 16)?;
+        let ticks: [u64; 2] = bytemuck::pod_read_unaligned(&bytes);
+        let ns = ticks[1].wrapping_sub(ticks[0]) as f64 * ctx.queue.get_timestamp_period() as f64;
+        if ns <= 0.0 || !ns.is_finite() || ticks[1] < ticks[0] {
+            return Err(webgpu_amp::Error::Gpu(format!(
+                "timestamp queries gave no usable interval ({} → {})",
+                ticks[0], ticks[1]
+            )));
+        }
+        Ok(ns * 1e-9)
+    }
+}

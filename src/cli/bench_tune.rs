@@ -1,0 +1,370 @@
+//! `webgpu-amp bench tune`: time the kernel table's candidates on the adapter at hand and
+//! write the fastest table as a tuning file that `--tuning FILE` (or `WEBGPU_AMP_TUNING`)
+//! loads. One family of the table at a time (coordinate descent), from the adapter's current
+//! table: the tensor-core tiles for large and small products, the SIMT tiles for f32 and
+//! 16-bit inputs, and when to split K. Each family is scored by the summed time of its shapes
+//! (the preset models' GEMMs and convolutions, and 4096³: `tune_workloads`) and gets a share
+//! of `--budget`; a family whose share runs out keeps the best candidate timed so far, and
+//! the file records every timing.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use indicatif::ProgressBar;
+use webgpu_amp::gpu::{KernelTable, Measurement, TUNING_FORMAT, TileSize, TuningFile};
+use webgpu_amp::ops::bodies;
+use webgpu_amp::ops::matmul::MatmulKernel;
+use webgpu_amp::{Error, GpuContext, Result, Storage};
+
+use super::DeviceArgs;
+use super::bench_timer::Timer;
+use super::numbers::number;
+use super::out::outln;
+use super::tune_workloads::{Prepared, Work, coop_candidates, simt_candidates, workloads};
+
+/// `--budget`: seconds.
+const BUDGET_RANGE: &str = "1 to 3600";
+
+#[derive(Args)]
+pub struct TuneArgs {
+    /// Seconds for the whole run (1 to 3600); each family gets a share, and one whose share
+    /// runs out keeps the best candidate timed so far.
+    #[arg(long, default_value_t = 110.0, allow_negative_numbers = true,
+          value_parser = number::<f64>(BUDGET_RANGE))]
+    budget: f64,
+    /// Tiny shapes and at most two candidates per family: a check of the tuner itself (CI on
+    /// a software adapter), whose numbers measure nothing.
+    #[arg(long)]
+    quick: bool,
+    /// The tuning file to write.
+    #[arg(long, default_value = "tuning.json")]
+    out: PathBuf,
+    #[command(flatten)]
+    device: DeviceArgs,
+}
+
+/// One family of the kernel table: its candidates (whole tables differing in one field) and
+/// the workloads that score them, run with `kernel` on inputs of `storage`.
+struct Family {
+    name: String,
+    candidates: Vec<(String, KernelTable)>,
+    work: Vec<Work>,
+    storage: Storage,
+    kernel: MatmulKernel,
+}
+
+pub fn run(args: &TuneArgs) -> Result<()> {
+    if !(1.0..=3600.0).contains(&args.budget) {
+        return Err(Error::InvalidArgument(format!(
+            "--budget must be {BUDGET_RANGE}, got {}",
+            args.budget
+        )));
+    }
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(args.budget);
+    // Tune the built-in table (a --tuning file would tune from itself).
+    let ctx = GpuContext::new(&args.device.options()?)?;
+    let mut table = ctx.caps.kernels.table.clone();
+    let families = families(&ctx, &table, args.quick);
+    let total: usize = families
+        .iter()
+        .map(|f| f.candidates.len() * f.work.len())
+        .sum();
+    let bar = super::progress::progress_bar(Some(total as u64), "tune");
+    let timer = Timer::new(&ctx);
+    let mut measurements = Vec::new();
+    let mut notes = Vec::new();
+    for (i, family) in families.iter().enumerate() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let share = left / (families.len() - i) as u32;
+        let family_deadline = Instant::now() + share;
+        let deadlines = (family_deadline, deadline);
+        let winner = tune_family(&ctx, family, &timer, deadlines, &bar, &mut measurements)?;
+        match winner {
+            Some((label, t, timed)) => {
+                if timed < family.candidates.len() {
+                    notes.push(format!(
+                        "{}: budget ran out after {timed} of {} candidates",
+                        family.name,
+                        family.candidates.len()
+                    ));
+                }
+                bar.println(format!("{}: {label}", family.name));
+                table = merge(&table, &t, &family.name);
+            }
+            None => notes.push(format!(
+                "{}: no candidate finished within its share",
+                family.name
+            )),
+        }
+    }
+    bar.finish_and_clear();
+    let r = &ctx.report;
+    let file = TuningFile {
+        format: TUNING_FORMAT.to_string(),
+        adapter: r.name.clone(),
+        backend: r.backend.clone(),
+        driver: format!("{} {}", r.driver, r.driver_info).trim().to_string(),
+        date: utc_date(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        table,
+        measurements,
+    };
+    let text = serde_json::to_string_pretty(&file).expect("tuning file serialises");
+    webgpu_amp::train::checkpoint::save_file(&args.out, text.as_bytes(), "tuning file")?;
+    for note in &notes {
+        outln!("note: {note}")?;
+    }
+    outln!(
+        "wrote {} in {:.0} s: use it with --tuning {} (or WEBGPU_AMP_TUNING); `webgpu-amp info --tuning {}` shows the table",
+        args.out.display(),
+        started.elapsed().as_secs_f64(),
+        args.out.display(),
+        args.out.display()
+    )?;
+    Ok(())
+}
+
+/// The family's field of `winner` copied into `table` (the families are disjoint fields).
+fn merge(table: &KernelTable, winner: &KernelTable, family: &str) -> KernelTable {
+    let mut t = table.clone();
+    match family {
+        "simt f32" => t.simt_f32 = winner.simt_f32,
+        "simt 16-bit" => t.simt_16 = winner.simt_16,
+        "split-K" => t.split_k = winner.split_k,
+        f => {
+            // `coop {e}x{e} {size}`: that one tile of that edge.
+            let size = match f.rsplit(' ').next() {
+                Some("large") => TileSize::Large,
+                Some("wide") => TileSize::Wide,
+                _ => TileSize::Small,
+            };
+            let (to, from) = if f.starts_with("coop 8x8") {
+                (&mut t.coop_8, &winner.coop_8)
+            } else {
+                (&mut t.coop_16, &winner.coop_16)
+            };
+            *to.get_mut(size) = *from.get(size);
+        }
+    }
+    t
+}
+
+/// The families this adapter can run, each with its candidates and workloads.
+fn families(ctx: &GpuContext, table: &KernelTable, quick: bool) -> Vec<Family> {
+    let limits = ctx.caps.kernel_limits();
+    let work = workloads(quick);
+    let gemms: Vec<Work> = work
+        .iter()
+        .filter(|w| matches!(w, Work::Gemm(_)))
+        .copied()
+        .collect();
+    let keep = |mut v: Vec<(String, KernelTable)>| {
+        if quick {
+            v.truncate(2);
+        }
+        v
+    };
+    let mut out = Vec::new();
+    if let Some(config) = ctx.caps.tensor_cores.config() {
+        let e = config.edge;
+        let tiles = *table.coop(e);
+        let size_of = |w: &Work| match w {
+            Work::Gemm(g) => tiles.size(g.m as u32, g.n as u32),
+            // A convolution's GEMM: channels by pixels.
+            Work::Conv(c) => tiles.size(c.o as u32, (c.n * c.hw * c.hw) as u32),
+        };
+        for (size, name) in [
+            (TileSize::Large, "large"),
+            (TileSize::Wide, "wide"),
+            (TileSize::Small, "small"),
+        ] {
+            let candidates = coop_candidates(*tiles.get(size), e, &limits)
+                .into_iter()
+                .map(|tile| {
+                    let mut t = table.clone();
+                    let c = if e == 16 {
+                        &mut t.coop_16
+                    } else {
+                        &mut t.coop_8
+                    };
+                    *c.get_mut(size) = tile;
+                    (tile.describe(e), t)
+                })
+                .collect();
+            let shapes: Vec<Work> = work
+                .iter()
+                .filter(|w| size_of(w) == size)
+                .copied()
+                .collect();
+            if shapes.is_empty() {
+                continue;
+            }
+            out.push(Family {
+                name: format!("coop {e}x{e} {name}"),
+                candidates: keep(candidates),
+                work: shapes,
+                storage: Storage::F16,
+                kernel: MatmulKernel::Coop,
+            });
+        }
+    }
+    for (name, storage, vec) in [
+        ("simt f32", Storage::F32, 4),
+        ("simt 16-bit", Storage::BF16, 8),
+    ] {
+        let current = if vec == 4 {
+            table.simt_f32
+        } else {
+            table.simt_16
+        };
+        let candidates = simt_candidates(current, &limits, vec)
+            .into_iter()
+            .map(|tile| {
+                let mut t = table.clone();
+                if vec == 4 {
+                    t.simt_f32 = tile
+                } else {
+                    t.simt_16 = tile
+                }
+                (tile.describe(), t)
+            })
+            .collect();
+        out.push(Family {
+            name: name.to_string(),
+            candidates: keep(candidates),
+            work: gemms.clone(),
+            storage,
+            kernel: MatmulKernel::Tiled,
+        });
+    }
+    // When to split K: on the weight gradients, on the body f16 products take here.
+    let f16 = ctx.storage_for(webgpu_amp::DType::F16);
+    let body = bodies::matmul(&ctx.caps, f16, f16);
+    let body = if body == MatmulKernel::Direct {
+        MatmulKernel::Tiled
+    } else {
+        body
+    };
+    let mut split = Vec::new();
+    for max_tiles in [table.split_k.max_tiles, 0, 32, 64, 128, 256] {
+        let mut t = table.clone();
+        t.split_k.max_tiles = max_tiles;
+        let label = match max_tiles {
+            0 => "no split-K".to_string(),
+            n => format!("split under {n} output tiles"),
+        };
+        if !split
+            .iter()
+            .any(|(l, _): &(String, KernelTable)| *l == label)
+        {
+            split.push((label, t));
+        }
+    }
+    let weight_grads: Vec<Work> = gemms
+        .iter()
+        .filter(|w| matches!(w, Work::Gemm(g) if g.weight_grad))
+        .copied()
+        .collect();
+    out.push(Family {
+        name: "split-K".to_string(),
+        candidates: keep(split),
+        work: weight_grads,
+        storage: f16,
+        kernel: body,
+    });
+    out
+}
+
+/// Time every candidate of `family` on its workloads until the family's deadline (the first,
+/// the adapter's current table, until the run's): the fastest candidate that finished (its
+/// label, table and how many finished), or None.
+fn tune_family(
+    ctx: &GpuContext,
+    family: &Family,
+    timer: &Timer,
+    (family_deadline, run_deadline): (Instant, Instant),
+    bar: &ProgressBar,
+    measurements: &mut Vec<Measurement>,
+) -> Result<Option<(String, KernelTable, usize)>> {
+    let prepared: Vec<Prepared> = family
+        .work
+        .iter()
+        .map(|&w| Prepared::new(ctx, w, family.storage))
+        .collect();
+    let mut best: Option<(f64, String, KernelTable)> = None;
+    let mut finished = 0;
+    'candidates: for (label, table) in &family.candidates {
+        let twin = ctx.with_kernel_table(table.clone(), "bench tune candidate");
+        let mut total = 0.0;
+        let deadline = if finished == 0 {
+            run_deadline
+        } else {
+            family_deadline
+        };
+        for p in &prepared {
+            if Instant::now() >= deadline {
+                break 'candidates;
+            }
+            super::interrupted::check(|| {
+                format!(
+                    "bench tune: interrupted in {}; no file written",
+                    family.name
+                )
+            })?;
+            bar.set_message(format!("{} {} {}", family.name, label, p.work.describe()));
+            let kernels = p.kernels(&twin, family.kernel)?;
+            let seconds = time_kernels(&twin, timer, &kernels, p.work.flops())?;
+            total += seconds;
+            measurements.push(Measurement {
+                kernel: format!("{} ({})", family.name, family.kernel.name()),
+                shape: p.work.describe(),
+                candidate: label.clone(),
+                seconds,
+                tflops: p.work.flops() / seconds / 1e12,
+            });
+            bar.inc(1);
+        }
+        finished += 1;
+        if best.as_ref().is_none_or(|(t, _, _)| total < *t) {
+            best = Some((total, label.clone(), table.clone()));
+        }
+    }
+    Ok(best.map(|(_, label, table)| (label, table, finished)))
+}
+
+/// Median seconds of one run of `kernels` (batched to about 0.2 GFLOP per pass).
+fn time_kernels(
+    ctx: &GpuContext,
+    timer: &Timer,
+    kernels: &[webgpu_amp::gpu::Kernel],
+    work: f64,
+) -> Result<f64> {
+    let refs: Vec<&webgpu_amp::gpu::Kernel> = kernels.iter().collect();
+    let batch = ((2e8 / work.max(1.0)).ceil() as usize).clamp(1, 16);
+    timer.time(ctx, &refs, batch)?; // warm-up: pipeline creation, first touch
+    let mut times = Vec::with_capacity(3);
+    for _ in 0..3 {
+        times.push(timer.time(ctx, &refs, batch)? / batch as f64);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times[1])
+}
+
+/// Today's UTC date, `YYYY-MM-DD` (civil from days since 1970, Hinnant's algorithm).
+fn utc_date() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let z = secs.div_euclid(86_400) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}

@@ -1,0 +1,184 @@
+//! The tensor-core body's plan for one product (`shaders/matmul_coop.wgsl` on the tile loop
+//! `shaders/include/coop_gemm.wgsl`): the tile from the adapter's kernel table, the aligned
+//! interior variant (16-byte loads, no bounds tests) or the checked edge one, and whether the
+//! results go straight to memory with cooperative stores. The tile loop's constants are
+//! shared with the convolutions ([`gemm_consts`]).
+
+use super::COOP_SHADER;
+use super::epilogue::Epilogue;
+use super::layout::{MatrixLayout, vector_ready};
+use crate::dtype::Storage;
+use crate::gpu::{CoopTile, KernelDesc, KernelTable, TensorCoreConfig};
+use crate::tensor::Tensor;
+
+/// How the tile loop stages and stores one GEMM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CoopGemm {
+    pub(crate) config: TensorCoreConfig,
+    pub(crate) tile: CoopTile,
+    /// A's staged rows are k (A is stored k-major, as a transposed A is); B's likewise.
+    pub(crate) a_krows: bool,
+    pub(crate) b_krows: bool,
+    /// Subgroup barriers for the per-subgroup scratch (else workgroup barriers).
+    pub(crate) sg_barrier: bool,
+    /// Fragments go straight to memory (the matmul's f32 outputs only).
+    pub(crate) direct: bool,
+}
+
+impl CoopGemm {
+    pub(crate) fn bm(&self) -> u32 {
+        self.tile.bm(self.config.edge)
+    }
+    pub(crate) fn bn(&self) -> u32 {
+        self.tile.bn(self.config.edge)
+    }
+
+    /// The constants of `shaders/include/coop_gemm.wgsl`.
+    pub(crate) fn consts(&self) -> Vec<(&'static str, String)> {
+        let t = &self.tile;
+        let e = self.config.edge;
+        let u = |v: u32| format!("{v}u");
+        let mut c = vec![
+            ("SUBGROUP", u(self.config.subgroup)),
+            ("FRAG", u(e)),
+            ("SG_M", u(t.sg_m)),
+            ("SG_N", u(t.sg_n)),
+            ("FM", u(t.fm)),
+            ("FN", u(t.fn_)),
+            ("KSTEPS", u(t.bk / e)),
+            ("A_KROWS", self.a_krows.to_string()),
+            ("B_KROWS", self.b_krows.to_string()),
+            ("SG_BARRIER", self.sg_barrier.to_string()),
+            ("DIRECT_STORE", self.direct.to_string()),
+            ("alias FragA", format!("coop_mat{e}x{e}<f16, A>")),
+            ("alias FragB", format!("coop_mat{e}x{e}<f16, B>")),
+            ("alias FragC", format!("coop_mat{e}x{e}<f32, C>")),
+        ];
+        let tile = (self.bm(), self.bn(), t.bk);
+        let krows = (self.a_krows, self.b_krows);
+        c.extend(staging_consts(tile, krows, t.threads(self.config.subgroup)));
+        c
+    }
+}
+
+/// The staged slices of a tiled GEMM (the SIMT and the tensor-core bodies stage alike): BK of
+/// A's BM rows and of B's BN columns, each in its stored orientation (`krows`: its staged rows
+/// are k), in chunks of 8 elements, and how many chunks each of `threads` threads stages.
+pub(crate) fn staging_consts(
+    (bm, bn, bk): (u32, u32, u32),
+    (a_krows, b_krows): (bool, bool),
+    threads: u32,
+) -> Vec<(&'static str, String)> {
+    let (a_rows, a_cols) = if a_krows { (bk, bm) } else { (bm, bk) };
+    let (b_rows, b_cols) = if b_krows { (bk, bn) } else { (bn, bk) };
+    let loads = |rows: u32, cols: u32| (rows * cols / 8).div_ceil(threads);
+    let u = |v: u32| format!("{v}u");
+    vec![
+        ("BK", u(bk)),
+        ("A_ROWS", u(a_rows)),
+        ("A_COLS", u(a_cols)),
+        ("B_ROWS", u(b_rows)),
+        ("B_COLS", u(b_cols)),
+        ("LOADS_A", u(loads(a_rows, a_cols))),
+        ("LOADS_B", u(loads(b_rows, b_cols))),
+    ]
+}
+
+/// One product on the tensor-core body: its GEMM and its variant.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct CoopPlan {
+    pub(super) gemm: CoopGemm,
+    pub(super) trans: (bool, bool),
+    pub(super) aligned: bool,
+}
+
+/// What one product looks like to the planner.
+pub(super) struct Product<'a> {
+    pub(super) a: (&'a Tensor, MatrixLayout),
+    pub(super) b: (&'a Tensor, MatrixLayout),
+    pub(super) c: (&'a Tensor, MatrixLayout),
+    pub(super) mnk: (u32, u32, u32),
+    pub(super) trans: (bool, bool),
+    /// Depth of each split of K (K itself without split-K).
+    pub(super) k_split: u32,
+    pub(super) epilogue: Epilogue,
+}
+
+impl CoopPlan {
+    /// The plan for `p` on tensor cores configured as `config`, shaped by `table`.
+    pub(super) fn new(
+        table: &KernelTable,
+        config: TensorCoreConfig,
+        sg_barrier: bool,
+        p: &Product,
+        split_out: bool,
+    ) -> CoopPlan {
+        let (m, n, k) = p.mnk;
+        let tile = table.coop(config.edge).pick(m, n);
+        let mut gemm = CoopGemm {
+            config,
+            tile,
+            a_krows: p.trans.0,
+            b_krows: !p.trans.1,
+            sg_barrier,
+            direct: false,
+        };
+        let whole = |v: u32, t: u32| v > 0 && v.is_multiple_of(t);
+        let aligned = whole(m, gemm.bm())
+            && whole(n, gemm.bn())
+            && whole(k, tile.bk)
+            && whole(p.k_split, tile.bk)
+            && vector_ready(p.a.0, &p.a.1, 8)
+            && vector_ready(p.b.0, &p.b.1, 8);
+        let (c, cl) = p.c;
+        // A cooperative store of f32 needs 16-byte-aligned rows; split-K partials are
+        // [splits, M, N] f32, aligned when N is whole tiles.
+        let c_ready = split_out
+            || (c.storage() == Storage::F32 && vector_ready(c, &cl, 4) && p.epilogue.is_plain());
+        gemm.direct = aligned && c_ready;
+        CoopPlan {
+            gemm,
+            trans: p.trans,
+            aligned,
+        }
+    }
+
+    pub(super) fn desc(&self, epilogue: &Epilogue, split_out: bool) -> KernelDesc {
+        let mut d = KernelDesc::new(&COOP_SHADER, "matmul_coop");
+        d.consts = vec![
+            ("TRANS_A", self.trans.0.to_string()),
+            ("TRANS_B", self.trans.1.to_string()),
+            ("ALIGNED", self.aligned.to_string()),
+        ];
+        d.consts.extend(self.gemm.consts());
+        d.consts.extend(epilogue.consts(split_out));
+        // The interior variant's range invariant (shaders/matmul_coop.wgsl) keeps every
+        // index in range: built without runtime checks natively.
+        d.trusted = self.aligned;
+        d
+    }
+}
+
+/// Every tensor-core tile the class tables hold, per fragment edge, on subgroups of 32 (the
+/// variants the portability tests check; other fixed subgroup sizes change only the
+/// workgroup size and the chunks per thread).
+pub(crate) fn table_tiles() -> Vec<(TensorCoreConfig, CoopTile)> {
+    let mut tiles = Vec::new();
+    for class in crate::gpu::AdapterClass::ALL {
+        let table = KernelTable::defaults(class);
+        for edge in [8, 16] {
+            let t = table.coop(edge);
+            for (_, tile) in t.named() {
+                let config = TensorCoreConfig {
+                    edge,
+                    subgroup: 32,
+                    forced: false,
+                };
+                if !tiles.contains(&(config, tile)) {
+                    tiles.push((config, tile));
+                }
+            }
+        }
+    }
+    tiles
+}
