@@ -79,7 +79,7 @@ for (const query of queries) {
   }
   const secs = (Date.now() - t0) / 1000;
   console.error(`dawn-train: ${query}: ${result.steps} steps in ${secs.toFixed(1)} s, loss ` +
-    `${result.first_loss} -> ${result.last_loss}, ${result.trained_storage} f16 storage` +
+    `${result.first_loss} -> ${result.last_loss}, trained storage ${result.trained_storage}` +
     `${result.ok ? '' : `, error: ${result.error}`}`);
   runs.push({ query, wall_secs: secs, result });
 }
