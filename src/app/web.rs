@@ -11,10 +11,12 @@
 //!   picture (`web/fallback.rs`).
 //!
 //! When the page cannot train it says why in `#message` (`web/page.rs`; the DOM contract is
-//! in `dom.rs`).
+//! in `dom.rs`). [`train_headless`] trains an autorun the same way without a page (no DOM:
+//! `web/dawn/train.mjs` runs it in Node on Dawn).
 
 mod driver;
 mod fallback;
+mod headless;
 mod page;
 
 use std::sync::Arc;
@@ -25,8 +27,10 @@ use wasm_bindgen::prelude::*;
 use super::App;
 use super::autorun::Autorun;
 use super::dom;
+use super::session::SessionConfig;
 use crate::gpu::{BackendChoice, F16StorageChoice, GpuContext, GpuOptions};
 use driver::{Shared, WebApp, drive};
+pub use headless::train_headless;
 pub use page::STALL_SECS;
 
 /// Start the app in the canvas `canvas_id`. On failure the page's `#message` says why
@@ -54,19 +58,7 @@ pub async fn start(canvas_id: String) -> Result<(), JsValue> {
     let ctx = GpuContext::new_async(&options)
         .await
         .map_err(|e| dom::fail(autorunning, &dom::device_failure(&e)))?;
-    let counting = config.as_ref().is_some_and(|c| c.numerics.is_some());
-    let mut app = App::new(Arc::new(ctx), config.unwrap_or_default());
-    app.autostart = autorunning;
-    // An autorun that counts numerics shows them.
-    if counting {
-        app.tab = super::Tab::Numerics;
-    }
-    if lose_device_at.is_some() {
-        app.session.fault_hooks = Some(crate::train::fault_hooks::FaultHooks {
-            lose_device_at,
-            ..Default::default()
-        });
-    }
+    let app = app_for(ctx, config, lose_device_at);
     // A load before this one lost the device to its canvas: no picture this time.
     let no_canvas = fallback::take_no_canvas();
     let shared = Shared::new(app, autorunning, no_canvas.is_none());
@@ -107,4 +99,25 @@ pub async fn start(canvas_id: String) -> Result<(), JsValue> {
         ));
     }
     Ok(())
+}
+
+/// The app training's device drives: it starts `config` (an autorun's) by itself, with the
+/// `lose_device_at` test hook armed; without a config it waits for the setup panel. The
+/// page and the headless entry (`web/headless.rs`) both train through it.
+fn app_for(ctx: GpuContext, config: Option<SessionConfig>, lose_device_at: Option<u64>) -> App {
+    let autorunning = config.is_some();
+    let counting = config.as_ref().is_some_and(|c| c.numerics.is_some());
+    let mut app = App::new(Arc::new(ctx), config.unwrap_or_default());
+    app.autostart = autorunning;
+    // An autorun that counts numerics shows them.
+    if counting {
+        app.tab = super::Tab::Numerics;
+    }
+    if lose_device_at.is_some() {
+        app.session.fault_hooks = Some(crate::train::fault_hooks::FaultHooks {
+            lose_device_at,
+            ..Default::default()
+        });
+    }
+    app
 }

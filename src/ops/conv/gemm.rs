@@ -188,8 +188,8 @@ pub(super) fn desc(entry: &'static str, d: &Dims) -> KernelDesc {
 /// (y or dx) with the weight `w`, adding `bias` (forward with a bias; otherwise the weight
 /// stands in, never read, so no extra pipeline variant).
 pub(super) const PIXEL_GEMM: [&str; 4] = ["src", "w", "bias", "dst"];
-/// The tensors a weight-gradient GEMM binds: `partials` holds the split sums (dw stands in
-/// when there is one split).
+/// The tensors a weight-gradient GEMM binds: `partials` holds the split sums (with one
+/// split, a placeholder the kernel never touches).
 pub(super) const WEIGHT_GEMM: [&str; 4] = ["x", "dy", "dw", "partials"];
 
 /// `tensors` bound to `names` (one of the lists above), in order.

@@ -187,7 +187,7 @@ pub fn conv2d_backward_weight(
         }
     };
     // With several splits the kernel writes partial sums (added in order by a second kernel);
-    // with one it writes dw, which also stands in for the partials it never touches.
+    // with one it writes dw.
     let partials =
         (split.splits > 1).then(|| Tensor::zeros(ctx, &[split.splits, d.o, taps], DType::F32));
     let partial_sums = match coop {
@@ -210,7 +210,19 @@ pub fn conv2d_backward_weight(
                 depth: pixels,
                 split,
             };
-            let partials = partials.as_ref().unwrap_or(dw);
+            // With one split the kernel never touches `partials`, but the binding must exist,
+            // and not as dw: WebGPU forbids two writable bindings of one buffer range in a
+            // dispatch (Dawn rejects the bind group; wgpu's own validation lets it pass), so
+            // a placeholder of dw's storage (the same pipeline variant) fills it.
+            let placeholder;
+            let partials = match &partials {
+                Some(partials) => partials,
+                None => {
+                    placeholder =
+                        Tensor::zeros_labelled(ctx, "unsplit conv partials", &[2], dw.storage());
+                    &placeholder
+                }
+            };
             let args = gemm::bind(WEIGHT_GEMM, [x, dy, dw, partials]);
             let body = Body::Simt("conv_backward_weight");
             launch(ctx, body, &d, p, gemm, epilogue, args)?
