@@ -198,6 +198,8 @@ pub fn conv2d_backward_weight(
                 depth: pixels,
                 split,
             };
+            // dw also stands in for the bindings this kind never touches: tensor cores run
+            // natively only (WebGPU has no cooperative matrices), where wgpu accepts it.
             let partials = partials.as_ref().unwrap_or(dw);
             let args = coop::args([x, x, x, dw], [x, dy, dw, partials]);
             let body = Body::Coop(tile, Kind::WeightGrad);
