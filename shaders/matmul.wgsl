@@ -186,6 +186,8 @@ fn matmul_tiled(
     }
     let row0 = (wid.y % params.m_tiles) * BM;
     let col0 = wid.x * BN;
+    // Uniform bounds for the loop that holds the barriers (not the private k_begin, k_end).
+    let k = k_range(wid);
 
     // acc_{h}_{r}_{g}: row 4h + r of this thread's block, columns 4g .. 4g + 4.
 #for h in 0..TM4
@@ -202,13 +204,13 @@ fn matmul_tiled(
     var pb_{s} = Chunk();
 #end
     var steps = 0u;
-    if (k_end > k_begin) {
-        steps = (k_end - k_begin + BK - 1u) / BK;
+    if (k.y > k.x) {
+        steps = (k.y - k.x + BK - 1u) / BK;
 #for s in 0..LOADS_A
-        put_a(0u, tid, {s}u, load_a(tid, {s}u, row0, k_begin));
+        put_a(0u, tid, {s}u, load_a(tid, {s}u, row0, k.x));
 #end
 #for s in 0..LOADS_B
-        put_b(0u, tid, {s}u, load_b(tid, {s}u, col0, k_begin));
+        put_b(0u, tid, {s}u, load_b(tid, {s}u, col0, k.x));
 #end
     }
     workgroupBarrier();
@@ -217,7 +219,7 @@ fn matmul_tiled(
         let more = t + 1u < steps;
         if (more) {
             // Prefetch the next slice: its loads are in flight while this one multiplies.
-            let k_next = k_begin + (t + 1u) * BK;
+            let k_next = k.x + (t + 1u) * BK;
 #for s in 0..LOADS_A
             pa_{s} = load_a(tid, {s}u, row0, k_next);
 #end

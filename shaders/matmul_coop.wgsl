@@ -117,5 +117,6 @@ fn matmul_coop(
         return;
     }
     let row0 = (wid.y % params.m_tiles) * BM;
-    coop_gemm(tid, sg, lane, row0, wid.x * BN, k_begin, k_end);
+    let k = k_range(wid); // uniform, as coop_gemm's barriers need (see k_range)
+    coop_gemm(tid, sg, lane, row0, wid.x * BN, k.x, k.y);
 }

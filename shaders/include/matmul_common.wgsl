@@ -29,24 +29,35 @@ var<private> k_begin: u32;
 var<private> k_end: u32;
 var<private> split_id: u32;
 
+// This workgroup's k range [x, y), from the grid and the uniform params only. A loop whose
+// bounds come from it may hold barriers: Tint's uniformity analysis takes any read of a
+// module-scope private variable (k_begin, k_end) as non-uniform and rejects them there.
+fn k_range(wid: vec3<u32>) -> vec2<u32> {
+#if SPLIT_OUT
+    let lo = wid.z * params.k_split;
+    return vec2<u32>(lo, min(params.k, lo + params.k_split));
+#else
+    return vec2<u32>(0u, params.k);
+#end
+}
+
 // Pick this workgroup's batch and m tile; false when it is a padding workgroup past the last
 // batch (a whole workgroup, so returning is uniform). One return, at the end: FXC (DX12's
 // default compiler) takes a value returned from inside an `if` as possibly uninitialized and
 // then rejects every barrier after the caller's check as in varying control flow (X4026).
 // A padding workgroup's bases are never read.
 fn start_batch(wid: vec3<u32>, nwg: vec3<u32>) -> bool {
+    let k = k_range(wid);
+    k_begin = k.x;
+    k_end = k.y;
 #if SPLIT_OUT
     // One matrix; the grid's z walks the splits of K.
     split_id = wid.z;
-    k_begin = wid.z * params.k_split;
-    k_end = min(params.k, k_begin + params.k_split);
     a_base = params.a_off;
     b_base = params.b_off;
     c_base = params.c_off;
     return true;
 #else
-    k_begin = 0u;
-    k_end = params.k;
     let zf = wid.z + (wid.y / params.m_tiles) * nwg.z;
     let z0 = zf / params.batch_inner;
     let z1 = zf % params.batch_inner;

@@ -43,10 +43,20 @@ if (!adapter) fail('Dawn found no adapter (run under Mesa 26\'s lavapipe: script
 const needed = ['shader-f16', 'subgroups'];
 const missing = needed.filter((f) => !adapter.features.has(f));
 if (missing.length) fail(`adapter ${adapter.info.description || adapter.info.device} lacks ${missing.join(', ')}`);
-// The browser's default limits (WebGPU's guaranteed minimums), which every kernel must fit.
-const device = await adapter.requestDevice({ requiredFeatures: needed });
+// The browser's default limits (WebGPU's guaranteed minimums), but for the workgroup memory:
+// the browser build asks for all its adapter has (gpu/context.rs: required_limits), and an
+// adapter class's kernel table takes up to 32 KiB (NVIDIA's and AMD's SIMT tiles) where the
+// device gives it, else the 16 KiB tiles of other GPUs (gpu/tuning_file.rs). Every variant
+// is checked against the 32 KiB that Chrome gives desktop GPUs and Dawn gives lavapipe.
+const workgroupBytes = adapter.limits.maxComputeWorkgroupStorageSize;
+if (workgroupBytes < 32768) fail(`adapter offers ${workgroupBytes} B of workgroup memory, not 32 KiB`);
+const device = await adapter.requestDevice({
+  requiredFeatures: needed,
+  requiredLimits: { maxComputeWorkgroupStorageSize: 32768 },
+});
 console.log(`tint-check: Dawn on ${adapter.info.vendor} ${adapter.info.architecture} ` +
-  `(${adapter.info.description}), features ${needed.join(', ')} enabled, default limits`);
+  `(${adapter.info.description}), features ${needed.join(', ')} enabled, default limits ` +
+  'but 32 KiB of workgroup memory');
 
 if (breakBuiltins) {
   const v = all.find((v) => v.wgsl.includes('fn layernorm_forward('));
