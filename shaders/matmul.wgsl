@@ -186,7 +186,7 @@ fn matmul_tiled(
     }
     let row0 = (wid.y % params.m_tiles) * BM;
     let col0 = wid.x * BN;
-    // Uniform bounds for the loop that holds the barriers (not the private k_begin, k_end).
+    // Uniform bounds for the loop that holds the barriers (not the private k_end).
     let k = k_range(wid);
 
     // acc_{h}_{r}_{g}: row 4h + r of this thread's block, columns 4g .. 4g + 4.
