@@ -27,6 +27,7 @@ pub mod conv2d;
 pub mod dropout;
 pub mod embedding;
 pub mod flatten;
+pub mod fusion;
 pub mod layernorm;
 pub mod linear;
 mod named;

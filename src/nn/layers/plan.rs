@@ -53,6 +53,8 @@ pub struct ForwardPlan<'a> {
     /// The dtype the next layer computes in, while a leaf layer is planned (see
     /// [`Self::consumer_dtype`]).
     consumer: Option<DType>,
+    /// The last kernel, when the layer after it may absorb it ([`super::fusion`]).
+    pub(super) offer: Option<super::fusion::Offer>,
 }
 
 impl<'a> ForwardPlan<'a> {
@@ -81,6 +83,7 @@ impl<'a> ForwardPlan<'a> {
             scratch: Scratch::default(),
             probes: ProbeLog::default(),
             consumer: None,
+            offer: None,
         }
     }
 
@@ -264,9 +267,15 @@ impl<'a> ForwardPlan<'a> {
         self.store.compute_view(self.ctx, name, self.dtype)
     }
 
-    /// Append a kernel to the forward pass.
+    /// Append a kernel to the forward pass (a kernel offered for fusion before it stays).
     pub fn push(&mut self, kernel: Kernel) {
+        self.offer = None;
         self.kernels.push(kernel);
+    }
+
+    /// The kernels so far (a fusion takes the last one back: [`super::fusion`]).
+    pub(super) fn kernels_mut(&mut self) -> &mut Vec<Kernel> {
+        &mut self.kernels
     }
 
     /// The words every dropout kernel reads (seed, micro-batch counter, training flag),

@@ -7,6 +7,7 @@
 use serde::Deserialize;
 
 use super::backward::{Tape, same_buffer};
+use super::fusion::Fusable;
 use super::named::{NamedLayer, layer_from_json, resolve_layers};
 use super::precision::PrecisionWalk;
 use super::{Backward, BackwardPlan, ForwardPlan, Layer, LayerConfig, Like, ParamDef, Resolved};
@@ -111,7 +112,13 @@ impl Layer for Residual {
     fn forward(&self, f: &mut ForwardPlan<'_>, x: Tensor) -> Result<(Tensor, Box<dyn Backward>)> {
         let (h, branch) = f.run_layers(&self.branch, x.clone())?;
         let y = f.activation_in(&x.shape()[1..], promote(x.dtype(), h.dtype()));
-        f.push(elementwise::add(f.ctx(), &x, &h, &y)?);
+        // Offered to the layer after it: a LayerNorm reading the sum writes it itself.
+        let add = elementwise::add(f.ctx(), &x, &h, &y)?;
+        let sum = Fusable::Add {
+            a: x.clone(),
+            b: h.clone(),
+        };
+        f.push_fusable(add, &y, sum);
         let (x, h) = (Like::of(&x), Like::of(&h));
         let backward = ResidualBackward { branch, x, h };
         Ok((y, Box::new(backward)))
