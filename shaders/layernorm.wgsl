@@ -2,8 +2,9 @@
 // rstd = 1 / sqrt(var + eps)), forward and backward. Statistics and all math in f32 whatever
 // the storages; two-pass statistics (mean, then the centred sum of squares).
 // Deterministic: row reductions are fixed-order workgroup trees, and the weight and bias
-// gradients are summed over fixed chunks of rows into a scratch buffer, then over the chunks
-// in chunk order (no float atomics), so the same inputs give the same bits every run.
+// gradients are summed over fixed chunks of rows into a scratch buffer (by the input
+// gradient's kernel, which reads the same x and dy), then over the chunks in chunk order
+// (no float atomics), so the same inputs give the same bits every run.
 
 #tensor x 1 read
 #tensor weight 2 read
@@ -25,6 +26,14 @@
 // Per-chunk partial sums of the parameter gradients: [chunks, C] of sum dy * xhat, then (with
 // a bias) [chunks, C] of sum dy.
 @group(0) @binding(13) var<storage, read_write> partials: array<f32>;
+// The forward with a residual's add (variant constant ADD_INPUT): the sum `s = a + b` is
+// written in sum_out's storage, as the add kernel would, and normalised in place of `x`.
+#tensor a 14 read
+#tensor b 15 read
+#tensor sum_out 16 read_write
+// The input gradient's copy in a low dtype (variant constant LOW_COPY), for a residual
+// branch that reads it there: the same rounding as the cast kernel it replaces.
+#tensor dx_low 17 read_write
 
 #struct Params // src/ops/layernorm.rs
 @group(0) @binding(0) var<uniform> params: Params;
@@ -51,8 +60,17 @@ fn row_sum2(lid: u32, v: vec2<f32>) -> vec2<f32> {
 
 // ---- forward ------------------------------------------------------------------------------
 
+// The values normalised: x, or the sum the kernel wrote first.
+fn ln_in(i: u32) -> f32 {
+#if ADD_INPUT
+    return sum_out_load(i);
+#else
+    return x_load(i);
+#end
+}
+
 fn ln_y(base: u32, j: u32, mu: f32, rs: f32) -> f32 {
-    var v = ((x_load(base + j) - mu) * rs) * weight_load(j);
+    var v = ((ln_in(base + j) - mu) * rs) * weight_load(j);
     if (params.has_bias != 0u) {
         v = v + bias_load(j);
     }
@@ -70,14 +88,24 @@ fn layernorm_forward(#workgroup_builtins) {
     }
     let n = params.cols;
     let base = row * n;
-    var s = 0.0;
-    for (var j = lid; j < n; j = j + ROW_WG) {
-        s = s + x_load(base + j);
+#if ADD_INPUT
+    // The residual's add, slot by slot as its own kernel stores pairs; then every thread
+    // reads its row's sums back (other threads wrote some).
+    for (var k = lid; k < row_slots(base, n); k = k + ROW_WG) {
+        let slot = row_slot(base, n, k);
+        let last = slot.x + slot.y - 1u;
+        sum_out_store_slot(slot, vec2<f32>(a_load(slot.x) + b_load(slot.x), a_load(last) + b_load(last)));
     }
-    let mu = row_sum2(lid, vec2<f32>(s, 0.0)).x / f32(n);
+    storageBarrier();
+#end
+    var sum = 0.0;
+    for (var j = lid; j < n; j = j + ROW_WG) {
+        sum = sum + ln_in(base + j);
+    }
+    let mu = row_sum2(lid, vec2<f32>(sum, 0.0)).x / f32(n);
     var ss = 0.0;
     for (var j = lid; j < n; j = j + ROW_WG) {
-        let d = x_load(base + j) - mu;
+        let d = ln_in(base + j) - mu;
         ss = ss + d * d;
     }
     let variance = row_sum2(lid, vec2<f32>(ss, 0.0)).x / f32(n);
@@ -93,7 +121,7 @@ fn layernorm_forward(#workgroup_builtins) {
     }
 }
 
-// ---- backward: input gradient ---------------------------------------------------------------
+// ---- backward: input gradient and the parameter gradients' partial sums ---------------------
 
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * weight, xhat = (x - mean) * rstd.
 fn ln_dx(base: u32, j: u32, mu: f32, rs: f32, mg: f32, mgx: f32) -> f32 {
@@ -102,74 +130,70 @@ fn ln_dx(base: u32, j: u32, mu: f32, rs: f32, mg: f32, mgx: f32) -> f32 {
     return rs * ((g - mg) - xhat * mgx);
 }
 
+// One workgroup per chunk of `chunk_rows` rows, row after row. For each row: the tree sums of
+// (g, g * xhat), then dx. On the way, the thread owning column c adds dy * xhat and dy of
+// each row, in row order, to the chunk's partial sums of c (it alone touches them, so the
+// order, hence the bits, are fixed). x and dy are read once for both gradients.
 @compute @workgroup_size(ROW_WG)
-fn layernorm_backward_dx(#workgroup_builtins) {
+fn layernorm_backward(#workgroup_builtins) {
     let n = params.cols;
-    let row = workgroup_index(wid, nwg);
-    if (row >= params.rows) {
+    let k = workgroup_index(wid, nwg);
+    if (k >= params.chunks) {
         return; // whole workgroup
     }
-    let base = row * n;
-    let mu = mean_load(row);
-    let rs = rstd_load(row);
-    var acc = vec2<f32>(0.0, 0.0);
-    for (var j = lid; j < n; j = j + ROW_WG) {
-        let xhat = (x_load(base + j) - mu) * rs;
-        let g = dy_load(base + j) * weight_load(j);
-        acc = acc + vec2<f32>(g, g * xhat);
-    }
-    let sums = row_sum2(lid, acc);
-    let mg = sums.x / f32(n);
-    let mgx = sums.y / f32(n);
-    for (var k = lid; k < row_slots(base, n); k = k + ROW_WG) {
-        let slot = row_slot(base, n, k);
-        let dx0 = ln_dx(base, slot.x - base, mu, rs, mg, mgx);
-        var v = vec2<f32>(dx0, ln_dx(base, slot.x + slot.y - 1u - base, mu, rs, mg, mgx));
-        // Added onto the gradient already in dx (a residual's skip path; f32 dx only, so the
-        // sum rounds once, as the separate accumulate did).
-        if (params.accumulate != 0u) {
-            if (slot.y == 2u) {
-                v = v + dx_load2(slot.x);
-            } else {
-                v.x = v.x + dx_load(slot.x);
+    let first = k * params.chunk_rows;
+    let last_row = min(first + params.chunk_rows, params.rows);
+    let pb_base = params.chunks * n;
+    for (var row = first; row < last_row; row = row + 1u) {
+        let base = row * n;
+        let mu = mean_load(row);
+        let rs = rstd_load(row);
+        var acc = vec2<f32>(0.0, 0.0);
+        for (var j = lid; j < n; j = j + ROW_WG) {
+            let d = dy_load(base + j);
+            let xhat = (x_load(base + j) - mu) * rs;
+            let g = d * weight_load(j);
+            acc = acc + vec2<f32>(g, g * xhat);
+            // Sums from 0, as a register would hold them (the same bits).
+            let p = k * n + j;
+            var pw = 0.0;
+            if (row != first) {
+                pw = partials[p];
+            }
+            partials[p] = pw + d * xhat;
+            if (params.has_bias != 0u) {
+                var pb = 0.0;
+                if (row != first) {
+                    pb = partials[pb_base + p];
+                }
+                partials[pb_base + p] = pb + d;
             }
         }
-        dx_store_slot(slot, v);
+        let sums = row_sum2(lid, acc);
+        let mg = sums.x / f32(n);
+        let mgx = sums.y / f32(n);
+        for (var q = lid; q < row_slots(base, n); q = q + ROW_WG) {
+            let slot = row_slot(base, n, q);
+            let dx0 = ln_dx(base, slot.x - base, mu, rs, mg, mgx);
+            var v = vec2<f32>(dx0, ln_dx(base, slot.x + slot.y - 1u - base, mu, rs, mg, mgx));
+            // Added onto the gradient already in dx (a residual's skip path; f32 dx only, so
+            // the sum rounds once, as the separate accumulate did).
+            if (params.accumulate != 0u) {
+                if (slot.y == 2u) {
+                    v = v + dx_load2(slot.x);
+                } else {
+                    v.x = v.x + dx_load(slot.x);
+                }
+            }
+            dx_store_slot(slot, v);
+#if LOW_COPY
+            dx_low_store_slot(slot, v);
+#end
+        }
     }
 }
 
 // ---- backward: weight and bias gradients ------------------------------------------------------
-
-// First pass: thread (k, c) sums dy * xhat and dy over the rows of chunk k, in row order.
-// Neighbouring threads take neighbouring columns (coalesced loads).
-@compute @workgroup_size(WG)
-fn layernorm_param_partials(
-    @builtin(global_invocation_id) gid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let t = thread_index(gid, nwg, WG);
-    let n = params.cols;
-    if (t >= params.chunks * n) {
-        return;
-    }
-    let k = t / n;
-    let c = t - k * n;
-    let first = k * params.chunk_rows;
-    let last = min(first + params.chunk_rows, params.rows);
-    var pw = 0.0;
-    var pb = 0.0;
-    for (var r = first; r < last; r = r + 1u) {
-        let i = r * n + c;
-        let g = dy_load(i);
-        let xhat = (x_load(i) - mean_load(r)) * rstd_load(r);
-        pw = pw + g * xhat;
-        pb = pb + g;
-    }
-    partials[t] = pw;
-    if (params.has_bias != 0u) {
-        partials[params.chunks * n + t] = pb;
-    }
-}
 
 // Second pass: thread c adds the chunk sums, in chunk order, to dweight[c] (and dbias[c]).
 @compute @workgroup_size(WG)

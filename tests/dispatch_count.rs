@@ -28,17 +28,20 @@ fn kernels_per_step(model: &str, input: &[usize], classes: usize, precision: Pre
     let kernels = t.step_kernels(&ctx, 2).unwrap();
     let labels: Vec<&str> = kernels.iter().map(|k| k.label.as_str()).collect();
     eprintln!("{model} {precision}: {}", labels.join(" "));
-    kernels.len()
+    // A kernel with followers (split-K's reduction) records more than one dispatch.
+    kernels.iter().map(|k| k.dispatches()).sum()
 }
 
 #[test]
 fn gpt_tiny_amp_f16_step_dispatches() {
     // 100 before LayerNorm wrote the low dtype its Linear reads (5 casts and their 5
     // backward casts gone) and added its input gradient onto the residual's skip path (4
-    // accumulates gone).
+    // accumulates gone); 86 before each residual's add moved into the LayerNorm after it (4),
+    // the LayerNorm backward's partial sums into its input-gradient kernel (5), and the
+    // residual's cast of its gradient into that kernel too (4).
     let n = kernels_per_step("gpt-tiny", &[64], 65, Precision::AmpF16);
     eprintln!("gpt-tiny amp-f16: {n} dispatches per step (target 70)");
-    assert!(n <= 86, "gpt-tiny amp-f16: {n} dispatches per step, was 86");
+    assert!(n <= 73, "gpt-tiny amp-f16: {n} dispatches per step, was 73");
 }
 
 #[test]
@@ -55,5 +58,6 @@ fn simple_cnn_amp_f16_step_dispatches() {
 fn gpt_tiny_f32_step_dispatches() {
     let n = kernels_per_step("gpt-tiny", &[64], 65, Precision::F32);
     eprintln!("gpt-tiny f32: {n} dispatches per step");
-    assert!(n <= 79, "gpt-tiny f32: {n} dispatches per step, was 79");
+    // 79 before the add + LayerNorm and LayerNorm backward fusions.
+    assert!(n <= 70, "gpt-tiny f32: {n} dispatches per step, was 70");
 }

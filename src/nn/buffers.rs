@@ -26,12 +26,13 @@ impl GradientArena {
     }
 
     /// A gradient of `shape` in `storage` in a free buffer: the smallest free one that holds
-    /// it, else a new one of its size.
+    /// it and is none of `avoid`, else a new one of its size.
     pub(super) fn take(
         &mut self,
         ctx: &GpuContext,
         shape: &[usize],
         storage: Storage,
+        avoid: &[Arc<GpuBuffer>],
     ) -> Result<Tensor> {
         let need = Tensor::buffer_bytes(shape, storage);
         let fits = self
@@ -39,6 +40,7 @@ impl GradientArena {
             .iter()
             .enumerate()
             .filter(|(_, (b, used))| !used && b.size() >= need)
+            .filter(|(_, (b, _))| !avoid.iter().any(|a| Arc::ptr_eq(a, b)))
             .min_by_key(|(_, (b, _))| b.size())
             .map(|(i, _)| i);
         let index = match fits {

@@ -10,38 +10,77 @@
 //!
 //! Algorithms (rows R, columns C):
 //! - forward: one workgroup of 64 threads per row; two fixed-order tree reductions (sum, then
-//!   centred sum of squares), then `y = (x − mean)·rstd·weight + bias`. O(R·C) work.
-//! - input gradient: one workgroup per row; one tree reduction of `(Σ g, Σ g·x̂)` with
-//!   `g = dy·weight`, then `dx = rstd·(g − mean(g) − x̂·mean(g·x̂))`. O(R·C).
-//! - weight and bias gradients, deterministic without float atomics: the rows are cut into
-//!   `chunks` fixed chunks of `chunk_rows` rows (a function of R only); thread (chunk, c) sums
-//!   `dy·x̂` and `dy` over its chunk's rows in row order into a scratch buffer, then thread c
-//!   adds the chunk sums in chunk order to `dweight[c]` / `dbias[c]`. `chunk_rows =
-//!   max(32, ⌈R/256⌉)`, so at most 256 chunks: O(R·C) work, span O(R/256 + 256); scratch
+//!   centred sum of squares), then `y = (x − mean)·rstd·weight + bias`. O(R·C) work. Fused
+//!   with a residual's add ([`layernorm_forward_add`]), it first writes `x = a + b`.
+//! - backward, two kernels, deterministic without float atomics: the rows are cut into
+//!   `chunks` fixed chunks of `chunk_rows` rows (a function of R only). The first kernel runs
+//!   one workgroup per chunk, row after row: one tree reduction of `(Σ g, Σ g·x̂)` with
+//!   `g = dy·weight`, then `dx = rstd·(g − mean(g) − x̂·mean(g·x̂))`; on the way, the thread
+//!   owning column c sums `dy·x̂` and `dy` over the chunk's rows in row order into a scratch
+//!   buffer (x and dy are read once for both gradients). The second adds, per column, the
+//!   chunk sums in chunk order to `dweight[c]` / `dbias[c]`. `chunk_rows =
+//!   max(32, ⌈R/1024⌉)`, so at most 1024 chunks: O(R·C) work, span O(R/1024 + 1024); scratch
 //!   `chunks·C` f32 (twice that with a bias), allocated when the backward is planned.
 
 use super::check_f32;
+use crate::dtype::Storage;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, KernelDesc, grid_1d};
 use crate::gpu::{GpuContext, Kernel};
-use crate::shader::{ShaderDecl, each_like_or_f32};
+use crate::shader::{Grid, ShaderDecl};
 use crate::tensor::Tensor;
 
 pub static SHADER: ShaderDecl = ShaderDecl {
     name: "layernorm",
     source: include_str!("../../shaders/layernorm.wgsl"),
     structs: &[Params::WGSL],
-    // Every storage combination these kernels may run with: activations (`x`, `y`, `dy`, `dx`)
-    // in any storage, with parameters (`weight`, `bias`) in the same storage or f32; statistics
-    // and parameter gradients f32.
-    variants: |shader| each_like_or_f32(shader, &["x", "y", "dy", "dx"], &["weight", "bias"]),
+    // Every storage combination these kernels may run with. The input side (`x`, its
+    // gradient `dx`, the residual sum's `a` and `sum_out`) in any storage; the output side
+    // (`y`, `dy`, the branch's `b`, `dx_low`) in the same or, beside an f32 input, in a low
+    // one (a LayerNorm writes the dtype of the Linear after it and takes its gradient in
+    // it); parameters (`weight`, `bias`) in the input's storage or f32; statistics and
+    // parameter gradients f32. Each with the fusions off, the add on, or the low copy on.
+    variants: |shader| {
+        let inputs = ["x", "dx", "a", "sum_out"];
+        let outputs = ["y", "dy", "b", "dx_low"];
+        let same = Grid::new().each(&inputs).like_or_f32(&outputs, "x");
+        let low = Grid::new()
+            .each_of(&inputs, &[Storage::F32])
+            .each_of(&outputs, &Storage::ALL[1..]);
+        same.or(low)
+            .like_or_f32(&["weight", "bias"], "x")
+            .variants_with(shader, |_| {
+                [(false, false), (true, false), (false, true)]
+                    .into_iter()
+                    .map(|(add, low)| fusions(add, low))
+                    .collect()
+            })
+    },
 };
+
+/// The variant constants of the two fusions: the forward's residual add, the backward's
+/// low-dtype copy of the input gradient.
+fn fusions(add_input: bool, low_copy: bool) -> Vec<(&'static str, String)> {
+    vec![
+        ("ADD_INPUT", add_input.to_string()),
+        ("LOW_COPY", low_copy.to_string()),
+    ]
+}
+
+fn desc(entry: &'static str, add_input: bool, low_copy: bool) -> KernelDesc {
+    let mut desc = KernelDesc::new(&SHADER, entry);
+    desc.consts = fusions(add_input, low_copy);
+    desc
+}
 const ROW_WG: u32 = 64;
 const WG: u32 = 256;
 /// Fewest rows per chunk of the parameter-gradient first pass.
 const MIN_CHUNK_ROWS: usize = 32;
 /// Most chunks (the second pass sums this many partials per column).
-const MAX_CHUNKS: usize = 256;
+/// Most chunks: the input gradient's kernel runs one workgroup per chunk, so this many
+/// keep a large GPU busy (16384 rows: 512 chunks of 32), and the second pass sums this many
+/// partials per column.
+const MAX_CHUNKS: usize = 1024;
 
 /// `[rows, C]` of a 2-D tensor, with C > 0 and rows·C < 2^32.
 fn rows_cols(op: &'static str, x: &Tensor) -> Result<(usize, usize)> {
@@ -128,6 +167,39 @@ pub fn layernorm_forward(
     rstd: &Tensor,
     eps: f32,
 ) -> Result<Kernel> {
+    forward(ctx, (x, None), weight, bias, y, (mean, rstd), eps)
+}
+
+/// [`layernorm_forward`] of `x = a + b`, which the kernel writes first, in `x`'s storage and
+/// with the rounding of [`super::elementwise::add`] (the same bits): a residual's add and
+/// the LayerNorm after it in one kernel. `a`, `b`: the shape of `x` (any storage).
+#[allow(clippy::too_many_arguments)]
+pub fn layernorm_forward_add(
+    ctx: &GpuContext,
+    (a, b): (&Tensor, &Tensor),
+    x: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    y: &Tensor,
+    (mean, rstd): (&Tensor, &Tensor),
+    eps: f32,
+) -> Result<Kernel> {
+    let op = "layernorm_forward_add";
+    check_len(op, "a", a, x.numel())?;
+    check_len(op, "b", b, x.numel())?;
+    forward(ctx, (x, Some((a, b))), weight, bias, y, (mean, rstd), eps)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn forward(
+    ctx: &GpuContext,
+    (x, add): (&Tensor, Option<(&Tensor, &Tensor)>),
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    y: &Tensor,
+    (mean, rstd): (&Tensor, &Tensor),
+    eps: f32,
+) -> Result<Kernel> {
     let op = "layernorm_forward";
     let (rows, cols) = rows_cols(op, x)?;
     check_len(op, "weight", weight, cols)?;
@@ -151,18 +223,22 @@ pub fn layernorm_forward(
         has_bias: bias.is_some() as u32,
         ..Default::default()
     };
+    let mut args = vec![
+        ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
+        ("weight", weight.arg()),
+        // Without a bias the shader never reads this binding; `weight` fills it.
+        ("bias", bias.unwrap_or(weight).arg()),
+        ("y", y.arg()),
+        ("mean_out", mean.arg()),
+        ("rstd_out", rstd.arg()),
+    ];
+    match add {
+        None => args.push(("x", x.arg())),
+        Some((a, b)) => args.extend([("a", a.arg()), ("b", b.arg()), ("sum_out", x.arg())]),
+    }
     ctx.kernel(
-        &KernelDesc::new(&SHADER, "layernorm_forward"),
-        &[
-            ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
-            ("x", x.arg()),
-            ("weight", weight.arg()),
-            // Without a bias the shader never reads this binding; `weight` fills it.
-            ("bias", bias.unwrap_or(weight).arg()),
-            ("y", y.arg()),
-            ("mean_out", mean.arg()),
-            ("rstd_out", rstd.arg()),
-        ],
+        &desc("layernorm_forward", add.is_some(), false),
+        &args,
         row_grid(rows),
     )
 }
@@ -171,8 +247,8 @@ pub fn layernorm_forward(
 /// the input gradient; `dweight += Σ_r dy·x̂` and `dbias += Σ_r dy` (f32 `[C]`, accumulated,
 /// e.g. into views of the flat gradient buffer), with `x̂ = (x − mean)·rstd` from the forward's
 /// statistics. The parameter gradients are deterministic (fixed-order chunked sums, no float
-/// atomics). Returns three kernels (input gradient, per-chunk partial sums, final sums), or one
-/// when `x` has no rows.
+/// atomics). Returns two kernels (the input gradient with the per-chunk partial sums, then
+/// the final sums), or none when `x` has no rows.
 #[allow(clippy::too_many_arguments)]
 pub fn layernorm_backward(
     ctx: &GpuContext,
@@ -185,31 +261,52 @@ pub fn layernorm_backward(
     dweight: &Tensor,
     dbias: Option<&Tensor>,
 ) -> Result<Vec<Kernel>> {
-    layernorm_backward_into(ctx, dy, x, weight, mean, rstd, (dx, false), dweight, dbias)
+    let dx = InputGrad {
+        dx,
+        accumulate: false,
+        low_copy: None,
+    };
+    layernorm_backward_into(ctx, dy, x, weight, (mean, rstd), dx, dweight, dbias)
 }
 
-/// [`layernorm_backward`], with `dx.1` set: the input gradient is added onto what `dx.0`
-/// already holds (f32 only: the sum rounds once, as a separate accumulate does), which
-/// saves a residual's accumulate kernel.
+/// Where [`layernorm_backward_into`] puts the input gradient.
+pub struct InputGrad<'t> {
+    pub dx: &'t Tensor,
+    /// Added onto what `dx` holds (f32 only: the sum rounds once, as a separate accumulate
+    /// does), which saves a residual's accumulate kernel.
+    pub accumulate: bool,
+    /// Also written here, in its storage (with the rounding of [`super::elementwise::cast`]):
+    /// a residual branch's gradient in the branch's low dtype, which saves its cast kernel.
+    pub low_copy: Option<&'t Tensor>,
+}
+
+/// [`layernorm_backward`], with the input gradient placed as `dx` says.
 #[allow(clippy::too_many_arguments)]
 pub fn layernorm_backward_into(
     ctx: &GpuContext,
     dy: &Tensor,
     x: &Tensor,
     weight: &Tensor,
-    mean: &Tensor,
-    rstd: &Tensor,
-    (dx, accumulate): (&Tensor, bool),
+    (mean, rstd): (&Tensor, &Tensor),
+    dx: InputGrad<'_>,
     dweight: &Tensor,
     dbias: Option<&Tensor>,
 ) -> Result<Vec<Kernel>> {
     let op = "layernorm_backward";
+    let InputGrad {
+        dx,
+        accumulate,
+        low_copy,
+    } = dx;
     if accumulate {
         check_f32(op, "an accumulated dx", dx)?;
     }
     let (rows, cols) = rows_cols(op, x)?;
     check_same(op, "dy", dy, x)?;
     check_same(op, "dx", dx, x)?;
+    if let Some(low) = low_copy {
+        check_len(op, "the low copy of dx", low, x.numel())?;
+    }
     check_len(op, "weight", weight, cols)?;
     check_len(op, "mean", mean, rows)?;
     check_len(op, "rstd", rstd, rows)?;
@@ -220,6 +317,10 @@ pub fn layernorm_backward_into(
     if let Some(db) = dbias {
         check_len(op, "dbias", db, cols)?;
         check_f32(op, "dbias", db)?;
+    }
+    if rows == 0 {
+        // No input gradient to write, nothing to add to the parameter gradients.
+        return Ok(Vec::new());
     }
     let (chunk_rows, chunks) = chunking(rows);
     let has_bias = dbias.is_some();
@@ -233,36 +334,25 @@ pub fn layernorm_backward_into(
         ..Default::default()
     };
     let uniform = bytemuck::bytes_of(&params);
-    let dx_kernel = ctx.kernel(
-        &KernelDesc::new(&SHADER, "layernorm_backward_dx"),
-        &[
-            ("params", Arg::Uniform(uniform)),
-            ("dy", dy.arg()),
-            ("x", x.arg()),
-            ("weight", weight.arg()),
-            ("mean", mean.arg()),
-            ("rstd", rstd.arg()),
-            ("dx", dx.arg()),
-        ],
-        row_grid(rows),
-    )?;
-    if rows == 0 {
-        // Nothing to add: leave the parameter gradients untouched.
-        return Ok(vec![dx_kernel]);
-    }
     let floats = chunks * cols * (1 + has_bias as usize);
     let partials = ctx.alloc_storage("layernorm gradient partials", 4 * floats as u64);
-    let partial_kernel = ctx.kernel(
-        &KernelDesc::new(&SHADER, "layernorm_param_partials"),
-        &[
-            ("params", Arg::Uniform(uniform)),
-            ("dy", dy.arg()),
-            ("x", x.arg()),
-            ("mean", mean.arg()),
-            ("rstd", rstd.arg()),
-            ("partials", Arg::Buffer(&partials)),
-        ],
-        grid_1d(chunks * cols, WG),
+    let mut args = vec![
+        ("params", Arg::Uniform(uniform)),
+        ("dy", dy.arg()),
+        ("x", x.arg()),
+        ("weight", weight.arg()),
+        ("mean", mean.arg()),
+        ("rstd", rstd.arg()),
+        ("dx", dx.arg()),
+        ("partials", Arg::Buffer(&partials)),
+    ];
+    if let Some(low) = low_copy {
+        args.push(("dx_low", low.arg()));
+    }
+    let rows_kernel = ctx.kernel(
+        &desc("layernorm_backward", false, low_copy.is_some()),
+        &args,
+        grid_1d(chunks * ROW_WG as usize, ROW_WG),
     )?;
     // Without a bias the shader never touches `dbias`, but WebGPU refuses two writable
     // bindings of one buffer range in a dispatch (Chromium's validation does; wgpu's native
@@ -276,7 +366,7 @@ pub fn layernorm_backward_into(
         }
     };
     let final_kernel = ctx.kernel(
-        &KernelDesc::new(&SHADER, "layernorm_param_final"),
+        &desc("layernorm_param_final", false, false),
         &[
             ("params", Arg::Uniform(uniform)),
             ("partials", Arg::Buffer(&partials)),
@@ -285,5 +375,5 @@ pub fn layernorm_backward_into(
         ],
         grid_1d(cols, WG),
     )?;
-    Ok(vec![dx_kernel, partial_kernel, final_kernel])
+    Ok(vec![rows_kernel, final_kernel])
 }

@@ -81,6 +81,8 @@ pub struct BackwardPlan<'a> {
     /// buffer of the last one taken.
     offered: Option<Tensor>,
     taken: Option<Arc<GpuBuffer>>,
+    /// A kernel that can also write a low-dtype copy of its output ([`super::fusion`]).
+    pub(super) copy_offer: Option<super::fusion::CopyOffer<'a>>,
 }
 
 impl<'a> BackwardPlan<'a> {
@@ -103,6 +105,7 @@ impl<'a> BackwardPlan<'a> {
             probes: ProbeLog::default(),
             offered: None,
             taken: None,
+            copy_offer: None,
         }
     }
 
@@ -218,7 +221,17 @@ impl<'a> BackwardPlan<'a> {
 
     /// [`Self::input_grad`] for a tensor the backward does not keep, only its shape.
     pub fn input_grad_like(&mut self, x: &Like) -> Result<Tensor> {
-        self.grads.take(self.ctx, &x.shape, x.storage)
+        self.grads.take(self.ctx, &x.shape, x.storage, &[])
+    }
+
+    /// [`Self::input_grad_like`] in none of the buffers `avoid` (those a kernel it is
+    /// written by also reads).
+    pub(super) fn input_grad_avoiding(
+        &mut self,
+        x: &Like,
+        avoid: &[Arc<GpuBuffer>],
+    ) -> Result<Tensor> {
+        self.grads.take(self.ctx, &x.shape, x.storage, avoid)
     }
 
     /// Give back a gradient from [`Self::input_grad`] that is no longer needed.
@@ -252,7 +265,13 @@ impl<'a> BackwardPlan<'a> {
 
     /// Append a kernel to the backward pass.
     pub fn push(&mut self, kernel: Kernel) {
+        self.copy_offer = None;
         self.kernels.push(kernel);
+    }
+
+    /// The kernels so far (a fusion rebuilds one in place: [`super::fusion`]).
+    pub(super) fn kernels_mut(&mut self) -> &mut Vec<Kernel> {
+        &mut self.kernels
     }
 }
 

@@ -4,9 +4,13 @@
 //! rounds its f32 result once as the cast autocast would insert does (the same bits), and
 //! the cast kernel and its backward's are gone. In a residual branch its input gradient is
 //! added straight onto the skip path's when that is f32 (the residual's accumulate goes).
+//! Fusions ([`super::fusion`]): a residual's add before it is done in its forward kernel,
+//! and its backward kernel also writes the low-dtype copy of its input gradient that the
+//! residual before it would cast.
 
 use serde::Deserialize;
 
+use super::fusion::Fusable;
 use super::{
     Backward, BackwardPlan, ForwardPlan, Init, Layer, LayerConfig, ParamDef, Resolved, positive,
     py_bool,
@@ -96,16 +100,30 @@ impl Layer for LayerNorm {
             stats("activation (layernorm rstd)"),
         );
         let y2 = y.reshape(&[rows, self.features])?;
-        f.push(layernorm::layernorm_forward(
-            f.ctx(),
-            &x2,
-            &weight,
-            bias.as_ref(),
-            &y2,
-            &mean,
-            &rstd,
-            EPS,
-        )?);
+        // A residual's add that made x is done here, in the same kernel (the same bits).
+        let kernel = match f.take_fusable(&x) {
+            Some(Fusable::Add { a, b }) => layernorm::layernorm_forward_add(
+                f.ctx(),
+                (&a, &b),
+                &x2,
+                &weight,
+                bias.as_ref(),
+                &y2,
+                (&mean, &rstd),
+                EPS,
+            )?,
+            None => layernorm::layernorm_forward(
+                f.ctx(),
+                &x2,
+                &weight,
+                bias.as_ref(),
+                &y2,
+                &mean,
+                &rstd,
+                EPS,
+            )?,
+        };
+        f.push(kernel);
         let backward = LayerNormBackward {
             x,
             weight,
@@ -140,19 +158,40 @@ impl Backward for LayerNormBackward {
             Some(target) => (target, true),
             None => (b.input_grad(&self.x)?, false),
         };
-        let kernels = layernorm::layernorm_backward_into(
-            b.ctx(),
-            &two_d(&dy)?,
-            &two_d(&self.x)?,
-            &self.weight,
-            &self.mean,
-            &self.rstd,
-            (&two_d(&dx)?, accumulate),
-            &dweight,
-            dbias.as_ref(),
-        )?;
-        for k in kernels {
-            b.push(k);
+        let (dy2, x2, dx2) = (two_d(&dy)?, two_d(&self.x)?, two_d(&dx)?);
+        let (weight, mean, rstd) = (self.weight.clone(), self.mean.clone(), self.rstd.clone());
+        let ctx = b.ctx();
+        // Owns what it reads: the copy's kernel may be made after this backward returns.
+        let kernels = move |low_copy: Option<&Tensor>| {
+            let input_grad = layernorm::InputGrad {
+                dx: &dx2,
+                accumulate,
+                low_copy,
+            };
+            layernorm::layernorm_backward_into(
+                ctx,
+                &dy2,
+                &x2,
+                &weight,
+                (&mean, &rstd),
+                input_grad,
+                &dweight,
+                dbias.as_ref(),
+            )
+        };
+        let pushed = kernels(None)?;
+        if pushed.is_empty() || !b.wants_input_grad() {
+            for k in pushed {
+                b.push(k);
+            }
+        } else {
+            // A residual casting dx to its branch's dtype has this kernel write the copy.
+            let features = self.features;
+            let with_copy = move |low: &Tensor| {
+                let low = low.reshape(&[rows, features])?;
+                kernels(Some(&low))
+            };
+            b.push_offering_copy(pushed, &dx, with_copy);
         }
         if b.wants_input_grad() {
             Ok(Some(dx))

@@ -140,9 +140,7 @@ impl Backward for ResidualBackward {
         let dh = if dy.dtype() == self.h.dtype() {
             dy.clone()
         } else {
-            let dh = b.input_grad_like(&self.h)?;
-            b.push(elementwise::cast(ctx, &dy, &dh)?);
-            dh
+            b.cast_grad(&dy, &self.h)?
         };
         // The skip path is dy itself, accumulated in place (nothing reads it after this
         // layer): the branch's first layer may add its gradient onto it in its own kernel.
