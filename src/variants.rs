@@ -5,6 +5,7 @@
 //! dispatchers (ops, amp, optim), each of which declares its own shaders.
 
 use crate::error::Result;
+use crate::gpu::CompiledEntry;
 use crate::shader::{self, BindingLayout, ShaderDecl, Variant};
 use crate::{amp, ops, optim};
 
@@ -23,6 +24,38 @@ pub fn all() -> Result<Vec<Variant>> {
         v.extend(shader.variants()?);
     }
     Ok(v)
+}
+
+/// The entry points of `compiled` that no declared variant covers, as `label::entry`
+/// lines: covered means a declared variant of the same shader with the same constants gives
+/// every `#tensor` the entry point uses the same storage (the ones it does not use do not
+/// reach its code). The portability tests and the Tint check see declared variants only,
+/// so an uncovered kernel has never been through the browser's shader compiler.
+pub fn undeclared(compiled: &[CompiledEntry]) -> Result<Vec<String>> {
+    let declared = all()?;
+    // The matmul epilogue's constants only switch lines of `store_pair` on and off; the
+    // grids list every variant with all of them off and all on (`Epilogue::VARIANTS`),
+    // which compiles every line, so a mix of them is covered by its other constants.
+    let shape = |v: &Variant| -> Vec<(&'static str, String)> {
+        v.consts
+            .iter()
+            .filter(|(n, _)| !n.starts_with("EPI_"))
+            .cloned()
+            .collect()
+    };
+    let covers = |d: &Variant, c: &CompiledEntry| {
+        d.shader == c.variant.shader
+            && shape(d) == shape(&c.variant)
+            && c.variant.storages.iter().all(|(t, s)| {
+                !c.used.contains(&t.name)
+                    || d.storages.iter().any(|(u, v)| u.name == t.name && v == s)
+            })
+    };
+    Ok(compiled
+        .iter()
+        .filter(|c| !declared.iter().any(|d| covers(d, c)))
+        .map(|c| format!("{}::{}", c.variant.label(), c.entry))
+        .collect())
 }
 
 /// Whether the browser build can select this variant: every one but the tensor-core kernels

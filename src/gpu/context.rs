@@ -12,6 +12,7 @@ use super::tensor_cores::{TensorCoreChoice, TensorCores};
 use super::{Allocator, GpuBuffer, MemoryStats};
 use crate::dtype::{DType, F16Storage, Storage};
 use crate::error::{Error, Result};
+use crate::shader::Variant;
 
 /// A compiled pipeline and what its entry point binds, cached per variant and entry point
 /// (`GpuContext::kernel`).
@@ -22,6 +23,19 @@ pub(super) struct CachedPipeline {
     pub(super) pipeline: Option<wgpu::ComputePipeline>,
     /// Name → binding index of every resource the entry point actually uses.
     pub(super) used_bindings: Vec<(String, u32)>,
+    /// What was compiled: the variant and its entry point.
+    pub(super) variant: Variant,
+    pub(super) entry: String,
+}
+
+/// One entry point a context compiled, with the names of the resources it uses: what the
+/// declared variant grids must cover ([`crate::variants::undeclared`]), since the browser's
+/// shader compiler is only ever shown the declared ones.
+#[derive(Clone, Debug)]
+pub struct CompiledEntry {
+    pub variant: Variant,
+    pub entry: String,
+    pub used: Vec<String>,
 }
 
 #[derive(Default)]
@@ -47,6 +61,21 @@ pub struct GpuContext {
 }
 
 impl GpuContext {
+    /// Every entry point compiled so far (each variant once per entry), sorted by label.
+    pub fn compiled_entries(&self) -> Vec<CompiledEntry> {
+        let map = self.pipelines.map.lock().expect("pipeline cache");
+        let mut seen = std::collections::BTreeMap::new();
+        for p in map.values() {
+            let key = format!("{}#{}", p.variant.key(), p.entry);
+            seen.entry(key).or_insert_with(|| CompiledEntry {
+                variant: p.variant.clone(),
+                entry: p.entry.clone(),
+                used: p.used_bindings.iter().map(|(n, _)| n.clone()).collect(),
+            });
+        }
+        seen.into_values().collect()
+    }
+
     /// Pick an adapter and create the device (async: the only form that works on the web).
     pub async fn new_async(options: &GpuOptions) -> Result<Self> {
         let adapter = choose_adapter(options).await?;

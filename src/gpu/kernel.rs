@@ -394,6 +394,8 @@ impl GpuContext {
             source: variant.decl.source,
             pipeline,
             used_bindings,
+            variant: variant.clone(),
+            entry: entry.to_string(),
         });
         self.pipelines
             .map

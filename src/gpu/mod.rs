@@ -34,7 +34,7 @@ pub mod tuning_file;
 pub use adapter::{BackendChoice, F16StorageChoice, GpuOptions, enumerate_adapters};
 pub use alloc::{Allocator, Binding, GpuBuffer, MemoryStats};
 pub use capabilities::{AdapterDescription, Capabilities};
-pub use context::GpuContext;
+pub use context::{CompiledEntry, GpuContext};
 pub use kernel::{Arg, CHECKED_KERNELS_ENV, Kernel, KernelDesc, grid_1d};
 pub use kernel_table::{
     AdapterClass, CoopTile, CoopTiles, KernelLimits, KernelTable, SimtTile, SplitK, TileSize,

@@ -2,6 +2,7 @@
 //! accumulate (the activations are [`super::unary`]'s table). Math is f32; every tensor may
 //! have its own storage.
 
+use crate::dtype::Storage;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::{Grid, ShaderDecl};
@@ -12,12 +13,19 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     source: include_str!("../../shaders/elementwise.wgsl"),
     structs: &[Params::WGSL],
     // Every (x, y, b, out) storage combination these kernels may run with: inputs of one
-    // storage, the output in any, the bias in the inputs' storage or f32.
+    // storage, the output in any, the bias in the inputs' storage or f32; and an f32 `x`
+    // with a low-precision `y` (a residual's add: the f32 stream and an f16 branch).
     variants: |shader| {
+        let mixed = Grid::new()
+            .each_of(&["x"], &[Storage::F32])
+            .each_of(&["y"], &Storage::ALL[1..])
+            .each(&["out"]);
         Grid::new()
             .each(&["x", "y"])
             .like_or_f32(&["b"], "x")
             .each(&["out"])
+            .or(mixed)
+            .one_f16_storage()
             .variants(shader, &[])
     },
 };

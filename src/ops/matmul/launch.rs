@@ -295,9 +295,17 @@ pub(super) fn launch(
         splits,
         ..Default::default()
     };
-    // Without a bias the shader never reads it, but the binding must exist: `a` stands in
-    // (read-only twice is allowed), which keeps the set of compiled variants small.
-    let bias = opts.bias.unwrap_or(a.tensor);
+    // Without a bias the shader never reads it, but the binding must exist: a two-word f32
+    // placeholder stands in, so the variant is one the grid declares (bias in c's storage
+    // or f32) and the browser's compiler has seen.
+    let placeholder;
+    let bias = match opts.bias {
+        Some(bias) => bias,
+        None => {
+            placeholder = Tensor::zeros_labelled(ctx, "matmul no bias", &[2], Storage::F32);
+            &placeholder
+        }
+    };
     let empty = m == 0 || n == 0 || batches == 0;
     let workgroups = if empty {
         [0, 0, 0]
