@@ -23,6 +23,8 @@ pub(super) struct CachedPipeline {
     pub(super) pipeline: Option<wgpu::ComputePipeline>,
     /// Name → binding index of every resource the entry point actually uses.
     pub(super) used_bindings: Vec<(String, u32)>,
+    /// The storage buffers among them it may write.
+    pub(super) writable: Vec<String>,
     /// What was compiled: the variant and its entry point.
     pub(super) variant: Variant,
     pub(super) entry: String,

@@ -253,6 +253,25 @@ impl GpuContext {
                 Arg::Buffer(b) => ranges.push((*binding, (*b).clone(), 0, b.size())),
             }
         }
+        let bound: Vec<_> = cached
+            .used_bindings
+            .iter()
+            .zip(&ranges)
+            .filter(|((name, _), _)| {
+                args.iter()
+                    .any(|(n, a)| n == name && !matches!(a, Arg::Uniform(_)))
+            })
+            .map(|((name, _), (_, buf, offset, size))| {
+                (
+                    name.as_str(),
+                    buf,
+                    *offset,
+                    *size,
+                    cached.writable.contains(name),
+                )
+            })
+            .collect();
+        check_aliasing(&format!("{}::{}", desc.shader.name, desc.entry), &bound)?;
         // Over a limit wgpu reports a validation error (a panic by default); say which
         // tensor of which kernel, how big, and which limit, before touching wgpu. A dry
         // context only records the largest binding: its plan reports the limits.
@@ -352,7 +371,11 @@ impl GpuContext {
             return Ok(p.clone());
         }
         let source = variant.specialise()?;
-        let (used_bindings, storage_buffers) = analyse(variant, entry, &source)?;
+        let Analysis {
+            used: used_bindings,
+            storage_buffers,
+            writable,
+        } = analyse(variant, entry, &source)?;
         // Over the limit wgpu panics at pipeline creation; say which kernel and why instead.
         let max = self.caps.max_storage_buffers_per_shader_stage;
         if storage_buffers > max {
@@ -394,6 +417,7 @@ impl GpuContext {
             source: variant.decl.source,
             pipeline,
             used_bindings,
+            writable,
             variant: variant.clone(),
             entry: entry.to_string(),
         });
@@ -406,12 +430,11 @@ impl GpuContext {
     }
 }
 
-/// What naga says of one entry point of a variant: the bindings it uses (name, index) and
-/// how many storage buffers it binds. Device-independent, so computed once per process
-/// (a dry plan and the real one share it).
-fn analyse(variant: &Variant, entry: &str, source: &str) -> Result<(Vec<(String, u32)>, u32)> {
-    type Analyses = Mutex<HashMap<String, (Vec<(String, u32)>, u32)>>;
-    static ANALYSES: std::sync::OnceLock<Analyses> = std::sync::OnceLock::new();
+/// What naga says of one entry point of a variant ([`Analysis`]). Device-independent, so
+/// computed once per process (a dry plan and the real one share it).
+fn analyse(variant: &Variant, entry: &str, source: &str) -> Result<Analysis> {
+    static ANALYSES: std::sync::OnceLock<Mutex<HashMap<String, Analysis>>> =
+        std::sync::OnceLock::new();
     // The source's address too: two shaders declared under one name must not share.
     let key = format!(
         "{}#{}#{:p}",
@@ -429,10 +452,60 @@ fn analyse(variant: &Variant, entry: &str, source: &str) -> Result<(Vec<(String,
         message: format!("no entry point `{entry}`"),
     })?;
     let storage_buffers = shader::storage_buffers_used(&module, &info, entry).unwrap_or(0);
-    let found = (used, storage_buffers);
+    let writable = shader::writable_bindings(&module, &info, entry).unwrap_or_default();
+    let found = Analysis {
+        used,
+        storage_buffers,
+        writable,
+    };
     analyses
         .lock()
         .expect("shader analyses")
         .insert(key, found.clone());
     Ok(found)
+}
+
+/// What naga says of one entry point of a variant.
+#[derive(Clone)]
+struct Analysis {
+    /// The bindings it uses: (name, index).
+    used: Vec<(String, u32)>,
+    /// How many storage buffers it binds.
+    storage_buffers: u32,
+    /// The storage buffers it may write, by name.
+    writable: Vec<String>,
+}
+
+/// Bindings of one buffer that WebGPU refuses in one dispatch: a writable binding beside a
+/// read-only one (any ranges: a usage conflict), or beside another writable one whose range
+/// overlaps it (aliasing). wgpu's native validation reports the first only when the pass
+/// is submitted, and lets the second through where Chrome rejects the dispatch; here both
+/// are an error when the kernel is made, naming the kernel and the bindings.
+fn check_aliasing(kernel: &str, bound: &[(&str, &Arc<GpuBuffer>, u64, u64, bool)]) -> Result<()> {
+    for (i, a) in bound.iter().enumerate() {
+        for b in &bound[i + 1..] {
+            if !Arc::ptr_eq(a.1, b.1) || !(a.4 || b.4) {
+                continue;
+            }
+            let overlap = a.2 < b.2 + b.3 && b.2 < a.2 + a.3;
+            let conflict = if a.4 && b.4 { overlap } else { true };
+            if conflict {
+                let how = |w: bool| if w { "writable" } else { "read-only" };
+                return Err(Error::Gpu(format!(
+                    "kernel {kernel} binds buffer `{}` as `{}` ({}, bytes {}..{}) and as `{}` ({}, bytes {}..{}): \
+                     WebGPU forbids a writable binding beside another binding of the same buffer in one dispatch",
+                    a.1.label(),
+                    a.0,
+                    how(a.4),
+                    a.2,
+                    a.2 + a.3,
+                    b.0,
+                    how(b.4),
+                    b.2,
+                    b.2 + b.3
+                )));
+            }
+        }
+    }
+    Ok(())
 }

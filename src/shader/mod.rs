@@ -70,7 +70,10 @@ mod wgsl_struct;
 pub use directives::{INCLUDES, declared_tensors};
 pub use grid::{Assignment, Grid, each_like_or_f32, f32_only};
 pub use tensor::TensorDecl;
-pub use validate::{BindingLayout, binding_layouts, storage_buffers_used, used_bindings, validate};
+pub use validate::{
+    BindingLayout, binding_layouts, storage_buffers_used, used_bindings, validate,
+    writable_bindings,
+};
 pub use wgsl_struct::{StructDecl, WgslScalar, assert_scalar};
 // The derive-free `Pod` of `wgsl_struct!` (used from other crates through `$crate`).
 #[doc(hidden)]

@@ -57,6 +57,20 @@ pub fn used_bindings(
     )
 }
 
+/// The storage buffers an entry point may write (`var<storage, read_write>`), by name.
+pub fn writable_bindings(
+    module: &naga::Module,
+    info: &naga::valid::ModuleInfo,
+    entry: &str,
+) -> Option<Vec<String>> {
+    let globals = used_globals(module, info, entry)?;
+    let writable = globals.into_iter().filter(|g| {
+        matches!(g.space, naga::AddressSpace::Storage { access }
+            if access.contains(naga::StorageAccess::STORE))
+    });
+    Some(writable.filter_map(|g| g.name.clone()).collect())
+}
+
 /// Storage buffers an entry point binds (counted against the adapter's
 /// `max_storage_buffers_per_shader_stage`: 8 on WebGPU, as few as 4 on old GLES 3.1 devices).
 pub fn storage_buffers_used(

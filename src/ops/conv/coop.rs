@@ -104,6 +104,18 @@ pub(super) fn args<'a>(
     args
 }
 
+/// Placeholders for the writable bindings a kind never touches (the other kinds' output and
+/// the split-K partial sums): in `out`'s storage and f32, as the declared variants bind them.
+/// Its own output cannot stand in: WebGPU forbids two writable bindings of one buffer in a
+/// dispatch, and the kernel builder refuses them on every backend (`gpu::kernel`).
+pub(super) fn untouched(ctx: &GpuContext, out: Storage) -> (Tensor, Tensor) {
+    let label = "conv_coop untouched output";
+    (
+        Tensor::zeros_labelled(ctx, label, &[2], out),
+        Tensor::zeros_labelled(ctx, label, &[2], Storage::F32),
+    )
+}
+
 /// The storages a cooperative kernel of `kind` binds, with bias (forward) or dw (weight
 /// gradient) in `aux` (the variants the portability tests check).
 fn storages(kind: Kind, aux: Storage) -> Vec<(&'static str, Storage)> {

@@ -117,7 +117,8 @@ pub fn conv2d_forward(
     };
     if let Some(config) = coop::config(ctx, &[x.storage(), w.storage()]) {
         let gemm = Gemm::unsplit(d.o, pixels, depth);
-        let args = coop::args([x, w, bias.unwrap_or(w), y], [x, x, y, y]);
+        let (dw, partials) = coop::untouched(ctx, y.storage());
+        let args = coop::args([x, w, bias.unwrap_or(w), y], [x, x, &dw, &partials]);
         let tile = coop::gemm(ctx, config, Kind::Forward, d.o, pixels);
         let body = Body::Coop(tile, Kind::Forward);
         return launch(ctx, body, &d, p, gemm, epilogue, args);
@@ -140,7 +141,8 @@ pub fn conv2d_backward_input(
     let (pixels, depth) = (d.n * d.h * d.w, d.o * d.kh * d.kw);
     if let Some(config) = coop::config(ctx, &[dy.storage(), w.storage()]) {
         let gemm = Gemm::unsplit(d.c, pixels, depth);
-        let args = coop::args([dy, w, w, dx], [dy, dy, dx, dx]);
+        let (dw, partials) = coop::untouched(ctx, dx.storage());
+        let args = coop::args([dy, w, w, dx], [dy, dy, &dw, &partials]);
         let tile = coop::gemm(ctx, config, Kind::InputGrad, d.c, pixels);
         let body = Body::Coop(tile, Kind::InputGrad);
         return launch(ctx, body, &d, p, gemm, STORE, args);
@@ -198,10 +200,9 @@ pub fn conv2d_backward_weight(
                 depth: pixels,
                 split,
             };
-            // dw also stands in for the bindings this kind never touches: tensor cores run
-            // natively only (WebGPU has no cooperative matrices), where wgpu accepts it.
-            let partials = partials.as_ref().unwrap_or(dw);
-            let args = coop::args([x, x, x, dw], [x, dy, dw, partials]);
+            let (dst, unsplit) = coop::untouched(ctx, dw.storage());
+            let partials = partials.as_ref().unwrap_or(&unsplit);
+            let args = coop::args([x, x, x, &dst], [x, dy, dw, partials]);
             let body = Body::Coop(tile, Kind::WeightGrad);
             launch(ctx, body, &d, p, gemm, epilogue, args)?
         }
