@@ -5,6 +5,7 @@ use std::cell::OnceCell;
 use std::sync::Arc;
 
 use super::Backward;
+use super::recompute::HandedOn;
 use crate::error::Result;
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::nn::buffers::{GradientArena, Scratch};
@@ -81,6 +82,8 @@ pub struct BackwardPlan<'a> {
     /// buffer of the last one taken.
     offered: Option<Tensor>,
     taken: Option<Arc<GpuBuffer>>,
+    /// An activation's input gradient made ahead of its backward ([`super::recompute`]).
+    pub(super) handed_on: Option<HandedOn>,
 }
 
 impl<'a> BackwardPlan<'a> {
@@ -103,6 +106,7 @@ impl<'a> BackwardPlan<'a> {
             probes: ProbeLog::default(),
             offered: None,
             taken: None,
+            handed_on: None,
         }
     }
 
@@ -248,6 +252,11 @@ impl<'a> BackwardPlan<'a> {
     pub fn scratch(&mut self, label: &'static str, like: &Tensor) -> Result<Tensor> {
         self.scratch
             .tensor(self.ctx, label, like.shape(), like.storage())
+    }
+
+    /// How many kernels are planned so far.
+    pub(super) fn kernel_count(&self) -> usize {
+        self.kernels.len()
     }
 
     /// Append a kernel to the backward pass.
