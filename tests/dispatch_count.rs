@@ -37,11 +37,12 @@ fn gpt_tiny_amp_f16_step_dispatches() {
     // 100 before LayerNorm wrote the low dtype its Linear reads (5 casts and their 5
     // backward casts gone) and added its input gradient onto the residual's skip path (4
     // accumulates gone); 86 before each residual's add moved into the LayerNorm after it (4),
-    // the LayerNorm backward's partial sums into its input-gradient kernel (5), and the
-    // residual's cast of its gradient into that kernel too (4).
+    // the LayerNorm backward's partial sums into its input-gradient kernel (5), the
+    // residual's cast of its gradient into that kernel too (4), and the kernel recomputing
+    // each GELU for mlp.c_proj's weight gradient made the GELU's input gradient too (2).
     let n = kernels_per_step("gpt-tiny", &[64], 65, Precision::AmpF16);
     eprintln!("gpt-tiny amp-f16: {n} dispatches per step (target 70)");
-    assert!(n <= 73, "gpt-tiny amp-f16: {n} dispatches per step, was 73");
+    assert!(n <= 71, "gpt-tiny amp-f16: {n} dispatches per step, was 71");
 }
 
 #[test]
@@ -56,8 +57,9 @@ fn simple_cnn_amp_f16_step_dispatches() {
 
 #[test]
 fn gpt_tiny_f32_step_dispatches() {
+    // 79 before the LayerNorm fusions (add, partial sums: 9) and the GELU recompute making
+    // the GELU's input gradient too (2).
     let n = kernels_per_step("gpt-tiny", &[64], 65, Precision::F32);
     eprintln!("gpt-tiny f32: {n} dispatches per step");
-    // 79 before the add + LayerNorm and LayerNorm backward fusions.
-    assert!(n <= 70, "gpt-tiny f32: {n} dispatches per step, was 70");
+    assert!(n <= 68, "gpt-tiny f32: {n} dispatches per step, was 68");
 }

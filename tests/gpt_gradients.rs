@@ -205,6 +205,20 @@ fn residual_blocks_and_dropout_p0_match_finite_differences() {
     check("residual+dropout(0)", spec);
 }
 
+/// The Linear opening the residual recomputes the SiLU output it reads and makes the SiLU's
+/// input gradient from its own input gradient in the same kernel; but that is only the
+/// branch's share (the skip path adds after), so the SiLU must not take it and makes its own.
+#[test]
+fn an_activation_read_by_a_residual_branch_makes_its_own_input_gradient() {
+    let spec = json(&format!(
+        r#"{{"embedding": {{"vocab": {VOCAB}, "dim": 6, "positions": {T}}}}},
+           {{"linear": {{"out": 6}}}}, {{"silu": {{}}}},
+           {{"residual": {{"layers": [{{"linear": {{"out": 6}}}}]}}}},
+           {{"linear": {{"out": {VOCAB}}}}}"#
+    ));
+    check("silu read by a residual branch's linear", spec);
+}
+
 #[test]
 fn dropout_with_a_fixed_mask_matches_finite_differences() {
     // In training mode the gradient through dropout is the upstream gradient times the

@@ -29,6 +29,7 @@ pub struct UnaryOp {
     pub backward: &'static str,
     forward_entry: &'static str,
     backward_entry: &'static str,
+    forward_backward_entry: &'static str,
 }
 
 /// The table: each row a `pub static`, [`UNARY_OPS`] listing them, and the shader's source
@@ -51,6 +52,7 @@ macro_rules! unary_ops {
                 backward: $backward,
                 forward_entry: concat!($name, "_forward"),
                 backward_entry: concat!($name, "_backward"),
+                forward_backward_entry: concat!($name, "_forward_backward"),
             };
         )*
 
@@ -70,7 +72,9 @@ macro_rules! unary_ops {
                 )*
             ),
             structs: &[Params::WGSL],
-            // The input and its gradient in one storage, the output in any.
+            // The input and the upstream gradient in one storage, the output and the input
+            // gradient in one (any) storage: the pairs the fused entry point binds too
+            // ([`fuses`]).
             variants: |shader| {
                 Grid::new()
                     .each(&["x", "dy"])
@@ -128,11 +132,11 @@ pub fn by_name(name: &str) -> Option<&'static UnaryOp> {
 fn launch(
     ctx: &GpuContext,
     entry: &'static str,
-    out: (&'static str, &Tensor),
+    outputs: &[(&'static str, &Tensor)],
     inputs: &[(&'static str, &Tensor)],
 ) -> Result<Kernel> {
-    let (out_name, out) = out;
-    for (_, t) in inputs {
+    let (_, out) = outputs[0];
+    for (_, t) in outputs.iter().chain(inputs) {
         if t.numel() != out.numel() {
             return Err(Error::shape(
                 entry,
@@ -146,11 +150,8 @@ fn launch(
         n,
         ..Default::default()
     };
-    let mut args = vec![
-        ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
-        (out_name, out.arg()),
-    ];
-    args.extend(inputs.iter().map(|(n, t)| (*n, t.arg())));
+    let mut args = vec![("params", Arg::Uniform(bytemuck::bytes_of(&params)))];
+    args.extend(outputs.iter().chain(inputs).map(|(n, t)| (*n, t.arg())));
     ctx.kernel(
         &KernelDesc::new(&SHADER, entry),
         &args,
@@ -160,7 +161,7 @@ fn launch(
 
 /// `y = op(x)`.
 pub fn forward(ctx: &GpuContext, op: &'static UnaryOp, x: &Tensor, y: &Tensor) -> Result<Kernel> {
-    launch(ctx, op.forward_entry, ("y", y), &[("x", x)])
+    launch(ctx, op.forward_entry, &[("y", y)], &[("x", x)])
 }
 
 /// `dx = dy · op'(x)`, `x` the forward's input.
@@ -171,5 +172,47 @@ pub fn backward(
     dy: &Tensor,
     dx: &Tensor,
 ) -> Result<Kernel> {
-    launch(ctx, op.backward_entry, ("dx", dx), &[("x", x), ("dy", dy)])
+    launch(
+        ctx,
+        op.backward_entry,
+        &[("dx", dx)],
+        &[("x", x), ("dy", dy)],
+    )
+}
+
+/// Whether [`forward_backward`] takes tensors of these storages: the upstream gradient in
+/// the input's, the input gradient in the output's (the pairs of the shader's variant grid).
+pub fn fuses(x: &Tensor, dy: &Tensor, y: &Tensor, dx: &Tensor) -> bool {
+    x.storage() == dy.storage() && y.storage() == dx.storage()
+}
+
+/// [`forward`] and [`backward`] in one dispatch: `y = op(x)` and `dx = dy · op'(x)`, each
+/// element by the same expressions as those kernels, so the same bits. For a backward that
+/// recomputes `y` and needs `dx` too ([`crate::nn::layers::recompute`]).
+pub fn forward_backward(
+    ctx: &GpuContext,
+    op: &'static UnaryOp,
+    x: &Tensor,
+    dy: &Tensor,
+    y: &Tensor,
+    dx: &Tensor,
+) -> Result<Kernel> {
+    if !fuses(x, dy, y, dx) {
+        return Err(Error::shape(
+            op.forward_backward_entry,
+            format!(
+                "storages x {}, dy {}, y {}, dx {}: want dy in the storage of x, dx in that of y",
+                x.storage().name(),
+                dy.storage().name(),
+                y.storage().name(),
+                dx.storage().name()
+            ),
+        ));
+    }
+    launch(
+        ctx,
+        op.forward_backward_entry,
+        &[("y", y), ("dx", dx)],
+        &[("x", x), ("dy", dy)],
+    )
 }

@@ -4,16 +4,19 @@
 //! #map add: out = sum(x, y)     // out[i] = sum(x[i], y[i]) for every i < params.n
 //! #map bias_add: out = plus_bias(x, i)   // `i` passes the element's index
 //! #unary silu                   // silu_forward: y = silu(x); silu_backward: dx = silu_grad(x, dy)
+//!                               // silu_forward_backward: both, from one read of x
 //! ```
 //!
 //! A `#map` entry point runs over `params.n` elements, two per thread of a `WG`-thread
 //! workgroup (a 1-D launch folded by `gpu::grid_1d` over `n / 2` threads), so a packed f16
 //! output is written a whole word at a time (`store2`) and the last odd element alone. The
 //! shader supplies `WG`, `params.n` and the scalar function; each argument is a `#tensor`,
-//! loaded at the element, or `i`. `#unary NAME` is the two entry points of an activation
+//! loaded at the element, or `i`. `#unary NAME` is the entry points of an activation
 //! from its scalar pair `NAME(v)` and `NAME_grad(v, g)`, over the tensors every layer
 //! shader names the same way: input `x`, output `y`, upstream gradient `dy`, input
-//! gradient `dx`.
+//! gradient `dx`. The third, `NAME_forward_backward`, writes `y` and `dx` at once: the
+//! backward that recomputes `y` (a Linear reading it, `nn::layers::recompute`) and needs
+//! `dx` too gets both from one dispatch, each by the same expression as its own entry point.
 
 use super::tensor::code;
 use crate::error::{Error, Result};
@@ -50,10 +53,15 @@ pub(super) fn expand(shader: &str, line: &str) -> Result<Option<String>> {
         if !is_identifier(name) {
             return Err(bad(shader, directive, "#unary NAME"));
         }
-        let forward = entry_point(&format!("{name}_forward"), "y", name, &["x"]);
         let grad = format!("{name}_grad");
-        let backward = entry_point(&format!("{name}_backward"), "dx", &grad, &["x", "dy"]);
-        return Ok(Some(forward + &backward));
+        let forward = ("y", name, &["x"][..]);
+        let backward = ("dx", grad.as_str(), &["x", "dy"][..]);
+        let entries = [
+            entry_point(&format!("{name}_forward"), &[forward]),
+            entry_point(&format!("{name}_backward"), &[backward]),
+            entry_point(&format!("{name}_forward_backward"), &[forward, backward]),
+        ];
+        return Ok(Some(entries.concat()));
     }
     Ok(None)
 }
@@ -76,33 +84,48 @@ fn map(shader: &str, line: &str, rest: &str) -> Result<String> {
     if !names.into_iter().all(is_identifier) {
         return Err(bad(shader, line, want));
     }
-    Ok(entry_point(entry, out, function, &args))
+    Ok(entry_point(entry, &[(out, function, &args)]))
 }
 
-/// One entry point: `out[k] = function(args at k)` for the pair of elements `i`, `i + 1`,
-/// or for `i` alone at the odd end.
-fn entry_point(entry: &str, out: &str, function: &str, args: &[&str]) -> String {
-    let tensors: Vec<&str> = args.iter().copied().filter(|a| *a != "i").collect();
+/// One entry point writing each `(out, function, args)`: `out[k] = function(args at k)` for
+/// the pair of elements `i`, `i + 1`, or for `i` alone at the odd end. Outputs of one entry
+/// point share the loads of their tensors (`#unary`'s fused forward and backward).
+fn entry_point(entry: &str, outputs: &[(&str, &str, &[&str])]) -> String {
+    let mut tensors: Vec<&str> = Vec::new();
+    for (_, _, args) in outputs {
+        for a in args.iter().copied().filter(|a| *a != "i") {
+            if !tensors.contains(&a) {
+                tensors.push(a);
+            }
+        }
+    }
     let mut pair_loads = String::new();
     for t in &tensors {
         pair_loads.push_str(&format!("        let {t}_pair = {t}_load2(i);\n"));
     }
-    let call = |arg: &dyn Fn(&str) -> String| {
-        let args: Vec<String> = args.iter().map(|a| arg(a)).collect();
-        format!("{function}({})", args.join(", "))
-    };
-    let first = call(&|a| match a {
-        "i" => "i".into(),
-        t => format!("{t}_pair.x"),
-    });
-    let second = call(&|a| match a {
-        "i" => "i + 1u".into(),
-        t => format!("{t}_pair.y"),
-    });
-    let single = call(&|a| match a {
-        "i" => "i".into(),
-        t => format!("{t}_load(i)"),
-    });
+    let (mut pair_stores, mut single_stores) = (String::new(), String::new());
+    for (out, function, args) in outputs {
+        let call = |arg: &dyn Fn(&str) -> String| {
+            let args: Vec<String> = args.iter().map(|a| arg(a)).collect();
+            format!("{function}({})", args.join(", "))
+        };
+        let first = call(&|a| match a {
+            "i" => "i".into(),
+            t => format!("{t}_pair.x"),
+        });
+        let second = call(&|a| match a {
+            "i" => "i + 1u".into(),
+            t => format!("{t}_pair.y"),
+        });
+        let single = call(&|a| match a {
+            "i" => "i".into(),
+            t => format!("{t}_load(i)"),
+        });
+        pair_stores.push_str(&format!(
+            "        {out}_store2(i, vec2<f32>({first}, {second}));\n"
+        ));
+        single_stores.push_str(&format!("        {out}_store(i, {single});\n"));
+    }
     format!(
         "@compute @workgroup_size(WG)\n\
          fn {entry}(@builtin(global_invocation_id) gid: vec3<u32>, \
@@ -110,9 +133,9 @@ fn entry_point(entry: &str, out: &str, function: &str, args: &[&str]) -> String 
          \x20   let i = 2u * thread_index(gid, nwg, WG);\n\
          \x20   if (i + 1u < params.n) {{\n\
          {pair_loads}\
-         \x20       {out}_store2(i, vec2<f32>({first}, {second}));\n\
+         {pair_stores}\
          \x20   }} else if (i < params.n) {{\n\
-         \x20       {out}_store(i, {single});\n\
+         {single_stores}\
          \x20   }}\n\
          }}\n"
     )
@@ -166,6 +189,22 @@ mod tests {
                 src.contains("dx_store(i, square_grad(x_load(i), dy_load(i)));"),
                 "{src}"
             );
+            // The fused pair: both outputs from one load of each input.
+            let fused = src
+                .split("fn square_forward_backward(")
+                .nth(1)
+                .expect("a fused entry point");
+            let fused = &fused[..fused.find("\n}\n").unwrap()];
+            assert_eq!(fused.matches("x_load2(i)").count(), 1, "{fused}");
+            for line in [
+                "y_store2(i, vec2<f32>(square(x_pair.x), square(x_pair.y)));",
+                "dx_store2(i, vec2<f32>(square_grad(x_pair.x, dy_pair.x), \
+                 square_grad(x_pair.y, dy_pair.y)));",
+                "y_store(i, square(x_load(i)));",
+                "dx_store(i, square_grad(x_load(i), dy_load(i)));",
+            ] {
+                assert!(fused.contains(line), "{line} in {fused}");
+            }
         }
     }
 

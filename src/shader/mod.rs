@@ -52,7 +52,8 @@
 //!
 //! ```text
 //! #map add: out = sum(x, y)     // out[i] = sum(x[i], y[i]), two elements per thread
-//! #unary relu                   // relu_forward and relu_backward from relu(v), relu_grad(v, g)
+//! #unary relu                   // relu_forward, relu_backward and relu_forward_backward
+//!                               // (both at once) from relu(v), relu_grad(v, g)
 //! ```
 //!
 //! Packed storages keep two 16-bit values per `u32`. Two threads may write the two halves of

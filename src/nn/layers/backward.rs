@@ -5,6 +5,7 @@ use std::cell::OnceCell;
 use std::sync::Arc;
 
 use super::Backward;
+use super::recompute::HandedOn;
 use crate::error::Result;
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::nn::buffers::{GradientArena, Scratch};
@@ -83,6 +84,8 @@ pub struct BackwardPlan<'a> {
     taken: Option<Arc<GpuBuffer>>,
     /// A kernel that can also write a low-dtype copy of its output ([`super::fusion`]).
     pub(super) copy_offer: Option<super::fusion::CopyOffer<'a>>,
+    /// An activation's input gradient made ahead of its backward ([`super::recompute`]).
+    pub(super) handed_on: Option<HandedOn>,
 }
 
 impl<'a> BackwardPlan<'a> {
@@ -106,6 +109,7 @@ impl<'a> BackwardPlan<'a> {
             offered: None,
             taken: None,
             copy_offer: None,
+            handed_on: None,
         }
     }
 
@@ -261,6 +265,11 @@ impl<'a> BackwardPlan<'a> {
     pub fn scratch(&mut self, label: &'static str, like: &Tensor) -> Result<Tensor> {
         self.scratch
             .tensor(self.ctx, label, like.shape(), like.storage())
+    }
+
+    /// How many kernels are planned so far.
+    pub(super) fn kernel_count(&self) -> usize {
+        self.kernels.len()
     }
 
     /// Append a kernel to the backward pass.

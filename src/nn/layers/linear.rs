@@ -187,10 +187,28 @@ impl Backward for LinearBackward {
         let ctx = b.ctx();
         let like = self.x.like();
         let numel: usize = like.shape.iter().product();
-        let (rows, out) = (numel / self.w.shape()[1], self.w.shape()[0]);
-        let values = self.x.values(b)?;
-        let x = values.reshape(&[rows, self.w.shape()[1]])?;
+        let (rows, inner, out) = (
+            numel / self.w.shape()[1],
+            self.w.shape()[1],
+            self.w.shape()[0],
+        );
         let dy = dy.reshape(&[rows, out])?;
+        let input_grad = |b: &mut BackwardPlan<'_>| -> Result<Tensor> {
+            let dx = b.input_grad_like(&like)?;
+            let dx2 = dx.reshape(&[rows, inner])?;
+            b.push(matmul(ctx, &dy, &self.w, &dx2, MatmulOpts::default())?);
+            Ok(dx)
+        };
+        // An activation's output recomputed for the weight gradient: with the input gradient
+        // made first, the kernel that recomputes it makes the activation's input gradient too
+        // (one dispatch less; [`Kept::values_and_input_grad`]).
+        let (values, dx) = if b.wants_input_grad() && self.x.fuses_input_grad() {
+            let dx = input_grad(b)?;
+            (self.x.values_and_input_grad(b, &dx)?, Some(dx))
+        } else {
+            (self.x.values(b)?, None)
+        };
+        let x = values.reshape(&[rows, inner])?;
         let dw = match &self.tied_to {
             Some(name) => b.param_grad_at(name)?,
             None => b.param_grad("weight")?,
@@ -214,9 +232,13 @@ impl Backward for LinearBackward {
         if !b.wants_input_grad() {
             return Ok(None);
         }
-        let dx = b.input_grad_like(&like)?;
-        let dx2 = dx.reshape(x.shape())?;
-        b.push(matmul(ctx, &dy, &self.w, &dx2, MatmulOpts::default())?);
-        Ok(Some(dx))
+        match dx {
+            Some(dx) => {
+                // The weight and bias gradients since only read the activation's values.
+                b.hand_on();
+                Ok(Some(dx))
+            }
+            None => input_grad(b).map(Some),
+        }
     }
 }

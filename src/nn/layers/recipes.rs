@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::gpu::{GpuContext, Kernel};
 use crate::ops::unary::{self, UnaryOp};
-use crate::tensor::Tensor;
+use crate::tensor::{Storage, Tensor};
 
 /// How an activation is made again: the unary op's forward on `input`.
 #[derive(Clone)]
@@ -19,6 +19,32 @@ impl Recipe {
     /// The kernel that writes the activation into `out`.
     pub fn kernel(&self, ctx: &GpuContext, out: &Tensor) -> Result<Kernel> {
         unary::forward(ctx, self.op, &self.input, out)
+    }
+
+    /// Whether [`Self::fused_kernel`] takes an activation stored as `output` (whose gradient
+    /// then has that storage too) with its input's gradient in the input's storage.
+    pub fn fuses(&self, output: Storage) -> bool {
+        output == self.input.storage()
+    }
+
+    /// The kernel that writes the activation into `out` and, from `dy` (the activation's
+    /// gradient), its input's gradient into `dx`: the op's forward and backward at once.
+    pub fn fused_kernel(
+        &self,
+        ctx: &GpuContext,
+        dy: &Tensor,
+        out: &Tensor,
+        dx: &Tensor,
+    ) -> Result<Kernel> {
+        unary::forward_backward(ctx, self.op, &self.input, dy, out, dx)
+    }
+
+    pub fn input(&self) -> &Tensor {
+        &self.input
+    }
+
+    pub fn op(&self) -> &'static UnaryOp {
+        self.op
     }
 }
 

@@ -9,6 +9,15 @@
 //! [`Kept::done`]). The same kernel on the same input gives the same bits, so gradients do
 //! not change; the output, read by forward kernels only, becomes a transient activation
 //! ([`crate::nn::transient`]) and shares a buffer.
+//!
+//! The activation's own backward reads the same input. So when the reader's input gradient
+//! (the activation's output gradient) is made first, one kernel makes both: the activation
+//! again and its input's gradient ([`Kept::values_and_input_grad`], the op's forward and
+//! backward expressions at once). That gradient is handed on, and the activation's backward
+//! takes it instead of pushing its kernel ([`BackwardPlan::take_input_grad`]): a GPT block's
+//! MLP backward is one dispatch shorter.
+
+use std::sync::Arc;
 
 use super::backward::Like;
 use super::recipes::Recipe;
@@ -66,11 +75,107 @@ impl Kept {
         }
     }
 
+    /// Whether [`Self::values_and_input_grad`] makes the input gradient too: the values are
+    /// recomputed and their storages fit the fused kernel.
+    pub fn fuses_input_grad(&self) -> bool {
+        match self {
+            Kept::Tensor(_) => false,
+            Kept::Recomputed { like, recipe } => recipe.fuses(like.storage),
+        }
+    }
+
+    /// [`Self::values`], and when [`Self::fuses_input_grad`], from the same kernel the
+    /// gradient of the activation's input, from `dy` (the gradient of the values, already
+    /// complete): handed on to the activation's backward ([`BackwardPlan::take_input_grad`])
+    /// once the caller, done, says so ([`BackwardPlan::hand_on`]).
+    pub fn values_and_input_grad(&self, b: &mut BackwardPlan<'_>, dy: &Tensor) -> Result<Tensor> {
+        let Kept::Recomputed { like, recipe } = self else {
+            return self.values(b);
+        };
+        if !self.fuses_input_grad() {
+            return self.values(b);
+        }
+        let out = b.input_grad_like(like)?;
+        let dx = b.input_grad(recipe.input())?;
+        b.push(recipe.fused_kernel(b.ctx(), dy, &out, &dx)?);
+        let made = HandedOn {
+            op: recipe.op(),
+            x: recipe.input().clone(),
+            dy: dy.clone(),
+            dx,
+            after: None,
+        };
+        if let Some(stale) = b.handed_on.replace(made) {
+            b.release(&stale.dx);
+        }
+        Ok(out)
+    }
+
     /// Give back the buffer [`Self::values`] recomputed into (nothing for a kept tensor).
     /// Kernels pushed later may overwrite it: they run after the ones that read it.
     pub fn done(&self, b: &mut BackwardPlan<'_>, values: &Tensor) {
         if let Kept::Recomputed { .. } = self {
             b.release(values);
         }
+    }
+}
+
+/// An activation's input gradient made ahead of its backward, by the kernel that recomputed
+/// its output ([`Kept::values_and_input_grad`]).
+pub(super) struct HandedOn {
+    op: &'static UnaryOp,
+    /// The activation's input and the gradient of its output, as the kernel read them.
+    x: Tensor,
+    dy: Tensor,
+    /// The input gradient it wrote.
+    dx: Tensor,
+    /// The kernels pushed when the layer that made it was done ([`BackwardPlan::hand_on`]):
+    /// while no other follows, `x` and `dy` still hold what the kernel read, so `dx` is what
+    /// the activation's backward kernel would write then. `None` until then.
+    after: Option<usize>,
+}
+
+/// Whether `a` and `b` view the same elements of one buffer (a reshape between two layers
+/// keeps them the same).
+fn same_elements(a: &Tensor, b: &Tensor) -> bool {
+    Arc::ptr_eq(a.buffer(), b.buffer())
+        && a.byte_offset() == b.byte_offset()
+        && a.numel() == b.numel()
+        && a.storage() == b.storage()
+}
+
+impl BackwardPlan<'_> {
+    /// Hand on the input gradient [`Kept::values_and_input_grad`] made, if it did: the layer
+    /// calling this is done, and none of its kernels since that one wrote the activation's
+    /// input or output gradient (a Linear's weight and bias gradients only read them).
+    pub fn hand_on(&mut self) {
+        let now = self.kernel_count();
+        if let Some(made) = &mut self.handed_on {
+            made.after.get_or_insert(now);
+        }
+    }
+
+    /// The gradient of `x`, the input of activation `op` whose output's gradient is `dy`,
+    /// when the kernel that recomputed the output made it from these same tensors and no
+    /// kernel has run since (so it is the bits `op`'s backward kernel would write), shaped
+    /// like `x`. A gradient handed on that does not fit is given back.
+    pub fn take_input_grad(
+        &mut self,
+        op: &'static UnaryOp,
+        x: &Tensor,
+        dy: &Tensor,
+    ) -> Result<Option<Tensor>> {
+        let Some(made) = self.handed_on.take() else {
+            return Ok(None);
+        };
+        let fits = std::ptr::eq(made.op, op)
+            && made.after == Some(self.kernel_count())
+            && same_elements(&made.x, x)
+            && same_elements(&made.dy, dy);
+        if !fits {
+            self.release(&made.dx);
+            return Ok(None);
+        }
+        made.dx.reshape(x.shape()).map(Some)
     }
 }

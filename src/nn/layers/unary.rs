@@ -1,8 +1,8 @@
 //! Unary layers (activations): one layer type over [`crate::ops::unary`]'s table, so a row
 //! there is a layer here, a JSON kind (`{"silu": {}}`) and a precision-map entry. Each runs in
 //! its input's dtype (autocast lists none of them) and registers how its output is made, so a
-//! Linear reading it recomputes it in the backward instead of keeping it
-//! ([`super::recompute`]).
+//! Linear reading it recomputes it in the backward instead of keeping it, and may make this
+//! layer's input gradient in the same kernel ([`super::recompute`]).
 
 use serde::Deserialize;
 
@@ -80,10 +80,18 @@ struct UnaryBackward {
 }
 
 impl Backward for UnaryBackward {
-    /// `dx = dy · f'(x)`.
+    /// `dx = dy · f'(x)`, or the `dx` the Linear reading the output made already, in the
+    /// kernel that recomputed the output ([`super::recompute`]).
     fn backward(&self, b: &mut BackwardPlan<'_>, dy: Tensor) -> Result<Option<Tensor>> {
+        let made = b.take_input_grad(self.op, &self.x, &dy)?;
         if !b.wants_input_grad() {
+            if let Some(dx) = made {
+                b.release(&dx);
+            }
             return Ok(None);
+        }
+        if made.is_some() {
+            return Ok(made);
         }
         let dx = b.input_grad(&self.x)?;
         b.push(unary::backward(b.ctx(), self.op, &self.x, &dy, &dx)?);
