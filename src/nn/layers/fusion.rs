@@ -7,11 +7,15 @@
 //! only the kernel right before a layer can be absorbed by it.
 //!
 //! Today: a residual's add, absorbed by the LayerNorm that reads the sum (a GPT's `ln_2`,
-//! the next block's `ln_1`, and `ln_f`).
+//! the next block's `ln_1`, and `ln_f`); an activation's kernel, absorbed by the max pool
+//! after a ReLU (whose backward then makes the ReLU's input gradient too: [`GradHandoff`]).
+
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::backward::same_buffer;
 use super::plan::ForwardPlan;
 use crate::gpu::Kernel;
+use crate::ops::unary::UnaryOp;
 use crate::tensor::Tensor;
 
 /// What an offered kernel computes.
@@ -19,6 +23,29 @@ use crate::tensor::Tensor;
 pub enum Fusable {
     /// `output = a + b` elementwise, in f32 whatever the storages (a residual's add).
     Add { a: Tensor, b: Tensor },
+    /// `output = op(x)` elementwise, in `x`'s storage (an activation layer). A taker that
+    /// also makes the activation's input gradient in its backward gives it to `grad`.
+    Unary {
+        op: &'static UnaryOp,
+        x: Tensor,
+        grad: GradHandoff,
+    },
+}
+
+/// The input gradient of a layer whose kernel was taken, made by the taker's backward (which
+/// runs first) and handed to the layer's backward, which then pushes nothing. Empty when the
+/// taker did not make it: the layer then makes it itself.
+#[derive(Clone, Debug, Default)]
+pub struct GradHandoff(Arc<Mutex<Option<Tensor>>>);
+
+impl GradHandoff {
+    pub fn give(&self, grad: Tensor) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(grad);
+    }
+
+    pub fn take(&self) -> Option<Tensor> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
 }
 
 /// The last kernel of a forward plan, offered with what it computes.
@@ -52,10 +79,22 @@ impl ForwardPlan<'_> {
     /// When the last kernel pushed was offered and writes `input` (the taking layer's
     /// input), take it out of the plan and say what it computed: the caller pushes one
     /// kernel that computes it too, and writes `input` as it did.
+    /// Takes whatever was offered: a layer that fuses only some kinds uses
+    /// [`Self::take_fusable_if`], or the kernel of another kind is lost.
     pub fn take_fusable(&mut self, input: &Tensor) -> Option<Fusable> {
+        self.take_fusable_if(input, |_| true)
+    }
+
+    /// [`Self::take_fusable`] when `wanted` accepts what was offered; otherwise the offered
+    /// kernel stays in the plan (and the offer lapses with the caller's own push).
+    pub fn take_fusable_if(
+        &mut self,
+        input: &Tensor,
+        wanted: impl FnOnce(&Fusable) -> bool,
+    ) -> Option<Fusable> {
         let offer = self.offer.take()?;
         let last = self.kernels_mut().len().checked_sub(1)?;
-        if offer.index != last || !same_view(&offer.output, input) {
+        if offer.index != last || !same_view(&offer.output, input) || !wanted(&offer.what) {
             return None;
         }
         self.kernels_mut().pop();

@@ -6,6 +6,7 @@
 
 use serde::Deserialize;
 
+use super::fusion::{Fusable, GradHandoff};
 use super::{Backward, BackwardPlan, ForwardPlan, Layer, LayerConfig, Resolved};
 use crate::amp::policy::{CastRule, Op};
 use crate::error::Result;
@@ -65,18 +66,27 @@ impl Layer for Unary {
         Op::new(self.op.autocast, CastRule::Input)
     }
 
-    /// `y = f(x)`.
+    /// `y = f(x)`, offered to the next layer ([`super::fusion`]: a max pool takes a ReLU).
     fn forward(&self, f: &mut ForwardPlan<'_>, x: Tensor) -> Result<(Tensor, Box<dyn Backward>)> {
         let y = f.activation(&x.shape()[1..]);
-        f.push(unary::forward(f.ctx(), self.op, &x, &y)?);
+        let grad = GradHandoff::default();
+        let what = Fusable::Unary {
+            op: self.op,
+            x: x.clone(),
+            grad: grad.clone(),
+        };
+        f.push_fusable(unary::forward(f.ctx(), self.op, &x, &y)?, &y, what);
         f.recomputable(&y, &x, self.op);
-        Ok((y, Box::new(UnaryBackward { op: self.op, x })))
+        let op = self.op;
+        Ok((y, Box::new(UnaryBackward { op, x, grad })))
     }
 }
 
 struct UnaryBackward {
     op: &'static UnaryOp,
     x: Tensor,
+    /// dx, when the layer that took the forward kernel made it in its own backward.
+    grad: GradHandoff,
 }
 
 impl Backward for UnaryBackward {
@@ -84,6 +94,9 @@ impl Backward for UnaryBackward {
     fn backward(&self, b: &mut BackwardPlan<'_>, dy: Tensor) -> Result<Option<Tensor>> {
         if !b.wants_input_grad() {
             return Ok(None);
+        }
+        if let Some(dx) = self.grad.take() {
+            return Ok(Some(dx));
         }
         let dx = b.input_grad(&self.x)?;
         b.push(unary::backward(b.ctx(), self.op, &self.x, &dy, &dx)?);
