@@ -48,12 +48,13 @@ fn gpt_tiny_amp_f16_step_dispatches() {
 
 #[test]
 fn simple_cnn_amp_f16_step_dispatches() {
-    // 27 before each ReLU ran in the max pool after it, forward and backward (4 gone).
+    // 27 before each ReLU ran in the max pool after it, forward and backward (4 gone), and
+    // the input went up in f16, converted on the host (its cast kernel gone).
     let n = kernels_per_step("simple-cnn", &[3, 32, 32], 10, Precision::AmpF16);
     eprintln!("simple-cnn amp-f16: {n} dispatches per step (target 20)");
     assert!(
-        n <= 23,
-        "simple-cnn amp-f16: {n} dispatches per step, was 23"
+        n <= 22,
+        "simple-cnn amp-f16: {n} dispatches per step, was 22"
     );
 }
 
