@@ -176,28 +176,36 @@ fn gathered_grad(flat: u32, dy_plane: u32, oys: vec2<u32>, ix: u32) -> f32 {
     return g;
 }
 
+// One input row (plane, iy) of the backward: where it starts in x, and the dy rows and
+// plane its elements gather from.
+struct InputRow {
+    start: u32,
+    dy_plane: u32,
+    oys: vec2<u32>,
+}
+
+fn input_row(row: u32) -> InputRow {
+    let plane = row / params.in_h;
+    let iy = row - plane * params.in_h;
+    return InputRow(row * params.in_w, plane * params.out_h * params.out_w, covering(iy, params.out_h));
+}
+
+// dx of a row slot (prelude's `row_slot`; a lone slot's second value is 0 and not stored).
+fn gathered_slot(r: InputRow, s: vec2<u32>) -> vec2<f32> {
+    let ix = s.x - r.start;
+    var g = vec2<f32>(gathered_grad(s.x, r.dy_plane, r.oys, ix), 0.0);
+    if (s.y == 2u) { g.y = gathered_grad(s.x + 1u, r.dy_plane, r.oys, ix + 1u); }
+    return g;
+}
+
 @compute @workgroup_size(WG)
 fn maxpool_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let row = row_of(gid, nwg); // (plane, iy)
     if (row >= params.planes * params.in_h) { return; }
-    let plane = row / params.in_h;
-    let iy = row - plane * params.in_h;
-    let oys = covering(iy, params.out_h);
-    let dy_plane = plane * params.out_h * params.out_w;
-    let x_row = row * params.in_w;
-    var ix = 0u;
-    loop {
-        if (ix >= params.in_w) { break; }
-        let f = x_row + ix;
-        let a = gathered_grad(f, dy_plane, oys, ix);
-        if ((f & 1u) == 0u && ix + 1u < params.in_w) {
-            let b = gathered_grad(f + 1u, dy_plane, oys, ix + 1u);
-            dx_store2(f, vec2<f32>(a, b));
-            ix = ix + 2u;
-        } else {
-            dx_store(f, a);
-            ix = ix + 1u;
-        }
+    let r = input_row(row);
+    for (var k = 0u; k < row_slots(r.start, params.in_w); k = k + 1u) {
+        let s = row_slot(r.start, params.in_w, k);
+        dx_store_slot(s, gathered_slot(r, s));
     }
 }
 
@@ -209,16 +217,10 @@ fn maxpool_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_
 fn maxpool_relu_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let row = row_of(gid, nwg); // (plane, iy)
     if (row >= params.planes * params.in_h) { return; }
-    let plane = row / params.in_h;
-    let iy = row - plane * params.in_h;
-    let oys = covering(iy, params.out_h);
-    let dy_plane = plane * params.out_h * params.out_w;
-    let x_row = row * params.in_w;
-    for (var k = 0u; k < row_slots(x_row, params.in_w); k = k + 1u) {
-        let s = row_slot(x_row, params.in_w, k);
-        let ix = s.x - x_row;
-        var g = vec2<f32>(gathered_grad(s.x, dy_plane, oys, ix), 0.0);
-        if (s.y == 2u) { g.y = gathered_grad(s.x + 1u, dy_plane, oys, ix + 1u); }
+    let r = input_row(row);
+    for (var k = 0u; k < row_slots(r.start, params.in_w); k = k + 1u) {
+        let s = row_slot(r.start, params.in_w, k);
+        let g = gathered_slot(r, s);
         dx_store_slot(s, g);
         let v = pre_slot(s);
         dpre_store_slot(s, vec2<f32>(relu_grad(v.x, g.x), relu_grad(v.y, g.y)));

@@ -79,15 +79,10 @@ impl ForwardPlan<'_> {
     /// When the last kernel pushed was offered and writes `input` (the taking layer's
     /// input), take it out of the plan and say what it computed: the caller pushes one
     /// kernel that computes it too, and writes `input` as it did.
-    /// Takes whatever was offered: a layer that fuses only some kinds uses
-    /// [`Self::take_fusable_if`], or the kernel of another kind is lost.
-    pub fn take_fusable(&mut self, input: &Tensor) -> Option<Fusable> {
-        self.take_fusable_if(input, |_| true)
-    }
-
-    /// [`Self::take_fusable`] when `wanted` accepts what was offered; otherwise the offered
-    /// kernel stays in the plan (and the offer lapses with the caller's own push).
-    pub fn take_fusable_if(
+    ///
+    /// Only what `wanted` accepts is taken (an offer of another kind keeps its kernel, so a
+    /// taker cannot drop a kernel it does not do).
+    pub fn take_fusable(
         &mut self,
         input: &Tensor,
         wanted: impl FnOnce(&Fusable) -> bool,

@@ -92,16 +92,14 @@ impl Layer for MaxPool2d {
         let indices = pool::indices_buffer(f.ctx(), y.numel());
         let p = self.params();
         // A ReLU in the storage of x and y, over windows that tile x.
-        let fits = |what: &Fusable| match what {
-            Fusable::Unary { op, x: pre, .. } => {
-                std::ptr::eq(*op, &RELU)
+        let fits = |what: &Fusable| {
+            matches!(what, Fusable::Unary { op, x: pre, .. }
+                if std::ptr::eq(*op, &RELU)
                     && pre.storage() == x.storage()
-                    && y.storage() == x.storage()
-            }
-            Fusable::Add { .. } => false,
+                    && y.storage() == x.storage())
         };
         let taken = if pool::tiles(s[2], s[3], p) {
-            f.take_fusable_if(&x, fits)
+            f.take_fusable(&x, fits)
         } else {
             None
         };
