@@ -171,7 +171,7 @@ pub fn maxpool2d_backward(
 /// divisible): each element in exactly one window, so a thread that owns an output row owns
 /// the input rows under it, and the fused ReLU kernels apply.
 pub fn tiles(h: usize, w: usize, p: Pool2dParams) -> bool {
-    p.kernel > 0 && p.stride == p.kernel && h % p.kernel == 0 && w % p.kernel == 0
+    p.kernel > 0 && p.stride == p.kernel && h.is_multiple_of(p.kernel) && w.is_multiple_of(p.kernel)
 }
 
 /// Check the tensors of a fused ReLU (`pre` its input, `act` its output or their
