@@ -1,11 +1,14 @@
 //! conv2d and max-pool 2d kernels against f64 CPU references, on every storage (f32, native
 //! f16, packed f16, bf16), forward and backward, with the backward references themselves
 //! checked by finite differences. The weight gradient's accumulation, long reductions and
-//! rounding are in `conv_pool/weight_gradient.rs`, max pool in `conv_pool/maxpool.rs`.
+//! rounding are in `conv_pool/weight_gradient.rs`, max pool in `conv_pool/maxpool.rs`, ReLU fused into max pool in
+//! `conv_pool/relu_pool.rs`.
 
 mod common;
 #[path = "conv_pool/maxpool.rs"]
 mod maxpool;
+#[path = "conv_pool/relu_pool.rs"]
+mod relu_pool;
 #[path = "conv_pool/weight_gradient.rs"]
 mod weight_gradient;
 

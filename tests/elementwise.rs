@@ -71,6 +71,53 @@ fn f16_overflow_becomes_inf_and_nan_survives_on_every_path() {
     }
 }
 
+/// A network's input is converted on the host as it is written (`Storage::encode`, in the
+/// dtype its first layer computes in) where a cast kernel used to convert it: the same bits,
+/// ties, subnormals, overflow and f32's quiet NaN included.
+#[test]
+fn the_host_encoding_of_a_batch_is_the_cast_kernel_bit_for_bit() {
+    let mut data: Vec<f32> = rand_vec(997, 5)
+        .iter()
+        .enumerate()
+        .map(|(i, v)| v * [1.0, 1e3, 1e-5, 6e4][i % 4])
+        .collect();
+    data.extend([
+        1.0 + 2f32.powi(-11), // f16 ties, to even down and up
+        1.0 + 3.0 * 2f32.powi(-11),
+        1.0 + 2f32.powi(-8), // a bf16 tie
+        65504.0,
+        65519.99,
+        65520.0,
+        2f32.powi(-25), // half the smallest f16 subnormal
+        3.0 * 2f32.powi(-26),
+        1e-8,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -f32::NAN,
+        3.4e38,
+    ]);
+    let n = data.len();
+    for (name, ctx) in contexts() {
+        for storage in [ctx.storage_for(DType::F16), Storage::BF16] {
+            let x = Tensor::from_f32_with_storage(ctx, &data, &[n], Storage::F32).unwrap();
+            let cast = Tensor::zeros_with_storage(ctx, &[n], storage);
+            ctx.run(&[&elementwise::cast(ctx, &x, &cast).unwrap()]);
+            let host = Tensor::from_f32_with_storage(ctx, &data, &[n], storage).unwrap();
+            let bytes = |t: &Tensor| ctx.read_bytes(t.buffer(), 0, 2 * n as u64).unwrap();
+            let (got, want) = (bytes(&cast), bytes(&host));
+            let first = got.iter().zip(&want).position(|(a, b)| a != b);
+            assert!(
+                first.is_none(),
+                "{name} {storage:?}: the cast kernel and the host differ at element {} ({})",
+                first.unwrap_or(0) / 2,
+                data[first.unwrap_or(0) / 2]
+            );
+        }
+    }
+}
+
 #[test]
 fn relu_forward_and_backward() {
     for (name, ctx) in contexts() {

@@ -15,12 +15,13 @@ use crate::amp::policy::Policy;
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::ops::dropout::DropoutState;
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 
 /// The planned forward pass of a model for `batch` samples.
 pub struct ForwardNetwork {
     pub batch: usize,
-    /// Inputs `[batch, ...sample_shape]` in the model's input dtype (u32 token ids for a GPT).
+    /// Inputs `[batch, ...sample_shape]`: u32 token ids (a GPT), or features in the dtype the
+    /// first layer computes in ([`input_dtype`]).
     pub input: Tensor,
     /// The output in the dtype the last layer computed in (a GPT's `[batch, T, vocab]` logits).
     pub output: Tensor,
@@ -78,7 +79,7 @@ impl ForwardNetwork {
             ctx,
             "input",
             &f.batched(&spec.input_shape),
-            ctx.storage_for(spec.input_dtype()),
+            ctx.storage_for(input_dtype(spec, policy)),
         );
         let (output, tape) = f.run_layers(&spec.layers, input.clone())?;
         let probes = f.take_probes();
@@ -118,5 +119,18 @@ impl ForwardNetwork {
     /// The forward kernels, in order.
     pub fn kernels(&self) -> impl Iterator<Item = &Kernel> {
         self.kernels.iter()
+    }
+}
+
+/// The dtype of a model's input buffer: token ids as they are; features in the dtype the
+/// first layer computes in, so the forward casts nothing. The batch is converted on the host
+/// as it is written (`Storage::encode`: round to nearest even, as the cast kernel rounds; the
+/// same bits, `tests/elementwise.rs`).
+fn input_dtype(spec: &ModelSpec, policy: &Policy) -> DType {
+    let given = spec.input_dtype();
+    match spec.layers.first() {
+        // The first layer's index is 0, as `ForwardPlan::run_layer` numbers it.
+        Some(first) if given.is_float() => policy.compute_dtype(0, first.layer.op(), given),
+        _ => given,
     }
 }

@@ -21,7 +21,8 @@ use crate::tensor::{DType, Tensor};
 /// The planned network for one batch size.
 pub struct Network {
     pub batch: usize,
-    /// Batch inputs, f32 `[batch, ...sample_shape]`: written before each step.
+    /// Batch inputs `[batch, ...sample_shape]`, in the dtype the first layer computes in
+    /// (converted on the host as they are written), written before each step.
     pub input: Tensor,
     /// Class labels (u32 per sample) for cross-entropy.
     pub labels: Arc<GpuBuffer>,

@@ -51,6 +51,7 @@ pub const INCLUDES: &[(&str, &str)] = &[
         "conv_gemm",
         include_str!("../../shaders/include/conv_gemm.wgsl"),
     ),
+    ("relu", include_str!("../../shaders/include/relu.wgsl")),
 ];
 
 /// What `#workgroup_builtins` in an entry point's parameter list stands for: the thread's

@@ -5,13 +5,14 @@ use std::cell::OnceCell;
 use std::sync::Arc;
 
 use super::Backward;
-use super::recompute::HandedOn;
+use super::fusion::{CopyOffer, HandedOn, same_view};
 use crate::error::Result;
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::nn::buffers::{GradientArena, Scratch};
 use crate::nn::params::ParamStore;
 use crate::nn::probes::{ProbeLog, ProbePoint, ProbeTensor};
 use crate::ops::dropout::DropoutState;
+use crate::ops::elementwise;
 use crate::tensor::{DType, Storage, Tensor};
 
 /// What the forward recorded for one op (a layer, or a cast autocast inserted).
@@ -83,7 +84,7 @@ pub struct BackwardPlan<'a> {
     offered: Option<Tensor>,
     taken: Option<Arc<GpuBuffer>>,
     /// A kernel that can also write a low-dtype copy of its output ([`super::fusion`]).
-    pub(super) copy_offer: Option<super::fusion::CopyOffer<'a>>,
+    copy_offer: Option<CopyOffer<'a>>,
     /// An activation's input gradient made ahead of its backward ([`super::recompute`]).
     pub(super) handed_on: Option<HandedOn>,
 }
@@ -228,14 +229,56 @@ impl<'a> BackwardPlan<'a> {
         self.grads.take(self.ctx, &x.shape, x.storage, &[])
     }
 
-    /// [`Self::input_grad_like`] in none of the buffers `avoid` (those a kernel it is
-    /// written by also reads).
-    pub(super) fn input_grad_avoiding(
+    /// Push `kernels`, which write `output`; `with_copy(low)` makes them again (as many, in
+    /// the same roles), writing `output` converted to `low`'s storage into `low` as well.
+    /// The offer lapses with the next push ([`super::fusion`]).
+    pub fn push_offering_copy(
         &mut self,
-        x: &Like,
-        avoid: &[Arc<GpuBuffer>],
-    ) -> Result<Tensor> {
-        self.grads.take(self.ctx, &x.shape, x.storage, avoid)
+        kernels: Vec<Kernel>,
+        output: &Tensor,
+        with_copy: impl FnOnce(&Tensor) -> Result<Vec<Kernel>> + 'a,
+    ) {
+        let start = self.kernels.len();
+        for k in kernels {
+            self.push(k);
+        }
+        self.copy_offer = Some(CopyOffer {
+            range: start..self.kernels.len(),
+            output: output.clone(),
+            with_copy: Box::new(with_copy),
+        });
+    }
+
+    /// `from` converted to the storage of `like`, in a new gradient: written by the
+    /// offering kernels when `from` is their output (in a buffer none of them binds), else
+    /// by a cast kernel.
+    pub fn cast_grad(&mut self, from: &Tensor, like: &Like) -> Result<Tensor> {
+        if let Some(offer) = self.copy_offer.take()
+            && offer.range.end == self.kernels.len()
+            && same_view(&offer.output, from)
+        {
+            let bound: Vec<_> = self.kernels[offer.range.clone()]
+                .iter()
+                .flat_map(|k| k.buffers().iter().cloned())
+                .collect();
+            let to = self
+                .grads
+                .take(self.ctx, &like.shape, like.storage, &bound)?;
+            let kernels = (offer.with_copy)(&to)?;
+            if kernels.len() != offer.range.len() {
+                return Err(crate::Error::Gpu(format!(
+                    "a copy-writing remake made {} kernels in place of {}",
+                    kernels.len(),
+                    offer.range.len()
+                )));
+            }
+            self.kernels.splice(offer.range, kernels);
+            return Ok(to);
+        }
+        let to = self.input_grad_like(like)?;
+        let kernel = elementwise::cast(self.ctx, from, &to)?;
+        self.push(kernel);
+        Ok(to)
     }
 
     /// Give back a gradient from [`Self::input_grad`] that is no longer needed.
@@ -276,11 +319,6 @@ impl<'a> BackwardPlan<'a> {
     pub fn push(&mut self, kernel: Kernel) {
         self.copy_offer = None;
         self.kernels.push(kernel);
-    }
-
-    /// The kernels so far (a fusion rebuilds one in place: [`super::fusion`]).
-    pub(super) fn kernels_mut(&mut self) -> &mut Vec<Kernel> {
-        &mut self.kernels
     }
 }
 

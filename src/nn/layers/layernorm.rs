@@ -101,8 +101,9 @@ impl Layer for LayerNorm {
         );
         let y2 = y.reshape(&[rows, self.features])?;
         // A residual's add that made x is done here, in the same kernel (the same bits).
-        let kernel = match f.take_fusable(&x) {
-            Some(Fusable::Add { a, b }) => layernorm::layernorm_forward_add(
+        let add = |w: &Fusable| matches!(w, Fusable::Add { .. });
+        let kernel = if let Some(Fusable::Add { a, b }) = f.take_fusable(&x, add) {
+            layernorm::layernorm_forward_add(
                 f.ctx(),
                 (&a, &b),
                 &x2,
@@ -111,8 +112,9 @@ impl Layer for LayerNorm {
                 &y2,
                 (&mean, &rstd),
                 EPS,
-            )?,
-            None => layernorm::layernorm_forward(
+            )?
+        } else {
+            layernorm::layernorm_forward(
                 f.ctx(),
                 &x2,
                 &weight,
@@ -121,7 +123,7 @@ impl Layer for LayerNorm {
                 &mean,
                 &rstd,
                 EPS,
-            )?,
+            )?
         };
         f.push(kernel);
         let backward = LayerNormBackward {

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::attention_kernel::AttentionKernel;
 use super::backward::{BackwardPlan, Like, Recorded, Tape, join};
+use super::fusion::{Fusable, Offer, same_view};
 use super::named::NamedLayer;
 use super::recipes::Recomputable;
 use super::{Backward, Layer};
@@ -54,7 +55,7 @@ pub struct ForwardPlan<'a> {
     /// [`Self::consumer_dtype`]).
     consumer: Option<DType>,
     /// The last kernel, when the layer after it may absorb it ([`super::fusion`]).
-    pub(super) offer: Option<super::fusion::Offer>,
+    offer: Option<Offer>,
 }
 
 impl<'a> ForwardPlan<'a> {
@@ -273,9 +274,35 @@ impl<'a> ForwardPlan<'a> {
         self.kernels.push(kernel);
     }
 
-    /// The kernels so far (a fusion takes the last one back: [`super::fusion`]).
-    pub(super) fn kernels_mut(&mut self) -> &mut Vec<Kernel> {
-        &mut self.kernels
+    /// Push `kernel`, which writes `output` as `what` says, offering it to the next layer
+    /// ([`super::fusion`]).
+    pub fn push_fusable(&mut self, kernel: Kernel, output: &Tensor, what: Fusable) {
+        self.push(kernel);
+        self.offer = Some(Offer {
+            index: self.kernels.len() - 1,
+            output: output.clone(),
+            what,
+        });
+    }
+
+    /// When the last kernel pushed was offered and writes `input` (the taking layer's
+    /// input), take it out of the plan and say what it computed: the caller pushes one
+    /// kernel that computes it too, and writes `input` as it did.
+    ///
+    /// Only what `wanted` accepts is taken (an offer of another kind keeps its kernel, so a
+    /// taker cannot drop a kernel it does not do).
+    pub fn take_fusable(
+        &mut self,
+        input: &Tensor,
+        wanted: impl FnOnce(&Fusable) -> bool,
+    ) -> Option<Fusable> {
+        let offer = self.offer.take()?;
+        let last = self.kernels.len().checked_sub(1)?;
+        if offer.index != last || !same_view(&offer.output, input) || !wanted(&offer.what) {
+            return None;
+        }
+        self.kernels.pop();
+        Some(offer.what)
     }
 
     /// The words every dropout kernel reads (seed, micro-batch counter, training flag),

@@ -1,15 +1,22 @@
 //! `nn.MaxPool2d` (no padding, floor mode), in its input's dtype. The forward records the
 //! argmax of every window; the backward routes each gradient to it.
+//!
+//! A ReLU right before it whose kernel it can take ([`super::fusion`]) runs in its kernels
+//! where the windows tile the input: the forward writes the ReLU's output and the pool's, the
+//! backward the gradients of both inputs (the ReLU's, handed to its backward). ReLU commutes
+//! with max, and with each element in one window no element is computed twice.
 
 use std::sync::Arc;
 
 use serde::Deserialize;
 
+use super::fusion::{Fusable, GradHandoff};
 use super::{Backward, BackwardPlan, ForwardPlan, Layer, LayerConfig, Resolved, chw, positive};
 use crate::amp::policy::{CastRule, Op};
 use crate::error::Result;
 use crate::gpu::GpuBuffer;
 use crate::ops::pool::{self, Pool2dParams};
+use crate::ops::unary::RELU;
 use crate::tensor::Tensor;
 
 /// `{"maxpool2d": {"kernel": K, "stride": K}}` (stride defaults to the kernel, as in PyTorch).
@@ -84,15 +91,56 @@ impl Layer for MaxPool2d {
         let y = f.activation(&[s[1], self.out(s[2]), self.out(s[3])]);
         let indices = pool::indices_buffer(f.ctx(), y.numel());
         let p = self.params();
-        f.push(pool::maxpool2d_forward(f.ctx(), &x, &y, &indices, p)?);
-        Ok((y, Box::new(MaxPool2dBackward { x, indices, p })))
+        // A ReLU in the storage of x and y, over windows that tile x.
+        let fits = |what: &Fusable| {
+            matches!(what, Fusable::Unary { op, x: pre, .. }
+                if std::ptr::eq(*op, &RELU)
+                    && pre.storage() == x.storage()
+                    && y.storage() == x.storage())
+        };
+        let taken = if pool::tiles(s[2], s[3], p) {
+            f.take_fusable(&x, fits)
+        } else {
+            None
+        };
+        let relu = match taken {
+            Some(Fusable::Unary { x: pre, grad, .. }) => {
+                f.push(pool::maxpool2d_relu_forward(
+                    f.ctx(),
+                    &pre,
+                    &x,
+                    &y,
+                    &indices,
+                    p,
+                )?);
+                Some(FusedRelu { pre, grad })
+            }
+            _ => {
+                f.push(pool::maxpool2d_forward(f.ctx(), &x, &y, &indices, p)?);
+                None
+            }
+        };
+        let backward = MaxPool2dBackward {
+            x,
+            indices,
+            p,
+            relu,
+        };
+        Ok((y, Box::new(backward)))
     }
+}
+
+/// The ReLU whose forward the pool ran: its input, and where its input gradient goes.
+struct FusedRelu {
+    pre: Tensor,
+    grad: GradHandoff,
 }
 
 struct MaxPool2dBackward {
     x: Tensor,
     indices: Arc<GpuBuffer>,
     p: Pool2dParams,
+    relu: Option<FusedRelu>,
 }
 
 impl Backward for MaxPool2dBackward {
@@ -102,6 +150,21 @@ impl Backward for MaxPool2dBackward {
             return Ok(None);
         }
         let dx = b.input_grad(&self.x)?;
+        // dx is still made: the pool's input-gradient probe reads it.
+        if let Some(relu) = self.relu.as_ref().filter(|_| dy.storage() == dx.storage()) {
+            let dpre = b.input_grad(&relu.pre)?;
+            b.push(pool::maxpool2d_relu_backward(
+                b.ctx(),
+                &dy,
+                &self.indices,
+                &relu.pre,
+                &dx,
+                &dpre,
+                self.p,
+            )?);
+            relu.grad.give(dpre);
+            return Ok(Some(dx));
+        }
         b.push(pool::maxpool2d_backward(
             b.ctx(),
             &dy,

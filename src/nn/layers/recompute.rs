@@ -17,9 +17,9 @@
 //! takes it instead of pushing its kernel ([`BackwardPlan::take_input_grad`]): a GPT block's
 //! MLP backward is one dispatch shorter.
 
-use std::sync::Arc;
 
 use super::backward::Like;
+use super::fusion::{HandedOn, same_view};
 use super::recipes::Recipe;
 use super::{BackwardPlan, ForwardPlan};
 use crate::error::Result;
@@ -120,30 +120,6 @@ impl Kept {
     }
 }
 
-/// An activation's input gradient made ahead of its backward, by the kernel that recomputed
-/// its output ([`Kept::values_and_input_grad`]).
-pub(super) struct HandedOn {
-    op: &'static UnaryOp,
-    /// The activation's input and the gradient of its output, as the kernel read them.
-    x: Tensor,
-    dy: Tensor,
-    /// The input gradient it wrote.
-    dx: Tensor,
-    /// The kernels pushed when the layer that made it was done ([`BackwardPlan::hand_on`]):
-    /// while no other follows, `x` and `dy` still hold what the kernel read, so `dx` is what
-    /// the activation's backward kernel would write then. `None` until then.
-    after: Option<usize>,
-}
-
-/// Whether `a` and `b` view the same elements of one buffer (a reshape between two layers
-/// keeps them the same).
-fn same_elements(a: &Tensor, b: &Tensor) -> bool {
-    Arc::ptr_eq(a.buffer(), b.buffer())
-        && a.byte_offset() == b.byte_offset()
-        && a.numel() == b.numel()
-        && a.storage() == b.storage()
-}
-
 impl BackwardPlan<'_> {
     /// Hand on the input gradient [`Kept::values_and_input_grad`] made, if it did: the layer
     /// calling this is done, and none of its kernels since that one wrote the activation's
@@ -170,8 +146,8 @@ impl BackwardPlan<'_> {
         };
         let fits = std::ptr::eq(made.op, op)
             && made.after == Some(self.kernel_count())
-            && same_elements(&made.x, x)
-            && same_elements(&made.dy, dy);
+            && same_view(&made.x, x)
+            && same_view(&made.dy, dy);
         if !fits {
             self.release(&made.dx);
             return Ok(None);
