@@ -17,7 +17,6 @@
 //! takes it instead of pushing its kernel ([`BackwardPlan::take_input_grad`]): a GPT block's
 //! MLP backward is one dispatch shorter.
 
-
 use super::backward::Like;
 use super::fusion::{HandedOn, same_view};
 use super::recipes::Recipe;
