@@ -25,6 +25,9 @@ const EPT: u32 = 4u;
 // Parameter groups (nanoGPT's configure_optimizers): bit i % 32 of word i / 32 is set when
 // element i gets weight decay. Read only when `grouped` is 1; otherwise every element decays.
 @group(0) @binding(8) var<storage, read> decay_mask: array<u32>;
+// Gradient clipping folded into the step: [total_norm, clip_coef] as `clip.wgsl`'s
+// clip_reduce wrote them. Read only when `clipped` is 1.
+@group(0) @binding(9) var<storage, read> clip_norm: array<f32>;
 
 #include scaler_state
 
@@ -76,10 +79,21 @@ fn decays(i: u32) -> bool {
     return ((decay_mask[i >> 5u] >> (i & 31u)) & 1u) != 0u;
 }
 
-// The gradient plus PyTorch's L2 term (SGD and Adam `weight_decay`; 0 for AdamW, which
-// decays the parameter instead), for elements in the weight-decay group.
-fn l2_grad(i: u32, p: f32) -> f32 {
+// The gradient, times the clip coefficient when clipping precedes the step: the multiply
+// `clip.wgsl`'s clip_apply did in a dispatch of its own, the same f32 op on the same values
+// (same bits), done here instead. The gradient buffer itself keeps the unclipped values.
+fn clipped_grad(i: u32) -> f32 {
     let g = grad[i];
+    if (hyper.clipped != 0u) {
+        return g * clip_norm[1];
+    }
+    return g;
+}
+
+// The (clipped) gradient plus PyTorch's L2 term (SGD and Adam `weight_decay`; 0 for AdamW,
+// which decays the parameter instead), for elements in the weight-decay group.
+fn l2_grad(i: u32, p: f32) -> f32 {
+    let g = clipped_grad(i);
     if (hyper.weight_decay != 0.0 && decays(i)) {
         return g + hyper.weight_decay * p;
     }

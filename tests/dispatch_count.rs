@@ -35,10 +35,11 @@ fn kernels_per_step(model: &str, input: &[usize], classes: usize, precision: Pre
 fn gpt_tiny_amp_f16_step_dispatches() {
     // 100 before LayerNorm wrote the low dtype its Linear reads (5 casts and their 5
     // backward casts gone) and added its input gradient onto the residual's skip path (4
-    // accumulates gone).
+    // accumulates gone), then 85 once the optimizer's step applied the clip coefficient
+    // (clip_apply gone).
     let n = kernels_per_step("gpt-tiny", &[64], 65, Precision::AmpF16);
     eprintln!("gpt-tiny amp-f16: {n} dispatches per step (target 70)");
-    assert!(n <= 86, "gpt-tiny amp-f16: {n} dispatches per step, was 86");
+    assert!(n <= 85, "gpt-tiny amp-f16: {n} dispatches per step, was 85");
 }
 
 #[test]
@@ -53,7 +54,8 @@ fn simple_cnn_amp_f16_step_dispatches() {
 
 #[test]
 fn gpt_tiny_f32_step_dispatches() {
+    // 79 before the optimizer's step applied the clip coefficient.
     let n = kernels_per_step("gpt-tiny", &[64], 65, Precision::F32);
     eprintln!("gpt-tiny f32: {n} dispatches per step");
-    assert!(n <= 79, "gpt-tiny f32: {n} dispatches per step, was 79");
+    assert!(n <= 78, "gpt-tiny f32: {n} dispatches per step, was 78");
 }

@@ -259,12 +259,13 @@ crate::wgsl_struct! {
         /// 1: weight decay applies only where the `decay_mask` bit is set (parameter groups);
         /// 0: everywhere (one group, PyTorch's default).
         pub(super) grouped: u32,
-        _pad: u32,
+        /// 1: each gradient is multiplied by the clip coefficient first (`clip_norm`)
+        pub(super) clipped: u32,
     }
 }
 
 impl Hyper {
-    pub(super) fn new(config: &OptimizerConfig, n: usize, grouped: bool) -> Self {
+    pub(super) fn new(config: &OptimizerConfig, n: usize, grouped: bool, clipped: bool) -> Self {
         let mut h = Hyper {
             n: n as u32,
             nesterov: 0,
@@ -281,7 +282,7 @@ impl Hyper {
             eps: 0.0,
             param_decay: 1.0,
             grouped: grouped as u32,
-            ..Default::default()
+            clipped: clipped as u32,
         };
         if let Some(s) = config.sgd_settings() {
             h.momentum = s.momentum;

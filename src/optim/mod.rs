@@ -23,8 +23,8 @@ mod schedule;
 pub use config::{AdamSettings, OptimizerConfig, SgdSettings, widen};
 pub use schedule::LrSchedule;
 
-use crate::amp::check_flat_f32;
 use crate::amp::scaler::WORD_FOUND_INF;
+use crate::amp::{GradClipper, check_flat_f32};
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::{ShaderDecl, f32_only};
@@ -71,7 +71,24 @@ pub struct Optimizer {
     counters: Arc<GpuBuffer>,
     /// Named moment buffers: momentum_buffer (SGD with momentum) or exp_avg, exp_avg_sq.
     moments: Vec<(&'static str, Arc<GpuBuffer>)>,
+    /// What the step kernel binds besides the above, kept to bind it again
+    /// ([`Optimizer::clip_first`]).
+    bound: Bound,
     step: Kernel,
+}
+
+/// The step kernel's entry point and grid, the buffers the caller owns, and the clip
+/// coefficient's.
+struct Bound {
+    entry: &'static str,
+    wg: [u32; 3],
+    params: Arc<GpuBuffer>,
+    grads: Arc<GpuBuffer>,
+    scaler_state: Arc<GpuBuffer>,
+    /// A [`GradClipper`]'s norm buffer (`[total_norm, clip_coef]`) when the step multiplies
+    /// each gradient by its coefficient; a placeholder of two words otherwise.
+    clip_norm: Arc<GpuBuffer>,
+    clipped: bool,
 }
 
 impl Optimizer {
@@ -134,19 +151,23 @@ impl Optimizer {
         let decay_mask = ctx.alloc_storage("optim.decay_mask", 4 * words.len() as u64);
         ctx.write_buffer(&decay_mask, 0, bytemuck::cast_slice(&words));
         let grouped = decay.is_some();
-        let hyper = Hyper::new(&config, n, grouped);
-        let mut args = vec![
-            ("hyper", Arg::Uniform(bytemuck::bytes_of(&hyper))),
-            ("scaler", Arg::Buffer(scaler_state)),
-            ("counters", Arg::Buffer(&counters)),
-            ("param", Arg::Buffer(params)),
-            ("grad", Arg::Buffer(grads)),
-        ];
-        for (label, buffer) in &moments {
-            args.push((*label, Arg::Buffer(buffer)));
-        }
-        args.push(("decay_mask", Arg::Buffer(&decay_mask)));
-        let step = ctx.kernel(&KernelDesc::new(&SHADER, entry), &args, wg)?;
+        let bound = Bound {
+            entry,
+            wg,
+            params: params.clone(),
+            grads: grads.clone(),
+            scaler_state: scaler_state.clone(),
+            clip_norm: ctx.alloc_storage("optim.no_clip", 8),
+            clipped: false,
+        };
+        let hyper = Hyper::new(&config, n, grouped, false);
+        let parts = StepParts {
+            counters: &counters,
+            moments: &moments,
+            decay_mask: &decay_mask,
+            bound: &bound,
+        };
+        let step = parts.kernel(ctx, &hyper)?;
         Ok(Self {
             config,
             grouped,
@@ -155,8 +176,49 @@ impl Optimizer {
             n,
             counters,
             moments,
+            bound,
             step,
         })
+    }
+
+    /// Fold `clipper`'s last kernel into this optimizer's step: the step multiplies each
+    /// gradient by the clip coefficient `clipper`'s reduce wrote, exactly as its apply
+    /// kernel would have (same f32 multiply, same bits), so a step records only
+    /// [`GradClipper::norm_kernels`] before it. The gradient buffer keeps the unclipped
+    /// values. `clipper` must clip this optimizer's gradients.
+    pub fn clip_first(mut self, ctx: &GpuContext, clipper: &GradClipper) -> Result<Self> {
+        if clipper.len() != self.n {
+            return Err(Error::InvalidArgument(format!(
+                "{}: a clipper of {} gradients for {} parameters",
+                self.config.name(),
+                clipper.len(),
+                self.n
+            )));
+        }
+        self.bound.clip_norm = clipper.norm_buffer().clone();
+        self.bound.clipped = true;
+        let parts = StepParts {
+            counters: &self.counters,
+            moments: &self.moments,
+            decay_mask: &self.decay_mask,
+            bound: &self.bound,
+        };
+        self.step = parts.kernel(ctx, &self.hyper(self.lr()))?;
+        Ok(self)
+    }
+
+    /// Whether the step applies a clip coefficient itself ([`Optimizer::clip_first`]).
+    pub fn clips(&self) -> bool {
+        self.bound.clipped
+    }
+
+    fn hyper(&self, lr: f32) -> Hyper {
+        Hyper::new(
+            &self.config.with_lr(lr),
+            self.n,
+            self.grouped,
+            self.bound.clipped,
+        )
     }
 
     /// The fused update: ONE dispatch over all n parameters. Record it after unscale (and
@@ -170,7 +232,7 @@ impl Optimizer {
     pub fn set_lr(&self, ctx: &GpuContext, lr: f32) -> Result<()> {
         check_lr(self.config.name(), lr)?;
         self.lr.store(lr.to_bits(), Ordering::Relaxed);
-        let hyper = Hyper::new(&self.config.with_lr(lr), self.n, self.grouped);
+        let hyper = self.hyper(lr);
         self.step.set_uniform(ctx, bytemuck::bytes_of(&hyper));
         Ok(())
     }
@@ -317,5 +379,32 @@ impl Optimizer {
         let counters = vec![step; (self.counters.size() / 4) as usize];
         ctx.write_buffer(&self.counters, 0, bytemuck::cast_slice(&counters));
         Ok(())
+    }
+}
+
+/// What the step kernel is made of.
+struct StepParts<'a> {
+    counters: &'a Arc<GpuBuffer>,
+    moments: &'a [(&'static str, Arc<GpuBuffer>)],
+    decay_mask: &'a Arc<GpuBuffer>,
+    bound: &'a Bound,
+}
+
+impl StepParts<'_> {
+    fn kernel(&self, ctx: &GpuContext, hyper: &Hyper) -> Result<Kernel> {
+        let b = self.bound;
+        let mut args = vec![
+            ("hyper", Arg::Uniform(bytemuck::bytes_of(hyper))),
+            ("scaler", Arg::Buffer(&b.scaler_state)),
+            ("counters", Arg::Buffer(self.counters)),
+            ("param", Arg::Buffer(&b.params)),
+            ("grad", Arg::Buffer(&b.grads)),
+        ];
+        for (label, buffer) in self.moments {
+            args.push((*label, Arg::Buffer(buffer)));
+        }
+        args.push(("decay_mask", Arg::Buffer(self.decay_mask)));
+        args.push(("clip_norm", Arg::Buffer(&b.clip_norm)));
+        ctx.kernel(&KernelDesc::new(&SHADER, b.entry), &args, b.wg)
     }
 }

@@ -16,8 +16,10 @@
 //!    A rank of a data-parallel job submits here too and all-reduces the gradients
 //!    (`rank.rs`; a single process does nothing).
 //! 5. **unscale**: gradients × 1/scale and the inf/NaN check (pure f16: rounding too);
-//! 6. **clip**: to the global norm, after unscaling (when asked for);
-//! 7. **optimizer**: one dispatch over every parameter, skipped on inf/NaN;
+//! 6. **clip**: the global norm and the clip coefficient, after unscaling (when asked for);
+//! 7. **optimizer**: one dispatch over every parameter, skipped on inf/NaN; when clipping,
+//!    it multiplies each gradient by the coefficient first (`Optimizer::clip_first`: the
+//!    gradient buffer keeps the unclipped values);
 //! 8. **scale update**: the GradScaler's growth or backoff;
 //! 9. **stats**: found-inf and the new scale into the metrics, the metrics into a slot of
 //!    the stats ring (`stats.rs`), the learning rate written ahead; one submit.
@@ -125,7 +127,8 @@ pub(super) struct StepKernels {
     /// GradScaler's unscale and inf/NaN check (scaler on).
     round_grads: Option<Kernel>,
     unscale: Option<Kernel>,
-    /// [`Phase::Clip`]: to the global norm (when asked for).
+    /// [`Phase::Clip`]: the global norm and clip coefficient (when asked for); the
+    /// optimizer's step applies the coefficient ([`Optimizer::clip_first`]).
     clipper: Option<GradClipper>,
     /// [`Phase::Optimizer`]: after the optimizer's own step kernel, pure f16 rounds the
     /// parameters to f16 values.
@@ -175,6 +178,12 @@ impl StepKernels {
         })
     }
 
+    /// The gradient clipper (when clipping is asked for), whose coefficient the optimizer
+    /// applies ([`Optimizer::clip_first`]).
+    pub(super) fn clipper(&self) -> Option<&GradClipper> {
+        self.clipper.as_ref()
+    }
+
     /// The master → compute-dtype weight cast (none in f32 mode).
     pub(super) fn weight_cast(&self) -> Option<&Kernel> {
         self.weight_cast.as_ref()
@@ -195,7 +204,12 @@ impl StepKernels {
             Phase::Loss => net.loss_kernels().collect(),
             Phase::Backward => net.backward_kernels().collect(),
             Phase::Unscale => self.round_grads.iter().chain(&self.unscale).collect(),
-            Phase::Clip => self.clipper.iter().flat_map(|c| c.kernels()).collect(),
+            // The coefficient is applied by the optimizer's step when it clips.
+            Phase::Clip => match &self.clipper {
+                Some(c) if optimizer.clips() => c.norm_kernels().iter().collect(),
+                Some(c) => c.kernels().iter().collect(),
+                None => Vec::new(),
+            },
             Phase::Optimizer => std::iter::once(optimizer.step_kernel())
                 .chain(&self.round_params)
                 .collect(),

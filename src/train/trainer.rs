@@ -122,6 +122,11 @@ impl Trainer {
             weight_decay_mask(&spec, &store.layout).as_deref(),
         )?;
         let kernels = StepKernels::plan(ctx, &config, (&store, weight_cast), &scaler)?;
+        // Clipping: the optimizer's step applies the coefficient (no dispatch of its own).
+        let optimizer = match kernels.clipper() {
+            Some(clipper) => optimizer.clip_first(ctx, clipper)?,
+            None => optimizer,
+        };
         let in_flight = InFlight::new(ctx, config.grad_accum, || {
             NumericsPasses::of_model(ctx, &spec, &policy, &config)
         })?;
