@@ -3,7 +3,9 @@
 //! PyTorch semantics with the state in one small GPU buffer, so a step is planned once and
 //! replayed with no CPU readback: `begin_step` → (backward seeded with `scale`) → `unscale`
 //! (multiply by 1/scale and detect inf/NaN in one pass) → optional clipping → optimizer step
-//! (skipped on the GPU when found_inf is set) → `update`.
+//! (skipped on the GPU when found_inf is set) → `update`. A trainer's step ends with
+//! `update_then_begin` instead (the next step's reset in the same dispatch) and records
+//! `begin_step` only while [`GradScaler::begin_pending`].
 //!
 //! State buffer layout (10 × 32-bit words; also documented in the shader):
 //!
@@ -23,6 +25,7 @@
 //! shader), so `--backoff-factor 0.3` gives PyTorch's scales to the bit.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -185,6 +188,11 @@ pub struct GradScaler {
     /// Host API bookkeeping: unscale() ran since the last update() (PyTorch's per-optimizer
     /// UNSCALED stage).
     unscaled: bool,
+    /// found_inf may be set outside a trainer's step, which clears it only in its own
+    /// [`GradScaler::update_then_begin_kernel`]: an unscale was handed out or run eagerly.
+    /// The step then records [`GradScaler::begin_step_kernel`] first
+    /// ([`GradScaler::take_begin_pending`]).
+    begin_pending: AtomicBool,
 }
 
 impl GradScaler {
@@ -208,6 +216,7 @@ impl GradScaler {
             begin_step,
             update,
             unscaled: false,
+            begin_pending: AtomicBool::new(false),
         };
         let scale = if config.enabled {
             config.init_scale
@@ -253,11 +262,19 @@ impl GradScaler {
 
     /// Clears found_inf: record it at the start of each effective batch, before unscale.
     pub fn begin_step_kernel(&self, ctx: &GpuContext) -> Result<Kernel> {
-        ctx.kernel(
-            &KernelDesc::new(&SHADER, "begin_step"),
-            &[("state", Arg::Buffer(&self.state))],
-            grid_if(self.config.enabled, [1, 1, 1]),
-        )
+        self.state_kernel(ctx, "begin_step")
+    }
+
+    /// Whether a step must clear found_inf itself before its unscale (an unscale ran or was
+    /// handed out since the last [`GradScaler::update_then_begin_kernel`] could clear it):
+    /// reading it takes it, so the caller records [`GradScaler::begin_step_kernel`] then.
+    pub fn take_begin_pending(&self) -> bool {
+        self.begin_pending.swap(false, Ordering::Relaxed)
+    }
+
+    /// [`GradScaler::take_begin_pending`] without taking it.
+    pub fn begin_pending(&self) -> bool {
+        self.begin_pending.load(Ordering::Relaxed)
     }
 
     /// One fused kernel over the flat f32 gradient buffer: `g *= 1/scale` and found_inf |=
@@ -270,6 +287,9 @@ impl GradScaler {
         n: usize,
     ) -> Result<Kernel> {
         check_flat_f32(ctx, "GradScaler.unscale", grads, n)?;
+        // Whoever records it may set found_inf where no update_then_begin clears it.
+        self.begin_pending
+            .store(self.config.enabled, Ordering::Relaxed);
         let (wg, _) = geometry(n);
         let sizes = Sizes {
             n: n as u32,
@@ -288,8 +308,20 @@ impl GradScaler {
 
     /// PyTorch's `_amp_update_scale_` in one thread (inert when disabled).
     pub fn update_kernel(&self, ctx: &GpuContext) -> Result<Kernel> {
+        self.state_kernel(ctx, "update")
+    }
+
+    /// [`GradScaler::update_kernel`], then found_inf cleared for the next step (what
+    /// [`GradScaler::begin_step_kernel`] does): a trainer's step ends with it, after copying
+    /// found_inf into its metrics, so the next step needs no begin dispatch.
+    pub fn update_then_begin_kernel(&self, ctx: &GpuContext) -> Result<Kernel> {
+        self.state_kernel(ctx, "update_then_begin")
+    }
+
+    /// A one-thread kernel of the state alone (inert when disabled).
+    fn state_kernel(&self, ctx: &GpuContext, entry: &'static str) -> Result<Kernel> {
         ctx.kernel(
-            &KernelDesc::new(&SHADER, "update"),
+            &KernelDesc::new(&SHADER, entry),
             &[("state", Arg::Buffer(&self.state))],
             grid_if(self.config.enabled, [1, 1, 1]),
         )
@@ -307,6 +339,7 @@ impl GradScaler {
                     .into(),
             ));
         }
+        // (unscale_kernel marks found_inf as set outside a step: begin pending.)
         let k = self.unscale_kernel(ctx, grads, n)?;
         ctx.run(&[&self.begin_step, &k]);
         self.unscaled = true;

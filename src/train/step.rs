@@ -5,8 +5,10 @@
 //! A step of `grad_accum` micro-batches records, in each micro-batch's command buffer:
 //!
 //! 1. **begin** (the step's first micro-batch): zero the gradients, note the scale the
-//!    backward is seeded with, reset the found-inf flag, cast the master weights to the
-//!    compute dtype ([`Phase::Setup`]);
+//!    backward is seeded with, cast the master weights to the compute dtype
+//!    ([`Phase::Setup`]); the found-inf flag was reset by the previous step's scale update,
+//!    and is reset here only where something else may have set it since (an unscale
+//!    outside a step: [`GradScaler::take_begin_pending`], the first step included);
 //! 2. **forward**: the network's layers in order (`nn/network.rs`);
 //! 3. **loss**: the loss and its gradient, seeded with `scale / micro-batches`;
 //! 4. **backward**: the layers' backward in reverse, accumulating into the flat gradients;
@@ -20,9 +22,10 @@
 //! 7. **optimizer**: one dispatch over every parameter, skipped on inf/NaN; when clipping,
 //!    it multiplies each gradient by the coefficient first (`Optimizer::clip_first`: the
 //!    gradient buffer keeps the unclipped values);
-//! 8. **scale update**: the GradScaler's growth or backoff;
-//! 9. **stats**: found-inf and the new scale into the metrics, the metrics into a slot of
-//!    the stats ring (`stats.rs`), the learning rate written ahead; one submit.
+//! 8. **scale update**: found-inf into the metrics first; then the GradScaler's growth or
+//!    backoff, which also resets found-inf for the next step;
+//! 9. **stats**: the new scale into the metrics, the metrics into a slot of the stats ring
+//!    (`stats.rs`), the learning rate written ahead; one submit.
 //!
 //! [`Phase::ALL`] is this order. The kernels of the phases the network does not hold
 //! (begin, weight cast, gradient rounding, unscale, clipping, parameter rounding, scale
@@ -57,7 +60,7 @@ use crate::optim::Optimizer;
 /// The part of a step a kernel belongs to, in the order a step records them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Phase {
-    /// Reset the step's found-inf flag, cast the master weights.
+    /// Cast the master weights (and, when pending, reset the step's found-inf flag).
     Setup,
     Forward,
     /// The loss and its scale-seeded gradient.
@@ -119,8 +122,9 @@ impl Phase {
 /// The kernels a step records besides the network's, made once when the trainer is planned,
 /// phase by phase in step order ([`Phase::ALL`]).
 pub(super) struct StepKernels {
-    /// [`Phase::Setup`]: reset the step's found-inf flag (the GradScaler's begin), then cast
-    /// every master weight to the compute dtype, one dispatch (none in f32).
+    /// [`Phase::Setup`]: reset the step's found-inf flag (the GradScaler's begin; only when
+    /// [`GradScaler::begin_pending`]: the scale update resets it otherwise), then cast every
+    /// master weight to the compute dtype, one dispatch (none in f32).
     begin_step: Kernel,
     weight_cast: Option<Kernel>,
     /// [`Phase::Unscale`]: pure f16 rounds the gradients to f16 values; then the
@@ -133,7 +137,8 @@ pub(super) struct StepKernels {
     /// [`Phase::Optimizer`]: after the optimizer's own step kernel, pure f16 rounds the
     /// parameters to f16 values.
     round_params: Option<Kernel>,
-    /// [`Phase::ScaleUpdate`]: the GradScaler's growth or backoff (scaler on).
+    /// [`Phase::ScaleUpdate`]: the GradScaler's growth or backoff, then found-inf reset for
+    /// the next step (scaler on).
     update: Option<Kernel>,
 }
 
@@ -166,7 +171,7 @@ impl StepKernels {
         // Optimizer: its step is the optimizer's kernel, made with it.
         let round_params = round(master)?;
         // Scale update.
-        let update = scaled.then(|| scaler.update_kernel(ctx));
+        let update = scaled.then(|| scaler.update_then_begin_kernel(ctx));
         Ok(Self {
             begin_step,
             weight_cast,
@@ -189,15 +194,16 @@ impl StepKernels {
         self.weight_cast.as_ref()
     }
 
-    /// The kernels of `phase` in a step of `net` updated by `optimizer`, in order.
+    /// The kernels of `phase` in a step of `net` updated by `optimizer` under `scaler`, in
+    /// order.
     pub(super) fn of_phase<'a>(
         &'a self,
-        net: &'a Network,
-        optimizer: &'a Optimizer,
+        (net, optimizer, scaler): (&'a Network, &'a Optimizer, &GradScaler),
         phase: Phase,
     ) -> Vec<&'a Kernel> {
         match phase {
-            Phase::Setup => std::iter::once(&self.begin_step)
+            Phase::Setup => (scaler.begin_pending().then_some(&self.begin_step))
+                .into_iter()
                 .chain(&self.weight_cast)
                 .collect(),
             Phase::Forward => net.forward_kernels().collect(),
@@ -221,13 +227,12 @@ impl StepKernels {
     /// [`Step::record`] records them.
     pub(super) fn phases<'a>(
         &'a self,
-        net: &'a Network,
-        optimizer: &'a Optimizer,
+        parts: (&'a Network, &'a Optimizer, &GradScaler),
     ) -> Vec<(Phase, &'a Kernel)> {
         Phase::ALL
             .into_iter()
             .flat_map(|phase| {
-                let kernels = self.of_phase(net, optimizer, phase);
+                let kernels = self.of_phase(parts, phase);
                 kernels.into_iter().map(move |k| (phase, k))
             })
             .collect()
@@ -288,11 +293,15 @@ impl Step<'_> {
                 encoder.clear_buffer(n.buffer().raw(), 0, None);
             }
         }
-        // 1–4. Setup, forward, loss, backward: one compute pass.
+        // 1–4. Setup, forward, loss, backward: one compute pass. A pending begin is recorded
+        // now (Setup reads it), and taken.
         let counting = counted.then_some(last);
-        self.encode(&mut encoder, counting, |r| {
-            r == Records::Every || (first && r == Records::First)
+        self.encode(&mut encoder, counting, |p| {
+            p.records() == Records::Every || (first && p.records() == Records::First)
         });
+        if first {
+            self.scaler.take_begin_pending();
+        }
         let net = self.net;
         let loss = (net.loss.buffer().raw(), net.loss.byte_offset());
         let word = METRIC_LOSSES + micro as u64;
@@ -317,13 +326,19 @@ impl Step<'_> {
             encoder = self.exchange.all_reduce(ctx, encoder, step, overlap)?;
             self.in_flight.count_submission();
         }
-        // 5–8. Unscale, clip, optimizer, scale update: one compute pass.
-        self.encode(&mut encoder, None, |r| r == Records::Last);
-
-        // 9. Stats: found_inf (state word 2), then the updated scale (word 0), into the
-        // metrics; the metrics into a slot of the stats ring.
+        // 5–7. Unscale, clip, optimizer: one compute pass; then found_inf (state word 2)
+        // into the metrics, before the scale update resets it.
+        let last_phase = |p: Phase| p.records() == Records::Last;
+        self.encode(&mut encoder, None, |p| {
+            last_phase(p) && p != Phase::ScaleUpdate
+        });
         let (state, metrics) = (self.scaler.state_buffer().raw(), self.in_flight.metrics());
         encoder.copy_buffer_to_buffer(state, 8, metrics.raw(), 4, 4);
+        // 8. Scale update: a compute pass of its own.
+        self.encode(&mut encoder, None, |p| p == Phase::ScaleUpdate);
+
+        // 9. Stats: the updated scale (word 0) into the metrics; the metrics into a slot of
+        // the stats ring.
         encoder.copy_buffer_to_buffer(state, 0, metrics.raw(), 8, 4);
         let slot = self.in_flight.next_slot()?;
         encoder.copy_buffer_to_buffer(metrics.raw(), 0, slot.raw(), 0, metrics.size());
@@ -353,11 +368,12 @@ impl Step<'_> {
         &self,
         encoder: &mut wgpu::CommandEncoder,
         counting: Option<bool>,
-        recorded: impl Fn(Records) -> bool,
+        recorded: impl Fn(Phase) -> bool,
     ) {
         let mut pass = encoder.begin_compute_pass(&Default::default());
-        for phase in Phase::ALL.into_iter().filter(|p| recorded(p.records())) {
-            let kernels = self.kernels.of_phase(self.net, self.optimizer, phase);
+        let parts = (self.net, &*self.optimizer, self.scaler);
+        for phase in Phase::ALL.into_iter().filter(|&p| recorded(p)) {
+            let kernels = self.kernels.of_phase(parts, phase);
             let counted = match phase {
                 Phase::Forward => Pass::Forward,
                 Phase::Backward => Pass::Backward,

@@ -339,7 +339,9 @@ impl Trainer {
     /// matter).
     pub fn step_phases(&mut self, ctx: &GpuContext, batch: usize) -> Result<Vec<(Phase, &Kernel)>> {
         let i = self.plan_network(ctx, batch)?;
-        Ok(self.kernels.phases(&self.nets[i], &self.optimizer))
+        Ok(self
+            .kernels
+            .phases((&self.nets[i], &self.optimizer, &self.scaler)))
     }
 
     /// [`Trainer::step_phases`] without the phases.
