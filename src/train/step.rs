@@ -6,7 +6,9 @@
 //!
 //! 1. **begin** (the step's first micro-batch): zero the gradients, note the scale the
 //!    backward is seeded with, cast the master weights to the compute dtype
-//!    ([`Phase::Setup`]); the found-inf flag was reset by the previous step's scale update,
+//!    ([`Phase::Setup`]) where the copy is stale (with master weights the optimizer writes
+//!    it, so only the first step and a step after a host write of the weights cast); the
+//!    found-inf flag was reset by the previous step's scale update,
 //!    and is reset here only where something else may have set it since (an unscale
 //!    outside a step: [`GradScaler::take_begin_pending`], the first step included);
 //! 2. **forward**: the network's layers in order (`nn/network.rs`);
@@ -21,7 +23,8 @@
 //! 6. **clip**: the global norm and the clip coefficient, after unscaling (when asked for);
 //! 7. **optimizer**: one dispatch over every parameter, skipped on inf/NaN; when clipping,
 //!    it multiplies each gradient by the coefficient first (`Optimizer::clip_first`: the
-//!    gradient buffer keeps the unclipped values);
+//!    gradient buffer keeps the unclipped values); with master weights it also writes their
+//!    compute-dtype copy (`Optimizer::write_low_copy`);
 //! 8. **scale update**: found-inf into the metrics first; then the GradScaler's growth or
 //!    backoff, which also resets found-inf for the next step;
 //! 9. **stats**: the new scale into the metrics, the metrics into a slot of the stats ring
@@ -41,6 +44,7 @@
 //! [`Trainer::train_batch`]: super::trainer::Trainer::train_batch
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::config::StepConfig;
 use super::host_time::Clock;
@@ -60,7 +64,8 @@ use crate::optim::Optimizer;
 /// The part of a step a kernel belongs to, in the order a step records them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Phase {
-    /// Cast the master weights (and, when pending, reset the step's found-inf flag).
+    /// Cast the master weights where the copy is stale (and, when pending, reset the step's
+    /// found-inf flag).
     Setup,
     Forward,
     /// The loss and its scale-seeded gradient.
@@ -127,6 +132,11 @@ pub(super) struct StepKernels {
     /// master weight to the compute dtype, one dispatch (none in f32).
     begin_step: Kernel,
     weight_cast: Option<Kernel>,
+    /// With master weights, the optimizer's step writes the compute copy
+    /// ([`Optimizer::write_low_copy`]) and the cast runs only while this (the store's
+    /// staleness flag: the first step, a host write of the weights since) is set. None:
+    /// the cast runs every step (pure f16 rounds the parameters after the optimizer).
+    low_stale: Option<Arc<AtomicBool>>,
     /// [`Phase::Unscale`]: pure f16 rounds the gradients to f16 values; then the
     /// GradScaler's unscale and inf/NaN check (scaler on).
     round_grads: Option<Kernel>,
@@ -161,6 +171,8 @@ impl StepKernels {
         let scaled = scaler.enabled();
         // Setup.
         let begin_step = scaler.begin_step_kernel(ctx)?;
+        let folds_cast = config.precision.master_weights() && weight_cast.is_some();
+        let low_stale = folds_cast.then(|| store.low_staleness().clone());
         // Forward, loss and backward are the network's (per batch size).
         // Unscale.
         let round_grads = round(grads)?;
@@ -175,6 +187,7 @@ impl StepKernels {
         Ok(Self {
             begin_step,
             weight_cast,
+            low_stale,
             round_grads,
             unscale: unscale.transpose()?,
             clipper: clipper.transpose()?,
@@ -194,6 +207,21 @@ impl StepKernels {
         self.weight_cast.as_ref()
     }
 
+    /// Whether the optimizer's step should write the weights' compute copy (then the cast
+    /// runs only while the copy is stale).
+    pub(super) fn folds_weight_cast(&self) -> bool {
+        self.low_stale.is_some()
+    }
+
+    /// Whether a step of `optimizer` must cast the weights: its step does not write the
+    /// compute copy, or the copy is stale.
+    fn casts_weights(&self, optimizer: &Optimizer) -> bool {
+        match &self.low_stale {
+            Some(stale) if optimizer.writes_low_copy() => stale.load(Ordering::Relaxed),
+            _ => true,
+        }
+    }
+
     /// The kernels of `phase` in a step of `net` updated by `optimizer` under `scaler`, in
     /// order.
     pub(super) fn of_phase<'a>(
@@ -202,10 +230,16 @@ impl StepKernels {
         phase: Phase,
     ) -> Vec<&'a Kernel> {
         match phase {
-            Phase::Setup => (scaler.begin_pending().then_some(&self.begin_step))
-                .into_iter()
-                .chain(&self.weight_cast)
-                .collect(),
+            Phase::Setup => {
+                let cast = self
+                    .weight_cast
+                    .iter()
+                    .filter(|_| self.casts_weights(optimizer));
+                (scaler.begin_pending().then_some(&self.begin_step))
+                    .into_iter()
+                    .chain(cast)
+                    .collect()
+            }
             Phase::Forward => net.forward_kernels().collect(),
             Phase::Loss => net.loss_kernels().collect(),
             Phase::Backward => net.backward_kernels().collect(),
@@ -301,6 +335,10 @@ impl Step<'_> {
         });
         if first {
             self.scaler.take_begin_pending();
+            // The cast (if Setup recorded it) makes the copy fresh.
+            if let Some(stale) = &self.kernels.low_stale {
+                stale.store(false, Ordering::Relaxed);
+            }
         }
         let net = self.net;
         let loss = (net.loss.buffer().raw(), net.loss.byte_offset());

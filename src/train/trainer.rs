@@ -123,10 +123,17 @@ impl Trainer {
         )?;
         let kernels = StepKernels::plan(ctx, &config, (&store, weight_cast), &scaler)?;
         // Clipping: the optimizer's step applies the coefficient (no dispatch of its own).
-        let optimizer = match kernels.clipper() {
+        let mut optimizer = match kernels.clipper() {
             Some(clipper) => optimizer.clip_first(ctx, clipper)?,
             None => optimizer,
         };
+        // Master weights: the optimizer's step writes their compute copy (the cast runs only
+        // while it is stale).
+        if kernels.folds_weight_cast()
+            && let Some(low) = store.low_flat(ctx)?
+        {
+            optimizer = optimizer.write_low_copy(ctx, &low)?;
+        }
         let in_flight = InFlight::new(ctx, config.grad_accum, || {
             NumericsPasses::of_model(ctx, &spec, &policy, &config)
         })?;
