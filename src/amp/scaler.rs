@@ -3,9 +3,8 @@
 //! PyTorch semantics with the state in one small GPU buffer, so a step is planned once and
 //! replayed with no CPU readback: `begin_step` → (backward seeded with `scale`) → `unscale`
 //! (multiply by 1/scale and detect inf/NaN in one pass) → optional clipping → optimizer step
-//! (skipped on the GPU when found_inf is set) → `update`. A trainer's step ends with
-//! `update_then_begin` instead (the next step's reset in the same dispatch) and records
-//! `begin_step` only while [`GradScaler::begin_pending`].
+//! (skipped on the GPU when found_inf is set) → `update`; a trainer's step ends with
+//! `update_then_begin`, its next begin too, and records `begin_step` only when pending.
 //!
 //! State buffer layout (10 × 32-bit words; also documented in the shader):
 //!
@@ -180,6 +179,21 @@ pub(super) fn geometry(n: usize) -> ([u32; 3], u32) {
     (wg, wg[0] * wg[1] * wg[2])
 }
 
+/// A one-thread kernel of the GradScaler state alone (inert when disabled).
+fn state_kernel(
+    ctx: &GpuContext,
+    state: &Arc<GpuBuffer>,
+    enabled: bool,
+    entry: &'static str,
+) -> Result<Kernel> {
+    let one = grid_if(enabled, [1, 1, 1]);
+    ctx.kernel(
+        &KernelDesc::new(&SHADER, entry),
+        &[("state", Arg::Buffer(state))],
+        one,
+    )
+}
+
 pub struct GradScaler {
     config: ScalerConfig,
     state: Arc<GpuBuffer>,
@@ -188,10 +202,7 @@ pub struct GradScaler {
     /// Host API bookkeeping: unscale() ran since the last update() (PyTorch's per-optimizer
     /// UNSCALED stage).
     unscaled: bool,
-    /// found_inf may be set outside a trainer's step, which clears it only in its own
-    /// [`GradScaler::update_then_begin_kernel`]: an unscale was handed out or run eagerly.
-    /// The step then records [`GradScaler::begin_step_kernel`] first
-    /// ([`GradScaler::take_begin_pending`]).
+    /// found_inf may be set outside a trainer's step: [`GradScaler::begin_pending`].
     begin_pending: AtomicBool,
 }
 
@@ -199,17 +210,8 @@ impl GradScaler {
     pub fn new(ctx: &GpuContext, config: ScalerConfig) -> Result<Self> {
         config.validate()?;
         let state = ctx.alloc_storage("grad_scaler.state", (STATE_WORDS * 4) as u64);
-        let one = grid_if(config.enabled, [1, 1, 1]);
-        let begin_step = ctx.kernel(
-            &KernelDesc::new(&SHADER, "begin_step"),
-            &[("state", Arg::Buffer(&state))],
-            one,
-        )?;
-        let update = ctx.kernel(
-            &KernelDesc::new(&SHADER, "update"),
-            &[("state", Arg::Buffer(&state))],
-            one,
-        )?;
+        let begin_step = state_kernel(ctx, &state, config.enabled, "begin_step")?;
+        let update = state_kernel(ctx, &state, config.enabled, "update")?;
         let scaler = Self {
             config,
             state,
@@ -262,19 +264,19 @@ impl GradScaler {
 
     /// Clears found_inf: record it at the start of each effective batch, before unscale.
     pub fn begin_step_kernel(&self, ctx: &GpuContext) -> Result<Kernel> {
-        self.state_kernel(ctx, "begin_step")
+        state_kernel(ctx, &self.state, self.config.enabled, "begin_step")
     }
 
-    /// Whether a step must clear found_inf itself before its unscale (an unscale ran or was
-    /// handed out since the last [`GradScaler::update_then_begin_kernel`] could clear it):
-    /// reading it takes it, so the caller records [`GradScaler::begin_step_kernel`] then.
-    pub fn take_begin_pending(&self) -> bool {
-        self.begin_pending.swap(false, Ordering::Relaxed)
-    }
-
-    /// [`GradScaler::take_begin_pending`] without taking it.
+    /// Whether a step must clear found_inf itself before its unscale, recording
+    /// [`GradScaler::begin_step_kernel`]: an unscale ran or was handed out since the last
+    /// step's [`GradScaler::update_then_begin_kernel`] cleared it.
     pub fn begin_pending(&self) -> bool {
         self.begin_pending.load(Ordering::Relaxed)
+    }
+
+    /// A step recorded [`GradScaler::begin_step_kernel`] where [`GradScaler::begin_pending`].
+    pub fn clear_begin_pending(&self) {
+        self.begin_pending.store(false, Ordering::Relaxed);
     }
 
     /// One fused kernel over the flat f32 gradient buffer: `g *= 1/scale` and found_inf |=
@@ -308,23 +310,14 @@ impl GradScaler {
 
     /// PyTorch's `_amp_update_scale_` in one thread (inert when disabled).
     pub fn update_kernel(&self, ctx: &GpuContext) -> Result<Kernel> {
-        self.state_kernel(ctx, "update")
+        state_kernel(ctx, &self.state, self.config.enabled, "update")
     }
 
     /// [`GradScaler::update_kernel`], then found_inf cleared for the next step (what
     /// [`GradScaler::begin_step_kernel`] does): a trainer's step ends with it, after copying
     /// found_inf into its metrics, so the next step needs no begin dispatch.
     pub fn update_then_begin_kernel(&self, ctx: &GpuContext) -> Result<Kernel> {
-        self.state_kernel(ctx, "update_then_begin")
-    }
-
-    /// A one-thread kernel of the state alone (inert when disabled).
-    fn state_kernel(&self, ctx: &GpuContext, entry: &'static str) -> Result<Kernel> {
-        ctx.kernel(
-            &KernelDesc::new(&SHADER, entry),
-            &[("state", Arg::Buffer(&self.state))],
-            grid_if(self.config.enabled, [1, 1, 1]),
-        )
+        state_kernel(ctx, &self.state, self.config.enabled, "update_then_begin")
     }
 
     /// Eager `scaler.unscale_(optimizer)`: clears found_inf, then unscales and checks `grads`
@@ -339,7 +332,6 @@ impl GradScaler {
                     .into(),
             ));
         }
-        // (unscale_kernel marks found_inf as set outside a step: begin pending.)
         let k = self.unscale_kernel(ctx, grads, n)?;
         ctx.run(&[&self.begin_step, &k]);
         self.unscaled = true;

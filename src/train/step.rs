@@ -10,7 +10,7 @@
 //!    it, so only the first step and a step after a host write of the weights cast); the
 //!    found-inf flag was reset by the previous step's scale update,
 //!    and is reset here only where something else may have set it since (an unscale
-//!    outside a step: [`GradScaler::take_begin_pending`], the first step included);
+//!    outside a step: [`GradScaler::begin_pending`], the first step included);
 //! 2. **forward**: the network's layers in order (`nn/network.rs`);
 //! 3. **loss**: the loss and its gradient, seeded with `scale / micro-batches`;
 //! 4. **backward**: the layers' backward in reverse, accumulating into the flat gradients;
@@ -334,7 +334,7 @@ impl Step<'_> {
             p.records() == Records::Every || (first && p.records() == Records::First)
         });
         if first {
-            self.scaler.take_begin_pending();
+            self.scaler.clear_begin_pending();
             // The cast (if Setup recorded it) makes the copy fresh.
             if let Some(stale) = &self.kernels.low_stale {
                 stale.store(false, Ordering::Relaxed);
