@@ -5,7 +5,12 @@
 // kernel leaves parameters, moments AND the step counter untouched, as PyTorch's
 // GradScaler.step skips optimizer.step() entirely. No CPU readback decides anything.
 //
-// Step counter: each workgroup keeps its own copy (`counters[group]`), read and written only
+// The compute-dtype copy of the weights: with `writes_low` set, each updated parameter is
+// also stored into `low` through the same store helpers `elementwise.wgsl`'s cast uses (same
+// bits), so a trainer's step needs no separate master -> f16/bf16 cast. A thread owns whole
+// element pairs (2j, 2j + 1), so a packed word is written whole by one thread.
+//
+// Step counter: each workgroup keeps its own copy (`words[group]`), read and written only
 // by that workgroup, so counting needs no grid-wide synchronisation inside the one dispatch.
 // All copies are equal: they start equal and advance under the same found_inf.
 
@@ -16,15 +21,22 @@ const EPT: u32 = 4u;
 
 @group(0) @binding(0) var<uniform> hyper: Hyper;
 @group(0) @binding(1) var<storage, read> scaler: array<u32>;
-@group(0) @binding(2) var<storage, read_write> counters: array<u32>;
+// The step counters (one per workgroup), then the weight-decay mask from word
+// `hyper.mask_at`: one binding, so Adam's step stays within WebGPU's 8 storage buffers.
+// Parameter groups (nanoGPT's configure_optimizers): bit i % 32 of mask word i / 32 is set
+// when element i gets weight decay. Read only when `grouped` is 1; otherwise every element
+// decays.
+@group(0) @binding(2) var<storage, read_write> words: array<u32>;
 @group(0) @binding(3) var<storage, read_write> param: array<f32>;
 @group(0) @binding(4) var<storage, read> grad: array<f32>;
 @group(0) @binding(5) var<storage, read_write> momentum_buffer: array<f32>;
 @group(0) @binding(6) var<storage, read_write> exp_avg: array<f32>;
 @group(0) @binding(7) var<storage, read_write> exp_avg_sq: array<f32>;
-// Parameter groups (nanoGPT's configure_optimizers): bit i % 32 of word i / 32 is set when
-// element i gets weight decay. Read only when `grouped` is 1; otherwise every element decays.
-@group(0) @binding(8) var<storage, read> decay_mask: array<u32>;
+// Gradient clipping folded into the step: [total_norm, clip_coef] as `clip.wgsl`'s
+// clip_reduce wrote them. Read only when `clipped` is 1.
+@group(0) @binding(9) var<storage, read> clip_norm: array<f32>;
+// The weights' compute-dtype copy (any storage; written only when `writes_low` is 1).
+#tensor low 10 read_write
 
 #include scaler_state
 
@@ -34,7 +46,7 @@ var<workgroup> wg_prev_steps: u32;
 // has read it once this returns, so thread 0 may then overwrite the counter).
 fn begin(lid: u32, group: u32) -> u32 {
     if (lid == 0u) {
-        wg_prev_steps = counters[group];
+        wg_prev_steps = words[group];
     }
     return workgroupUniformLoad(&wg_prev_steps);
 }
@@ -42,7 +54,7 @@ fn begin(lid: u32, group: u32) -> u32 {
 // Count this step (only thread 0 of the group touches its counter; everyone has read it).
 fn count_step(lid: u32, group: u32, step: u32) {
     if (lid == 0u) {
-        counters[group] = step;
+        words[group] = step;
     }
 }
 
@@ -51,9 +63,9 @@ fn skipped() -> bool {
 }
 
 struct StepStart {
-    count: u32, // elements this thread updates: EPT, or 0 when found_inf skips the step
+    count: u32, // element pairs this thread updates: EPT / 2, or 0 when found_inf skips
     prev: u32,  // steps applied before this one
-    base: u32,  // this thread's first element; it handles base + k * WG, k < count
+    base: u32,  // this thread's first element; its pairs start at base + 2 * k * WG, k < count
 }
 
 // What every optimizer kernel starts with: read this workgroup's step count, and unless the
@@ -65,7 +77,24 @@ fn start_step(lid: u32, wid: vec3<u32>, nwg: vec3<u32>) -> StepStart {
         return StepStart(0u, prev, 0u);
     }
     count_step(lid, group, prev + 1u);
-    return StepStart(EPT, prev, group * WG * EPT + lid);
+    return StepStart(EPT / 2u, prev, group * WG * EPT + 2u * lid);
+}
+
+// The first element of pair k of this thread.
+fn pair_at(start: StepStart, k: u32) -> u32 {
+    return start.base + 2u * k * WG;
+}
+
+// The updated parameters of the pair at i (i even) into the compute-dtype copy.
+fn store_low(i: u32, v: vec2<f32>) {
+    if (hyper.writes_low == 0u) {
+        return;
+    }
+    if (i + 1u < hyper.n) {
+        low_store2(i, v);
+    } else if (i < hyper.n) {
+        low_store(i, v.x);
+    }
 }
 
 // Whether element i is in the weight-decay group.
@@ -73,13 +102,24 @@ fn decays(i: u32) -> bool {
     if (hyper.grouped == 0u) {
         return true;
     }
-    return ((decay_mask[i >> 5u] >> (i & 31u)) & 1u) != 0u;
+    return ((words[hyper.mask_at + (i >> 5u)] >> (i & 31u)) & 1u) != 0u;
 }
 
-// The gradient plus PyTorch's L2 term (SGD and Adam `weight_decay`; 0 for AdamW, which
-// decays the parameter instead), for elements in the weight-decay group.
-fn l2_grad(i: u32, p: f32) -> f32 {
+// The gradient, times the clip coefficient when clipping precedes the step: the multiply
+// `clip.wgsl`'s clip_apply did in a dispatch of its own, the same f32 op on the same values
+// (same bits), done here instead. The gradient buffer itself keeps the unclipped values.
+fn clipped_grad(i: u32) -> f32 {
     let g = grad[i];
+    if (hyper.clipped != 0u) {
+        return g * clip_norm[1];
+    }
+    return g;
+}
+
+// The (clipped) gradient plus PyTorch's L2 term (SGD and Adam `weight_decay`; 0 for AdamW,
+// which decays the parameter instead), for elements in the weight-decay group.
+fn l2_grad(i: u32, p: f32) -> f32 {
+    let g = clipped_grad(i);
     if (hyper.weight_decay != 0.0 && decays(i)) {
         return g + hyper.weight_decay * p;
     }
@@ -113,30 +153,36 @@ fn one_minus_exp(x_in: f32) -> f32 {
 fn sgd_step(#workgroup_builtins) {
     let start = start_step(lid, wid, nwg);
     for (var k = 0u; k < start.count; k++) {
-        sgd_update(start.base + k * WG);
+        let i = pair_at(start, k);
+        store_low(i, vec2<f32>(sgd_update(i), sgd_update(i + 1u)));
     }
 }
 
-fn sgd_update(i: u32) {
+// Each update returns the new parameter (0 past the end, where it writes nothing).
+fn sgd_update(i: u32) -> f32 {
     if (i >= hyper.n) {
-        return;
+        return 0.0;
     }
     let p = param[i];
-    param[i] = p + (-hyper.lr) * l2_grad(i, p);
+    let updated = p + (-hyper.lr) * l2_grad(i, p);
+    param[i] = updated;
+    return updated;
 }
 
 @compute @workgroup_size(WG)
 fn sgd_momentum_step(#workgroup_builtins) {
     let start = start_step(lid, wid, nwg);
     for (var k = 0u; k < start.count; k++) {
-        momentum_update(start.base + k * WG, start.prev);
+        let i = pair_at(start, k);
+        let updated = vec2<f32>(momentum_update(i, start.prev), momentum_update(i + 1u, start.prev));
+        store_low(i, updated);
     }
 }
 
 // `prev`: steps applied before this one.
-fn momentum_update(i: u32, prev: u32) {
+fn momentum_update(i: u32, prev: u32) -> f32 {
     if (i >= hyper.n) {
-        return;
+        return 0.0;
     }
     let p = param[i];
     var g = l2_grad(i, p);
@@ -151,7 +197,9 @@ fn momentum_update(i: u32, prev: u32) {
     } else {
         g = buf;
     }
-    param[i] = p + (-hyper.lr) * g;
+    let updated = p + (-hyper.lr) * g;
+    param[i] = updated;
+    return updated;
 }
 
 // Adam and AdamW (AdamW: param_decay = 1 - lr * wd and weight_decay = 0).
@@ -163,13 +211,16 @@ fn adam_step(#workgroup_builtins) {
     let step_size = hyper.lr / one_minus_exp(t * hyper.log_beta1);
     let bias_correction2_sqrt = sqrt(one_minus_exp(t * hyper.log_beta2));
     for (var k = 0u; k < start.count; k++) {
-        adam_update(start.base + k * WG, step_size, bias_correction2_sqrt);
+        let i = pair_at(start, k);
+        let first = adam_update(i, step_size, bias_correction2_sqrt);
+        let second = adam_update(i + 1u, step_size, bias_correction2_sqrt);
+        store_low(i, vec2<f32>(first, second));
     }
 }
 
-fn adam_update(i: u32, step_size: f32, bias_correction2_sqrt: f32) {
+fn adam_update(i: u32, step_size: f32, bias_correction2_sqrt: f32) -> f32 {
     if (i >= hyper.n) {
-        return;
+        return 0.0;
     }
     var p = param[i];
     if (decays(i)) {
@@ -182,5 +233,7 @@ fn adam_update(i: u32, step_size: f32, bias_correction2_sqrt: f32) {
     exp_avg_sq[i] = v;
     let denom = sqrt(v) / bias_correction2_sqrt + hyper.eps;
     // addcdiv(value = -step_size): (value * m) / denom, PyTorch's evaluation order.
-    param[i] = p + (-step_size) * m / denom;
+    let updated = p + (-step_size) * m / denom;
+    param[i] = updated;
+    return updated;
 }

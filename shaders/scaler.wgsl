@@ -243,6 +243,19 @@ fn scale_times_f64(bits: u32, factor_lo: u32, factor_hi: u32) -> u32 {
 // factor, also on a GPU that flushes subnormal floats.
 @compute @workgroup_size(1)
 fn update() {
+    update_scale();
+}
+
+// update, then the next step's begin: a trainer's step records this once it has copied
+// found_inf out (src/train/step.rs), so the next step's unscale starts from 0 with no
+// begin_step dispatch of its own.
+@compute @workgroup_size(1)
+fn update_then_begin() {
+    update_scale();
+    atomicStore(&state[FOUND_INF], 0u);
+}
+
+fn update_scale() {
     var scale_bits = atomicLoad(&state[SCALE]);
     var tracker = bitcast<i32>(atomicLoad(&state[GROWTH_TRACKER]));
     let growth_interval = bitcast<i32>(atomicLoad(&state[GROWTH_INTERVAL]));

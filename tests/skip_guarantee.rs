@@ -3,10 +3,13 @@
 //! a subnormal and to 0, where 1/scale is inf), under f32, amp-f16 and amp-bf16 (the scaler
 //! switched on for each), with SGD (momentum), Adam and AdamW, with and without clipping and
 //! gradient accumulation. Non-finite gradients come from the data: a NaN or an inf input, or
-//! inputs so large that the forward overflows, at random steps.
+//! inputs so large that the forward overflows, at random steps. And the step after a skipped
+//! one starts clean: the scale update resets found-inf (no begin dispatch), and an unscale
+//! outside the step makes the next step record its own reset.
 
 mod common;
 
+use common::values::upload_f32;
 use common::{ctx, rand_vec};
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::amp::scaler::ScalerConfig;
@@ -239,4 +242,59 @@ fn an_underflowed_scale_skips_every_step_and_writes_nothing() {
             "init scale {init_scale:e}: weights changed"
         );
     }
+}
+
+#[test]
+fn the_step_after_a_skipped_one_starts_clean_without_a_begin_dispatch() {
+    let ctx = ctx();
+    let scaler = ScalerConfig {
+        init_scale: 1.0,
+        ..ScalerConfig::default()
+    };
+    let cfg = StepConfig::new(Precision::AmpF16, LossKind::Mse, OptimizerConfig::sgd(0.05))
+        .scaler(scaler);
+    let spec = ModelSpec::from_json(MLP).unwrap();
+    let init = spec.init_params(5);
+    let mut t = Trainer::new(ctx, spec, cfg, 3, &init).unwrap();
+    let mut dice = Dice(77);
+    let begins = |t: &mut Trainer| -> usize {
+        let kernels = t.step_kernels(ctx, BATCH).unwrap();
+        kernels
+            .iter()
+            .filter(|k| k.label == "scaler::begin_step")
+            .count()
+    };
+    // The first step resets found-inf itself; later ones leave it to the scale update.
+    assert_eq!(begins(&mut t), 1, "first step: begin recorded");
+    let step = |t: &mut Trainer, dice: &mut Dice, poison: u64| -> bool {
+        let x = inputs(dice, poison);
+        let y = rand_vec(BATCH * 3, dice.next());
+        t.train_batch(ctx, BATCH, &x, BatchTargets::Values(&y))
+            .unwrap();
+        t.finish(ctx).unwrap()[0].skipped
+    };
+    assert!(!step(&mut t, &mut dice, 0), "a clean step is applied");
+    assert_eq!(begins(&mut t), 0, "steady state: no begin dispatch");
+    assert!(step(&mut t, &mut dice, 1), "a NaN input skips the step");
+    assert!(
+        !step(&mut t, &mut dice, 0),
+        "the next clean step is applied"
+    );
+    assert_eq!(begins(&mut t), 0, "still no begin dispatch");
+    // An eager unscale of a NaN outside the step sets found-inf, and update() keeps it (as
+    // PyTorch reports it until the next step): the next step must reset it itself.
+    let poisoned = upload_f32(ctx, &[1.0, f32::NAN]);
+    t.scaler.unscale(ctx, &poisoned, 2).unwrap();
+    t.scaler.update(ctx).unwrap();
+    assert!(t.scaler.snapshot(ctx).unwrap().found_inf);
+    assert_eq!(
+        begins(&mut t),
+        1,
+        "an unscale outside the step: begin recorded"
+    );
+    assert!(
+        !step(&mut t, &mut dice, 0),
+        "and the clean step after it is applied"
+    );
+    assert_eq!(begins(&mut t), 0, "then no begin dispatch again");
 }

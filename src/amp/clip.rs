@@ -37,6 +37,7 @@ pub struct GradClipper {
     kernels: Vec<Kernel>,
     norm: Arc<GpuBuffer>,
     max_norm: f32,
+    n: usize,
 }
 
 impl GradClipper {
@@ -72,12 +73,34 @@ impl GradClipper {
             kernels,
             norm,
             max_norm,
+            n,
         })
     }
 
     /// Record these in order, after unscale and before the optimizer step.
     pub fn kernels(&self) -> &[Kernel] {
         &self.kernels
+    }
+
+    /// The total norm and the clip coefficient, without applying it: what a step records
+    /// when its optimizer multiplies the gradients by the coefficient itself
+    /// (`Optimizer::clip_first`).
+    pub fn norm_kernels(&self) -> &[Kernel] {
+        &self.kernels[..2]
+    }
+
+    /// `[total_norm, clip_coef]` (f32), written by [`GradClipper::norm_kernels`].
+    pub fn norm_buffer(&self) -> &Arc<GpuBuffer> {
+        &self.norm
+    }
+
+    /// The gradients clipped.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
     }
 
     pub fn max_norm(&self) -> f32 {

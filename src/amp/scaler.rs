@@ -3,7 +3,8 @@
 //! PyTorch semantics with the state in one small GPU buffer, so a step is planned once and
 //! replayed with no CPU readback: `begin_step` → (backward seeded with `scale`) → `unscale`
 //! (multiply by 1/scale and detect inf/NaN in one pass) → optional clipping → optimizer step
-//! (skipped on the GPU when found_inf is set) → `update`.
+//! (skipped on the GPU when found_inf is set) → `update`; a trainer's step ends with
+//! `update_then_begin`, its next begin too, and records `begin_step` only when pending.
 //!
 //! State buffer layout (10 × 32-bit words; also documented in the shader):
 //!
@@ -23,6 +24,7 @@
 //! shader), so `--backoff-factor 0.3` gives PyTorch's scales to the bit.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -177,6 +179,21 @@ pub(super) fn geometry(n: usize) -> ([u32; 3], u32) {
     (wg, wg[0] * wg[1] * wg[2])
 }
 
+/// A one-thread kernel of the GradScaler state alone (inert when disabled).
+fn state_kernel(
+    ctx: &GpuContext,
+    state: &Arc<GpuBuffer>,
+    enabled: bool,
+    entry: &'static str,
+) -> Result<Kernel> {
+    let one = grid_if(enabled, [1, 1, 1]);
+    ctx.kernel(
+        &KernelDesc::new(&SHADER, entry),
+        &[("state", Arg::Buffer(state))],
+        one,
+    )
+}
+
 pub struct GradScaler {
     config: ScalerConfig,
     state: Arc<GpuBuffer>,
@@ -185,29 +202,23 @@ pub struct GradScaler {
     /// Host API bookkeeping: unscale() ran since the last update() (PyTorch's per-optimizer
     /// UNSCALED stage).
     unscaled: bool,
+    /// found_inf may be set outside a trainer's step: [`GradScaler::begin_pending`].
+    begin_pending: AtomicBool,
 }
 
 impl GradScaler {
     pub fn new(ctx: &GpuContext, config: ScalerConfig) -> Result<Self> {
         config.validate()?;
         let state = ctx.alloc_storage("grad_scaler.state", (STATE_WORDS * 4) as u64);
-        let one = grid_if(config.enabled, [1, 1, 1]);
-        let begin_step = ctx.kernel(
-            &KernelDesc::new(&SHADER, "begin_step"),
-            &[("state", Arg::Buffer(&state))],
-            one,
-        )?;
-        let update = ctx.kernel(
-            &KernelDesc::new(&SHADER, "update"),
-            &[("state", Arg::Buffer(&state))],
-            one,
-        )?;
+        let begin_step = state_kernel(ctx, &state, config.enabled, "begin_step")?;
+        let update = state_kernel(ctx, &state, config.enabled, "update")?;
         let scaler = Self {
             config,
             state,
             begin_step,
             update,
             unscaled: false,
+            begin_pending: AtomicBool::new(false),
         };
         let scale = if config.enabled {
             config.init_scale
@@ -253,11 +264,19 @@ impl GradScaler {
 
     /// Clears found_inf: record it at the start of each effective batch, before unscale.
     pub fn begin_step_kernel(&self, ctx: &GpuContext) -> Result<Kernel> {
-        ctx.kernel(
-            &KernelDesc::new(&SHADER, "begin_step"),
-            &[("state", Arg::Buffer(&self.state))],
-            grid_if(self.config.enabled, [1, 1, 1]),
-        )
+        state_kernel(ctx, &self.state, self.config.enabled, "begin_step")
+    }
+
+    /// Whether a step must clear found_inf itself before its unscale, recording
+    /// [`GradScaler::begin_step_kernel`]: an unscale ran or was handed out since the last
+    /// step's [`GradScaler::update_then_begin_kernel`] cleared it.
+    pub fn begin_pending(&self) -> bool {
+        self.begin_pending.load(Ordering::Relaxed)
+    }
+
+    /// A step recorded [`GradScaler::begin_step_kernel`] where [`GradScaler::begin_pending`].
+    pub fn clear_begin_pending(&self) {
+        self.begin_pending.store(false, Ordering::Relaxed);
     }
 
     /// One fused kernel over the flat f32 gradient buffer: `g *= 1/scale` and found_inf |=
@@ -270,6 +289,9 @@ impl GradScaler {
         n: usize,
     ) -> Result<Kernel> {
         check_flat_f32(ctx, "GradScaler.unscale", grads, n)?;
+        // Whoever records it may set found_inf where no update_then_begin clears it.
+        self.begin_pending
+            .store(self.config.enabled, Ordering::Relaxed);
         let (wg, _) = geometry(n);
         let sizes = Sizes {
             n: n as u32,
@@ -288,11 +310,14 @@ impl GradScaler {
 
     /// PyTorch's `_amp_update_scale_` in one thread (inert when disabled).
     pub fn update_kernel(&self, ctx: &GpuContext) -> Result<Kernel> {
-        ctx.kernel(
-            &KernelDesc::new(&SHADER, "update"),
-            &[("state", Arg::Buffer(&self.state))],
-            grid_if(self.config.enabled, [1, 1, 1]),
-        )
+        state_kernel(ctx, &self.state, self.config.enabled, "update")
+    }
+
+    /// [`GradScaler::update_kernel`], then found_inf cleared for the next step (what
+    /// [`GradScaler::begin_step_kernel`] does): a trainer's step ends with it, after copying
+    /// found_inf into its metrics, so the next step needs no begin dispatch.
+    pub fn update_then_begin_kernel(&self, ctx: &GpuContext) -> Result<Kernel> {
+        state_kernel(ctx, &self.state, self.config.enabled, "update_then_begin")
     }
 
     /// Eager `scaler.unscale_(optimizer)`: clears found_inf, then unscales and checks `grads`

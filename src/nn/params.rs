@@ -4,6 +4,7 @@
 //! clips or casts all parameters at once (multi-tensor apply).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext};
@@ -106,6 +107,11 @@ pub struct ParamStore {
     pub grads: Arc<GpuBuffer>,
     /// The per-step cast of the master weights to the compute dtype (None in f32 mode).
     pub low: Option<(Arc<GpuBuffer>, Storage)>,
+    /// Set while `low` may differ from a cast of `master` because the host wrote `master`
+    /// ([`ParamStore::upload`]; set from the start): a trainer whose optimizer step writes
+    /// `low` itself casts again before its next step reads it (`train/step.rs`). Write
+    /// `master` through `upload`, not the buffer directly.
+    low_stale: Arc<AtomicBool>,
 }
 
 impl ParamStore {
@@ -123,6 +129,7 @@ impl ParamStore {
             grads: ctx.alloc_storage("params.grad", bytes),
             low,
             layout,
+            low_stale: Arc::new(AtomicBool::new(true)),
         }
     }
 
@@ -185,7 +192,14 @@ impl ParamStore {
             .transpose()
     }
 
-    /// Upload named values into the master buffer (queued, no wait).
+    /// The flag set while `low` may be stale ([`ParamStore`]'s `low_stale`): whoever casts
+    /// `master` into `low` clears it.
+    pub fn low_staleness(&self) -> &Arc<AtomicBool> {
+        &self.low_stale
+    }
+
+    /// Upload named values into the master buffer (queued, no wait); the compute copy is
+    /// stale until cast again.
     /// (Nothing on a dry context: it backs no buffer.)
     pub fn upload(&self, ctx: &GpuContext, values: &[(String, Vec<f32>)]) -> Result<()> {
         if ctx.is_dry() {
@@ -193,6 +207,7 @@ impl ParamStore {
         }
         let flat = self.layout.flatten(values)?;
         ctx.write_buffer(&self.master, 0, bytemuck::cast_slice(&flat));
+        self.low_stale.store(true, Ordering::Relaxed);
         Ok(())
     }
 

@@ -259,12 +259,28 @@ crate::wgsl_struct! {
         /// 1: weight decay applies only where the `decay_mask` bit is set (parameter groups);
         /// 0: everywhere (one group, PyTorch's default).
         pub(super) grouped: u32,
-        _pad: u32,
+        /// 1: each gradient is multiplied by the clip coefficient first (`clip_norm`)
+        pub(super) clipped: u32,
+        /// 1: each updated parameter is also stored into the compute-dtype copy (`low`)
+        pub(super) writes_low: u32,
+        /// the word of the optimizer's `words` buffer where the weight-decay mask starts
+        pub(super) mask_at: u32,
+        _pad1: u32,
+        _pad2: u32,
     }
 }
 
 impl Hyper {
-    pub(super) fn new(config: &OptimizerConfig, n: usize, grouped: bool) -> Self {
+    /// `bound`: whether the step applies a clip coefficient and writes the compute copy;
+    /// `mask_at`: the word where the weight-decay mask starts.
+    pub(super) fn new(
+        config: &OptimizerConfig,
+        n: usize,
+        grouped: bool,
+        bound: [bool; 2],
+        mask_at: usize,
+    ) -> Self {
+        let [clipped, writes_low] = bound;
         let mut h = Hyper {
             n: n as u32,
             nesterov: 0,
@@ -281,6 +297,9 @@ impl Hyper {
             eps: 0.0,
             param_decay: 1.0,
             grouped: grouped as u32,
+            clipped: clipped as u32,
+            writes_low: writes_low as u32,
+            mask_at: mask_at as u32,
             ..Default::default()
         };
         if let Some(s) = config.sgd_settings() {

@@ -23,19 +23,21 @@ mod schedule;
 pub use config::{AdamSettings, OptimizerConfig, SgdSettings, widen};
 pub use schedule::LrSchedule;
 
-use crate::amp::check_flat_f32;
 use crate::amp::scaler::WORD_FOUND_INF;
+use crate::amp::{GradClipper, check_flat_f32};
+use crate::dtype::Storage;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
-use crate::shader::{ShaderDecl, f32_only};
+use crate::shader::{Grid, ShaderDecl};
+use crate::tensor::Tensor;
 use config::{Hyper, check_lr};
 
 pub static SHADER: ShaderDecl = ShaderDecl {
     name: "optim",
     source: include_str!("../../shaders/optim.wgsl"),
     structs: &[Hyper::WGSL],
-    // Every variant of the optimizer shader (raw f32 buffers only: one variant).
-    variants: f32_only,
+    // Raw f32 buffers, and the weights' compute-dtype copy in any storage (f32: none written).
+    variants: |shader| Grid::new().each(&["low"]).variants(shader, &[]),
 };
 /// The optimizers' one shader, for the portability tests.
 pub static SHADERS: &[&ShaderDecl] = &[&SHADER];
@@ -63,15 +65,39 @@ pub struct Optimizer {
     /// Current learning rate (f32 bits): `set_lr` changes it without `&mut`.
     lr: AtomicU32,
     n: usize,
-    /// Weight decay only where `decay_mask` says (parameter groups); everywhere otherwise.
+    /// Weight decay only where the mask in `words` says (parameter groups); everywhere
+    /// otherwise.
     grouped: bool,
-    /// One bit per element: in the weight-decay group (see [`Optimizer::new_grouped`]).
-    decay_mask: Arc<GpuBuffer>,
-    /// One step counter per workgroup of the step kernel (see `optim.wgsl`).
-    counters: Arc<GpuBuffer>,
+    /// One step counter per workgroup of the step kernel (see `optim.wgsl`), then the
+    /// weight-decay mask (one bit per element: in the weight-decay group, see
+    /// [`Optimizer::new_grouped`]): one binding.
+    words: Arc<GpuBuffer>,
+    /// Workgroups of the step kernel: the counters in `words`.
+    launched: usize,
     /// Named moment buffers: momentum_buffer (SGD with momentum) or exp_avg, exp_avg_sq.
     moments: Vec<(&'static str, Arc<GpuBuffer>)>,
+    /// What the step kernel binds besides the above, kept to bind it again
+    /// ([`Optimizer::clip_first`]).
+    bound: Bound,
     step: Kernel,
+}
+
+/// The step kernel's entry point and grid, the buffers the caller owns, and the clip
+/// coefficient's.
+struct Bound {
+    entry: &'static str,
+    wg: [u32; 3],
+    params: Arc<GpuBuffer>,
+    grads: Arc<GpuBuffer>,
+    scaler_state: Arc<GpuBuffer>,
+    /// A [`GradClipper`]'s norm buffer (`[total_norm, clip_coef]`) when the step multiplies
+    /// each gradient by its coefficient; a placeholder of two words otherwise.
+    clip_norm: Arc<GpuBuffer>,
+    clipped: bool,
+    /// The weights' compute-dtype copy the step writes ([`Optimizer::write_low_copy`]); a
+    /// one-element f32 placeholder otherwise.
+    low: Tensor,
+    writes_low: bool,
 }
 
 impl Optimizer {
@@ -115,7 +141,6 @@ impl Optimizer {
         let groups = n.div_ceil(WG as usize * EPT);
         let wg = grid_1d(groups * WG as usize, WG);
         let launched = (wg[0] * wg[1] * wg[2]) as u64;
-        let counters = ctx.alloc_storage("optim.step_counters", 4 * launched);
         let moment = |label: &'static str| (label, ctx.alloc_storage(label, 4 * n as u64));
         let (entry, moments) = match config {
             OptimizerConfig::Sgd { momentum: 0.0, .. } => ("sgd_step", vec![]),
@@ -131,32 +156,118 @@ impl Optimizer {
                 .collect(),
             None => vec![u32::MAX],
         };
-        let decay_mask = ctx.alloc_storage("optim.decay_mask", 4 * words.len() as u64);
-        ctx.write_buffer(&decay_mask, 0, bytemuck::cast_slice(&words));
+        let counters_and_mask = 4 * (launched + words.len() as u64);
+        let counters_and_mask = ctx.alloc_storage("optim.words", counters_and_mask);
+        let mask_at = 4 * launched;
+        ctx.write_buffer(&counters_and_mask, mask_at, bytemuck::cast_slice(&words));
+        let (words, launched) = (counters_and_mask, launched as usize);
         let grouped = decay.is_some();
-        let hyper = Hyper::new(&config, n, grouped);
-        let mut args = vec![
-            ("hyper", Arg::Uniform(bytemuck::bytes_of(&hyper))),
-            ("scaler", Arg::Buffer(scaler_state)),
-            ("counters", Arg::Buffer(&counters)),
-            ("param", Arg::Buffer(params)),
-            ("grad", Arg::Buffer(grads)),
-        ];
-        for (label, buffer) in &moments {
-            args.push((*label, Arg::Buffer(buffer)));
-        }
-        args.push(("decay_mask", Arg::Buffer(&decay_mask)));
-        let step = ctx.kernel(&KernelDesc::new(&SHADER, entry), &args, wg)?;
+        let bound = Bound {
+            entry,
+            wg,
+            params: params.clone(),
+            grads: grads.clone(),
+            scaler_state: scaler_state.clone(),
+            clip_norm: ctx.alloc_storage("optim.no_clip", 8),
+            clipped: false,
+            low: Tensor::view(
+                ctx,
+                ctx.alloc_storage("optim.no_low", 4),
+                0,
+                &[1],
+                Storage::F32,
+            )?,
+            writes_low: false,
+        };
+        let hyper = Hyper::new(&config, n, grouped, [false, false], launched);
+        let parts = StepParts {
+            words: &words,
+            moments: &moments,
+            bound: &bound,
+        };
+        let step = parts.kernel(ctx, &hyper)?;
         Ok(Self {
             config,
             grouped,
-            decay_mask,
             lr: AtomicU32::new(config.lr().to_bits()),
             n,
-            counters,
+            words,
+            launched,
             moments,
+            bound,
             step,
         })
+    }
+
+    /// Fold `clipper`'s last kernel into this optimizer's step: the step multiplies each
+    /// gradient by the clip coefficient `clipper`'s reduce wrote, exactly as its apply
+    /// kernel would have (same f32 multiply, same bits), so a step records only
+    /// [`GradClipper::norm_kernels`] before it. The gradient buffer keeps the unclipped
+    /// values. `clipper` must clip this optimizer's gradients.
+    pub fn clip_first(mut self, ctx: &GpuContext, clipper: &GradClipper) -> Result<Self> {
+        if clipper.len() != self.n {
+            return Err(Error::InvalidArgument(format!(
+                "{}: a clipper of {} gradients for {} parameters",
+                self.config.name(),
+                clipper.len(),
+                self.n
+            )));
+        }
+        self.bound.clip_norm = clipper.norm_buffer().clone();
+        self.bound.clipped = true;
+        self.rebind(ctx)
+    }
+
+    /// Make the step also store each parameter it updates into `low`, the weights'
+    /// compute-dtype copy (`n` elements, any storage), through the same store helpers as
+    /// `elementwise::cast` (same bits): after an applied step `low` is the cast of the new
+    /// parameters, and a skipped step writes neither. Whoever writes the parameters otherwise
+    /// (an upload) casts them again before `low` is read.
+    pub fn write_low_copy(mut self, ctx: &GpuContext, low: &Tensor) -> Result<Self> {
+        if low.numel() != self.n {
+            return Err(Error::InvalidArgument(format!(
+                "{}: a compute copy of {} elements for {} parameters",
+                self.config.name(),
+                low.numel(),
+                self.n
+            )));
+        }
+        self.bound.low = low.clone();
+        self.bound.writes_low = true;
+        self.rebind(ctx)
+    }
+
+    /// The step kernel again, over the buffers [`Bound`] now names.
+    fn rebind(mut self, ctx: &GpuContext) -> Result<Self> {
+        let parts = StepParts {
+            words: &self.words,
+            moments: &self.moments,
+            bound: &self.bound,
+        };
+        self.step = parts.kernel(ctx, &self.hyper(self.lr()))?;
+        Ok(self)
+    }
+
+    /// Whether the step applies a clip coefficient itself ([`Optimizer::clip_first`]).
+    pub fn clips(&self) -> bool {
+        self.bound.clipped
+    }
+
+    /// Whether the step writes the weights' compute-dtype copy
+    /// ([`Optimizer::write_low_copy`]).
+    pub fn writes_low_copy(&self) -> bool {
+        self.bound.writes_low
+    }
+
+    fn hyper(&self, lr: f32) -> Hyper {
+        let bound = [self.bound.clipped, self.bound.writes_low];
+        Hyper::new(
+            &self.config.with_lr(lr),
+            self.n,
+            self.grouped,
+            bound,
+            self.launched,
+        )
     }
 
     /// The fused update: ONE dispatch over all n parameters. Record it after unscale (and
@@ -170,7 +281,7 @@ impl Optimizer {
     pub fn set_lr(&self, ctx: &GpuContext, lr: f32) -> Result<()> {
         check_lr(self.config.name(), lr)?;
         self.lr.store(lr.to_bits(), Ordering::Relaxed);
-        let hyper = Hyper::new(&self.config.with_lr(lr), self.n, self.grouped);
+        let hyper = self.hyper(lr);
         self.step.set_uniform(ctx, bytemuck::bytes_of(&hyper));
         Ok(())
     }
@@ -191,9 +302,13 @@ impl Optimizer {
         self.grouped
     }
 
-    /// The weight-decay mask (one bit per element; one all-ones word without groups).
-    pub fn decay_mask_buffer(&self) -> &Arc<GpuBuffer> {
-        &self.decay_mask
+    /// The weight-decay mask (one bit per element; one all-ones word without groups), read
+    /// back (blocking; native only).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn decay_mask_words(&self, ctx: &GpuContext) -> Result<Vec<u32>> {
+        let at = 4 * self.launched as u64;
+        let bytes = ctx.read_bytes(&self.words, at, self.words.size() - at)?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
     }
 
     pub fn len(&self) -> usize {
@@ -204,9 +319,14 @@ impl Optimizer {
         self.n == 0
     }
 
-    /// The step counters (one u32 per workgroup; all equal) and each moment buffer.
+    /// The step counters (one u32 per workgroup; all equal) in the first words, then the
+    /// weight-decay mask; and each moment buffer.
     pub fn counters_buffer(&self) -> &Arc<GpuBuffer> {
-        &self.counters
+        &self.words
+    }
+
+    fn counter_bytes(&self) -> u64 {
+        4 * self.launched as u64
     }
 
     pub fn moment_buffers(&self) -> &[(&'static str, Arc<GpuBuffer>)] {
@@ -216,7 +336,7 @@ impl Optimizer {
     /// Read the state back (asynchronous: also on the web; outside the step loop).
     pub async fn state_async(&self, ctx: &GpuContext) -> Result<OptimizerState> {
         let bytes = ctx
-            .read_bytes_async(&self.counters, 0, self.counters.size())
+            .read_bytes_async(&self.words, 0, self.counter_bytes())
             .await?;
         let step = self.decode_step(&bytes)?;
         let mut moments = Vec::new();
@@ -230,7 +350,7 @@ impl Optimizer {
     /// Blocking [`Optimizer::state_async`] (native only).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn state(&self, ctx: &GpuContext) -> Result<OptimizerState> {
-        let bytes = ctx.read_bytes(&self.counters, 0, self.counters.size())?;
+        let bytes = ctx.read_bytes(&self.words, 0, self.counter_bytes())?;
         let step = self.decode_step(&bytes)?;
         let mut moments = Vec::new();
         for (name, buffer) in &self.moments {
@@ -314,8 +434,34 @@ impl Optimizer {
             };
             ctx.write_buffer(buffer, 0, bytemuck::cast_slice(&values));
         }
-        let counters = vec![step; (self.counters.size() / 4) as usize];
-        ctx.write_buffer(&self.counters, 0, bytemuck::cast_slice(&counters));
+        let counters = vec![step; self.launched];
+        ctx.write_buffer(&self.words, 0, bytemuck::cast_slice(&counters));
         Ok(())
+    }
+}
+
+/// What the step kernel is made of.
+struct StepParts<'a> {
+    words: &'a Arc<GpuBuffer>,
+    moments: &'a [(&'static str, Arc<GpuBuffer>)],
+    bound: &'a Bound,
+}
+
+impl StepParts<'_> {
+    fn kernel(&self, ctx: &GpuContext, hyper: &Hyper) -> Result<Kernel> {
+        let b = self.bound;
+        let mut args = vec![
+            ("hyper", Arg::Uniform(bytemuck::bytes_of(hyper))),
+            ("scaler", Arg::Buffer(&b.scaler_state)),
+            ("words", Arg::Buffer(self.words)),
+            ("param", Arg::Buffer(&b.params)),
+            ("grad", Arg::Buffer(&b.grads)),
+        ];
+        for (label, buffer) in self.moments {
+            args.push((*label, Arg::Buffer(buffer)));
+        }
+        args.push(("clip_norm", Arg::Buffer(&b.clip_norm)));
+        args.push(("low", b.low.arg()));
+        ctx.kernel(&KernelDesc::new(&SHADER, b.entry), &args, b.wg)
     }
 }

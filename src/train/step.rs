@@ -5,8 +5,12 @@
 //! A step of `grad_accum` micro-batches records, in each micro-batch's command buffer:
 //!
 //! 1. **begin** (the step's first micro-batch): zero the gradients, note the scale the
-//!    backward is seeded with, reset the found-inf flag, cast the master weights to the
-//!    compute dtype ([`Phase::Setup`]);
+//!    backward is seeded with, cast the master weights to the compute dtype
+//!    ([`Phase::Setup`]) where the copy is stale (with master weights the optimizer writes
+//!    it, so only the first step and a step after a host write of the weights cast); the
+//!    found-inf flag was reset by the previous step's scale update,
+//!    and is reset here only where something else may have set it since (an unscale
+//!    outside a step: [`GradScaler::begin_pending`], the first step included);
 //! 2. **forward**: the network's layers in order (`nn/network.rs`);
 //! 3. **loss**: the loss and its gradient, seeded with `scale / micro-batches`;
 //! 4. **backward**: the layers' backward in reverse, accumulating into the flat gradients;
@@ -16,11 +20,15 @@
 //!    A rank of a data-parallel job submits here too and all-reduces the gradients
 //!    (`rank.rs`; a single process does nothing).
 //! 5. **unscale**: gradients × 1/scale and the inf/NaN check (pure f16: rounding too);
-//! 6. **clip**: to the global norm, after unscaling (when asked for);
-//! 7. **optimizer**: one dispatch over every parameter, skipped on inf/NaN;
-//! 8. **scale update**: the GradScaler's growth or backoff;
-//! 9. **stats**: found-inf and the new scale into the metrics, the metrics into a slot of
-//!    the stats ring (`stats.rs`), the learning rate written ahead; one submit.
+//! 6. **clip**: the global norm and the clip coefficient, after unscaling (when asked for);
+//! 7. **optimizer**: one dispatch over every parameter, skipped on inf/NaN; when clipping,
+//!    it multiplies each gradient by the coefficient first (`Optimizer::clip_first`: the
+//!    gradient buffer keeps the unclipped values); with master weights it also writes their
+//!    compute-dtype copy (`Optimizer::write_low_copy`);
+//! 8. **scale update**: found-inf into the metrics first; then the GradScaler's growth or
+//!    backoff, which also resets found-inf for the next step;
+//! 9. **stats**: the new scale into the metrics, the metrics into a slot of the stats ring
+//!    (`stats.rs`), the learning rate written ahead; one submit.
 //!
 //! [`Phase::ALL`] is this order. The kernels of the phases the network does not hold
 //! (begin, weight cast, gradient rounding, unscale, clipping, parameter rounding, scale
@@ -36,6 +44,7 @@
 //! [`Trainer::train_batch`]: super::trainer::Trainer::train_batch
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::config::StepConfig;
 use super::host_time::Clock;
@@ -55,7 +64,8 @@ use crate::optim::Optimizer;
 /// The part of a step a kernel belongs to, in the order a step records them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Phase {
-    /// Reset the step's found-inf flag, cast the master weights.
+    /// Cast the master weights where the copy is stale (and, when pending, reset the step's
+    /// found-inf flag).
     Setup,
     Forward,
     /// The loss and its scale-seeded gradient.
@@ -117,20 +127,28 @@ impl Phase {
 /// The kernels a step records besides the network's, made once when the trainer is planned,
 /// phase by phase in step order ([`Phase::ALL`]).
 pub(super) struct StepKernels {
-    /// [`Phase::Setup`]: reset the step's found-inf flag (the GradScaler's begin), then cast
-    /// every master weight to the compute dtype, one dispatch (none in f32).
+    /// [`Phase::Setup`]: reset the step's found-inf flag (the GradScaler's begin; only when
+    /// [`GradScaler::begin_pending`]: the scale update resets it otherwise), then cast every
+    /// master weight to the compute dtype, one dispatch (none in f32).
     begin_step: Kernel,
     weight_cast: Option<Kernel>,
+    /// With master weights, the optimizer's step writes the compute copy
+    /// ([`Optimizer::write_low_copy`]) and the cast runs only while this (the store's
+    /// staleness flag: the first step, a host write of the weights since) is set. None:
+    /// the cast runs every step (pure f16 rounds the parameters after the optimizer).
+    low_stale: Option<Arc<AtomicBool>>,
     /// [`Phase::Unscale`]: pure f16 rounds the gradients to f16 values; then the
     /// GradScaler's unscale and inf/NaN check (scaler on).
     round_grads: Option<Kernel>,
     unscale: Option<Kernel>,
-    /// [`Phase::Clip`]: to the global norm (when asked for).
+    /// [`Phase::Clip`]: the global norm and clip coefficient (when asked for); the
+    /// optimizer's step applies the coefficient ([`Optimizer::clip_first`]).
     clipper: Option<GradClipper>,
     /// [`Phase::Optimizer`]: after the optimizer's own step kernel, pure f16 rounds the
     /// parameters to f16 values.
     round_params: Option<Kernel>,
-    /// [`Phase::ScaleUpdate`]: the GradScaler's growth or backoff (scaler on).
+    /// [`Phase::ScaleUpdate`]: the GradScaler's growth or backoff, then found-inf reset for
+    /// the next step (scaler on).
     update: Option<Kernel>,
 }
 
@@ -153,6 +171,8 @@ impl StepKernels {
         let scaled = scaler.enabled();
         // Setup.
         let begin_step = scaler.begin_step_kernel(ctx)?;
+        let folds_cast = config.precision.master_weights() && weight_cast.is_some();
+        let low_stale = folds_cast.then(|| store.low_staleness().clone());
         // Forward, loss and backward are the network's (per batch size).
         // Unscale.
         let round_grads = round(grads)?;
@@ -163,10 +183,11 @@ impl StepKernels {
         // Optimizer: its step is the optimizer's kernel, made with it.
         let round_params = round(master)?;
         // Scale update.
-        let update = scaled.then(|| scaler.update_kernel(ctx));
+        let update = scaled.then(|| scaler.update_then_begin_kernel(ctx));
         Ok(Self {
             begin_step,
             weight_cast,
+            low_stale,
             round_grads,
             unscale: unscale.transpose()?,
             clipper: clipper.transpose()?,
@@ -175,27 +196,60 @@ impl StepKernels {
         })
     }
 
+    /// The gradient clipper (when clipping is asked for), whose coefficient the optimizer
+    /// applies ([`Optimizer::clip_first`]).
+    pub(super) fn clipper(&self) -> Option<&GradClipper> {
+        self.clipper.as_ref()
+    }
+
     /// The master → compute-dtype weight cast (none in f32 mode).
     pub(super) fn weight_cast(&self) -> Option<&Kernel> {
         self.weight_cast.as_ref()
     }
 
-    /// The kernels of `phase` in a step of `net` updated by `optimizer`, in order.
+    /// Whether the optimizer's step should write the weights' compute copy (then the cast
+    /// runs only while the copy is stale).
+    pub(super) fn folds_weight_cast(&self) -> bool {
+        self.low_stale.is_some()
+    }
+
+    /// Whether a step of `optimizer` must cast the weights: its step does not write the
+    /// compute copy, or the copy is stale.
+    fn casts_weights(&self, optimizer: &Optimizer) -> bool {
+        match &self.low_stale {
+            Some(stale) if optimizer.writes_low_copy() => stale.load(Ordering::Relaxed),
+            _ => true,
+        }
+    }
+
+    /// The kernels of `phase` in a step of `net` updated by `optimizer` under `scaler`, in
+    /// order.
     pub(super) fn of_phase<'a>(
         &'a self,
-        net: &'a Network,
-        optimizer: &'a Optimizer,
+        (net, optimizer, scaler): (&'a Network, &'a Optimizer, &GradScaler),
         phase: Phase,
     ) -> Vec<&'a Kernel> {
         match phase {
-            Phase::Setup => std::iter::once(&self.begin_step)
-                .chain(&self.weight_cast)
-                .collect(),
+            Phase::Setup => {
+                let cast = self
+                    .weight_cast
+                    .iter()
+                    .filter(|_| self.casts_weights(optimizer));
+                (scaler.begin_pending().then_some(&self.begin_step))
+                    .into_iter()
+                    .chain(cast)
+                    .collect()
+            }
             Phase::Forward => net.forward_kernels().collect(),
             Phase::Loss => net.loss_kernels().collect(),
             Phase::Backward => net.backward_kernels().collect(),
             Phase::Unscale => self.round_grads.iter().chain(&self.unscale).collect(),
-            Phase::Clip => self.clipper.iter().flat_map(|c| c.kernels()).collect(),
+            // The coefficient is applied by the optimizer's step when it clips.
+            Phase::Clip => match &self.clipper {
+                Some(c) if optimizer.clips() => c.norm_kernels().iter().collect(),
+                Some(c) => c.kernels().iter().collect(),
+                None => Vec::new(),
+            },
             Phase::Optimizer => std::iter::once(optimizer.step_kernel())
                 .chain(&self.round_params)
                 .collect(),
@@ -207,13 +261,12 @@ impl StepKernels {
     /// [`Step::record`] records them.
     pub(super) fn phases<'a>(
         &'a self,
-        net: &'a Network,
-        optimizer: &'a Optimizer,
+        parts: (&'a Network, &'a Optimizer, &GradScaler),
     ) -> Vec<(Phase, &'a Kernel)> {
         Phase::ALL
             .into_iter()
             .flat_map(|phase| {
-                let kernels = self.of_phase(net, optimizer, phase);
+                let kernels = self.of_phase(parts, phase);
                 kernels.into_iter().map(move |k| (phase, k))
             })
             .collect()
@@ -274,11 +327,19 @@ impl Step<'_> {
                 encoder.clear_buffer(n.buffer().raw(), 0, None);
             }
         }
-        // 1–4. Setup, forward, loss, backward: one compute pass.
+        // 1–4. Setup, forward, loss, backward: one compute pass. A pending begin is recorded
+        // now (Setup reads it), and taken.
         let counting = counted.then_some(last);
-        self.encode(&mut encoder, counting, |r| {
-            r == Records::Every || (first && r == Records::First)
+        self.encode(&mut encoder, counting, |p| {
+            p.records() == Records::Every || (first && p.records() == Records::First)
         });
+        if first {
+            self.scaler.clear_begin_pending();
+            // The cast (if Setup recorded it) makes the copy fresh.
+            if let Some(stale) = &self.kernels.low_stale {
+                stale.store(false, Ordering::Relaxed);
+            }
+        }
         let net = self.net;
         let loss = (net.loss.buffer().raw(), net.loss.byte_offset());
         let word = METRIC_LOSSES + micro as u64;
@@ -303,13 +364,19 @@ impl Step<'_> {
             encoder = self.exchange.all_reduce(ctx, encoder, step, overlap)?;
             self.in_flight.count_submission();
         }
-        // 5–8. Unscale, clip, optimizer, scale update: one compute pass.
-        self.encode(&mut encoder, None, |r| r == Records::Last);
-
-        // 9. Stats: found_inf (state word 2), then the updated scale (word 0), into the
-        // metrics; the metrics into a slot of the stats ring.
+        // 5–7. Unscale, clip, optimizer: one compute pass; then found_inf (state word 2)
+        // into the metrics, before the scale update resets it.
+        let last_phase = |p: Phase| p.records() == Records::Last;
+        self.encode(&mut encoder, None, |p| {
+            last_phase(p) && p != Phase::ScaleUpdate
+        });
         let (state, metrics) = (self.scaler.state_buffer().raw(), self.in_flight.metrics());
         encoder.copy_buffer_to_buffer(state, 8, metrics.raw(), 4, 4);
+        // 8. Scale update: a compute pass of its own.
+        self.encode(&mut encoder, None, |p| p == Phase::ScaleUpdate);
+
+        // 9. Stats: the updated scale (word 0) into the metrics; the metrics into a slot of
+        // the stats ring.
         encoder.copy_buffer_to_buffer(state, 0, metrics.raw(), 8, 4);
         let slot = self.in_flight.next_slot()?;
         encoder.copy_buffer_to_buffer(metrics.raw(), 0, slot.raw(), 0, metrics.size());
@@ -339,11 +406,12 @@ impl Step<'_> {
         &self,
         encoder: &mut wgpu::CommandEncoder,
         counting: Option<bool>,
-        recorded: impl Fn(Records) -> bool,
+        recorded: impl Fn(Phase) -> bool,
     ) {
         let mut pass = encoder.begin_compute_pass(&Default::default());
-        for phase in Phase::ALL.into_iter().filter(|p| recorded(p.records())) {
-            let kernels = self.kernels.of_phase(self.net, self.optimizer, phase);
+        let parts = (self.net, &*self.optimizer, self.scaler);
+        for phase in Phase::ALL.into_iter().filter(|&p| recorded(p)) {
+            let kernels = self.kernels.of_phase(parts, phase);
             let counted = match phase {
                 Phase::Forward => Pass::Forward,
                 Phase::Backward => Pass::Backward,

@@ -122,6 +122,18 @@ impl Trainer {
             weight_decay_mask(&spec, &store.layout).as_deref(),
         )?;
         let kernels = StepKernels::plan(ctx, &config, (&store, weight_cast), &scaler)?;
+        // Clipping: the optimizer's step applies the coefficient (no dispatch of its own).
+        let mut optimizer = match kernels.clipper() {
+            Some(clipper) => optimizer.clip_first(ctx, clipper)?,
+            None => optimizer,
+        };
+        // Master weights: the optimizer's step writes their compute copy (the cast runs only
+        // while it is stale).
+        if kernels.folds_weight_cast()
+            && let Some(low) = store.low_flat(ctx)?
+        {
+            optimizer = optimizer.write_low_copy(ctx, &low)?;
+        }
         let in_flight = InFlight::new(ctx, config.grad_accum, || {
             NumericsPasses::of_model(ctx, &spec, &policy, &config)
         })?;
@@ -334,7 +346,9 @@ impl Trainer {
     /// matter).
     pub fn step_phases(&mut self, ctx: &GpuContext, batch: usize) -> Result<Vec<(Phase, &Kernel)>> {
         let i = self.plan_network(ctx, batch)?;
-        Ok(self.kernels.phases(&self.nets[i], &self.optimizer))
+        Ok(self
+            .kernels
+            .phases((&self.nets[i], &self.optimizer, &self.scaler)))
     }
 
     /// [`Trainer::step_phases`] without the phases.

@@ -8,8 +8,10 @@
 //!    all-reduce (the whole flat buffer is one bucket), while the host checks its own
 //!    gradients for inf/NaN and gathers the next micro-batch; **the host waits** for the
 //!    all-reduce to complete (`dist::mpi`), then for the logical-or of the found-inf flags;
-//! 4. the summed gradients, the losses averaged over ranks and (when any rank saw inf/NaN
-//!    and the GradScaler is on) `found_inf` are written back with `queue.write_buffer`;
+//! 4. the summed gradients and the losses averaged over ranks are written back with
+//!    `queue.write_buffer`, and (when any rank saw inf/NaN and the GradScaler is on)
+//!    `found_inf` is set by a copy at the head of the rest of the step, so a step that
+//!    fails before its submit leaves no flag for the next one (which does not reset it);
 //! 5. unscale, clipping, the optimizer step and the scale update are recorded and submitted
 //!    as in a single process, into the stats ring (`train/step.rs`).
 //!
@@ -52,6 +54,8 @@ pub(crate) struct GradExchange {
     grad_bytes: u64,
     loss_words: usize,
     sum: Vec<f32>,
+    /// One u32 1: copied into the GradScaler's found_inf when any rank saw inf/NaN.
+    found_inf_one: Arc<GpuBuffer>,
     pub(crate) stats: ExchangeStats,
 }
 
@@ -69,9 +73,12 @@ impl GradExchange {
             bytes,
             wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         );
+        let found_inf_one = ctx.alloc_storage("step.exchange.found_inf", 4);
+        ctx.write_buffer(&found_inf_one, 0, bytemuck::bytes_of(&1u32));
         Self {
             collective,
             staging,
+            found_inf_one,
             grad_bytes,
             loss_words,
             sum: vec![0.0; (bytes / 4) as usize],
@@ -165,21 +172,24 @@ impl GradExchange {
             loss_offset,
             bytemuck::cast_slice(&self.sum[grad_words..]),
         );
+        let mut rest = ctx
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("step.after-all-reduce"),
+            });
         if let Some(scaler_state) = scaler_state
             && any_nonfinite
         {
             // found_inf (state word 2): every rank skips this step, also one whose own
             // gradients were finite. The unscale kernel only ever sets it further.
-            ctx.write_buffer(
-                scaler_state,
+            rest.copy_buffer_to_buffer(
+                self.found_inf_one.raw(),
+                0,
+                scaler_state.raw(),
                 4 * crate::amp::scaler::WORD_FOUND_INF as u64,
-                bytemuck::bytes_of(&1u32),
+                4,
             );
         }
-        Ok(ctx
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("step.after-all-reduce"),
-            }))
+        Ok(rest)
     }
 }
