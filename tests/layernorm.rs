@@ -430,5 +430,11 @@ fn layernorm_rejects_bad_shapes_and_storages() {
         layernorm_backward(ctx, &y, &x, &w, &stat, &stat, &y, &dw16, None),
         &["dweight must be stored as f32, not bf16"],
     );
-    assert!(layernorm_forward(ctx, &x, &w, None, &y, &stat, &stat, EPS).is_ok());
+    // mean and rstd in one buffer would be two writable bindings of one range: refused.
+    common::expect_err(
+        layernorm_forward(ctx, &x, &w, None, &y, &stat, &stat, EPS),
+        &["as `mean_out` (writable", "WebGPU forbids"],
+    );
+    let rstd = Tensor::zeros(ctx, &[4], DType::F32);
+    assert!(layernorm_forward(ctx, &x, &w, None, &y, &stat, &rstd, EPS).is_ok());
 }
