@@ -10,9 +10,8 @@
 mod common;
 
 use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::nn::{LossKind, ModelSpec, preset};
-use webgpu_amp::optim::OptimizerConfig;
-use webgpu_amp::train::{BatchTargets, StepConfig, Trainer};
+use webgpu_amp::nn::{ModelSpec, preset};
+use webgpu_amp::train::BatchTargets;
 
 /// Dispatches of one optimizer step of `model` (a preset on `input`, `classes` outputs)
 /// under `precision`, as `bench step --profile` plans it after one step: a GPT clips
@@ -33,14 +32,7 @@ fn step_kernels(
     precision: Precision,
 ) -> (Vec<String>, usize) {
     let ctx = common::ctx_owned();
-    let init = spec.init_params(0);
-    let config = StepConfig::new(
-        precision,
-        LossKind::CrossEntropy,
-        OptimizerConfig::adamw(1e-3),
-    )
-    .clip_grad_norm(model.starts_with("gpt").then_some(1.0));
-    let mut t = Trainer::new(&ctx, spec, config, classes, &init).unwrap();
+    let mut t = common::trainers::bench_trainer(&ctx, (model, spec), classes, precision);
     let batch = 2;
     let elements: usize = input.iter().product();
     if model.starts_with("gpt") {

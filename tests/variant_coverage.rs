@@ -9,9 +9,7 @@ mod common;
 
 use webgpu_amp::GpuContext;
 use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::nn::{LossKind, preset};
-use webgpu_amp::optim::OptimizerConfig;
-use webgpu_amp::train::{StepConfig, Trainer};
+use webgpu_amp::nn::preset;
 use webgpu_amp::variants::undeclared;
 
 const MODELS: [(&str, &[usize], usize); 6] = [
@@ -36,14 +34,7 @@ fn plan_every_step(ctx: &GpuContext) {
     for (model, input, classes) in MODELS {
         for precision in PRECISIONS {
             let spec = preset(model, input, classes).unwrap();
-            let init = spec.init_params(0);
-            let config = StepConfig::new(
-                precision,
-                LossKind::CrossEntropy,
-                OptimizerConfig::adamw(1e-3),
-            )
-            .clip_grad_norm(model.starts_with("gpt").then_some(1.0));
-            let mut t = Trainer::new(ctx, spec, config, classes, &init).unwrap();
+            let mut t = common::trainers::bench_trainer(ctx, (model, spec), classes, precision);
             t.step_kernels(ctx, 3).unwrap();
         }
     }

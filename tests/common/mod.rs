@@ -13,6 +13,7 @@ pub mod flash_run;
 pub mod matmul_ref;
 pub mod portability;
 pub mod runs;
+pub mod trainers;
 pub mod values;
 
 use std::sync::OnceLock;
