@@ -75,10 +75,11 @@ if [ "$mode" = full ]; then
   train mlp-amp-f16 mlp amp-f16 20
   echo "== DX12 with DXC (dxcompiler.dll from PyPI's slangpy): info and selftest"
   # Measured 2026-11-27 (Wine 10.0, vkd3d 1.14, Mesa 25's lavapipe, slangpy 0.43.1's
-  # dxcompiler.dll 1.9.2602.17): with DXC, wgpu 30.0.1 lists no DX12 adapter at all, where
-  # FXC lists one; so this step fails here. It stays a failure, not a skip: DXC is unchecked.
+  # dxcompiler.dll 1.9.2602.17): DXC loads and the D3D12 device is made, but with DXC wgpu
+  # 30.0.1 exposes an adapter only at shader model 6.0 or later, which vkd3d 1.14 does not
+  # report; so this step fails here. It stays a failure, not a skip: DXC is unchecked.
   if ! bash "$wine" run-dxc info --backend dx12 | tee "$out/info-dxc.txt"; then
-    echo "dx12-check: FAILED: with DXC (dxcompiler.dll from slangpy) wgpu finds no DX12 adapter under Wine + vkd3d, so native f16 on DX12 is NOT CHECKED here; the FXC pass above passed" >&2
+    echo "dx12-check: FAILED: with DXC (dxcompiler.dll from slangpy) wgpu finds no DX12 adapter under Wine + vkd3d (it needs shader model 6.0, which vkd3d does not report), so native f16 on DX12 is NOT CHECKED here; the FXC pass above passed" >&2
     exit 1
   fi
   bash "$wine" run-dxc selftest
