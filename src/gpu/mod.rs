@@ -24,6 +24,7 @@ mod capabilities;
 mod context;
 mod faults;
 mod kernel;
+mod kernel_checks;
 pub mod kernel_table;
 mod map_signal;
 mod readback;
