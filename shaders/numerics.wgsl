@@ -13,12 +13,20 @@
 //   command line does not, and it is the pass's one atomic per value): bin k holds |x| in
 //   [2^(LO+k), 2^(LO+k+1)), then the values below 2^LO and those at or above 2^(LO+BINS).
 // Only integer atomics: the counts are the same whatever order the threads run in.
+//
+// Two loops per storage: the general one (`tally`: every class from the value's exponent, and
+// the histogram) and, for the passes without the histogram (the command line's, where the
+// pass's cost is the doctor's cost), a fast one that only compares |x| bits with a few
+// bounds and keeps the largest and smallest, both halves of a 16-bit word at once
+// (`bounds_halves`). tests/numerics.rs holds both to the CPU count.
 
 #struct Params // src/ops/numerics.rs
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> words: array<u32>;
 @group(0) @binding(2) var<storage, read_write> counts: array<atomic<u32>>;
+// The same values as `words`, four words at a time (the fast loops' 16-byte loads).
+@group(0) @binding(3) var<storage, read> quads: array<vec4<u32>>;
 
 const WG: u32 = 256u;
 const HEADER: u32 = 8u;
@@ -125,6 +133,146 @@ fn tally_half(t: ptr<function, Tally>, word: u32, e: u32) {
     }
 }
 
+// The counters of the fast loops below, as threshold tests: how many values had |x| bits at
+// or above each bound (inf, just past inf, the overflow and the underflow thresholds, and
+// 1: non-zero), and the largest and smallest finite non-zero |x| bits. `Tally` follows
+// from them (`tally_of`): NaN is past inf, overflow is at or above its threshold but not
+// NaN, underflow is non-zero but below its threshold, zero is not non-zero.
+struct Bounds {
+    n: u32,
+    ge_inf: u32,
+    gt_inf: u32,
+    ge_over: u32,
+    nonzero: u32,
+    ge_under: u32,
+    hi: u32,
+    lo: u32,
+}
+
+// floor(log2 |x|) of a finite non-zero f32, given its |x| bits (subnormals from the leading
+// zeros).
+fn binade_of(u: u32) -> i32 {
+    let field = u >> 23u;
+    return select(i32(field) - 127, i32(31u - countLeadingZeros(u | 1u)) - 149, field == 0u);
+}
+
+// `Bounds` as a `Tally`; `hi` and `lo` are widened to f32 bits first (kind 1: f16 halves;
+// 2: bf16 halves).
+fn tally_of(b: Bounds) -> Tally {
+    var hi = b.hi;
+    var lo = b.lo;
+    if (params.kind == 1u) {
+        hi = half_bits(hi);
+        lo = half_bits(lo);
+    } else if (params.kind == 2u) {
+        hi = hi << 16u;
+        lo = lo << 16u;
+    }
+    let max_e = select(0u, u32(binade_of(hi) + BIAS), b.hi != 0u);
+    let min_e = select(0u, u32(BIAS - binade_of(lo)), b.lo != 0xffffffffu);
+    return Tally(b.n, b.ge_inf, b.gt_inf, b.ge_over - b.gt_inf, b.nonzero - b.ge_under,
+        b.n - b.nonzero, max_e, min_e);
+}
+
+fn sum4(v: vec4<u32>) -> u32 {
+    return v.x + v.y + v.z + v.w;
+}
+
+// f32 values, quads `first_quad + start, + stride, ...` below `quad_count`: six compares a
+// value and a running largest and smallest, no exponent until the end.
+fn bounds_f32(start: u32, stride: u32, first_quad: u32, quad_count: u32) -> Bounds {
+    let inf = vec4<u32>(0x7f800000u);
+    let one = vec4<u32>(1u);
+    let zero = vec4<u32>(0u);
+    var ge_inf = zero;
+    var gt_inf = zero;
+    var ge_over = zero;
+    var nonzero = zero;
+    var ge_under = zero;
+    var hi = zero;
+    var lo = vec4<u32>(0xffffffffu);
+    var n = 0u;
+    for (var i = start; i < quad_count; i += stride) {
+        let u = quads[first_quad + i] & vec4<u32>(0x7fffffffu);
+        ge_inf += select(zero, one, u >= inf);
+        gt_inf += select(zero, one, u > inf);
+        ge_over += select(zero, one, u >= vec4<u32>(params.overflow_bits));
+        nonzero += select(zero, one, u != zero);
+        ge_under += select(zero, one, u >= vec4<u32>(params.underflow_bits));
+        hi = max(hi, select(zero, u, u < inf));
+        lo = min(lo, select(vec4<u32>(0xffffffffu), u, u - one < inf - one));
+        n += 4u;
+    }
+    return Bounds(n, sum4(ge_inf), sum4(gt_inf), sum4(ge_over), sum4(nonzero), sum4(ge_under),
+        max(max(hi.x, hi.y), max(hi.z, hi.w)), min(min(lo.x, lo.y), min(lo.z, lo.w)));
+}
+
+// Sixteen-bit values (f16 or bf16), eight to a quad, all eight at once: |h| is at most
+// 0x7fff, so |h| + (0x8000 - K) sets bit 15 of its half exactly when |h| >= K and never
+// carries into the next half. The counts build up in 16-bit lanes, which cannot wrap: a
+// thread takes at most 2^15 quads (src/ops/numerics.rs holds the grid to it).
+fn bounds_halves(start: u32, stride: u32, first_quad: u32, quad_count: u32) -> Bounds {
+    // |h| bits at and above which a half is inf (or NaN), past the range, normal: f16
+    // against f16's range, bf16 against the range asked for.
+    let inf = select(0x7f80u, 0x7c00u, params.kind == 1u);
+    let over = select((params.overflow_bits + 0xffffu) >> 16u, inf, params.kind == 1u);
+    let under = select((params.underflow_bits + 0xffffu) >> 16u, 0x0400u, params.kind == 1u);
+    let pair = vec4<u32>(0x00010001u);
+    let add_inf = vec4<u32>((0x8000u - inf) * 0x00010001u);
+    let add_nan = vec4<u32>((0x7fffu - inf) * 0x00010001u);
+    let add_over = vec4<u32>((0x8000u - over) * 0x00010001u);
+    let add_nonzero = vec4<u32>(0x7fff7fffu);
+    let add_under = vec4<u32>((0x8000u - under) * 0x00010001u);
+    let zero = vec4<u32>(0u);
+    let low = vec4<u32>(0xffffu);
+    let none = vec4<u32>(0xffffffffu);
+    let finite = vec4<u32>(inf);
+    let finite_less_one = vec4<u32>(inf - 1u);
+    var ge_inf = zero;
+    var gt_inf = zero;
+    var ge_over = zero;
+    var nonzero = zero;
+    var ge_under = zero;
+    var hi = zero;
+    var lo = none;
+    var n = 0u;
+    for (var i = start; i < quad_count; i += stride) {
+        let a = quads[first_quad + i] & vec4<u32>(0x7fff7fffu);
+        ge_inf += ((a + add_inf) >> vec4<u32>(15u)) & pair;
+        gt_inf += ((a + add_nan) >> vec4<u32>(15u)) & pair;
+        ge_over += ((a + add_over) >> vec4<u32>(15u)) & pair;
+        nonzero += ((a + add_nonzero) >> vec4<u32>(15u)) & pair;
+        ge_under += ((a + add_under) >> vec4<u32>(15u)) & pair;
+        let h0 = a & low;
+        let h1 = a >> vec4<u32>(16u);
+        hi = max(hi, max(select(zero, h0, h0 < finite), select(zero, h1, h1 < finite)));
+        lo = min(lo, min(select(none, h0, h0 - vec4<u32>(1u) < finite_less_one),
+            select(none, h1, h1 - vec4<u32>(1u) < finite_less_one)));
+        n += 8u;
+    }
+    let shift = vec4<u32>(16u);
+    return Bounds(n, sum4((ge_inf & low) + (ge_inf >> shift)),
+        sum4((gt_inf & low) + (gt_inf >> shift)), sum4((ge_over & low) + (ge_over >> shift)),
+        sum4((nonzero & low) + (nonzero >> shift)), sum4((ge_under & low) + (ge_under >> shift)),
+        max(max(hi.x, hi.y), max(hi.z, hi.w)), min(min(lo.x, lo.y), min(lo.z, lo.w)));
+}
+
+// The general count of word `w`: an f32 value, or each of its two halves in [first, end).
+fn tally_word(t: ptr<function, Tally>, w: u32, first: u32, end: u32) {
+    let word = words[w];
+    if (params.kind == 0u) {
+        tally(t, word);
+    } else {
+        let e0 = 2u * w;
+        if (e0 >= first) {
+            tally_half(t, word, e0);
+        }
+        if (e0 + 1u < end) {
+            tally_half(t, word, e0 + 1u);
+        }
+    }
+}
+
 @compute @workgroup_size(WG)
 fn count_numerics(#workgroup_builtins) {
     for (var i = lid; i < RECORD; i += WG) {
@@ -133,26 +281,36 @@ fn count_numerics(#workgroup_builtins) {
     workgroupBarrier();
     var t = Tally(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u);
     let stride = nwg.x * WG;
+    let start = wid.x * WG + lid;
+    // The elements [first, end), in the words [word_first, word_end); of those, the words
+    // whose every element is in range are [whole_first, whole_end).
     let first = params.start;
     let end = params.start + params.len;
-    if (params.kind == 0u) {
-        for (var i = wid.x * WG + lid; i < params.len; i += stride) {
-            tally(&t, words[first + i]);
+    let halves = params.kind != 0u;
+    let word_first = select(first, first >> 1u, halves);
+    let word_end = select(end, (end + 1u) >> 1u, halves);
+    let whole_first = select(first, (first + 1u) >> 1u, halves);
+    let whole_end = max(whole_first, select(end, end >> 1u, halves));
+    // The fast loops (no histogram, and a value's own kind's range for 16-bit ones: the
+    // command line's passes) take the whole quads of whole words; the general loop the
+    // words before and after them, or every word when asked for the histogram.
+    let quad_first = (whole_first + 3u) >> 2u;
+    let quad_end = max(quad_first, whole_end >> 2u);
+    let fast = params.histogram == 0u && params.kind != 3u && quad_end > quad_first;
+    if (fast) {
+        if (halves) {
+            t = tally_of(bounds_halves(start, stride, quad_first, quad_end - quad_first));
+        } else {
+            t = tally_of(bounds_f32(start, stride, quad_first, quad_end - quad_first));
+        }
+        let head = 4u * quad_first - word_first;
+        let tail = word_end - 4u * quad_end;
+        for (var i = start; i < head + tail; i += stride) {
+            tally_word(&t, select(4u * quad_end + (i - head), word_first + i, i < head), first, end);
         }
     } else {
-        // Two halves per word: a thread takes a word, and each of its halves in range.
-        let first_word = first >> 1u;
-        let word_count = ((end + 1u) >> 1u) - first_word;
-        for (var i = wid.x * WG + lid; i < word_count; i += stride) {
-            let w = first_word + i;
-            let word = words[w];
-            let e0 = 2u * w;
-            if (e0 >= first) {
-                tally_half(&t, word, e0);
-            }
-            if (e0 + 1u < end) {
-                tally_half(&t, word, e0 + 1u);
-            }
+        for (var i = start; i < word_end - word_first; i += stride) {
+            tally_word(&t, word_first + i, first, end);
         }
     }
     atomicAdd(&local[0], t.n);

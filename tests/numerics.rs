@@ -154,6 +154,40 @@ fn packed_f16_values_counted_exactly() {
 fn bf16_values_counted_exactly() {
     let ctx = common::ctx();
     check(ctx, Storage::BF16, &edge_values(5000, 5), DType::BF16);
+    // bf16 values against f16's thresholds (a bound between two bf16 values).
+    check(ctx, Storage::BF16, &edge_values(3003, 8), DType::F16);
+}
+
+/// Tensors too short to hold four whole words (the fast loops' 16-byte loads) are counted
+/// by the general loop alone, in every storage; a lone scalar's 4-byte buffer too (its
+/// 16-byte binding is a placeholder).
+#[test]
+fn tensors_without_a_whole_quad_are_counted_exactly() {
+    for ctx in [common::ctx_native(), common::ctx_packed()] {
+        for storage in [Storage::F32, ctx.storage_for(DType::F16), Storage::BF16] {
+            for values in [
+                &[f32::INFINITY, 1e-8, 0.0][..],
+                &[70000.0],
+                &[-3.0, f32::NAN],
+            ] {
+                let t =
+                    Tensor::from_f32_with_storage(ctx, values, &[values.len()], storage).unwrap();
+                let low = if storage == Storage::BF16 {
+                    DType::BF16
+                } else {
+                    DType::F16
+                };
+                let want = count_cpu(&t.read_f32(ctx).unwrap(), low);
+                for histogram in [false, true] {
+                    let mut got = gpu_count(ctx, &t, low, histogram);
+                    if !histogram {
+                        got.binades.clone_from(&want.binades);
+                    }
+                    assert_eq!(got, want, "{} {values:?}", storage.name());
+                }
+            }
+        }
+    }
 }
 
 #[test]

@@ -33,6 +33,10 @@ const BIAS: i32 = 256;
 const WG: usize = 256;
 const MAX_GROUPS: usize = 64;
 const PER_THREAD: usize = 8;
+// The shader's 16-bit fast loop counts in 16-bit lanes, so no thread may take 2^16 quads
+// (eight values each): with at most 2^32 values a pass, the full grid must span 2^13 threads.
+const _: () = assert!((1u64 << 29) / ((MAX_GROUPS * WG) as u64) < (1 << 16));
+const _: () = assert!(PER_THREAD.div_ceil(8) < (1 << 16));
 
 crate::wgsl_struct! {
     struct Params {
@@ -273,12 +277,21 @@ pub fn count(
     // At least PER_THREAD values a thread: a small tensor takes a few workgroups, not a
     // grid of nearly idle ones (each zeroes, merges and syncs its own counts).
     let groups = len.div_ceil(WG * PER_THREAD).clamp(1, MAX_GROUPS) as u32;
+    // `quads` reads the values' buffer 16 bytes at a time; a buffer smaller than one quad
+    // (a lone scalar) holds no whole quad, which the shader then never reads, and a
+    // placeholder stands in for the binding's minimum size.
+    let quads = if values.buffer().size() >= 16 {
+        values.buffer().clone()
+    } else {
+        ctx.alloc_storage("numerics: no quads", 16)
+    };
     ctx.kernel(
         &KernelDesc::new(&SHADER, "count_numerics"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
             ("words", Arg::Buffer(values.buffer())),
             ("counts", Arg::Buffer(counts)),
+            ("quads", Arg::Buffer(&quads)),
         ],
         [groups, 1, 1],
     )
