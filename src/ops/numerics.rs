@@ -29,14 +29,24 @@ const HEADER: usize = 8;
 pub const BINS: usize = 72;
 pub const LOWEST_BINADE: i32 = -48;
 const BIAS: i32 = 256;
-/// Threads per workgroup, and the most workgroups one pass launches (grid-stride loop).
+/// Threads per workgroup.
 const WG: usize = 256;
-const MAX_GROUPS: usize = 64;
-const PER_THREAD: usize = 8;
-// The shader's 16-bit fast loop counts in 16-bit lanes, so no thread may take 2^16 quads
-// (eight values each): with at most 2^32 values a pass, the full grid must span 2^13 threads.
-const _: () = assert!((1u64 << 29) / ((MAX_GROUPS * WG) as u64) < (1 << 16));
-const _: () = assert!(PER_THREAD.div_ceil(8) < (1 << 16));
+
+/// The grid of one pass over `len` values (grid-stride loop): at least `per_thread` values a
+/// thread, so that a small tensor takes a few workgroups, not many nearly idle ones (each
+/// zeroes, merges and syncs its own counts), and at most `max_groups` workgroups, but never
+/// so few that a thread would take 2^16 quads (eight 16-bit values each: the shader's
+/// 16-bit lanes would wrap). A CPU adapter runs a workgroup's threads one after another on
+/// a core, so it wants fewer, fuller ones: measured on lavapipe (BENCHMARKS.md, the AMP
+/// doctor's cost), (64, 16) took gpt-tiny's 61 passes from +12% of a step to +2%. A GPU's
+/// stay as they were: (8, 64), unmeasured (no GPU lent since).
+fn groups(len: usize, cpu_adapter: bool) -> u32 {
+    let (per_thread, max_groups) = if cpu_adapter { (64, 16) } else { (8, 64) };
+    let lanes_floor = len.div_ceil(8).div_ceil(WG << 15);
+    len.div_ceil(WG * per_thread)
+        .clamp(1, max_groups)
+        .max(lanes_floor) as u32
+}
 
 crate::wgsl_struct! {
     struct Params {
@@ -274,9 +284,7 @@ pub fn count(
         histogram: histogram as u32,
         ..Default::default()
     };
-    // At least PER_THREAD values a thread: a small tensor takes a few workgroups, not a
-    // grid of nearly idle ones (each zeroes, merges and syncs its own counts).
-    let groups = len.div_ceil(WG * PER_THREAD).clamp(1, MAX_GROUPS) as u32;
+    let groups = groups(len, ctx.caps.cpu_adapter);
     // `quads` reads the values' buffer 16 bytes at a time; a buffer smaller than one quad
     // (a lone scalar) holds no whole quad, which the shader then never reads, and a
     // placeholder stands in for the binding's minimum size.
@@ -295,4 +303,25 @@ pub fn count(
         ],
         [groups, 1, 1],
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_grid_keeps_every_16_bit_lane_from_wrapping() {
+        for cpu in [true, false] {
+            assert_eq!(groups(1, cpu), 1);
+            for len in [1usize << 20, 1 << 28, 1 << 31, u32::MAX as usize] {
+                let threads = groups(len, cpu) as usize * WG;
+                let quads_per_thread = len.div_ceil(8).div_ceil(threads);
+                assert!(quads_per_thread <= 1 << 15, "{len} values, cpu {cpu}");
+            }
+        }
+        // A CPU adapter's grid: fewer, fuller workgroups.
+        assert_eq!(groups(1 << 20, true), 16);
+        assert_eq!(groups(1 << 16, true), 4);
+        assert_eq!(groups(1 << 16, false), 32);
+    }
 }
