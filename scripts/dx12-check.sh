@@ -2,7 +2,8 @@
 # The DX12 pass (scripts/dx12-wine.sh check [ci|full]): the Windows binary on Wine 10's
 # Direct3D 12 (vkd3d) over lavapipe, against the Linux binary on Vulkan (the host's lavapipe).
 #   ci    info, selftest, and mnist-cnn under amp-f16 compared with Vulkan
-#   full  the same, mlp and mnist-cnn under f32 and amp-f16, and info and selftest with DXC
+#   full  the same, mlp and mnist-cnn under f32 and amp-f16, gpt-tiny under amp-f16, and info
+#         and selftest with DXC
 # A train compares the DX12 run's summary with the Vulkan run's on the same data, seed (so
 # the same initial weights and batches) and f16 storage (packed: FXC has no 16-bit types):
 # the same steps, final scale and skipped steps exactly, the last loss within 2% (relative),
@@ -35,9 +36,9 @@ echo "== DX12 (FXC): webgpu-amp selftest"
 bash "$wine" run selftest
 lap "DX12 selftest passed"
 
-train() { # NAME MODEL PRECISION STEPS: the DX12 run and the Vulkan run, compared
-  local name=$1 model=$2 precision=$3 steps=$4
-  local flags=(train --model "$model" --dataset default --precision "$precision" --steps "$steps"
+train() { # NAME MODEL PRECISION STEPS [DATASET]: the DX12 run and the Vulkan run, compared
+  local name=$1 model=$2 precision=$3 steps=$4 dataset=${5:-default}
+  local flags=(train --model "$model" --dataset "$dataset" --precision "$precision" --steps "$steps"
     --batch-size 32 --seed 0 --no-validate --f16-storage packed)
   echo "== train $model $precision, $steps steps: DX12 and Vulkan"
   bash "$wine" run "${flags[@]}" --backend dx12 --metrics "out/$name-dx12.jsonl" > "$out/$name-dx12.log" 2>&1 \
@@ -73,6 +74,8 @@ if [ "$mode" = full ]; then
   train mnist-cnn-f32 mnist-cnn f32 6
   train mlp-f32 mlp f32 20
   train mlp-amp-f16 mlp amp-f16 20
+  # A GPT: the LayerNorm that adds the residual, its fused backward and the GELU recompute.
+  train gpt-tiny-amp-f16 gpt-tiny amp-f16 6 hamlet
   echo "== DX12 with DXC (dxcompiler.dll from PyPI's slangpy): info and selftest"
   # Measured 2026-11-27 (Wine 10.0, vkd3d 1.14, Mesa 25's lavapipe, slangpy 0.43.1's
   # dxcompiler.dll 1.9.2602.17): DXC loads and the D3D12 device is made, but with DXC wgpu
