@@ -174,8 +174,34 @@ fn tally_of(b: Bounds) -> Tally {
         b.n - b.nonzero, max_e, min_e);
 }
 
-fn sum4(v: vec4<u32>) -> u32 {
-    return v.x + v.y + v.z + v.w;
+// The fast loops' running counts, a lane each: one value per lane of a vec4 (f32), or two
+// 16-bit lanes per u32 (halves). `hi` and `lo`: the largest and smallest |x| bits so far.
+struct Lanes {
+    ge_inf: vec4<u32>,
+    gt_inf: vec4<u32>,
+    ge_over: vec4<u32>,
+    nonzero: vec4<u32>,
+    ge_under: vec4<u32>,
+    hi: vec4<u32>,
+    lo: vec4<u32>,
+}
+
+fn no_lanes() -> Lanes {
+    let zero = vec4<u32>(0u);
+    return Lanes(zero, zero, zero, zero, zero, zero, vec4<u32>(0xffffffffu));
+}
+
+// The sum of a count's lanes (`halves`: two 16-bit lanes per component).
+fn lane_sum(v: vec4<u32>, halves: bool) -> u32 {
+    let w = select(v, (v & vec4<u32>(0xffffu)) + (v >> vec4<u32>(16u)), halves);
+    return w.x + w.y + w.z + w.w;
+}
+
+// `n` values' lanes as `Bounds`.
+fn bounds_of(l: Lanes, n: u32, halves: bool) -> Bounds {
+    return Bounds(n, lane_sum(l.ge_inf, halves), lane_sum(l.gt_inf, halves),
+        lane_sum(l.ge_over, halves), lane_sum(l.nonzero, halves), lane_sum(l.ge_under, halves),
+        max(max(l.hi.x, l.hi.y), max(l.hi.z, l.hi.w)), min(min(l.lo.x, l.lo.y), min(l.lo.z, l.lo.w)));
 }
 
 // f32 values, quads `first_quad + start, + stride, ...` below `quad_count`: six compares a
@@ -184,27 +210,20 @@ fn bounds_f32(start: u32, stride: u32, first_quad: u32, quad_count: u32) -> Boun
     let inf = vec4<u32>(0x7f800000u);
     let one = vec4<u32>(1u);
     let zero = vec4<u32>(0u);
-    var ge_inf = zero;
-    var gt_inf = zero;
-    var ge_over = zero;
-    var nonzero = zero;
-    var ge_under = zero;
-    var hi = zero;
-    var lo = vec4<u32>(0xffffffffu);
+    var l = no_lanes();
     var n = 0u;
     for (var i = start; i < quad_count; i += stride) {
         let u = quads[first_quad + i] & vec4<u32>(0x7fffffffu);
-        ge_inf += select(zero, one, u >= inf);
-        gt_inf += select(zero, one, u > inf);
-        ge_over += select(zero, one, u >= vec4<u32>(params.overflow_bits));
-        nonzero += select(zero, one, u != zero);
-        ge_under += select(zero, one, u >= vec4<u32>(params.underflow_bits));
-        hi = max(hi, select(zero, u, u < inf));
-        lo = min(lo, select(vec4<u32>(0xffffffffu), u, u - one < inf - one));
+        l.ge_inf += select(zero, one, u >= inf);
+        l.gt_inf += select(zero, one, u > inf);
+        l.ge_over += select(zero, one, u >= vec4<u32>(params.overflow_bits));
+        l.nonzero += select(zero, one, u != zero);
+        l.ge_under += select(zero, one, u >= vec4<u32>(params.underflow_bits));
+        l.hi = max(l.hi, select(zero, u, u < inf));
+        l.lo = min(l.lo, select(vec4<u32>(0xffffffffu), u, u - one < inf - one));
         n += 4u;
     }
-    return Bounds(n, sum4(ge_inf), sum4(gt_inf), sum4(ge_over), sum4(nonzero), sum4(ge_under),
-        max(max(hi.x, hi.y), max(hi.z, hi.w)), min(min(lo.x, lo.y), min(lo.z, lo.w)));
+    return bounds_of(l, n, false);
 }
 
 // Sixteen-bit values (f16 or bf16), eight to a quad, all eight at once: |h| is at most
@@ -224,37 +243,26 @@ fn bounds_halves(start: u32, stride: u32, first_quad: u32, quad_count: u32) -> B
     let add_nonzero = vec4<u32>(0x7fff7fffu);
     let add_under = vec4<u32>((0x8000u - under) * 0x00010001u);
     let zero = vec4<u32>(0u);
-    let low = vec4<u32>(0xffffu);
     let none = vec4<u32>(0xffffffffu);
     let finite = vec4<u32>(inf);
     let finite_less_one = vec4<u32>(inf - 1u);
-    var ge_inf = zero;
-    var gt_inf = zero;
-    var ge_over = zero;
-    var nonzero = zero;
-    var ge_under = zero;
-    var hi = zero;
-    var lo = none;
+    var l = no_lanes();
     var n = 0u;
     for (var i = start; i < quad_count; i += stride) {
         let a = quads[first_quad + i] & vec4<u32>(0x7fff7fffu);
-        ge_inf += ((a + add_inf) >> vec4<u32>(15u)) & pair;
-        gt_inf += ((a + add_nan) >> vec4<u32>(15u)) & pair;
-        ge_over += ((a + add_over) >> vec4<u32>(15u)) & pair;
-        nonzero += ((a + add_nonzero) >> vec4<u32>(15u)) & pair;
-        ge_under += ((a + add_under) >> vec4<u32>(15u)) & pair;
-        let h0 = a & low;
+        l.ge_inf += ((a + add_inf) >> vec4<u32>(15u)) & pair;
+        l.gt_inf += ((a + add_nan) >> vec4<u32>(15u)) & pair;
+        l.ge_over += ((a + add_over) >> vec4<u32>(15u)) & pair;
+        l.nonzero += ((a + add_nonzero) >> vec4<u32>(15u)) & pair;
+        l.ge_under += ((a + add_under) >> vec4<u32>(15u)) & pair;
+        let h0 = a & vec4<u32>(0xffffu);
         let h1 = a >> vec4<u32>(16u);
-        hi = max(hi, max(select(zero, h0, h0 < finite), select(zero, h1, h1 < finite)));
-        lo = min(lo, min(select(none, h0, h0 - vec4<u32>(1u) < finite_less_one),
+        l.hi = max(l.hi, max(select(zero, h0, h0 < finite), select(zero, h1, h1 < finite)));
+        l.lo = min(l.lo, min(select(none, h0, h0 - vec4<u32>(1u) < finite_less_one),
             select(none, h1, h1 - vec4<u32>(1u) < finite_less_one)));
         n += 8u;
     }
-    let shift = vec4<u32>(16u);
-    return Bounds(n, sum4((ge_inf & low) + (ge_inf >> shift)),
-        sum4((gt_inf & low) + (gt_inf >> shift)), sum4((ge_over & low) + (ge_over >> shift)),
-        sum4((nonzero & low) + (nonzero >> shift)), sum4((ge_under & low) + (ge_under >> shift)),
-        max(max(hi.x, hi.y), max(hi.z, hi.w)), min(min(lo.x, lo.y), min(lo.z, lo.w)));
+    return bounds_of(l, n, true);
 }
 
 // The general count of word `w`: an f32 value, or each of its two halves in [first, end).
