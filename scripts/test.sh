@@ -112,7 +112,8 @@ bash scripts/dawn-train.sh --bin "$debug/webgpu-amp"
 # --- DX12: the Windows build under Wine 10's Direct3D 12 (vkd3d) on lavapipe ------------------
 # scripts/dx12-wine.sh: a Debian trixie root in .dx12wine/ (git-ignored; debootstrap and apt,
 # Microsoft's FXC from a PyPI wheel), the mingw-w64 cross build, then `check ci`. The full pass
-# (mlp and mnist-cnn under f32 and amp-f16, and DXC) is `bash scripts/dx12-wine.sh check full`.
+# (mlp and mnist-cnn under f32 and amp-f16, gpt-tiny under amp-f16, and DXC) is
+# `bash scripts/dx12-wine.sh check full`.
 # Measured on an idle 2-core machine, 2026-11-27: set-up 55 s, cold cross build 5 min 20 s.
 echo "== DX12 (the Windows build under Wine 10 + vkd3d on lavapipe, FXC): info, selftest (every op family forward and backward against the CPU reference: f32, packed f16, bf16), mnist-cnn amp-f16 matched with Vulkan"
 bash scripts/dx12-wine.sh check ci

@@ -38,8 +38,8 @@ const WG: usize = 256;
 /// so few that a thread would take 2^16 quads (eight 16-bit values each: the shader's
 /// 16-bit lanes would wrap). A CPU adapter runs a workgroup's threads one after another on
 /// a core, so it wants fewer, fuller ones: measured on lavapipe (BENCHMARKS.md, the AMP
-/// doctor's cost), (64, 16) took gpt-tiny's 61 passes from +12% of a step to +2%. A GPU's
-/// stay as they were: (8, 64), unmeasured (no GPU lent since).
+/// doctor's cost), (64, 16) took gpt-tiny's 61 passes from about +13% of a step's CPU time
+/// to +3-5%. A GPU's stay as they were: (8, 64), unmeasured (no GPU lent since).
 fn groups(len: usize, cpu_adapter: bool) -> u32 {
     let (per_thread, max_groups) = if cpu_adapter { (64, 16) } else { (8, 64) };
     let lanes_floor = len.div_ceil(8).div_ceil(WG << 15);
