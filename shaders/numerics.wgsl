@@ -1,6 +1,11 @@
-// The AMP doctor's counters: one pass over one tensor (a layer's output, input gradient or
-// weight gradient) in the storage it is kept in, adding into one record of a small counts
-// buffer. Values are read as raw words and classified from their bits alone, so f32, f16
+// The AMP doctor's counters: one pass counts up to MAX_SEGMENTS tensors (segments: a layer's
+// output, input gradient or weight gradient) in the storage each is kept in, each adding
+// into its own record of a small counts buffer. The segments lie in at most three buffers
+// (`words0`/`quads0` .. `words2`/`quads2`; WebGPU guarantees 8 storage bindings a stage):
+// a step counts the tensors complete at one point of its kernel list in one dispatch
+// (src/train/numerics/passes.rs), since on a CPU adapter every dispatch costs a full
+// stop. Each segment has its own run of workgroups (`first_group`, `groups`).
+// Values are read as raw words and classified from their bits alone, so f32, f16
 // (native `array<f16>` and packed share one layout: two halves per word, the even element
 // low) and bf16 are counted exactly, subnormals included, whatever the device does with
 // subnormal arithmetic.
@@ -21,12 +26,20 @@
 // (`bounds_halves`). tests/numerics.rs holds both to the CPU count.
 
 #struct Params // src/ops/numerics.rs
+#struct Segment
+
+const MAX_SEGMENTS: u32 = 64u;
 
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> words: array<u32>;
+@group(0) @binding(1) var<uniform> segments: array<Segment, MAX_SEGMENTS>;
 @group(0) @binding(2) var<storage, read_write> counts: array<atomic<u32>>;
-// The same values as `words`, four words at a time (the fast loops' 16-byte loads).
-@group(0) @binding(3) var<storage, read> quads: array<vec4<u32>>;
+// Each buffer twice: as words, and four words at a time (the fast loops' 16-byte loads).
+@group(0) @binding(3) var<storage, read> words0: array<u32>;
+@group(0) @binding(4) var<storage, read> quads0: array<vec4<u32>>;
+@group(0) @binding(5) var<storage, read> words1: array<u32>;
+@group(0) @binding(6) var<storage, read> quads1: array<vec4<u32>>;
+@group(0) @binding(7) var<storage, read> words2: array<u32>;
+@group(0) @binding(8) var<storage, read> quads2: array<vec4<u32>>;
 
 const WG: u32 = 256u;
 const HEADER: u32 = 8u;
@@ -36,6 +49,24 @@ const RECORD: u32 = 82u; // HEADER + BINS + 2
 const BIAS: i32 = 256;
 
 var<workgroup> local: array<atomic<u32>, RECORD>;
+// The segment this workgroup counts (one per workgroup, set first).
+var<private> seg: Segment;
+
+fn word_at(w: u32) -> u32 {
+    switch (seg.buffer) {
+        case 1u: { return words1[w]; }
+        case 2u: { return words2[w]; }
+        default: { return words0[w]; }
+    }
+}
+
+fn quad_at(q: u32) -> vec4<u32> {
+    switch (seg.buffer) {
+        case 1u: { return quads1[q]; }
+        case 2u: { return quads2[q]; }
+        default: { return quads0[q]; }
+    }
+}
 
 // What one thread has counted so far (the histogram goes straight to `local`).
 struct Tally {
@@ -124,9 +155,9 @@ fn tally_f16(t: ptr<function, Tally>, h: u32) {
 // another range (widened).
 fn tally_half(t: ptr<function, Tally>, word: u32, e: u32) {
     let h = (word >> ((e & 1u) * 16u)) & 0xffffu;
-    if (params.kind == 1u) {
+    if (seg.kind == 1u) {
         tally_f16(t, h);
-    } else if (params.kind == 2u) {
+    } else if (seg.kind == 2u) {
         tally(t, h << 16u);
     } else {
         tally(t, half_bits(h));
@@ -161,10 +192,10 @@ fn binade_of(u: u32) -> i32 {
 fn tally_of(b: Bounds) -> Tally {
     var hi = b.hi;
     var lo = b.lo;
-    if (params.kind == 1u) {
+    if (seg.kind == 1u) {
         hi = half_bits(hi);
         lo = half_bits(lo);
-    } else if (params.kind == 2u) {
+    } else if (seg.kind == 2u) {
         hi = hi << 16u;
         lo = lo << 16u;
     }
@@ -213,7 +244,7 @@ fn bounds_f32(start: u32, stride: u32, first_quad: u32, quad_count: u32) -> Boun
     var l = no_lanes();
     var n = 0u;
     for (var i = start; i < quad_count; i += stride) {
-        let u = quads[first_quad + i] & vec4<u32>(0x7fffffffu);
+        let u = quad_at(first_quad + i) & vec4<u32>(0x7fffffffu);
         l.ge_inf += select(zero, one, u >= inf);
         l.gt_inf += select(zero, one, u > inf);
         l.ge_over += select(zero, one, u >= vec4<u32>(params.overflow_bits));
@@ -233,9 +264,9 @@ fn bounds_f32(start: u32, stride: u32, first_quad: u32, quad_count: u32) -> Boun
 fn bounds_halves(start: u32, stride: u32, first_quad: u32, quad_count: u32) -> Bounds {
     // |h| bits at and above which a half is inf (or NaN), past the range, normal: f16
     // against f16's range, bf16 against the range asked for.
-    let inf = select(0x7f80u, 0x7c00u, params.kind == 1u);
-    let over = select((params.overflow_bits + 0xffffu) >> 16u, inf, params.kind == 1u);
-    let under = select((params.underflow_bits + 0xffffu) >> 16u, 0x0400u, params.kind == 1u);
+    let inf = select(0x7f80u, 0x7c00u, seg.kind == 1u);
+    let over = select((params.overflow_bits + 0xffffu) >> 16u, inf, seg.kind == 1u);
+    let under = select((params.underflow_bits + 0xffffu) >> 16u, 0x0400u, seg.kind == 1u);
     let pair = vec4<u32>(0x00010001u);
     let add_inf = vec4<u32>((0x8000u - inf) * 0x00010001u);
     let add_nan = vec4<u32>((0x7fffu - inf) * 0x00010001u);
@@ -249,7 +280,7 @@ fn bounds_halves(start: u32, stride: u32, first_quad: u32, quad_count: u32) -> B
     var l = no_lanes();
     var n = 0u;
     for (var i = start; i < quad_count; i += stride) {
-        let a = quads[first_quad + i] & vec4<u32>(0x7fff7fffu);
+        let a = quad_at(first_quad + i) & vec4<u32>(0x7fff7fffu);
         l.ge_inf += ((a + add_inf) >> vec4<u32>(15u)) & pair;
         l.gt_inf += ((a + add_nan) >> vec4<u32>(15u)) & pair;
         l.ge_over += ((a + add_over) >> vec4<u32>(15u)) & pair;
@@ -267,8 +298,8 @@ fn bounds_halves(start: u32, stride: u32, first_quad: u32, quad_count: u32) -> B
 
 // The general count of word `w`: an f32 value, or each of its two halves in [first, end).
 fn tally_word(t: ptr<function, Tally>, w: u32, first: u32, end: u32) {
-    let word = words[w];
-    if (params.kind == 0u) {
+    let word = word_at(w);
+    if (seg.kind == 0u) {
         tally(t, word);
     } else {
         let e0 = 2u * w;
@@ -287,14 +318,20 @@ fn count_numerics(#workgroup_builtins) {
         atomicStore(&local[i], 0u);
     }
     workgroupBarrier();
+    // The last segment whose workgroups begin at or before this one.
+    var s = 0u;
+    for (var i = 1u; i < params.segments; i++) {
+        s = select(s, i, wid.x >= segments[i].first_group);
+    }
+    seg = segments[s];
     var t = Tally(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u);
-    let stride = nwg.x * WG;
-    let start = wid.x * WG + lid;
+    let stride = seg.groups * WG;
+    let start = (wid.x - seg.first_group) * WG + lid;
     // The elements [first, end), in the words [word_first, word_end); of those, the words
     // whose every element is in range are [whole_first, whole_end).
-    let first = params.start;
-    let end = params.start + params.len;
-    let halves = params.kind != 0u;
+    let first = seg.start;
+    let end = seg.start + seg.len;
+    let halves = seg.kind != 0u;
     let word_first = select(first, first >> 1u, halves);
     let word_end = select(end, (end + 1u) >> 1u, halves);
     let whole_first = select(first, (first + 1u) >> 1u, halves);
@@ -304,7 +341,7 @@ fn count_numerics(#workgroup_builtins) {
     // words before and after them, or every word when asked for the histogram.
     let quad_first = (whole_first + 3u) >> 2u;
     let quad_end = max(quad_first, whole_end >> 2u);
-    let fast = params.histogram == 0u && params.kind != 3u && quad_end > quad_first;
+    let fast = params.histogram == 0u && seg.kind != 3u && quad_end > quad_first;
     if (fast) {
         if (halves) {
             t = tally_of(bounds_halves(start, stride, quad_first, quad_end - quad_first));
@@ -330,7 +367,7 @@ fn count_numerics(#workgroup_builtins) {
     atomicMax(&local[6], t.max_e);
     atomicMax(&local[7], t.min_e);
     workgroupBarrier();
-    let base = params.record * RECORD;
+    let base = seg.record * RECORD;
     for (var i = lid; i < RECORD; i += WG) {
         let c = atomicLoad(&local[i]);
         if (c != 0u) {

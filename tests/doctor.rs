@@ -19,7 +19,7 @@ use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::tensor::{DType, Storage};
 use webgpu_amp::train::numerics::StepNumerics;
 use webgpu_amp::train::numerics::advice::{NumericsTally, Suggestion, keep_f32_flag};
-use webgpu_amp::train::{Event, Run, RunSummary, StepConfig, StepStats, Trainer};
+use webgpu_amp::train::{BatchTargets, Event, Run, RunSummary, StepConfig, StepStats, Trainer};
 
 const BATCH: usize = 32;
 
@@ -322,6 +322,101 @@ fn a_view_counted_once_is_reported_for_both_layers() {
         counts(flatten, ProbeTensor::InputGrad),
         counts(fc, ProbeTensor::InputGrad)
     );
-    // One pass per record, one more per bias (conv1, conv2, fc), none for the two views.
-    assert_eq!(t.numerics_passes(8), Some(n.records.len() + 3 - 2));
+    // A pass per record, one more per bias (conv1, conv2, fc), none for the two views; fewer
+    // grouped (grouped_passes_count_what_a_pass_per_tensor_counts checks their counts).
+    let each = cfg_one_each(&ctx, spec_of("mnist-cnn"), 8);
+    assert_eq!(each, n.records.len() + 3 - 2);
+    let grouped = t.numerics_passes(8).unwrap();
+    assert!(
+        grouped < each / 2,
+        "{grouped} passes grouped, {each} one each"
+    );
+}
+
+fn spec_of(preset: &str) -> ModelSpec {
+    webgpu_amp::nn::preset(preset, &[1, 28, 28], 10).unwrap()
+}
+
+/// The counting passes of `spec` at `batch` with a pass per tensor.
+fn cfg_one_each(ctx: &GpuContext, spec: ModelSpec, batch: usize) -> usize {
+    let init = spec.init_params(0);
+    let cfg = step(Precision::AmpF16, 65536.0)
+        .numerics(Some(1))
+        .numerics_one_pass_each(true);
+    let mut t = Trainer::new(ctx, spec, cfg, 10, &init).unwrap();
+    let split = split();
+    let b = split.train.gather(&(0..batch).collect::<Vec<_>>()).unwrap();
+    t.train_batch(ctx, batch, b.input(), b.targets()).unwrap();
+    t.finish(ctx).unwrap();
+    t.numerics_passes(batch).unwrap()
+}
+
+/// One counted step of `cfg` (numerics on, `accum` micro-batches of `batch` samples) of a
+/// GPT on token ids; its numerics and the dispatches they took.
+fn gpt_counts(ctx: &GpuContext, cfg: StepConfig, accum: usize) -> (StepNumerics, usize, f32) {
+    const VOCAB: usize = 11;
+    const T: usize = 8;
+    let spec = ModelSpec::from_json(&format!(
+        r#"{{"gpt": {{"vocab_size": {VOCAB}, "block_size": {T}, "n_layer": 2, "n_head": 2,
+             "n_embd": 16, "dropout": 0.0, "bias": true}}}}"#
+    ))
+    .unwrap();
+    let init = spec.init_params(1);
+    let batch = 4;
+    let mut t = Trainer::new(ctx, spec, cfg.grad_accum(accum), VOCAB, &init).unwrap();
+    for m in 0..accum {
+        let tokens: Vec<u32> = (0..batch * T)
+            .map(|i| ((i * 5 + 3 + m) % VOCAB) as u32)
+            .collect();
+        let labels: Vec<u32> = (0..batch * T)
+            .map(|i| ((i * 3 + 1 + 2 * m) % VOCAB) as u32)
+            .collect();
+        t.train_batch(ctx, batch, &tokens, BatchTargets::Classes(&labels))
+            .unwrap();
+    }
+    let stats = t.finish(ctx).unwrap();
+    let n = t.take_numerics(stats[0].step).expect("step 1 counted");
+    (n, t.numerics_passes(batch).unwrap(), stats[0].loss)
+}
+
+/// Counting every tensor complete and intact at one point in one pass counts exactly what
+/// a pass per tensor right after the kernel that completes it counts: a GPT (activation
+/// gradients ping-ponging in an arena, residual sums, the lm_head tied to the embedding,
+/// weight gradients over two micro-batches) and mnist-cnn, with the histograms, on native
+/// and packed f16.
+#[test]
+fn grouped_passes_count_what_a_pass_per_tensor_counts() {
+    for ctx in [common::ctx_native(), common::ctx_packed()] {
+        for accum in [1, 2] {
+            let cfg = step(Precision::AmpF16, 1024.0)
+                .numerics(Some(1))
+                .numerics_histograms(true);
+            let (grouped, few, loss) = gpt_counts(ctx, cfg.clone(), accum);
+            let (each, many, each_loss) = gpt_counts(ctx, cfg.numerics_one_pass_each(true), accum);
+            assert_eq!(grouped.records.len(), each.records.len());
+            for (g, e) in grouped.records.iter().zip(&each.records) {
+                assert_eq!(g, e, "gpt, {accum} micro-batches");
+            }
+            assert_eq!(grouped, each);
+            assert_eq!(loss.to_bits(), each_loss.to_bits());
+            assert!(grouped.records.iter().all(|r| r.counts.counted()));
+            assert!(few * 2 < many, "{few} passes grouped, {many} one each");
+        }
+    }
+    let ctx = common::ctx_owned();
+    let split = split();
+    let b = split.train.gather(&(0..8).collect::<Vec<_>>()).unwrap();
+    let counted = |one_each: bool| {
+        let spec = spec_of("mnist-cnn");
+        let init = spec.init_params(0);
+        let cfg = step(Precision::AmpF16, 65536.0)
+            .numerics(Some(1))
+            .numerics_histograms(true)
+            .numerics_one_pass_each(one_each);
+        let mut t = Trainer::new(&ctx, spec, cfg, 10, &init).unwrap();
+        t.train_batch(&ctx, 8, b.input(), b.targets()).unwrap();
+        let stats = t.finish(&ctx).unwrap();
+        t.take_numerics(stats[0].step).unwrap()
+    };
+    assert_eq!(counted(false), counted(true), "mnist-cnn");
 }

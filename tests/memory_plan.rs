@@ -40,6 +40,7 @@ fn config(precision: Precision) -> StepConfig {
         lr_schedule: Default::default(),
         numerics: None,
         numerics_histograms: false,
+        numerics_one_pass_each: false,
     }
 }
 

@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use webgpu_amp::GpuContext;
 use webgpu_amp::gpu::GpuBuffer;
-use webgpu_amp::ops::numerics::{BINS, RECORD_WORDS, TensorCounts, count, count_cpu};
+use webgpu_amp::ops::numerics::{
+    BINS, MAX_SEGMENTS, RECORD_WORDS, TensorCounts, count, count_all, count_cpu,
+};
 use webgpu_amp::tensor::{DType, Storage, Tensor};
 
 /// Values at every edge the counters draw, then `n` gradient-like values over many binades.
@@ -207,4 +209,93 @@ fn token_ids_are_refused() {
     common::expect_err(count(ctx, &ids, &counts, 0, what), &["integer"]);
     let x = Tensor::zeros(ctx, &[4], DType::F32);
     common::expect_err(count(ctx, &x, &counts, 1, what), &["past the end"]);
+}
+
+/// One pass over several tensors: views of odd lengths into three buffers, in f32, f16 and
+/// bf16, two of them adding into one record (a weight and its bias), each record as the
+/// CPU counts its tensors; against f16's and bf16's range, with and without the histogram,
+/// on native and packed f16, the same words twice, and nothing outside the records.
+#[test]
+fn one_pass_counts_many_tensors_each_into_its_record() {
+    for ctx in [common::ctx_native(), common::ctx_packed()] {
+        let f16 = ctx.storage_for(DType::F16);
+        // (buffer, storage, element offset (256-byte aligned, as views are), elements, record)
+        let layout = [
+            (0, Storage::F32, 0, 1000, 0),
+            (0, Storage::F32, 1024, 37, 2),
+            (1, f16, 0, 2049, 1),
+            (1, f16, 2176, 3, 3),
+            (2, Storage::BF16, 0, 777, 2),
+            (2, Storage::BF16, 1024, 1, 4),
+        ];
+        let buffers: Vec<_> = (0..3u64)
+            .map(|i| ctx.alloc_storage("values", 4 * 1100 + 4 * i))
+            .collect();
+        let mut tensors = Vec::new();
+        for (i, &(b, storage, at, n, record)) in layout.iter().enumerate() {
+            let offset = storage.bytes_for(at);
+            let t = Tensor::view(ctx, buffers[b].clone(), offset, &[n], storage).unwrap();
+            t.write_f32(ctx, &edge_values(n, 20 + i as u64)[..n])
+                .unwrap();
+            tensors.push((t, record));
+        }
+        let counts = ctx.alloc_storage("counts", 4 * 6 * RECORD_WORDS as u64);
+        for low in [DType::F16, DType::BF16] {
+            // Read back after every write: packed halves share words with their neighbours.
+            let mut want = vec![TensorCounts::default(); 6];
+            for (t, record) in &tensors {
+                want[*record].merge(&count_cpu(&t.read_f32(ctx).unwrap(), low));
+            }
+            let refs: Vec<(&Tensor, usize)> = tensors.iter().map(|(t, r)| (t, *r)).collect();
+            for histogram in [false, true] {
+                let k = count_all(ctx, &refs, &counts, (low, histogram)).unwrap();
+                let mut runs = Vec::new();
+                for _ in 0..2 {
+                    let mut encoder = ctx.device.create_command_encoder(&Default::default());
+                    encoder.clear_buffer(counts.raw(), 0, None);
+                    {
+                        let mut pass = encoder.begin_compute_pass(&Default::default());
+                        k.encode(&mut pass);
+                    }
+                    ctx.queue.submit([encoder.finish()]);
+                    let bytes = ctx.read_bytes(&counts, 0, counts.size()).unwrap();
+                    runs.push(bytemuck::cast_slice::<u8, u32>(&bytes).to_vec());
+                }
+                assert_eq!(runs[0], runs[1], "the counts differ run to run");
+                for (record, want) in want.iter().enumerate() {
+                    let words = &runs[0][record * RECORD_WORDS..(record + 1) * RECORD_WORDS];
+                    let mut got = TensorCounts::from_words(words).unwrap();
+                    let mut want = want.clone();
+                    if record == 5 {
+                        assert!(words.iter().all(|&w| w == 0), "record 5 is no tensor's");
+                        continue;
+                    }
+                    if !histogram {
+                        assert!(got.binades.iter().all(|&b| b == 0), "{got:?}");
+                        got.binades.clear();
+                        want.binades.clear();
+                    }
+                    assert_eq!(got, want, "record {record}, {low}, histogram {histogram}");
+                }
+            }
+        }
+    }
+}
+
+/// A pass takes 1 to MAX_SEGMENTS tensors in at most three buffers; anything else is a
+/// clear error.
+#[test]
+fn one_pass_refuses_too_many_tensors_or_buffers() {
+    let ctx = common::ctx();
+    let counts = ctx.alloc_storage("counts", 4 * RECORD_WORDS as u64);
+    let what = (DType::F16, false);
+    let four: Vec<Tensor> = (0..4)
+        .map(|_| Tensor::zeros(ctx, &[8], DType::F32))
+        .collect();
+    let refs: Vec<(&Tensor, usize)> = four.iter().map(|t| (t, 0)).collect();
+    common::expect_err(count_all(ctx, &refs, &counts, what), &["at most 3 buffers"]);
+    common::expect_err(count_all(ctx, &[], &counts, what), &["1 to"]);
+    let many = vec![(&four[0], 0); MAX_SEGMENTS + 1];
+    common::expect_err(count_all(ctx, &many, &counts, what), &["1 to"]);
+    assert!(count_all(ctx, &many[..MAX_SEGMENTS], &counts, what).is_ok());
 }

@@ -125,6 +125,7 @@ fn three_thousand_steps_create_nothing_and_hold_memory_flat_after_warm_up() {
             lr_schedule: Default::default(),
             numerics: None,
             numerics_histograms: false,
+            numerics_one_pass_each: false,
         },
         batch_size: BATCH,
         epochs: None,

@@ -99,6 +99,10 @@ pub struct Kernel {
     uniform: Option<Arc<GpuBuffer>>,
     /// Buffers the bind group refers to, kept alive (and counted) as long as the kernel.
     _keep: Vec<Arc<GpuBuffer>>,
+    /// The ranges (buffer, offset, bytes) its writable bindings cover, its followers' too;
+    /// the buffer by address (`_keep` holds it: a second strong count would make the
+    /// transient-activation count, `nn::transient`, see one use too many).
+    writes: Vec<(usize, u64, u64)>,
     /// Dispatches that follow this one, in order, wherever it is encoded (split-K's
     /// reduction after its partial sums: [`Kernel::then`]).
     followers: Vec<Kernel>,
@@ -127,6 +131,7 @@ impl Kernel {
     /// (a dispatch sees every write of the ones before it in the pass).
     pub fn then(mut self, next: Kernel) -> Kernel {
         self._keep.extend(next._keep.iter().cloned());
+        self.writes.extend(next.writes.iter().cloned());
         self.label = format!("{} + {}", self.label, next.label);
         self.followers.push(next);
         self
@@ -146,6 +151,14 @@ impl Kernel {
     /// Every buffer this kernel binds.
     pub fn buffers(&self) -> &[Arc<GpuBuffer>] {
         &self._keep
+    }
+
+    /// Whether a dispatch of this kernel (or of a follower) may write any of the `bytes`
+    /// bytes of `buffer` from `offset`: a writable binding covers one of them.
+    pub fn may_write(&self, buffer: &Arc<GpuBuffer>, offset: u64, bytes: u64) -> bool {
+        self.writes.iter().any(|&(b, at, size)| {
+            b == Arc::as_ptr(buffer) as usize && at < offset + bytes && offset < at + size
+        })
     }
 
     /// Rewrite the uniform parameters (queued; takes effect at the next submit), the
@@ -272,6 +285,11 @@ impl GpuContext {
             })
             .collect();
         check_aliasing(&format!("{}::{}", desc.shader.name, desc.entry), &bound)?;
+        let writes = bound
+            .iter()
+            .filter(|b| b.4)
+            .map(|(_, buf, offset, size, _)| (Arc::as_ptr(buf) as usize, *offset, *size))
+            .collect();
         // Over a limit wgpu reports a validation error (a panic by default); say which
         // tensor of which kernel, how big, and which limit, before touching wgpu. A dry
         // context only records the largest binding: its plan reports the limits.
@@ -345,6 +363,7 @@ impl GpuContext {
             workgroups,
             uniform,
             _keep: keep,
+            writes,
             followers: Vec::new(),
         })
     }

@@ -1,8 +1,8 @@
 //! Where the AMP doctor may look (`train::numerics`): each layer's output, input gradient
 //! and weight gradients, with the point in the forward's or backward's kernel list where
 //! each is complete. The two loops note them as they plan ([`super::layers::plan`]);
-//! nothing is dispatched for them unless numerics are on, and then only a counting pass
-//! right after that point, before a later kernel reuses the buffer.
+//! nothing is dispatched for them unless numerics are on, and then only a counting pass at
+//! or after that point, before a later kernel may overwrite the values.
 
 use crate::nn::layers::Layer;
 use crate::tensor::Tensor;

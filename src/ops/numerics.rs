@@ -1,6 +1,7 @@
-//! The AMP doctor's counters (`shaders/numerics.wgsl`): one reduction pass over one tensor,
-//! in the storage it is kept in (f32, native or packed f16, bf16), adding into one record
-//! of a small counts buffer: elements, inf/NaN, values at or beyond the low dtype's
+//! The AMP doctor's counters (`shaders/numerics.wgsl`): one reduction pass over a few
+//! tensors (up to [`MAX_SEGMENTS`], in up to [`MAX_BUFFERS`] buffers), each in the storage
+//! it is kept in (f32, native or packed f16, bf16), adding into its own record of a small
+//! counts buffer: elements, inf/NaN, values at or beyond the low dtype's
 //! overflow threshold before rounding, non-zero values that round to zero or a subnormal
 //! in it, exact zeros, the largest and smallest binade, and (when asked: the app) a binade
 //! histogram.
@@ -18,7 +19,7 @@ use crate::tensor::{DType, Storage, Tensor};
 pub static SHADER: ShaderDecl = ShaderDecl {
     name: "numerics",
     source: include_str!("../../shaders/numerics.wgsl"),
-    structs: &[Params::WGSL],
+    structs: &[Params::WGSL, Segment::WGSL],
     variants: f32_only,
 };
 
@@ -31,6 +32,11 @@ pub const LOWEST_BINADE: i32 = -48;
 const BIAS: i32 = 256;
 /// Threads per workgroup.
 const WG: usize = 256;
+/// Tensors one pass counts at most (the shader's `MAX_SEGMENTS`).
+pub const MAX_SEGMENTS: usize = 64;
+/// Buffers they may lie in: each binds twice (words and quads), beside the counts, within
+/// the 8 storage bindings WebGPU guarantees a stage.
+pub const MAX_BUFFERS: usize = 3;
 
 /// The grid of one pass over `len` values (grid-stride loop): at least `per_thread` values a
 /// thread, so that a small tensor takes a few workgroups, not many nearly idle ones (each
@@ -50,6 +56,20 @@ fn groups(len: usize, cpu_adapter: bool) -> u32 {
 
 crate::wgsl_struct! {
     struct Params {
+        /// |x| bits at or above which the low dtype rounds to inf
+        overflow_bits: u32,
+        /// non-zero |x| bits below which the low dtype rounds to a subnormal or zero
+        underflow_bits: u32,
+        /// 1: also the binade histogram (one atomic per value); 0: its words stay zero
+        histogram: u32,
+        /// segments counted (the first this many of the `segments` array)
+        segments: u32,
+    }
+}
+
+crate::wgsl_struct! {
+    /// One tensor a pass counts.
+    struct Segment {
         /// first element (in elements of the storage: words for f32, halves otherwise)
         start: u32,
         /// elements counted
@@ -57,14 +77,13 @@ crate::wgsl_struct! {
         /// 0: f32 words; 16-bit halves (native and packed f16 alike): 1 f16 counted against
         /// f16's range, 2 bf16, 3 f16 counted against another range (widened to f32)
         kind: u32,
-        /// which record of the counts buffer this pass adds into
+        /// which record of the counts buffer it adds into
         record: u32,
-        /// |x| bits at or above which the low dtype rounds to inf
-        overflow_bits: u32,
-        /// non-zero |x| bits below which the low dtype rounds to a subnormal or zero
-        underflow_bits: u32,
-        /// 1: also the binade histogram (one atomic per value); 0: its words stay zero
-        histogram: u32,
+        /// its workgroups: `groups` from `first_group`
+        first_group: u32,
+        groups: u32,
+        /// which of the pass's buffers holds it (0..MAX_BUFFERS)
+        buffer: u32,
         _pad0: u32,
     }
 }
@@ -249,60 +268,115 @@ pub fn count(
     values: &Tensor,
     counts: &Arc<GpuBuffer>,
     record: usize,
+    what: (DType, bool),
+) -> Result<Kernel> {
+    count_all(ctx, &[(values, record)], counts, what)
+}
+
+/// Plan one counting pass over several tensors, each `(values, record)` adding into its own
+/// record as [`count`] would: at most [`MAX_SEGMENTS`] of them, in at most [`MAX_BUFFERS`]
+/// buffers ([`buffers_of`]).
+pub fn count_all(
+    ctx: &GpuContext,
+    tensors: &[(&Tensor, usize)],
+    counts: &Arc<GpuBuffer>,
     (low, histogram): (DType, bool),
 ) -> Result<Kernel> {
-    let (kind, element_bytes) = match values.storage() {
-        Storage::F32 => (0, 4),
-        // f16 against f16's range is classified from its 16 bits; against another, widened.
-        Storage::F16 | Storage::F16Packed if low == DType::F16 => (1, 2),
-        Storage::F16 | Storage::F16Packed => (3, 2),
-        Storage::BF16 => (2, 2),
-        Storage::U32 => {
-            return Err(Error::InvalidArgument(
-                "numerics: integer tensors (token ids) hold no floating-point values".into(),
-            ));
-        }
-    };
-    if counts.size() < 4 * ((record + 1) * RECORD_WORDS) as u64 {
-        return Err(Error::shape(
-            "numerics",
-            format!(
-                "record {record} is past the end of a {}-byte counts buffer",
-                counts.size()
-            ),
-        ));
+    let buffers = buffers_of(tensors.iter().map(|(v, _)| *v));
+    if tensors.is_empty() || tensors.len() > MAX_SEGMENTS || buffers.len() > MAX_BUFFERS {
+        return Err(Error::InvalidArgument(format!(
+            "numerics: one pass counts 1 to {MAX_SEGMENTS} tensors in at most {MAX_BUFFERS} buffers, not {} in {}",
+            tensors.len(),
+            buffers.len()
+        )));
     }
     let range = LowRange::of(low);
-    let len = values.numel();
+    let mut segments = [Segment::default(); MAX_SEGMENTS];
+    let mut first_group = 0;
+    for (segment, &(values, record)) in segments.iter_mut().zip(tensors) {
+        let (kind, element_bytes) = match values.storage() {
+            Storage::F32 => (0, 4),
+            // f16 against f16's range is classified from its 16 bits; against another,
+            // widened.
+            Storage::F16 | Storage::F16Packed if low == DType::F16 => (1, 2),
+            Storage::F16 | Storage::F16Packed => (3, 2),
+            Storage::BF16 => (2, 2),
+            Storage::U32 => {
+                return Err(Error::InvalidArgument(
+                    "numerics: integer tensors (token ids) hold no floating-point values".into(),
+                ));
+            }
+        };
+        if counts.size() < 4 * ((record + 1) * RECORD_WORDS) as u64 {
+            return Err(Error::shape(
+                "numerics",
+                format!(
+                    "record {record} is past the end of a {}-byte counts buffer",
+                    counts.size()
+                ),
+            ));
+        }
+        let groups = groups(values.numel(), ctx.caps.cpu_adapter);
+        let buffer = buffers.iter().position(|b| Arc::ptr_eq(b, values.buffer()));
+        *segment = Segment {
+            start: (values.byte_offset() / element_bytes) as u32,
+            len: values.numel() as u32,
+            kind,
+            record: record as u32,
+            first_group,
+            groups,
+            buffer: buffer.unwrap_or(0) as u32,
+            ..Default::default()
+        };
+        first_group += groups;
+    }
     let params = Params {
-        start: (values.byte_offset() / element_bytes) as u32,
-        len: len as u32,
-        kind,
-        record: record as u32,
         overflow_bits: range.overflow,
         underflow_bits: range.underflow,
         histogram: histogram as u32,
-        ..Default::default()
+        segments: tensors.len() as u32,
     };
-    let groups = groups(len, ctx.caps.cpu_adapter);
-    // `quads` reads the values' buffer 16 bytes at a time; a buffer smaller than one quad
-    // (a lone scalar) holds no whole quad, which the shader then never reads, and a
-    // placeholder stands in for the binding's minimum size.
-    let quads = if values.buffer().size() >= 16 {
-        values.buffer().clone()
-    } else {
-        ctx.alloc_storage("numerics: no quads", 16)
-    };
+    // `quads` reads a buffer 16 bytes at a time; one smaller than a quad (a lone scalar)
+    // holds no whole quad, which the shader then never reads, and a placeholder stands in
+    // for the binding's minimum size. Slots no tensor uses bind the first buffer again.
+    let quads: Vec<Arc<GpuBuffer>> = buffers
+        .iter()
+        .map(|b| match b.size() >= 16 {
+            true => b.clone(),
+            false => ctx.alloc_storage("numerics: no quads", 16),
+        })
+        .collect();
+    let slot = |i: usize| buffers.len().min(i + 1) - 1;
+    let (w, q) = (
+        [0, 1, 2].map(|i| &buffers[slot(i)]),
+        [0, 1, 2].map(|i| &quads[slot(i)]),
+    );
     ctx.kernel(
         &KernelDesc::new(&SHADER, "count_numerics"),
         &[
             ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
-            ("words", Arg::Buffer(values.buffer())),
+            ("segments", Arg::Uniform(bytemuck::cast_slice(&segments))),
             ("counts", Arg::Buffer(counts)),
-            ("quads", Arg::Buffer(&quads)),
+            ("words0", Arg::Buffer(w[0])),
+            ("quads0", Arg::Buffer(q[0])),
+            ("words1", Arg::Buffer(w[1])),
+            ("quads1", Arg::Buffer(q[1])),
+            ("words2", Arg::Buffer(w[2])),
+            ("quads2", Arg::Buffer(q[2])),
         ],
-        [groups, 1, 1],
+        [first_group, 1, 1],
     )
+}
+
+/// The distinct buffers `tensors` lie in, in order of first use.
+pub fn buffers_of<'a>(tensors: impl IntoIterator<Item = &'a Tensor>) -> Vec<Arc<GpuBuffer>> {
+    let mut buffers: Vec<Arc<GpuBuffer>> = Vec::new();
+    for t in tensors {
+        if !buffers.iter().any(|b| Arc::ptr_eq(b, t.buffer())) {
+            buffers.push(t.buffer().clone());
+        }
+    }
+    buffers
 }
 
 #[cfg(test)]

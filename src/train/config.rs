@@ -43,6 +43,9 @@ pub struct StepConfig {
     /// With numerics on, also each tensor's binade histogram (the app draws it; it costs an
     /// atomic per value).
     pub numerics_histograms: bool,
+    /// With numerics on, count each tensor in a pass of its own right where it is complete
+    /// (the plan the grouped passes are checked against; more dispatches, same counts).
+    pub numerics_one_pass_each: bool,
 }
 
 impl StepConfig {
@@ -63,6 +66,7 @@ impl StepConfig {
             lr_schedule: LrSchedule::Constant,
             numerics: None,
             numerics_histograms: false,
+            numerics_one_pass_each: false,
         }
     }
 
@@ -76,6 +80,13 @@ impl StepConfig {
     /// With numerics on, also count each tensor's binade histogram (what the app draws).
     pub fn numerics_histograms(mut self, on: bool) -> Self {
         self.numerics_histograms = on;
+        self
+    }
+
+    /// With numerics on, count each tensor in a pass of its own right where it is complete,
+    /// not every tensor complete at one point in one pass (the reference plan).
+    pub fn numerics_one_pass_each(mut self, on: bool) -> Self {
+        self.numerics_one_pass_each = on;
         self
     }
 

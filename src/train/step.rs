@@ -401,7 +401,7 @@ impl Step<'_> {
 
     /// Record the kernels of the phases `recorded` picks, in step order, into one compute
     /// pass of `encoder`; with `counting` (numerics counted this step: `Some(last
-    /// micro-batch)`), each tensor's counting pass right after the kernels that complete it.
+    /// micro-batch)`), the counting passes where their tensors are complete.
     fn encode(
         &self,
         encoder: &mut wgpu::CommandEncoder,

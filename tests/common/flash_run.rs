@@ -189,6 +189,7 @@ pub fn gpt_step(
         lr_schedule: Default::default(),
         numerics: None,
         numerics_histograms: false,
+        numerics_one_pass_each: false,
     };
     ctx.allocator.reset_peak();
     let before = ctx.memory().live_bytes;

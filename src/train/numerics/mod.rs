@@ -2,9 +2,9 @@
 //! the step stats, and what they say.
 //!
 //! With `numerics` on ([`crate::train::StepConfig::numerics`], `--numerics every:N`), every
-//! N-th optimizer step runs one counting pass (`ops::numerics`) right after each layer's
-//! output, input gradient and weight gradients are complete (`nn::probes`), each into its
-//! record of one small counts buffer; the step's stats copy carries that buffer home in the
+//! N-th optimizer step counts each layer's output, input gradient and weight gradients once
+//! they are complete (`nn::probes`) and before a later kernel may overwrite them, several
+//! tensors to a pass (`ops::numerics`), each into its record of one small counts buffer; the step's stats copy carries that buffer home in the
 //! same read-back slot, so no new wait. Off, nothing of it is planned or dispatched.
 //!
 //! - [`StepNumerics`]: one counted step's records, in the order the step made them;

@@ -1,6 +1,10 @@
 //! The counting passes of a trainer: one small counts buffer, and per planned network the
-//! passes for each probe point, which a counted step interleaves into its forward and
-//! backward right where each tensor is complete.
+//! passes over its probe points, which a counted step interleaves into its forward and
+//! backward where their tensors are complete. A tensor stays countable until a later kernel
+//! of its list may write its bytes ([`Kernel::may_write`]), so one pass counts every
+//! tensor that is complete and intact at one point (up to [`MAX_SEGMENTS`] in
+//! [`MAX_BUFFERS`] buffers): on a CPU adapter each dispatch is a full stop, and gpt-tiny's
+//! 61 tensors took 61 of them.
 
 use std::sync::Arc;
 
@@ -10,7 +14,8 @@ use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::nn::probes::{ProbePoint, ProbeTensor};
 use crate::nn::{ModelSpec, Network};
-use crate::ops::numerics::{RECORD_WORDS, count};
+use crate::ops::numerics::{MAX_BUFFERS, MAX_SEGMENTS, RECORD_WORDS, buffers_of, count_all};
+use crate::tensor::Tensor;
 use crate::tensor::{DType, Storage};
 use crate::train::config::StepConfig;
 
@@ -25,9 +30,19 @@ pub(in crate::train) enum Pass {
 struct NetPasses {
     batch: usize,
     forward: Vec<(usize, Kernel)>,
-    /// The flag: a weight gradient's pass, which runs on a step's last micro-batch only
-    /// (the gradient accumulates over micro-batches; counted once, complete).
+    /// The flag: a pass over weight gradients, which runs on a step's last micro-batch only
+    /// (a gradient accumulates over micro-batches; counted once, complete).
     backward: Vec<(usize, Kernel, bool)>,
+}
+
+/// A tensor to count: its record, and the points of its kernel list where it is complete
+/// and intact, `after..=until`.
+struct Pending {
+    record: usize,
+    values: Tensor,
+    after: usize,
+    until: usize,
+    weight: bool,
 }
 
 /// A trainer's counting passes. See the module docs.
@@ -35,6 +50,8 @@ pub(in crate::train) struct NumericsPasses {
     every: u64,
     low: DType,
     histograms: bool,
+    /// Each tensor in a pass of its own, right where it is complete (the reference plan).
+    one_each: bool,
     grads_rounded: bool,
     layers: Arc<Vec<LayerName>>,
     counts: Arc<GpuBuffer>,
@@ -74,7 +91,9 @@ impl NumericsPasses {
         let rounded = !config.precision.master_weights();
         let what = (every, config.numerics_histograms);
         let low = config.precision.low_dtype();
-        Self::new(ctx, what, low, rounded, layers.collect()).map(Some)
+        let mut passes = Self::new(ctx, what, low, rounded, layers.collect())?;
+        passes.one_each = config.numerics_one_pass_each;
+        Ok(Some(passes))
     }
 
     /// Passes counting every `every`-th step against `low`'s range, for a model whose
@@ -98,6 +117,7 @@ impl NumericsPasses {
             // An f32 run is counted against f16's range: what autocast would meet.
             low: if low == DType::F32 { DType::F16 } else { low },
             histograms,
+            one_each: false,
             grads_rounded,
             layers: Arc::new(layers),
             counts,
@@ -128,12 +148,13 @@ impl NumericsPasses {
         let probes = net.probes();
         let mut order = Vec::new();
         let mut aliases = Vec::new();
-        let mut pass = |p: &ProbePoint,
-                        seen: &mut Vec<(SameTensor, usize)>|
-         -> Result<Option<Kernel>> {
+        let mut pending = |p: &ProbePoint,
+                           kernels: &[&Kernel],
+                           seen: &mut Vec<(SameTensor, usize)>|
+         -> Option<Pending> {
             let storage = p.values.storage();
             if storage == Storage::U32 || p.values.numel() == 0 || p.layer >= self.layers.len() {
-                return Ok(None);
+                return None;
             }
             let key = (p.layer, p.tensor, storage.dtype());
             if !order
@@ -143,34 +164,51 @@ impl NumericsPasses {
                 order.push(key);
             }
             let record = record_index(p.layer, p.tensor);
-            // A weight gradient's record adds several passes (weight, bias): never an alias.
+            let v = &p.values;
+            // A weight gradient's record adds several tensors (weight, bias): never an alias.
             if p.tensor != ProbeTensor::WeightGrad {
-                let v = &p.values;
                 let at = Arc::as_ptr(v.buffer()) as usize;
                 let same = (at, v.byte_offset(), v.numel(), storage, p.after);
                 if let Some(&(_, first)) = seen.iter().find(|(s, _)| *s == same) {
                     aliases.push((record, first));
-                    return Ok(None);
+                    return None;
                 }
                 seen.push((same, record));
             }
-            let what = (self.low, self.histograms);
-            Ok(Some(count(ctx, &p.values, &self.counts, record, what)?))
+            let (offset, bytes) = (v.byte_offset(), v.binding_size());
+            let until = match self.one_each {
+                true => p.after,
+                false => (p.after..kernels.len())
+                    .find(|&k| kernels[k].may_write(v.buffer(), offset, bytes))
+                    .unwrap_or(kernels.len()),
+            };
+            Some(Pending {
+                record,
+                values: v.clone(),
+                after: p.after,
+                until,
+                weight: p.tensor == ProbeTensor::WeightGrad,
+            })
         };
-        let mut forward = Vec::new();
+        let what = (self.low, self.histograms);
+        let kernels: Vec<&Kernel> = net.forward_kernels().collect();
         let mut seen = Vec::new();
-        for p in &probes.forward {
-            if let Some(k) = pass(p, &mut seen)? {
-                forward.push((p.after, k));
-            }
-        }
-        let mut backward = Vec::new();
+        let forward = probes
+            .forward
+            .iter()
+            .filter_map(|p| pending(p, &kernels, &mut seen));
+        let one_each = self.one_each;
+        let forward = passes_over(ctx, forward.collect(), &self.counts, what, one_each)?
+            .into_iter()
+            .map(|(at, k, _)| (at, k))
+            .collect();
+        let kernels: Vec<&Kernel> = net.backward_kernels().collect();
         let mut seen = Vec::new();
-        for p in &probes.backward {
-            if let Some(k) = pass(p, &mut seen)? {
-                backward.push((p.after, k, p.tensor == ProbeTensor::WeightGrad));
-            }
-        }
+        let backward = probes
+            .backward
+            .iter()
+            .filter_map(|p| pending(p, &kernels, &mut seen));
+        let backward = passes_over(ctx, backward.collect(), &self.counts, what, one_each)?;
         if self.order.is_empty() {
             self.order = order;
             self.aliases = aliases;
@@ -183,7 +221,8 @@ impl NumericsPasses {
         Ok(())
     }
 
-    /// Counting passes a counted step of `batch` dispatches (on its last micro-batch).
+    /// Counting passes a counted step of `batch` dispatches (on its last micro-batch): one
+    /// per group of tensors complete at one point.
     pub(in crate::train) fn passes(&self, batch: usize) -> Option<usize> {
         let net = self.nets.iter().find(|n| n.batch == batch)?;
         Some(net.forward.len() + net.backward.len())
@@ -240,4 +279,41 @@ impl NumericsPasses {
             self.grads_rounded,
         )
     }
+}
+
+/// The fewest passes that count every tensor of `pending` at a point where it is complete
+/// and intact, as (point, pass, over weight gradients): the tensor that must be counted
+/// soonest sets a point, every tensor already complete there joins it (within a pass's
+/// limits, weight gradients apart: they count on a step's last micro-batch only), and so on.
+/// In order of point. `one_each`: a pass per tensor, right where it is complete.
+fn passes_over(
+    ctx: &GpuContext,
+    mut pending: Vec<Pending>,
+    counts: &Arc<GpuBuffer>,
+    what: (DType, bool),
+    one_each: bool,
+) -> Result<Vec<(usize, Kernel, bool)>> {
+    pending.sort_by_key(|p| (p.until, p.after));
+    let mut passes = Vec::new();
+    while let Some(first) = pending.first() {
+        let (at, weight) = (first.until, first.weight);
+        let mut group: Vec<(&Tensor, usize)> = Vec::new();
+        let mut taken = vec![false; pending.len()];
+        for (i, p) in pending.iter().enumerate() {
+            let full = group.len() == MAX_SEGMENTS || (one_each && !group.is_empty());
+            if p.after > at || p.weight != weight || full {
+                continue;
+            }
+            let with = group.iter().map(|(v, _)| *v).chain([&p.values]);
+            if buffers_of(with).len() <= MAX_BUFFERS {
+                group.push((&p.values, p.record));
+                taken[i] = true;
+            }
+        }
+        passes.push((at, count_all(ctx, &group, counts, what)?, weight));
+        let mut taken = taken.into_iter();
+        pending.retain(|_| !taken.next().unwrap_or(false));
+    }
+    passes.sort_by_key(|(at, _, _)| *at);
+    Ok(passes)
 }
