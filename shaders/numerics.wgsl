@@ -48,7 +48,11 @@ const LO: i32 = -48;
 const RECORD: u32 = 82u; // HEADER + BINS + 2
 const BIAS: i32 = 256;
 
+// The workgroup's binade histogram (words HEADER.. of a record; the header is summed from
+// `partial`).
 var<workgroup> local: array<atomic<u32>, RECORD>;
+// Each thread's tally, a row per header word.
+var<workgroup> partial: array<array<u32, WG>, HEADER>;
 // The segment this workgroup counts (one per workgroup, set first).
 var<private> seg: Segment;
 
@@ -206,7 +210,9 @@ fn tally_of(b: Bounds) -> Tally {
 }
 
 // The fast loops' running counts, a lane each: one value per lane of a vec4 (f32), or two
-// 16-bit lanes per u32 (halves). `hi` and `lo`: the largest and smallest |x| bits so far.
+// 16-bit lanes per u32 (halves). `hi`: the largest finite |x| bits so far; `lo`: the
+// smallest |x| bits less one, wrapping, so that a zero (0 - 1) never is the smallest and no
+// compare is needed: a lane that saw nothing finite and non-zero ends at or above inf - 1.
 struct Lanes {
     ge_inf: vec4<u32>,
     gt_inf: vec4<u32>,
@@ -228,39 +234,49 @@ fn lane_sum(v: vec4<u32>, halves: bool) -> u32 {
     return w.x + w.y + w.z + w.w;
 }
 
-// `n` values' lanes as `Bounds`.
-fn bounds_of(l: Lanes, n: u32, halves: bool) -> Bounds {
+// `n` values' lanes as `Bounds`, for values whose |x| bits are inf at `inf`.
+fn bounds_of(l: Lanes, n: u32, halves: bool, inf: u32) -> Bounds {
+    let lo = min(min(l.lo.x, l.lo.y), min(l.lo.z, l.lo.w));
     return Bounds(n, lane_sum(l.ge_inf, halves), lane_sum(l.gt_inf, halves),
         lane_sum(l.ge_over, halves), lane_sum(l.nonzero, halves), lane_sum(l.ge_under, halves),
-        max(max(l.hi.x, l.hi.y), max(l.hi.z, l.hi.w)), min(min(l.lo.x, l.lo.y), min(l.lo.z, l.lo.w)));
+        max(max(l.hi.x, l.hi.y), max(l.hi.z, l.hi.w)), select(0xffffffffu, lo + 1u, lo < inf - 1u));
 }
 
-// f32 values, quads `first_quad + start, + stride, ...` below `quad_count`: six compares a
-// value and a running largest and smallest, no exponent until the end.
+// f32 values, quads `first_quad + start, + stride, ...` below `quad_count`: two compares a
+// value, a running largest and smallest, and one test whether any of the quad's four is
+// at or beyond the overflow threshold (or inf); only such a quad, which is rare, counts
+// inf, NaN and overflow. No exponent until the end.
 fn bounds_f32(start: u32, stride: u32, first_quad: u32, quad_count: u32) -> Bounds {
     let inf = vec4<u32>(0x7f800000u);
+    let big = vec4<u32>(min(params.overflow_bits, 0x7f800000u));
     let one = vec4<u32>(1u);
     let zero = vec4<u32>(0u);
     var l = no_lanes();
     var n = 0u;
     for (var i = start; i < quad_count; i += stride) {
         let u = quad_at(first_quad + i) & vec4<u32>(0x7fffffffu);
-        l.ge_inf += select(zero, one, u >= inf);
-        l.gt_inf += select(zero, one, u > inf);
-        l.ge_over += select(zero, one, u >= vec4<u32>(params.overflow_bits));
         l.nonzero += select(zero, one, u != zero);
         l.ge_under += select(zero, one, u >= vec4<u32>(params.underflow_bits));
-        l.hi = max(l.hi, select(zero, u, u < inf));
-        l.lo = min(l.lo, select(vec4<u32>(0xffffffffu), u, u - one < inf - one));
+        l.lo = min(l.lo, u - one);
+        if (any(u >= big)) {
+            l.ge_inf += select(zero, one, u >= inf);
+            l.gt_inf += select(zero, one, u > inf);
+            l.ge_over += select(zero, one, u >= vec4<u32>(params.overflow_bits));
+            l.hi = max(l.hi, select(zero, u, u < inf));
+        } else {
+            l.hi = max(l.hi, u);
+        }
         n += 4u;
     }
-    return bounds_of(l, n, false);
+    return bounds_of(l, n, false, 0x7f800000u);
 }
 
 // Sixteen-bit values (f16 or bf16), eight to a quad, all eight at once: |h| is at most
 // 0x7fff, so |h| + (0x8000 - K) sets bit 15 of its half exactly when |h| >= K and never
 // carries into the next half. The counts build up in 16-bit lanes, which cannot wrap: a
-// thread takes at most 2^15 quads (src/ops/numerics.rs holds the grid to it).
+// thread takes at most 2^15 quads (src/ops/numerics.rs holds the grid to it). As for f32,
+// only a quad holding a value at or beyond the overflow threshold (or inf) counts inf, NaN
+// and overflow.
 fn bounds_halves(start: u32, stride: u32, first_quad: u32, quad_count: u32) -> Bounds {
     // |h| bits at and above which a half is inf (or NaN), past the range, normal: f16
     // against f16's range, bf16 against the range asked for.
@@ -268,32 +284,37 @@ fn bounds_halves(start: u32, stride: u32, first_quad: u32, quad_count: u32) -> B
     let over = select((params.overflow_bits + 0xffffu) >> 16u, inf, seg.kind == 1u);
     let under = select((params.underflow_bits + 0xffffu) >> 16u, 0x0400u, seg.kind == 1u);
     let pair = vec4<u32>(0x00010001u);
+    let signs = vec4<u32>(0x80008000u);
+    let add_big = vec4<u32>((0x8000u - min(over, inf)) * 0x00010001u);
     let add_inf = vec4<u32>((0x8000u - inf) * 0x00010001u);
     let add_nan = vec4<u32>((0x7fffu - inf) * 0x00010001u);
     let add_over = vec4<u32>((0x8000u - over) * 0x00010001u);
     let add_nonzero = vec4<u32>(0x7fff7fffu);
     let add_under = vec4<u32>((0x8000u - under) * 0x00010001u);
     let zero = vec4<u32>(0u);
-    let none = vec4<u32>(0xffffffffu);
+    let one = vec4<u32>(1u);
+    let half = vec4<u32>(0xffffu);
     let finite = vec4<u32>(inf);
-    let finite_less_one = vec4<u32>(inf - 1u);
     var l = no_lanes();
     var n = 0u;
     for (var i = start; i < quad_count; i += stride) {
         let a = quad_at(first_quad + i) & vec4<u32>(0x7fff7fffu);
-        l.ge_inf += ((a + add_inf) >> vec4<u32>(15u)) & pair;
-        l.gt_inf += ((a + add_nan) >> vec4<u32>(15u)) & pair;
-        l.ge_over += ((a + add_over) >> vec4<u32>(15u)) & pair;
         l.nonzero += ((a + add_nonzero) >> vec4<u32>(15u)) & pair;
         l.ge_under += ((a + add_under) >> vec4<u32>(15u)) & pair;
-        let h0 = a & vec4<u32>(0xffffu);
+        let h0 = a & half;
         let h1 = a >> vec4<u32>(16u);
-        l.hi = max(l.hi, max(select(zero, h0, h0 < finite), select(zero, h1, h1 < finite)));
-        l.lo = min(l.lo, min(select(none, h0, h0 - vec4<u32>(1u) < finite_less_one),
-            select(none, h1, h1 - vec4<u32>(1u) < finite_less_one)));
+        l.lo = min(l.lo, min(h0 - one, h1 - one));
+        if (any(((a + add_big) & signs) != zero)) {
+            l.ge_inf += ((a + add_inf) >> vec4<u32>(15u)) & pair;
+            l.gt_inf += ((a + add_nan) >> vec4<u32>(15u)) & pair;
+            l.ge_over += ((a + add_over) >> vec4<u32>(15u)) & pair;
+            l.hi = max(l.hi, max(select(zero, h0, h0 < finite), select(zero, h1, h1 < finite)));
+        } else {
+            l.hi = max(l.hi, max(h0, h1));
+        }
         n += 8u;
     }
-    return bounds_of(l, n, true);
+    return bounds_of(l, n, true, inf);
 }
 
 // The general count of word `w`: an f32 value, or each of its two halves in [first, end).
@@ -314,7 +335,7 @@ fn tally_word(t: ptr<function, Tally>, w: u32, first: u32, end: u32) {
 
 @compute @workgroup_size(WG)
 fn count_numerics(#workgroup_builtins) {
-    for (var i = lid; i < RECORD; i += WG) {
+    for (var i = HEADER + lid; i < RECORD; i += WG) {
         atomicStore(&local[i], 0u);
     }
     workgroupBarrier();
@@ -358,24 +379,38 @@ fn count_numerics(#workgroup_builtins) {
             tally_word(&t, word_first + i, first, end);
         }
     }
-    atomicAdd(&local[0], t.n);
-    atomicAdd(&local[1], t.non_finite);
-    atomicAdd(&local[2], t.nan);
-    atomicAdd(&local[3], t.overflow);
-    atomicAdd(&local[4], t.underflow);
-    atomicAdd(&local[5], t.zero);
-    atomicMax(&local[6], t.max_e);
-    atomicMax(&local[7], t.min_e);
+    // The workgroup's header: each thread's tally into `partial`, then one thread a word sums
+    // (or, for the binades, takes the largest of) its row. Atomics per thread cost a CPU
+    // adapter more than the whole count (lavapipe: each is a locked instruction per lane).
+    partial[0][lid] = t.n;
+    partial[1][lid] = t.non_finite;
+    partial[2][lid] = t.nan;
+    partial[3][lid] = t.overflow;
+    partial[4][lid] = t.underflow;
+    partial[5][lid] = t.zero;
+    partial[6][lid] = t.max_e;
+    partial[7][lid] = t.min_e;
     workgroupBarrier();
     let base = seg.record * RECORD;
-    for (var i = lid; i < RECORD; i += WG) {
+    if (lid < HEADER) {
+        var c = 0u;
+        for (var j = 0u; j < WG; j++) {
+            let v = partial[lid][j];
+            c = select(c + v, max(c, v), lid >= 6u);
+        }
+        if (c != 0u) {
+            if (lid >= 6u) {
+                atomicMax(&counts[base + lid], c);
+            } else {
+                atomicAdd(&counts[base + lid], c);
+            }
+        }
+    }
+    // The histogram's words (zero unless asked for).
+    for (var i = HEADER + lid; i < RECORD; i += WG) {
         let c = atomicLoad(&local[i]);
         if (c != 0u) {
-            if (i == 6u || i == 7u) {
-                atomicMax(&counts[base + i], c);
-            } else {
-                atomicAdd(&counts[base + i], c);
-            }
+            atomicAdd(&counts[base + i], c);
         }
     }
 }

@@ -211,7 +211,7 @@ fn token_ids_are_refused() {
     common::expect_err(count(ctx, &x, &counts, 1, what), &["past the end"]);
 }
 
-/// One pass over several tensors: views of odd lengths into three buffers, in f32, f16 and
+/// One pass over several tensors: views of odd lengths (one of several workgroups) into three buffers, in f32, f16 and
 /// bf16, two of them adding into one record (a weight and its bias), each record as the
 /// CPU counts its tensors; against f16's and bf16's range, with and without the histogram,
 /// on native and packed f16, the same words twice, and nothing outside the records.
@@ -221,16 +221,16 @@ fn one_pass_counts_many_tensors_each_into_its_record() {
         let f16 = ctx.storage_for(DType::F16);
         // (buffer, storage, element offset (256-byte aligned, as views are), elements, record)
         let layout = [
-            (0, Storage::F32, 0, 1000, 0),
-            (0, Storage::F32, 1024, 37, 2),
+            (0, Storage::F32, 0, 300_000, 0),
+            (0, Storage::F32, 300_032, 37, 2),
             (1, f16, 0, 2049, 1),
             (1, f16, 2176, 3, 3),
             (2, Storage::BF16, 0, 777, 2),
             (2, Storage::BF16, 1024, 1, 4),
         ];
-        let buffers: Vec<_> = (0..3u64)
-            .map(|i| ctx.alloc_storage("values", 4 * 1100 + 4 * i))
-            .collect();
+        // The first tensor takes several workgroups on any adapter; the others one or two.
+        let buffers =
+            [4 * 300_100, 4 * 1100, 4 * 1100 + 4].map(|bytes| ctx.alloc_storage("values", bytes));
         let mut tensors = Vec::new();
         for (i, &(b, storage, at, n, record)) in layout.iter().enumerate() {
             let offset = storage.bytes_for(at);

@@ -38,16 +38,18 @@ pub const MAX_SEGMENTS: usize = 64;
 /// the 8 storage bindings WebGPU guarantees a stage.
 pub const MAX_BUFFERS: usize = 3;
 
-/// The grid of one pass over `len` values (grid-stride loop): at least `per_thread` values a
-/// thread, so that a small tensor takes a few workgroups, not many nearly idle ones (each
-/// zeroes, merges and syncs its own counts), and at most `max_groups` workgroups, but never
-/// so few that a thread would take 2^16 quads (eight 16-bit values each: the shader's
-/// 16-bit lanes would wrap). A CPU adapter runs a workgroup's threads one after another on
-/// a core, so it wants fewer, fuller ones: measured on lavapipe (BENCHMARKS.md, the AMP
-/// doctor's cost), (64, 16) took gpt-tiny's 61 passes from about +13% of a step's CPU time
-/// to +3-5%. A GPU's stay as they were: (8, 64), unmeasured (no GPU lent since).
+/// The grid of one tensor's part of a pass over `len` values (grid-stride loop): at least
+/// `per_thread` values a thread, so that a small tensor takes a few workgroups, not many
+/// nearly idle ones (each zeroes, sums, merges and syncs its own counts), and at most
+/// `max_groups` workgroups, but never so few that a thread would take 2^16 quads (eight
+/// 16-bit values each: the shader's 16-bit lanes would wrap). A CPU adapter runs a
+/// workgroup's threads one after another on a core, and its workgroups cost more than the
+/// values they count: on lavapipe (BENCHMARKS.md, the AMP doctor's cost) a pass over three
+/// 65,536-value f16 tensors took 0.65 ms of CPU with 64 values a thread and 0.43 ms with 512
+/// (2,048: the same, but one workgroup, so one core, for a tensor of 262,144). A GPU's stay
+/// as they were: (8, 64), unmeasured (no GPU lent since).
 fn groups(len: usize, cpu_adapter: bool) -> u32 {
-    let (per_thread, max_groups) = if cpu_adapter { (64, 16) } else { (8, 64) };
+    let (per_thread, max_groups) = if cpu_adapter { (512, 16) } else { (8, 64) };
     let lanes_floor = len.div_ceil(8).div_ceil(WG << 15);
     len.div_ceil(WG * per_thread)
         .clamp(1, max_groups)
@@ -394,8 +396,8 @@ mod tests {
             }
         }
         // A CPU adapter's grid: fewer, fuller workgroups.
-        assert_eq!(groups(1 << 20, true), 16);
-        assert_eq!(groups(1 << 16, true), 4);
+        assert_eq!(groups(1 << 20, true), 8);
+        assert_eq!(groups(1 << 16, true), 1);
         assert_eq!(groups(1 << 16, false), 32);
     }
 }
