@@ -23,6 +23,7 @@ use super::{AttentionArgs, DeviceArgs};
 
 /// `--steps`: timed steps per measurement.
 const STEPS_RANGE: &str = "1 to 1000000";
+const ROUNDS_RANGE: &str = "1 to 100";
 const MAX_STEPS: usize = 1_000_000;
 
 #[derive(Args, Debug)]
@@ -57,9 +58,14 @@ pub struct BenchStepArgs {
     profile: bool,
     /// Also measure each model and precision with per-layer numerics counted (`every:N`,
     /// as train's --numerics): a second row, and a JSON line with the overhead against the
-    /// same step without them (each side the fastest of 3 alternating measurements).
+    /// same step without them (each side the fastest of --rounds alternating measurements).
     #[arg(long, value_name = "every:N")]
     numerics: Option<String>,
+    /// With --numerics: measurements of each side, alternating, 1 to 100 (more steady a
+    /// figure on a noisy machine; each side keeps its fastest).
+    #[arg(long, default_value_t = 3, allow_negative_numbers = true,
+          value_parser = number::<usize>(ROUNDS_RANGE))]
+    rounds: usize,
     #[command(flatten)]
     attention: AttentionArgs,
     #[command(flatten)]
@@ -286,13 +292,9 @@ fn process_cpu_secs() -> Option<f64> {
     Some(ticks / 100.0)
 }
 
-/// Measurements with and without numerics alternate this many times; each side keeps its
-/// fastest (a shared or busy machine only ever slows a measurement down).
-const NUMERICS_ROUNDS: usize = 3;
-
 /// The step `without` measured again with the counting passes of `numerics`, alternating
-/// with more measurements without them ([`NUMERICS_ROUNDS`] each): the fastest with, and
-/// the fastest ms/step without.
+/// with more measurements without them (`--rounds` each): the fastest with, and the fastest
+/// ms/step without (a shared or busy machine only ever slows a measurement down).
 fn numerics_rounds(
     ctx: &GpuContext,
     args: &BenchStepArgs,
@@ -309,14 +311,14 @@ fn numerics_rounds(
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
-    for round in 0..NUMERICS_ROUNDS {
+    for round in 0..args.rounds {
         let mut counted = measure(ctx, args, model, b, p, (scaler, numerics), false)?.0;
         if let Some(w) = &with {
             counted.cpu_ms_per_step = min(counted.cpu_ms_per_step, w.cpu_ms_per_step);
             counted.ms_per_step = counted.ms_per_step.min(w.ms_per_step);
         }
         with = Some(counted);
-        if round + 1 < NUMERICS_ROUNDS {
+        if round + 1 < args.rounds {
             let again = measure(ctx, args, model, b, p, (scaler, None), false)?.0;
             off = (
                 off.0.min(again.ms_per_step),
@@ -349,6 +351,12 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
         return Err(Error::InvalidArgument(format!(
             "--steps must be {STEPS_RANGE}, got {}",
             args.steps
+        )));
+    }
+    if !(1..=100).contains(&args.rounds) {
+        return Err(Error::InvalidArgument(format!(
+            "--rounds must be {ROUNDS_RANGE}, got {}",
+            args.rounds
         )));
     }
     let precisions: Vec<Precision> = args
@@ -407,7 +415,7 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
                     serde_json::json!({
                         "kind": "numerics_overhead", "adapter": ctx.report.name,
                         "model": model, "precision": p.name(), "numerics": args.numerics,
-                        "batch_size": batch, "rounds": NUMERICS_ROUNDS,
+                        "batch_size": batch, "rounds": args.rounds,
                         "ms_per_step_without": off.0, "ms_per_step_with": counted.ms_per_step,
                         "overhead_percent": 100.0 * (counted.ms_per_step - off.0) / off.0,
                         "cpu_ms_per_step_without": off.1,

@@ -43,11 +43,11 @@ pub const MAX_BUFFERS: usize = 3;
 /// nearly idle ones (each zeroes, sums, merges and syncs its own counts), and at most
 /// `max_groups` workgroups, but never so few that a thread would take 2^16 quads (eight
 /// 16-bit values each: the shader's 16-bit lanes would wrap). A CPU adapter runs a
-/// workgroup's threads one after another on a core, and its workgroups cost more than the
-/// values they count: on lavapipe (BENCHMARKS.md, the AMP doctor's cost) a pass over three
-/// 65,536-value f16 tensors took 0.65 ms of CPU with 64 values a thread and 0.43 ms with 512
-/// (2,048: the same, but one workgroup, so one core, for a tensor of 262,144). A GPU's stay
-/// as they were: (8, 64), unmeasured (no GPU lent since).
+/// workgroup's threads one after another on a core, where a workgroup's fixed work costs
+/// more than the values it counts: it takes 512 values a thread (BENCHMARKS.md, the AMP
+/// doctor's cost, fourth measurement), not more, so that a tensor of a few hundred
+/// thousand values still has a workgroup for each core. A GPU's stay as they were: (8, 64),
+/// unmeasured (no GPU lent since).
 fn groups(len: usize, cpu_adapter: bool) -> u32 {
     let (per_thread, max_groups) = if cpu_adapter { (512, 16) } else { (8, 64) };
     let lanes_floor = len.div_ceil(8).div_ceil(WG << 15);
