@@ -240,6 +240,10 @@ pub(super) const STEP_FLAGS: &[Flag] = &[
         draws: Draws::These(&["1", "2", "0", "1000001", "-1"]),
         ..flag("--steps", "1 to 1000000", &["0", "1000001", "-1", "x"])
     },
+    Flag {
+        draws: Draws::These(&["1", "2", "0", "101", "-1"]),
+        ..flag("--rounds", "1 to 100", &["0", "101", "-1", "x"])
+    },
 ];
 
 pub(super) const GUI_FLAGS: &[Flag] = &[
