@@ -9,7 +9,7 @@ mod common;
 use std::sync::Arc;
 
 use webgpu_amp::GpuContext;
-use webgpu_amp::gpu::GpuBuffer;
+use webgpu_amp::gpu::{GpuBuffer, Kernel};
 use webgpu_amp::ops::numerics::{
     BINS, MAX_SEGMENTS, RECORD_WORDS, TensorCounts, count, count_all, count_cpu,
 };
@@ -48,11 +48,9 @@ fn edge_values(n: usize, seed: u64) -> Vec<f32> {
     v
 }
 
-/// Run one counting pass over `t` (with the binade histogram or not) into record 1 of a fresh counts buffer (record 0 and 2
-/// must stay zero), twice; both runs must give the same words.
-fn gpu_count(ctx: &GpuContext, t: &Tensor, low: DType, histogram: bool) -> TensorCounts {
-    let counts: Arc<GpuBuffer> = ctx.alloc_storage("counts", 4 * 3 * RECORD_WORDS as u64);
-    let k = count(ctx, t, &counts, 1, (low, histogram)).unwrap();
+/// The words of `counts` after the pass `k` into it, zeroed first, run twice: both runs must
+/// give the same words.
+fn counted_twice(ctx: &GpuContext, k: &Kernel, counts: &GpuBuffer) -> Vec<u32> {
     let mut runs = Vec::new();
     for _ in 0..2 {
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
@@ -62,11 +60,19 @@ fn gpu_count(ctx: &GpuContext, t: &Tensor, low: DType, histogram: bool) -> Tenso
             k.encode(&mut pass);
         }
         ctx.queue.submit([encoder.finish()]);
-        let bytes = ctx.read_bytes(&counts, 0, counts.size()).unwrap();
+        let bytes = ctx.read_bytes(counts, 0, counts.size()).unwrap();
         runs.push(bytemuck::cast_slice::<u8, u32>(&bytes).to_vec());
     }
     assert_eq!(runs[0], runs[1], "the counts differ run to run");
-    let words = &runs[0];
+    runs.swap_remove(0)
+}
+
+/// Run one counting pass over `t` (with the binade histogram or not) into record 1 of a fresh counts buffer (record 0 and 2
+/// must stay zero), twice; both runs must give the same words.
+fn gpu_count(ctx: &GpuContext, t: &Tensor, low: DType, histogram: bool) -> TensorCounts {
+    let counts: Arc<GpuBuffer> = ctx.alloc_storage("counts", 4 * 3 * RECORD_WORDS as u64);
+    let k = count(ctx, t, &counts, 1, (low, histogram)).unwrap();
+    let words = &counted_twice(ctx, &k, &counts);
     let (before, rest) = words.split_at(RECORD_WORDS);
     let (record, after) = rest.split_at(RECORD_WORDS);
     assert!(
@@ -249,21 +255,9 @@ fn one_pass_counts_many_tensors_each_into_its_record() {
             let refs: Vec<(&Tensor, usize)> = tensors.iter().map(|(t, r)| (t, *r)).collect();
             for histogram in [false, true] {
                 let k = count_all(ctx, &refs, &counts, (low, histogram)).unwrap();
-                let mut runs = Vec::new();
-                for _ in 0..2 {
-                    let mut encoder = ctx.device.create_command_encoder(&Default::default());
-                    encoder.clear_buffer(counts.raw(), 0, None);
-                    {
-                        let mut pass = encoder.begin_compute_pass(&Default::default());
-                        k.encode(&mut pass);
-                    }
-                    ctx.queue.submit([encoder.finish()]);
-                    let bytes = ctx.read_bytes(&counts, 0, counts.size()).unwrap();
-                    runs.push(bytemuck::cast_slice::<u8, u32>(&bytes).to_vec());
-                }
-                assert_eq!(runs[0], runs[1], "the counts differ run to run");
+                let words = counted_twice(ctx, &k, &counts);
                 for (record, want) in want.iter().enumerate() {
-                    let words = &runs[0][record * RECORD_WORDS..(record + 1) * RECORD_WORDS];
+                    let words = &words[record * RECORD_WORDS..(record + 1) * RECORD_WORDS];
                     let mut got = TensorCounts::from_words(words).unwrap();
                     let mut want = want.clone();
                     if record == 5 {
