@@ -4,8 +4,11 @@
 # git-ignored folder to carry there:
 #   .gpu-bundle/webgpu-amp   the release binary, stripped (it links only glibc and loads
 #                            libvulkan.so.1 at run time);
-#   .gpu-bundle/debs/*.deb   the Vulkan loader (Debian's libvulkan1), downloaded with a
-#                            private apt state under /tmp (the system's own is untouched).
+#   .gpu-bundle/debs/*.deb   the Vulkan loader (Debian's libvulkan1) and glvnd's libraries
+#                            (NVIDIA's Vulkan driver is libGLX_nvidia.so.0, which needs
+#                            libGLdispatch.so.0: without them the loader finds "no drivers",
+#                            seen on the lent H200), downloaded with a private apt state
+#                            under /tmp (the system's own is untouched).
 # The scripts themselves are tracked files and travel with the working tree. Then it prints
 # the one command to run there. Options: --no-build (use target/release/webgpu-amp as it is),
 # --out DIR (default .gpu-bundle; must be git-ignored).
@@ -36,14 +39,14 @@ echo "== $out/webgpu-amp (stripped)"
 cp target/release/webgpu-amp "$out/webgpu-amp"
 strip "$out/webgpu-amp"
 
-echo "== $out/debs: the Vulkan loader"
+echo "== $out/debs: the Vulkan loader and glvnd (which NVIDIA's Vulkan driver links)"
 state=$(mktemp -d)
 trap 'rm -rf "$state"' EXIT
 mkdir -p "$state/partial"
 apt_opts=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 "-oDir::State::Lists=$state")
 apt-get "${apt_opts[@]}" update -qq
 rm -f "$out"/debs/*.deb
-(cd "$out/debs" && apt-get "${apt_opts[@]}" download libvulkan1)
+(cd "$out/debs" && apt-get "${apt_opts[@]}" download libvulkan1 libglvnd0 libglx0 libgl1 libegl1 libgles2 libopengl0)
 
 size_kib=$(du -sk "$out" | cut -f1)
 echo "== $out: $((size_kib / 1024)) MiB ($(ls "$out/debs"))"
