@@ -18,10 +18,8 @@ pub const TUNING_ENV: &str = "WEBGPU_AMP_TUNING";
 /// Tuned tables committed with the project, by the adapter name they were measured on
 /// (`tuning/*.json`, written by `bench tune` and `scripts/gpu-report.sh`); every other adapter
 /// runs its class's defaults.
-pub const COMMITTED: &[(&str, &str)] = &[(
-    "NVIDIA H200",
-    include_str!("../../tuning/nvidia-h200.json"),
-)];
+pub const COMMITTED: &[(&str, &str)] =
+    &[("NVIDIA H200", include_str!("../../tuning/nvidia-h200.json"))];
 
 /// One timed candidate of a tuning run.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
