@@ -26,8 +26,9 @@
 //!   cache, readbacks
 //! - [`tensor`]: GPU tensors: a dtype, a shape and a view of a counted buffer
 //! - [`ops`]: one dispatcher per WGSL file, forward and backward together: matmul (incl.
-//!   strided batches), conv, pool, elementwise, the unary ops (activations) from one table,
-//!   reduce, loss, histogram, layernorm, embedding, the causal attention softmax, fused
+//!   strided batches), conv, pool, avgpool, elementwise, the unary ops (activations) from one
+//!   table, reduce, loss, histogram, layernorm, batchnorm, embedding, augmentation, the causal
+//!   attention softmax, fused
 //!   attention (`flash_attention/` ↔ `flash_forward.wgsl`, `flash_backward.wgsl`, the
 //!   tensor-core body `flash_coop_forward.wgsl`, `flash_coop_backward.wgsl`, `flash_coop_dq.wgsl`), dropout, sampling
 //! - [`amp`]: the precision policy and which modes run on an adapter, the GPU GradScaler,
