@@ -38,8 +38,8 @@
 //!   `amp::SHADERS`, `optim::SHADERS`), for the portability tests, and the ones a browser can
 //!   select exported with their bind-group layouts (for Tint: `scripts/tint-check.sh`)
 //! - [`selftest`]: `webgpu-amp selftest`, every op family forward and backward on the adapter
-//!   against CPU references (`reference.rs`), in f32, native and packed f16 and bf16
-//! - [`data`]: data sets (embedded MNIST and Hamlet, IDX, Fashion-MNIST, text, safetensors,
+//!   against CPU references (`reference.rs`, `cnn.rs`), in f32, native and packed f16 and bf16
+//! - [`data`]: data sets (embedded MNIST and Hamlet, IDX, Fashion-MNIST, CIFAR-10, text, safetensors,
 //!   synthetic), batching (`loader.rs`), a gathered batch and the one pair of batch types
 //!   the trainer takes (`batch.rs`: `Batch`, `BatchInput`, `BatchTargets`)
 //! - [`nn`]: `layers/`: one file per layer family (JSON form, shapes and parameters, autocast

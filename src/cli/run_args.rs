@@ -33,8 +33,9 @@ pub struct RunArgs {
     /// (--warmup-steps: steps / 50, --min-lr: lr / 10).
     #[arg(long)]
     pub model: Option<String>,
-    /// default (embedded MNIST subset), mnist, fashion-mnist, synthetic[:N], hamlet (embedded
-    /// text), shakespeare, text:FILE, or FILE.safetensors. Default: default, or hamlet for a GPT.
+    /// default (embedded MNIST subset), mnist, fashion-mnist, cifar10[:DIR], synthetic[:N],
+    /// hamlet (embedded text), shakespeare, text:FILE, or FILE.safetensors. Default: default,
+    /// or hamlet for a GPT.
     #[arg(long)]
     pub dataset: Option<String>,
     /// mse or cross-entropy (default: cross-entropy for class labels, mse for targets).
