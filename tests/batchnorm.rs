@@ -441,10 +441,12 @@ fn rejects_bad_shapes_and_arguments() {
     // PyTorch: "Expected more than 1 value per channel when training".
     let one = Tensor::zeros(ctx, &[1, 3], DType::F32);
     let running = RunningStats::new(ctx, "test", 3).unwrap();
-    expect_err(
-        bn.train_forward(ctx, (&one, &one.clone()), none, &saved, Some(&running)),
-        &["one value per channel"],
-    );
+    for running in [Some(&running), None] {
+        expect_err(
+            bn.train_forward(ctx, (&one, &one.clone()), none, &saved, running),
+            &["one value per channel"],
+        );
+    }
     let running4 = RunningStats::new(ctx, "test", 4).unwrap();
     expect_err(
         bn.eval_forward(ctx, (&x, &y), none, &running4),

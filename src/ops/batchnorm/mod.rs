@@ -207,18 +207,19 @@ impl BatchNorm {
         let mut params = self.params(OP, x, y, affine)?;
         let c = params.channels as usize;
         check_saved(OP, saved, c)?;
+        if params.batch * params.inner < 2 {
+            // PyTorch: "Expected more than 1 value per channel when training" (whenever batch
+            // statistics are used, with running statistics or without).
+            return Err(Error::shape(
+                OP,
+                format!(
+                    "{:?} has one value per channel: batch statistics need two or more",
+                    x.shape()
+                ),
+            ));
+        }
         if let Some(r) = running {
             check_running(OP, r, c)?;
-            if params.batch * params.inner < 2 {
-                // PyTorch: "Expected more than 1 value per channel when training".
-                return Err(Error::shape(
-                    OP,
-                    format!(
-                        "{:?} has one value per channel: the unbiased variance needs two",
-                        x.shape()
-                    ),
-                ));
-            }
             params.update_running = 1;
         }
         let uniform = bytemuck::bytes_of(&params);
