@@ -7,7 +7,6 @@ use std::sync::Arc;
 use super::shader::{Params, SHADER, SMALL_WG};
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
-use crate::tensor::{Storage, Tensor};
 
 /// The GradScaler state's found-inf word (`shaders/include/scaler_state.wgsl`'s FOUND_INF;
 /// `amp::scaler` sits above the ops and names the same offset).
@@ -69,18 +68,6 @@ impl RunningStats {
     /// Words of the buffer: 2 C + 2.
     pub fn words(&self) -> usize {
         2 * self.channels + 2
-    }
-
-    /// `running_mean` (`which` 0) or `running_var` (1) as an f32 tensor view `[C]`.
-    pub fn view(&self, ctx: &GpuContext, which: usize) -> Result<Tensor> {
-        let offset = (4 * which * self.channels) as u64;
-        Tensor::view(
-            ctx,
-            self.buffer.clone(),
-            offset,
-            &[self.channels],
-            Storage::F32,
-        )
     }
 
     /// Queue new values (a checkpoint's, or another copy's).
