@@ -130,20 +130,7 @@ fn gpu_backward(
     let dx = Tensor::zeros(ctx, &shape, t.x.dtype());
     let dw = prev.0.map(|p| upload(ctx, p, &[c], DType::F32));
     let db = prev.1.map(|p| upload(ctx, p, &[c], DType::F32));
-    let mut ks = bn
-        .train_forward(ctx, (&t.x, &t.y), t.affine(), &t.saved, None)
-        .unwrap();
-    ks.extend(
-        bn.backward(
-            ctx,
-            (&t.x, &dy, &dx),
-            t.affine(),
-            &t.saved,
-            (dw.as_ref(), db.as_ref()),
-        )
-        .unwrap(),
-    );
-    run(ctx, &ks);
+    t.train_and_backward(ctx, bn, None, (&dy, &dx), (dw.as_ref(), db.as_ref()));
     let read = |t: Option<Tensor>| t.map(|t| t.read_f32(ctx).unwrap());
     (dx.read_f32(ctx).unwrap(), read(dw), read(db))
 }
@@ -358,27 +345,7 @@ fn fused_activation_gives_the_bits_of_the_two_kernels() {
                 Tensor::zeros(ctx, &[d.1], DType::F32),
                 Tensor::zeros(ctx, &[d.1], DType::F32),
             );
-            let mut ks = fused_bn
-                .train_forward(
-                    ctx,
-                    (&fused.x, &fused.y),
-                    fused.affine(),
-                    &fused.saved,
-                    None,
-                )
-                .unwrap();
-            ks.extend(
-                fused_bn
-                    .backward(
-                        ctx,
-                        (&fused.x, &dy, &fdx),
-                        fused.affine(),
-                        &fused.saved,
-                        (Some(&fdw), Some(&fdb)),
-                    )
-                    .unwrap(),
-            );
-            run(ctx, &ks);
+            fused.train_and_backward(ctx, &fused_bn, None, (&dy, &fdx), (Some(&fdw), Some(&fdb)));
             let what = format!("{name} {activation:?}");
             let read = |t: &Tensor| bits(&t.read_f32(ctx).unwrap());
             assert_eq!(read(&fused.y), read(&a), "{what}: output");

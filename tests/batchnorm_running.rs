@@ -226,20 +226,7 @@ fn statistics_and_gradients_are_the_same_bits_run_to_run() {
             Tensor::zeros(ctx, &[c], DType::F32),
             Tensor::zeros(ctx, &[c], DType::F32),
         );
-        let mut ks = bn
-            .train_forward(ctx, (&t.x, &t.y), t.affine(), &t.saved, Some(&running))
-            .unwrap();
-        ks.extend(
-            bn.backward(
-                ctx,
-                (&t.x, &dy, &dx),
-                t.affine(),
-                &t.saved,
-                (Some(&dw), Some(&db)),
-            )
-            .unwrap(),
-        );
-        run(ctx, &ks);
+        t.train_and_backward(ctx, &bn, Some(&running), (&dy, &dx), (Some(&dw), Some(&db)));
         let (m, v, _) = running.read(ctx).unwrap();
         let read = |t: &Tensor| bits(&t.read_f32(ctx).unwrap());
         [

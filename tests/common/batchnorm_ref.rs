@@ -130,6 +130,24 @@ impl BnTensors {
         }
     }
 
+    /// The training forward, then the backward of `dy` into `dx` and the parameter gradients
+    /// `grads` (added to what they hold), in one submission.
+    pub fn train_and_backward(
+        &self,
+        ctx: &GpuContext,
+        bn: &BatchNorm,
+        running: Option<&RunningStats>,
+        (dy, dx): (&Tensor, &Tensor),
+        grads: (Option<&Tensor>, Option<&Tensor>),
+    ) {
+        let mut ks = bn
+            .train_forward(ctx, (&self.x, &self.y), self.affine(), &self.saved, running)
+            .unwrap();
+        let backward = bn.backward(ctx, (&self.x, dy, dx), self.affine(), &self.saved, grads);
+        ks.extend(backward.unwrap());
+        run(ctx, &ks);
+    }
+
     /// Run the training forward; returns y.
     pub fn train(
         &self,
