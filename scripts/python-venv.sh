@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Creates .venv (git-ignored) with what the PyTorch cross-check (scripts/pytorch_compat.py)
-# needs: torch, safetensors and numpy, installed by plain `pip install` from pip's default
-# index. Idempotent and fast on reruns: when .venv/bin/python already imports all three,
+# Creates .venv (git-ignored) with what the PyTorch cross-checks (scripts/pytorch_compat.py and
+# the others) need: torch, safetensors, numpy and transformers (the Llama family's reference,
+# and the GPU report's SmolLM2-135M), installed by plain `pip install` from pip's default
+# index. Idempotent and fast on reruns: when .venv/bin/python already imports all four,
 # nothing is downloaded. A .venv whose interpreter no longer runs is made anew.
 #
 # Usage: bash scripts/python-venv.sh        (then: .venv/bin/python scripts/pytorch_compat.py)
@@ -12,9 +13,9 @@ cd "$(dirname "$0")/.."
 
 VENV=.venv
 PY="$VENV/bin/python"
-PACKAGES=(torch safetensors numpy)
+PACKAGES=(torch safetensors numpy transformers)
 
-CHECK="import torch, safetensors, numpy; print('torch', torch.__version__)"
+CHECK="import torch, safetensors, numpy, transformers; print('torch', torch.__version__)"
 if ready="$("$PY" -c "$CHECK" 2>/dev/null)"; then
   echo "python-venv: $VENV ready ($ready)"
   exit 0
