@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::values::{assert_rel, contexts, quantised, run, scalar, ulp, upload, upload_u32};
+use common::values::{
+    assert_rel, contexts, labels_for, quantised, run, scalar, ulp, upload, upload_u32,
+};
 use common::{assert_close, bits, ctx, expect_err, rand_vec};
 use webgpu_amp::ops::loss;
 use webgpu_amp::{DType, Tensor};
@@ -31,13 +33,6 @@ fn smoothed_ref(logits: &[f32], labels: &[u32], c: usize, eps: f64) -> (f64, Vec
     }
     let n = n as f64;
     ((1.0 - eps) * nll / n + eps / c as f64 * smooth / n, grad)
-}
-
-fn labels_for(n: usize, c: usize, seed: u64) -> Vec<u32> {
-    rand_vec(n, seed)
-        .iter()
-        .map(|&v| (((v + 1.0) / 2.0 * c as f32) as u32).min(c as u32 - 1))
-        .collect()
 }
 
 #[test]
