@@ -39,7 +39,7 @@ use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::tensor::{DType, Tensor};
 use shader::{Params, SMALL_WG, WG};
 
-pub use running::{OnSkippedStep, RunningStats, running_stats_commit};
+pub use running::{OnSkippedStep, RunningStats, RunningValues, running_stats_commit};
 pub use shader::{Activation, SHADER, chunking};
 
 /// A BatchNorm's settings as its kernels see them.

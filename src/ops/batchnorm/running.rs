@@ -22,6 +22,9 @@ pub enum OnSkippedStep {
     UpdateAnyway,
 }
 
+/// `(running_mean, running_var, num_batches_tracked)` as read back.
+pub type RunningValues = (Vec<f32>, Vec<f32>, i64);
+
 /// The running statistics of one BatchNorm in one buffer: `[running_mean C | running_var C |
 /// num_batches_tracked]`, the count an int64 (two u32 words, low first). PyTorch's initial
 /// values: mean 0, var 1, count 0.
@@ -89,14 +92,28 @@ impl RunningStats {
         Ok(())
     }
 
-    /// `(running_mean, running_var, num_batches_tracked)`, read back (waits for the GPU).
-    pub fn read(&self, ctx: &GpuContext) -> Result<(Vec<f32>, Vec<f32>, i64)> {
+    /// `(running_mean, running_var, num_batches_tracked)`, read back (async: works on the
+    /// web).
+    pub async fn read_async(&self, ctx: &GpuContext) -> Result<RunningValues> {
+        let bytes = ctx
+            .read_bytes_async(&self.buffer, 0, 4 * self.words() as u64)
+            .await?;
+        Ok(self.decode(&bytes))
+    }
+
+    /// Blocking [`RunningStats::read_async`] (native only: tests and the end of a run).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn read(&self, ctx: &GpuContext) -> Result<RunningValues> {
         let bytes = ctx.read_bytes(&self.buffer, 0, 4 * self.words() as u64)?;
-        let words: Vec<u32> = bytemuck::pod_collect_to_vec(&bytes);
+        Ok(self.decode(&bytes))
+    }
+
+    fn decode(&self, bytes: &[u8]) -> RunningValues {
+        let words: Vec<u32> = bytemuck::pod_collect_to_vec(bytes);
         let c = self.channels;
         let f = |w: &[u32]| w.iter().map(|&b| f32::from_bits(b)).collect();
         let count = (words[2 * c] as u64 | ((words[2 * c + 1] as u64) << 32)) as i64;
-        Ok((f(&words[..c]), f(&words[c..2 * c]), count))
+        (f(&words[..c]), f(&words[c..2 * c]), count)
     }
 }
 
