@@ -26,8 +26,9 @@
 //!   cache, readbacks
 //! - [`tensor`]: GPU tensors: a dtype, a shape and a view of a counted buffer
 //! - [`ops`]: one dispatcher per WGSL file, forward and backward together: matmul (incl.
-//!   strided batches), conv, pool, elementwise, the unary ops (activations) from one table,
-//!   reduce, loss, histogram, layernorm, embedding, the causal attention softmax, fused
+//!   strided batches), conv, pool, avgpool, elementwise, the unary ops (activations) from one
+//!   table, reduce, loss, histogram, layernorm, batchnorm, embedding, augmentation, the causal
+//!   attention softmax, fused
 //!   attention (`flash_attention/` ↔ `flash_forward.wgsl`, `flash_backward.wgsl`, the
 //!   tensor-core body `flash_coop_forward.wgsl`, `flash_coop_backward.wgsl`, `flash_coop_dq.wgsl`), dropout, sampling
 //! - [`amp`]: the precision policy and which modes run on an adapter, the GPU GradScaler,
@@ -37,8 +38,8 @@
 //!   `amp::SHADERS`, `optim::SHADERS`), for the portability tests, and the ones a browser can
 //!   select exported with their bind-group layouts (for Tint: `scripts/tint-check.sh`)
 //! - [`selftest`]: `webgpu-amp selftest`, every op family forward and backward on the adapter
-//!   against CPU references (`reference.rs`), in f32, native and packed f16 and bf16
-//! - [`data`]: data sets (embedded MNIST and Hamlet, IDX, Fashion-MNIST, text, safetensors,
+//!   against CPU references (`reference.rs`, `cnn.rs`), in f32, native and packed f16 and bf16
+//! - [`data`]: data sets (embedded MNIST and Hamlet, IDX, Fashion-MNIST, CIFAR-10, text, safetensors,
 //!   synthetic), batching (`loader.rs`), a gathered batch and the one pair of batch types
 //!   the trainer takes (`batch.rs`: `Batch`, `BatchInput`, `BatchTargets`)
 //! - [`nn`]: `layers/`: one file per layer family (JSON form, shapes and parameters, autocast

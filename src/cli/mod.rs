@@ -200,6 +200,7 @@ fn flag(setting: Setting) -> &'static str {
         Setting::Steps => "--steps",
         Setting::Epochs => "--epochs",
         Setting::ClipGradNorm => "--clip-grad-norm",
+        Setting::LabelSmoothing => "--label-smoothing",
         Setting::EvalEvery => "--eval-every",
         Setting::EvalBatches => "--eval-batches",
         Setting::SaveEvery => "--save-every",

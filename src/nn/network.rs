@@ -54,6 +54,8 @@ pub struct NetworkInputs<'a> {
     pub store: &'a ParamStore,
     pub policy: &'a Policy,
     pub loss: LossKind,
+    /// Cross-entropy's label smoothing (PyTorch's `label_smoothing`; 0: none).
+    pub label_smoothing: f32,
     pub target_dim: usize,
     pub grad_multiplier: f32,
 }
@@ -73,6 +75,7 @@ impl Network {
             store,
             policy,
             loss: loss_kind,
+            label_smoothing,
             target_dim,
             grad_multiplier,
         } = *inputs;
@@ -122,6 +125,7 @@ impl Network {
                 correct: &correct,
                 grad: (&grad_output, seed, grad_multiplier),
                 target_dim,
+                label_smoothing,
             },
         )?;
 

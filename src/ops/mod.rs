@@ -6,6 +6,9 @@
 //! variant grid); a new op is its file, its WGSL, and its name in the two lists below.
 
 pub mod attention;
+pub mod augment;
+pub mod avgpool;
+pub mod batchnorm;
 pub mod bodies;
 pub mod conv;
 pub mod dropout;
@@ -29,6 +32,9 @@ use crate::tensor::{Storage, Tensor};
 /// The shaders of these ops, for the portability tests (`crate::variants`).
 pub static SHADERS: &[&ShaderDecl] = &[
     &attention::SHADER,
+    &augment::SHADER,
+    &avgpool::SHADER,
+    &batchnorm::SHADER,
     &conv::SHADER,
     &conv::COOP_SHADER,
     &dropout::SHADER,

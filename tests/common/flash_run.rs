@@ -185,6 +185,7 @@ pub fn gpt_step(
             ..Default::default()
         },
         clip_grad_norm: None,
+        label_smoothing: 0.0,
         grad_accum: 1,
         lr_schedule: Default::default(),
         numerics: None,
