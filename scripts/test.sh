@@ -84,8 +84,8 @@ echo "== tensor cores on Mesa 26's lavapipe: fetching it into .coopsim/ (private
 bash scripts/lavapipe-coop.sh setup
 notes() { if [ -f "$not_checked" ]; then wc -l < "$not_checked"; else echo 0; fi; }
 notes_before=$(notes)
-echo "== tensor cores (lavapipe 26, 8x8 and 16x16): matmul, convolutions, the layers' products, fused attention, trajectories"
-bash scripts/lavapipe-coop.sh cargo test --test matmul_coop --test conv_coop --test coop_layers --test flash_attention_coop
+echo "== tensor cores (lavapipe 26, 8x8 and 16x16): matmul, convolutions, the layers' products, fused attention, random kernel tables, trajectories"
+bash scripts/lavapipe-coop.sh cargo test --test matmul_coop --test conv_coop --test coop_layers --test flash_attention_coop --test kernel_tables
 bash scripts/lavapipe-coop.sh cargo test --test trajectory tensor_core
 echo "== tensor cores (lavapipe 26): PyTorch and nanoGPT cross-checks of the amp-f16 cases, 8x8 and 16x16"
 bash scripts/lavapipe-coop.sh cargo build --bin webgpu-amp --example gpt_grads

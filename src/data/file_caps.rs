@@ -35,6 +35,9 @@ pub const DATA_FILE: FileCap = FileCap::regular("data file", 2 * GIB);
 /// JSON model descriptions (a few hundred bytes for any model here).
 pub const MODEL_FILE: FileCap = FileCap::streamed("model file", 16 * MIB);
 
+/// Kernel tuning files (`--tuning`: a table and its timings; the H200's is 150 kB).
+pub const TUNING_FILE: FileCap = FileCap::streamed("tuning file", 16 * MIB);
+
 /// Checkpoints and `--init` parameter files: 4 GiB, a billion f32 parameters (gpt-char's
 /// checkpoint is 43 MB).
 pub const CHECKPOINT_FILE: FileCap = FileCap::regular("checkpoint", 4 * GIB);

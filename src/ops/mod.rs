@@ -23,6 +23,7 @@ pub mod numerics;
 pub mod pool;
 pub mod reduce;
 pub mod sample;
+pub mod table_check;
 pub mod unary;
 
 use crate::error::{Error, Result};

@@ -285,6 +285,7 @@ pub fn every_tile_ctx(ctx: &GpuContext) -> GpuContext {
         tiles.large_from = 512;
     }
     ctx.with_kernel_table(table, "tests: every tile size")
+        .expect("the table with every tile size fits the adapter")
 }
 
 /// A context whose f16 kernels run on tensor cores with `edge`×`edge` fragments
