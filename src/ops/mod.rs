@@ -18,6 +18,7 @@ pub mod loss;
 pub mod matmul;
 pub mod numerics;
 pub mod pool;
+pub mod qkv;
 pub mod reduce;
 pub mod sample;
 pub mod unary;
