@@ -20,6 +20,7 @@ pub mod numerics;
 pub mod pool;
 pub mod qkv;
 pub mod reduce;
+pub mod rope;
 pub mod sample;
 pub mod unary;
 
@@ -48,6 +49,7 @@ pub static SHADERS: &[&ShaderDecl] = &[
     &numerics::SHADER,
     &pool::SHADER,
     &reduce::SHADER,
+    &rope::SHADER,
     &sample::SHADER,
     &unary::SHADER,
 ];
