@@ -40,6 +40,7 @@ pub mod shakespeare;
 pub mod source;
 pub mod synthetic;
 pub mod text;
+pub mod tokenizer;
 pub mod tokens;
 pub mod vocab;
 
@@ -55,6 +56,7 @@ pub(crate) use normalization::pixels_to_f32;
 pub use rng::Rng;
 pub use source::DataSource;
 pub use text::TextCorpus;
+pub use tokenizer::Tokenizer;
 pub use tokens::TokenSamples;
 pub use vocab::Vocab;
 
