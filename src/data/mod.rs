@@ -30,6 +30,7 @@ pub mod embedded;
 pub mod embedded_text;
 pub mod fashion;
 pub mod file_caps;
+pub mod hf;
 mod files;
 pub mod idx;
 mod integers;
