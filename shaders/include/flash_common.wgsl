@@ -16,7 +16,7 @@
 // keys, per workgroup). The SIMT bodies' tiles are shaders/include/flash_tiles.wgsl, the
 // tensor-core body's shaders/include/flash_coop.wgsl.
 
-#struct Params // src/ops/flash_attention/mod.rs
+#struct Params // src/ops/flash_attention/params.rs
 @group(0) @binding(0) var<uniform> params: Params;
 // DropoutState: [seed_lo, seed_hi, counter_lo, counter_hi], [training, 0, 0, 0]. Read only
 // when FLAG_DROPOUT is set (otherwise a small zeroed buffer fills the binding). A uniform,
