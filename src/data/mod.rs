@@ -34,6 +34,7 @@ pub mod embedded_text;
 pub mod fashion;
 pub mod file_caps;
 mod files;
+pub mod hf;
 pub mod idx;
 mod integers;
 pub mod loader;
@@ -43,6 +44,7 @@ pub mod shakespeare;
 pub mod source;
 pub mod synthetic;
 pub mod text;
+pub mod tokenizer;
 pub mod tokens;
 pub mod vocab;
 
@@ -58,6 +60,7 @@ pub(crate) use normalization::pixels_to_f32;
 pub use rng::Rng;
 pub use source::DataSource;
 pub use text::TextCorpus;
+pub use tokenizer::Tokenizer;
 pub use tokens::TokenSamples;
 pub use vocab::Vocab;
 

@@ -21,7 +21,9 @@ pub mod loss;
 pub mod matmul;
 pub mod numerics;
 pub mod pool;
+pub mod qkv;
 pub mod reduce;
+pub mod rope;
 pub mod sample;
 pub mod table_check;
 pub mod unary;
@@ -54,6 +56,7 @@ pub static SHADERS: &[&ShaderDecl] = &[
     &numerics::SHADER,
     &pool::SHADER,
     &reduce::SHADER,
+    &rope::SHADER,
     &sample::SHADER,
     &unary::SHADER,
 ];
