@@ -7,6 +7,8 @@
 
 pub mod attention;
 pub mod bodies;
+pub mod buffers;
+pub mod concat;
 pub mod conv;
 pub mod dropout;
 pub mod elementwise;
@@ -29,6 +31,8 @@ use crate::tensor::{Storage, Tensor};
 /// The shaders of these ops, for the portability tests (`crate::variants`).
 pub static SHADERS: &[&ShaderDecl] = &[
     &attention::SHADER,
+    &buffers::SHADER,
+    &concat::SHADER,
     &conv::SHADER,
     &conv::COOP_SHADER,
     &dropout::SHADER,

@@ -164,6 +164,9 @@ impl Run {
                 (None, Some(saved)) => vocab = Some(saved.clone()),
                 _ => {}
             }
+            // The layers' buffers as they were (running statistics, counters).
+            let buffers = ck.buffers_for_model(&trainer.spec, "the checkpoint")?;
+            trainer.store.buffers.upload(ctx, &buffers)?;
             let slices = param_slices(&trainer);
             if let Some(o) = &ck.optimizer {
                 if o.config.name() != trainer.optimizer.config().name() {

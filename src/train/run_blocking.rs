@@ -9,7 +9,9 @@
 
 use std::time::Instant;
 
-use super::checkpoint::{Checkpoint, NamedOptimizerState, NamedTensor, add_tied_aliases};
+use super::checkpoint::{
+    Checkpoint, NamedBuffer, NamedOptimizerState, NamedTensor, add_tied_aliases,
+};
 use super::estimate::{Draw, estimate_loss};
 use super::evaluate::{Evaluation, evaluate_indices};
 use super::periodic::Periodic;
@@ -346,6 +348,11 @@ impl Run {
             .collect();
         // A tied weight under both names, as PyTorch's state_dict has it.
         add_tied_aliases(&mut params, &self.trainer.spec.tied_parameters())?;
+        // Under the names of the model family's convention (nanoGPT's for a GPT).
+        let spec = &self.trainer.spec;
+        for t in &mut params {
+            t.name = spec.export_name(&t.name)?;
+        }
         let state = self.trainer.optimizer.state(ctx)?;
         let optimizer = NamedOptimizerState::from_flat(
             *self.trainer.optimizer.config(),
@@ -353,8 +360,24 @@ impl Run {
             &param_slices(&self.trainer),
         );
         let scaler = self.trainer.scaler.state_dict(ctx)?;
+        // Buffers in their own dtype, in the model's order.
+        let shapes = self
+            .trainer
+            .store
+            .buffers
+            .entries
+            .iter()
+            .map(|e| e.shape.clone());
+        let buffers = (self.trainer.store.buffers.download(ctx)?.into_iter())
+            .zip(shapes)
+            .map(|((name, values), shape)| {
+                let name = self.trainer.spec.export_name(&name)?;
+                Ok(NamedBuffer::new(name, shape, values))
+            })
+            .collect::<Result<_>>()?;
         Ok(Checkpoint {
             params,
+            buffers,
             optimizer: Some(optimizer),
             scaler: Some(scaler),
             progress: self.resume_point(),

@@ -150,9 +150,10 @@ pub fn submit_sample(
     out: &Arc<GpuBuffer>,
 ) -> Result<()> {
     let op = "sample";
-    if trainer.spec.gpt.is_none() {
+    if trainer.spec.tokens().is_none() {
         return Err(Error::InvalidArgument(format!(
-            "{op}: the model {} is not a GPT; only a GPT's next-token logits can be sampled",
+            "{op}: the model {} is no language model; only a language model's (a GPT's) \
+             next-token logits can be sampled",
             trainer.spec.name
         )));
     }

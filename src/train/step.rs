@@ -24,7 +24,9 @@
 //! 7. **optimizer**: one dispatch over every parameter, skipped on inf/NaN; when clipping,
 //!    it multiplies each gradient by the coefficient first (`Optimizer::clip_first`: the
 //!    gradient buffer keeps the unclipped values); with master weights it also writes their
-//!    compute-dtype copy (`Optimizer::write_low_copy`);
+//!    compute-dtype copy (`Optimizer::write_low_copy`); then, for a model with buffers, one
+//!    dispatch commits what the forwards wrote to them, or on inf/NaN rolls it back
+//!    (`nn::buffers`);
 //! 8. **scale update**: found-inf into the metrics first; then the GradScaler's growth or
 //!    backoff, which also resets found-inf for the next step;
 //! 9. **stats**: the new scale into the metrics, the metrics into a slot of the stats ring
@@ -145,8 +147,10 @@ pub(super) struct StepKernels {
     /// optimizer's step applies the coefficient ([`Optimizer::clip_first`]).
     clipper: Option<GradClipper>,
     /// [`Phase::Optimizer`]: after the optimizer's own step kernel, pure f16 rounds the
-    /// parameters to f16 values.
+    /// parameters to f16 values; then the layers' buffers are committed, or rolled back
+    /// when found-inf skips the step (`nn::buffers`; none without buffers).
     round_params: Option<Kernel>,
+    commit_buffers: Option<Kernel>,
     /// [`Phase::ScaleUpdate`]: the GradScaler's growth or backoff, then found-inf reset for
     /// the next step (scaler on).
     update: Option<Kernel>,
@@ -182,6 +186,7 @@ impl StepKernels {
         let clipper = clip.map(|max| GradClipper::new(ctx, grads, total, max));
         // Optimizer: its step is the optimizer's kernel, made with it.
         let round_params = round(master)?;
+        let commit_buffers = store.buffers.commit_kernel(ctx, scaler.state_buffer())?;
         // Scale update.
         let update = scaled.then(|| scaler.update_then_begin_kernel(ctx));
         Ok(Self {
@@ -192,6 +197,7 @@ impl StepKernels {
             unscale: unscale.transpose()?,
             clipper: clipper.transpose()?,
             round_params,
+            commit_buffers,
             update: update.transpose()?,
         })
     }
@@ -252,6 +258,7 @@ impl StepKernels {
             },
             Phase::Optimizer => std::iter::once(optimizer.step_kernel())
                 .chain(&self.round_params)
+                .chain(&self.commit_buffers)
                 .collect(),
             Phase::ScaleUpdate => self.update.iter().collect(),
         }
