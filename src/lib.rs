@@ -7,7 +7,7 @@
 //! activation (one row of [`ops::unary`]'s table), an op with its own kernel (its WGSL and
 //! its dispatcher, which declares the shader, its uniform block and its variants once;
 //! `tests/custom_op.rs` adds one from outside the crate) and a kernel of the step's own
-//! phases (`train/step.rs`'s `StepKernels`) take.
+//! phases (`train/stepping/step.rs`'s `StepKernels`) take.
 //!
 //! # Module map
 //!

@@ -110,7 +110,7 @@ pub struct ParamStore {
     pub low: Option<(Arc<GpuBuffer>, Storage)>,
     /// Set while `low` may differ from a cast of `master` because the host wrote `master`
     /// ([`ParamStore::upload`]; set from the start): a trainer whose optimizer step writes
-    /// `low` itself casts again before its next step reads it (`train/step.rs`). Write
+    /// `low` itself casts again before its next step reads it (`train/stepping/step.rs`). Write
     /// `master` through `upload`, not the buffer directly.
     low_stale: Arc<AtomicBool>,
     /// The layers' buffers: state that is not a parameter ([`crate::nn::buffers`]); none

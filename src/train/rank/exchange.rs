@@ -13,7 +13,7 @@
 //!    `found_inf` is set by a copy at the head of the rest of the step, so a step that
 //!    fails before its submit leaves no flag for the next one (which does not reset it);
 //! 5. unscale, clipping, the optimizer step and the scale update are recorded and submitted
-//!    as in a single process, into the stats ring (`train/step.rs`).
+//!    as in a single process, into the stats ring (`train/stepping/step.rs`).
 //!
 //! A model with buffers (running statistics, counters: `nn::buffers`) also sends the
 //! working copy its forwards wrote along in step 1, and every rank takes rank 0's (PyTorch

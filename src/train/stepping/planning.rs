@@ -234,7 +234,7 @@ pub fn check_params_fit(
 
 /// Plan the network for `batch` on a dry twin of `ctx` and fail, before anything of it is
 /// allocated, when its largest buffer or storage binding passes the adapter's limits.
-pub(super) fn check_network_fits(
+pub(in crate::train) fn check_network_fits(
     ctx: &GpuContext,
     n: &NetworkInputs<'_>,
     batch: usize,

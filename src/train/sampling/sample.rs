@@ -12,11 +12,11 @@
 
 use std::sync::Arc;
 
-use super::trainer::Trainer;
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::ops::sample::{SampleParams, sample_next, start_context};
 use crate::tensor::{Storage, Tensor};
+use crate::train::trainer::Trainer;
 
 /// nanoGPT's `sample.py` defaults: `start = "\n"`, `max_new_tokens = 500`,
 /// `temperature = 0.8`, `top_k = 200`, `seed = 1337`.

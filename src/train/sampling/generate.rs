@@ -1,6 +1,6 @@
 //! `sample`'s text generation: a GPT rebuilt from a checkpoint (its `model` and `vocab`
 //! metadata), planned forward-only for one sequence of the full block, sampled with the one
-//! sampling core ([`super::sample`]) as nanoGPT's `GPT.generate` does it: the context is the
+//! sampling core ([`crate::train::sample`]) as nanoGPT's `GPT.generate` does it: the context is the
 //! last `block_size` tokens, the logits of its last position are divided by the temperature,
 //! cut to the top k and sampled.
 //!
@@ -10,12 +10,6 @@
 //!
 //! Native only: the readbacks block (the browser would map them asynchronously).
 
-use super::checkpoint::Checkpoint;
-use super::sample::TokenSampler;
-pub use super::sample::{
-    DEFAULT_PROMPT, DEFAULT_SEED, DEFAULT_TEMPERATURE, DEFAULT_TOKENS, DEFAULT_TOP_K, SampleOptions,
-};
-use super::trainer::load_params;
 use crate::amp::policy::{Policy, Precision};
 use crate::data::Vocab;
 use crate::error::{Error, Result};
@@ -24,6 +18,12 @@ use crate::nn::ModelSpec;
 use crate::nn::family::Tokens;
 use crate::nn::inference::ForwardNetwork;
 use crate::nn::params::ParamStore;
+use crate::train::checkpoint::Checkpoint;
+use crate::train::sample::TokenSampler;
+pub use crate::train::sample::{
+    DEFAULT_PROMPT, DEFAULT_SEED, DEFAULT_TEMPERATURE, DEFAULT_TOKENS, DEFAULT_TOP_K, SampleOptions,
+};
+use crate::train::trainer::load_params;
 
 /// Tokens per submission (and per readback) unless asked otherwise.
 pub const DEFAULT_CHUNK: usize = 64;

@@ -9,17 +9,17 @@
 
 use std::time::Instant;
 
-use super::checkpoint::{
-    Checkpoint, NamedBuffer, NamedOptimizerState, NamedTensor, add_tied_aliases,
-};
-use super::estimate::{Draw, estimate_loss};
-use super::evaluate::{Evaluation, evaluate_indices};
-use super::periodic::Periodic;
-use super::run::{EpochReport, Event, Run, param_slices};
-use super::stats::StepStats;
 use crate::data::{Dataset, Loader, Split};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
+use crate::train::checkpoint::{
+    Checkpoint, NamedBuffer, NamedOptimizerState, NamedTensor, add_tied_aliases,
+};
+use crate::train::estimate::{Draw, estimate_loss};
+use crate::train::evaluate::{Evaluation, evaluate_indices};
+use crate::train::periodic::Periodic;
+use crate::train::run::{EpochReport, Event, Run, param_slices};
+use crate::train::stats::StepStats;
 
 /// The end-of-run summary.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -61,8 +61,8 @@ pub struct RunSummary {
     /// The ranks of a data-parallel run (`None` in a single process). There, `images_per_sec`
     /// counts the samples of every rank.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub distributed: Option<super::distributed::DistributedSummary>,
-    /// The run stopped early because it was asked to ([`super::RunConfig::interrupt`]):
+    pub distributed: Option<crate::train::distributed::DistributedSummary>,
+    /// The run stopped early because it was asked to ([`crate::train::RunConfig::interrupt`]):
     /// `steps` is where it stopped.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
@@ -314,7 +314,7 @@ impl Run {
     /// random batches of an estimate at this step ([`RunConfig::eval`]'s `batches`; a text's
     /// whole validation split is too big to go through at every epoch end).
     ///
-    /// [`RunConfig::eval`]: super::RunConfig::eval
+    /// [`RunConfig::eval`]: crate::train::RunConfig::eval
     pub fn evaluate(&mut self, ctx: &GpuContext, set: &Dataset) -> Result<Evaluation> {
         if self.rank.collective().is_some() {
             return self.evaluate_sharded(ctx, set);
