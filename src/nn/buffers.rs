@@ -85,6 +85,7 @@ impl BufferValues {
         }
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     fn from_words(dtype: BufferDType, words: &[u32]) -> Self {
         match dtype {
             BufferDType::F32 => {
