@@ -7,7 +7,7 @@
 //! activation (one row of [`ops::unary`]'s table), an op with its own kernel (its WGSL and
 //! its dispatcher, which declares the shader, its uniform block and its variants once;
 //! `tests/custom_op.rs` adds one from outside the crate) and a kernel of the step's own
-//! phases (`train/step.rs`'s `StepKernels`) take.
+//! phases (`train/stepping/step.rs`'s `StepKernels`) take.
 //!
 //! # Module map
 //!
@@ -48,11 +48,14 @@
 //!   as a `LlamaConfig`, safetensors weights, sharded or not, read and written)
 //! - [`nn`]: `layers/`: one file per layer family (JSON form, shapes and parameters, autocast
 //!   op, forward and backward planning side by side; `unary.rs` is every activation's), the
-//!   layer traits and `NamedLayer`, `plan.rs` (the two loops: forward in order, backward in
-//!   reverse), `recompute.rs` (activation outputs the backward recomputes instead of keeping)
-//!   and `precision.rs` (the precision map's walk); `model.rs` (a model as named layers, from
-//!   JSON or Rust), `presets.rs`, `gpt.rs` (nanoGPT's GPT as layer configs), `params.rs`
-//!   (flat parameter store), `inference.rs` (the forward pass alone, for text generation),
+//!   layer traits and `NamedLayer`, `registry.rs` (the JSON layer kinds), `graph.rs`
+//!   (compositions: forks and joins), `plan.rs` and `tape.rs` (the forward, recorded on a
+//!   tape; the backward, the tape replayed in reverse, fork gradients summed in one place),
+//!   `recompute.rs` (activation outputs the backward recomputes instead of keeping) and
+//!   `precision.rs` (the precision map's walk); `model.rs` (a model as named layers, from
+//!   JSON or Rust), `presets.rs`, `family.rs` and `families.rs` (model families: the traits,
+//!   the list), `gpt/` (nanoGPT's GPT: config, presets, recipe, builder, names), `params.rs`
+//!   (flat parameter store), `buffers.rs` (the layers' state that is not a parameter), `inference.rs` (the forward pass alone, for text generation),
 //!   `network.rs` (forward, loss and backward), `transient.rs` (activations no backward keeps
 //!   share buffers), `loss.rs`
 //! - [`dist`]: data-parallel collectives: the `Collective` trait, Open MPI through the `mpi`

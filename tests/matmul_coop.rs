@@ -294,7 +294,9 @@ fn auto_picks_the_body_by_adapter_class_and_storage() {
         };
         assert_eq!(softmax, want);
         assert_eq!(
-            bodies::attention(&caps, &[Storage::F32], 64).name(),
+            webgpu_amp::ops::flash_attention::FlashBody::Auto
+                .resolve(&caps, &[Storage::F32], 64)
+                .name(),
             if cpu { "rowwise" } else { "tiled" }
         );
     }

@@ -45,11 +45,8 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         .model
         .clone()
         .unwrap_or_else(|| inputs.spec.name.clone());
-    let attention = inputs
-        .spec
-        .gpt
-        .as_ref()
-        .map(|_| inputs.spec.attention.name());
+    // How its attention runs, for a model that has attention (a language model's family).
+    let attention = inputs.spec.tokens().map(|_| inputs.spec.attention.name());
     let target_dim = inputs.split.train.output_dim();
     let plan = plan_step(&ctx, inputs.spec, cfg.step, target_dim, cfg.batch_size)?;
     if args.json {

@@ -18,10 +18,11 @@ use webgpu_amp::{Error, GpuContext, Result};
 
 use super::doctor::DoctorArgs;
 use super::numbers::{number, setting};
-use super::recipe::{RecipeArgs, gpt};
+use super::recipe::RecipeArgs;
 use super::resolve::{ModelAndData, Wanted, resolve};
 use super::run_checks::{self, OptimizerFlags, ResumeFlags};
 use super::{AttentionArgs, DeviceArgs};
+use webgpu_amp::nn::family::Recipe;
 
 /// Flags shared by `train` and `compare` (everything but the precision). Numeric flags take
 /// their ranges from the run builder ([`Setting::range`], the guide's table of flags).
@@ -162,13 +163,12 @@ impl RunArgs {
     /// so; a schedule over at most `--steps`), through the run validation, then the flags
     /// only parsed here.
     pub fn validate_args(&self, precision: Precision, save: SaveFlags) -> Result<()> {
-        let is_gpt =
-            run_checks::gpt_hint(self.model.as_deref(), self.dataset.as_deref()).unwrap_or(false);
-        let mut cfg = self.config(precision, LossKind::CrossEntropy, is_gpt, save)?;
+        let recipe = run_checks::recipe_hint(self.model.as_deref(), self.dataset.as_deref());
+        let mut cfg = self.config(precision, LossKind::CrossEntropy, recipe, save)?;
         let lr = cfg.step.optimizer.lr();
         cfg.step.lr_schedule = self
             .recipe
-            .schedule(is_gpt, lr, self.steps.unwrap_or(MAX_COUNT))?;
+            .schedule(recipe, lr, self.steps.unwrap_or(MAX_COUNT))?;
         cfg.validate_named(super::flag)?;
         if let Some(n) = self.num_classes
             && !(1..=MAX_CLASSES).contains(&n)
@@ -214,8 +214,13 @@ impl RunArgs {
         inputs: &RunInputs,
         save: SaveFlags,
     ) -> Result<RunConfig> {
-        let is_gpt = inputs.spec.gpt.is_some();
-        let mut cfg = self.config(precision, inputs.loss, is_gpt, save)?;
+        // The recipe of the model's family (nanoGPT's for a GPT), where flags give none.
+        let recipe = inputs
+            .spec
+            .family
+            .as_ref()
+            .and_then(|f| f.family().recipe());
+        let mut cfg = self.config(precision, inputs.loss, recipe, save)?;
         cfg.validate_named(super::flag)?;
         cfg.batch_size = self.batch_used(inputs);
         let n = inputs.split.train.n;
@@ -240,7 +245,7 @@ impl RunArgs {
         }
         let budget = cfg.planned_steps(n).unwrap_or(1).min(MAX_COUNT);
         let lr = cfg.step.optimizer.lr();
-        cfg.step.lr_schedule = self.recipe.schedule(is_gpt, lr, budget)?;
+        cfg.step.lr_schedule = self.recipe.schedule(recipe, lr, budget)?;
         cfg.validate_named(super::flag)?;
         Ok(cfg)
     }
@@ -250,15 +255,14 @@ impl RunArgs {
         &self,
         precision: Precision,
         loss: LossKind,
-        is_gpt: bool,
+        recipe: Option<Recipe>,
         (save_every, save_path): SaveFlags,
     ) -> Result<RunConfig> {
         let scaler = self.scaler.unwrap_or(precision.scaler_enabled_by_default());
-        // A GPT clips at nanoGPT's norm unless told otherwise (0: no clipping).
-        let clip = self
-            .clip_grad_norm
-            .or(is_gpt.then_some(gpt::CLIP_GRAD_NORM));
-        let step = StepConfig::new(precision, loss, self.optimizer(is_gpt)?)
+        // A family's recipe clips (a GPT at nanoGPT's norm) unless told otherwise (0: no
+        // clipping).
+        let clip = self.clip_grad_norm.or(recipe.map(|r| r.clip_grad_norm));
+        let step = StepConfig::new(precision, loss, self.optimizer(recipe)?)
             .scaler(self.scaler_config(scaler))
             .clip_grad_norm(clip)
             .label_smoothing(self.label_smoothing.unwrap_or(0.0))
@@ -311,7 +315,7 @@ impl RunArgs {
             .doctor
             .apply(spec.with_attention(self.attention.kernel()?))?;
         let ctx = open()?;
-        let optimizer = self.optimizer(spec.gpt.is_some())?;
+        let optimizer = self.optimizer(spec.family.as_ref().and_then(|f| f.family().recipe()))?;
         for &precision in precisions {
             check_params_fit(&ctx, &spec, &what, precision, &optimizer)?;
         }
@@ -331,11 +335,11 @@ impl RunArgs {
         Ok((inputs, ctx))
     }
 
-    /// The optimizer from the flags (not checked yet); a GPT's unset flags take nanoGPT's
-    /// recipe ([`gpt`]).
-    pub fn optimizer(&self, is_gpt: bool) -> Result<OptimizerConfig> {
-        let default = if is_gpt { gpt::OPTIMIZER } else { "adam" };
-        let adam_lr = if is_gpt { gpt::LR } else { 1e-3 };
+    /// The optimizer from the flags (not checked yet); unset flags take the model family's
+    /// recipe (nanoGPT's for a GPT), else PyTorch's defaults.
+    pub fn optimizer(&self, recipe: Option<Recipe>) -> Result<OptimizerConfig> {
+        let default = recipe.map_or("adam", |r| r.optimizer);
+        let adam_lr = recipe.map_or(1e-3, |r| r.lr);
         let mut cfg = match self.optimizer.as_deref().unwrap_or(default) {
             "sgd" => OptimizerConfig::sgd(self.lr.unwrap_or(0.01)),
             "adam" => OptimizerConfig::adam(self.lr.unwrap_or(adam_lr)),
@@ -361,15 +365,15 @@ impl RunArgs {
             }
             OptimizerConfig::Adam { weight_decay, .. }
             | OptimizerConfig::AdamW { weight_decay, .. } => {
-                if is_gpt {
-                    *weight_decay = gpt::WEIGHT_DECAY;
+                if let Some(r) = recipe {
+                    *weight_decay = r.weight_decay;
                 }
                 if let Some(wd) = self.weight_decay {
                     *weight_decay = wd;
                 }
             }
         }
-        self.recipe.apply_betas(is_gpt, &mut cfg);
+        self.recipe.apply_betas(recipe, &mut cfg);
         let given = OptimizerFlags {
             momentum: self.momentum.is_some(),
             dampening: self.dampening.is_some(),

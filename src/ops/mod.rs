@@ -10,6 +10,8 @@ pub mod augment;
 pub mod avgpool;
 pub mod batchnorm;
 pub mod bodies;
+pub mod buffers;
+pub mod concat;
 pub mod conv;
 pub mod dropout;
 pub mod elementwise;
@@ -38,6 +40,8 @@ pub static SHADERS: &[&ShaderDecl] = &[
     &augment::SHADER,
     &avgpool::SHADER,
     &batchnorm::SHADER,
+    &buffers::SHADER,
+    &concat::SHADER,
     &conv::SHADER,
     &conv::COOP_SHADER,
     &dropout::SHADER,

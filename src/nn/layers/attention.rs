@@ -14,6 +14,7 @@
 use serde::Deserialize;
 
 use super::attention_kernel::AttentionKernel;
+use super::plan::Mode;
 use super::{Backward, BackwardPlan, ForwardPlan, Layer, LayerConfig, Resolved, positive};
 use crate::amp::policy::{CastRule, Op};
 use crate::error::Result;
@@ -69,6 +70,11 @@ pub struct CausalAttention {
 }
 
 impl CausalAttention {
+    /// The attention dropout's key: none with p = 0 or in an evaluation plan.
+    fn dropout_key(&self, f: &ForwardPlan<'_>) -> Option<DropoutKey> {
+        (self.dropout > 0.0 && f.mode() == Mode::Train).then(|| f.dropout_key(self.dropout))
+    }
+
     fn head_size(&self) -> usize {
         self.width / self.heads
     }
@@ -120,7 +126,7 @@ impl CausalAttention {
         let fused = Fused {
             batch: qkv.shape()[0],
             t,
-            dropout: (self.dropout > 0.0).then(|| f.dropout_key(self.dropout)),
+            dropout: self.dropout_key(f),
         };
         let state = f.dropout_state();
         f.push(flash_attention::forward(
@@ -160,7 +166,7 @@ impl CausalAttention {
             rows: batch * self.heads * t,
             t,
             scale: 1.0 / (hs as f32).sqrt(),
-            dropout: (self.dropout > 0.0).then(|| f.dropout_key(self.dropout)),
+            dropout: self.dropout_key(f),
         };
         let state = f.dropout_state();
         let params = softmax.params(&state);

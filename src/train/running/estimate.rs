@@ -14,8 +14,8 @@
 use crate::data::{Dataset, Rng};
 #[cfg(not(target_arch = "wasm32"))]
 use {
-    super::evaluate::evaluate_indices, super::trainer::Trainer, crate::data::Split,
-    crate::error::Result, crate::gpu::GpuContext,
+    crate::data::Split, crate::error::Result, crate::gpu::GpuContext,
+    crate::train::evaluate::evaluate_indices, crate::train::trainer::Trainer,
 };
 
 /// Which split a random batch comes from (part of its seed).

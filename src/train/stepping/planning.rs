@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::amp::policy::Precision;
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, human_bytes};
+use crate::nn::buffers::BufferStore;
 use crate::nn::layers::MAX_ELEMENTS;
 use crate::nn::params::ParamLayout;
 use crate::nn::params::ParamStore;
@@ -117,13 +118,16 @@ pub(crate) fn batch_error(e: Error, batch: usize) -> Error {
     }
 }
 
-/// nanoGPT's parameter groups (`configure_optimizers`) for a GPT: weight decay for
-/// parameters of two or more dimensions (matmul weights, embeddings), none for biases and
-/// LayerNorm weights; one bit per flat element (padding decays: it stays zero). Other
-/// models keep PyTorch's single group (`None`: everything decays), so their bits do not
-/// change.
+/// The parameter groups of the model's family recipe (nanoGPT's `configure_optimizers` for
+/// a GPT): weight decay for parameters of two or more dimensions (matmul weights,
+/// embeddings), none for biases and norm weights; one bit per flat element (padding decays:
+/// it stays zero). Other models keep PyTorch's single group (`None`: everything decays), so
+/// their bits do not change.
 pub fn weight_decay_mask(spec: &ModelSpec, layout: &ParamLayout) -> Option<Vec<bool>> {
-    spec.gpt.as_ref()?;
+    let recipe = spec.family.as_ref()?.family().recipe()?;
+    if !recipe.decay_matrices_only {
+        return None;
+    }
     let mut mask = vec![true; layout.total];
     for e in &layout.entries {
         if e.shape.len() < 2 {
@@ -230,14 +234,15 @@ pub fn check_params_fit(
 
 /// Plan the network for `batch` on a dry twin of `ctx` and fail, before anything of it is
 /// allocated, when its largest buffer or storage binding passes the adapter's limits.
-pub(super) fn check_network_fits(
+pub(in crate::train) fn check_network_fits(
     ctx: &GpuContext,
     n: &NetworkInputs<'_>,
     batch: usize,
 ) -> Result<()> {
     let dry = ctx.dry_twin();
     let low = n.store.low.as_ref().map(|(_, s)| s.dtype());
-    let store = ParamStore::new(&dry, n.store.layout.clone(), low);
+    let buffers = BufferStore::new(&dry, &n.spec.buffers())?;
+    let store = ParamStore::new(&dry, n.store.layout.clone(), low).with_buffers(buffers);
     let seed: Arc<GpuBuffer> = dry.alloc_storage("grad_scaler.state", 64);
     let on_dry = NetworkInputs {
         store: &store,

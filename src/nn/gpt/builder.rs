@@ -1,136 +1,17 @@
-//! GPT, as nanoGPT's `model.py` defines it: token and position embeddings, `n_layer` blocks
-//! of pre-norm causal self-attention and MLP with residual connections, a final LayerNorm and
-//! an `lm_head` whose weight is tied to the token embedding. Parameter names and shapes are
-//! nanoGPT's (`transformer.wte.weight`, `transformer.h.0.ln_1.weight`,
-//! `transformer.h.0.attn.c_attn.weight`, ..., `lm_head.weight`), so a checkpoint loads into
-//! `GPT(GPTConfig(...)).load_state_dict(...)`.
-//!
-//! JSON: `{"gpt": {"vocab_size": 65, "block_size": 256, "n_layer": 6, "n_head": 6,
-//! "n_embd": 384, "dropout": 0.2, "bias": false, "activation": "gelu"}}` (GPTConfig's fields
-//! and defaults; `activation` is `gelu`, nanoGPT's exact `nn.GELU()`, or `gelu_tanh`, GPT-2's
-//! approximation).
+//! The GPT's layers, as nanoGPT's `model.py` builds its modules: the embeddings, `n_layer`
+//! blocks of two residuals (attention, MLP) and the final LayerNorm with the tied `lm_head`.
 
-use serde::Deserialize;
-
-use super::layers::LayerConfig;
-use super::layers::attention::AttentionConfig;
-use super::layers::dropout::DropoutConfig;
-use super::layers::embedding::EmbeddingConfig;
-use super::layers::layernorm::LayerNormConfig;
-use super::layers::linear::LinearConfig;
-use super::layers::residual::ResidualConfig;
-use super::layers::unary::UnaryConfig;
+use super::{Activation, GptConfig, INIT_STD, MAX_GPT_LAYERS};
+use crate::nn::layers::LayerConfig;
+use crate::nn::layers::attention::AttentionConfig;
+use crate::nn::layers::dropout::DropoutConfig;
+use crate::nn::layers::embedding::EmbeddingConfig;
+use crate::nn::layers::layernorm::LayerNormConfig;
+use crate::nn::layers::linear::LinearConfig;
+use crate::nn::layers::residual::residual;
+use crate::nn::layers::unary::UnaryConfig;
 use crate::ops::unary;
 use crate::{Error, Result};
-
-/// nanoGPT's `GPTConfig`, plus the MLP's activation.
-#[derive(Clone, Debug, Deserialize, PartialEq, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct GptConfig {
-    #[serde(default = "defaults::vocab_size")]
-    pub vocab_size: usize,
-    #[serde(default = "defaults::block_size")]
-    pub block_size: usize,
-    #[serde(default = "defaults::n_layer")]
-    pub n_layer: usize,
-    #[serde(default = "defaults::n_head")]
-    pub n_head: usize,
-    #[serde(default = "defaults::n_embd")]
-    pub n_embd: usize,
-    #[serde(default)]
-    pub dropout: f32,
-    #[serde(default = "defaults::bias")]
-    pub bias: bool,
-    #[serde(default)]
-    pub activation: Activation,
-}
-
-/// The fields of `{"gpt": {...}}`, in `GPTConfig`'s order.
-pub const GPT_FIELDS: [&str; 8] = [
-    "vocab_size",
-    "block_size",
-    "n_layer",
-    "n_head",
-    "n_embd",
-    "dropout",
-    "bias",
-    "activation",
-];
-
-/// The MLP's GELU.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Activation {
-    /// `nn.GELU()`: the exact, erf form (nanoGPT's current model.py).
-    #[default]
-    Gelu,
-    /// `nn.GELU(approximate='tanh')`: GPT-2's approximation.
-    GeluTanh,
-}
-
-/// GPTConfig's defaults (GPT-2 small).
-mod defaults {
-    pub fn vocab_size() -> usize {
-        50304
-    }
-    pub fn block_size() -> usize {
-        1024
-    }
-    pub fn n_layer() -> usize {
-        12
-    }
-    pub fn n_head() -> usize {
-        12
-    }
-    pub fn n_embd() -> usize {
-        768
-    }
-    pub fn bias() -> bool {
-        true
-    }
-}
-
-/// nanoGPT's standard deviation for Linear and Embedding weights.
-pub const INIT_STD: f32 = 0.02;
-
-/// Names accepted by [`gpt_preset`].
-pub const GPT_PRESETS: [&str; 2] = ["gpt-char", "gpt-tiny"];
-
-/// `gpt-char`: nanoGPT's `train_shakespeare_char` "baby GPT" (6 layers, 6 heads, 384 wide,
-/// block 256, dropout 0.2, no biases, exact GELU). `gpt-tiny`: 2 layers, 4 heads, 64 wide,
-/// block 64, no dropout, no biases, exact GELU — small enough for CI on a software adapter and
-/// a browser on a CPU adapter. Both take the vocabulary size from the data.
-pub fn gpt_preset(name: &str, vocab_size: usize) -> Result<GptConfig> {
-    let base = GptConfig {
-        vocab_size,
-        block_size: 256,
-        n_layer: 6,
-        n_head: 6,
-        n_embd: 384,
-        dropout: 0.2,
-        bias: false,
-        activation: Activation::Gelu,
-    };
-    match name {
-        "gpt-char" => Ok(base),
-        "gpt-tiny" => Ok(GptConfig {
-            block_size: 64,
-            n_layer: 2,
-            n_head: 4,
-            n_embd: 64,
-            dropout: 0.0,
-            ..base
-        }),
-        _ => Err(Error::model(format!(
-            "unknown GPT preset `{name}` (expected one of {})",
-            GPT_PRESETS.join(", ")
-        ))),
-    }
-}
-
-/// The most blocks (`n_layer`) a GPT may have: 256, over twice GPT-3's 96 (each block is
-/// a dozen layers, and [`super::MAX_LAYERS`] bounds those).
-pub const MAX_GPT_LAYERS: usize = 256;
 
 /// One layer config with its module name.
 pub type Named = (String, Box<dyn LayerConfig>);
@@ -174,7 +55,7 @@ impl GptConfig {
             )));
         }
         let params = self.parameter_estimate();
-        if params > super::MAX_PARAMETERS as f64 {
+        if params > crate::nn::MAX_PARAMETERS as f64 {
             return Err(err(format!(
                 "vocab_size {}, block_size {}, n_layer {} and n_embd {} make about {params:.3e} \
                  parameters, over the {} (2^31) one model may have",
@@ -182,7 +63,7 @@ impl GptConfig {
                 self.block_size,
                 self.n_layer,
                 self.n_embd,
-                super::MAX_PARAMETERS
+                crate::nn::MAX_PARAMETERS
             )));
         }
         if !self.n_embd.is_multiple_of(self.n_head) {
@@ -234,8 +115,8 @@ impl GptConfig {
             let block = format!("transformer.h.{i}");
             layers.push(named(
                 block.clone(),
-                ResidualConfig {
-                    branch: vec![
+                residual(
+                    vec![
                         named("ln_1", LayerNormConfig { bias }),
                         named("attn.c_attn", linear(3 * c)),
                         named(
@@ -248,19 +129,21 @@ impl GptConfig {
                         named("attn.c_proj", c_proj.clone()),
                         named("attn.resid_dropout", DropoutConfig { p }),
                     ],
-                },
+                    Vec::new(),
+                ),
             ));
             layers.push(named(
                 block,
-                ResidualConfig {
-                    branch: vec![
+                residual(
+                    vec![
                         named("ln_2", LayerNormConfig { bias }),
                         named("mlp.c_fc", linear(4 * c)),
                         ("mlp.gelu".to_string(), gelu()),
                         named("mlp.c_proj", c_proj.clone()),
                         named("mlp.dropout", DropoutConfig { p }),
                     ],
-                },
+                    Vec::new(),
+                ),
             ));
         }
         layers.push(named("transformer.ln_f", LayerNormConfig { bias }));

@@ -12,11 +12,11 @@
 
 use std::sync::Arc;
 
-use super::trainer::Trainer;
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::ops::sample::{SampleParams, sample_next, start_context};
 use crate::tensor::{Storage, Tensor};
+use crate::train::trainer::Trainer;
 
 /// nanoGPT's `sample.py` defaults: `start = "\n"`, `max_new_tokens = 500`,
 /// `temperature = 0.8`, `top_k = 200`, `seed = 1337`.
@@ -150,9 +150,10 @@ pub fn submit_sample(
     out: &Arc<GpuBuffer>,
 ) -> Result<()> {
     let op = "sample";
-    if trainer.spec.gpt.is_none() {
+    if trainer.spec.tokens().is_none() {
         return Err(Error::InvalidArgument(format!(
-            "{op}: the model {} is not a GPT; only a GPT's next-token logits can be sampled",
+            "{op}: the model {} is no language model; only a language model's (a GPT's) \
+             next-token logits can be sampled",
             trainer.spec.name
         )));
     }

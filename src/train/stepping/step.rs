@@ -24,7 +24,9 @@
 //! 7. **optimizer**: one dispatch over every parameter, skipped on inf/NaN; when clipping,
 //!    it multiplies each gradient by the coefficient first (`Optimizer::clip_first`: the
 //!    gradient buffer keeps the unclipped values); with master weights it also writes their
-//!    compute-dtype copy (`Optimizer::write_low_copy`);
+//!    compute-dtype copy (`Optimizer::write_low_copy`); then, for a model with buffers, one
+//!    dispatch commits what the forwards wrote to them, or on inf/NaN rolls it back
+//!    (`nn::buffers`);
 //! 8. **scale update**: found-inf into the metrics first; then the GradScaler's growth or
 //!    backoff, which also resets found-inf for the next step;
 //! 9. **stats**: the new scale into the metrics, the metrics into a slot of the stats ring
@@ -40,18 +42,12 @@
 //! ([`Trainer::train_batch`]) plans the network for the batch size, uploads the batch and
 //! hands its parts to [`Step`]; what the step submits is counted in `in_flight.rs`.
 //!
-//! [`Trainer::step_phases`]: super::trainer::Trainer::step_phases
-//! [`Trainer::train_batch`]: super::trainer::Trainer::train_batch
+//! [`Trainer::step_phases`]: crate::train::trainer::Trainer::step_phases
+//! [`Trainer::train_batch`]: crate::train::trainer::Trainer::train_batch
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::config::StepConfig;
-use super::host_time::Clock;
-use super::in_flight::InFlight;
-use super::numerics::passes::Pass;
-use super::rank::{Exchange, StepBuffers};
-use super::stats::METRIC_LOSSES;
 use crate::amp::GradClipper;
 use crate::amp::round::round_inplace;
 use crate::amp::scaler::GradScaler;
@@ -60,6 +56,12 @@ use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::nn::Network;
 use crate::nn::params::ParamStore;
 use crate::optim::Optimizer;
+use crate::train::config::StepConfig;
+use crate::train::host_time::Clock;
+use crate::train::in_flight::InFlight;
+use crate::train::numerics::passes::Pass;
+use crate::train::rank::{Exchange, StepBuffers};
+use crate::train::stats::METRIC_LOSSES;
 
 /// The part of a step a kernel belongs to, in the order a step records them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -126,7 +128,7 @@ impl Phase {
 
 /// The kernels a step records besides the network's, made once when the trainer is planned,
 /// phase by phase in step order ([`Phase::ALL`]).
-pub(super) struct StepKernels {
+pub(in crate::train) struct StepKernels {
     /// [`Phase::Setup`]: reset the step's found-inf flag (the GradScaler's begin; only when
     /// [`GradScaler::begin_pending`]: the scale update resets it otherwise), then cast every
     /// master weight to the compute dtype, one dispatch (none in f32).
@@ -145,8 +147,10 @@ pub(super) struct StepKernels {
     /// optimizer's step applies the coefficient ([`Optimizer::clip_first`]).
     clipper: Option<GradClipper>,
     /// [`Phase::Optimizer`]: after the optimizer's own step kernel, pure f16 rounds the
-    /// parameters to f16 values.
+    /// parameters to f16 values; then the layers' buffers are committed, or rolled back
+    /// when found-inf skips the step (`nn::buffers`; none without buffers).
     round_params: Option<Kernel>,
+    commit_buffers: Option<Kernel>,
     /// [`Phase::ScaleUpdate`]: the GradScaler's growth or backoff, then found-inf reset for
     /// the next step (scaler on).
     update: Option<Kernel>,
@@ -155,7 +159,7 @@ pub(super) struct StepKernels {
 impl StepKernels {
     /// The kernels of a step over `store` under `config`, in phase order. `weight_cast`
     /// comes with the store (`trainer::load_params`, which `sample`'s generator shares).
-    pub(super) fn plan(
+    pub(in crate::train) fn plan(
         ctx: &GpuContext,
         config: &StepConfig,
         (store, weight_cast): (&ParamStore, Option<Kernel>),
@@ -182,6 +186,7 @@ impl StepKernels {
         let clipper = clip.map(|max| GradClipper::new(ctx, grads, total, max));
         // Optimizer: its step is the optimizer's kernel, made with it.
         let round_params = round(master)?;
+        let commit_buffers = store.buffers.commit_kernel(ctx, scaler.state_buffer())?;
         // Scale update.
         let update = scaled.then(|| scaler.update_then_begin_kernel(ctx));
         Ok(Self {
@@ -192,24 +197,25 @@ impl StepKernels {
             unscale: unscale.transpose()?,
             clipper: clipper.transpose()?,
             round_params,
+            commit_buffers,
             update: update.transpose()?,
         })
     }
 
     /// The gradient clipper (when clipping is asked for), whose coefficient the optimizer
     /// applies ([`Optimizer::clip_first`]).
-    pub(super) fn clipper(&self) -> Option<&GradClipper> {
+    pub(in crate::train) fn clipper(&self) -> Option<&GradClipper> {
         self.clipper.as_ref()
     }
 
     /// The master → compute-dtype weight cast (none in f32 mode).
-    pub(super) fn weight_cast(&self) -> Option<&Kernel> {
+    pub(in crate::train) fn weight_cast(&self) -> Option<&Kernel> {
         self.weight_cast.as_ref()
     }
 
     /// Whether the optimizer's step should write the weights' compute copy (then the cast
     /// runs only while the copy is stale).
-    pub(super) fn folds_weight_cast(&self) -> bool {
+    pub(in crate::train) fn folds_weight_cast(&self) -> bool {
         self.low_stale.is_some()
     }
 
@@ -224,7 +230,7 @@ impl StepKernels {
 
     /// The kernels of `phase` in a step of `net` updated by `optimizer` under `scaler`, in
     /// order.
-    pub(super) fn of_phase<'a>(
+    pub(in crate::train) fn of_phase<'a>(
         &'a self,
         (net, optimizer, scaler): (&'a Network, &'a Optimizer, &GradScaler),
         phase: Phase,
@@ -252,6 +258,7 @@ impl StepKernels {
             },
             Phase::Optimizer => std::iter::once(optimizer.step_kernel())
                 .chain(&self.round_params)
+                .chain(&self.commit_buffers)
                 .collect(),
             Phase::ScaleUpdate => self.update.iter().collect(),
         }
@@ -259,7 +266,7 @@ impl StepKernels {
 
     /// Every kernel of one optimizer step of one micro-batch with its phase, in the order
     /// [`Step::record`] records them.
-    pub(super) fn phases<'a>(
+    pub(in crate::train) fn phases<'a>(
         &'a self,
         parts: (&'a Network, &'a Optimizer, &GradScaler),
     ) -> Vec<(Phase, &'a Kernel)> {
@@ -276,24 +283,24 @@ impl StepKernels {
 /// Where a micro-batch stands: the optimizer step it belongs to (1-based over the run, as
 /// the lr schedule and the AMP doctor count), the micro-batches of a step, and the
 /// learning rate of that step.
-pub(super) struct StepAt {
-    pub(super) step: u64,
-    pub(super) grad_accum: usize,
-    pub(super) lr: f32,
+pub(in crate::train) struct StepAt {
+    pub(in crate::train) step: u64,
+    pub(in crate::train) grad_accum: usize,
+    pub(in crate::train) lr: f32,
 }
 
 /// A trainer's parts that recording one micro-batch reads and writes, borrowed apart: the
 /// network planned for its batch size (the batch already uploaded), the step's kernels,
 /// the flat gradients, the GradScaler, the optimizer (its learning rate is written ahead),
 /// the gradient all-reduce, and the steps in flight.
-pub(super) struct Step<'a> {
-    pub(super) net: &'a Network,
-    pub(super) kernels: &'a StepKernels,
-    pub(super) grads: &'a GpuBuffer,
-    pub(super) scaler: &'a GradScaler,
-    pub(super) optimizer: &'a mut Optimizer,
-    pub(super) exchange: &'a mut Exchange,
-    pub(super) in_flight: &'a mut InFlight,
+pub(in crate::train) struct Step<'a> {
+    pub(in crate::train) net: &'a Network,
+    pub(in crate::train) kernels: &'a StepKernels,
+    pub(in crate::train) grads: &'a GpuBuffer,
+    pub(in crate::train) scaler: &'a GradScaler,
+    pub(in crate::train) optimizer: &'a mut Optimizer,
+    pub(in crate::train) exchange: &'a mut Exchange,
+    pub(in crate::train) in_flight: &'a mut InFlight,
 }
 
 impl Step<'_> {
@@ -301,7 +308,7 @@ impl Step<'_> {
     /// data-parallel rank's last micro-batch); nothing waits for the GPU. `encoding`: when
     /// the host started on this micro-batch. On a rank, `overlap` runs during the
     /// all-reduce.
-    pub(super) fn record(
+    pub(in crate::train) fn record(
         self,
         ctx: &GpuContext,
         at: StepAt,

@@ -1,6 +1,6 @@
 //! `sample`'s text generation: a GPT rebuilt from a checkpoint (its `model` and `vocab`
 //! metadata), planned forward-only for one sequence of the full block, sampled with the one
-//! sampling core ([`super::sample`]) as nanoGPT's `GPT.generate` does it: the context is the
+//! sampling core ([`crate::train::sample`]) as nanoGPT's `GPT.generate` does it: the context is the
 //! last `block_size` tokens, the logits of its last position are divided by the temperature,
 //! cut to the top k and sampled.
 //!
@@ -10,19 +10,20 @@
 //!
 //! Native only: the readbacks block (the browser would map them asynchronously).
 
-use super::checkpoint::Checkpoint;
-use super::sample::TokenSampler;
-pub use super::sample::{
-    DEFAULT_PROMPT, DEFAULT_SEED, DEFAULT_TEMPERATURE, DEFAULT_TOKENS, DEFAULT_TOP_K, SampleOptions,
-};
-use super::trainer::load_params;
 use crate::amp::policy::{Policy, Precision};
 use crate::data::Vocab;
 use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, Kernel};
+use crate::nn::ModelSpec;
+use crate::nn::family::Tokens;
 use crate::nn::inference::ForwardNetwork;
 use crate::nn::params::ParamStore;
-use crate::nn::{GptConfig, ModelSpec};
+use crate::train::checkpoint::Checkpoint;
+use crate::train::sample::TokenSampler;
+pub use crate::train::sample::{
+    DEFAULT_PROMPT, DEFAULT_SEED, DEFAULT_TEMPERATURE, DEFAULT_TOKENS, DEFAULT_TOP_K, SampleOptions,
+};
+use crate::train::trainer::load_params;
 
 /// Tokens per submission (and per readback) unless asked otherwise.
 pub const DEFAULT_CHUNK: usize = 64;
@@ -39,11 +40,12 @@ pub struct Generation {
     pub readbacks: usize,
 }
 
-/// A GPT planned for generation: parameters on the GPU, a forward pass over one sequence
-/// of `block_size` tokens, and its context and sampling state.
+/// A language model (a GPT) planned for generation: parameters on the GPU, an evaluation
+/// forward over one sequence of `block_size` tokens, and its context and sampling state.
 pub struct Generator {
     pub spec: ModelSpec,
-    pub config: GptConfig,
+    /// Its vocabulary and context, as its family says.
+    pub tokens: Tokens,
     pub precision: Precision,
     store: ParamStore,
     net: ForwardNetwork,
@@ -71,11 +73,12 @@ pub fn model_from_checkpoint(ck: &Checkpoint, what: &str) -> Result<SavedModel> 
     };
     let spec = ModelSpec::from_json(&model.to_string())
         .map_err(|e| Error::Checkpoint(format!("{what}: metadata `model`: {e}")))?;
-    if spec.gpt.is_none() {
+    let Some(tokens) = spec.tokens() else {
         return Err(Error::Checkpoint(format!(
-            "{what}: metadata `model` describes no GPT ({model}); only a GPT samples text"
+            "{what}: metadata `model` describes no language model ({model}); only a language \
+             model (a GPT) samples text"
         )));
-    }
+    };
     let Some(vocab) = ck.vocab() else {
         return Err(Error::Checkpoint(format!(
             "{what}: no vocabulary (metadata `vocab`): the model was not trained on text, so \
@@ -85,7 +88,7 @@ pub fn model_from_checkpoint(ck: &Checkpoint, what: &str) -> Result<SavedModel> 
     // Every id the model can sample must decode, and every character must have an id the
     // model embeds: the list and vocab_size must agree (a 64-entry list for 65 ids once
     // failed 13 s into sampling; a 67-entry one was taken).
-    let vocab_size = spec.gpt.as_ref().map_or(vocab.len(), |g| g.vocab_size);
+    let vocab_size = tokens.vocab_size;
     if vocab.len() != vocab_size {
         return Err(Error::Checkpoint(format!(
             "{what}: metadata `vocab` lists {} characters, but metadata `model` has vocab_size \
@@ -114,15 +117,14 @@ impl Generator {
         params: &[(String, Vec<f32>)],
         precision: Precision,
     ) -> Result<Self> {
-        let Some(config) = spec.gpt.clone() else {
+        let (Some(family), Some(tokens)) = (spec.family.clone(), spec.tokens()) else {
             return Err(Error::model(format!(
-                "{}: only a GPT generates text",
+                "{}: only a language model (a GPT) generates text",
                 spec.name
             )));
         };
         // The model on the full block, whatever sequence length it was trained on.
-        let spec = config
-            .model_for(&spec.name, config.block_size)?
+        let spec = ModelSpec::of_family(family, &spec.name, tokens.block_size)?
             .with_attention(spec.attention);
         let policy = Policy::new(precision);
         // Pure f16 keeps f16 values, as training does.
@@ -131,7 +133,7 @@ impl Generator {
         ctx.check()?;
         Ok(Self {
             spec,
-            config,
+            tokens,
             precision,
             store,
             net,
@@ -200,7 +202,7 @@ impl Generator {
     /// the block is padded with id 0 and its rows dropped): `[tokens.len(), vocab]` as f32,
     /// read back (tests: the generator's forward against the training network's).
     pub fn logits(&self, ctx: &GpuContext, tokens: &[u32]) -> Result<Vec<f32>> {
-        let (vocab, block) = (self.config.vocab_size, self.config.block_size);
+        let (vocab, block) = (self.tokens.vocab_size, self.tokens.block_size);
         if tokens.is_empty() || tokens.len() > block {
             return Err(Error::InvalidArgument(format!(
                 "{} tokens: the forward takes 1 to block_size = {block}",

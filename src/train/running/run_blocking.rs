@@ -9,15 +9,17 @@
 
 use std::time::Instant;
 
-use super::checkpoint::{Checkpoint, NamedOptimizerState, NamedTensor, add_tied_aliases};
-use super::estimate::{Draw, estimate_loss};
-use super::evaluate::{Evaluation, evaluate_indices};
-use super::periodic::Periodic;
-use super::run::{EpochReport, Event, Run, param_slices};
-use super::stats::StepStats;
 use crate::data::{Dataset, Loader, Split};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
+use crate::train::checkpoint::{
+    Checkpoint, NamedBuffer, NamedOptimizerState, NamedTensor, add_tied_aliases,
+};
+use crate::train::estimate::{Draw, estimate_loss};
+use crate::train::evaluate::{Evaluation, evaluate_indices};
+use crate::train::periodic::Periodic;
+use crate::train::run::{EpochReport, Event, Run, param_slices};
+use crate::train::stats::StepStats;
 
 /// The end-of-run summary.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -59,8 +61,8 @@ pub struct RunSummary {
     /// The ranks of a data-parallel run (`None` in a single process). There, `images_per_sec`
     /// counts the samples of every rank.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub distributed: Option<super::distributed::DistributedSummary>,
-    /// The run stopped early because it was asked to ([`super::RunConfig::interrupt`]):
+    pub distributed: Option<crate::train::distributed::DistributedSummary>,
+    /// The run stopped early because it was asked to ([`crate::train::RunConfig::interrupt`]):
     /// `steps` is where it stopped.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
@@ -312,7 +314,7 @@ impl Run {
     /// random batches of an estimate at this step ([`RunConfig::eval`]'s `batches`; a text's
     /// whole validation split is too big to go through at every epoch end).
     ///
-    /// [`RunConfig::eval`]: super::RunConfig::eval
+    /// [`RunConfig::eval`]: crate::train::RunConfig::eval
     pub fn evaluate(&mut self, ctx: &GpuContext, set: &Dataset) -> Result<Evaluation> {
         if self.rank.collective().is_some() {
             return self.evaluate_sharded(ctx, set);
@@ -346,6 +348,11 @@ impl Run {
             .collect();
         // A tied weight under both names, as PyTorch's state_dict has it.
         add_tied_aliases(&mut params, &self.trainer.spec.tied_parameters())?;
+        // Under the names of the model family's convention (nanoGPT's for a GPT).
+        let spec = &self.trainer.spec;
+        for t in &mut params {
+            t.name = spec.export_name(&t.name)?;
+        }
         let state = self.trainer.optimizer.state(ctx)?;
         let optimizer = NamedOptimizerState::from_flat(
             *self.trainer.optimizer.config(),
@@ -353,8 +360,24 @@ impl Run {
             &param_slices(&self.trainer),
         );
         let scaler = self.trainer.scaler.state_dict(ctx)?;
+        // Buffers in their own dtype, in the model's order.
+        let shapes = self
+            .trainer
+            .store
+            .buffers
+            .entries
+            .iter()
+            .map(|e| e.shape.clone());
+        let buffers = (self.trainer.store.buffers.download(ctx)?.into_iter())
+            .zip(shapes)
+            .map(|((name, values), shape)| {
+                let name = self.trainer.spec.export_name(&name)?;
+                Ok(NamedBuffer::new(name, shape, values))
+            })
+            .collect::<Result<_>>()?;
         Ok(Checkpoint {
             params,
+            buffers,
             optimizer: Some(optimizer),
             scaler: Some(scaler),
             progress: self.resume_point(),

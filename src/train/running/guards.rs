@@ -2,12 +2,12 @@
 //! that only skips ([`SkipWatch`]), and a checkpoint whose counters disagree
 //! ([`check_resume_progress`]).
 
-use super::checkpoint::Checkpoint;
-use super::settings::MIN_SCALE;
-use super::stats::StepStats;
 use crate::amp::policy::Precision;
 use crate::data::Loader;
 use crate::error::{Error, Result};
+use crate::train::checkpoint::Checkpoint;
+use crate::train::settings::MIN_SCALE;
+use crate::train::stats::StepStats;
 
 /// The hint a stuck GradScaler's error ends with (the CLI names its flags instead).
 pub const SKIPPING_HINT: &str = "check the data for inf/NaN, or find the layer that overflows \
@@ -16,7 +16,7 @@ pub const SKIPPING_HINT: &str = "check the data for inf/NaN, or find the layer t
 
 /// The skipped steps reported so far: in a row, and in all.
 #[derive(Clone, Copy, Debug, Default)]
-pub(super) struct SkipWatch {
+pub(in crate::train) struct SkipWatch {
     in_a_row: u64,
     total: u64,
 }
@@ -26,7 +26,7 @@ impl SkipWatch {
     /// must stop, when the GradScaler keeps skipping: `max` steps in a row (0: never), or a
     /// scale fallen below [`MIN_SCALE`] from a start above it. Its weights are intact (a
     /// skipped step changes none), but it would never train again.
-    pub(super) fn observe(
+    pub(in crate::train) fn observe(
         &mut self,
         stats: &StepStats,
         max: u64,
@@ -67,7 +67,7 @@ impl SkipWatch {
 /// A checkpoint's counters must agree with each other and with the data this run cuts:
 /// an edited or inconsistent file is refused, naming the metadata key, instead of resuming
 /// from a position that does not exist or with moments that silently restart.
-pub(super) fn check_resume_progress(ck: &Checkpoint, loader: &Loader) -> Result<()> {
+pub(in crate::train) fn check_resume_progress(ck: &Checkpoint, loader: &Loader) -> Result<()> {
     let p = ck.progress;
     let refuse = |m: String| Err(Error::Checkpoint(format!("resume: {m}")));
     let batches = loader.num_batches() as u64;

@@ -4,11 +4,11 @@
 //! [`evaluate_indices`] read them back once per chunk of up to 256 batches, native) and prediction
 //! ([`predict`], native).
 
-use super::batch::{BatchInput, BatchTargets, write_batch};
-use super::trainer::Trainer;
 use crate::error::Result;
 use crate::gpu::{GpuBuffer, GpuContext};
 use crate::nn::LossKind;
+use crate::train::batch::{BatchInput, BatchTargets, write_batch};
+use crate::train::trainer::Trainer;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use blocking::{Tally, evaluate, evaluate_indices, predict};

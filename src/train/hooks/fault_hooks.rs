@@ -75,7 +75,7 @@ impl FaultHooks {
 
     /// Cause what is due now that optimizer step `step` has its first micro-batch submitted
     /// (with gradient accumulation, the rest of the step is still to come).
-    pub(super) fn step_started(&self, ctx: &GpuContext, step: u64) {
+    pub(in crate::train) fn step_started(&self, ctx: &GpuContext, step: u64) {
         if let Some((at, signal)) = self.signal_at
             && at == step
         {

@@ -9,11 +9,11 @@
 //! binding and buffer are checked against the adapter's limits ([`check_network_fits`]), so
 //! a batch that cannot bind fails at once, naming the tensor and what to change.
 
-use super::config::StepConfig;
-use super::trainer::Trainer;
 use crate::error::Result;
 use crate::gpu::{Binding, GpuContext};
 use crate::nn::ModelSpec;
+use crate::train::config::StepConfig;
+use crate::train::trainer::Trainer;
 
 /// How many of the largest buffers a plan lists.
 pub const LARGEST: usize = 8;

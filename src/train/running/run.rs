@@ -13,20 +13,20 @@ use std::sync::Arc;
 
 use std::rc::Rc;
 
-use super::checkpoint::{Checkpoint, DataOrder, Progress};
-use super::config::RunConfig;
-use super::estimate::EvalReport;
-use super::fault_hooks::FaultHooks;
-use super::guards::{SkipWatch, check_resume_progress};
-use super::numerics::StepNumerics;
-use super::rank::Rank;
-use super::stats::StepStats;
-use super::trainer::Trainer;
 use crate::data::{Batch, Dataset, EpochBatches, Loader, Vocab};
 use crate::dist::Collective;
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::nn::ModelSpec;
+use crate::train::checkpoint::{Checkpoint, DataOrder, Progress};
+use crate::train::config::RunConfig;
+use crate::train::estimate::EvalReport;
+use crate::train::fault_hooks::FaultHooks;
+use crate::train::guards::{SkipWatch, check_resume_progress};
+use crate::train::numerics::StepNumerics;
+use crate::train::rank::Rank;
+use crate::train::stats::StepStats;
+use crate::train::trainer::Trainer;
 
 /// What the loop reports as it goes.
 #[derive(Clone, Debug)]
@@ -38,7 +38,7 @@ pub enum Event {
         epoch: u64,
         lr: f32,
         /// Its per-layer numerics, when numerics are on and counted this step
-        /// ([`super::numerics`]).
+        /// ([`crate::train::numerics`]).
         numerics: Option<Arc<StepNumerics>>,
     },
     /// A periodic loss estimate ([`RunConfig::eval`]) after an optimizer step.
@@ -98,25 +98,25 @@ pub struct Run {
     /// `progress` right after the last completed optimizer step. Checkpoints record this
     /// position, so that micro-batches accumulated since then (gradient accumulation across an
     /// epoch limit) are replayed on resume instead of lost: resumed equals uninterrupted.
-    pub(super) stepped_at: Progress,
-    pub(super) loader: Loader,
+    pub(in crate::train) stepped_at: Progress,
+    pub(in crate::train) loader: Loader,
     /// One epoch's batch order (epoch, batches), made once per epoch.
     order: Option<(u64, Arc<EpochBatches>)>,
     /// The last micro-batch submitted (its buffers are reused for the next).
-    pub(super) batch: Option<Batch>,
+    pub(in crate::train) batch: Option<Batch>,
     /// This process's rank in a data-parallel job (`Run::distribute`, native; none in a
     /// single process).
-    pub(super) rank: Rank,
+    pub(in crate::train) rank: Rank,
     /// Epoch of each submitted-but-unreported step, oldest first.
     epochs_in_flight: VecDeque<u64>,
     /// Stats read back by a blocking wait, reported with the next events.
-    pub(super) undelivered: Vec<StepStats>,
+    pub(in crate::train) undelivered: Vec<StepStats>,
     /// Set when a step diverged; every later call returns it.
     diverged: Option<String>,
     /// The skipped steps reported so far (a run that only skips stops).
     skips: SkipWatch,
     /// The last checkpoint this run wrote and its step (for the message when a run dies).
-    pub(super) last_saved: Option<(String, u64)>,
+    pub(in crate::train) last_saved: Option<(String, u64)>,
     /// Faults to cause at a chosen step (tests; from the environment on native).
     pub hooks: FaultHooks,
     /// How this run cuts its data, recorded in its checkpoints.
@@ -164,6 +164,9 @@ impl Run {
                 (None, Some(saved)) => vocab = Some(saved.clone()),
                 _ => {}
             }
+            // The layers' buffers as they were (running statistics, counters).
+            let buffers = ck.buffers_for_model(&trainer.spec, "the checkpoint")?;
+            trainer.store.buffers.upload(ctx, &buffers)?;
             let slices = param_slices(&trainer);
             if let Some(o) = &ck.optimizer {
                 if o.config.name() != trainer.optimizer.config().name() {
@@ -358,7 +361,7 @@ impl Run {
     }
 
     /// Turn stats (held-back ones first) into step events, stopping at a divergence.
-    pub(super) fn deliver(&mut self, stats: Vec<StepStats>, events: &mut Vec<Event>) {
+    pub(in crate::train) fn deliver(&mut self, stats: Vec<StepStats>, events: &mut Vec<Event>) {
         let held = std::mem::take(&mut self.undelivered);
         for stats in held.into_iter().chain(stats) {
             if self.diverged.is_some() {
@@ -404,7 +407,7 @@ impl Run {
     }
 
     /// The divergence error, once a step has diverged.
-    pub(super) fn check_diverged(&self) -> Result<()> {
+    pub(in crate::train) fn check_diverged(&self) -> Result<()> {
         match &self.diverged {
             Some(m) => Err(Error::Diverged(m.clone())),
             None => Ok(()),
@@ -460,7 +463,7 @@ impl Run {
 }
 
 /// `(name, offset, len)` of every parameter in the flat buffers.
-pub(super) fn param_slices(trainer: &Trainer) -> Vec<(String, usize, usize)> {
+pub(in crate::train) fn param_slices(trainer: &Trainer) -> Vec<(String, usize, usize)> {
     trainer
         .store
         .layout

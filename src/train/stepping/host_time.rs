@@ -1,5 +1,5 @@
 //! The host's time in a trainer's steps: encoding (with the batch upload), submitting, and
-//! reading back (every wait for the GPU included), which every [`super::Trainer`]
+//! reading back (every wait for the GPU included), which every [`crate::train::Trainer`]
 //! accumulates (`Trainer::host_times`) and `--profile` reports per step.
 
 use std::time::Duration;

@@ -10,16 +10,16 @@
 
 use std::sync::Arc;
 
-use super::host_time::{Clock, HostTimes};
-use super::numerics::StepNumerics;
-use super::numerics::passes::NumericsPasses;
-use super::stats::{METRIC_LOSSES, RING, StatsRing, StepStats};
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext};
 use crate::nn::Network;
+use crate::train::host_time::{Clock, HostTimes};
+use crate::train::numerics::StepNumerics;
+use crate::train::numerics::passes::NumericsPasses;
+use crate::train::stats::{METRIC_LOSSES, RING, StatsRing, StepStats};
 
 /// A trainer's steps in flight. See the module docs.
-pub(super) struct InFlight {
+pub(in crate::train) struct InFlight {
     /// [scale used, found_inf, scale after the update, loss of micro-batch 0, 1, ...]
     /// ([`METRIC_LOSSES`]).
     metrics: Arc<GpuBuffer>,
@@ -37,7 +37,7 @@ pub(super) struct InFlight {
 impl InFlight {
     /// Nothing in flight: metrics for steps of `grad_accum` micro-batches, a ring of
     /// [`RING`] stats slots, and the counting passes `numerics` makes (numerics on).
-    pub(super) fn new(
+    pub(in crate::train) fn new(
         ctx: &GpuContext,
         grad_accum: usize,
         numerics: impl FnOnce() -> Result<Option<NumericsPasses>>,
@@ -58,25 +58,25 @@ impl InFlight {
     }
 
     /// The step's metrics words on the GPU (see [`InFlight`]'s field docs).
-    pub(super) fn metrics(&self) -> &Arc<GpuBuffer> {
+    pub(in crate::train) fn metrics(&self) -> &Arc<GpuBuffer> {
         &self.metrics
     }
 
     /// Micro-batches already accumulated toward the next optimizer step.
-    pub(super) fn pending_micro_batches(&self) -> usize {
+    pub(in crate::train) fn pending_micro_batches(&self) -> usize {
         self.micro
     }
 
     /// Whether the next micro-batch can be submitted without waiting: it does not complete
     /// a step of `grad_accum` micro-batches, or a stats slot is free once the landed ones
     /// are taken.
-    pub(super) fn can_submit(&mut self, ctx: &GpuContext, grad_accum: usize) -> bool {
+    pub(in crate::train) fn can_submit(&mut self, ctx: &GpuContext, grad_accum: usize) -> bool {
         self.micro + 1 < grad_accum || !self.stats.is_full(ctx)
     }
 
     /// Block for the oldest step in flight when every stats slot is (one throttle wait, one
     /// host wait); nothing when a slot is free.
-    pub(super) fn wait_for_slot(&mut self, ctx: &GpuContext) -> Result<()> {
+    pub(in crate::train) fn wait_for_slot(&mut self, ctx: &GpuContext) -> Result<()> {
         if self.stats.is_full(ctx) {
             let waiting = Clock::now();
             self.stats.wait_oldest(ctx)?;
@@ -86,7 +86,7 @@ impl InFlight {
     }
 
     /// Stats of the steps finished so far, without waiting.
-    pub(super) fn poll(&mut self, ctx: &GpuContext) -> Vec<StepStats> {
+    pub(in crate::train) fn poll(&mut self, ctx: &GpuContext) -> Vec<StepStats> {
         let reading = Clock::now();
         self.stats.collect(ctx);
         let stats = self.stats.drain();
@@ -95,7 +95,7 @@ impl InFlight {
     }
 
     /// Wait for every submitted step and return the remaining stats (one host wait).
-    pub(super) fn finish(&mut self, ctx: &GpuContext) -> Result<Vec<StepStats>> {
+    pub(in crate::train) fn finish(&mut self, ctx: &GpuContext) -> Result<Vec<StepStats>> {
         let waiting = Clock::now();
         self.stats.collect_all(ctx)?;
         self.host.readback += waiting.elapsed();
@@ -103,12 +103,16 @@ impl InFlight {
     }
 
     /// The stats ring (slots, steps in flight, throttle waits).
-    pub(super) fn ring(&self) -> &StatsRing {
+    pub(in crate::train) fn ring(&self) -> &StatsRing {
         &self.stats
     }
 
     /// Make the stats ring `slots` deep (at least 1; nothing in flight).
-    pub(super) fn set_ring_slots(&mut self, ctx: &GpuContext, slots: usize) -> Result<()> {
+    pub(in crate::train) fn set_ring_slots(
+        &mut self,
+        ctx: &GpuContext,
+        slots: usize,
+    ) -> Result<()> {
         let bytes = slot_bytes(&self.metrics, self.numerics.as_ref());
         if slots == 0 || !self.stats.resize(ctx, slots, bytes) {
             return Err(Error::InvalidArgument(
@@ -119,30 +123,34 @@ impl InFlight {
     }
 
     /// Optimizer steps submitted.
-    pub(super) fn steps_submitted(&self) -> u64 {
+    pub(in crate::train) fn steps_submitted(&self) -> u64 {
         self.steps_submitted
     }
 
     /// Command buffers submitted.
-    pub(super) fn submissions(&self) -> u64 {
+    pub(in crate::train) fn submissions(&self) -> u64 {
         self.submissions
     }
 
     /// Host time spent in the steps so far.
-    pub(super) fn host(&self) -> HostTimes {
+    pub(in crate::train) fn host(&self) -> HostTimes {
         self.host
     }
 
     // The AMP doctor's counts.
 
     /// The counting passes (`None`: numerics off).
-    pub(super) fn numerics(&self) -> Option<&NumericsPasses> {
+    pub(in crate::train) fn numerics(&self) -> Option<&NumericsPasses> {
         self.numerics.as_ref()
     }
 
     /// Make the counting passes of `net` (once per batch size; nothing when numerics are
     /// off).
-    pub(super) fn plan_numerics(&mut self, ctx: &GpuContext, net: &Network) -> Result<()> {
+    pub(in crate::train) fn plan_numerics(
+        &mut self,
+        ctx: &GpuContext,
+        net: &Network,
+    ) -> Result<()> {
         match &mut self.numerics {
             Some(n) => n.plan(ctx, net),
             None => Ok(()),
@@ -150,7 +158,7 @@ impl InFlight {
     }
 
     /// The numerics of optimizer step `step` once collected (see [`StatsRing::take_numerics`]).
-    pub(super) fn take_numerics(&mut self, step: u64) -> Option<StepNumerics> {
+    pub(in crate::train) fn take_numerics(&mut self, step: u64) -> Option<StepNumerics> {
         let passes = self.numerics.as_ref()?;
         let words = self.stats.take_numerics(step)?;
         passes.decode(&words).ok()
@@ -159,7 +167,7 @@ impl InFlight {
     // What a step's recording submits.
 
     /// Submit a micro-batch that does not end its step (encoding since `encoding`).
-    pub(super) fn submit_micro_batch(
+    pub(in crate::train) fn submit_micro_batch(
         &mut self,
         ctx: &GpuContext,
         encoder: wgpu::CommandEncoder,
@@ -175,12 +183,12 @@ impl InFlight {
 
     /// Count a submission made for the step outside this bookkeeping (a data-parallel
     /// rank's forward and backward, submitted before the all-reduce).
-    pub(super) fn count_submission(&mut self) {
+    pub(in crate::train) fn count_submission(&mut self) {
         self.submissions += 1;
     }
 
     /// The stats slot the step being recorded copies its metrics into.
-    pub(super) fn next_slot(&self) -> Result<&GpuBuffer> {
+    pub(in crate::train) fn next_slot(&self) -> Result<&GpuBuffer> {
         self.stats
             .next_buffer()
             .ok_or_else(|| Error::Gpu("no free stats slot".into()))
@@ -189,7 +197,7 @@ impl InFlight {
     /// Submit a step's last micro-batch (which copied its metrics into
     /// [`InFlight::next_slot`], and its counts after them from word `numerics_at` when it
     /// counted them): one optimizer step of `grad_accum` micro-batches at `lr`.
-    pub(super) fn submit_step(
+    pub(in crate::train) fn submit_step(
         &mut self,
         ctx: &GpuContext,
         encoder: wgpu::CommandEncoder,

@@ -1,14 +1,14 @@
 //! Where a training step's time goes (`bench step --profile`, `train --profile`; native):
 //! GPU time per kernel and per phase of the step (`step.rs`'s [`Phase`]s, in its order) from
 //! timestamp queries ([`KernelTimer`]: every kernel in its own timed pass), and the host's
-//! time per step ([`super::host_time`]).
+//! time per step ([`crate::train::host_time`]).
 
-use super::batch::{BatchInput, BatchTargets, write_batch};
-use super::host_time::HostProfile;
-use super::step::Phase;
-use super::trainer::Trainer;
 use crate::error::Result;
 use crate::gpu::{GpuContext, Kernel, KernelTimer};
+use crate::train::batch::{BatchInput, BatchTargets, write_batch};
+use crate::train::host_time::HostProfile;
+use crate::train::step::Phase;
+use crate::train::trainer::Trainer;
 
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct KernelProfile {
