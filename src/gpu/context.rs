@@ -28,6 +28,8 @@ pub(super) struct CachedPipeline {
     /// What was compiled: the variant and its entry point.
     pub(super) variant: Variant,
     pub(super) entry: String,
+    /// Built without wgpu's runtime checks (`KernelDesc::trusted`).
+    pub(super) trusted: bool,
 }
 
 /// One entry point a context compiled, with the names of the resources it uses: what the
@@ -38,6 +40,8 @@ pub struct CompiledEntry {
     pub variant: Variant,
     pub entry: String,
     pub used: Vec<String>,
+    /// Built without wgpu's runtime checks (the trusted kernels, natively).
+    pub trusted: bool,
 }
 
 #[derive(Default)]
@@ -63,16 +67,18 @@ pub struct GpuContext {
 }
 
 impl GpuContext {
-    /// Every entry point compiled so far (each variant once per entry), sorted by label.
+    /// Every entry point compiled so far (each variant once per entry and build), sorted by
+    /// label.
     pub fn compiled_entries(&self) -> Vec<CompiledEntry> {
         let map = self.pipelines.map.lock().expect("pipeline cache");
         let mut seen = std::collections::BTreeMap::new();
         for p in map.values() {
-            let key = format!("{}#{}", p.variant.key(), p.entry);
+            let key = format!("{}#{}#{}", p.variant.key(), p.entry, p.trusted);
             seen.entry(key).or_insert_with(|| CompiledEntry {
                 variant: p.variant.clone(),
                 entry: p.entry.clone(),
                 used: p.used_bindings.iter().map(|(n, _)| n.clone()).collect(),
+                trusted: p.trusted,
             });
         }
         seen.into_values().collect()
