@@ -219,6 +219,31 @@ impl GpuContext {
         }
     }
 
+    /// A context on the same device whose tensor-core kernels are laid out for subgroups of
+    /// `lanes` (a multiple of the adapter's size) as if its size varied up to there: how the
+    /// tests run, on an adapter of fixed size, what RDNA3 does when a driver picks 32 lanes
+    /// for kernels laid out for 64 (more subgroups than the tile has; the rest only stage).
+    /// Its pipeline cache is its own. Unchanged where tensor cores are not used.
+    pub fn with_coop_subgroup_layout(&self, lanes: u32) -> GpuContext {
+        let mut report = self.report.clone();
+        if let super::TensorCores::Used(c) = &mut report.capabilities.tensor_cores {
+            c.subgroup = lanes;
+            c.subgroup_fixed = false;
+        }
+        Self {
+            adapter: self.adapter.clone(),
+            device: self.device.clone(),
+            queue: self.queue.clone(),
+            caps: report.capabilities.clone(),
+            report,
+            f16_storage: self.f16_storage,
+            allocator: self.allocator.clone(),
+            pipelines: PipelineCache::default(),
+            host_waits: AtomicU64::new(0),
+            faults: self.faults.clone(),
+        }
+    }
+
     /// Whether this is a [`GpuContext::dry_twin`].
     pub fn is_dry(&self) -> bool {
         self.allocator.is_dry()
