@@ -16,6 +16,9 @@
 #               does not run the step's products on them (scripts/test.sh runs it)
 #   --out DIR   where report.json, report.md and the ISA go (default .kernel-report/out)
 #   --bin       the webgpu-amp binary (default: target/debug/webgpu-amp, built if missing)
+#   --tuning CLASS=FILE   a kernel table for one class (rdna3 or ampere): a tuning file for
+#               that shimmed adapter (`webgpu-amp info` names it), e.g. to see what a tile
+#               compiles to, or that the gate fails on one that spills
 #
 # Pinned (codegen moves between releases): Mesa, glslc (Debian trixie / trixie-backports,
 # through scripts/lavapipe-coop.sh's private apt state in .kernel-report/mesa) and llama.cpp
@@ -30,11 +33,13 @@ OUT=$DIR/out
 BIN=
 GATE=0
 PRESETS=()
+declare -A TUNING=()
 while [ $# -gt 0 ]; do
   case $1 in
     --gate) GATE=1 ;;
     --out) OUT=$2; shift ;;
     --bin) BIN=$2; shift ;;
+    --tuning) TUNING[${2%%=*}]=$(realpath "${2#*=}"); shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "kernel-report: unknown option $1" >&2; exit 2 ;;
     *) PRESETS+=("$1") ;;
@@ -58,6 +63,9 @@ done
 on_class() {
   local class=$1; shift
   local icd shim
+  # Only the class's own table (a tuning file names one adapter).
+  unset WEBGPU_AMP_TUNING
+  [ -z "${TUNING[$class]:-}" ] || export WEBGPU_AMP_TUNING=${TUNING[$class]}
   case $class in
     rdna3) icd=radeon shim=amdgpu; export AMDGPU_GPU_ID=navi31 ;;
     ampere) icd=nouveau shim=nouveau; export NOUVEAU_CHIPSET=0x172 ;;
@@ -110,7 +118,7 @@ mkdir -p "$LLAMA/spv"
   "$SHADERS/mul_mm.comp" -o "$LLAMA/spv/matmul_f16.spv" -O $F16
 
 # llama.cpp's large tiles (ggml_vk_load_shaders), spec constants BLOCK_SIZE, BM, BN, BK, WM,
-# WN, WMITER, TM, TN, TK, WARP, then ALIGNED = 1: RADV's subgroup is 64 (AMD with coopmat and
+# WN, WMITER, TM, TN, TK, WARP, then ALIGNED = 1 (mul_mm.comp fixes BK at 32 for f16 A): RADV's subgroup is 64 (AMD with coopmat and
 # not AMD's own driver: 4 warps of 64x64); NVK's is 32 (4 warps of 64x64); SIMT: a device
 # without coopmat (TM, TN 4).
 llama_jobs() {
@@ -119,9 +127,9 @@ llama_jobs() {
   local label
   label() { printf '{"id":"%s","who":"llama.cpp","kernel":"mul_mm %s","variant":"matmul_f16 aligned","tile":"%s","label":"spec %s","used_by":["anchor"]}' "$@"; }
   printf 'llama-cm1\t%s\tmain\tfull\t%s\t%s\n' "$LLAMA/spv/matmul_f16_cm1.spv" "$block,128,128,16,64,64,2,16,16,16,$warp,1" \
-    "$(label llama-cm1 coopmat "128x128 BK16 ($((block / warp)) warps of 64x64, 16x16 fragments)" "$block,128,128,16,64,64,2,16,16,16,$warp,1")"
+    "$(label llama-cm1 coopmat "128x128 BK32 ($((block / warp)) warps of 64x64, 16x16 fragments)" "$block,128,128,16,64,64,2,16,16,16,$warp,1")"
   printf 'llama-simt\t%s\tmain\tfull\t%s\t%s\n' "$LLAMA/spv/matmul_f16.spv" "128,128,128,16,$((2 * warp)),64,2,4,4,1,$warp,1" \
-    "$(label llama-simt SIMT "128x128 BK16 ($((128 / warp)) warps of $((2 * warp))x64, 4x4 per thread)" "128,128,128,16,$((2 * warp)),64,2,4,4,1,$warp,1")"
+    "$(label llama-simt SIMT "128x128 BK32 ($((128 / warp)) warps of $((2 * warp))x64, 4x4 per thread)" "128,128,128,16,$((2 * warp)),64,2,4,4,1,$warp,1")"
 }
 
 # 5. Per class: what `info` says, the planned kernels as SPIR-V, the compiler's statistics.
@@ -187,7 +195,7 @@ cat "$OUT"/*/rows.jsonl > "$OUT/report.jsonl"
 {
   echo "Static kernel report, $DATE: Mesa $MESA_VERSION (RADV navi31 = RDNA3 gfx1100; NVK 0x172 ="
   echo "Ampere GA102) through mesa-drm-shim, llama.cpp from llama-cpp-python $LLAMA_CPP_PYTHON,"
-  echo "\`scripts/kernel-report.sh$([ $GATE = 1 ] && echo ' --gate') ${PRESETS[*]}\` on $(git -C "$REPO" rev-parse --short HEAD)."
+  echo "\`scripts/kernel-report.sh$([ $GATE = 1 ] && echo ' --gate')$(for c in "${!TUNING[@]}"; do echo -n " --tuning $c=${TUNING[$c]}"; done) ${PRESETS[*]}\` on $(git -C "$REPO" rev-parse --short HEAD)."
   for class in rdna3 ampere; do
     echo "$class: $(python3 -c 'import json,sys; i=json.load(open(sys.argv[1])); print(i["adapter"], "| tensor cores", i["tensor_cores"])' "$OUT/$class/info.json")"
   done

@@ -4,6 +4,8 @@
   kernel_report.py rows    OUT.jsonl JOBS.tsv STATS.jsonl CLASS    one JSON row per pipeline
   kernel_report.py table   ROWS.jsonl... [--title T]               the Markdown table
   kernel_report.py gate    ROWS.jsonl INFO.json...                 the CI gate's verdict
+  kernel_report.py summary ROWS.jsonl [LABEL]                      the headline rows (the large
+                                                                   GEMM tiles, llama.cpp's, spills)
 
 A row joins what the job was (its exact label: our kernel's shader, entry point and every
 constant of its variant, or llama.cpp's shader and spec constants) with what the compiler
@@ -302,12 +304,48 @@ def cmd_gate(rows_path, infos):
     return 1 if failures else 0
 
 
+# ---- summary ------------------------------------------------------------------------------
+
+def cmd_summary(rows_path, label=''):
+    """The rows BENCHMARKS.md compares: per class, llama.cpp's two, our aligned GEMMs at the
+    largest tile of each layout seen, and how many pipelines spill or fail."""
+    rows = [json.loads(l) for l in open(rows_path) if l.strip()]
+    dash = lambda v: '-' if v is None else v
+    print(f'| {label} class | kernel | variant | tile | wave | regs | spills | occupancy '
+          '| main loop instrs / MMA | MMA per loop instr | LDS B per MMA |')
+    print('|' + '---|' * 11)
+    for klass in ('rdna3', 'ampere'):
+        mine = [r for r in rows if r['class'] == klass and r['who'] == 'ours']
+        picked = [r for r in rows if r['class'] == klass and r['who'] != 'ours']
+        big = [r for r in mine if r['ok'] and 'ALIGNED=true' in r['variant']
+               and r['kernel'].startswith(('matmul_coop', 'matmul::matmul_tiled'))]
+        seen = set()
+        for r in sorted(big, key=lambda r: (r['kernel'], -len(r['tile']))):
+            key = (r['kernel'], r['tile'].split()[0], r['variant'].split(' DIRECT')[0])
+            if '128x128' in r['tile'] and key not in seen:
+                seen.add(key)
+                picked.append(r)
+        for r in picked:
+            lp = r.get('loop') or {}
+            occ = f"{r['occupancy']} {'waves/SIMD' if klass == 'rdna3' else 'warps/SM'}"
+            print(f"| {klass} | {r['who']} {r['kernel']} | {r['variant']} | {r['tile']} | {r['wave']} | {r['regs']} "
+                  f"| {r['spills']} | {occ} | {lp.get('instrs', '-')} / {lp.get('mma', 0)} "
+                  f"| {dash(r.get('mma_density'))} | {dash(r.get('lds_b_per_mma'))} |")
+        spilling = sorted({f"{r['kernel']} {r['tile']}".strip() for r in mine if r['ok'] and r['spills']})
+        failed = sum(1 for r in mine if not r['ok'])
+        coop = sum(1 for r in mine if r['kernel'].startswith(('matmul_coop', 'conv_coop', 'flash_coop')))
+        print(f"| {klass} | all {len(mine)} step and GEMM pipelines | {coop} on tensor cores | | | | "
+              f"{len(spilling)} spill: {', '.join(spilling) or 'none'}; {failed} fail to compile | | | | |")
+
+
 if __name__ == '__main__':
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == 'rows':
         cmd_rows(*args)
     elif cmd == 'table':
         cmd_table(args)
+    elif cmd == 'summary':
+        cmd_summary(*args)
     elif cmd == 'gate':
         sys.exit(cmd_gate(args[0], args[1:]))
     else:

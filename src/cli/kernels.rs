@@ -62,12 +62,7 @@ fn io_error(path: &Path, e: std::io::Error) -> Error {
 /// The kernels one training step plans (the flags are `plan`'s).
 fn step(args: &KernelsArgs) -> Result<Vec<CompiledEntry>> {
     let precision = Precision::parse(&args.precision)?;
-    args.common.validate_args(precision, (None, None))?;
-    let options = args.common.device.options()?;
-    let (inputs, ctx) = args
-        .common
-        .prepare(&[precision], || GpuContext::new(&options))?;
-    let cfg = args.common.run_config(precision, &inputs, (None, None))?;
+    let (inputs, ctx, cfg) = args.common.planned(precision)?;
     let target_dim = inputs.split.train.output_dim();
     step_kernels(&ctx, inputs.spec, cfg.step, target_dim, cfg.batch_size)
 }

@@ -5,10 +5,10 @@
 //! and the largest storage binding against the adapter's limits and the browser's default.
 
 use clap::Args;
+use webgpu_amp::Result;
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::gpu::human_bytes;
 use webgpu_amp::train::memory::{MemoryPlan, plan_step};
-use webgpu_amp::{GpuContext, Result};
 
 use super::out::outln;
 use super::run_args::RunArgs;
@@ -31,12 +31,7 @@ pub struct PlanArgs {
 
 pub fn run(args: &PlanArgs) -> Result<()> {
     let precision = Precision::parse(&args.precision)?;
-    args.common.validate_args(precision, (None, None))?;
-    let options = args.common.device.options()?;
-    let (inputs, ctx) = args
-        .common
-        .prepare(&[precision], || GpuContext::new(&options))?;
-    let cfg = args.common.run_config(precision, &inputs, (None, None))?;
+    let (inputs, ctx, cfg) = args.common.planned(precision)?;
     let what = args
         .common
         .model

@@ -182,14 +182,20 @@ impl GpuContext {
     /// step would allocate and bind ([`Allocator::live_by_label`],
     /// [`Allocator::largest_binding`]); nothing planned on it may run.
     pub fn dry_twin(&self) -> GpuContext {
+        self.twin(self.report.clone(), Arc::new(Allocator::dry()))
+    }
+
+    /// A context on the same device and queue with `report`'s capabilities and `allocator`,
+    /// and a pipeline cache of its own.
+    fn twin(&self, report: AdapterDescription, allocator: Arc<Allocator>) -> GpuContext {
         Self {
             adapter: self.adapter.clone(),
             device: self.device.clone(),
             queue: self.queue.clone(),
-            report: self.report.clone(),
-            caps: self.caps.clone(),
+            caps: report.capabilities.clone(),
+            report,
             f16_storage: self.f16_storage,
-            allocator: Arc::new(Allocator::dry()),
+            allocator,
             pipelines: PipelineCache::default(),
             host_waits: AtomicU64::new(0),
             faults: self.faults.clone(),
@@ -205,18 +211,7 @@ impl GpuContext {
             table,
             source: source.to_string(),
         };
-        Self {
-            adapter: self.adapter.clone(),
-            device: self.device.clone(),
-            queue: self.queue.clone(),
-            caps: report.capabilities.clone(),
-            report,
-            f16_storage: self.f16_storage,
-            allocator: self.allocator.clone(),
-            pipelines: PipelineCache::default(),
-            host_waits: AtomicU64::new(0),
-            faults: self.faults.clone(),
-        }
+        self.twin(report, self.allocator.clone())
     }
 
     /// A context on the same device whose tensor-core kernels are laid out for subgroups of
@@ -230,18 +225,7 @@ impl GpuContext {
             c.subgroup = lanes;
             c.subgroup_fixed = false;
         }
-        Self {
-            adapter: self.adapter.clone(),
-            device: self.device.clone(),
-            queue: self.queue.clone(),
-            caps: report.capabilities.clone(),
-            report,
-            f16_storage: self.f16_storage,
-            allocator: self.allocator.clone(),
-            pipelines: PipelineCache::default(),
-            host_waits: AtomicU64::new(0),
-            faults: self.faults.clone(),
-        }
+        self.twin(report, self.allocator.clone())
     }
 
     /// Whether this is a [`GpuContext::dry_twin`].
