@@ -61,18 +61,19 @@ fn kind_of(label: &str, has_low_copy: bool) -> &'static str {
 }
 
 /// One training step planned on a dry twin of `ctx` (nothing allocated, nothing compiled).
+/// The trainer comes back with the twin: its buffers count as live only while it is.
 fn plan_on_dry_twin(
     ctx: &GpuContext,
     spec: ModelSpec,
     config: StepConfig,
     target_dim: usize,
     batch: usize,
-) -> Result<GpuContext> {
+) -> Result<(GpuContext, Trainer)> {
     let dry = ctx.dry_twin();
     // A dry context skips the upload, so no initial values are needed.
     let mut trainer = Trainer::new(&dry, spec, config, target_dim, &[])?;
     trainer.network(&dry, batch)?;
-    Ok(dry)
+    Ok((dry, trainer))
 }
 
 /// The kernels one training step plans on `ctx` (its adapter's kernel table and bodies),
@@ -85,7 +86,9 @@ pub fn step_kernels(
     target_dim: usize,
     batch: usize,
 ) -> Result<Vec<CompiledEntry>> {
-    Ok(plan_on_dry_twin(ctx, spec, config, target_dim, batch)?.compiled_entries())
+    Ok(plan_on_dry_twin(ctx, spec, config, target_dim, batch)?
+        .0
+        .compiled_entries())
 }
 
 /// Plan one training step of `spec` under `config` for `batch` samples on a dry twin of
@@ -97,7 +100,7 @@ pub fn plan_step(
     target_dim: usize,
     batch: usize,
 ) -> Result<MemoryPlan> {
-    let dry = plan_on_dry_twin(ctx, spec, config, target_dim, batch)?;
+    let (dry, _trainer) = plan_on_dry_twin(ctx, spec, config, target_dim, batch)?;
     let labels = dry.allocator.live_by_label();
     let has_low = labels.iter().any(|(l, _)| l == "params.low");
     let mut kinds: Vec<(&'static str, u64)> = KINDS.iter().map(|k| (*k, 0)).collect();
