@@ -67,6 +67,9 @@ WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/pytorch_compat.py
 echo "== activations against PyTorch on Vulkan: every row of the unary table, forward and backward, f32, f16 (native and packed) and bf16"
 WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/activation_compat.py
 
+echo "== CNN ops against PyTorch on Vulkan: BatchNorm2d (running statistics, momentum None, fused ReLU and GELU), average pools, label smoothing; f32, f16 (native and packed) and bf16"
+WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/cnn_ops_compat.py
+
 echo "== nanoGPT cross-check on Vulkan: GPT logits, loss and gradients, nanoGPT's train.py recipe step by step (f32, amp-f16), a gpt-tiny checkpoint loaded strictly into nanoGPT's GPT, greedy sampling"
 WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/nanogpt_compat.py
 
@@ -81,8 +84,8 @@ echo "== tensor cores on Mesa 26's lavapipe: fetching it into .coopsim/ (private
 bash scripts/lavapipe-coop.sh setup
 notes() { if [ -f "$not_checked" ]; then wc -l < "$not_checked"; else echo 0; fi; }
 notes_before=$(notes)
-echo "== tensor cores (lavapipe 26, 8x8 and 16x16): matmul, convolutions, the layers' products, fused attention, trajectories"
-bash scripts/lavapipe-coop.sh cargo test --test matmul_coop --test conv_coop --test coop_layers --test flash_attention_coop
+echo "== tensor cores (lavapipe 26, 8x8 and 16x16): matmul, convolutions, the layers' products, fused attention, random kernel tables, trajectories"
+bash scripts/lavapipe-coop.sh cargo test --test matmul_coop --test conv_coop --test coop_layers --test flash_attention_coop --test kernel_tables
 bash scripts/lavapipe-coop.sh cargo test --test trajectory tensor_core
 echo "== tensor cores (lavapipe 26): PyTorch and nanoGPT cross-checks of the amp-f16 cases, 8x8 and 16x16"
 bash scripts/lavapipe-coop.sh cargo build --bin webgpu-amp --example gpt_grads

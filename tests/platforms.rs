@@ -326,6 +326,7 @@ fn most_simt_table_bytes() -> u32 {
                 .max(t.simt_16.workgroup_bytes())
         })
         .max()
+        .map(|b| u32::try_from(b).expect("a class default's workgroup memory fits u32"))
         .unwrap()
 }
 
@@ -414,11 +415,7 @@ fn every_kernel_fits_webgpus_default_limits() {
     assert!(most_buffers > 0 && most_threads > 0);
     assert_eq!(most_coop_shared, webgpu_amp::gpu::COOP_WORKGROUP_BYTES);
     let fallback = KernelTable::defaults(AdapterClass::Other);
-    let webgpu = KernelLimits {
-        workgroup_bytes: defaults.max_compute_workgroup_storage_size,
-        invocations: defaults.max_compute_invocations_per_workgroup,
-        subgroup: 0,
-    };
+    let webgpu = KernelLimits::of(&defaults, 0);
     fallback
         .check(&webgpu)
         .expect("the `other` class's table fits WebGPU's defaults");

@@ -1,8 +1,9 @@
-//! Round four's reliability audit, as tests against the real `webgpu-amp` binary: a skipped
-//! step never changes a weight and a run that only skips stops (`skip.rs`), SIGINT and
-//! SIGTERM honoured in every long loop (`interrupts.rs`), costs refused before work starts
-//! (`costs.rs`), no run that does nothing exits 0 (`no_ops.rs`), and messages that name the
-//! user's input (`messages.rs`). Each case failed on the main before its fix.
+//! Rounds four and five of the reliability audit, as tests against the real `webgpu-amp`
+//! binary: a skipped step never changes a weight and a run that only skips stops (`skip.rs`),
+//! SIGINT and SIGTERM honoured in every long loop (`interrupts.rs`), costs refused before work
+//! starts (`costs.rs`), no run that does nothing exits 0 (`no_ops.rs`), messages that name
+//! the user's input (`messages.rs`); and (round five, issue 43) kernel tables that cannot
+//! compute wrong numbers or crash (`tables.rs`). Each case failed on the main before its fix.
 
 mod common;
 #[path = "reliability/costs.rs"]
@@ -15,6 +16,8 @@ mod messages;
 mod no_ops;
 #[path = "reliability/skip.rs"]
 mod skip;
+#[path = "reliability/tables.rs"]
+mod tables;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

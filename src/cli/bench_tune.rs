@@ -210,20 +210,16 @@ fn families(ctx: &GpuContext, table: &KernelTable, quick: bool) -> Vec<Family> {
             });
         }
     }
-    for (name, storage, vec) in [
-        ("simt f32", Storage::F32, 4),
-        ("simt 16-bit", Storage::BF16, 8),
+    for (name, storage, f32) in [
+        ("simt f32", Storage::F32, true),
+        ("simt 16-bit", Storage::BF16, false),
     ] {
-        let current = if vec == 4 {
-            table.simt_f32
-        } else {
-            table.simt_16
-        };
-        let candidates = simt_candidates(current, &limits, vec)
+        let current = if f32 { table.simt_f32 } else { table.simt_16 };
+        let candidates = simt_candidates(current, &limits)
             .into_iter()
             .map(|tile| {
                 let mut t = table.clone();
-                if vec == 4 {
+                if f32 {
                     t.simt_f32 = tile
                 } else {
                     t.simt_16 = tile
@@ -296,7 +292,7 @@ fn tune_family(
     let mut best: Option<(f64, String, KernelTable)> = None;
     let mut finished = 0;
     'candidates: for (label, table) in &family.candidates {
-        let twin = ctx.with_kernel_table(table.clone(), "bench tune candidate");
+        let twin = ctx.with_kernel_table(table.clone(), "bench tune candidate")?;
         let mut total = 0.0;
         let deadline = if finished == 0 {
             run_deadline

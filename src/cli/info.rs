@@ -45,7 +45,8 @@ pub fn run(args: &InfoArgs) -> webgpu_amp::Result<()> {
     // A tuning file applies to the adapter it was measured on: the others keep their
     // built-in tables, and say why the file is not theirs.
     let mut tuning_notes = Vec::new();
-    let reports: Vec<AdapterReport> = pollster::block_on(enumerate_adapters(backend))
+    let adapters = pollster::block_on(enumerate_adapters(backend));
+    let reports: Vec<AdapterReport> = adapters
         .iter()
         .map(|a| {
             let mut report = AdapterReport::with_choices(a, f16_choice, tensor_cores);
@@ -67,6 +68,21 @@ pub fn run(args: &InfoArgs) -> webgpu_amp::Result<()> {
             .next()
             .unwrap_or_default();
         return Err(webgpu_amp::Error::InvalidArgument(why));
+    }
+    // The adapters that take the file run its tiles against the reference first, as every
+    // command that loads it does before its first product.
+    if webgpu_amp::gpu::tuning_file::requested_tuning_file().is_some() {
+        for (adapter, note) in adapters.iter().zip(&tuning_notes) {
+            if note.is_none() {
+                let ctx = pollster::block_on(webgpu_amp::GpuContext::from_adapter(
+                    adapter.clone(),
+                    f16_choice,
+                    tensor_cores,
+                ))?;
+                let training = webgpu_amp::ops::table_check::TableUse::training(&ctx);
+                webgpu_amp::ops::table_check::ensure_checked(&ctx, &training)?;
+            }
+        }
     }
     if args.json {
         outln!(

@@ -23,6 +23,7 @@ mod run_checks;
 mod sample;
 mod selftest;
 mod shaders;
+mod tokenize;
 mod train;
 mod tune_workloads;
 
@@ -62,6 +63,8 @@ enum Command {
     /// Check that this GPU computes correctly: every op family forward and backward against a
     /// CPU reference, in f32, f16 and bf16.
     Selftest(selftest::SelftestArgs),
+    /// The token ids of a text under a Hugging Face tokenizer.json, as a JSON array.
+    Tokenize(tokenize::TokenizeArgs),
     /// Every WGSL variant with its entry points' bind-group layouts, as JSON (for shader
     /// compilers other than naga: scripts/tint-check.sh).
     #[command(hide = true)]
@@ -149,6 +152,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Gui(a) => gui::run(&a),
         Command::Selftest(a) => selftest::run(&a),
         Command::Shaders(a) => shaders::run(&a),
+        Command::Tokenize(a) => tokenize::run(&a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -200,6 +204,7 @@ fn flag(setting: Setting) -> &'static str {
         Setting::Steps => "--steps",
         Setting::Epochs => "--epochs",
         Setting::ClipGradNorm => "--clip-grad-norm",
+        Setting::LabelSmoothing => "--label-smoothing",
         Setting::EvalEvery => "--eval-every",
         Setting::EvalBatches => "--eval-batches",
         Setting::SaveEvery => "--save-every",

@@ -36,6 +36,9 @@ pub fn run(args: &PlanArgs) -> Result<()> {
     let (inputs, ctx) = args
         .common
         .prepare(&[precision], || GpuContext::new(&options))?;
+    // The plan runs nothing: a loaded table's tiles are checked here, as a run would first.
+    let training = webgpu_amp::ops::table_check::TableUse::training(&ctx);
+    webgpu_amp::ops::table_check::ensure_checked(&ctx, &training)?;
     let cfg = args.common.run_config(precision, &inputs, (None, None))?;
     let what = args
         .common

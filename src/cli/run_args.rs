@@ -34,8 +34,9 @@ pub struct RunArgs {
     /// (--warmup-steps: steps / 50, --min-lr: lr / 10).
     #[arg(long)]
     pub model: Option<String>,
-    /// default (embedded MNIST subset), mnist, fashion-mnist, synthetic[:N], hamlet (embedded
-    /// text), shakespeare, text:FILE, or FILE.safetensors. Default: default, or hamlet for a GPT.
+    /// default (embedded MNIST subset), mnist, fashion-mnist, cifar10[:DIR], synthetic[:N],
+    /// hamlet (embedded text), shakespeare, text:FILE, or FILE.safetensors. Default: default,
+    /// or hamlet for a GPT.
     #[arg(long)]
     pub dataset: Option<String>,
     /// mse or cross-entropy (default: cross-entropy for class labels, mse for targets).
@@ -86,6 +87,11 @@ pub struct RunArgs {
     #[arg(long, allow_negative_numbers = true,
           value_parser = setting::<f32>(Setting::ClipGradNorm))]
     pub clip_grad_norm: Option<f32>,
+    /// Cross-entropy's label smoothing, PyTorch's `CrossEntropyLoss(label_smoothing=...)`:
+    /// each target is (1 − ε)·one-hot + ε/classes (default 0: none).
+    #[arg(long, allow_negative_numbers = true,
+          value_parser = setting::<f32>(Setting::LabelSmoothing))]
+    pub label_smoothing: Option<f32>,
     /// Micro-batches per optimizer step.
     #[arg(long, default_value_t = 1, allow_negative_numbers = true,
           value_parser = setting::<usize>(Setting::GradAccum))]
@@ -259,6 +265,7 @@ impl RunArgs {
         let step = StepConfig::new(precision, loss, self.optimizer(recipe)?)
             .scaler(self.scaler_config(scaler))
             .clip_grad_norm(clip)
+            .label_smoothing(self.label_smoothing.unwrap_or(0.0))
             .grad_accum(self.grad_accum)
             .numerics(self.doctor.every()?);
         Ok(RunConfig::new(step, self.batch_size)

@@ -224,8 +224,8 @@ impl Prepared {
 }
 
 /// Candidate SIMT tiles (16×16 threads unless said), the adapter's current one first; those
-/// its limits cannot hold are dropped. `vec`: elements per 16-byte load.
-pub fn simt_candidates(current: SimtTile, limits: &KernelLimits, vec: u32) -> Vec<SimtTile> {
+/// that break a rule of the kernel (`gpu::kernel_rules`) under its limits are dropped.
+pub fn simt_candidates(current: SimtTile, limits: &KernelLimits) -> Vec<SimtTile> {
     let t = |wg: u32, tm, tn, bk| SimtTile {
         wg_x: wg,
         wg_y: wg,
@@ -243,14 +243,15 @@ pub fn simt_candidates(current: SimtTile, limits: &KernelLimits, vec: u32) -> Ve
         t(8, 8, 8, 16),
         t(16, 8, 8, 32),
     ] {
-        if !v.contains(&c) && c.check(limits, vec).is_ok() {
+        if !v.contains(&c) && c.broken_rules(limits).is_empty() {
             v.push(c);
         }
     }
     v
 }
 
-/// Candidate tensor-core tiles for fragments of `edge`, the current one first.
+/// Candidate tensor-core tiles for fragments of `edge`, the current one first; those that
+/// break a rule of the tile loop under its limits are dropped.
 pub fn coop_candidates(current: CoopTile, edge: u32, limits: &KernelLimits) -> Vec<CoopTile> {
     let t = |sg_m, sg_n, fm, fn_, bk| CoopTile {
         sg_m,
@@ -270,7 +271,7 @@ pub fn coop_candidates(current: CoopTile, edge: u32, limits: &KernelLimits) -> V
         t(4, 2, 2, 4, 32),
         t(2, 2, 4, 4, 64),
     ] {
-        if !v.contains(&c) && c.check(edge, limits).is_ok() {
+        if !v.contains(&c) && c.broken_rules(edge, limits).is_empty() {
             v.push(c);
         }
     }

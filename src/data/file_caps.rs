@@ -35,12 +35,18 @@ pub const DATA_FILE: FileCap = FileCap::regular("data file", 2 * GIB);
 /// JSON model descriptions (a few hundred bytes for any model here).
 pub const MODEL_FILE: FileCap = FileCap::streamed("model file", 16 * MIB);
 
+/// Kernel tuning files (`--tuning`: a table and its timings; the H200's is 150 kB).
+pub const TUNING_FILE: FileCap = FileCap::streamed("tuning file", 16 * MIB);
+
 /// Checkpoints and `--init` parameter files: 4 GiB, a billion f32 parameters (gpt-char's
 /// checkpoint is 43 MB).
 pub const CHECKPOINT_FILE: FileCap = FileCap::regular("checkpoint", 4 * GIB);
 
 /// Moments files: Adam's two moments of a checkpoint at its cap.
 pub const MOMENTS_FILE: FileCap = FileCap::regular("moments file", 8 * GIB);
+
+/// Hugging Face `tokenizer.json` files (SmolLM2's is 2.1 MB, Llama 3's 9 MB).
+pub const TOKENIZER_FILE: FileCap = FileCap::streamed("tokenizer file", 64 * MIB);
 
 impl FileCap {
     /// A kind that may also come from a pipe or a device (read up to the cap).

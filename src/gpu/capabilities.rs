@@ -3,7 +3,8 @@
 //! and what would change that.
 
 use super::F16StorageChoice;
-use super::kernel_table::{AdapterClass, KernelLimits};
+use super::kernel_rules::KernelLimits;
+use super::kernel_table::AdapterClass;
 use super::tensor_cores::{TensorCoreChoice, TensorCores};
 use super::tuning_file::AdapterKernels;
 use crate::dtype::F16Storage;
@@ -33,6 +34,8 @@ pub struct Capabilities {
     pub max_storage_buffers_per_shader_stage: u32,
     pub max_compute_workgroup_storage_size: u32,
     pub max_compute_invocations_per_workgroup: u32,
+    pub max_compute_workgroup_size_x: u32,
+    pub max_compute_workgroup_size_y: u32,
     pub max_compute_workgroups_per_dimension: u32,
     pub min_storage_buffer_offset_alignment: u32,
 }
@@ -88,6 +91,8 @@ impl Capabilities {
             max_storage_buffers_per_shader_stage: l.max_storage_buffers_per_shader_stage,
             max_compute_workgroup_storage_size: l.max_compute_workgroup_storage_size,
             max_compute_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
+            max_compute_workgroup_size_x: l.max_compute_workgroup_size_x,
+            max_compute_workgroup_size_y: l.max_compute_workgroup_size_y,
             max_compute_workgroups_per_dimension: l.max_compute_workgroups_per_dimension,
             min_storage_buffer_offset_alignment: l.min_storage_buffer_offset_alignment,
         }
@@ -98,6 +103,8 @@ impl Capabilities {
         KernelLimits {
             workgroup_bytes: self.max_compute_workgroup_storage_size,
             invocations: self.max_compute_invocations_per_workgroup,
+            size_x: self.max_compute_workgroup_size_x,
+            size_y: self.max_compute_workgroup_size_y,
             subgroup: self.tensor_cores.config().map_or(0, |c| c.subgroup),
         }
     }
@@ -134,11 +141,7 @@ impl Capabilities {
 }
 
 fn kernel_limits(l: &wgpu::Limits, tensor_cores: &TensorCores) -> KernelLimits {
-    KernelLimits {
-        workgroup_bytes: l.max_compute_workgroup_storage_size,
-        invocations: l.max_compute_invocations_per_workgroup,
-        subgroup: tensor_cores.config().map_or(0, |c| c.subgroup),
-    }
+    KernelLimits::of(l, tensor_cores.config().map_or(0, |c| c.subgroup))
 }
 
 /// One adapter as people see it (`webgpu-amp info`, the app, run summaries): its name,

@@ -192,12 +192,32 @@ impl GpuContext {
 
     /// A context on the same device, queue and allocator whose kernels take their shapes from
     /// `table` (`bench tune` times candidate tables this way; `source` says where it came
-    /// from). Its pipeline cache is its own.
-    pub fn with_kernel_table(&self, table: super::KernelTable, source: &str) -> GpuContext {
+    /// from). Its pipeline cache is its own. A table that breaks a rule of the kernels
+    /// (`gpu::kernel_rules`) under this adapter's limits is an error.
+    pub fn with_kernel_table(&self, table: super::KernelTable, source: &str) -> Result<GpuContext> {
+        table.check(&self.caps.kernel_limits())?;
+        Ok(self.twin_with(table, source, self.allocator.clone()))
+    }
+
+    /// A context on the same device with its own allocator and pipeline cache, running the
+    /// same table marked as given: the numeric check of a loaded table runs on it, so its
+    /// buffers are not counted in this context's memory and its products do not check again.
+    pub fn table_check_twin(&self) -> GpuContext {
+        let table = self.caps.kernels.table.clone();
+        self.twin_with(table, "kernel table check", Arc::new(Allocator::default()))
+    }
+
+    fn twin_with(
+        &self,
+        table: super::KernelTable,
+        source: &str,
+        allocator: Arc<Allocator>,
+    ) -> Self {
         let mut report = self.report.clone();
         report.capabilities.kernels = super::AdapterKernels {
             table,
             source: source.to_string(),
+            origin: super::TableOrigin::Given,
         };
         Self {
             adapter: self.adapter.clone(),
@@ -206,7 +226,7 @@ impl GpuContext {
             caps: report.capabilities.clone(),
             report,
             f16_storage: self.f16_storage,
-            allocator: self.allocator.clone(),
+            allocator,
             pipelines: PipelineCache::default(),
             host_waits: AtomicU64::new(0),
             faults: self.faults.clone(),

@@ -11,7 +11,6 @@
 //! is measured yet with these kernels (BENCHMARKS.md says so).
 
 pub use super::adapter_class::AdapterClass;
-use crate::error::{Error, Result};
 
 /// The tiled SIMT matmul's shape: `wg_x` × `wg_y` threads, each owning `tm` × `tn` outputs
 /// (multiples of 4), k slices of `bk`, double-buffered in workgroup memory as f32.
@@ -26,18 +25,22 @@ pub struct SimtTile {
 }
 
 impl SimtTile {
+    // Products saturate: a shape from a file is checked before it runs (`kernel_rules`).
     pub fn bm(&self) -> u32 {
-        self.wg_y * self.tm
+        self.wg_y.saturating_mul(self.tm)
     }
     pub fn bn(&self) -> u32 {
-        self.wg_x * self.tn
+        self.wg_x.saturating_mul(self.tn)
     }
     pub fn threads(&self) -> u32 {
-        self.wg_x * self.wg_y
+        self.wg_x.saturating_mul(self.wg_y)
     }
-    /// Workgroup memory: two buffers of the A and B slices, f32.
-    pub fn workgroup_bytes(&self) -> u32 {
-        2 * 4 * self.bk * (self.bm() + self.bn())
+    /// Workgroup memory: two buffers of the A and B slices, f32 (in u128, saturated: no
+    /// value of a file overflows it).
+    pub fn workgroup_bytes(&self) -> u64 {
+        let w = |v: u32| v as u128;
+        let (bm, bn) = (w(self.wg_y) * w(self.tm), w(self.wg_x) * w(self.tn));
+        u64::try_from(2 * 4 * w(self.bk) * (bm + bn)).unwrap_or(u64::MAX)
     }
     pub fn describe(&self) -> String {
         format!(
@@ -51,37 +54,6 @@ impl SimtTile {
             self.bk,
             self.workgroup_bytes()
         )
-    }
-
-    /// Why this shape cannot run under these limits, if it cannot. `vec` is the elements of
-    /// one 16-byte load (4 for f32, 8 for 16-bit storages).
-    pub fn check(&self, limits: &KernelLimits, vec: u32) -> std::result::Result<(), String> {
-        let mut why = Vec::new();
-        if !self.tm.is_multiple_of(4) || !self.tn.is_multiple_of(4) || self.tm == 0 || self.tn == 0
-        {
-            why.push("tm and tn must be positive multiples of 4".to_string());
-        }
-        if self.bk == 0 || !self.bk.is_multiple_of(vec) {
-            why.push(format!("bk must be a positive multiple of {vec}"));
-        }
-        if self.threads() == 0 || self.threads() > limits.invocations {
-            why.push(format!(
-                "{} threads (limit {})",
-                self.threads(),
-                limits.invocations
-            ));
-        }
-        if !self.bm().is_multiple_of(vec) || !self.bn().is_multiple_of(vec) {
-            why.push(format!("tile sides must be multiples of {vec}"));
-        }
-        if self.workgroup_bytes() > limits.workgroup_bytes {
-            why.push(format!(
-                "{} B of workgroup memory (limit {})",
-                self.workgroup_bytes(),
-                limits.workgroup_bytes
-            ));
-        }
-        join(why)
     }
 }
 
@@ -103,22 +75,30 @@ pub struct CoopTile {
 pub const COOP_PAD: u32 = 8;
 
 impl CoopTile {
+    // Products saturate: a shape from a file is checked before it runs (`kernel_rules`).
     pub fn bm(&self, edge: u32) -> u32 {
-        self.sg_m * self.fm * edge
+        self.sg_m.saturating_mul(self.fm).saturating_mul(edge)
     }
     pub fn bn(&self, edge: u32) -> u32 {
-        self.sg_n * self.fn_ * edge
+        self.sg_n.saturating_mul(self.fn_).saturating_mul(edge)
     }
     pub fn threads(&self, subgroup: u32) -> u32 {
-        self.sg_m * self.sg_n * subgroup
+        self.sg_m.saturating_mul(self.sg_n).saturating_mul(subgroup)
     }
     /// Workgroup memory: two buffers of the f16 A and B slices (rows padded by
     /// [`COOP_PAD`], the larger of the two staging orientations), and one f32 fragment of
-    /// scratch per subgroup for the epilogue.
-    pub fn workgroup_bytes(&self, edge: u32) -> u32 {
-        let (bm, bn, bk) = (self.bm(edge), self.bn(edge), self.bk);
-        let side = |outer: u32| (outer * (bk + COOP_PAD)).max(bk * (outer + COOP_PAD));
-        2 * 2 * (side(bm) + side(bn)) + 4 * self.sg_m * self.sg_n * edge * edge
+    /// scratch per subgroup for the epilogue (in u128, saturated: no value of a file
+    /// overflows it).
+    pub fn workgroup_bytes(&self, edge: u32) -> u64 {
+        let w = |v: u32| v as u128;
+        let (e, pad, bk) = (w(edge), w(COOP_PAD), w(self.bk));
+        let (bm, bn) = (
+            w(self.sg_m) * w(self.fm) * e,
+            w(self.sg_n) * w(self.fn_) * e,
+        );
+        let side = |outer: u128| (outer * (bk + pad)).max(bk * (outer + pad));
+        let scratch = 4 * w(self.sg_m) * w(self.sg_n) * e * e;
+        u64::try_from(2 * 2 * (side(bm) + side(bn)) + scratch).unwrap_or(u64::MAX)
     }
     pub fn describe(&self, edge: u32) -> String {
         format!(
@@ -132,37 +112,6 @@ impl CoopTile {
             self.bk,
             self.workgroup_bytes(edge)
         )
-    }
-
-    /// Why this shape cannot run on fragments of `edge` under these limits, if it cannot.
-    pub fn check(&self, edge: u32, limits: &KernelLimits) -> std::result::Result<(), String> {
-        let mut why = Vec::new();
-        if [self.sg_m, self.sg_n, self.fm, self.fn_].contains(&0) {
-            why.push("subgroups and fragments must be at least 1".to_string());
-        }
-        if self.bk == 0 || !self.bk.is_multiple_of(edge) || !self.bk.is_multiple_of(8) {
-            why.push(format!("bk must be a positive multiple of {edge} and of 8"));
-        }
-        let threads = self.threads(limits.subgroup.max(1));
-        if threads > limits.invocations {
-            why.push(format!("{threads} threads (limit {})", limits.invocations));
-        }
-        let bytes = self.workgroup_bytes(edge);
-        if bytes > limits.workgroup_bytes {
-            why.push(format!(
-                "{bytes} B of workgroup memory (limit {})",
-                limits.workgroup_bytes
-            ));
-        }
-        join(why)
-    }
-}
-
-fn join(why: Vec<String>) -> std::result::Result<(), String> {
-    if why.is_empty() {
-        Ok(())
-    } else {
-        Err(why.join("; "))
     }
 }
 
@@ -253,15 +202,6 @@ impl SplitK {
         let len = depth.div_ceil(splits).next_multiple_of(align.max(1));
         (depth.div_ceil(len), len)
     }
-}
-
-/// The limits a kernel shape is checked against: the adapter's (or a target's).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KernelLimits {
-    pub workgroup_bytes: u32,
-    pub invocations: u32,
-    /// The fixed subgroup size of the tensor-core kernels (0 where there are none).
-    pub subgroup: u32,
 }
 
 /// Every kernel shape of one adapter class.
@@ -402,35 +342,6 @@ impl KernelTable {
         }
     }
 
-    /// Every shape checked against `limits`; the first that cannot run is an error naming it.
-    pub fn check(&self, limits: &KernelLimits) -> Result<()> {
-        let mut why = Vec::new();
-        let mut simt = |what: &str, t: &SimtTile, vec| {
-            if let Err(e) = t.check(limits, vec) {
-                why.push(format!("{what} {t:?}: {e}"));
-            }
-        };
-        simt("simt_f32", &self.simt_f32, 4);
-        simt("simt_16", &self.simt_16, 8);
-        if limits.subgroup != 0 {
-            for (edge, tiles) in [(8, &self.coop_8), (16, &self.coop_16)] {
-                for (what, t) in tiles.named() {
-                    if let Err(e) = t.check(edge, limits) {
-                        why.push(format!("coop_{edge}.{what} {t:?}: {e}"));
-                    }
-                }
-            }
-        }
-        match why.is_empty() {
-            true => Ok(()),
-            false => Err(Error::InvalidArgument(format!(
-                "kernel table for {} does not fit this adapter: {}",
-                self.class.name(),
-                why.join("; ")
-            ))),
-        }
-    }
-
     /// Lines for `info`.
     pub fn describe(&self, edge: Option<u32>) -> Vec<String> {
         let mut lines = vec![
@@ -465,27 +376,6 @@ impl KernelTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Each class's defaults fit the workgroup memory its hardware (and WebGPU) gives.
-    #[test]
-    fn every_class_default_fits_its_class_limits() {
-        for class in AdapterClass::ALL {
-            let workgroup_bytes = match class {
-                AdapterClass::Nvidia => 48 * 1024,
-                AdapterClass::Amd | AdapterClass::Intel => 64 * 1024,
-                AdapterClass::Apple | AdapterClass::Cpu => 32 * 1024,
-                AdapterClass::Other => 16 * 1024,
-            };
-            for subgroup in [8, 32, 64] {
-                let limits = KernelLimits {
-                    workgroup_bytes,
-                    invocations: 256,
-                    subgroup,
-                };
-                KernelTable::defaults(class).check(&limits).unwrap();
-            }
-        }
-    }
 
     #[test]
     fn split_k_splits_only_few_tiles_over_long_depths() {

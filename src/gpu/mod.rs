@@ -25,6 +25,7 @@ mod context;
 mod faults;
 mod kernel;
 mod kernel_checks;
+pub mod kernel_rules;
 pub mod kernel_table;
 mod map_signal;
 mod readback;
@@ -37,8 +38,9 @@ pub use alloc::{Allocator, Binding, GpuBuffer, MemoryStats};
 pub use capabilities::{AdapterDescription, Capabilities};
 pub use context::{CompiledEntry, GpuContext};
 pub use kernel::{Arg, CHECKED_KERNELS_ENV, Kernel, KernelDesc, grid_1d};
+pub use kernel_rules::KernelLimits;
 pub use kernel_table::{
-    AdapterClass, CoopTile, CoopTiles, KernelLimits, KernelTable, SimtTile, SplitK, TileSize,
+    AdapterClass, CoopTile, CoopTiles, KernelTable, SimtTile, SplitK, TileSize,
 };
 pub use map_signal::{LATE_MAPS_ENV, MapSignal, MapState};
 pub use readback::ReadbackRing;
@@ -47,7 +49,8 @@ pub use tensor_cores::{
 };
 pub use timing::{KernelTimer, KernelTimes};
 pub use tuning_file::{
-    AdapterKernels, Measurement, TUNING_ENV, TUNING_FORMAT, TuningFile, set_tuning_file,
+    AdapterKernels, Measurement, TUNING_ENV, TUNING_FORMAT, TableOrigin, TuningFile, escaped,
+    set_tuning_file,
 };
 
 /// Bytes for people: `313.6 MB`, `2.1 GB`.

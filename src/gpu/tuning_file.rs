@@ -7,7 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::kernel_table::{AdapterClass, KernelLimits, KernelTable};
+use super::kernel_rules::KernelLimits;
+use super::kernel_table::{AdapterClass, KernelTable};
+use crate::data::file_caps::{TUNING_FILE, read_capped};
 use crate::error::{Error, Result};
 
 /// The `format` every tuning file carries.
@@ -18,10 +20,8 @@ pub const TUNING_ENV: &str = "WEBGPU_AMP_TUNING";
 /// Tuned tables committed with the project, by the adapter name they were measured on
 /// (`tuning/*.json`, written by `bench tune` and `scripts/gpu-report.sh`); every other adapter
 /// runs its class's defaults.
-pub const COMMITTED: &[(&str, &str)] = &[(
-    "NVIDIA H200",
-    include_str!("../../tuning/nvidia-h200.json"),
-)];
+pub const COMMITTED: &[(&str, &str)] =
+    &[("NVIDIA H200", include_str!("../../tuning/nvidia-h200.json"))];
 
 /// One timed candidate of a tuning run.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -71,18 +71,35 @@ impl TuningFile {
         Ok(file)
     }
 
-    /// The table, if this file is for `adapter` and fits its limits.
+    /// The table, if this file was measured on this adapter (its name, backend and class)
+    /// and its shapes keep the kernels' rules under its limits (`gpu::kernel_rules`).
     pub fn table_for(
         &self,
         origin: &str,
-        adapter: &str,
+        info: &wgpu::AdapterInfo,
         limits: &KernelLimits,
     ) -> Result<KernelTable> {
-        if self.adapter != adapter {
+        let origin = escaped(origin);
+        let backend = format!("{:?}", info.backend).to_lowercase();
+        let class = AdapterClass::of(info);
+        let remedy =
+            format!("run `webgpu-amp bench tune` on it, or leave out --tuning / {TUNING_ENV}");
+        if self.adapter != info.name || self.backend != backend {
             return Err(Error::InvalidArgument(format!(
-                "tuning file {origin} was measured on `{}`, but this adapter is `{adapter}`; \
-                 run `webgpu-amp bench tune` on it, or leave out --tuning / {TUNING_ENV}",
-                self.adapter
+                "tuning file {origin} was measured on `{}` over {}, but this adapter is `{}` \
+                 over {backend}; {remedy}",
+                escaped(&self.adapter),
+                escaped(&self.backend),
+                escaped(&info.name)
+            )));
+        }
+        if self.table.class != class {
+            return Err(Error::InvalidArgument(format!(
+                "tuning file {origin}: its table is for the {} class, but `{}` is of the {} \
+                 class; {remedy}",
+                self.table.class.name(),
+                escaped(&info.name),
+                class.name()
             )));
         }
         self.table
@@ -98,20 +115,91 @@ pub struct AdapterKernels {
     pub table: KernelTable,
     /// `defaults for nvidia`, `tuned for <adapter> (committed, <date>)`, `tuning file <path>`.
     pub source: String,
+    pub origin: TableOrigin,
 }
 
-static REQUESTED: Mutex<Option<PathBuf>> = Mutex::new(None);
+/// Where a table came from: what decides whether its tiles are checked by running them
+/// before the first product uses them (`ops::table_check`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum TableOrigin {
+    /// An adapter class's defaults (checked against the CPU reference by the test suite).
+    Defaults,
+    /// A tuned table committed with the project for this adapter's name (`tuning/`).
+    Committed(String),
+    /// A tuning file the user named (`--tuning`, `WEBGPU_AMP_TUNING`): its path.
+    File(String),
+    /// Given by the program ([`crate::gpu::GpuContext::with_kernel_table`]: `bench tune`'s
+    /// candidates, tests, the numeric check's own contexts).
+    Given,
+}
+
+impl TableOrigin {
+    /// Whether its tiles are run against a reference before first use: tables read from a
+    /// file, which a tuner on another machine, a hand edit or a bad merge may have made.
+    pub fn is_loaded(&self) -> bool {
+        matches!(self, TableOrigin::Committed(_) | TableOrigin::File(_))
+    }
+
+    /// How an error names it: `tuning file t.json`, `the committed table for NVIDIA H200`.
+    pub fn name(&self) -> String {
+        match self {
+            TableOrigin::Defaults => "the class defaults".to_string(),
+            TableOrigin::Committed(adapter) => {
+                format!("the committed table for {}", escaped(adapter))
+            }
+            TableOrigin::File(path) => format!("tuning file {}", escaped(path)),
+            TableOrigin::Given => "the kernel table given".to_string(),
+        }
+    }
+}
+
+/// Text from a file or the command line as one printable line: control characters escaped
+/// (`\n`, `\u{1b}`), so a name or date cannot rewrite the terminal or split a message.
+pub fn escaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Which table contexts made from now on load.
+enum TuningRequest {
+    /// The file the environment names ([`TUNING_ENV`]), else the built-in table.
+    Environment,
+    /// `--tuning FILE`.
+    File(PathBuf),
+    /// The built-in table whatever the environment says (`bench tune` starts from it).
+    BuiltIn,
+}
+
+static REQUESTED: Mutex<TuningRequest> = Mutex::new(TuningRequest::Environment);
 
 /// Name the tuning file every context made from now on loads (`--tuning FILE`); None goes
 /// back to the environment's ([`TUNING_ENV`]).
 pub fn set_tuning_file(path: Option<PathBuf>) {
-    *REQUESTED.lock().expect("tuning file choice") = path;
+    *REQUESTED.lock().expect("tuning file choice") = match path {
+        Some(p) => TuningRequest::File(p),
+        None => TuningRequest::Environment,
+    };
+}
+
+/// Every context made from now on runs its adapter's built-in table, whatever `--tuning` or
+/// the environment named ([`set_tuning_file`] undoes it).
+pub fn use_builtin_table() {
+    *REQUESTED.lock().expect("tuning file choice") = TuningRequest::BuiltIn;
 }
 
 /// The tuning file asked for: `--tuning`, else the environment's, else none.
 pub fn requested_tuning_file() -> Option<PathBuf> {
-    if let Some(p) = REQUESTED.lock().expect("tuning file choice").clone() {
-        return Some(p);
+    match &*REQUESTED.lock().expect("tuning file choice") {
+        TuningRequest::File(p) => return Some(p.clone()),
+        TuningRequest::BuiltIn => return None,
+        TuningRequest::Environment => {}
     }
     #[cfg(not(target_arch = "wasm32"))]
     if let Ok(p) = std::env::var(TUNING_ENV)
@@ -126,24 +214,28 @@ impl AdapterKernels {
     /// The built-in table: a committed tuned file for this adapter's name, else its class's
     /// defaults, else (where those need more than the adapter gives) the `other` class's.
     pub fn builtin(info: &wgpu::AdapterInfo, limits: &KernelLimits) -> AdapterKernels {
-        for (name, text) in COMMITTED {
-            if *name == info.name
-                && let Ok(file) = TuningFile::parse(name, text)
-                && let Ok(table) = file.table_for(name, &info.name, limits)
-            {
-                return AdapterKernels {
-                    table,
-                    source: format!("tuned for this adapter (committed, {})", file.date),
-                };
+        let mut none_yet = "no tuned table committed for this adapter".to_string();
+        for (name, text) in COMMITTED.iter().filter(|(name, _)| *name == info.name) {
+            let file = TuningFile::parse(name, text);
+            match file.and_then(|f| Ok((f.table_for(name, info, limits)?, f.date))) {
+                Ok((table, date)) => {
+                    return AdapterKernels {
+                        table,
+                        source: format!("tuned for this adapter (committed, {})", escaped(&date)),
+                        origin: TableOrigin::Committed(name.to_string()),
+                    };
+                }
+                // Said where the table shows (`info`), never silently passed over.
+                Err(e) => none_yet = format!("the committed table does not apply: {e}"),
             }
         }
         let class = AdapterClass::of(info);
         let defaults = KernelTable::defaults(class);
-        let none_yet = "no tuned table committed for this adapter";
         match defaults.check(limits) {
             Ok(()) => AdapterKernels {
                 table: defaults,
                 source: format!("defaults for {} ({none_yet})", class.name()),
+                origin: TableOrigin::Defaults,
             },
             Err(e) => AdapterKernels {
                 table: KernelTable {
@@ -154,6 +246,7 @@ impl AdapterKernels {
                     "defaults for other GPUs: the {} defaults do not fit ({e}); {none_yet}",
                     class.name()
                 ),
+                origin: TableOrigin::Defaults,
             },
         }
     }
@@ -162,21 +255,31 @@ impl AdapterKernels {
     /// is asked for. A file that cannot be used is an error.
     pub fn resolve(info: &wgpu::AdapterInfo, limits: &KernelLimits) -> Result<AdapterKernels> {
         match requested_tuning_file() {
-            Some(path) => Self::from_file(&path, &info.name, limits),
+            Some(path) => Self::from_file(&path, info, limits),
             None => Ok(Self::builtin(info, limits)),
         }
     }
 
-    /// The table of the tuning file at `path` for the adapter named `adapter`.
-    pub fn from_file(path: &Path, adapter: &str, limits: &KernelLimits) -> Result<AdapterKernels> {
+    /// The table of the tuning file at `path` for the adapter `info` describes. The file is
+    /// read under its cap ([`TUNING_FILE`]): `/dev/zero` is an error, not all of memory.
+    pub fn from_file(
+        path: &Path,
+        info: &wgpu::AdapterInfo,
+        limits: &KernelLimits,
+    ) -> Result<AdapterKernels> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            Error::InvalidArgument(format!("tuning file {origin}: cannot read it: {e}"))
+        let cannot = |e: String| Error::InvalidArgument(format!("tuning file {}", escaped(&e)));
+        let bytes = read_capped(path, TUNING_FILE).map_err(cannot)?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            cannot(format!(
+                "{origin}: not UTF-8 text ({e}); `webgpu-amp bench tune` writes them"
+            ))
         })?;
-        let file = TuningFile::parse(&origin, &text)?;
+        let file = TuningFile::parse(&escaped(&origin), &text)?;
         Ok(AdapterKernels {
-            table: file.table_for(&origin, adapter, limits)?,
-            source: format!("tuning file {origin} ({})", file.date),
+            table: file.table_for(&origin, info, limits)?,
+            source: format!("tuning file {} ({})", escaped(&origin), escaped(&file.date)),
+            origin: TableOrigin::File(origin),
         })
     }
 }
@@ -189,7 +292,27 @@ mod tests {
         KernelLimits {
             workgroup_bytes: 48 * 1024,
             invocations: 1024,
+            size_x: 1024,
+            size_y: 1024,
             subgroup: 32,
+        }
+    }
+
+    /// An NVIDIA discrete GPU named `name` on `backend`.
+    fn gpu(name: &str, backend: wgpu::Backend) -> wgpu::AdapterInfo {
+        wgpu::AdapterInfo {
+            name: name.into(),
+            vendor: 0x10de,
+            device: 0,
+            device_type: wgpu::DeviceType::DiscreteGpu,
+            device_pci_bus_id: String::new(),
+            driver: String::new(),
+            driver_info: String::new(),
+            backend,
+            subgroup_min_size: 32,
+            subgroup_max_size: 32,
+            transient_saves_memory: None,
+            limit_bucket: None,
         }
     }
 
@@ -207,19 +330,35 @@ mod tests {
     }
 
     #[test]
-    fn a_file_round_trips_and_applies_only_to_its_adapter() {
+    fn a_file_round_trips_and_applies_only_to_its_adapter_backend_and_class() {
         let text = serde_json::to_string_pretty(&file("GPU A")).unwrap();
         let parsed = TuningFile::parse("f.json", &text).unwrap();
         assert_eq!(parsed, file("GPU A"));
-        parsed.table_for("f.json", "GPU A", &limits()).unwrap();
+        let vulkan = gpu("GPU A", wgpu::Backend::Vulkan);
+        parsed.table_for("f.json", &vulkan, &limits()).unwrap();
+        let other = gpu("GPU B", wgpu::Backend::Vulkan);
         let e = parsed
-            .table_for("f.json", "GPU B", &limits())
+            .table_for("f.json", &other, &limits())
             .unwrap_err()
             .to_string();
         assert!(
             e.contains("measured on `GPU A`") && e.contains("`GPU B`"),
             "{e}"
         );
+        // The same GPU's GL adapter is not the one the file was measured on.
+        let gl = gpu("GPU A", wgpu::Backend::Gl);
+        let e = parsed
+            .table_for("f.json", &gl, &limits())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("over vulkan") && e.contains("over gl"), "{e}");
+        let mut amd = parsed.clone();
+        amd.table.class = AdapterClass::Amd;
+        let e = amd
+            .table_for("f.json", &vulkan, &limits())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("amd class") && e.contains("nvidia class"), "{e}");
     }
 
     #[test]
@@ -239,24 +378,54 @@ mod tests {
             workgroup_bytes: 16 * 1024,
             ..limits()
         };
+        let info = gpu("GPU A", wgpu::Backend::Vulkan);
         let e = big
-            .table_for("f.json", "GPU A", &small)
+            .table_for("f.json", &info, &small)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("workgroup memory"), "{e}");
-        let missing =
-            AdapterKernels::from_file(Path::new("/nonexistent/t.json"), "GPU A", &limits());
+        assert!(
+            e.contains("workgroup memory") && e.contains("simt_f32"),
+            "{e}"
+        );
+        let missing = AdapterKernels::from_file(Path::new("/nonexistent/t.json"), &info, &limits());
         assert!(missing.unwrap_err().to_string().contains("cannot read"));
+        #[cfg(unix)]
+        {
+            let zero = AdapterKernels::from_file(Path::new("/dev/zero"), &info, &limits());
+            let e = zero.unwrap_err().to_string();
+            assert!(
+                e.contains("/dev/zero: more than the tuning file cap"),
+                "{e}"
+            );
+        }
     }
 
-    /// Every committed file parses, is for the adapter it is listed under and fits the
-    /// limits of its class (none is committed yet: the list is empty until a GPU is tuned).
+    /// Names and dates from a file print as one line of visible text.
+    #[test]
+    fn control_characters_from_a_file_are_escaped() {
+        let mut f = file("GPU\u{1b}[2J A\nB");
+        f.backend = "vulkan".into();
+        let info = gpu("GPU A", wgpu::Backend::Vulkan);
+        let e = f
+            .table_for("t\n.json", &info, &limits())
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains('\n') && !e.contains('\u{1b}'), "{e}");
+        assert!(
+            e.contains("GPU\\u{1b}[2J A\\nB") && e.contains("t\\n.json"),
+            "{e}"
+        );
+    }
+
+    /// Every committed file parses, is for the adapter it is listed under and keeps the
+    /// kernels' rules under the limits of its class.
     #[test]
     fn committed_files_are_valid_for_their_adapters() {
         for (name, text) in COMMITTED {
             let file = TuningFile::parse(name, text).unwrap();
             assert_eq!(file.adapter, *name);
-            file.table_for(name, name, &limits()).unwrap();
+            let info = gpu(name, wgpu::Backend::Vulkan);
+            file.table_for(name, &info, &limits()).unwrap();
         }
     }
 }

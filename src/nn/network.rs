@@ -55,6 +55,8 @@ pub struct NetworkInputs<'a> {
     pub store: &'a ParamStore,
     pub policy: &'a Policy,
     pub loss: LossKind,
+    /// Cross-entropy's label smoothing (PyTorch's `label_smoothing`; 0: none).
+    pub label_smoothing: f32,
     pub target_dim: usize,
     pub grad_multiplier: f32,
 }
@@ -96,6 +98,7 @@ impl Network {
             store,
             policy,
             loss: loss_kind,
+            label_smoothing,
             target_dim,
             grad_multiplier,
         } = *inputs;
@@ -148,6 +151,7 @@ impl Network {
                 correct: &correct,
                 grad: (&grad_output, seed, grad_multiplier),
                 target_dim,
+                label_smoothing,
             },
         )?;
 

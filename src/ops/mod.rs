@@ -6,6 +6,9 @@
 //! variant grid); a new op is its file, its WGSL, and its name in the two lists below.
 
 pub mod attention;
+pub mod augment;
+pub mod avgpool;
+pub mod batchnorm;
 pub mod bodies;
 pub mod buffers;
 pub mod concat;
@@ -20,8 +23,11 @@ pub mod loss;
 pub mod matmul;
 pub mod numerics;
 pub mod pool;
+pub mod qkv;
 pub mod reduce;
+pub mod rope;
 pub mod sample;
+pub mod table_check;
 pub mod unary;
 
 use crate::error::{Error, Result};
@@ -31,6 +37,9 @@ use crate::tensor::{Storage, Tensor};
 /// The shaders of these ops, for the portability tests (`crate::variants`).
 pub static SHADERS: &[&ShaderDecl] = &[
     &attention::SHADER,
+    &augment::SHADER,
+    &avgpool::SHADER,
+    &batchnorm::SHADER,
     &buffers::SHADER,
     &concat::SHADER,
     &conv::SHADER,
@@ -51,6 +60,7 @@ pub static SHADERS: &[&ShaderDecl] = &[
     &numerics::SHADER,
     &pool::SHADER,
     &reduce::SHADER,
+    &rope::SHADER,
     &sample::SHADER,
     &unary::SHADER,
 ];

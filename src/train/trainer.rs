@@ -195,6 +195,7 @@ impl Trainer {
             store: &self.store,
             policy: &self.policy,
             loss: self.config.loss,
+            label_smoothing: self.config.label_smoothing,
             target_dim: self.target_dim,
             grad_multiplier: self.grad_multiplier(),
         }

@@ -5,6 +5,7 @@
 pub mod attention_ref;
 pub mod autorun;
 pub mod batched_ref;
+pub mod batchnorm_ref;
 pub mod checkpoints;
 pub mod child;
 pub mod cli;
@@ -284,6 +285,7 @@ pub fn every_tile_ctx(ctx: &GpuContext) -> GpuContext {
         tiles.large_from = 512;
     }
     ctx.with_kernel_table(table, "tests: every tile size")
+        .expect("the table with every tile size fits the adapter")
 }
 
 /// A context whose f16 kernels run on tensor cores with `edge`×`edge` fragments

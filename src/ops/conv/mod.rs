@@ -115,7 +115,7 @@ pub fn conv2d_forward(
         bias: bias.is_some(),
         ..STORE
     };
-    if let Some(config) = coop::config(ctx, &[x.storage(), w.storage()]) {
+    if let Some(config) = coop::config(ctx, &[x.storage(), w.storage()])? {
         let gemm = Gemm::unsplit(d.o, pixels, depth);
         let (dw, partials) = coop::untouched(ctx, y.storage());
         let args = coop::args([x, w, bias.unwrap_or(w), y], [x, x, &dw, &partials]);
@@ -139,7 +139,7 @@ pub fn conv2d_backward_input(
     let op = "conv2d_backward_input";
     let d = check(op, dims4(op, "dx", dx)?, w, dims4(op, "dy", dy)?, p)?;
     let (pixels, depth) = (d.n * d.h * d.w, d.o * d.kh * d.kw);
-    if let Some(config) = coop::config(ctx, &[dy.storage(), w.storage()]) {
+    if let Some(config) = coop::config(ctx, &[dy.storage(), w.storage()])? {
         let gemm = Gemm::unsplit(d.c, pixels, depth);
         let (dw, partials) = coop::untouched(ctx, dx.storage());
         let args = coop::args([dy, w, w, dx], [dy, dy, &dw, &partials]);
@@ -176,7 +176,7 @@ pub fn conv2d_backward_weight(
         round_to: crate::ops::round_code(round_to),
         ..STORE
     };
-    let coop = coop::config(ctx, &[x.storage(), dy.storage()])
+    let coop = coop::config(ctx, &[x.storage(), dy.storage()])?
         .map(|config| coop::gemm(ctx, config, Kind::WeightGrad, d.o, taps));
     let split = match coop {
         Some(t) => Split::for_gpu(

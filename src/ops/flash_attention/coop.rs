@@ -9,8 +9,9 @@
 //! Block sizes come from the adapter's workgroup memory ([`FlashCoopConfig`],
 //! `coop_layout.rs`).
 
-use super::Params;
 use super::coop_layout::{Layout, Pass};
+use super::params::Params;
+use super::shared_kv_const;
 use crate::dtype::Storage;
 use crate::error::{Error, Result};
 use crate::gpu::{Capabilities, GpuContext, KernelDesc, TensorCoreConfig};
@@ -27,7 +28,7 @@ pub static FORWARD_SHADER: ShaderDecl = ShaderDecl {
     structs: &[Params::WGSL],
     variants: |shader| {
         Grid::new()
-            .each_of(&["qkv", "y"], &[Storage::F16])
+            .each_of(&["q", "k", "v", "y"], &[Storage::F16])
             .variants_with(shader, |_| specialisations(Pass::Forward))
     },
 };
@@ -39,7 +40,7 @@ pub static BACKWARD_SHADER: ShaderDecl = ShaderDecl {
     structs: &[Params::WGSL],
     variants: |shader| {
         Grid::new()
-            .each_of(&["qkv", "dy", "dqkv"], &[Storage::F16])
+            .each_of(&["q", "k", "v", "dy", "dk", "dv"], &[Storage::F16])
             .variants_with(shader, |_| specialisations(Pass::KeyGrads))
     },
 };
@@ -51,7 +52,7 @@ pub static DQ_SHADER: ShaderDecl = ShaderDecl {
     structs: &[Params::WGSL],
     variants: |shader| {
         Grid::new()
-            .each_of(&["qkv", "dy", "dqkv"], &[Storage::F16])
+            .each_of(&["q", "k", "v", "dy", "dq"], &[Storage::F16])
             .variants_with(shader, |_| specialisations(Pass::QueryGrads))
     },
 };
@@ -133,22 +134,28 @@ pub(super) fn layout(
     })
 }
 
-/// A tensor-core entry's kernel description.
+/// A tensor-core entry's kernel description (dk/dv's says whether they are one tensor).
 pub(super) fn desc(
     shader: &'static ShaderDecl,
     entry: &'static str,
     layout: &Layout,
+    shared_kv: Option<bool>,
 ) -> KernelDesc {
     let mut desc = KernelDesc::new(shader, entry);
     desc.consts = layout.consts();
+    desc.consts.extend(shared_kv.map(shared_kv_const));
     desc
 }
 
 /// The variants the portability tests check: both fragment shapes on subgroups of 32 (and
 /// 8x8 on subgroups of 8, Mesa 26's lavapipe), at the head sizes of gpt-tiny (16), gpt-char
 /// (64) and an odd one (5), with NVIDIA's 48 KiB, the 32 KiB of Apple and lavapipe and the
-/// least a tensor-core adapter has, subgroup barriers on and off.
+/// least a tensor-core adapter has, subgroup barriers on and off; dk and dv one tensor or two.
 fn specialisations(pass: Pass) -> Vec<Vec<(&'static str, String)>> {
+    let shared: &[Option<bool>] = match pass {
+        Pass::KeyGrads => &[Some(true), Some(false)],
+        _ => &[None],
+    };
     let mut v: Vec<Vec<(&'static str, String)>> = Vec::new();
     for (edge, subgroup) in [(8, 32), (16, 32), (8, 8)] {
         let tc = TensorCoreConfig {
@@ -164,9 +171,12 @@ fn specialisations(pass: Pass) -> Vec<Vec<(&'static str, String)>> {
                         subgroup_barriers,
                     };
                     let layout = Layout::new(tc, config, pass, hs).expect("a layout");
-                    let consts = layout.consts();
-                    if !v.contains(&consts) {
-                        v.push(consts);
+                    for s in shared {
+                        let mut consts = layout.consts();
+                        consts.extend(s.map(shared_kv_const));
+                        if !v.contains(&consts) {
+                            v.push(consts);
+                        }
                     }
                 }
             }

@@ -8,6 +8,7 @@ use super::{MatmulKernel, MatmulOpts, SHADER};
 use crate::dtype::Storage;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, TensorCoreConfig, grid_1d};
+use crate::ops::table_check::TableUse;
 use crate::tensor::Tensor;
 
 crate::wgsl_struct! {
@@ -196,6 +197,17 @@ pub(super) fn launch(
         _ => None,
     };
     let tiling = Tiling::choose(body, sa, sb, table);
+    // The tiled and tensor-core bodies take their tiles from the table: a loaded one runs
+    // them against the reference first.
+    let used = match (body, Tiling::sixteen_bit(sa, sb)) {
+        (MatmulKernel::Direct, _) => None,
+        (MatmulKernel::Coop, _) => Some(TableUse::Coop),
+        (_, true) => Some(TableUse::Simt16),
+        (_, false) => Some(TableUse::SimtF32),
+    };
+    if let Some(used) = used {
+        crate::ops::table_check::ensure_checked(ctx, &[used])?;
+    }
     // The output tile (to count tiles for split-K) and k alignment of the body.
     let (tile_m, tile_n, align) = match coop {
         Some(config) => {

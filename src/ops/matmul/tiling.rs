@@ -41,13 +41,17 @@ impl Tiling {
         b: Storage,
         table: &KernelTable,
     ) -> Tiling {
-        let sixteen_bit = a != Storage::F32 && b != Storage::F32 && a != Storage::U32;
         let (entry, t) = match kernel {
             MatmulKernel::Direct => ("matmul_direct", DIRECT),
-            _ if sixteen_bit => ("matmul_tiled", table.simt_16),
+            _ if Self::sixteen_bit(a, b) => ("matmul_tiled", table.simt_16),
             _ => ("matmul_tiled", table.simt_f32),
         };
         Tiling::of(entry, t)
+    }
+
+    /// Whether inputs of storages `a` and `b` take the table's 16-bit tile.
+    pub(super) fn sixteen_bit(a: Storage, b: Storage) -> bool {
+        a != Storage::F32 && b != Storage::F32 && a != Storage::U32
     }
 
     pub(super) fn of(entry: &'static str, t: SimtTile) -> Tiling {
