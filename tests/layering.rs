@@ -377,12 +377,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "ops/flash_attention/mod.rs",
         "ops/flash_attention/params.rs",
     ],
-    &[
-        "selftest/cnn.rs",
-        "selftest/dense.rs",
-        "selftest/mod.rs",
-        "selftest/sequence.rs",
-    ],
     &["shader/directives.rs", "shader/mod.rs"],
     &[
         "train/checkpoint.rs",
