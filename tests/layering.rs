@@ -372,11 +372,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "ops/table_check.rs",
         "ops/unary.rs",
     ],
-    &[
-        "ops/flash_attention/coop.rs",
-        "ops/flash_attention/mod.rs",
-        "ops/flash_attention/params.rs",
-    ],
     &["shader/directives.rs", "shader/mod.rs"],
     &[
         "train/checkpoint.rs",
