@@ -373,14 +373,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "ops/unary.rs",
     ],
     &["shader/directives.rs", "shader/mod.rs"],
-    &[
-        "train/checkpoint.rs",
-        "train/checkpoint/buffers.rs",
-        "train/checkpoint/finite.rs",
-        "train/checkpoint/metadata.rs",
-        "train/checkpoint/moments_file.rs",
-        "train/checkpoint/optimizer_state.rs",
-    ],
 ];
 
 /// No file of `src/` reaches itself through the files it imports (see `layering/files.rs`
