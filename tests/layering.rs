@@ -328,16 +328,6 @@ fn the_scanner_sees_use_groups_inline_paths_and_root_items() {
 /// the list only shrinks, and on any circle not listed.
 const KNOWN_CIRCLES: &[&[&str]] = &[
     &[
-        "app/kernels.rs",
-        "app/mod.rs",
-        "app/numerics.rs",
-        "app/precision.rs",
-        "app/runs.rs",
-        "app/samples.rs",
-        "app/scaling.rs",
-        "app/setup.rs",
-    ],
-    &[
         "cli/bench.rs",
         "cli/bench_step.rs",
         "cli/bench_step/rounds.rs",
