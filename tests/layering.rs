@@ -331,11 +331,8 @@ const KNOWN_CIRCLES: &[&[&str]] = &[&[
     "ops/conv/gemm.rs",
     "ops/conv/mod.rs",
     "ops/conv/shape.rs",
-    "ops/matmul/coop.rs",
-    "ops/matmul/epilogue.rs",
     "ops/matmul/launch.rs",
     "ops/matmul/mod.rs",
-    "ops/matmul/tiling.rs",
     "ops/table_check.rs",
 ]];
 
