@@ -15,7 +15,9 @@ use std::rc::Rc;
 use crate::data::{Batch, Dataset, EpochBatches, Loader};
 use crate::dist::{Collective, DistributedSampler};
 use crate::error::{Error, Result};
-use crate::gpu::{GpuBuffer, GpuContext};
+#[cfg(not(target_arch = "wasm32"))]
+use crate::gpu::GpuBuffer;
+use crate::gpu::GpuContext;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod exchange;
