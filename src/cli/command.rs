@@ -4,8 +4,8 @@
 use clap::{Parser, Subcommand};
 
 use super::{
-    argument_error, bench, compare, error_line, flag_names, gui, info, out, plan, sample, selftest,
-    shaders, tokenize, train,
+    argument_error, bench, compare, error_line, flag_names, gui, info, kernels, out, plan, sample,
+    selftest, shaders, tokenize, train,
 };
 
 #[derive(Parser)]
@@ -45,6 +45,10 @@ enum Command {
     /// compilers other than naga: scripts/tint-check.sh).
     #[command(hide = true)]
     Shaders(shaders::ShadersArgs),
+    /// The kernels a training step (or a GEMM) plans on this adapter, as SPIR-V for real GPU
+    /// compilers, one JSON line each (scripts/kernel-report.sh).
+    #[command(hide = true)]
+    Kernels(kernels::KernelsArgs),
 }
 
 pub fn main() -> std::process::ExitCode {
@@ -64,6 +68,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Gui(a) => gui::run(&a),
         Command::Selftest(a) => selftest::run(&a),
         Command::Shaders(a) => shaders::run(&a),
+        Command::Kernels(a) => kernels::run(&a),
         Command::Tokenize(a) => tokenize::run(&a),
     };
     match result {

@@ -12,6 +12,7 @@ mod doctor;
 mod gui;
 mod info;
 mod interrupted;
+mod kernels;
 mod numbers;
 mod out;
 mod plan;

@@ -84,6 +84,12 @@ pub(super) fn layout(
             ctx.report.name
         )));
     }
+    if !tc.subgroup_fixed {
+        return Err(Error::Unsupported(format!(
+            "{op}: the tensor-core body needs a fixed subgroup size; `{}` varies it",
+            ctx.report.name
+        )));
+    }
     let config = config.unwrap_or_else(|| FlashCoopConfig::for_adapter(&ctx.caps));
     Layout::new(tc, config, pass, hs).ok_or_else(|| {
         Error::Unsupported(format!(
@@ -123,6 +129,7 @@ fn specialisations(pass: Pass) -> Vec<Vec<(&'static str, String)>> {
         let tc = TensorCoreConfig {
             edge,
             subgroup,
+            subgroup_fixed: true,
             forced: false,
         };
         for hs in [5, 16, 64] {

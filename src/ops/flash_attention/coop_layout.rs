@@ -228,9 +228,12 @@ pub(super) fn eligible(
     uses_tensor_cores(caps, storages)
         && caps.subgroup_barrier
         && caps.tensor_cores.config().is_some_and(|tc| {
-            PASSES
-                .iter()
-                .all(|&pass| Layout::new(tc, config, pass, hs).is_some())
+            // Its lanes split rows by the subgroup size it is laid out for (issue 42 leaves
+            // varying sizes, RDNA3, to the SIMT body for now).
+            tc.subgroup_fixed
+                && PASSES
+                    .iter()
+                    .all(|&pass| Layout::new(tc, config, pass, hs).is_some())
         })
 }
 
@@ -260,6 +263,7 @@ mod tests {
         TensorCoreConfig {
             edge,
             subgroup,
+            subgroup_fixed: true,
             forced: false,
         }
     }
