@@ -14,7 +14,15 @@ mod common;
 
 use common::{ctx, rand_vec};
 use webgpu_amp::amp::policy::Precision;
+use webgpu_amp::nn::layers::LayerConfig;
+use webgpu_amp::nn::layers::attention::AttentionConfig;
+use webgpu_amp::nn::layers::embedding::EmbeddingConfig;
+use webgpu_amp::nn::layers::graph::GraphConfig;
+use webgpu_amp::nn::layers::layernorm::LayerNormConfig;
+use webgpu_amp::nn::layers::linear::LinearConfig;
+use webgpu_amp::nn::layers::unary::UnaryConfig;
 use webgpu_amp::nn::{AttentionKernel, LossKind, ModelSpec};
+use webgpu_amp::ops::unary::SILU;
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::batch::write_batch;
 use webgpu_amp::train::{BatchTargets, DropoutStream, StepConfig, Trainer};
@@ -334,4 +342,66 @@ fn a_qkv_fork_into_attention_matches_finite_differences() {
            {{"linear": {{"out": {VOCAB}}}}}"#
     ));
     check("q/k/v fork into attention", spec);
+}
+
+/// A Llama-style decoder block written as forward code (`GraphConfig`): a pre-norm
+/// attention residual whose q, k and v are three projections of one normalised input
+/// concatenated into the packed layout, and a pre-norm MLP residual `down(silu(gate(h)) ·
+/// up(h))`. LayerNorm stands in for RMSNorm and the attention is the packed causal one
+/// (RMSNorm, RoPE and grouped-query attention are issue 41's leaf ops); the wiring, the
+/// forks and the product are Llama's, and its backward is derived.
+fn llama_block(c: usize, hidden: usize, heads: usize) -> GraphConfig {
+    let linear = |out| LinearConfig::new(out, false);
+    let mut g = GraphConfig::new("block");
+    let x = GraphConfig::INPUT;
+    // h = x + o_proj(attention(q_proj(n), k_proj(n), v_proj(n))), n = input_layernorm(x)
+    let n = g.layer("input_layernorm", LayerNormConfig { bias: false }, x);
+    let q = g.layer("self_attn.q_proj", linear(c), n);
+    let k = g.layer("self_attn.k_proj", linear(c), n);
+    let v = g.layer("self_attn.v_proj", linear(c), n);
+    let qkv = g.concat(&[q, k, v]);
+    let attention = AttentionConfig {
+        heads,
+        dropout: 0.0,
+    };
+    let a = g.layer("self_attn", attention, qkv);
+    let o = g.layer("self_attn.o_proj", linear(c), a);
+    let h = g.add(x, o);
+    // y = h + down_proj(silu(gate_proj(m)) · up_proj(m)), m = post_attention_layernorm(h)
+    let m = g.layer(
+        "post_attention_layernorm",
+        LayerNormConfig { bias: false },
+        h,
+    );
+    let gate = g.layer("mlp.gate_proj", linear(hidden), m);
+    let gate = g.layer("mlp.act_fn", UnaryConfig::new(&SILU), gate);
+    let up = g.layer("mlp.up_proj", linear(hidden), m);
+    let product = g.mul(gate, up);
+    let down = g.layer("mlp.down_proj", linear(c), product);
+    let y = g.add(h, down);
+    g.output(y)
+}
+
+#[test]
+fn a_llama_block_written_as_forward_code_matches_finite_differences() {
+    let layers: Vec<(String, Box<dyn LayerConfig>)> = vec![
+        (
+            "model.embed_tokens".into(),
+            Box::new(EmbeddingConfig {
+                vocab: VOCAB,
+                dim: 6,
+                positions: Some(T),
+            }),
+        ),
+        ("model.layers.0".into(), Box::new(llama_block(6, 10, 2))),
+        ("lm_head".into(), Box::new(LinearConfig::new(VOCAB, false))),
+    ];
+    let spec = ModelSpec::build("llama-block", &[T], &layers).unwrap();
+    let names: Vec<String> = spec.parameters().into_iter().map(|p| p.name).collect();
+    assert!(
+        names.contains(&"model.layers.0.self_attn.k_proj.weight".to_string())
+            && names.contains(&"model.layers.0.mlp.up_proj.weight".to_string()),
+        "{names:?}"
+    );
+    check("llama-style block", spec);
 }

@@ -4,49 +4,18 @@
 //! and rounding flat f32 buffers to a 16-bit dtype.
 
 pub mod clip;
+mod flat;
 pub mod policy;
 pub mod round;
 pub mod scaler;
 pub mod support;
 
 pub use clip::GradClipper;
+pub(crate) use flat::check_flat_f32;
 pub use scaler::{GradScaler, ScalerConfig, ScalerSnapshot, ScalerStateDict};
 pub use support::{AdapterReport, ModeSupport};
 
-use std::sync::Arc;
-
-use crate::error::{Error, Result};
-use crate::gpu::{GpuBuffer, GpuContext};
 use crate::shader::ShaderDecl;
 
 /// The shaders of the GradScaler, clipping and rounding, for the portability tests.
 pub static SHADERS: &[&ShaderDecl] = &[&clip::SHADER, &round::SHADER, &scaler::SHADER];
-
-/// Check that `buffer` holds `n` f32 and can be bound whole as one storage buffer.
-pub(crate) fn check_flat_f32(
-    ctx: &GpuContext,
-    what: &str,
-    buffer: &Arc<GpuBuffer>,
-    n: usize,
-) -> Result<()> {
-    let need = 4 * n as u64;
-    if buffer.size() < need {
-        return Err(Error::InvalidArgument(format!(
-            "{what}: buffer of {} bytes cannot hold {n} f32 ({need} bytes)",
-            buffer.size()
-        )));
-    }
-    if n > u32::MAX as usize / 2 {
-        return Err(Error::InvalidArgument(format!(
-            "{what}: {n} elements is over the 2^31 a kernel can index"
-        )));
-    }
-    let limit = ctx.caps.max_storage_buffer_binding_size;
-    if buffer.size() > limit {
-        return Err(Error::Unsupported(format!(
-            "{what}: buffer of {} bytes is over this device's storage binding limit of {limit} bytes",
-            buffer.size()
-        )));
-    }
-    Ok(())
-}

@@ -24,6 +24,7 @@ pub mod model;
 pub mod native;
 pub mod numerics;
 pub mod numerics_history;
+mod panels;
 pub mod precision;
 pub mod probes;
 pub mod runs;
@@ -191,32 +192,6 @@ impl App {
     pub fn update(&mut self, ui: &mut egui::Ui) {
         self.tick(ui.ctx());
         self.show(ui);
-    }
-
-    /// Draw every panel.
-    pub fn show(&mut self, ui: &mut egui::Ui) {
-        egui::Panel::left("setup")
-            .resizable(true)
-            .default_size(290.0)
-            .show(ui, |ui| {
-                egui::ScrollArea::vertical().show(ui, |ui| setup::show(ui, self));
-            });
-        egui::CentralPanel::default().show(ui, |ui| {
-            ui.horizontal(|ui| {
-                for tab in Tab::ALL {
-                    ui.selectable_value(&mut self.tab, tab, tab.title());
-                }
-            });
-            ui.separator();
-            egui::ScrollArea::vertical().show(ui, |ui| match self.tab {
-                Tab::Runs => runs::show(ui, self),
-                Tab::Scaling => scaling::show(ui, self),
-                Tab::Precision => precision::show(ui, self),
-                Tab::Kernels => kernels::show(ui, self),
-                Tab::Samples => samples::show(ui, self),
-                Tab::Numerics => numerics::show(ui, self),
-            });
-        });
     }
 
     /// Point the session's histogram at the chosen mode and parameter (default: the first

@@ -18,12 +18,10 @@ use webgpu_amp::train::{
 };
 use webgpu_amp::{Error, GpuContext, Result};
 
-mod rounds;
-
+use super::bench_timer::process_cpu_secs;
 use super::numbers::{number, setting};
 use super::out::outln;
 use super::{AttentionArgs, DeviceArgs};
-use rounds::numerics_rounds;
 
 /// `--steps`: timed steps per measurement.
 const STEPS_RANGE: &str = "1 to 1000000";
@@ -292,18 +290,6 @@ fn measure(
     Ok((bench, profiled))
 }
 
-/// User + system CPU seconds of this process so far (`/proc/self/stat`; `None` where there
-/// is none).
-fn process_cpu_secs() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name (which may hold spaces) in parentheses: utime and
-    // stime are the 12th and 13th of them, in clock ticks (100 per second on Linux).
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    Some(ticks / 100.0)
-}
-
 /// SIGINT/SIGTERM: stop between steps, the lines printed so far complete.
 fn stop_if_interrupted(model: &str, precision: Precision) -> Result<()> {
     super::interrupted::check(|| {
@@ -312,6 +298,43 @@ fn stop_if_interrupted(model: &str, precision: Precision) -> Result<()> {
              above are complete"
         )
     })
+}
+
+/// The step `without` measured again with the counting passes of `numerics`, alternating
+/// with more measurements without them (`--rounds` each): the fastest with, and the fastest
+/// ms/step without (a shared or busy machine only ever slows a measurement down).
+fn numerics_rounds(
+    ctx: &GpuContext,
+    args: &BenchStepArgs,
+    model: &str,
+    b: usize,
+    p: Precision,
+    without: &StepBench,
+    numerics: Option<u64>,
+) -> Result<(StepBench, (f64, Option<f64>))> {
+    let scaler = without.scaler;
+    let mut off = (without.ms_per_step, without.cpu_ms_per_step);
+    let mut with: Option<StepBench> = None;
+    let min = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    for round in 0..args.rounds {
+        let mut counted = measure(ctx, args, model, b, p, (scaler, numerics), false)?.0;
+        if let Some(w) = &with {
+            counted.cpu_ms_per_step = min(counted.cpu_ms_per_step, w.cpu_ms_per_step);
+            counted.ms_per_step = counted.ms_per_step.min(w.ms_per_step);
+        }
+        with = Some(counted);
+        if round + 1 < args.rounds {
+            let again = measure(ctx, args, model, b, p, (scaler, None), false)?.0;
+            off = (
+                off.0.min(again.ms_per_step),
+                min(off.1, again.cpu_ms_per_step),
+            );
+        }
+    }
+    Ok((with.expect("at least one round"), off))
 }
 
 pub fn run(args: &BenchStepArgs) -> Result<()> {

@@ -1,5 +1,5 @@
 //! GPU time of a pass of dispatches, for the benchmarks: timestamp queries where the adapter
-//! has them, else wall clock around submit and a blocking sync.
+//! has them, else wall clock around submit and a blocking sync; and the process's CPU time.
 
 use std::time::Instant;
 
@@ -80,4 +80,16 @@ impl Timer {
         }
         Ok(ns * 1e-9)
     }
+}
+
+/// User + system CPU seconds of this process so far (`/proc/self/stat`; `None` where there
+/// is none).
+pub fn process_cpu_secs() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces) in parentheses: utime and
+    // stime are the 12th and 13th of them, in clock ticks (100 per second on Linux).
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
 }

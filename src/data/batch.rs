@@ -5,6 +5,7 @@
 //! (`BatchInput::from(&features)`, `BatchTargets::Classes(&labels)`).
 
 use super::{Dataset, Inputs, Labels, SampleIndex};
+use crate::{Error, Result};
 
 /// Inputs of one batch: f32 features (`size × sample_len`), or token ids (`size × T`,
 /// written into the network's input buffer as raw u32 words); row-major.
@@ -182,5 +183,43 @@ fn extend_rows<T: Copy, I: SampleIndex>(
     out.reserve(indices.len() * width);
     for i in indices.iter().map(|i| i.index()) {
         out.extend_from_slice(&values[i * width..(i + 1) * width]);
+    }
+}
+
+/// Gathering a batch from a data set (here, beside [`Batch`], so that the data set's file
+/// does not name the batch that names it).
+impl Dataset {
+    /// Samples `indices` in that order, as one contiguous batch.
+    pub fn gather(&self, indices: &[usize]) -> Result<Batch> {
+        self.gather_indices(indices)
+    }
+
+    /// [`Dataset::gather`] for indices of any [`SampleIndex`] type (a loader's batch).
+    pub fn gather_indices<I: SampleIndex>(&self, indices: &[I]) -> Result<Batch> {
+        let mut batch = Batch::empty(&self.y);
+        self.gather_indices_into(indices, &mut batch)?;
+        Ok(batch)
+    }
+
+    /// Like [`Dataset::gather`], reusing `batch`'s buffers.
+    pub fn gather_into(&self, indices: &[usize], batch: &mut Batch) -> Result<()> {
+        self.gather_indices_into(indices, batch)
+    }
+
+    /// [`Dataset::gather_into`] for indices of any [`SampleIndex`] type (the loader's 32-bit
+    /// batches).
+    pub fn gather_indices_into<I: SampleIndex>(
+        &self,
+        indices: &[I],
+        batch: &mut Batch,
+    ) -> Result<()> {
+        if let Some(&bad) = indices.iter().find(|&&i| i.index() >= self.n) {
+            return Err(Error::data(format!(
+                "{}: sample index {bad} is out of range (n = {})",
+                self.name, self.n
+            )));
+        }
+        batch.fill(self, indices);
+        Ok(())
     }
 }

@@ -49,7 +49,7 @@ pub fn from_bytes(name: &str, bytes: &[u8]) -> Result<Dataset> {
         && x.shape().len() == 2
         && y.shape() == x.shape()
     {
-        return super::tokens::from_views(name, &x, &y);
+        return super::token_dataset::from_views(name, &x, &y);
     }
     if is_integer(x.dtype()) {
         // Integer inputs are token ids: name both tensors, since their shapes or dtypes

@@ -18,6 +18,7 @@ pub mod elementwise;
 pub mod embedding;
 pub mod flash_attention;
 pub mod histogram;
+mod kernel_args;
 pub mod layernorm;
 pub mod loss;
 pub mod matmul;
@@ -30,9 +31,10 @@ pub mod sample;
 pub mod table_check;
 pub mod unary;
 
-use crate::error::{Error, Result};
 use crate::shader::ShaderDecl;
-use crate::tensor::{Storage, Tensor};
+
+pub use kernel_args::Accumulate;
+pub(crate) use kernel_args::{check_f32, round_code};
 
 /// The shaders of these ops, for the portability tests (`crate::variants`).
 pub static SHADERS: &[&ShaderDecl] = &[
@@ -64,47 +66,3 @@ pub static SHADERS: &[&ShaderDecl] = &[
     &sample::SHADER,
     &unary::SHADER,
 ];
-
-/// Whether a gradient kernel overwrites its output or adds to it (gradient accumulation
-/// over micro-batches, or several contributions to one gradient).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Accumulate {
-    /// `out = result`.
-    Overwrite,
-    /// `out += result`.
-    Add,
-}
-
-impl Accumulate {
-    /// The shader's flag word: 1 to add, 0 to overwrite.
-    pub(crate) fn flag(self) -> u32 {
-        match self {
-            Accumulate::Overwrite => 0,
-            Accumulate::Add => 1,
-        }
-    }
-}
-
-/// An error unless `t` (the op's argument `what`) is stored as f32.
-pub(crate) fn check_f32(op: &'static str, what: &str, t: &Tensor) -> Result<()> {
-    if t.storage() != Storage::F32 {
-        return Err(Error::InvalidArgument(format!(
-            "{op}: {what} must be stored as f32, not {}",
-            t.storage().name()
-        )));
-    }
-    Ok(())
-}
-
-/// The code `round_grad` (shaders/prelude.wgsl) takes: a parameter gradient computed in a
-/// low dtype is rounded to it (overflow to inf) before it lands in the f32 gradient, as
-/// PyTorch's autocast produces f16 weight gradients and casts them to f32. `None` (or f32)
-/// keeps the f32 result.
-pub(crate) fn round_code(round_to: Option<crate::dtype::DType>) -> u32 {
-    use crate::dtype::DType;
-    match round_to {
-        Some(DType::F16) => 1,
-        Some(DType::BF16) => 2,
-        None | Some(DType::F32) | Some(DType::U32) => 0,
-    }
-}

@@ -17,10 +17,13 @@ mod cnn;
 mod dense;
 mod reference;
 mod sequence;
+mod suite;
 
-use crate::dtype::{DType, Storage};
+pub use suite::selftest;
+
+use crate::dtype::DType;
 use crate::error::Result;
-use crate::gpu::{F16StorageChoice, GpuContext, GpuOptions, Kernel};
+use crate::gpu::{GpuContext, Kernel};
 use crate::tensor::Tensor;
 
 /// One comparison: an op family's forward or backward output in one storage.
@@ -175,62 +178,6 @@ pub(crate) fn upload(
 pub(crate) fn run(ctx: &GpuContext, kernels: &[Kernel]) -> Result<()> {
     ctx.run(&kernels.iter().collect::<Vec<_>>());
     ctx.check()
-}
-
-/// Run every family on every storage of the adapter `options` choose. `break_family` makes
-/// that family's reference wrong (to see a failure); None for a real check.
-pub fn selftest(options: &GpuOptions, break_family: Option<&str>) -> Result<Report> {
-    let auto = GpuContext::new(&GpuOptions {
-        f16_storage: F16StorageChoice::Auto,
-        ..options.clone()
-    })?;
-    let packed = GpuContext::new(&GpuOptions {
-        f16_storage: F16StorageChoice::Packed,
-        ..options.clone()
-    })?;
-    let mut cases = vec![Case {
-        name: "f32",
-        ctx: &auto,
-        dtype: DType::F32,
-    }];
-    let mut not_run = Vec::new();
-    if auto.storage_for(DType::F16) == Storage::F16 {
-        cases.push(Case {
-            name: "f16 native",
-            ctx: &auto,
-            dtype: DType::F16,
-        });
-    } else {
-        not_run.push(format!(
-            "f16 native: adapter `{}` has no shader-f16 (f16 is stored packed here)",
-            auto.report.name
-        ));
-    }
-    cases.push(Case {
-        name: "f16 packed",
-        ctx: &packed,
-        dtype: DType::F16,
-    });
-    cases.push(Case {
-        name: "bf16",
-        ctx: &auto,
-        dtype: DType::BF16,
-    });
-    let mut checker = Checker {
-        checks: Vec::new(),
-        broken: break_family.map(str::to_string),
-    };
-    for case in &cases {
-        dense::check_all(&mut checker, case)?;
-        sequence::check_all(&mut checker, case)?;
-        cnn::check_all(&mut checker, case)?;
-    }
-    Ok(Report {
-        adapter: auto.report.name.clone(),
-        backend: auto.report.backend.clone(),
-        checks: checker.checks,
-        not_run,
-    })
 }
 
 /// The storages a selftest runs, in the order it reports them.

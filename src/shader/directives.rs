@@ -2,9 +2,10 @@
 //! `#workgroup_builtins`; `#map` and `#unary` in `map.rs`), and the text a variant is
 //! specialised into.
 
-use super::Variant;
 use super::map;
 use super::tensor::{NATIVE_F16_HELPERS, TensorDecl, code, tensor_decls, tensor_wgsl};
+use super::{ShaderDecl, Variant};
+use crate::dtype::Storage;
 use crate::error::{Error, Result};
 
 const PRELUDE: &str = include_str!("../../shaders/prelude.wgsl");
@@ -191,6 +192,48 @@ pub(super) fn specialise(variant: &Variant) -> Result<String> {
         ));
     }
     Ok(out)
+}
+
+/// What of a variant reads its shader's directives: its tensors (when it is made) and its
+/// text; the rest of [`Variant`] is in `mod.rs`.
+impl Variant {
+    /// Storages not given default to f32 (those tensors are unused by the entry point).
+    pub fn new(
+        decl: &'static ShaderDecl,
+        storages: &[(&str, Storage)],
+        consts: &[(&'static str, String)],
+    ) -> Result<Self> {
+        let decls = declared_tensors(decl.name, decl.source)?;
+        for (name, _) in storages {
+            if !decls.iter().any(|d| d.name == *name) {
+                return Err(Error::Shader {
+                    name: decl.name.into(),
+                    message: format!("`{name}` is not a #tensor of this shader"),
+                });
+            }
+        }
+        let storages = decls
+            .into_iter()
+            .map(|d| {
+                let s = storages
+                    .iter()
+                    .find(|(n, _)| *n == d.name)
+                    .map_or(Storage::F32, |(_, s)| *s);
+                (d, s)
+            })
+            .collect();
+        Ok(Self {
+            shader: decl.name,
+            decl,
+            storages,
+            consts: consts.to_vec(),
+        })
+    }
+
+    /// The full WGSL text of this variant.
+    pub fn specialise(&self) -> Result<String> {
+        specialise(self)
+    }
 }
 
 /// Includes and structs already pasted into one variant.

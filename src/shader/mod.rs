@@ -81,7 +81,7 @@ pub use wgsl_struct::{StructDecl, WgslScalar, assert_scalar};
 pub use bytemuck as __bytemuck;
 
 use crate::dtype::Storage;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The variant grid of a shader: every specialisation its dispatcher may compile.
 pub type VariantsFn = fn(&'static ShaderDecl) -> Result<Vec<Variant>>;
@@ -134,7 +134,9 @@ impl ShaderDecl {
     }
 }
 
-/// One specialisation of a shader: a storage for each declared tensor plus constants.
+/// One specialisation of a shader: a storage for each declared tensor plus constants
+/// ([`Variant::new`] and [`Variant::specialise`], which read the shader's directives, are in
+/// `directives.rs`).
 #[derive(Clone, Debug)]
 pub struct Variant {
     /// The declaration's name.
@@ -146,39 +148,6 @@ pub struct Variant {
 }
 
 impl Variant {
-    /// Storages not given default to f32 (those tensors are unused by the entry point).
-    pub fn new(
-        decl: &'static ShaderDecl,
-        storages: &[(&str, Storage)],
-        consts: &[(&'static str, String)],
-    ) -> Result<Self> {
-        let decls = declared_tensors(decl.name, decl.source)?;
-        for (name, _) in storages {
-            if !decls.iter().any(|d| d.name == *name) {
-                return Err(Error::Shader {
-                    name: decl.name.into(),
-                    message: format!("`{name}` is not a #tensor of this shader"),
-                });
-            }
-        }
-        let storages = decls
-            .into_iter()
-            .map(|d| {
-                let s = storages
-                    .iter()
-                    .find(|(n, _)| *n == d.name)
-                    .map_or(Storage::F32, |(_, s)| *s);
-                (d, s)
-            })
-            .collect();
-        Ok(Self {
-            shader: decl.name,
-            decl,
-            storages,
-            consts: consts.to_vec(),
-        })
-    }
-
     /// Cache key: shader, storages and constants.
     pub fn key(&self) -> String {
         let s: Vec<String> = self
@@ -200,10 +169,5 @@ impl Variant {
 
     pub fn uses_native_f16(&self) -> bool {
         self.storages.iter().any(|(_, s)| *s == Storage::F16)
-    }
-
-    /// The full WGSL text of this variant.
-    pub fn specialise(&self) -> Result<String> {
-        directives::specialise(self)
     }
 }

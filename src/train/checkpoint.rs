@@ -20,8 +20,10 @@ mod buffers;
 mod disk_full;
 mod finite;
 mod metadata;
+mod model_buffers;
 #[cfg(not(target_arch = "wasm32"))]
 mod moments_file;
+mod named_tensor;
 mod optimizer_state;
 mod save_pause;
 #[cfg(not(target_arch = "wasm32"))]
@@ -33,6 +35,7 @@ pub use buffers::NamedBuffer;
 pub use disk_full::DISK_FULL_ENV;
 #[cfg(not(target_arch = "wasm32"))]
 pub use moments_file::{INLINE_MOMENTS_MAX, INLINE_MOMENTS_MAX_ENV};
+pub use named_tensor::NamedTensor;
 pub use optimizer_state::{MomentsFileRef, NamedOptimizerState, decode_f32, encode_f32};
 pub use save_pause::SAVE_PAUSE_ENV;
 #[cfg(not(target_arch = "wasm32"))]
@@ -49,19 +52,9 @@ use crate::data::Vocab;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::data::file_caps::{CHECKPOINT_FILE, read_capped};
 use crate::error::{Error, Result};
-pub use metadata::DataOrder;
 use metadata::check_format_and_precision;
+pub use metadata::{DataOrder, FORMAT};
 use optimizer_state::OptimizerMeta;
-
-pub const FORMAT: &str = "webgpu-amp/1";
-
-/// A named parameter: name, PyTorch shape, f32 values.
-#[derive(Clone, Debug, PartialEq)]
-pub struct NamedTensor {
-    pub name: String,
-    pub shape: Vec<usize>,
-    pub values: Vec<f32>,
-}
 
 /// Where training stands, so a resumed run continues exactly.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

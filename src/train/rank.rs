@@ -15,20 +15,15 @@ use std::rc::Rc;
 use crate::data::{Batch, Dataset, EpochBatches, Loader};
 use crate::dist::{Collective, DistributedSampler};
 use crate::error::{Error, Result};
-use crate::gpu::{GpuBuffer, GpuContext};
+#[cfg(not(target_arch = "wasm32"))]
+use crate::gpu::GpuBuffer;
+use crate::gpu::GpuContext;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod exchange;
+mod step_buffers;
 
-/// The buffers of a step that the ranks all-reduce: the flat gradients, the metrics (the
-/// micro-batch losses from word [`super::stats::METRIC_LOSSES`]) and, where the scaler is
-/// enabled, its state (the found-inf word the ranks agree on).
-#[cfg_attr(target_arch = "wasm32", allow(dead_code))] // the web never all-reduces
-pub(crate) struct StepBuffers<'a> {
-    pub grads: &'a GpuBuffer,
-    pub metrics: &'a GpuBuffer,
-    pub scaler_state: Option<&'a GpuBuffer>,
-}
+pub(crate) use step_buffers::StepBuffers;
 
 /// The trainer's gradient all-reduce: none in a single process (and always none on the web).
 #[derive(Default)]

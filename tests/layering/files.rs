@@ -7,9 +7,9 @@
 //! module re-exports it (`pub use model::NamedLayer;`), in the file the re-export names.
 //! A parent declaring and re-exporting its own child modules is not an edge (`mod x;`, `pub
 //! use x::Item;`: what a `mod.rs` is for); its code naming a child's items is (a registry
-//! listing its layers, a signature naming a child's type through a private `use`), and so
-//! are the parts naming the parent's items. Inline modules (`mod tests { … }`) are left out:
-//! their `super` is the file itself.
+//! listing its layers, a signature naming a child's type through a private `use` or by the
+//! bare name it re-exports), and so are the parts naming the parent's items. Inline modules
+//! (`mod tests { … }`) are left out: their `super` is the file itself.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -137,7 +137,10 @@ impl FileGraph {
                     let target_module = &sources[&target].module;
                     let own_child = target_module.len() > file.module.len()
                         && target_module.starts_with(&file.module);
-                    if target != *name && !(own_child && reexport) {
+                    // A re-export of its own child is no edge, unless the file's own code
+                    // uses the item by its bare name too.
+                    let used_here = || path.rsplit("::").next().is_some_and(|w| bare_use(&code, w));
+                    if target != *name && !(own_child && reexport && !used_here()) {
                         to.insert(target);
                     }
                 }
@@ -286,4 +289,15 @@ fn absolute(module: &[String], path: &str, children: &BTreeSet<String>) -> Optio
             .map(|s| s.to_string()),
     );
     Some(at)
+}
+
+/// Whether `code` names `word` on its own: not as part of a longer identifier, a path's later
+/// segment (`x::word`) or a field or method (`.word`).
+fn bare_use(code: &str, word: &str) -> bool {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    code.match_indices(word).any(|(i, _)| {
+        let before = code[..i].chars().next_back();
+        let after = code[i + word.len()..].chars().next();
+        !before.is_some_and(|c| ident(c) || c == '.' || c == ':') && !after.is_some_and(ident)
+    })
 }

@@ -1,12 +1,31 @@
-//! The implicit GEMM every convolution kernel runs: its uniform block, epilogue, split-K
-//! plan for the weight gradient, and the launch.
+//! The implicit GEMM every convolution kernel runs: its shader, uniform block, epilogue,
+//! split-K plan for the weight gradient, and the launch.
 
-use super::shape::Dims;
-use super::{Conv2dParams, SHADER};
+use super::shape::{Conv2dParams, Dims};
 use crate::error::Result;
 use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::ops::Accumulate;
+use crate::shader::{Grid, ShaderDecl};
 use crate::tensor::Tensor;
+
+pub static SHADER: ShaderDecl = ShaderDecl {
+    name: "conv",
+    source: include_str!("../../../shaders/conv.wgsl"),
+    structs: &[Params::WGSL],
+    // The variants training uses: every storage for the activations and weights, with bias and
+    // weight gradient either in that storage or in f32 (AMP's f32 weight gradients), for the
+    // kernel sizes 1, 3 and 5. Other kernel sizes compile the same source with other constants.
+    variants: |shader| {
+        Grid::new()
+            .each(&["src", "w", "dst", "x", "dy"])
+            .like_or_f32(&["bias", "dw"], "src")
+            .variants_with(shader, |_| {
+                [1, 3, 5]
+                    .map(|k| vec![("KH", k.to_string()), ("KW", k.to_string())])
+                    .to_vec()
+            })
+    },
+};
 
 /// Output tile of one workgroup (rows x columns of the GEMM), as in the shader.
 pub(super) const TILE_R: usize = 32;

@@ -21,74 +21,14 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuContext, Kernel, grid_1d};
 use crate::ops::matmul::CoopGemm;
-use crate::shader::{Grid, ShaderDecl};
 use crate::tensor::Tensor;
 use coop::Kind;
 use gemm::{Epilogue, Gemm, PIXEL_GEMM, STORE, Split, TILE_C, TILE_R, WEIGHT_GEMM, reduce_params};
 
 pub use coop::COOP_SHADER;
+pub use gemm::SHADER;
+pub use shape::{Conv2dParams, conv2d_output_hw};
 use shape::{Dims, check, dims4};
-
-pub static SHADER: ShaderDecl = ShaderDecl {
-    name: "conv",
-    source: include_str!("../../../shaders/conv.wgsl"),
-    structs: &[gemm::Params::WGSL],
-    // The variants training uses: every storage for the activations and weights, with bias and
-    // weight gradient either in that storage or in f32 (AMP's f32 weight gradients), for the
-    // kernel sizes 1, 3 and 5. Other kernel sizes compile the same source with other constants.
-    variants: |shader| {
-        Grid::new()
-            .each(&["src", "w", "dst", "x", "dy"])
-            .like_or_f32(&["bias", "dw"], "src")
-            .variants_with(shader, |_| {
-                [1, 3, 5]
-                    .map(|k| vec![("KH", k.to_string()), ("KW", k.to_string())])
-                    .to_vec()
-            })
-    },
-};
-
-#[derive(Clone, Copy, Debug)]
-pub struct Conv2dParams {
-    pub stride: usize,
-    pub padding: usize,
-}
-
-impl Default for Conv2dParams {
-    fn default() -> Self {
-        Self {
-            stride: 1,
-            padding: 0,
-        }
-    }
-}
-
-/// Output height and width of a convolution (PyTorch's formula, dilation 1).
-pub fn conv2d_output_hw(
-    h: usize,
-    w: usize,
-    kh: usize,
-    kw: usize,
-    p: Conv2dParams,
-) -> Result<(usize, usize)> {
-    if p.stride == 0 {
-        return Err(Error::shape("conv2d", "stride must be at least 1"));
-    }
-    if kh == 0 || kw == 0 {
-        return Err(Error::shape("conv2d", "kernel size must be at least 1"));
-    }
-    let (hp, wp) = (h + 2 * p.padding, w + 2 * p.padding);
-    if hp < kh || wp < kw {
-        return Err(Error::shape(
-            "conv2d",
-            format!(
-                "kernel {kh}x{kw} is larger than the padded input {hp}x{wp} ({h}x{w} with padding {})",
-                p.padding
-            ),
-        ));
-    }
-    Ok(((hp - kh) / p.stride + 1, (wp - kw) / p.stride + 1))
-}
 
 /// y[N,O,Ho,Wo] = conv(x[N,C,H,W], w[O,C,kh,kw]) (+ bias[O]); NCHW, PyTorch semantics
 /// (cross-correlation, zero padding).

@@ -1,8 +1,50 @@
-//! Shape checks of a convolution: NCHW input, OIHW weight and output against each other.
+//! Shape checks of a convolution: NCHW input, OIHW weight and output against each other; its
+//! stride and padding ([`Conv2dParams`]) and output size.
 
-use super::{Conv2dParams, conv2d_output_hw};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
+
+#[derive(Clone, Copy, Debug)]
+pub struct Conv2dParams {
+    pub stride: usize,
+    pub padding: usize,
+}
+
+impl Default for Conv2dParams {
+    fn default() -> Self {
+        Self {
+            stride: 1,
+            padding: 0,
+        }
+    }
+}
+
+/// Output height and width of a convolution (PyTorch's formula, dilation 1).
+pub fn conv2d_output_hw(
+    h: usize,
+    w: usize,
+    kh: usize,
+    kw: usize,
+    p: Conv2dParams,
+) -> Result<(usize, usize)> {
+    if p.stride == 0 {
+        return Err(Error::shape("conv2d", "stride must be at least 1"));
+    }
+    if kh == 0 || kw == 0 {
+        return Err(Error::shape("conv2d", "kernel size must be at least 1"));
+    }
+    let (hp, wp) = (h + 2 * p.padding, w + 2 * p.padding);
+    if hp < kh || wp < kw {
+        return Err(Error::shape(
+            "conv2d",
+            format!(
+                "kernel {kh}x{kw} is larger than the padded input {hp}x{wp} ({h}x{w} with padding {})",
+                p.padding
+            ),
+        ));
+    }
+    Ok(((hp - kh) / p.stride + 1, (wp - kw) / p.stride + 1))
+}
 
 /// Checked dimensions of one convolution.
 pub(super) struct Dims {

@@ -10,12 +10,10 @@
 //! `coop_layout.rs`).
 
 use super::coop_layout::{Layout, Pass};
-use super::params::Params;
-use super::shared_kv_const;
+use super::params::{Params, shared_kv_const};
 use crate::dtype::Storage;
 use crate::error::{Error, Result};
-use crate::gpu::{Capabilities, GpuContext, KernelDesc, TensorCoreConfig};
-use crate::ops::matmul::uses_tensor_cores;
+use crate::gpu::{GpuContext, KernelDesc, TensorCoreConfig};
 use crate::shader::{Grid, ShaderDecl};
 
 pub(super) use super::coop_layout::Pass as CoopPass;
@@ -56,45 +54,6 @@ pub static DQ_SHADER: ShaderDecl = ShaderDecl {
             .variants_with(shader, |_| specialisations(Pass::QueryGrads))
     },
 };
-
-const PASSES: [Pass; 3] = [Pass::Forward, Pass::KeyGrads, Pass::QueryGrads];
-
-/// Whether attention over tensors of these storages with head size `hs` runs on tensor cores
-/// under `config` (the adapter's, unless a caller forces one).
-pub(super) fn eligible(
-    caps: &Capabilities,
-    config: Option<FlashCoopConfig>,
-    storages: &[Storage],
-    hs: usize,
-) -> bool {
-    let config = config.unwrap_or_else(|| FlashCoopConfig::for_adapter(caps));
-    uses_tensor_cores(caps, storages)
-        && caps.subgroup_barrier
-        && caps.tensor_cores.config().is_some_and(|tc| {
-            // Its lanes split rows by the subgroup size it is laid out for (issue 42 leaves
-            // varying sizes, RDNA3, to the SIMT body for now).
-            tc.subgroup_fixed
-                && PASSES
-                    .iter()
-                    .all(|&pass| Layout::new(tc, config, pass, hs).is_some())
-        })
-}
-
-/// The blocks of head size `hs` under `config` (None: the adapter's) here: forward, dk/dv,
-/// dq, each as query rows x keys; None where the body does not run.
-pub(super) fn describe(
-    caps: &Capabilities,
-    config: Option<FlashCoopConfig>,
-    hs: usize,
-) -> Option<String> {
-    let tc = caps.tensor_cores.config()?;
-    let config = config.unwrap_or_else(|| FlashCoopConfig::for_adapter(caps));
-    let blocks: Option<Vec<String>> = PASSES
-        .iter()
-        .map(|&pass| Layout::new(tc, config, pass, hs).map(|l| l.describe()))
-        .collect();
-    blocks.map(|b| format!("blocks {} forward, {} dk/dv, {} dq", b[0], b[1], b[2]))
-}
 
 /// The layout of `pass` here, or why the tensor-core body cannot run (it is only ever forced
 /// onto such a context; `Auto` never picks it there).

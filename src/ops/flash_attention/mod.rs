@@ -34,14 +34,13 @@ pub use coop::{
 
 use super::dropout::state_or_placeholder;
 pub use super::qkv::{HeadRows, Qkv, QkvLayout};
-use crate::dtype::Storage;
 use crate::error::Result;
-use crate::gpu::{Arg, Capabilities, GpuContext, Kernel, KernelDesc, grid_1d};
+use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::{Grid, ShaderDecl};
 use crate::tensor::Tensor;
 use coop::CoopPass;
-pub use params::FlashParams;
-use params::{Params, plan};
+pub use params::{FlashBody, FlashParams, MAX_HEAD_SIZE};
+use params::{Params, WG, plan, shared_kv_const};
 
 /// The forward kernel.
 pub static FORWARD_SHADER: ShaderDecl = ShaderDecl {
@@ -66,80 +65,6 @@ pub static BACKWARD_SHADER: ShaderDecl = ShaderDecl {
             .variants_with(shader, |_| specialisations(true))
     },
 };
-
-/// Threads per workgroup: query rows (forward, dq) or keys (dk, dv) per workgroup.
-const WG: u32 = 64;
-/// The largest head size: each thread keeps up to four head-sized rows in registers.
-pub const MAX_HEAD_SIZE: usize = 256;
-
-/// Which kernel body runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum FlashBody {
-    /// By adapter and storage: [`FlashBody::Coop`] for native f16 where tensor cores are used
-    /// (head sizes up to [`COOP_MAX_HEAD_SIZE`]), else [`FlashBody::Rowwise`] on CPU
-    /// adapters and [`FlashBody::Tiled`] on GPUs.
-    #[default]
-    Auto,
-    /// Key/value (or query) tiles through workgroup memory (GPUs).
-    Tiled,
-    /// Straight from the buffers, no workgroup memory or barriers (CPU adapters).
-    Rowwise,
-    /// The products on cooperative matrices (tensor cores), native f16 storage only.
-    Coop,
-}
-
-impl FlashBody {
-    /// The body `Auto` resolves to for tensors of these storages (lse and delta aside) and
-    /// head size `hs`: on tensor cores exactly where the matmul's products would be.
-    pub fn resolve(self, caps: &Capabilities, storages: &[Storage], hs: usize) -> FlashBody {
-        self.resolve_within(caps, None, storages, hs)
-    }
-
-    /// [`FlashBody::resolve`] with the tensor-core body's configuration forced (None: the
-    /// adapter's, [`FlashCoopConfig::for_adapter`]).
-    pub fn resolve_within(
-        self,
-        caps: &Capabilities,
-        config: Option<FlashCoopConfig>,
-        storages: &[Storage],
-        hs: usize,
-    ) -> FlashBody {
-        match self {
-            FlashBody::Auto if coop::eligible(caps, config, storages, hs) => FlashBody::Coop,
-            FlashBody::Auto => Self::simt(caps),
-            other => other,
-        }
-    }
-
-    /// The tensor-core body's blocks for head size `hs` on this adapter under `config`
-    /// (None: the adapter's, what `info` reports): `blocks 64x64 forward, 32x64 dk/dv, 64x32
-    /// dq` (query rows x keys), or None where it does not run.
-    pub fn coop_blocks(
-        caps: &Capabilities,
-        config: Option<FlashCoopConfig>,
-        hs: usize,
-    ) -> Option<String> {
-        coop::describe(caps, config, hs)
-    }
-
-    /// The SIMT body for this adapter (the delta kernel's, under every body).
-    fn simt(caps: &Capabilities) -> FlashBody {
-        if caps.cpu_adapter {
-            FlashBody::Rowwise
-        } else {
-            FlashBody::Tiled
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            FlashBody::Auto => "auto",
-            FlashBody::Tiled => "tiled",
-            FlashBody::Rowwise => "rowwise",
-            FlashBody::Coop => "coop",
-        }
-    }
-}
 
 /// Keys (or query rows) per tile for head size `hs`: a tile of k and one of v (or q and dy)
 /// in f32 take at most 8 KiB of workgroup memory (WebGPU guarantees 16 KiB).
@@ -170,12 +95,6 @@ fn simt_consts(hs: usize, tiled: bool) -> Vec<(&'static str, String)> {
         ("BLOCK", format!("{WG}u")),
         ("TILED", tiled.to_string()),
     ]
-}
-
-/// The backward's constant: dk and dv are one tensor (nanoGPT's packed dqkv), written
-/// through one binding.
-fn shared_kv_const(shared: bool) -> (&'static str, String) {
-    ("SHARED_KV_GRADS", shared.to_string())
 }
 
 /// One kernel: the uniform with `block` rows (or keys) per workgroup, one workgroup per

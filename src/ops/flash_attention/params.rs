@@ -1,9 +1,11 @@
 //! The sizes and options of one fused attention ([`FlashParams`]), checked against the
-//! tensors and turned into the kernels' uniform ([`Params`], shared with the WGSL).
+//! tensors and turned into the kernels' uniform ([`Params`], shared with the WGSL); the body
+//! that runs ([`FlashBody`]) and the kernels' shared constants.
 
-use super::{FlashBody, FlashCoopConfig, MAX_HEAD_SIZE, WG};
+use super::coop_layout::{self, FlashCoopConfig};
 use crate::dtype::Storage;
 use crate::error::{Error, Result};
+use crate::gpu::Capabilities;
 use crate::ops::dropout::{DropoutKey, DropoutState};
 use crate::ops::qkv::Qkv;
 use crate::tensor::Tensor;
@@ -232,4 +234,84 @@ pub(super) fn plan(
         u.drop_scale = key.scale();
     }
     Ok(u)
+}
+
+/// Threads per workgroup: query rows (forward, dq) or keys (dk, dv) per workgroup.
+pub(super) const WG: u32 = 64;
+/// The largest head size: each thread keeps up to four head-sized rows in registers.
+pub const MAX_HEAD_SIZE: usize = 256;
+
+/// Which kernel body runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FlashBody {
+    /// By adapter and storage: [`FlashBody::Coop`] for native f16 where tensor cores are used
+    /// (head sizes up to [`super::COOP_MAX_HEAD_SIZE`]), else [`FlashBody::Rowwise`] on CPU
+    /// adapters and [`FlashBody::Tiled`] on GPUs.
+    #[default]
+    Auto,
+    /// Key/value (or query) tiles through workgroup memory (GPUs).
+    Tiled,
+    /// Straight from the buffers, no workgroup memory or barriers (CPU adapters).
+    Rowwise,
+    /// The products on cooperative matrices (tensor cores), native f16 storage only.
+    Coop,
+}
+
+impl FlashBody {
+    /// The body `Auto` resolves to for tensors of these storages (lse and delta aside) and
+    /// head size `hs`: on tensor cores exactly where the matmul's products would be.
+    pub fn resolve(self, caps: &Capabilities, storages: &[Storage], hs: usize) -> FlashBody {
+        self.resolve_within(caps, None, storages, hs)
+    }
+
+    /// [`FlashBody::resolve`] with the tensor-core body's configuration forced (None: the
+    /// adapter's, [`FlashCoopConfig::for_adapter`]).
+    pub fn resolve_within(
+        self,
+        caps: &Capabilities,
+        config: Option<FlashCoopConfig>,
+        storages: &[Storage],
+        hs: usize,
+    ) -> FlashBody {
+        match self {
+            FlashBody::Auto if coop_layout::eligible(caps, config, storages, hs) => FlashBody::Coop,
+            FlashBody::Auto => Self::simt(caps),
+            other => other,
+        }
+    }
+
+    /// The tensor-core body's blocks for head size `hs` on this adapter under `config`
+    /// (None: the adapter's, what `info` reports): `blocks 64x64 forward, 32x64 dk/dv, 64x32
+    /// dq` (query rows x keys), or None where it does not run.
+    pub fn coop_blocks(
+        caps: &Capabilities,
+        config: Option<FlashCoopConfig>,
+        hs: usize,
+    ) -> Option<String> {
+        coop_layout::describe(caps, config, hs)
+    }
+
+    /// The SIMT body for this adapter (the delta kernel's, under every body).
+    pub(super) fn simt(caps: &Capabilities) -> FlashBody {
+        if caps.cpu_adapter {
+            FlashBody::Rowwise
+        } else {
+            FlashBody::Tiled
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FlashBody::Auto => "auto",
+            FlashBody::Tiled => "tiled",
+            FlashBody::Rowwise => "rowwise",
+            FlashBody::Coop => "coop",
+        }
+    }
+}
+
+/// The backward's constant: dk and dv are one tensor (nanoGPT's packed dqkv), written
+/// through one binding.
+pub(super) fn shared_kv_const(shared: bool) -> (&'static str, String) {
+    ("SHARED_KV_GRADS", shared.to_string())
 }

@@ -4,12 +4,22 @@
 //! results go straight to memory with cooperative stores. The tile loop's constants are
 //! shared with the convolutions ([`gemm_consts`]).
 
-use super::COOP_SHADER;
 use super::epilogue::Epilogue;
 use super::layout::{MatrixLayout, vector_ready};
+use super::params::Params;
 use crate::dtype::Storage;
+use crate::error::Result;
 use crate::gpu::{CoopTile, KernelDesc, KernelTable, TensorCoreConfig};
+use crate::shader::{ShaderDecl, Variant};
 use crate::tensor::Tensor;
+
+/// The cooperative-matrix body (tensor cores).
+pub static COOP_SHADER: ShaderDecl = ShaderDecl {
+    name: "matmul_coop",
+    source: include_str!("../../../shaders/matmul_coop.wgsl"),
+    structs: &[Params::WGSL],
+    variants: coop_variants,
+};
 
 /// How the tile loop stages and stores one GEMM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -203,4 +213,53 @@ pub(crate) fn table_tiles() -> Vec<(TensorCoreConfig, CoopTile)> {
         }
     }
     tiles
+}
+
+/// The cooperative body: native f16 inputs, f16 or f32 output and bias, every tile of the
+/// class tables (on subgroups of 32; other fixed subgroup sizes differ only in the workgroup
+/// size), every transpose, interior and edge variants, the bare and the full epilogue, the
+/// straight-to-memory store of f32 outputs and of split-K partial sums.
+fn coop_variants(shader: &'static ShaderDecl) -> Result<Vec<Variant>> {
+    use crate::dtype::Storage::{F16, F32};
+    let [bare, full] = Epilogue::VARIANTS;
+    // (c, bias, epilogue, direct store, split-K partial sums)
+    let outputs = [
+        (F16, F16, bare, false, false),
+        (F32, F32, bare, false, false),
+        (F16, F32, full, false, false),
+        (F32, F16, full, false, false),
+        (F32, F32, bare, true, false),
+        (F32, F32, bare, false, true),
+        (F32, F32, bare, true, true),
+    ];
+    let mut variants = Vec::new();
+    for (config, tile) in table_tiles() {
+        for (a_krows, b_krows) in [(false, true), (true, true), (false, false), (true, false)] {
+            for aligned in [false, true] {
+                for (c, bias, epilogue, direct, split) in outputs {
+                    if direct && !aligned {
+                        continue;
+                    }
+                    let gemm = CoopGemm {
+                        config,
+                        tile,
+                        a_krows,
+                        b_krows,
+                        sg_barrier: epilogue == full,
+                        direct,
+                    };
+                    let mut consts = vec![
+                        ("TRANS_A", a_krows.to_string()),
+                        ("TRANS_B", (!b_krows).to_string()),
+                        ("ALIGNED", aligned.to_string()),
+                    ];
+                    consts.extend(gemm.consts());
+                    consts.extend(epilogue.consts(split));
+                    let storages = [("a", F16), ("b", F16), ("c", c), ("bias", bias)];
+                    variants.push(Variant::new(shader, &storages, &consts)?);
+                }
+            }
+        }
+    }
+    Ok(variants)
 }

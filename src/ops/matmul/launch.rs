@@ -3,47 +3,14 @@
 use super::coop::{CoopPlan, Product};
 use super::epilogue::Epilogue;
 use super::layout::{MatrixLayout, vector_ready};
-use super::tiling::Tiling;
-use super::{MatmulKernel, MatmulOpts, SHADER};
+use super::params::Params;
+use super::tiling::{SHADER, Tiling};
+use super::{MatmulKernel, MatmulOpts};
 use crate::dtype::Storage;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, TensorCoreConfig, grid_1d};
 use crate::ops::table_check::TableUse;
 use crate::tensor::Tensor;
-
-crate::wgsl_struct! {
-    pub(super) struct Params {
-        m: u32,
-        n: u32,
-        k: u32,
-        /// Split-K: the depth of each split (the grid's z walks the splits), and how many.
-        k_split: u32,
-        /// Layouts (elements): offset and row stride of a, b and c.
-        a_off: u32,
-        a_ld: u32,
-        b_off: u32,
-        b_ld: u32,
-        c_off: u32,
-        c_ld: u32,
-        /// Batch: z = (z0, z1), flat zf = z0 * batch_inner + z1, zf < batches. The grid's z
-        /// dimension walks zf; past 65535 batches the rest folds into y (y = m tile + m_tiles * hi).
-        batch_inner: u32,
-        batches: u32,
-        m_tiles: u32,
-        a_s0: u32,
-        a_s1: u32,
-        b_s0: u32,
-        b_s1: u32,
-        c_s0: u32,
-        c_s1: u32,
-        /// `matmul_direct_narrow`: threads per row group (a power of two); 0 for other bodies.
-        lanes: u32,
-        splits: u32,
-        _pad0: u32,
-        _pad1: u32,
-        _pad2: u32,
-    }
-}
 
 fn dims2(what: &str, t: &Tensor) -> Result<(usize, usize)> {
     match *t.shape() {

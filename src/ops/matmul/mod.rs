@@ -7,8 +7,10 @@
 //! adapters), tiled SIMT (GPUs) and cooperative matrices (tensor cores, f16 inputs only; bf16
 //! has no cooperative type in naga 30 and stays on the SIMT bodies).
 //!
-//! - `tiling`: launch shapes of each body per input storage
-//! - `launch`: shape checks, the uniform block and the grid, shared by every entry point
+//! - `tiling`: launch shapes of each body per input storage, and the SIMT bodies' shader
+//! - `coop`: the tensor-core body's plan, and its shader
+//! - `launch`: shape checks and the grid, shared by every entry point; `params`: the uniform
+//!   block; `opts`: [`MatmulOpts`]
 //! - `layout`: where a batch of matrices lives in a tensor, and its checks
 //! - `batched`: strided batched matmul (attention)
 
@@ -17,55 +19,23 @@ mod coop;
 mod epilogue;
 mod launch;
 mod layout;
+mod opts;
+mod params;
 mod tiling;
 
 pub use crate::ops::bodies::{MatmulKernel, uses_tensor_cores};
 pub use batched::{batched_matmul, batched_matmul_with};
+pub use coop::COOP_SHADER;
 pub(crate) use coop::{CoopGemm, table_tiles};
 pub use layout::MatrixLayout;
+pub use opts::MatmulOpts;
+pub use tiling::SHADER;
 
 use crate::dtype::Storage;
 use crate::error::{Error, Result};
-use crate::gpu::{AdapterClass, Capabilities, GpuContext, Kernel, KernelTable};
-use crate::shader::{Grid, ShaderDecl, Variant};
+use crate::gpu::{Capabilities, GpuContext, Kernel};
 use crate::tensor::Tensor;
-use epilogue::Epilogue;
 use launch::{Operand, check_shapes, launch};
-use tiling::Tiling;
-
-/// The SIMT bodies (direct and tiled).
-pub static SHADER: ShaderDecl = ShaderDecl {
-    name: "matmul",
-    source: include_str!("../../../shaders/matmul.wgsl"),
-    structs: &[launch::Params::WGSL],
-    variants: simt_variants,
-};
-/// The cooperative-matrix body (tensor cores).
-pub static COOP_SHADER: ShaderDecl = ShaderDecl {
-    name: "matmul_coop",
-    source: include_str!("../../../shaders/matmul_coop.wgsl"),
-    structs: &[launch::Params::WGSL],
-    variants: coop_variants,
-};
-
-/// Options of [`matmul`]. `Default` is a plain `c = a · b`.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct MatmulOpts<'a> {
-    /// `a` is stored [K, M] and used transposed.
-    pub trans_a: bool,
-    /// `b` is stored [N, K] and used transposed.
-    pub trans_b: bool,
-    /// Add the product to `c`'s existing values (gradient accumulation).
-    pub accumulate: bool,
-    /// A [N] vector added to every row of the result.
-    pub bias: Option<&'a Tensor>,
-    /// Round the result to this dtype before storing or accumulating it (a weight gradient
-    /// computed in the forward's low dtype, landing in f32; see [`super::round_code`]).
-    pub round_to: Option<crate::dtype::DType>,
-    /// Split the reduction over K into this many parts (tests; `None`: as the adapter's
-    /// kernel table says, for the tiled and cooperative bodies of one matrix).
-    pub split_k: Option<u32>,
-}
 
 impl MatmulKernel {
     /// Every body, as `bench matmul --kernel` names them.
@@ -168,101 +138,6 @@ pub fn matmul_with(
 /// Floating-point operations of one `matmul` of these sizes (2·M·N·K), for benchmarks.
 pub fn flops(m: usize, n: usize, k: usize) -> f64 {
     2.0 * m as f64 * n as f64 * k as f64
-}
-
-/// The SIMT bodies with the four transpose combinations and every storage of a, b and c
-/// within one f16 world (native or packed; the two never meet in one call), the bias in c's
-/// storage or f32; the tiled body in each tile of the class tables, interior and edge
-/// variants; each with the bare epilogue and with every epilogue option on.
-fn simt_variants(shader: &'static ShaderDecl) -> Result<Vec<Variant>> {
-    let grid = Grid::new()
-        .each(&["a"])
-        .each(&["b"])
-        .each(&["c"])
-        .like_or_f32(&["bias"], "c")
-        .one_f16_storage();
-    let tables: Vec<KernelTable> = AdapterClass::ALL.map(KernelTable::defaults).to_vec();
-    grid.variants_with(shader, |storages| {
-        let (a, b) = (storages.storage("a"), storages.storage("b"));
-        let mut shapes = Vec::new();
-        for table in &tables {
-            let tiled = Tiling::choose(MatmulKernel::Tiled, a, b, table);
-            for aligned in [false, true] {
-                if !shapes.contains(&(tiled, aligned)) {
-                    shapes.push((tiled, aligned));
-                }
-            }
-        }
-        shapes.push((
-            Tiling::choose(MatmulKernel::Direct, a, b, &tables[0]),
-            false,
-        ));
-        let mut consts = Vec::new();
-        for (tiling, aligned) in shapes {
-            for trans in [(false, false), (true, false), (false, true), (true, true)] {
-                for epilogue in Epilogue::VARIANTS {
-                    let mut c = tiling.consts(trans, aligned);
-                    c.extend(epilogue.consts(false));
-                    consts.push(c);
-                }
-            }
-        }
-        // Split-K: the tiled body writing partial sums, and the reduction.
-        let tiled = Tiling::choose(MatmulKernel::Tiled, a, b, &tables[0]);
-        let mut split = tiled.consts((true, false), false);
-        split.extend(Epilogue::VARIANTS[0].consts(true));
-        consts.push(split);
-        consts
-    })
-}
-
-/// The cooperative body: native f16 inputs, f16 or f32 output and bias, every tile of the
-/// class tables (on subgroups of 32; other fixed subgroup sizes differ only in the workgroup
-/// size), every transpose, interior and edge variants, the bare and the full epilogue, the
-/// straight-to-memory store of f32 outputs and of split-K partial sums.
-fn coop_variants(shader: &'static ShaderDecl) -> Result<Vec<Variant>> {
-    use crate::dtype::Storage::{F16, F32};
-    let [bare, full] = Epilogue::VARIANTS;
-    // (c, bias, epilogue, direct store, split-K partial sums)
-    let outputs = [
-        (F16, F16, bare, false, false),
-        (F32, F32, bare, false, false),
-        (F16, F32, full, false, false),
-        (F32, F16, full, false, false),
-        (F32, F32, bare, true, false),
-        (F32, F32, bare, false, true),
-        (F32, F32, bare, true, true),
-    ];
-    let mut variants = Vec::new();
-    for (config, tile) in table_tiles() {
-        for (a_krows, b_krows) in [(false, true), (true, true), (false, false), (true, false)] {
-            for aligned in [false, true] {
-                for (c, bias, epilogue, direct, split) in outputs {
-                    if direct && !aligned {
-                        continue;
-                    }
-                    let gemm = CoopGemm {
-                        config,
-                        tile,
-                        a_krows,
-                        b_krows,
-                        sg_barrier: epilogue == full,
-                        direct,
-                    };
-                    let mut consts = vec![
-                        ("TRANS_A", a_krows.to_string()),
-                        ("TRANS_B", (!b_krows).to_string()),
-                        ("ALIGNED", aligned.to_string()),
-                    ];
-                    consts.extend(gemm.consts());
-                    consts.extend(epilogue.consts(split));
-                    let storages = [("a", F16), ("b", F16), ("c", c), ("bias", bias)];
-                    variants.push(Variant::new(shader, &storages, &consts)?);
-                }
-            }
-        }
-    }
-    Ok(variants)
 }
 
 #[cfg(test)]

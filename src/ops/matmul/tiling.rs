@@ -2,11 +2,22 @@
 //! register blocking comes from the adapter's kernel table (`gpu::kernel_table`), the direct
 //! body's is fixed (CPU adapters).
 
+use super::MatmulKernel;
 use super::coop::staging_consts;
 use super::epilogue::Epilogue;
-use super::{MatmulKernel, SHADER};
+use super::params::Params;
 use crate::dtype::Storage;
-use crate::gpu::{KernelDesc, KernelTable, SimtTile};
+use crate::error::Result;
+use crate::gpu::{AdapterClass, KernelDesc, KernelTable, SimtTile};
+use crate::shader::{Grid, ShaderDecl, Variant};
+
+/// The SIMT bodies (direct and tiled).
+pub static SHADER: ShaderDecl = ShaderDecl {
+    name: "matmul",
+    source: include_str!("../../../shaders/matmul.wgsl"),
+    structs: &[Params::WGSL],
+    variants: simt_variants,
+};
 
 /// Launch shape of one SIMT body for one input storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,6 +141,52 @@ impl Tiling {
         c.extend(epilogue.consts(false));
         c
     }
+}
+
+/// The SIMT bodies with the four transpose combinations and every storage of a, b and c
+/// within one f16 world (native or packed; the two never meet in one call), the bias in c's
+/// storage or f32; the tiled body in each tile of the class tables, interior and edge
+/// variants; each with the bare epilogue and with every epilogue option on.
+fn simt_variants(shader: &'static ShaderDecl) -> Result<Vec<Variant>> {
+    let grid = Grid::new()
+        .each(&["a"])
+        .each(&["b"])
+        .each(&["c"])
+        .like_or_f32(&["bias"], "c")
+        .one_f16_storage();
+    let tables: Vec<KernelTable> = AdapterClass::ALL.map(KernelTable::defaults).to_vec();
+    grid.variants_with(shader, |storages| {
+        let (a, b) = (storages.storage("a"), storages.storage("b"));
+        let mut shapes = Vec::new();
+        for table in &tables {
+            let tiled = Tiling::choose(MatmulKernel::Tiled, a, b, table);
+            for aligned in [false, true] {
+                if !shapes.contains(&(tiled, aligned)) {
+                    shapes.push((tiled, aligned));
+                }
+            }
+        }
+        shapes.push((
+            Tiling::choose(MatmulKernel::Direct, a, b, &tables[0]),
+            false,
+        ));
+        let mut consts = Vec::new();
+        for (tiling, aligned) in shapes {
+            for trans in [(false, false), (true, false), (false, true), (true, true)] {
+                for epilogue in Epilogue::VARIANTS {
+                    let mut c = tiling.consts(trans, aligned);
+                    c.extend(epilogue.consts(false));
+                    consts.push(c);
+                }
+            }
+        }
+        // Split-K: the tiled body writing partial sums, and the reduction.
+        let tiled = Tiling::choose(MatmulKernel::Tiled, a, b, &tables[0]);
+        let mut split = tiled.consts((true, false), false);
+        split.extend(Epilogue::VARIANTS[0].consts(true));
+        consts.push(split);
+        consts
+    })
 }
 
 #[cfg(test)]

@@ -7,9 +7,10 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::FORMAT;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
+
+pub const FORMAT: &str = "webgpu-amp/1";
 use crate::train::config::RunConfig;
 
 /// What places a run's batches in its data, beside [`Progress`]'s counters: a resume must

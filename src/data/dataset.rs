@@ -1,0 +1,366 @@
+//! A data set in memory ([`Dataset`]: its inputs and labels) and the split into training and
+//! held-out sets ([`Split`]), apart from `mod.rs` so that the sources that build them do not
+//! reach themselves through it.
+
+use super::tokens::{self, TokenSamples};
+use super::vocab::Vocab;
+use crate::{Error, Result};
+
+/// Labels of a data set: class indices for classification, f32 vectors for regression.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Labels {
+    /// One class index per sample, each `< num_classes`.
+    Classes {
+        labels: Vec<u32>,
+        num_classes: usize,
+    },
+    /// `dim` f32 targets per sample, row-major (`n × dim`).
+    Targets { values: Vec<f32>, dim: usize },
+    /// One class per token of a token data set (the next token): `T` per sample, each
+    /// `< num_classes` (the vocabulary size).
+    Tokens {
+        targets: TokenSamples,
+        num_classes: usize,
+    },
+}
+
+impl Labels {
+    /// Number of samples the labels describe.
+    pub fn len(&self) -> usize {
+        match self {
+            Labels::Classes { labels, .. } => labels.len(),
+            Labels::Targets { values, dim } => values.len().checked_div(*dim).unwrap_or(0),
+            Labels::Tokens { targets, .. } => targets.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// What a model's output must have per sample: the class count or the target width.
+    pub fn output_dim(&self) -> usize {
+        match self {
+            Labels::Classes { num_classes, .. } | Labels::Tokens { num_classes, .. } => {
+                *num_classes
+            }
+            Labels::Targets { dim, .. } => *dim,
+        }
+    }
+
+    pub fn is_classification(&self) -> bool {
+        matches!(self, Labels::Classes { .. } | Labels::Tokens { .. })
+    }
+
+    /// Loss rows per sample: 1 for a class label or a target vector, `T` for token samples
+    /// (one class per token). A batch of `B` samples has `B · rows_per_sample()` rows.
+    pub fn rows_per_sample(&self) -> usize {
+        match self {
+            Labels::Classes { .. } | Labels::Targets { .. } => 1,
+            Labels::Tokens { targets, .. } => targets.block_size(),
+        }
+    }
+}
+
+/// Inputs of a data set.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Inputs {
+    /// `n × product(sample_shape)` f32 values, row-major (images, features).
+    Features(Vec<f32>),
+    /// Token ids, `T` per sample, and the vocabulary that decodes them (text sets).
+    Tokens {
+        ids: TokenSamples,
+        vocab: Option<std::sync::Arc<Vocab>>,
+    },
+}
+
+impl Inputs {
+    /// The f32 values of a dense data set.
+    pub fn features(&self) -> Option<&[f32]> {
+        match self {
+            Inputs::Features(x) => Some(x),
+            Inputs::Tokens { .. } => None,
+        }
+    }
+
+    /// The token samples of a token data set.
+    pub fn tokens(&self) -> Option<&TokenSamples> {
+        match self {
+            Inputs::Tokens { ids, .. } => Some(ids),
+            Inputs::Features(_) => None,
+        }
+    }
+}
+
+/// A data set in memory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dataset {
+    /// Where it came from, for messages ("default/train", a file path, ...).
+    pub name: String,
+    /// f32 features, or token ids ([`Dataset::from_tokens`]).
+    pub x: Inputs,
+    /// Shape of one sample without the batch dimension, e.g. `[1, 28, 28]` or `[10]`; `[T]`
+    /// for token samples.
+    pub sample_shape: Vec<usize>,
+    pub y: Labels,
+    /// Number of samples.
+    pub n: usize,
+}
+
+impl Dataset {
+    /// Builds a dense data set (f32 features) and checks that `x`, `y` and `n` agree.
+    pub fn new(
+        name: impl Into<String>,
+        x: Vec<f32>,
+        sample_shape: Vec<usize>,
+        y: Labels,
+    ) -> Result<Dataset> {
+        let name = name.into();
+        let n = y.len();
+        let dataset = Dataset {
+            name,
+            x: Inputs::Features(x),
+            sample_shape,
+            y,
+            n,
+        };
+        dataset.validate()?;
+        Ok(dataset)
+    }
+
+    /// Number of values (f32 features or token ids) per sample.
+    pub fn sample_len(&self) -> usize {
+        self.sample_shape.iter().product()
+    }
+
+    /// Output width a model needs: the class count or the target width.
+    pub fn output_dim(&self) -> usize {
+        self.y.output_dim()
+    }
+
+    /// Checks internal consistency (sizes, label range); every loader calls it.
+    pub fn validate(&self) -> Result<()> {
+        let who = &self.name;
+        if self.sample_shape.is_empty() || self.sample_shape.contains(&0) {
+            return Err(Error::data(format!(
+                "{who}: sample shape {:?} must be non-empty with no zero dimension",
+                self.sample_shape
+            )));
+        }
+        if self.y.len() != self.n {
+            return Err(Error::data(format!(
+                "{who}: {} labels for {} samples",
+                self.y.len(),
+                self.n
+            )));
+        }
+        let x = match (&self.x, &self.y) {
+            (
+                Inputs::Tokens { ids, .. },
+                Labels::Tokens {
+                    targets,
+                    num_classes,
+                },
+            ) => {
+                return tokens::validate(
+                    who,
+                    self.n,
+                    &self.sample_shape,
+                    ids,
+                    targets,
+                    *num_classes,
+                );
+            }
+            (Inputs::Features(x), Labels::Classes { .. } | Labels::Targets { .. }) => x,
+            _ => {
+                return Err(Error::data(format!(
+                    "{who}: token inputs need token labels and dense inputs need class labels \
+                     or targets"
+                )));
+            }
+        };
+        if x.len() != self.n * self.sample_len() {
+            return Err(Error::data(format!(
+                "{who}: {} values do not make {} samples of shape {:?}",
+                x.len(),
+                self.n,
+                self.sample_shape
+            )));
+        }
+        match &self.y {
+            Labels::Classes {
+                labels,
+                num_classes,
+            } => {
+                if let Some((i, &bad)) = labels
+                    .iter()
+                    .enumerate()
+                    .find(|&(_, &l)| l as usize >= *num_classes)
+                {
+                    return Err(Error::data(format!(
+                        "{who}: label {bad} of sample {i} is not below the class count {num_classes}"
+                    )));
+                }
+            }
+            Labels::Targets { values, dim } => {
+                if *dim == 0 || values.len() != self.n * dim {
+                    return Err(Error::data(format!(
+                        "{who}: {} target values do not make {} rows of width {dim}",
+                        values.len(),
+                        self.n
+                    )));
+                }
+            }
+            // Checked with the token inputs above.
+            Labels::Tokens { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// Set the class count of class labels (see [`Split::set_num_classes`]); an error for
+    /// regression targets or a label out of range.
+    pub fn set_num_classes(&mut self, classes: usize) -> Result<()> {
+        let who = &self.name;
+        let Labels::Classes {
+            labels,
+            num_classes,
+        } = &mut self.y
+        else {
+            return Err(Error::data(format!(
+                "{who}: has float targets, not class labels, so it has no class count"
+            )));
+        };
+        if classes == 0 {
+            return Err(Error::data(format!(
+                "{who}: the class count must be at least 1"
+            )));
+        }
+        if let Some((i, &bad)) = labels
+            .iter()
+            .enumerate()
+            .find(|&(_, &l)| l as usize >= classes)
+        {
+            return Err(Error::data(format!(
+                "{who}: label {bad} of sample {i} is out of bounds for {classes} classes \
+                 (labels must be in 0..{classes})"
+            )));
+        }
+        *num_classes = classes;
+        Ok(())
+    }
+
+    /// Samples `range` as a new data set (in the same order), named `name`.
+    pub fn slice(&self, range: std::ops::Range<usize>, name: impl Into<String>) -> Result<Dataset> {
+        if range.start > range.end || range.end > self.n {
+            return Err(Error::data(format!(
+                "{}: sample range {range:?} is outside 0..{}",
+                self.name, self.n
+            )));
+        }
+        let name = name.into();
+        let x = match &self.x {
+            Inputs::Features(x) => {
+                let len = self.sample_len();
+                x[range.start * len..range.end * len].to_vec()
+            }
+            Inputs::Tokens { ids, vocab } => {
+                let Labels::Tokens {
+                    targets,
+                    num_classes,
+                } = &self.y
+                else {
+                    return Err(Error::data(format!(
+                        "{}: token inputs without token labels",
+                        self.name
+                    )));
+                };
+                return Dataset::from_tokens(
+                    name,
+                    ids.slice(range.clone())?,
+                    targets.slice(range)?,
+                    *num_classes,
+                    vocab.clone(),
+                );
+            }
+        };
+        let y = match &self.y {
+            Labels::Classes {
+                labels,
+                num_classes,
+            } => Labels::Classes {
+                labels: labels[range.clone()].to_vec(),
+                num_classes: *num_classes,
+            },
+            Labels::Targets { values, dim } => Labels::Targets {
+                values: values[range.start * dim..range.end * dim].to_vec(),
+                dim: *dim,
+            },
+            Labels::Tokens { targets, .. } => Labels::Tokens {
+                targets: targets.slice(range)?,
+                num_classes: self.output_dim(),
+            },
+        };
+        Dataset::new(name, x, self.sample_shape.clone(), y)
+    }
+
+    /// Splits off the last `count` samples as a validation set (file order is kept, nothing
+    /// is shuffled): `(first n - count, last count)`. Both parts must be non-empty.
+    pub fn split_last(&self, count: usize) -> Result<(Dataset, Dataset)> {
+        if count == 0 || count >= self.n {
+            return Err(Error::data(format!(
+                "{}: cannot hold out {count} of {} samples for validation (need 0 < count < n)",
+                self.name, self.n
+            )));
+        }
+        let cut = self.n - count;
+        Ok((
+            self.slice(0..cut, format!("{}/train", self.name))?,
+            self.slice(cut..self.n, format!("{}/validation", self.name))?,
+        ))
+    }
+}
+
+/// Training data plus the optional held-out sets.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Split {
+    pub train: Dataset,
+    /// Held out from the training data (the embedded MNIST's last 2,000 images, or what the
+    /// user asked to hold out).
+    pub validation: Option<Dataset>,
+    /// A set that came as a separate test set (MNIST's and Fashion-MNIST's 10,000 images).
+    pub test: Option<Dataset>,
+}
+
+impl Split {
+    /// Only a training set.
+    pub fn train_only(train: Dataset) -> Split {
+        Split {
+            train,
+            validation: None,
+            test: None,
+        }
+    }
+
+    /// Give every set of the split `num_classes` classes (what the model outputs), after
+    /// checking that every label is below it. The first label out of range is an error that
+    /// names the set (its file) and the sample, as PyTorch's `cross_entropy` refuses a target
+    /// out of bounds, instead of the class count growing to fit a corrupt label.
+    pub fn set_num_classes(&mut self, num_classes: usize) -> Result<()> {
+        for set in [
+            Some(&mut self.train),
+            self.validation.as_mut(),
+            self.test.as_mut(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            set.set_num_classes(num_classes)?;
+        }
+        Ok(())
+    }
+
+    /// The set to evaluate on: validation if there is one, else test.
+    pub fn eval_set(&self) -> Option<&Dataset> {
+        self.validation.as_ref().or(self.test.as_ref())
+    }
+}

@@ -1,0 +1,67 @@
+//! A model's buffers read from a checkpoint ([`Checkpoint::buffers_for_model`]), apart from
+//! `buffers.rs` (how buffers are saved), which the checkpoint's own type names.
+
+use super::Checkpoint;
+use super::named_tensor::NamedTensor;
+use crate::error::{Error, Result};
+use crate::nn::ModelSpec;
+use crate::nn::buffers::BufferValues;
+use crate::nn::layers::BufferDType;
+
+impl Checkpoint {
+    /// The buffers of `spec` from this file, in the model's order: each under its name with
+    /// the model's shape, in its dtype (an f32 buffer among the floating-point tensors). A
+    /// missing, mis-shaped or mis-typed buffer is an error naming it.
+    pub fn buffers_for_model(
+        &self,
+        spec: &ModelSpec,
+        what: &str,
+    ) -> Result<Vec<(String, BufferValues)>> {
+        let mut problems = Vec::new();
+        let mut out = Vec::new();
+        for b in spec.buffers() {
+            // Names read through the model family's table.
+            let ours = |name: &str| spec.import_name(name) == b.name;
+            let float = || self.params.iter().find(|t| ours(&t.name));
+            let int = || self.buffers.iter().find(|t| ours(&t.name));
+            let found = match b.dtype {
+                BufferDType::F32 => float()
+                    .map(|t: &NamedTensor| (t.shape.clone(), BufferValues::F32(t.values.clone()))),
+                BufferDType::I64 => int().map(|t| (t.shape.clone(), t.values.clone())),
+            };
+            match found {
+                None => problems.push(format!(
+                    "missing buffer `{}` ({} {:?})",
+                    b.name,
+                    b.dtype.name(),
+                    b.shape
+                )),
+                Some((shape, _)) if shape != b.shape => problems.push(format!(
+                    "buffer `{}` has shape {shape:?}, the model needs {:?}",
+                    b.name, b.shape
+                )),
+                Some((_, values)) => out.push((b.name, values)),
+            }
+        }
+        for t in &self.buffers {
+            if !spec
+                .buffers()
+                .iter()
+                .any(|b| b.name == spec.import_name(&t.name))
+            {
+                problems.push(format!(
+                    "unexpected integer tensor `{}` {:?}",
+                    t.name, t.shape
+                ));
+            }
+        }
+        if problems.is_empty() {
+            Ok(out)
+        } else {
+            Err(Error::Checkpoint(format!(
+                "{what}: buffers do not match the model: {}",
+                problems.join("; ")
+            )))
+        }
+    }
+}
