@@ -19,6 +19,8 @@ mod buffers;
 #[cfg(not(target_arch = "wasm32"))]
 mod disk_full;
 mod finite;
+#[cfg(not(target_arch = "wasm32"))]
+mod hf;
 mod metadata;
 #[cfg(not(target_arch = "wasm32"))]
 mod moments_file;
