@@ -133,6 +133,14 @@ MEASUREMENTS = [
          args=TORCH + ["--group", "airbench", "--batch-sizes", "{b}", "--precisions", THREE,
                        "{quick}"],
          full=dict(b=1024, steps=20, warmup=5, quick=None), quick=dict(b=2, **QUICK_TORCH)),
+    # Our side of Inferena's protocol: SmolLM2-135M at batch 1 x 128 tokens, the whole AdamW
+    # step (forward alone and forward+backward are NOT timed separately yet: the Markdown
+    # pairs it with PyTorch's `step` variant). --quick: llama-tiny at 16 tokens.
+    dict(id="smollm2-b1-t128", what="SmolLM2-135M step, batch 1 x 128 (Inferena's protocol), "
+         "f32, AMP f16 and bf16", budget=240, needs=["--seq-len"],
+         args=STEP + ["--precisions", THREE, "--seq-len", "{t}"],
+         full=dict(model="smollm2-135m", b=1, steps=20, t=128),
+         quick=dict(model="llama-tiny", b=1, steps=1, t=16)),
     dict(id="torch-llama", what="PyTorch eager SmolLM2-135M (transformers), batch 1 x 128: "
          "forward, forward+backward, AdamW step; f32, TF32, AMP f16 and bf16", side="pytorch",
          budget=240,

@@ -157,6 +157,9 @@ def step_tables(report):
         if ours.get("variant") != "default" or ours.get("scaler") is False:
             continue
         for theirs in steps(report, "pytorch"):
+            # A whole step against a whole step: not PyTorch's forward-only rows (llama).
+            if theirs.get("variant") in ("forward", "forward+backward"):
+                continue
             if all(theirs[k] == ours[k] for k in ("model", "batch_size", "precision")):
                 pairs.append((ours["model"], ours["batch_size"], ours["precision"],
                               num(ours["ms_per_step"], 3), theirs["variant"],

@@ -73,6 +73,9 @@ WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/cnn_ops_compat.py
 echo "== nanoGPT cross-check on Vulkan: GPT logits, loss and gradients, nanoGPT's train.py recipe step by step (f32, amp-f16), a gpt-tiny checkpoint loaded strictly into nanoGPT's GPT, greedy sampling"
 WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/nanogpt_compat.py
 
+echo "== transformers cross-check on Vulkan: a tiny Llama (GQA, RoPE, tied and untied) from save_pretrained, 20 AdamW steps with clipping, f32 and amp-f16 (GradScaler)"
+WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/llama_compat.py
+
 # --- tensor cores on a CPU: Mesa 26's lavapipe (scripts/lavapipe-coop.sh) ------------------
 # Mesa 22's lavapipe (and GL, below) have no cooperative matrices, so the tensor-core tests say
 # NOT CHECKED there. They run here with both fragment shapes (8x8, which Apple GPUs use, and

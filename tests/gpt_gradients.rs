@@ -360,10 +360,7 @@ fn llama_block(c: usize, hidden: usize, heads: usize) -> GraphConfig {
     let k = g.layer("self_attn.k_proj", linear(c), n);
     let v = g.layer("self_attn.v_proj", linear(c), n);
     let qkv = g.concat(&[q, k, v]);
-    let attention = AttentionConfig {
-        heads,
-        dropout: 0.0,
-    };
+    let attention = AttentionConfig::new(heads, 0.0);
     let a = g.layer("self_attn", attention, qkv);
     let o = g.layer("self_attn.o_proj", linear(c), a);
     let h = g.add(x, o);

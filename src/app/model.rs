@@ -33,7 +33,7 @@ pub fn model_for(dataset: &str, model: &str) -> String {
     match (text, gpt) {
         (true, false) => match ModelChoice::default_for_text() {
             ModelChoice::Preset(name) => name,
-            ModelChoice::Json(_) => model.into(),
+            _ => model.into(),
         },
         (false, true) => "mlp".into(),
         _ => model.into(),

@@ -6,7 +6,7 @@ use std::io::Write;
 
 use clap::Args;
 use webgpu_amp::amp::policy::Precision;
-use webgpu_amp::data::{Batch, DataSource, Dataset, Labels, Rng};
+use webgpu_amp::data::{Batch, DataSource, Dataset, Labels, Rng, Split};
 use webgpu_amp::nn::families as family;
 use webgpu_amp::nn::preset;
 use webgpu_amp::nn::presets::meant_input;
@@ -31,10 +31,15 @@ const MAX_STEPS: usize = 1_000_000;
 #[derive(Args, Debug)]
 pub struct BenchStepArgs {
     /// Models to measure: presets with image input (mlp, mnist-cnn, simple-cnn) on random
-    /// images, or GPT presets (gpt-tiny, gpt-char) on windows of the embedded text with
-    /// nanoGPT's step (AdamW, clipping at 1).
+    /// images, GPT presets (gpt-tiny, gpt-char) on windows of the embedded text with
+    /// nanoGPT's step (AdamW, clipping at 1), or Llama presets (llama-tiny, smollm2-135m)
+    /// on the same windows (their characters' ids in the model's vocabulary) with AdamW.
     #[arg(long, value_delimiter = ',', default_value = "mlp,mnist-cnn")]
     models: Vec<String>,
+    /// A Llama's training window in tokens (Inferena's protocol: 128); default its own.
+    #[arg(long, allow_negative_numbers = true,
+          value_parser = number::<usize>(super::run_args::SEQ_LEN_RANGE))]
+    seq_len: Option<usize>,
     /// Precision modes to measure.
     #[arg(
         long,
@@ -123,18 +128,47 @@ struct Workload {
     tokens: Option<usize>,
 }
 
+/// A family's preset on its bench data (text), cut into its windows (`seq_len` tokens where
+/// given): the text's ids are characters, which a model with a vocabulary of its own
+/// (SmolLM2's 49152) reads as ids of its vocabulary, as fast as any others.
+fn family_model_and_data(model: &str, seq_len: Option<usize>) -> Result<(ModelSpec, Split)> {
+    let family = family::of_preset(model).expect("a family's preset");
+    let source: DataSource = family.bench_data().parse()?;
+    let Some(corpus) = source.load_text()? else {
+        let choice = ModelChoice::Preset(model.into());
+        return model_and_data(Some(&choice), &source, true);
+    };
+    let mut found = family.preset(model, corpus.vocab().len())?;
+    if let Some(n) = seq_len {
+        found = found.with_seq_len(n)?;
+    }
+    let tokens = found.tokens().ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "{model} takes no tokens, but its bench data is text"
+        ))
+    })?;
+    let mut split = corpus.split(tokens.block_size)?;
+    if tokens.vocab_size > split.train.output_dim() {
+        split.train = split
+            .train
+            .without_vocab()
+            .with_num_classes(tokens.vocab_size)?;
+    }
+    let spec = ModelSpec::of_family(found, model, tokens.block_size)?;
+    spec.check_dataset(&split.train)?;
+    Ok((spec, split))
+}
+
 fn workload(
     ctx: &GpuContext,
     model: &str,
-    b: usize,
+    (b, seq_len): (usize, Option<usize>),
     attention: AttentionKernel,
 ) -> Result<Workload> {
     if let Some(family) = family::of_preset(model) {
         // The family's step on its data (a GPT's: nanoGPT's, AdamW at lr 1e-3, betas
         // (0.9, 0.99), weight decay 0.1, clip at 1, on hamlet).
-        let source: DataSource = family.bench_data().parse()?;
-        let (spec, split) =
-            model_and_data(Some(&ModelChoice::Preset(model.into())), &source, true)?;
+        let (spec, split) = family_model_and_data(model, seq_len)?;
         let spec = spec.with_attention(attention);
         let batch = split.train.gather(&(0..b).collect::<Vec<_>>())?;
         let recipe = family.recipe();
@@ -202,12 +236,11 @@ fn workload(
 
 /// The batch `model` is measured at: `requested`, or for a GPT at most its data's training
 /// windows (with a note on stderr when that is fewer).
-fn batch_for(model: &str, requested: usize) -> Result<usize> {
+fn batch_for(model: &str, requested: usize, seq_len: Option<usize>) -> Result<usize> {
     let Some(family) = family::of_preset(model).filter(|f| f.takes_tokens()) else {
         return Ok(requested);
     };
-    let source: DataSource = family.bench_data().parse()?;
-    let (_, split) = model_and_data(Some(&ModelChoice::Preset(model.into())), &source, true)?;
+    let (_, split) = family_model_and_data(model, seq_len)?;
     let windows = split.train.n;
     if requested > windows {
         // A note, not data: a closed stderr is no reason to stop.
@@ -232,7 +265,7 @@ fn measure(
     profile: bool,
 ) -> Result<(StepBench, Option<StepProfile>)> {
     let attention = args.attention.kernel()?;
-    let w = workload(ctx, model, b, attention)?;
+    let w = workload(ctx, model, (b, args.seq_len), attention)?;
     let attention = w.tokens.map(|_| attention.name());
     let init = w.spec.init_params(0);
     let config = StepConfig::new(precision, LossKind::CrossEntropy, w.optimizer)
@@ -379,7 +412,7 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
     }
     let mut rows = Vec::new();
     for model in &args.models {
-        let batch = batch_for(model, args.batch_size)?;
+        let batch = batch_for(model, args.batch_size, args.seq_len)?;
         let mut amp_with = None;
         for &p in &precisions {
             // Where it stands, on stderr (a note: measurements of big models on a CPU adapter

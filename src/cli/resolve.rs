@@ -3,7 +3,10 @@
 //! keeps its class count (`--num-classes`) or a JSON model whose last layer sets it.
 
 use webgpu_amp::data::file_caps::MODEL_FILE;
+use webgpu_amp::data::hf::LlamaConfig;
 use webgpu_amp::data::{DataSource, Labels, Split, read_capped};
+use webgpu_amp::nn::family::FamilyModel;
+use webgpu_amp::nn::llama::LlamaModel;
 use webgpu_amp::nn::{LossKind, ModelSpec, preset};
 use webgpu_amp::train::{ModelChoice, model_and_data, model_for_split};
 use webgpu_amp::{Error, Result};
@@ -12,12 +15,40 @@ use webgpu_amp::{Error, Result};
 /// tutorials' `SimpleCNN(num_classes=10)`, and MNIST's and Fashion-MNIST's ten.
 pub const PRESET_CLASSES: usize = 10;
 
-/// What the flags ask for: `--model`, `--dataset`, `--loss` and `--num-classes`.
+/// What the flags ask for: `--model`, `--dataset`, `--loss`, `--num-classes` and
+/// `--seq-len`.
 pub struct Wanted<'a> {
     pub model: Option<&'a str>,
     pub dataset: Option<&'a str>,
     pub loss: Option<&'a str>,
     pub num_classes: Option<usize>,
+    pub seq_len: Option<usize>,
+}
+
+/// `--model hf:DIR`: a Hugging Face transformers folder.
+pub const HF_PREFIX: &str = "hf:";
+
+/// The model `--model` names: a JSON file, a Hugging Face folder (`hf:DIR`: its
+/// config.json, as a Llama description) or a preset; trained on windows of `--seq-len`.
+fn choose(model: &str, seq_len: Option<usize>) -> Result<ModelChoice> {
+    let choice = if let Some(dir) = model.strip_prefix(HF_PREFIX) {
+        let path = std::path::Path::new(dir).join(webgpu_amp::data::hf::CONFIG);
+        let text = String::from_utf8(read_capped(&path, MODEL_FILE).map_err(Error::Model)?)
+            .map_err(|_| Error::Model(format!("{}: not UTF-8 text", path.display())))?;
+        let config = LlamaConfig::from_json(&text, &path.display().to_string())?;
+        ModelChoice::Json(LlamaModel::new(config).description().to_string())
+    } else if model.ends_with(".json") {
+        ModelChoice::Json(read_model_file(model)?)
+    } else {
+        ModelChoice::Preset(model.to_string())
+    };
+    Ok(match seq_len {
+        None => choice,
+        Some(seq_len) => ModelChoice::Windowed {
+            model: Box::new(choice),
+            seq_len,
+        },
+    })
 }
 
 /// What [`resolve`] found: the data, the model, its loss, the model's name for messages
@@ -52,11 +83,13 @@ fn name_file(e: Error, file: &str) -> Error {
 /// Data, model and loss from the flags, without the GPU and without parameters.
 pub fn resolve(args: &Wanted) -> Result<ModelAndData> {
     let file = args.model.filter(|m| m.ends_with(".json"));
-    let choice = match (args.model, file) {
-        (Some(m), Some(_)) => Some(ModelChoice::Json(read_model_file(m)?)),
-        (Some(m), None) => Some(ModelChoice::Preset(m.to_string())),
-        (None, _) => None,
-    };
+    let choice = args.model.map(|m| choose(m, args.seq_len)).transpose()?;
+    if let (None, Some(n)) = (args.model, args.seq_len) {
+        return Err(Error::InvalidArgument(format!(
+            "--seq-len {n} sets a Llama's training window: give --model (llama-tiny, \
+             smollm2-135m, hf:DIR or a JSON file)"
+        )));
+    }
     let tokens = choice.as_ref().is_some_and(ModelChoice::takes_tokens);
     // The embedded MNIST set unless the model is a language model (a GPT), which trains on
     // the embedded text.

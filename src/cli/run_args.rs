@@ -28,12 +28,18 @@ use webgpu_amp::nn::family::Recipe;
 /// their ranges from the run builder ([`Setting::range`], the guide's table of flags).
 #[derive(Args, Clone, Debug)]
 pub struct RunArgs {
-    /// Preset (linear, mlp, simple-cnn, mnist-cnn, gpt-tiny, gpt-char) or a JSON model file.
+    /// Preset (linear, mlp, simple-cnn, mnist-cnn, gpt-tiny, gpt-char, llama-tiny,
+    /// smollm2-135m), a JSON model file, or hf:DIR (a Hugging Face transformers folder:
+    /// config.json and model.safetensors, trained from its weights).
     /// A GPT's unset flags default to nanoGPT's shakespeare-char recipe: --optimizer adamw
     /// --lr 1e-3 --beta2 0.99 --weight-decay 0.1 --clip-grad-norm 1 --lr-schedule cosine
     /// (--warmup-steps: steps / 50, --min-lr: lr / 10).
     #[arg(long)]
     pub model: Option<String>,
+    /// A Llama's training window in tokens, 1 to its max_position_embeddings (default
+    /// min(1024, max_position_embeddings), as transformers' run_clm.py).
+    #[arg(long, allow_negative_numbers = true, value_parser = number::<usize>(SEQ_LEN_RANGE))]
+    pub seq_len: Option<usize>,
     /// default (embedded MNIST subset), mnist, fashion-mnist, cifar10[:DIR], synthetic[:N],
     /// hamlet (embedded text), shakespeare, text:FILE, or FILE.safetensors. Default: default,
     /// or hamlet for a GPT.
@@ -140,6 +146,8 @@ pub struct RunArgs {
 
 /// `--seed`: any 64-bit seed.
 pub const SEED_RANGE: &str = "0 to 18446744073709551615";
+/// `--seq-len`: at least one token (the model bounds it by its max_position_embeddings).
+pub const SEQ_LEN_RANGE: &str = "1 to 1048576";
 /// `--num-classes`: at least one class, and no more than the largest batch has samples.
 pub const NUM_CLASSES_RANGE: &str = "1 to 16777216";
 const MAX_CLASSES: usize = 1 << 24;
@@ -320,6 +328,7 @@ impl RunArgs {
             dataset: self.dataset.as_deref(),
             loss: self.loss.as_deref(),
             num_classes: self.num_classes,
+            seq_len: self.seq_len,
         })?;
         let spec = self
             .doctor
@@ -329,11 +338,14 @@ impl RunArgs {
         for &precision in precisions {
             check_params_fit(&ctx, &spec, &what, precision, &optimizer)?;
         }
-        let init = match &self.init {
-            Some(path) => {
+        let hf = (self.model.as_deref()).and_then(|m| m.strip_prefix(super::resolve::HF_PREFIX));
+        let init = match (&self.init, hf) {
+            (Some(path), _) => {
                 Checkpoint::load(path)?.params_for_model(&spec, &path.display().to_string())?
             }
-            None => spec.init_params(self.seed.unwrap_or(0)),
+            (None, Some(dir)) => Checkpoint::from_hf_folder(std::path::Path::new(dir))?
+                .params_for_model(&spec, dir)?,
+            (None, None) => spec.init_params(self.seed.unwrap_or(0)),
         };
         let inputs = RunInputs {
             split,

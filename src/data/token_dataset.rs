@@ -50,6 +50,15 @@ impl Dataset {
         }
     }
 
+    /// The same token ids without the text's vocabulary: ids of a model's own vocabulary
+    /// (`bench step` times SmolLM2 on the embedded text's character ids).
+    pub fn without_vocab(mut self) -> Dataset {
+        if let Inputs::Tokens { vocab, .. } = &mut self.x {
+            *vocab = None;
+        }
+        self
+    }
+
     /// The same data with a class count of `num_classes` (e.g. a model's vocabulary that is
     /// larger than the largest id + 1 a token file implies). It cannot drop a class the data
     /// uses, nor exceed a text's vocabulary.

@@ -20,6 +20,10 @@ use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::nn::layers::{BufferDType, BufferDef};
 use crate::tensor::{Storage, Tensor};
 
+/// u32 words between buffers' starts: 256 bytes, the largest storage offset alignment
+/// WebGPU allows an adapter to ask for.
+const ALIGN_WORDS: usize = 64;
+
 /// One buffer's place in the flat words.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BufferEntry {
@@ -28,6 +32,8 @@ pub struct BufferEntry {
     pub dtype: BufferDType,
     /// First u32 word.
     pub offset: usize,
+    /// Saved in checkpoints ([`BufferDef::persistent`]).
+    pub persistent: bool,
 }
 
 impl BufferEntry {
@@ -71,6 +77,14 @@ impl BufferValues {
         match dtype {
             BufferDType::F32 => BufferValues::F32(vec![init as f32; n]),
             BufferDType::I64 => BufferValues::I64(vec![init as i64; n]),
+        }
+    }
+
+    /// A buffer's values as its definition makes them.
+    pub fn initial(d: &BufferDef) -> Self {
+        match &d.table {
+            Some(t) => BufferValues::F32(t.to_vec()),
+            None => Self::filled(d.dtype, d.numel(), d.init),
         }
     }
 
@@ -131,13 +145,17 @@ impl BufferStore {
     /// The buffers `defs` (full names) laid out and set to their initial values.
     pub fn new(ctx: &GpuContext, defs: &[BufferDef]) -> Result<Self> {
         let mut entries = Vec::with_capacity(defs.len());
-        let mut words = 0;
+        let mut words: usize = 0;
         for d in defs {
+            // Each starts where a view may bind it: WebGPU's storage offsets are multiples
+            // of at most 256 bytes.
+            words = words.next_multiple_of(ALIGN_WORDS);
             let entry = BufferEntry {
                 name: d.name.clone(),
                 shape: d.shape.clone(),
                 dtype: d.dtype,
                 offset: words,
+                persistent: d.persistent,
             };
             words += entry.words();
             entries.push(entry);
@@ -156,12 +174,7 @@ impl BufferStore {
         };
         let init: Vec<(String, BufferValues)> = defs
             .iter()
-            .map(|d| {
-                (
-                    d.name.clone(),
-                    BufferValues::filled(d.dtype, d.numel(), d.init),
-                )
-            })
+            .map(|d| (d.name.clone(), BufferValues::initial(d)))
             .collect();
         store.upload(ctx, &init)?;
         Ok(store)

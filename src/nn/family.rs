@@ -111,6 +111,17 @@ pub trait FamilyModel: fmt::Debug + Send + Sync {
 
     /// The table of its names: ours to its users' convention.
     fn names(&self) -> NameTable;
+
+    /// This model trained on windows of `seq_len` tokens (`--seq-len`), where its family
+    /// has a window apart from its config.
+    fn with_seq_len(&self, seq_len: usize) -> Result<Arc<dyn FamilyModel>> {
+        let family = self.family();
+        Err(Error::model(format!(
+            "--seq-len {seq_len}: a {} trains on the context its {} gives",
+            family.name(),
+            family.config_name()
+        )))
+    }
 }
 
 /// One row of a [`NameTable`]: our name and the convention's, `{i}` standing for a block

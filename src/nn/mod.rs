@@ -30,6 +30,7 @@ pub mod gpt;
 pub mod inference;
 pub mod keep_f32;
 pub mod layers;
+pub mod llama;
 pub mod loss;
 pub mod model;
 pub mod network;

@@ -18,6 +18,11 @@ pub enum ModelChoice {
     Preset(String),
     /// A JSON description (the text of a `.json` file; see [`ModelSpec::from_json`]).
     Json(String),
+    /// A language model of a family trained on windows of `seq_len` tokens (`--seq-len`).
+    Windowed {
+        model: Box<ModelChoice>,
+        seq_len: usize,
+    },
 }
 
 impl ModelChoice {
@@ -48,6 +53,7 @@ impl ModelChoice {
         match self {
             ModelChoice::Preset(name) => families::of_preset(name),
             ModelChoice::Json(text) => parse_json(text).ok().and_then(|v| families::named_in(&v)),
+            ModelChoice::Windowed { model, .. } => model.family(),
         }
     }
 
@@ -64,6 +70,13 @@ impl ModelChoice {
                 .map(|f| f.preset(name, vocab).map(|m| (m, Vec::new())))
                 .transpose(),
             ModelChoice::Json(text) => families::described_by(&parse_json(text)?),
+            ModelChoice::Windowed { model, seq_len } => match model.family_model(vocab)? {
+                Some((m, filled)) => Ok(Some((m.with_seq_len(*seq_len)?, filled))),
+                None => Err(Error::model(format!(
+                    "{}: --seq-len is for a language model of a family",
+                    model.name()
+                ))),
+            },
         }
     }
 
@@ -71,6 +84,15 @@ impl ModelChoice {
     fn build(&self, sample_shape: &[usize], output_dim: usize) -> Result<ModelSpec> {
         match self {
             ModelChoice::Preset(name) => preset(name, sample_shape, output_dim),
+            ModelChoice::Windowed { model, .. } => {
+                match (self.family_model(output_dim)?, sample_shape) {
+                    (Some((m, _)), &[t]) => ModelSpec::of_family(m, model.name(), t),
+                    _ => Err(Error::model(format!(
+                        "{}: --seq-len is for a language model on token data",
+                        model.name()
+                    ))),
+                }
+            }
             ModelChoice::Json(text) => match (self.family_model(output_dim)?, sample_shape) {
                 // A language model runs on the data's sequence length (at most its block).
                 (Some((model, _)), &[t]) if model.tokens().is_some() => {
@@ -86,6 +108,7 @@ impl ModelChoice {
         match self {
             ModelChoice::Preset(name) => name,
             ModelChoice::Json(_) => "json",
+            ModelChoice::Windowed { model, .. } => model.name(),
         }
     }
 }

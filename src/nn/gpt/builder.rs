@@ -119,13 +119,7 @@ impl GptConfig {
                     vec![
                         named("ln_1", LayerNormConfig { bias }),
                         named("attn.c_attn", linear(3 * c)),
-                        named(
-                            "attn",
-                            AttentionConfig {
-                                heads: self.n_head,
-                                dropout: p,
-                            },
-                        ),
+                        named("attn", AttentionConfig::new(self.n_head, p)),
                         named("attn.c_proj", c_proj.clone()),
                         named("attn.resid_dropout", DropoutConfig { p }),
                     ],

@@ -10,27 +10,57 @@
 //! `[B, nh, T, T]` probabilities for the backward). Both drop the same probabilities and
 //! agree up to floating-point reassociation and the unfused path's low-dtype roundings of
 //! S and P.
+//!
+//! Llama's attention is the same layer with `kv_heads` (grouped-query attention: `kv_heads`
+//! key/value heads, each read by `heads / kv_heads` query heads, no repeated copy) and
+//! `rope_theta` (RoPE on q and k before either path, Hugging Face's rotate-half, its cos/sin
+//! table a non-persistent buffer `rope_table` of the layer's `T` positions, made on the host
+//! as transformers' default rope init makes it). Its input is then q, k and v side by side,
+//! `[T, (nh + 2·nkv)·hs]` (`q_proj`, `k_proj` and `v_proj` joined by a concatenation).
 
 use serde::Deserialize;
 
 use super::attention_kernel::AttentionKernel;
+use super::attention_rope::{Rope, RopeGrads, Rotated};
 use super::plan::Mode;
-use super::{Backward, BackwardPlan, ForwardPlan, Layer, LayerConfig, Resolved, positive};
+use super::{
+    Backward, BackwardPlan, BufferDef, ForwardPlan, Layer, LayerConfig, Resolved, positive,
+};
 use crate::amp::policy::{CastRule, Op};
 use crate::error::Result;
 use crate::ops::attention::{self, SoftmaxParams};
 use crate::ops::dropout::{DropoutKey, DropoutState};
 use crate::ops::flash_attention::{self, FlashParams};
-use crate::ops::qkv::Qkv;
+use crate::ops::qkv::{HeadRows, Qkv, QkvLayout};
+use crate::ops::rope;
 use crate::tensor::{DType, Tensor};
 
-/// `{"attention": {"heads": nh, "dropout": p}}` on a `[T, 3C]` input.
+/// `{"attention": {"heads": nh, "kv_heads": nkv, "rope_theta": θ, "dropout": p}}` on a
+/// `[T, (nh + 2·nkv)·hs]` input (`[T, 3C]` without `kv_heads`).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AttentionConfig {
     pub heads: usize,
+    /// Key/value heads (grouped-query attention); absent: `heads`.
+    #[serde(default)]
+    pub kv_heads: Option<usize>,
+    /// RoPE's base on q and k; absent: no rotary embedding.
+    #[serde(default)]
+    pub rope_theta: Option<f64>,
     #[serde(default)]
     pub dropout: f32,
+}
+
+impl AttentionConfig {
+    /// nanoGPT's: multi-head, no RoPE.
+    pub fn new(heads: usize, dropout: f32) -> Self {
+        Self {
+            heads,
+            kv_heads: None,
+            rope_theta: None,
+            dropout,
+        }
+    }
 }
 
 impl LayerConfig for AttentionConfig {
@@ -41,32 +71,59 @@ impl LayerConfig for AttentionConfig {
     fn resolve(&self, input: &[usize]) -> std::result::Result<Resolved, String> {
         positive(self.heads, "`heads`")?;
         super::dropout::check_p(self.dropout)?;
-        let &[t, three_c] = input else {
+        let kv_heads = self.kv_heads.unwrap_or(self.heads);
+        positive(kv_heads, "`kv_heads`")?;
+        if !self.heads.is_multiple_of(kv_heads) {
             return Err(format!(
-                "attention takes packed projections [T, 3·C] per sample, got {input:?}"
-            ));
-        };
-        if !three_c.is_multiple_of(3) || !(three_c / 3).is_multiple_of(self.heads) {
-            return Err(format!(
-                "the packed width {three_c} is not 3 × a multiple of {} heads",
+                "{} heads are not a multiple of {kv_heads} key/value heads",
                 self.heads
             ));
         }
+        let &[t, packed] = input else {
+            return Err(format!(
+                "attention takes packed projections [T, (heads + 2·kv_heads)·head_size] per \
+                 sample, got {input:?}"
+            ));
+        };
+        let slots = self.heads + 2 * kv_heads;
+        if !packed.is_multiple_of(slots) {
+            return Err(format!(
+                "the packed width {packed} is not {slots} heads (q's {}, k's and v's \
+                 {kv_heads} each) of one size",
+                self.heads
+            ));
+        }
+        let head_size = packed / slots;
+        let rope = match self.rope_theta {
+            None => None,
+            Some(theta) => {
+                // The table's checks (theta, an even head size), before any GPU work.
+                rope::table_values(theta, head_size, 1).map_err(|e| e.to_string())?;
+                Some(Rope {
+                    theta,
+                    positions: t,
+                })
+            }
+        };
         let layer = CausalAttention {
             heads: self.heads,
-            width: three_c / 3,
+            kv_heads,
+            width: self.heads * head_size,
             dropout: self.dropout,
+            rope,
         };
-        Ok(Resolved::new(layer, vec![t, three_c / 3]))
+        Ok(Resolved::new(layer, vec![t, layer.width]))
     }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CausalAttention {
     pub heads: usize,
-    /// C: the embedding width (heads × head size).
+    pub kv_heads: usize,
+    /// C: the output's width (heads × head size).
     pub width: usize,
     pub dropout: f32,
+    pub rope: Option<Rope>,
 }
 
 impl CausalAttention {
@@ -79,9 +136,41 @@ impl CausalAttention {
         self.width / self.heads
     }
 
-    /// nanoGPT's packed `[B, T, 3C]` projections (or their gradient).
+    /// The packed `[B, T, (nh + 2·nkv)·hs]` projections (or their gradient): nanoGPT's
+    /// `[B, T, 3C]` with as many key/value heads as query heads.
     fn packed<'t>(&self, qkv: &'t Tensor) -> Qkv<'t> {
-        Qkv::packed(qkv, self.heads, self.heads, self.head_size())
+        Qkv::packed(qkv, self.heads, self.kv_heads, self.head_size())
+    }
+
+    /// What attention reads: the packed projections, or with RoPE the rotated q and k
+    /// (their tensors) and v where it sits in the packed ones. Their gradients sit alike.
+    /// q and k rotated by RoPE into tensors of their own, when the layer has RoPE.
+    fn rotate(&self, f: &mut ForwardPlan<'_>, qkv: &Tensor) -> Result<Option<Rotated>> {
+        let layout = self.packed(qkv).layout;
+        self.rope.map(|r| r.rotate(f, &layout, qkv)).transpose()
+    }
+
+    fn inputs<'t>(&self, qkv: &'t Tensor, rotated: Option<(&'t Tensor, &'t Tensor)>) -> Qkv<'t> {
+        let packed = self.packed(qkv);
+        let Some((q, k)) = rotated else {
+            return packed;
+        };
+        let hs = self.head_size();
+        let dense = |heads: usize| HeadRows {
+            offset: 0,
+            row: heads * hs,
+        };
+        let layout = QkvLayout {
+            q: dense(self.heads),
+            k: dense(self.kv_heads),
+            ..packed.layout
+        };
+        Qkv {
+            q,
+            k,
+            v: qkv,
+            layout,
+        }
     }
 }
 
@@ -91,12 +180,28 @@ impl Layer for CausalAttention {
     }
 
     fn repr(&self) -> String {
-        format!(
-            "CausalAttention(heads={}, head_size={}, dropout={})",
-            self.heads,
-            self.head_size(),
-            self.dropout
-        )
+        match self.rope {
+            None if self.kv_heads == self.heads => format!(
+                "CausalAttention(heads={}, head_size={}, dropout={})",
+                self.heads,
+                self.head_size(),
+                self.dropout
+            ),
+            _ => format!(
+                "LlamaAttention(heads={}, kv_heads={}, head_size={}, rope_theta={}, dropout={})",
+                self.heads,
+                self.kv_heads,
+                self.head_size(),
+                self.rope.map_or("None".into(), |r| r.theta.to_string()),
+                self.dropout
+            ),
+        }
+    }
+
+    /// RoPE's cos/sin table ([`super::attention_rope`]).
+    fn buffers(&self) -> Vec<BufferDef> {
+        let hs = self.head_size();
+        self.rope.map_or(Vec::new(), |r| r.buffers(hs))
     }
 
     fn op(&self) -> Op {
@@ -121,6 +226,7 @@ impl CausalAttention {
         qkv: Tensor,
     ) -> Result<(Tensor, Box<dyn Backward>)> {
         let t = qkv.shape()[1];
+        let rotated = self.rotate(f, &qkv)?;
         let y = f.activation(&[t, self.width]);
         let lse = f.named_activation("log-sum-exp", &[self.heads, t], DType::F32);
         let fused = Fused {
@@ -129,9 +235,10 @@ impl CausalAttention {
             dropout: self.dropout_key(f),
         };
         let state = f.dropout_state();
-        f.push(flash_attention::forward(
+        let inputs = self.inputs(&qkv, rotated.as_ref().map(|r| (&r.q, &r.k)));
+        f.push(flash_attention::forward_qkv(
             f.ctx(),
-            &qkv,
+            inputs,
             &y,
             &lse,
             &fused.params(self, &state),
@@ -139,6 +246,7 @@ impl CausalAttention {
         let backward = FusedBackward {
             layer: *self,
             qkv,
+            rotated,
             y: y.clone(),
             lse,
             fused,
@@ -154,6 +262,7 @@ impl CausalAttention {
     ) -> Result<(Tensor, Box<dyn Backward>)> {
         let (batch, t) = (qkv.shape()[0], qkv.shape()[1]);
         let hs = self.head_size();
+        let rotated = self.rotate(f, &qkv)?;
         let scores_shape = [self.heads, t, t];
         // S is dead once the softmax has read it: one buffer serves every attention layer
         // (and, in the backward, dS).
@@ -170,13 +279,14 @@ impl CausalAttention {
         };
         let state = f.dropout_state();
         let params = softmax.params(&state);
-        let qkv_at = self.packed(&qkv);
+        let qkv_at = self.inputs(&qkv, rotated.as_ref().map(|r| (&r.q, &r.k)));
         for k in attention::manual_forward(ctx, qkv_at, (&s, &p, &pd), &y, &params)? {
             f.push(k);
         }
         let backward = AttentionBackward {
             layer: *self,
             qkv,
+            rotated,
             p,
             pd,
             s,
@@ -189,6 +299,7 @@ impl CausalAttention {
 struct AttentionBackward {
     layer: CausalAttention,
     qkv: Tensor,
+    rotated: Option<Rotated>,
     p: Tensor,
     pd: Tensor,
     /// The forward's score scratch, reused for dS.
@@ -226,9 +337,18 @@ impl Backward for AttentionBackward {
         }
         let dpd = b.scratch("attention dPd", &self.pd)?;
         let dqkv = b.input_grad(&self.qkv)?;
+        let rope = self
+            .rotated
+            .as_ref()
+            .map(|r| RopeGrads::new(b, r))
+            .transpose()?;
         let state = b.dropout_state();
         let params = self.softmax.params(&state);
-        let (qkv, grads) = (self.layer.packed(&self.qkv), self.layer.packed(&dqkv));
+        let rotated = self.rotated.as_ref().map(|r| (&r.q, &r.k));
+        let qkv = self.layer.inputs(&self.qkv, rotated);
+        let grads = self
+            .layer
+            .inputs(&dqkv, rope.as_ref().map(|g| (&g.dq, &g.dk)));
         for k in attention::manual_backward(
             b.ctx(),
             qkv,
@@ -239,6 +359,9 @@ impl Backward for AttentionBackward {
             &params,
         )? {
             b.push(k);
+        }
+        if let (Some(g), Some(r)) = (&rope, &self.rotated) {
+            g.push(b, &self.layer.packed(&dqkv).layout, r, &dqkv)?;
         }
         Ok(Some(dqkv))
     }
@@ -257,7 +380,7 @@ impl Fused {
         FlashParams {
             batch: self.batch,
             heads: layer.heads,
-            kv_heads: None,
+            kv_heads: Some(layer.kv_heads),
             t: self.t,
             width: layer.width,
             scale: 1.0 / (layer.head_size() as f32).sqrt(),
@@ -272,6 +395,7 @@ impl Fused {
 struct FusedBackward {
     layer: CausalAttention,
     qkv: Tensor,
+    rotated: Option<Rotated>,
     y: Tensor,
     lse: Tensor,
     fused: Fused,
@@ -286,19 +410,31 @@ impl Backward for FusedBackward {
         // delta is dead once the three kernels have run: one buffer serves every layer.
         let delta = b.scratch("attention delta", &self.lse)?;
         let dqkv = b.input_grad(&self.qkv)?;
+        let rope = self
+            .rotated
+            .as_ref()
+            .map(|r| RopeGrads::new(b, r))
+            .transpose()?;
         let state = b.dropout_state();
         let params = self.fused.params(&self.layer, &state);
-        for k in flash_attention::backward(
+        let rotated = self.rotated.as_ref().map(|r| (&r.q, &r.k));
+        let qkv = self.layer.inputs(&self.qkv, rotated);
+        let grads = self
+            .layer
+            .inputs(&dqkv, rope.as_ref().map(|g| (&g.dq, &g.dk)));
+        for k in flash_attention::backward_qkv(
             b.ctx(),
-            &self.qkv,
+            qkv,
             &self.y,
             &self.lse,
-            &dy,
-            &delta,
-            &dqkv,
+            (&dy, &delta),
+            grads,
             &params,
         )? {
             b.push(k);
+        }
+        if let (Some(g), Some(r)) = (&rope, &self.rotated) {
+            g.push(b, &self.layer.packed(&dqkv).layout, r, &dqkv)?;
         }
         Ok(Some(dqkv))
     }

@@ -7,6 +7,10 @@
 //! Fusions ([`super::fusion`]): a residual's add before it is done in its forward kernel,
 //! and its backward kernel also writes the low-dtype copy of its input gradient that the
 //! residual before it would cast.
+//!
+//! `{"rmsnorm": {"eps": 1e-5}}` is transformers' `LlamaRMSNorm` on the same kernels (their RMS
+//! variant, the same fusions): `weight · (x · rsqrt(mean(x²) + eps)).to(x.dtype)`, no mean,
+//! no bias, f32 statistics; a config's `rms_norm_eps`.
 
 use serde::Deserialize;
 
@@ -41,39 +45,90 @@ impl LayerConfig for LayerNormConfig {
     }
 
     fn resolve(&self, input: &[usize]) -> std::result::Result<Resolved, String> {
-        let Some(&features) = input.last() else {
-            return Err("layernorm needs at least a 1-D input per sample".into());
-        };
-        positive(features, "the normalised dimension")?;
+        let features = normalised(input)?;
         let layer = LayerNorm {
             features,
             bias: self.bias,
+            rms_eps: None,
         };
         Ok(Resolved::new(layer, input.to_vec()))
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The last dimension of `input`, which a norm normalises.
+fn normalised(input: &[usize]) -> std::result::Result<usize, String> {
+    let Some(&features) = input.last() else {
+        return Err("a norm needs at least a 1-D input per sample".into());
+    };
+    positive(features, "the normalised dimension")?;
+    Ok(features)
+}
+
+/// `{"rmsnorm": {"eps": 1e-5}}`: transformers' `LlamaRMSNorm(C, eps)` over the last dimension.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RmsNormConfig {
+    #[serde(default = "rms_eps")]
+    pub eps: f32,
+}
+
+/// `LlamaRMSNorm`'s default epsilon.
+fn rms_eps() -> f32 {
+    1e-6
+}
+
+impl LayerConfig for RmsNormConfig {
+    fn kind(&self) -> &'static str {
+        "rmsnorm"
+    }
+
+    fn resolve(&self, input: &[usize]) -> std::result::Result<Resolved, String> {
+        let features = normalised(input)?;
+        if !(self.eps.is_finite() && self.eps > 0.0) {
+            return Err(format!("`eps` must be positive, got {}", self.eps));
+        }
+        let layer = LayerNorm {
+            features,
+            bias: false,
+            rms_eps: Some(self.eps),
+        };
+        Ok(Resolved::new(layer, input.to_vec()))
+    }
+}
+
+/// A LayerNorm, or an RMSNorm (`rms_eps`: its epsilon; no bias).
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LayerNorm {
     pub features: usize,
     pub bias: bool,
+    pub rms_eps: Option<f32>,
 }
 
 impl Layer for LayerNorm {
     fn kind(&self) -> &'static str {
-        "layernorm"
+        match self.rms_eps {
+            None => "layernorm",
+            Some(_) => "rmsnorm",
+        }
     }
 
     fn repr(&self) -> String {
-        format!(
-            "LayerNorm(({},), eps=1e-05, elementwise_affine=True, bias={})",
-            self.features,
-            py_bool(self.bias)
-        )
+        match self.rms_eps {
+            None => format!(
+                "LayerNorm(({},), eps=1e-05, elementwise_affine=True, bias={})",
+                self.features,
+                py_bool(self.bias)
+            ),
+            Some(eps) => format!("LlamaRMSNorm(({},), eps={eps:e})", self.features),
+        }
     }
 
     fn op(&self) -> Op {
-        Op::new("LayerNorm", CastRule::F32)
+        match self.rms_eps {
+            None => Op::new("LayerNorm", CastRule::F32),
+            // LlamaRMSNorm computes in f32 itself; autocast's fp32 list in effect.
+            Some(_) => Op::new("RMSNorm", CastRule::F32),
+        }
     }
 
     fn parameters(&self) -> Vec<ParamDef> {
@@ -95,14 +150,39 @@ impl Layer for LayerNorm {
         let y = f.activation_in(&x.shape()[1..], out);
         let stats =
             |what| Tensor::zeros_labelled(f.ctx(), what, &[rows], f.ctx().storage_for(DType::F32));
-        let (mean, rstd) = (
-            stats("activation (layernorm mean)"),
-            stats("activation (layernorm rstd)"),
-        );
+        let mean = (self.rms_eps)
+            .is_none()
+            .then(|| stats("activation (layernorm mean)"));
+        let rstd = stats("activation (layernorm rstd)");
         let y2 = y.reshape(&[rows, self.features])?;
         // A residual's add that made x is done here, in the same kernel (the same bits).
         let add = |w: &Fusable| matches!(w, Fusable::Add { .. });
-        let kernel = if let Some(Fusable::Add { a, b }) = f.take_fusable(&x, add) {
+        let fused = f.take_fusable(&x, add);
+        if let Some(eps) = self.rms_eps {
+            let kernel = match fused {
+                Some(Fusable::Add { a, b }) => layernorm::rmsnorm_forward_add(
+                    f.ctx(),
+                    (&a, &b),
+                    &x2,
+                    &weight,
+                    (&y2, &rstd),
+                    eps,
+                )?,
+                _ => layernorm::rmsnorm_forward(f.ctx(), &x2, &weight, &y2, &rstd, eps)?,
+            };
+            f.push(kernel);
+            let backward = LayerNormBackward {
+                x,
+                weight,
+                mean: None,
+                rstd,
+                bias: false,
+                features: self.features,
+            };
+            return Ok((y, Box::new(backward)));
+        }
+        let mean = mean.expect("a LayerNorm's mean");
+        let kernel = if let Some(Fusable::Add { a, b }) = fused {
             layernorm::layernorm_forward_add(
                 f.ctx(),
                 (&a, &b),
@@ -129,7 +209,7 @@ impl Layer for LayerNorm {
         let backward = LayerNormBackward {
             x,
             weight,
-            mean,
+            mean: Some(mean),
             rstd,
             bias: self.bias,
             features: self.features,
@@ -141,7 +221,8 @@ impl Layer for LayerNorm {
 struct LayerNormBackward {
     x: Tensor,
     weight: Tensor,
-    mean: Tensor,
+    /// None: an RMSNorm.
+    mean: Option<Tensor>,
     rstd: Tensor,
     bias: bool,
     features: usize,
@@ -170,16 +251,25 @@ impl Backward for LayerNormBackward {
                 accumulate,
                 low_copy,
             };
-            layernorm::layernorm_backward_into(
-                ctx,
-                &dy2,
-                &x2,
-                &weight,
-                (&mean, &rstd),
-                input_grad,
-                &dweight,
-                dbias.as_ref(),
-            )
+            match &mean {
+                Some(mean) => layernorm::layernorm_backward_into(
+                    ctx,
+                    &dy2,
+                    &x2,
+                    &weight,
+                    (mean, &rstd),
+                    input_grad,
+                    &dweight,
+                    dbias.as_ref(),
+                ),
+                None => layernorm::rmsnorm_backward_into(
+                    ctx,
+                    (&dy2, &x2, &weight),
+                    &rstd,
+                    input_grad,
+                    &dweight,
+                ),
+            }
         };
         let pushed = kernels(None)?;
         if pushed.is_empty() || !b.wants_input_grad() {

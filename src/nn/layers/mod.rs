@@ -26,6 +26,7 @@
 
 pub mod attention;
 pub mod attention_kernel;
+pub mod attention_rope;
 pub mod backward;
 pub mod conv2d;
 pub mod counter;
@@ -245,13 +246,20 @@ impl BufferDType {
 }
 
 /// A buffer of a layer: name relative to the layer, shape, dtype and initial values (every
-/// element `init`: zeros, ones).
+/// element `init`: zeros, ones; or a table computed on the host), and whether checkpoints
+/// save it (PyTorch's `persistent`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct BufferDef {
     pub name: String,
     pub shape: Vec<usize>,
     pub dtype: BufferDType,
     pub init: f64,
+    /// f32 initial values, one per element, instead of `init` everywhere.
+    pub table: Option<Arc<[f32]>>,
+    /// Saved in checkpoints and read back by `--resume`; `false`: PyTorch's
+    /// `register_buffer(..., persistent=False)` (RoPE's table, which transformers recomputes
+    /// from the config), made from its definition whenever the model is built.
+    pub persistent: bool,
 }
 
 impl BufferDef {
@@ -261,6 +269,17 @@ impl BufferDef {
             shape,
             dtype,
             init,
+            table: None,
+            persistent: true,
+        }
+    }
+
+    /// A non-persistent f32 buffer holding `values` (`shape`'s elements).
+    pub fn table(name: &str, shape: Vec<usize>, values: Arc<[f32]>) -> Self {
+        Self {
+            table: Some(values),
+            persistent: false,
+            ..Self::new(name, shape, BufferDType::F32, 0.0)
         }
     }
 

@@ -15,6 +15,7 @@ pub const REGISTRY: &[(&str, ParseConfig)] = &[
     ("maxpool2d", parse::<pool::MaxPool2dConfig>),
     ("flatten", parse::<flatten::FlattenConfig>),
     ("layernorm", parse::<layernorm::LayerNormConfig>),
+    ("rmsnorm", parse::<layernorm::RmsNormConfig>),
     ("dropout", parse::<dropout::DropoutConfig>),
     ("attention", parse::<attention::AttentionConfig>),
     ("embedding", parse::<embedding::EmbeddingConfig>),

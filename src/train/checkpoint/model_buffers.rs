@@ -20,6 +20,12 @@ impl Checkpoint {
         let mut problems = Vec::new();
         let mut out = Vec::new();
         for b in spec.buffers() {
+            if !b.persistent {
+                // Never saved: made from the model's definition (RoPE's table).
+                let values = BufferValues::initial(&b);
+                out.push((b.name, values));
+                continue;
+            }
             // Names read through the model family's table.
             let ours = |name: &str| spec.import_name(name) == b.name;
             let float = || self.params.iter().find(|t| ours(&t.name));

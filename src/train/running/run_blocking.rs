@@ -360,19 +360,16 @@ impl Run {
             &param_slices(&self.trainer),
         );
         let scaler = self.trainer.scaler.state_dict(ctx)?;
-        // Buffers in their own dtype, in the model's order.
-        let shapes = self
-            .trainer
-            .store
-            .buffers
-            .entries
-            .iter()
-            .map(|e| e.shape.clone());
+        // Buffers in their own dtype, in the model's order; not the non-persistent ones
+        // (RoPE's table), which the model remakes from its config as PyTorch's state_dict
+        // leaves them out.
+        let entries = self.trainer.store.buffers.entries.iter();
         let buffers = (self.trainer.store.buffers.download(ctx)?.into_iter())
-            .zip(shapes)
-            .map(|((name, values), shape)| {
+            .zip(entries)
+            .filter(|(_, e)| e.persistent)
+            .map(|((name, values), e)| {
                 let name = self.trainer.spec.export_name(&name)?;
-                Ok(NamedBuffer::new(name, shape, values))
+                Ok(NamedBuffer::new(name, e.shape.clone(), values))
             })
             .collect::<Result<_>>()?;
         Ok(Checkpoint {

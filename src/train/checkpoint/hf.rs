@@ -1,0 +1,28 @@
+//! A Hugging Face transformers folder as a checkpoint of weights alone (`--model hf:DIR`):
+//! its tensors under transformers' names, which the model's family table maps to ours when
+//! [`Checkpoint::params_for_model`] matches them (missing, unexpected and mis-shaped
+//! tensors are errors naming them).
+
+use std::path::Path;
+
+use super::{Checkpoint, NamedTensor};
+use crate::data::hf::read_folder;
+use crate::error::Result;
+
+impl Checkpoint {
+    /// The weights of the folder `dir` (f32, f16 or bf16, one file or shards), as f32.
+    pub fn from_hf_folder(dir: &Path) -> Result<Checkpoint> {
+        let folder = read_folder(dir)?;
+        let params = (folder.tensors.into_values())
+            .map(|t| NamedTensor {
+                name: t.name,
+                shape: t.shape,
+                values: t.values,
+            })
+            .collect();
+        Ok(Checkpoint {
+            params,
+            ..Checkpoint::default()
+        })
+    }
+}
