@@ -2,8 +2,9 @@
 //! binary: a skipped step never changes a weight and a run that only skips stops (`skip.rs`),
 //! SIGINT and SIGTERM honoured in every long loop (`interrupts.rs`), costs refused before work
 //! starts (`costs.rs`), no run that does nothing exits 0 (`no_ops.rs`), messages that name
-//! the user's input (`messages.rs`); and (round five, issue 43) kernel tables that cannot
-//! compute wrong numbers or crash (`tables.rs`). Each case failed on the main before its fix.
+//! the user's input (`messages.rs`); and round five (issue 43): kernel tables that cannot
+//! compute wrong numbers or crash (`tables.rs`), exit codes that tell the truth (`truth.rs`).
+//! Each case failed on the main before its fix.
 
 mod common;
 #[path = "reliability/costs.rs"]
@@ -18,6 +19,8 @@ mod no_ops;
 mod skip;
 #[path = "reliability/tables.rs"]
 mod tables;
+#[path = "reliability/truth.rs"]
+mod truth;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

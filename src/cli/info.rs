@@ -30,6 +30,17 @@ pub struct InfoArgs {
 }
 
 pub fn run(args: &InfoArgs) -> webgpu_amp::Result<()> {
+    super::no_empty_values(&[
+        ("--backend", Some(&args.backend)),
+        ("--f16-storage", args.f16_storage.as_deref()),
+        ("--tensor-cores", args.tensor_cores.as_deref()),
+        (
+            "--tuning",
+            args.tuning
+                .as_deref()
+                .map(|p| p.as_os_str().to_str().unwrap_or("?")),
+        ),
+    ])?;
     let backend = BackendChoice::parse(&args.backend)?;
     let f16_choice = match &args.f16_storage {
         Some(s) => F16StorageChoice::parse(s)?,

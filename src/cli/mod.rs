@@ -94,6 +94,18 @@ pub struct DeviceArgs {
 
 impl DeviceArgs {
     pub fn options(&self) -> webgpu_amp::Result<GpuOptions> {
+        no_empty_values(&[
+            ("--backend", self.backend.as_deref()),
+            ("--adapter", self.adapter.as_deref()),
+            ("--f16-storage", self.f16_storage.as_deref()),
+            ("--tensor-cores", self.tensor_cores.as_deref()),
+            (
+                "--tuning",
+                self.tuning
+                    .as_deref()
+                    .map(|p| p.as_os_str().to_str().unwrap_or("?")),
+            ),
+        ])?;
         if self.tuning.is_some() {
             webgpu_amp::gpu::set_tuning_file(self.tuning.clone());
         }
@@ -115,6 +127,26 @@ impl DeviceArgs {
         o.apply_env()?;
         Ok(o)
     }
+}
+
+/// An empty value is a slip (`--backend "$UNSET"`), not a choice: refused with what the flag
+/// takes. (In the environment, an empty `WEBGPU_AMP_*` means unset.)
+pub fn no_empty_values(flags: &[(&str, Option<&str>)]) -> webgpu_amp::Result<()> {
+    for (flag, value) in flags {
+        if value.is_some_and(|v| v.trim().is_empty()) {
+            let takes = match *flag {
+                "--backend" => "vulkan, metal, dx12, gl, webgpu or auto",
+                "--adapter" => "part of an adapter's name (webgpu-amp info lists them)",
+                "--f16-storage" => "auto, native or packed",
+                "--tensor-cores" => "auto, on, on:8x8, on:16x16 or off",
+                _ => "a file",
+            };
+            return Err(webgpu_amp::Error::InvalidArgument(format!(
+                "{flag} was given an empty value; it takes {takes}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// How a GPT's attention runs, for every subcommand that plans one.
@@ -158,8 +190,6 @@ pub fn main() -> std::process::ExitCode {
             let _ = writeln!(std::io::stderr(), "{line}");
             std::process::ExitCode::from(webgpu_amp::interrupt::EXIT_CODE)
         }
-        // The reader of stdout went away (`| head`): stop quietly, as a CLI does.
-        Err(_) if out::closed() => std::process::ExitCode::SUCCESS,
         Err(e) => {
             error_line(&flag_names(&e.to_string()));
             std::process::ExitCode::from(e.exit_code())
