@@ -3,7 +3,8 @@
 //! SIGINT and SIGTERM honoured in every long loop (`interrupts.rs`), costs refused before work
 //! starts (`costs.rs`), no run that does nothing exits 0 (`no_ops.rs`), messages that name
 //! the user's input (`messages.rs`); and round five (issue 43): kernel tables that cannot
-//! compute wrong numbers or crash (`tables.rs`), exit codes that tell the truth (`truth.rs`).
+//! compute wrong numbers or crash (`tables.rs`), a tuner that writes only what it measured
+//! (`tuner.rs`), exit codes that tell the truth (`truth.rs`).
 //! Each case failed on the main before its fix.
 
 mod common;
@@ -21,6 +22,8 @@ mod skip;
 mod tables;
 #[path = "reliability/truth.rs"]
 mod truth;
+#[path = "reliability/tuner.rs"]
+mod tuner;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
