@@ -4,7 +4,8 @@
 //! starts (`costs.rs`), no run that does nothing exits 0 (`no_ops.rs`), messages that name
 //! the user's input (`messages.rs`); and round five (issue 43): kernel tables that cannot
 //! compute wrong numbers or crash (`tables.rs`), a tuner that writes only what it measured
-//! (`tuner.rs`), exit codes that tell the truth (`truth.rs`).
+//! (`tuner.rs`), exit codes that tell the truth (`truth.rs`), and messages that say it once
+//! and plainly (`wording.rs`).
 //! Each case failed on the main before its fix.
 
 mod common;
@@ -24,6 +25,8 @@ mod tables;
 mod truth;
 #[path = "reliability/tuner.rs"]
 mod tuner;
+#[path = "reliability/wording.rs"]
+mod wording;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

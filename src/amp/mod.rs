@@ -13,6 +13,16 @@ pub use clip::GradClipper;
 pub use scaler::{GradScaler, ScalerConfig, ScalerSnapshot, ScalerStateDict};
 pub use support::{AdapterReport, ModeSupport};
 
+/// A loss scale for people: `65536`, `0.5`, and past the digits a reader counts, scientific
+/// (`1e-30`, `3.4028235e38`) rather than thirty digits of zeros.
+pub fn scale_text(scale: f32) -> String {
+    if scale == 0.0 || !scale.is_finite() || (1e-4..1e9).contains(&scale.abs()) {
+        scale.to_string()
+    } else {
+        format!("{scale:e}")
+    }
+}
+
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
@@ -49,4 +59,16 @@ pub(crate) fn check_flat_f32(
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn scales_read_as_numbers_people_count() {
+        use super::scale_text;
+        assert_eq!(scale_text(65536.0), "65536");
+        assert_eq!(scale_text(0.5), "0.5");
+        assert_eq!(scale_text(1e-30), "1e-30");
+        assert_eq!(scale_text(f32::MAX), "3.4028235e38");
+    }
 }

@@ -108,7 +108,7 @@ pub struct RunArgs {
     /// below 2^-24 (default 50; 0: never). Skipped steps change no weight, but a run whose
     /// every step is skipped no longer trains.
     #[arg(long, default_value_t = webgpu_amp::train::MAX_SKIPPED_STEPS,
-          value_parser = setting::<u64>(Setting::MaxSkippedSteps))]
+          allow_negative_numbers = true, value_parser = setting::<u64>(Setting::MaxSkippedSteps))]
     pub max_skipped_steps: u64,
     /// Turn the GradScaler on or off (default: on for amp-f16 only, as PyTorch recommends).
     #[arg(long)]

@@ -6,6 +6,7 @@
 use std::io::Read;
 use std::path::Path;
 
+use webgpu_amp::amp::scale_text;
 use webgpu_amp::data::{DataSource, Dataset};
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::checkpoint::{Checkpoint, DataOrder};
@@ -132,9 +133,10 @@ pub fn no_flags_resume_overrides(
     };
     if let Some(scale) = args.init_scale {
         return refuse(format!(
-            "--init-scale {scale} is the scale a run starts with, but a resumed run continues \
+            "--init-scale {} is the scale a run starts with, but a resumed run continues \
              the checkpoint's GradScaler (scale {}); leave --init-scale out",
-            s.scale.map_or("unknown".into(), |v| v.to_string())
+            scale_text(scale),
+            s.scale.map_or("unknown".into(), scale_text)
         ));
     }
     let differs = [
