@@ -7,7 +7,7 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum Error {
     #[error(
-        "no GPU adapter found (backend {backend}{adapter}); on Debian install software Vulkan with `apt-get install -y mesa-vulkan-drivers`"
+        "no GPU adapter found (backend {backend}{adapter}); {}", no_adapter_advice(.backend)
     )]
     NoAdapter { backend: String, adapter: String },
 
@@ -102,6 +102,23 @@ fn once(prefix: &str, message: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// What to do where a backend (`vulkan`, `auto`, ...) finds no adapter: advice that works for
+/// that backend (the software drivers Debian packages, or where it exists at all).
+pub fn no_adapter_advice(backend: &str) -> &'static str {
+    match backend {
+        "gl" => {
+            "on Debian install Mesa's software GL with `apt-get install -y libegl1 libgl1-mesa-dri`"
+        }
+        "webgpu" => {
+            "the webgpu backend is a browser's, and this native build has none; use vulkan, \
+             metal, dx12, gl or auto"
+        }
+        "metal" => "Metal exists on macOS and iOS only; use vulkan, gl or auto here",
+        "dx12" => "DX12 exists on Windows only; use vulkan, gl or auto here",
+        _ => "on Debian install software Vulkan with `apt-get install -y mesa-vulkan-drivers`",
+    }
 }
 
 impl Error {

@@ -4,10 +4,13 @@
 //! starts (`costs.rs`), no run that does nothing exits 0 (`no_ops.rs`), messages that name
 //! the user's input (`messages.rs`); and round five (issue 43): kernel tables that cannot
 //! compute wrong numbers or crash (`tables.rs`), a tuner that writes only what it measured
-//! (`tuner.rs`), exit codes that tell the truth (`truth.rs`), and messages that say it once
-//! and plainly (`wording.rs`).
-//! Each case failed on the main before its fix.
+//! (`tuner.rs`), exit codes that tell the truth (`truth.rs`), advice that works when pasted
+//! (`advice.rs`), runs that say what they do and resumes that know what they resume
+//! (`runs.rs`), and messages that say it once and plainly (`wording.rs`). Each case failed on
+//! the main before its fix.
 
+#[path = "reliability/advice.rs"]
+mod advice;
 mod common;
 #[path = "reliability/costs.rs"]
 mod costs;
@@ -17,6 +20,8 @@ mod interrupts;
 mod messages;
 #[path = "reliability/no_ops.rs"]
 mod no_ops;
+#[path = "reliability/runs.rs"]
+mod runs;
 #[path = "reliability/skip.rs"]
 mod skip;
 #[path = "reliability/tables.rs"]

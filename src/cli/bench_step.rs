@@ -64,15 +64,21 @@ pub struct BenchStepArgs {
     /// same step without them (each side the fastest of --rounds alternating measurements).
     #[arg(long, value_name = "every:N")]
     numerics: Option<String>,
-    /// With --numerics: measurements of each side, alternating, 1 to 100 (more steady a
-    /// figure on a noisy machine; each side keeps its fastest).
-    #[arg(long, default_value_t = 3, allow_negative_numbers = true,
-          value_parser = number::<usize>(ROUNDS_RANGE))]
-    rounds: usize,
+    /// With --numerics: measurements of each side, alternating, 1 to 100 (default 3; more
+    /// steady a figure on a noisy machine; each side keeps its fastest).
+    #[arg(long, allow_negative_numbers = true, value_parser = number::<usize>(ROUNDS_RANGE))]
+    rounds: Option<usize>,
     #[command(flatten)]
     attention: AttentionArgs,
     #[command(flatten)]
     device: DeviceArgs,
+}
+
+impl BenchStepArgs {
+    /// `--rounds`, or its default.
+    fn rounds(&self) -> usize {
+        self.rounds.unwrap_or(3)
+    }
 }
 
 #[derive(serde::Serialize)]
@@ -319,11 +325,18 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
             args.steps
         )));
     }
-    if !(1..=100).contains(&args.rounds) {
+    if let Some(rounds) = args.rounds.filter(|r| !(1..=100).contains(r)) {
         return Err(Error::InvalidArgument(format!(
-            "--rounds must be {ROUNDS_RANGE}, got {}",
-            args.rounds
+            "--rounds must be {ROUNDS_RANGE}, got {rounds}"
         )));
+    }
+    if args.rounds.is_some() && args.numerics.is_none() {
+        return Err(Error::InvalidArgument(
+            "--rounds N takes effect with --numerics only (it alternates measurements with \
+             and without the counting passes), and no --numerics was given; add --numerics \
+             every:1, or leave --rounds out"
+                .into(),
+        ));
     }
     let precisions: Vec<Precision> = args
         .precisions
@@ -336,6 +349,7 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
         None => None,
     };
     let ctx = GpuContext::new(&args.device.options()?)?;
+    super::note_unused_table(&ctx)?;
     if !args.json {
         // A note, not data: a closed stderr is no reason to stop.
         let _ = writeln!(
@@ -381,7 +395,7 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
                     serde_json::json!({
                         "kind": "numerics_overhead", "adapter": ctx.report.name,
                         "model": model, "precision": p.name(), "numerics": args.numerics,
-                        "batch_size": batch, "rounds": args.rounds,
+                        "batch_size": batch, "rounds": args.rounds(),
                         "ms_per_step_without": off.0, "ms_per_step_with": counted.ms_per_step,
                         "overhead_percent": 100.0 * (counted.ms_per_step - off.0) / off.0,
                         "cpu_ms_per_step_without": off.1,

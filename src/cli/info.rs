@@ -104,8 +104,9 @@ pub fn run(args: &InfoArgs) -> webgpu_amp::Result<()> {
     }
     if reports.is_empty() {
         outln!(
-            "no adapters found for backend {} (on Debian: apt-get install -y mesa-vulkan-drivers)",
-            backend.name()
+            "no adapters found for backend {}: {}",
+            backend.name(),
+            webgpu_amp::error::no_adapter_advice(backend.name())
         )?;
         return Ok(());
     }

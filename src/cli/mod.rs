@@ -149,6 +149,29 @@ pub fn no_empty_values(flags: &[(&str, Option<&str>)]) -> webgpu_amp::Result<()>
     Ok(())
 }
 
+/// A tuning file on an adapter whose training takes nothing from the kernel table (a CPU
+/// adapter without tensor cores runs the direct matmul body, which has fixed tiles): said
+/// once, so the file is not thought to do what it cannot.
+pub fn note_unused_table(ctx: &webgpu_amp::GpuContext) -> webgpu_amp::Result<()> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static SAID: AtomicBool = AtomicBool::new(false);
+    let caps = &ctx.caps;
+    if let webgpu_amp::gpu::TableOrigin::File(path) = &caps.kernels.origin
+        && caps.cpu_adapter
+        && caps.tensor_cores.config().is_none()
+        && !SAID.swap(true, Ordering::Relaxed)
+    {
+        out::outln!(
+            "note: tuning file {}: training on `{}` (a CPU adapter) runs the direct matmul \
+             body, which takes nothing from the kernel table; the file shapes `bench matmul \
+             --kernel tiled` and `selftest` here",
+            webgpu_amp::gpu::escaped(path),
+            ctx.report.name
+        )?;
+    }
+    Ok(())
+}
+
 /// How a GPT's attention runs, for every subcommand that plans one.
 #[derive(Args, Clone, Debug)]
 pub struct AttentionArgs {

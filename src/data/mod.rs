@@ -31,6 +31,7 @@ pub mod embedded_text;
 pub mod fashion;
 pub mod file_caps;
 mod files;
+mod identity;
 pub mod idx;
 mod integers;
 pub mod loader;

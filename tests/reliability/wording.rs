@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::TempDir;
+use super::{TempDir, class_data};
 use crate::common::cli::{assert_says, command, error_line, output_text, quick};
 
 fn run(args: &[String]) -> std::process::Output {
@@ -69,6 +69,53 @@ fn scales_print_in_scientific_notation_when_tiny() {
         .find(|l| l.starts_with("final scale"))
         .unwrap();
     assert!(line.trim_end().ends_with("1e-30"), "{line}");
+}
+
+/// `compare` with `--keep-f32` given: its f32 run (counted against f16's range) advised to keep
+/// the same layer again.
+#[test]
+fn compare_does_not_advise_a_keep_f32_already_given() {
+    let tmp = TempDir::new("compare-keep");
+    // Inputs of 10^5: the first linear's outputs pass f16's range.
+    let x: Vec<f32> = (0..32 * 4).map(|i| 1e5 * (1 + i % 3) as f32).collect();
+    let labels: Vec<i64> = (0..32).map(|i| i % 2).collect();
+    let data = tmp.write("big.safetensors", &class_data(&x, 4, &labels));
+    let data = data.display().to_string();
+    let base = [
+        "compare",
+        "--model",
+        "mlp",
+        "--dataset",
+        &data,
+        "--batch-size",
+        "8",
+        "--steps",
+        "2",
+        "--no-validate",
+        "--numerics",
+        "every:1",
+    ];
+    let out = run(&base.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let Some(paste) = stdout.lines().find(|l| l.starts_with("paste: --keep-f32")) else {
+        panic!(
+            "no layer to keep in f32 (the case needs one):\n{}",
+            output_text(&out)
+        );
+    };
+    let flag: Vec<String> = paste["paste: ".len()..]
+        .split(' ')
+        .map(str::to_string)
+        .collect();
+    let mut again: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+    again.extend(flag.clone());
+    let out = run(&again);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !stdout.contains(&format!("paste: {}", flag.join(" "))),
+        "advised again with {flag:?} given:\n{stdout}"
+    );
+    assert!(stdout.contains("kept in f32 already"), "{stdout}");
 }
 
 /// A run's per-step skip lines are in its log too (the guide shows them there): they were

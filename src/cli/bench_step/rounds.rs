@@ -26,14 +26,14 @@ pub(super) fn numerics_rounds(
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
-    for round in 0..args.rounds {
+    for round in 0..args.rounds() {
         let mut counted = measure(ctx, args, model, b, p, (scaler, numerics), false)?.0;
         if let Some(w) = &with {
             counted.cpu_ms_per_step = min(counted.cpu_ms_per_step, w.cpu_ms_per_step);
             counted.ms_per_step = counted.ms_per_step.min(w.ms_per_step);
         }
         with = Some(counted);
-        if round + 1 < args.rounds {
+        if round + 1 < args.rounds() {
             let again = measure(ctx, args, model, b, p, (scaler, None), false)?.0;
             off = (
                 off.0.min(again.ms_per_step),
