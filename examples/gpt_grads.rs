@@ -18,7 +18,9 @@
 //!
 //! What it does: plans the model as `train` does (same trainer, same kernels) for a batch of
 //! all N samples; runs the forward alone on the initial weights and reads the output
-//! (`logits`, f32, `[N, T, V]` for a GPT: under AMP the f16 values widened); then runs one
+//! (`logits`, f32, `[N, T, V]` for a GPT: under AMP the f16 values widened) and validates
+//! the batch twice (`eval_loss`: the mean loss of the evaluation plan, PyTorch's
+//! `model.eval()`, which two runs must give to the bit); then runs one
 //! training step, forward, loss and backward with the loss gradient seeded by the scale,
 //! and unscaling, and reads back the mean loss of that step (`loss`, `[1]`) and every
 //! parameter's f32 gradient (`grad.NAME`). The step's optimizer is SGD with no momentum and
@@ -34,7 +36,7 @@ use webgpu_amp::data::DataSource;
 use webgpu_amp::nn::{AttentionKernel, LossKind};
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::checkpoint::Checkpoint;
-use webgpu_amp::train::evaluate::predict;
+use webgpu_amp::train::evaluate::{evaluate_indices, predict};
 use webgpu_amp::train::{ModelChoice, StepConfig, Trainer, model_and_data};
 use webgpu_amp::{Error, GpuContext, GpuOptions, Result};
 
@@ -94,6 +96,18 @@ fn run(
     let all: Vec<usize> = (0..train.n).collect();
     let batch = train.gather(&all)?;
     let logits = predict(&ctx, &mut trainer, train.n, batch.input())?;
+    // Validation of the same batch, twice: an evaluation plan has no dropout, so the two
+    // must agree to the bit.
+    let eval_loss: Vec<f32> = (0..2)
+        .map(|_| evaluate_indices(&ctx, &mut trainer, train, [&all[..]]).map(|e| e.loss))
+        .collect::<Result<_>>()?;
+    if eval_loss[0].to_bits() != eval_loss[1].to_bits() {
+        return Err(Error::Gpu(format!(
+            "two validations of the same weights gave {} and {}",
+            eval_loss[0], eval_loss[1]
+        )));
+    }
+    let eval_loss = [eval_loss[0]];
     trainer.train_batch(&ctx, train.n, batch.input(), batch.targets())?;
     let stats = trainer.finish(&ctx)?;
     let step = stats
@@ -106,6 +120,7 @@ fn run(
     let mut tensors: Vec<(String, Vec<usize>, &[f32])> = vec![
         ("logits".into(), output_shape, &logits),
         ("loss".into(), vec![1], &loss),
+        ("eval_loss".into(), vec![1], &eval_loss),
     ];
     for ((name, values), (_, shape)) in grads.iter().zip(&names) {
         tensors.push((format!("grad.{name}"), shape.clone(), values));

@@ -67,6 +67,7 @@ def step(id, what, model, b, quick_b, steps, flags, budget, needs=()):
 
 
 BOTH = ["--precisions", "f32,amp-f16"]
+THREE = "f32,amp-f16,amp-bf16"
 MEASUREMENTS = [
     # First: tune the kernel table on this GPU (bench tune, within its own --budget); every
     # later command runs with the table it writes (WEBGPU_AMP_TUNING), which the report
@@ -118,6 +119,26 @@ MEASUREMENTS = [
          BOTH + ["--attention", "fused"], 180, ["--attention"]),
     step("gpt-char-b64-tc-off", "gpt-char amp-f16 without tensor cores", "gpt-char", 64, 1, 10,
          ["--precisions", "amp-f16", "--tensor-cores", "off"], 150, ["--tensor-cores"]),
+    # The peers' workloads (issues 40 and 41), PyTorch's side: kuangliu's CIFAR ResNet-18 at
+    # batch 128, airbench94's net at batch 1024 (its step: about 8 ms on an A100), and
+    # SmolLM2-135M on Inferena's protocol (batch 1, 128 tokens; H100: PyTorch about 9.9 ms
+    # with TF32, meganeura 38 ms, f32, forward + loss + backward).
+    dict(id="torch-resnet", what="PyTorch eager CIFAR ResNet-18, f32, AMP f16 and bf16",
+         side="pytorch", budget=150,
+         args=TORCH + ["--group", "resnet", "--batch-sizes", "{b}", "--precisions", THREE,
+                       "{quick}"],
+         full=dict(b=128, steps=20, warmup=5, quick=None), quick=dict(b=2, **QUICK_TORCH)),
+    dict(id="torch-airbench", what="PyTorch eager airbench94 net, f32, AMP f16 and bf16",
+         side="pytorch", budget=150,
+         args=TORCH + ["--group", "airbench", "--batch-sizes", "{b}", "--precisions", THREE,
+                       "{quick}"],
+         full=dict(b=1024, steps=20, warmup=5, quick=None), quick=dict(b=2, **QUICK_TORCH)),
+    dict(id="torch-llama", what="PyTorch eager SmolLM2-135M (transformers), batch 1 x 128: "
+         "forward, forward+backward, AdamW step; f32, TF32, AMP f16 and bf16", side="pytorch",
+         budget=240,
+         args=TORCH + ["--group", "llama", "--batch-sizes", "1", "--seq-len", "{t}",
+                       "--precisions", "f32,tf32,amp-f16,amp-bf16", "{quick}"],
+         full=dict(t=128, steps=20, warmup=5, quick=None), quick=dict(t=16, **QUICK_TORCH)),
 ]
 
 

@@ -11,9 +11,17 @@ Groups (`--group`):
   gpt     nanoGPT's GPT (scripts/nanogpt_model.py) as `gpt-char` (6 layers, 6 heads, 384 wide,
           block 256, dropout 0.2, no biases, vocabulary 65: the embedded Hamlet's) with
           nanoGPT's step: fused AdamW (lr 1e-3, betas (0.9, 0.99), weight decay 0.1),
-          gradients clipped at 1; attention `manual` (nanoGPT's explicit softmax) and `sdpa`.
-Precisions: `f32`, and `amp-f16` = torch.autocast(device, float16) + torch.amp.GradScaler
-(unscale_ before clipping), the loss computed inside autocast (its f32 list covers it).
+          gradients clipped at 1; attention `manual` (nanoGPT's explicit softmax) and `sdpa`;
+  resnet  kuangliu's CIFAR ResNet-18 (`resnet18-cifar`) on random 3x32x32 images, Adam 1e-3;
+  airbench  airbench94's net (`airbench`) the same way (its frozen parameters stay frozen);
+  llama   SmolLM2-135M (transformers' LlamaForCausalLM from the published config, random
+          weights) on Inferena's protocol: batch and `--seq-len` tokens (128), three figures:
+          `forward` (no grad), `forward+backward` (forward, loss, backward: Inferena's training
+          figure) and `step` (that plus AdamW lr 1e-3); precisions f32 (TF32 off), tf32,
+          amp-f16 and amp-bf16. scripts/gpu_report_torch_models.py has the definitions.
+Precisions: `f32`, `amp-f16` = torch.autocast(device, float16) + torch.amp.GradScaler
+(unscale_ before clipping), the loss computed inside autocast (its f32 list covers it), and
+`amp-bf16` = autocast to bfloat16 without a scaler (the image groups and llama).
 
 PyTorch's defaults otherwise (cudnn.benchmark off, TF32 off for matmuls, eager: no
 torch.compile, no CUDA graphs). Timing (as ours): `--warmup` steps, then `--steps` steps between two CUDA events, ended by a
@@ -128,7 +136,9 @@ def bench_matmul(torch, args, clock):
     torch.backends.cuda.matmul.allow_tf32 = False
 
 
-def image_models(torch):
+def image_models(torch, quick=False):
+    """The image models by preset name; `quick` narrows the ResNet and airbench widths (a CPU
+    test of this script)."""
     nn = torch.nn
 
     class SimpleCNN(nn.Module):
@@ -148,7 +158,19 @@ def image_models(torch):
     def mlp():
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
 
-    return {"simple-cnn": (SimpleCNN, (3, 32, 32)), "mlp": (mlp, (1, 28, 28))}
+    from gpu_report_torch_models import airbench_net, resnet18_cifar
+
+    narrow_resnet = dict(widths=(8, 16, 32, 64), blocks=(1, 1, 1, 1)) if quick else {}
+    narrow_airbench = dict(widths=(8, 16, 16)) if quick else {}
+
+    return {"simple-cnn": (SimpleCNN, (3, 32, 32)), "mlp": (mlp, (1, 28, 28)),
+            "resnet18-cifar": (lambda: resnet18_cifar(torch, **narrow_resnet), (3, 32, 32)),
+            "airbench": (lambda: airbench_net(torch, **narrow_airbench), (3, 32, 32))}
+
+
+def autocast_dtype(torch, precision):
+    """The autocast dtype of a precision mode (None: f32, no autocast)."""
+    return {"amp-f16": torch.float16, "amp-bf16": torch.bfloat16}.get(precision)
 
 
 def time_steps(torch, args, clock, step):
@@ -161,22 +183,24 @@ def time_steps(torch, args, clock, step):
 
 
 def bench_image(torch, args, clock, model_name):
-    factory, shape = image_models(torch)[model_name]
+    factory, shape = image_models(torch, args.quick)[model_name]
     F = torch.nn.functional
     for batch in args.batch_sizes:
         for precision in args.precisions:
             reset_peak(torch, args.device)
             torch.manual_seed(0)
             model = factory().to(args.device)
-            opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+            trained = [p for p in model.parameters() if p.requires_grad]
+            opt = torch.optim.Adam(trained, lr=1e-3)
             x = torch.randn(batch, *shape, device=args.device)
             y = torch.randint(0, 10, (batch,), device=args.device)
-            amp = precision == "amp-f16"
-            scaler = torch.amp.GradScaler(args.device, enabled=amp)
+            low = autocast_dtype(torch, precision)
+            scaler = torch.amp.GradScaler(args.device, enabled=precision == "amp-f16")
 
             def step():
                 opt.zero_grad(set_to_none=True)
-                with torch.autocast(args.device, dtype=torch.float16, enabled=amp):
+                with torch.autocast(args.device, dtype=low or torch.float32,
+                                    enabled=low is not None):
                     loss = F.cross_entropy(model(x), y)
                 scaler.scale(loss).backward()
                 scaler.step(opt)
@@ -229,6 +253,59 @@ def bench_gpt(torch, args, clock):
                 del model, opt, idx, targets
 
 
+def bench_llama(torch, args, clock):
+    """Inferena's protocol: forward, forward + loss + backward, and a whole AdamW step."""
+    from gpu_report_torch_models import llama
+
+    t = args.seq_len
+    F = torch.nn.functional
+    for batch in args.batch_sizes:
+        for precision in args.precisions:
+            tf32 = precision == "tf32"
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            torch.backends.cudnn.allow_tf32 = tf32
+            low = autocast_dtype(torch, precision)
+            for variant in ("forward", "forward+backward", "step"):
+                reset_peak(torch, args.device)
+                torch.manual_seed(0)
+                model, config = llama(torch, args.quick)
+                model = model.to(args.device).train()
+                opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+                idx = torch.randint(0, config.vocab_size, (batch, t), device=args.device)
+                targets = torch.randint(0, config.vocab_size, (batch, t), device=args.device)
+                scaler = torch.amp.GradScaler(args.device, enabled=precision == "amp-f16")
+
+                def loss_of():
+                    with torch.autocast(args.device, dtype=low or torch.float32,
+                                        enabled=low is not None):
+                        logits = model(input_ids=idx).logits
+                        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]),
+                                               targets.view(-1))
+
+                def forward():
+                    with torch.no_grad():
+                        loss_of()
+
+                def backward():
+                    model.zero_grad(set_to_none=True)
+                    scaler.scale(loss_of()).backward()
+
+                def step():
+                    opt.zero_grad(set_to_none=True)
+                    scaler.scale(loss_of()).backward()
+                    scaler.step(opt)
+                    scaler.update()
+
+                run = {"forward": forward, "forward+backward": backward, "step": step}[variant]
+                seconds = time_steps(torch, args, clock, run)
+                emit(step_row(args, "smollm2-135m" if not args.quick else "llama-tiny",
+                              precision, variant, batch, seconds,
+                              peak_bytes(torch, args.device), t))
+                del model, opt, idx, targets
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+
 def step_row(args, model, precision, variant, batch, seconds, peak, tokens):
     row = {"kind": "step", "side": "pytorch", "device": args.device, "model": model,
            "precision": precision, "variant": variant, "batch_size": batch,
@@ -241,7 +318,7 @@ def step_row(args, model, precision, variant, batch, seconds, peak, tokens):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    groups = ["probe", "matmul", "cnn", "mlp", "gpt"]
+    groups = ["probe", "matmul", "cnn", "mlp", "gpt", "resnet", "airbench", "llama"]
     p.add_argument("--group", required=True, type=lambda s: s.split(","),
                    help=f"one or more (comma-separated) of {', '.join(groups)}")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
@@ -249,6 +326,7 @@ def main():
     p.add_argument("--batch-sizes", type=lambda s: [int(v) for v in s.split(",")])
     p.add_argument("--precisions", default="f32,amp-f16", type=lambda s: s.split(","))
     p.add_argument("--attention", default="manual,sdpa", type=lambda s: s.split(","))
+    p.add_argument("--seq-len", type=int, default=128, help="tokens per sequence (llama)")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=5)
@@ -273,8 +351,12 @@ def main():
             bench_matmul(torch, args, clock)
         elif group == "gpt":
             bench_gpt(torch, args, clock)
+        elif group == "llama":
+            bench_llama(torch, args, clock)
         else:
-            bench_image(torch, args, clock, "simple-cnn" if group == "cnn" else "mlp")
+            model = {"cnn": "simple-cnn", "mlp": "mlp", "resnet": "resnet18-cifar",
+                     "airbench": "airbench"}[group]
+            bench_image(torch, args, clock, model)
     return 0
 
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Creates .venv (git-ignored) with what the PyTorch cross-check (scripts/pytorch_compat.py)
-# needs: torch, safetensors and numpy, installed by plain `pip install` from pip's default
-# index. Idempotent and fast on reruns: when .venv/bin/python already imports all three,
-# nothing is downloaded. A .venv whose interpreter no longer runs is made anew.
+# needs: torch, safetensors and numpy, and what the Llama checks need: tokenizers
+# (tests/tokenizer.rs) and transformers (tests/hf_folder.rs; also the GPU report's SmolLM2-135M), installed by plain
+# `pip install` from pip's default index. Idempotent and fast on reruns: when
+# .venv/bin/python already imports them all, nothing is downloaded. A .venv whose interpreter no longer runs is made anew.
 #
 # Usage: bash scripts/python-venv.sh        (then: .venv/bin/python scripts/pytorch_compat.py)
 # The interpreter that makes the venv is $PYTHON if set, else python3 (Debian: python3 and
@@ -12,9 +13,9 @@ cd "$(dirname "$0")/.."
 
 VENV=.venv
 PY="$VENV/bin/python"
-PACKAGES=(torch safetensors numpy)
+PACKAGES=(torch safetensors numpy tokenizers transformers)
 
-CHECK="import torch, safetensors, numpy; print('torch', torch.__version__)"
+CHECK="import torch, safetensors, numpy, tokenizers, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 if ready="$("$PY" -c "$CHECK" 2>/dev/null)"; then
   echo "python-venv: $VENV ready ($ready)"
   exit 0
@@ -38,7 +39,7 @@ echo "python-venv: pip install ${PACKAGES[*]} into $VENV (the first time takes a
 start=$SECONDS
 "$PY" -m pip install --quiet "${PACKAGES[@]}"
 ready="$("$PY" -c "$CHECK")" || {
-  echo "python-venv: $VENV still cannot import torch, safetensors and numpy" >&2
+  echo "python-venv: $VENV still cannot import ${PACKAGES[*]}" >&2
   exit 1
 }
 echo "python-venv: installed in $((SECONDS - start)) s ($ready)"

@@ -67,6 +67,9 @@ WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/pytorch_compat.py
 echo "== activations against PyTorch on Vulkan: every row of the unary table, forward and backward, f32, f16 (native and packed) and bf16"
 WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/activation_compat.py
 
+echo "== CNN ops against PyTorch on Vulkan: BatchNorm2d (running statistics, momentum None, fused ReLU and GELU), average pools, label smoothing; f32, f16 (native and packed) and bf16"
+WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/cnn_ops_compat.py
+
 echo "== nanoGPT cross-check on Vulkan: GPT logits, loss and gradients, nanoGPT's train.py recipe step by step (f32, amp-f16), a gpt-tiny checkpoint loaded strictly into nanoGPT's GPT, greedy sampling"
 WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/nanogpt_compat.py
 
@@ -100,6 +103,16 @@ if [ "$(notes)" != "$notes_before" ]; then
 fi
 tensor_cores_checked=1
 # --- end tensor cores ------------------------------------------------------------------------
+
+# --- the kernels on real GPUs' compilers (scripts/kernel-report.sh) ---------------------------
+# Mesa's RADV (RDNA3) and NVK (Ampere) compile the kernels an amp-f16 training step of two
+# presets plans there, through Debian's noop DRM shims (no GPU): any register spill, or a class
+# whose device lists f16 cooperative matrices running the step's products without them, fails.
+# (gpt-char joins once its SIMT flash_backward_dkv stops spilling on RDNA3: issue 42's
+# attention part.) Measured on the 2-core machine at load ~10, downloads cached: about 60 s.
+echo "== kernel report gate: mnist-cnn and simple-cnn amp-f16 step kernels on RADV (RDNA3) and NVK (Ampere): no spills, tensor cores used"
+bash scripts/kernel-report.sh --gate --bin "$debug/webgpu-amp" --out "${CARGO_TARGET_DIR:-target}/kernel-report" mnist-cnn simple-cnn
+# --- end kernel report ---------------------------------------------------------------------------
 
 # --- the browser's engine: Dawn (Chrome's WebGPU; its WGSL compiler is Tint) on Mesa 26's -----
 # lavapipe, the one adapter here where it offers shader-f16 (npm `webgpu`, pinned in web/dawn)

@@ -4,22 +4,30 @@
 // mask (element (bh * T + i) * T + j, see flash_common).
 //
 //   flash_backward_delta: delta_i = Σ_d dy_i[d] * y_i[d] (= Σ_j P_ij dP_ij, dropout included)
-//   flash_backward_dkv:   one thread per key j:   dv_j = Σ_i Pd_ij dy_i,
-//                         dk_j = Σ_i dS_ij q_i, dS_ij = scale * P_ij (dP_ij - delta_i),
+//   flash_backward_dkv:   one thread per key j of a key/value head, over the query heads
+//                         of its group (grouped-query attention):
+//                         dv_j = Σ_h Σ_i Pd_ij dy_i,
+//                         dk_j = Σ_h Σ_i dS_ij q_i, dS_ij = scale * P_ij (dP_ij - delta_i),
 //                         dP_ij = dropout(dy_i·v_j)
 //   flash_backward_dq:    one thread per query i: dq_i = Σ_j dS_ij k_j
 //
-// Each gradient element has one writer and sums in a fixed order (i or j ascending): no
-// atomics on floats, the same bits every run. dq, dk and dv land in dqkv [B, T, 3C] at the
-// places q, k and v came from, in dqkv's storage. A NaN lse (a poisoned forward row) makes
-// that row's contributions NaN, so overflow always reaches the GradScaler.
+// Each gradient element has one writer and sums in a fixed order (h, then i or j ascending):
+// no atomics on floats, the same bits every run. dq, dk and dv land where q, k and v came
+// from (flash_common), in their storage; where dk and dv are one tensor (nanoGPT's packed
+// dqkv: SHARED_KV_GRADS) both are written through dk's binding, which WebGPU requires of
+// one writable range. A NaN lse (a poisoned forward row) makes that row's contributions NaN,
+// so overflow always reaches the GradScaler.
 
-#tensor qkv 1 read
+#tensor q 1 read
+#tensor k 8 read
+#tensor v 9 read
 #tensor y 2 read
 #tensor lse 3 read
 #tensor dy 5 read
 #tensor delta 6 read_write
-#tensor dqkv 7 read_write
+#tensor dq 7 read_write
+#tensor dk 10 read_write
+#tensor dv 11 read_write
 #include logit_class
 #include flash_common
 #include flash_tiles
@@ -29,14 +37,39 @@
 var<workgroup> lse_tile: array<f32, TILE>;
 var<workgroup> delta_tile: array<f32, TILE>;
 
-fn store_dqkv(at: u32, v: ptr<function, array<f32, HS>>) {
+// A gradient row at element `at` of dq, dk or dv: a word pair where store_width says.
+fn store_dq(at: u32, g: ptr<function, array<f32, HS>>) {
     for (var d = 0u; d < HS; d += store_width(at + d, d)) {
         if (store_width(at + d, d) == 2u) {
-            dqkv_store2(at + d, vec2<f32>((*v)[d], (*v)[d + 1u]));
+            dq_store2(at + d, vec2<f32>((*g)[d], (*g)[d + 1u]));
         } else {
-            dqkv_store(at + d, (*v)[d]);
+            dq_store(at + d, (*g)[d]);
         }
     }
+}
+
+fn store_dk(at: u32, g: ptr<function, array<f32, HS>>) {
+    for (var d = 0u; d < HS; d += store_width(at + d, d)) {
+        if (store_width(at + d, d) == 2u) {
+            dk_store2(at + d, vec2<f32>((*g)[d], (*g)[d + 1u]));
+        } else {
+            dk_store(at + d, (*g)[d]);
+        }
+    }
+}
+
+fn store_dv(at: u32, g: ptr<function, array<f32, HS>>) {
+#if SHARED_KV_GRADS
+    store_dk(at, g);
+#else
+    for (var d = 0u; d < HS; d += store_width(at + d, d)) {
+        if (store_width(at + d, d) == 2u) {
+            dv_store2(at + d, vec2<f32>((*g)[d], (*g)[d + 1u]));
+        } else {
+            dv_store(at + d, (*g)[d]);
+        }
+    }
+#end
 }
 
 // ---- delta ------------------------------------------------------------------------------------
@@ -61,10 +94,10 @@ fn flash_backward_delta(#workgroup_builtins) {
 // The staged tensors are keys, k (0) and v (1), or query rows, q (0) and dy (1).
 fn tile_source(p: Place, keys: bool, which: u32, r: u32, d: u32) -> f32 {
     if (keys) {
-        return qkv_load(qkv_at(p, r, 1u + which) + d);
+        return qkv_load(p, r, 1u + which, d);
     }
     if (which == 0u) {
-        return qkv_load(qkv_at(p, r, 0u) + d);
+        return qkv_load(p, r, 0u, d);
     }
     return dy_load(out_at(p, r) + d);
 }
@@ -142,7 +175,8 @@ fn dkv_tile(
     }
 }
 
-// dk and dv of key p.first + tid: query rows from its own on, a tile at a time.
+// dk and dv of key kv.first + tid of a key/value head: for each query head of its group in
+// order, query rows from its own on, a tile at a time.
 @compute @workgroup_size(WG)
 fn flash_backward_dkv(#workgroup_builtins) {
     // This thread's key: k, v and their gradients' accumulators (zeros).
@@ -151,36 +185,39 @@ fn flash_backward_dkv(#workgroup_builtins) {
     var dk: array<f32, HS>;
     var dv: array<f32, HS>;
     var mask = mask_new();
-    let p = place_of(wid, nwg);
-    if (p.bh >= params.batch_heads) {
+    let kv = kv_place_of(wid, nwg);
+    if (kv.bh >= params.batch_heads) {
         return;
     }
-    let j = p.first + lid;
+    let j = kv.first + lid;
     let valid = j < params.t;
     if (valid) {
-        k = qkv_row(qkv_at(p, j, 1u));
-        v = qkv_row(qkv_at(p, j, 2u));
+        k = qkv_row(kv, j, 1u);
+        v = qkv_row(kv, j, 2u);
     }
-    // Query rows from the tile holding this block's first key (rows before it see no key
-    // here), tiles aligned to TILE from 0: uniform across the group.
-    for (var i0 = (p.first / TILE) * TILE; i0 < params.t; i0 += TILE) {
-        if (TILED) {
-            workgroupBarrier();
-            load_query_tile(p, i0, lid);
-            workgroupBarrier();
-        }
-        if (valid && i0 + TILE > j) {
-            // Rows i >= j of this tile, and below T.
-            let first = max(j, i0) - i0;
-            let n = min(TILE, params.t - i0);
-            dkv_tile(p, &k, &v, &dk, &dv, &mask, j, i0, first, n);
+    for (var g = 0u; g < params.group; g++) {
+        let p = group_head(kv, g);
+        // Query rows from the tile holding this block's first key (rows before it see no
+        // key here), tiles aligned to TILE from 0: uniform across the group.
+        for (var i0 = (p.first / TILE) * TILE; i0 < params.t; i0 += TILE) {
+            if (TILED) {
+                workgroupBarrier();
+                load_query_tile(p, i0, lid);
+                workgroupBarrier();
+            }
+            if (valid && i0 + TILE > j) {
+                // Rows i >= j of this tile, and below T.
+                let first = max(j, i0) - i0;
+                let n = min(TILE, params.t - i0);
+                dkv_tile(p, &k, &v, &dk, &dv, &mask, j, i0, first, n);
+            }
         }
     }
     if (!valid) {
         return;
     }
-    store_dqkv(qkv_at(p, j, 1u), &dk);
-    store_dqkv(qkv_at(p, j, 2u), &dv);
+    store_dk(qkv_at(kv, j, 1u), &dk);
+    store_dv(qkv_at(kv, j, 2u), &dv);
 }
 
 // ---- dq: one thread per query row ----------------------------------------------------------------
@@ -202,7 +239,7 @@ fn flash_backward_dq(#workgroup_builtins) {
     let valid = i < params.t;
     let kend = min(params.t, p.first + WG);
     if (valid) {
-        q = qkv_row(qkv_at(p, i, 0u));
+        q = qkv_row(p, i, 0u);
         let gat = out_at(p, i);
         for (var d = 0u; d < HS; d++) {
             g[d] = dy_load(gat + d);
@@ -218,7 +255,7 @@ fn flash_backward_dq(#workgroup_builtins) {
         }
     }
     if (valid) {
-        store_dqkv(qkv_at(p, i, 0u), &dq);
+        store_dq(qkv_at(p, i, 0u), &dq);
     }
 }
 

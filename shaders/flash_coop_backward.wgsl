@@ -4,25 +4,44 @@
 // (shaders/include/flash_coop.wgsl, shaders/include/flash_coop_grads.wgsl), for native f16
 // storage where tensor cores are used.
 //
-// One workgroup per (batch * head, block of BKV = 4 * FRAG keys); subgroup sg owns keys
-// [sg * FRAG, sg * FRAG + FRAG) of the block and holds their kᵀ and vᵀ in named fragments
-// kb0..kb7, vb0..vb7 and their gradients in named accumulators dv0..dv7, dk0..dk7. Per step
-// of BQ query rows (from the block holding the first key on: earlier rows see none), every
-// thread stages q, dy and the rows' lse and delta; each subgroup computes S and dP for the
+// One workgroup per (batch * key/value head, block of BKV = 4 * FRAG keys); subgroup sg owns
+// keys [sg * FRAG, sg * FRAG + FRAG) of the block and holds their kᵀ and vᵀ in named
+// fragments kb0..kb7, vb0..vb7 and their gradients in named accumulators dv0..dv7, dk0..dk7.
+// For each query head of the key/value head's group in order (grouped-query attention: the
+// group's gradients sum in the accumulators, one writer per element), per step of BQ query
+// rows (from the block holding the first key on: earlier rows see none), every thread
+// stages q, dy and the rows' lse and delta; each subgroup computes S and dP for the
 // query fragments that see its keys into its own columns of the scores, the score gradients
 // of its columns with LANES_PER_ROW lanes per row, then dv += dropout(P)ᵀ·dy and
 // dk += dSᵀ·q. dk is scaled by `scale` once at the end.
 
 enable wgpu_cooperative_matrix;
 
-#tensor qkv 1 read
+#tensor q 1 read
+#tensor k 8 read
+#tensor v 9 read
 #tensor lse 3 read
 #tensor dy 5 read
 #tensor delta 6 read
-#tensor dqkv 7 read_write
+#tensor dk 10 read_write
+#tensor dv 11 read_write
 #include flash_common
 #include flash_coop
 #include flash_coop_grads
+
+// dk (part 1) or dv (2); one tensor (nanoGPT's packed dqkv: SHARED_KV_GRADS) is written
+// through dk's binding, as WebGPU requires of one writable range.
+fn grad_store(part: u32, e: u32, x: f32) {
+#if SHARED_KV_GRADS
+    dk_store(e, x);
+#else
+    if (part == 1u) {
+        dk_store(e, x);
+    } else {
+        dv_store(e, x);
+    }
+#end
+}
 
 // h_tile: k, then v, of the block (staged once, then held in fragments); per step q, dy,
 // dropout(P) and dS of the step's rows against the block's keys.
@@ -77,14 +96,14 @@ fn flash_coop_dkv(
     @builtin(subgroup_invocation_id) lane: u32,
 ) {
     var mask = mask_new();
-    let p = place_of(wid, nwg);
-    if (p.bh >= params.batch_heads) {
+    let kv = kv_place_of(wid, nwg);
+    if (kv.bh >= params.batch_heads) {
         return;
     }
     let col0 = sg * FRAG; // the subgroup's keys in the block
-    let k0 = p.first + col0;
+    let k0 = kv.first + col0;
     // kᵀ and vᵀ of the subgroup's keys: B(k = channel, n = key).
-    stage_rows(p, 1u, p.first, BKV, 0u, tid);
+    stage_rows(kv, 1u, kv.first, BKV, 0u, tid);
     workgroupBarrier();
     let kb0 = held_bt(col0 * QS, 0u);
     let kb1 = held_bt(col0 * QS, 1u);
@@ -95,7 +114,7 @@ fn flash_coop_dkv(
     let kb6 = held_bt(col0 * QS, 6u);
     let kb7 = held_bt(col0 * QS, 7u);
     workgroupBarrier();
-    stage_rows(p, 2u, p.first, BKV, 0u, tid);
+    stage_rows(kv, 2u, kv.first, BKV, 0u, tid);
     workgroupBarrier();
     let vb0 = held_bt(col0 * QS, 0u);
     let vb1 = held_bt(col0 * QS, 1u);
@@ -121,67 +140,71 @@ fn flash_coop_dkv(
     var dk5 = FragC();
     var dk6 = FragC();
     var dk7 = FragC();
-    // Query steps from the one holding the block's first key on (rows before it see none of
-    // its keys), aligned to BQ from 0: uniform across the group.
-    for (var i0 = (p.first / BQ) * BQ; i0 < params.t; i0 += BQ) {
-        workgroupBarrier();
-        stage_rows(p, 0u, i0, BQ, Q_AT, tid);
-        stage_rows(p, 3u, i0, BQ, DY_AT, tid);
-        stage_row_stats(p, i0, STATS_AT, tid);
-        workgroupBarrier();
-        // S = Q·Kᵀ and dP = dO·Vᵀ for the query fragments that see the subgroup's keys.
-        for (var qf = 0u; qf < BQ / FRAG; qf++) {
-            if (!rows_see(i0 + qf * FRAG, k0)) {
-                continue;
+    // The query heads of the key/value head's group, in order.
+    for (var g = 0u; g < params.group; g++) {
+        let p = group_head(kv, g);
+        // Query steps from the one holding the block's first key on (rows before it see none of
+        // its keys), aligned to BQ from 0: uniform across the group.
+        for (var i0 = (p.first / BQ) * BQ; i0 < params.t; i0 += BQ) {
+            workgroupBarrier();
+            stage_rows(p, 0u, i0, BQ, Q_AT, tid);
+            stage_rows(p, 3u, i0, BQ, DY_AT, tid);
+            stage_row_stats(p, i0, STATS_AT, tid);
+            workgroupBarrier();
+            // S = Q·Kᵀ and dP = dO·Vᵀ for the query fragments that see the subgroup's keys.
+            for (var qf = 0u; qf < BQ / FRAG; qf++) {
+                if (!rows_see(i0 + qf * FRAG, k0)) {
+                    continue;
+                }
+                let qb = Q_AT + qf * FRAG * QS;
+                let db = DY_AT + qf * FRAG * QS;
+                var s = mma(rows_a(qb, 0u), kb0, FragC());
+                var dp = mma(rows_a(db, 0u), vb0, FragC());
+                if (D_FRAGS > 1u) { s = mma(rows_a(qb, 1u), kb1, s); dp = mma(rows_a(db, 1u), vb1, dp); }
+                if (D_FRAGS > 2u) { s = mma(rows_a(qb, 2u), kb2, s); dp = mma(rows_a(db, 2u), vb2, dp); }
+                if (D_FRAGS > 3u) { s = mma(rows_a(qb, 3u), kb3, s); dp = mma(rows_a(db, 3u), vb3, dp); }
+                if (D_FRAGS > 4u) { s = mma(rows_a(qb, 4u), kb4, s); dp = mma(rows_a(db, 4u), vb4, dp); }
+                if (D_FRAGS > 5u) { s = mma(rows_a(qb, 5u), kb5, s); dp = mma(rows_a(db, 5u), vb5, dp); }
+                if (D_FRAGS > 6u) { s = mma(rows_a(qb, 6u), kb6, s); dp = mma(rows_a(db, 6u), vb6, dp); }
+                if (D_FRAGS > 7u) { s = mma(rows_a(qb, 7u), kb7, s); dp = mma(rows_a(db, 7u), vb7, dp); }
+                store_scores(s, S_AT + qf * FRAG * SS + col0, SS);
+                store_scores(dp, DP_AT + qf * FRAG * SS + col0, SS);
             }
-            let qb = Q_AT + qf * FRAG * QS;
-            let db = DY_AT + qf * FRAG * QS;
-            var s = mma(rows_a(qb, 0u), kb0, FragC());
-            var dp = mma(rows_a(db, 0u), vb0, FragC());
-            if (D_FRAGS > 1u) { s = mma(rows_a(qb, 1u), kb1, s); dp = mma(rows_a(db, 1u), vb1, dp); }
-            if (D_FRAGS > 2u) { s = mma(rows_a(qb, 2u), kb2, s); dp = mma(rows_a(db, 2u), vb2, dp); }
-            if (D_FRAGS > 3u) { s = mma(rows_a(qb, 3u), kb3, s); dp = mma(rows_a(db, 3u), vb3, dp); }
-            if (D_FRAGS > 4u) { s = mma(rows_a(qb, 4u), kb4, s); dp = mma(rows_a(db, 4u), vb4, dp); }
-            if (D_FRAGS > 5u) { s = mma(rows_a(qb, 5u), kb5, s); dp = mma(rows_a(db, 5u), vb5, dp); }
-            if (D_FRAGS > 6u) { s = mma(rows_a(qb, 6u), kb6, s); dp = mma(rows_a(db, 6u), vb6, dp); }
-            if (D_FRAGS > 7u) { s = mma(rows_a(qb, 7u), kb7, s); dp = mma(rows_a(db, 7u), vb7, dp); }
-            store_scores(s, S_AT + qf * FRAG * SS + col0, SS);
-            store_scores(dp, DP_AT + qf * FRAG * SS + col0, SS);
-        }
-        sync_subgroup();
-        score_gradients(p, i0, col0, lane, &mask);
-        sync_subgroup();
-        // dv += dropout(P)ᵀ·dy, dk += dSᵀ·q: A(m = key, k = query) loads column-major.
-        for (var qf = 0u; qf < BQ / FRAG; qf++) {
-            if (!rows_see(i0 + qf * FRAG, k0)) {
-                continue;
+            sync_subgroup();
+            score_gradients(p, i0, col0, lane, &mask);
+            sync_subgroup();
+            // dv += dropout(P)ᵀ·dy, dk += dSᵀ·q: A(m = key, k = query) loads column-major.
+            for (var qf = 0u; qf < BQ / FRAG; qf++) {
+                if (!rows_see(i0 + qf * FRAG, k0)) {
+                    continue;
+                }
+                let pd = block_at(PD_AT + qf * FRAG * PS + col0, PS);
+                let ds = block_at(DS_AT + qf * FRAG * PS + col0, PS);
+                let qb = Q_AT + qf * FRAG * QS;
+                let db = DY_AT + qf * FRAG * QS;
+                dv0 = mma(pd, rows_b(db, 0u), dv0);
+                dk0 = mma(ds, rows_b(qb, 0u), dk0);
+                if (D_FRAGS > 1u) { dv1 = mma(pd, rows_b(db, 1u), dv1); dk1 = mma(ds, rows_b(qb, 1u), dk1); }
+                if (D_FRAGS > 2u) { dv2 = mma(pd, rows_b(db, 2u), dv2); dk2 = mma(ds, rows_b(qb, 2u), dk2); }
+                if (D_FRAGS > 3u) { dv3 = mma(pd, rows_b(db, 3u), dv3); dk3 = mma(ds, rows_b(qb, 3u), dk3); }
+                if (D_FRAGS > 4u) { dv4 = mma(pd, rows_b(db, 4u), dv4); dk4 = mma(ds, rows_b(qb, 4u), dk4); }
+                if (D_FRAGS > 5u) { dv5 = mma(pd, rows_b(db, 5u), dv5); dk5 = mma(ds, rows_b(qb, 5u), dk5); }
+                if (D_FRAGS > 6u) { dv6 = mma(pd, rows_b(db, 6u), dv6); dk6 = mma(ds, rows_b(qb, 6u), dk6); }
+                if (D_FRAGS > 7u) { dv7 = mma(pd, rows_b(db, 7u), dv7); dk7 = mma(ds, rows_b(qb, 7u), dk7); }
             }
-            let pd = block_at(PD_AT + qf * FRAG * PS + col0, PS);
-            let ds = block_at(DS_AT + qf * FRAG * PS + col0, PS);
-            let qb = Q_AT + qf * FRAG * QS;
-            let db = DY_AT + qf * FRAG * QS;
-            dv0 = mma(pd, rows_b(db, 0u), dv0);
-            dk0 = mma(ds, rows_b(qb, 0u), dk0);
-            if (D_FRAGS > 1u) { dv1 = mma(pd, rows_b(db, 1u), dv1); dk1 = mma(ds, rows_b(qb, 1u), dk1); }
-            if (D_FRAGS > 2u) { dv2 = mma(pd, rows_b(db, 2u), dv2); dk2 = mma(ds, rows_b(qb, 2u), dk2); }
-            if (D_FRAGS > 3u) { dv3 = mma(pd, rows_b(db, 3u), dv3); dk3 = mma(ds, rows_b(qb, 3u), dk3); }
-            if (D_FRAGS > 4u) { dv4 = mma(pd, rows_b(db, 4u), dv4); dk4 = mma(ds, rows_b(qb, 4u), dk4); }
-            if (D_FRAGS > 5u) { dv5 = mma(pd, rows_b(db, 5u), dv5); dk5 = mma(ds, rows_b(qb, 5u), dk5); }
-            if (D_FRAGS > 6u) { dv6 = mma(pd, rows_b(db, 6u), dv6); dk6 = mma(ds, rows_b(qb, 6u), dk6); }
-            if (D_FRAGS > 7u) { dv7 = mma(pd, rows_b(db, 7u), dv7); dk7 = mma(ds, rows_b(qb, 7u), dk7); }
         }
     }
     // The scores are spent: each subgroup's scratch is a fragment of f_tile.
     workgroupBarrier();
     let scratch = sg * FRAG * FRAG;
     let sc = params.scale;
-    write_grad(dv0, p, 2u, k0, 0u, 1.0, scratch, lane);
-    write_grad(dk0, p, 1u, k0, 0u, sc, scratch, lane);
-    if (D_FRAGS > 1u) { write_grad(dv1, p, 2u, k0, FRAG, 1.0, scratch, lane); write_grad(dk1, p, 1u, k0, FRAG, sc, scratch, lane); }
-    if (D_FRAGS > 2u) { write_grad(dv2, p, 2u, k0, 2u * FRAG, 1.0, scratch, lane); write_grad(dk2, p, 1u, k0, 2u * FRAG, sc, scratch, lane); }
-    if (D_FRAGS > 3u) { write_grad(dv3, p, 2u, k0, 3u * FRAG, 1.0, scratch, lane); write_grad(dk3, p, 1u, k0, 3u * FRAG, sc, scratch, lane); }
-    if (D_FRAGS > 4u) { write_grad(dv4, p, 2u, k0, 4u * FRAG, 1.0, scratch, lane); write_grad(dk4, p, 1u, k0, 4u * FRAG, sc, scratch, lane); }
-    if (D_FRAGS > 5u) { write_grad(dv5, p, 2u, k0, 5u * FRAG, 1.0, scratch, lane); write_grad(dk5, p, 1u, k0, 5u * FRAG, sc, scratch, lane); }
-    if (D_FRAGS > 6u) { write_grad(dv6, p, 2u, k0, 6u * FRAG, 1.0, scratch, lane); write_grad(dk6, p, 1u, k0, 6u * FRAG, sc, scratch, lane); }
-    if (D_FRAGS > 7u) { write_grad(dv7, p, 2u, k0, 7u * FRAG, 1.0, scratch, lane); write_grad(dk7, p, 1u, k0, 7u * FRAG, sc, scratch, lane); }
+    write_grad(dv0, kv, 2u, k0, 0u, 1.0, scratch, lane);
+    write_grad(dk0, kv, 1u, k0, 0u, sc, scratch, lane);
+    if (D_FRAGS > 1u) { write_grad(dv1, kv, 2u, k0, FRAG, 1.0, scratch, lane); write_grad(dk1, kv, 1u, k0, FRAG, sc, scratch, lane); }
+    if (D_FRAGS > 2u) { write_grad(dv2, kv, 2u, k0, 2u * FRAG, 1.0, scratch, lane); write_grad(dk2, kv, 1u, k0, 2u * FRAG, sc, scratch, lane); }
+    if (D_FRAGS > 3u) { write_grad(dv3, kv, 2u, k0, 3u * FRAG, 1.0, scratch, lane); write_grad(dk3, kv, 1u, k0, 3u * FRAG, sc, scratch, lane); }
+    if (D_FRAGS > 4u) { write_grad(dv4, kv, 2u, k0, 4u * FRAG, 1.0, scratch, lane); write_grad(dk4, kv, 1u, k0, 4u * FRAG, sc, scratch, lane); }
+    if (D_FRAGS > 5u) { write_grad(dv5, kv, 2u, k0, 5u * FRAG, 1.0, scratch, lane); write_grad(dk5, kv, 1u, k0, 5u * FRAG, sc, scratch, lane); }
+    if (D_FRAGS > 6u) { write_grad(dv6, kv, 2u, k0, 6u * FRAG, 1.0, scratch, lane); write_grad(dk6, kv, 1u, k0, 6u * FRAG, sc, scratch, lane); }
+    if (D_FRAGS > 7u) { write_grad(dv7, kv, 2u, k0, 7u * FRAG, 1.0, scratch, lane); write_grad(dk7, kv, 1u, k0, 7u * FRAG, sc, scratch, lane); }
 }

@@ -12,14 +12,21 @@
 
 enable wgpu_cooperative_matrix;
 
-#tensor qkv 1 read
+#tensor q 1 read
+#tensor k 8 read
+#tensor v 9 read
 #tensor lse 3 read
 #tensor dy 5 read
 #tensor delta 6 read
-#tensor dqkv 7 read_write
+#tensor dq 7 read_write
 #include flash_common
 #include flash_coop
 #include flash_coop_grads
+
+// Only dq is written here.
+fn grad_store(part: u32, e: u32, x: f32) {
+    dq_store(e, x);
+}
 
 // h_tile: q, then dy, of the block (staged once, then held in fragments); per step k, v and
 // dS of the block's rows against the step's keys.

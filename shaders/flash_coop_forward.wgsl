@@ -16,7 +16,9 @@
 
 enable wgpu_cooperative_matrix;
 
-#tensor qkv 1 read
+#tensor q 1 read
+#tensor k 8 read
+#tensor v 9 read
 #tensor y 2 read_write
 #tensor lse 3 read_write
 #include logit_class
@@ -47,7 +49,14 @@ const_assert FRAG % ROWS_AT_ONCE == 0u;
 var<workgroup> row_seen: array<u32, BQ>;
 
 fn coop_source(p: Place, which: u32, r: u32, d: u32) -> f16 {
-    return qkv[qkv_at(p, r, which) + d];
+    let e = qkv_at(p, r, which) + d;
+    if (which == 0u) {
+        return q[e];
+    }
+    if (which == 1u) {
+        return k[e];
+    }
+    return v[e];
 }
 
 // The online softmax of the subgroup's rows [r0, r0 + FRAG) against keys [j0, j0 + BKV): the

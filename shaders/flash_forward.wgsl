@@ -13,7 +13,9 @@
 // softmax: a NaN or +inf logit, or a row of -inf only, makes the row's output and lse NaN; a
 // -inf logit alone has p = 0.
 
-#tensor qkv 1 read
+#tensor q 1 read
+#tensor k 8 read
+#tensor v 9 read
 #tensor y 2 read_write
 #tensor lse 3 read_write
 #include logit_class
@@ -22,7 +24,7 @@
 
 // The staged tensors are keys: k (0) and v (1).
 fn tile_source(p: Place, keys: bool, which: u32, r: u32, d: u32) -> f32 {
-    return qkv_load(qkv_at(p, r, 1u + which) + d);
+    return qkv_load(p, r, 1u + which, d);
 }
 
 // One query row's online-softmax state.
@@ -111,7 +113,7 @@ fn flash_forward(#workgroup_builtins) {
     let i = p.first + lid;
     let valid = i < params.t;
     if (valid) {
-        q = qkv_row(qkv_at(p, i, 0u));
+        q = qkv_row(p, i, 0u);
     }
     // Keys this block needs: up to its last row (the causal mask), uniform across the group.
     let kend = min(params.t, p.first + WG);

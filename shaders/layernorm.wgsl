@@ -1,6 +1,10 @@
 // LayerNorm over the last dim of x [rows, C] (torch.nn.LayerNorm(C), biased variance,
 // rstd = 1 / sqrt(var + eps)), forward and backward. Statistics and all math in f32 whatever
 // the storages; two-pass statistics (mean, then the centred sum of squares).
+// With the variant constant RMS, Llama's RMSNorm (transformers' LlamaRMSNorm) instead:
+// rstd = 1 / sqrt(mean(x²) + eps) in f32, y = weight · (x · rstd rounded to x's dtype), no
+// mean, no bias; its backward dx = rstd · (g − x̂ · mean(g · x̂)), g = dy · weight rounded to
+// x's dtype, x̂ = x · rstd, dweight = Σ dy · (x̂ rounded to x's dtype).
 // Deterministic: row reductions are fixed-order workgroup trees, and the weight and bias
 // gradients are summed over fixed chunks of rows into a scratch buffer (by the input
 // gradient's kernel, which reads the same x and dy), then over the chunks in chunk order
@@ -69,12 +73,22 @@ fn ln_in(i: u32) -> f32 {
 #end
 }
 
+// x̂ as RMSNorm hands it to the weight: `.to(input_dtype)` (params.x_round: 0 f32, 1 f16,
+// 2 bf16, round_grad's codes).
+fn rms_cast(xhat: f32) -> f32 {
+    return round_grad(xhat, params.x_round);
+}
+
 fn ln_y(base: u32, j: u32, mu: f32, rs: f32) -> f32 {
+#if RMS
+    return weight_load(j) * rms_cast(ln_in(base + j) * rs);
+#else
     var v = ((ln_in(base + j) - mu) * rs) * weight_load(j);
     if (params.has_bias != 0u) {
         v = v + bias_load(j);
     }
     return v;
+#end
 }
 
 // One workgroup per row: mean, then variance of the centred values, then y, stored by row
@@ -98,11 +112,15 @@ fn layernorm_forward(#workgroup_builtins) {
     }
     storageBarrier();
 #end
+#if RMS
+    let mu = 0.0; // RMSNorm does not centre: the sum of squares is of x itself
+#else
     var sum = 0.0;
     for (var j = lid; j < n; j = j + ROW_WG) {
         sum = sum + ln_in(base + j);
     }
     let mu = row_sum2(lid, vec2<f32>(sum, 0.0)).x / f32(n);
+#end
     var ss = 0.0;
     for (var j = lid; j < n; j = j + ROW_WG) {
         let d = ln_in(base + j) - mu;
@@ -111,7 +129,9 @@ fn layernorm_forward(#workgroup_builtins) {
     let variance = row_sum2(lid, vec2<f32>(ss, 0.0)).x / f32(n);
     let rs = 1.0 / sqrt(variance + params.eps);
     if (lid == 0u) {
+#if !RMS
         mean_out_store(row, mu);
+#end
         rstd_out_store(row, rs);
     }
     for (var k = lid; k < row_slots(base, n); k = k + ROW_WG) {
@@ -123,11 +143,20 @@ fn layernorm_forward(#workgroup_builtins) {
 
 // ---- backward: input gradient and the parameter gradients' partial sums ---------------------
 
-// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * weight, xhat = (x - mean) * rstd.
+// g = dy * weight (RMSNorm: in x's dtype, as autograd forms it before the cast back).
+fn ln_g(i: u32, j: u32) -> f32 {
+#if RMS
+    return rms_cast(dy_load(i) * weight_load(j));
+#else
+    return dy_load(i) * weight_load(j);
+#end
+}
+
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), xhat = (x - mean) * rstd (RMSNorm: mean
+// and mean(g) are 0).
 fn ln_dx(base: u32, j: u32, mu: f32, rs: f32, mg: f32, mgx: f32) -> f32 {
     let xhat = (x_load(base + j) - mu) * rs;
-    let g = dy_load(base + j) * weight_load(j);
-    return rs * ((g - mg) - xhat * mgx);
+    return rs * ((ln_g(base + j, j) - mg) - xhat * mgx);
 }
 
 // One workgroup per chunk of `chunk_rows` rows, row after row. For each row: the tree sums of
@@ -146,21 +175,31 @@ fn layernorm_backward(#workgroup_builtins) {
     let pb_base = params.chunks * n;
     for (var row = first; row < last_row; row = row + 1u) {
         let base = row * n;
+#if RMS
+        let mu = 0.0;
+#else
         let mu = mean_load(row);
+#end
         let rs = rstd_load(row);
         var acc = vec2<f32>(0.0, 0.0);
         for (var j = lid; j < n; j = j + ROW_WG) {
             let d = dy_load(base + j);
             let xhat = (x_load(base + j) - mu) * rs;
-            let g = d * weight_load(j);
+            let g = ln_g(base + j, j);
             acc = acc + vec2<f32>(g, g * xhat);
-            // Sums from 0, as a register would hold them (the same bits).
+            // Sums from 0, as a register would hold them (the same bits). RMSNorm's weight
+            // multiplied the cast x̂.
+#if RMS
+            let dw = d * rms_cast(xhat);
+#else
+            let dw = d * xhat;
+#end
             let p = k * n + j;
             var pw = 0.0;
             if (row != first) {
                 pw = partials[p];
             }
-            partials[p] = pw + d * xhat;
+            partials[p] = pw + dw;
             if (params.has_bias != 0u) {
                 var pb = 0.0;
                 if (row != first) {
@@ -170,7 +209,11 @@ fn layernorm_backward(#workgroup_builtins) {
             }
         }
         let sums = row_sum2(lid, acc);
+#if RMS
+        let mg = 0.0;
+#else
         let mg = sums.x / f32(n);
+#end
         let mgx = sums.y / f32(n);
         for (var q = lid; q < row_slots(base, n); q = q + ROW_WG) {
             let slot = row_slot(base, n, q);

@@ -1,5 +1,6 @@
-// Fused losses in f32, forward and backward together: softmax cross-entropy (with the
-// gradient seeded by the GradScaler's scale), mean squared error, and the accuracy count.
+// Fused losses in f32, forward and backward together: softmax cross-entropy (label smoothing
+// as PyTorch's; the gradient seeded by the GradScaler's scale), mean squared error, and the
+// accuracy count.
 // Deterministic: per-row / per-workgroup partial losses are reduced in a fixed tree order by
 // one workgroup (no float atomics), so the same inputs give bit-identical losses.
 
@@ -42,6 +43,7 @@ struct RowStats {
     sum: f32,    // sum of exp(logit - max)
     label: u32,  // label clamped into [0, C)
     bad: bool,   // NaN logit or label out of range: the row's loss and gradient are NaN
+    spread: f32, // with label smoothing: sum of (max - logit), so -sum log p = C log(sum) + spread
 }
 
 // Max-subtracted log-sum-exp statistics of one row, computed by the whole workgroup.
@@ -64,19 +66,36 @@ fn row_stats(row: u32, lid: u32) -> RowStats {
         s = s + exp(logits_load(base + j) - row_m);
     }
     let row_s = tree_sum(lid, s, ROW_WG);
+    var spread = 0.0;
+    if (params.label_smoothing != 0.0) {
+        // Every term >= 0: no cancellation.
+        var d = 0.0;
+        for (var j = lid; j < params.classes; j = j + ROW_WG) {
+            d = d + (row_m - logits_load(base + j));
+        }
+        spread = tree_sum(lid, d, ROW_WG);
+    }
     let raw_label = labels[row];
     let label = min(raw_label, params.classes - 1u);
     let bad = atomicLoad(&row_has_nan) != 0u || raw_label >= params.classes;
-    return RowStats(row_m, row_s, label, bad);
+    return RowStats(row_m, row_s, label, bad, spread);
 }
 
-// -log softmax(x)[label] = log(sum) + (max - x[label]); log(sum) >= 0 since sum >= 1.
+// -log softmax(x)[label] = log(sum) + (max - x[label]); log(sum) >= 0 since sum >= 1. With
+// label smoothing e (PyTorch's CrossEntropyLoss(label_smoothing=e)):
+// (1 - e) * nll + e / C * (-sum_j log softmax(x)[j]), the second term C log(sum) + spread.
 fn row_loss(row: u32, st: RowStats) -> f32 {
     if (st.bad) {
         return quiet_nan();
     }
     let x_label = logits_load(row * params.classes + st.label);
-    return log(st.sum) + (st.max - x_label);
+    let nll = log(st.sum) + (st.max - x_label);
+    if (params.label_smoothing == 0.0) {
+        return nll;
+    }
+    let e = params.label_smoothing;
+    let spread_nll = f32(params.classes) * log(st.sum) + st.spread;
+    return (1.0 - e) * nll + (e / f32(params.classes)) * spread_nll;
 }
 
 // The row's statistics, with its loss written to partials[row] (thread 0).
@@ -97,14 +116,19 @@ fn cross_entropy_rows(#workgroup_builtins) {
     row_forward(row, lid);
 }
 
-// d loss / d logit_j = (softmax_j - [j == label]) * grad_scale * seed[0].
+// d loss / d logit_j = (softmax_j - target_j) * grad_scale * seed[0], the target the one-hot
+// label, or with label smoothing e: (1 - e) [j == label] + e / C.
 fn ce_grad(row: u32, j: u32, st: RowStats, seed_scale: f32) -> f32 {
     if (st.bad) {
         return quiet_nan();
     }
     let p = exp(logits_load(row * params.classes + j) - st.max) / st.sum;
-    let onehot = select(0.0, 1.0, j == st.label);
-    return ((p - onehot) * params.grad_scale) * seed_scale;
+    var wanted_p = select(0.0, 1.0, j == st.label);
+    if (params.label_smoothing != 0.0) {
+        let e = params.label_smoothing;
+        wanted_p = select(0.0, 1.0 - e, j == st.label) + e / f32(params.classes);
+    }
+    return ((p - wanted_p) * params.grad_scale) * seed_scale;
 }
 
 // Forward and backward of a row; the gradient is stored by row slots (prelude's `row_slot`:

@@ -2,7 +2,8 @@
 // two WGSL expressions, `y = f(v)` and `dx = f'(v, g)` (g the upstream gradient); they are
 // appended below this file as the scalar pair `NAME(v)`, `NAME_grad(v, g)` and a `#unary NAME`
 // line, which writes the entry points NAME_forward (x -> y) and NAME_backward (x, dy -> dx)
-// (src/shader/map.rs). This file holds what the expressions call.
+// (src/shader/map.rs). This file holds what the expressions call, and Llama's SwiGLU (the
+// table's SiLU of a gate times an up projection) at its end.
 //
 // NaN: WGSL leaves min/max/comparisons of NaN to the implementation and compilers may assume
 // finite math, so where PyTorch's NaN behaviour matters (ReLU, GELU) it is decided on the bits.
@@ -11,6 +12,9 @@
 #tensor dy 2 read
 #tensor y 3 read_write
 #tensor dx 4 read_write
+// SwiGLU's second input (x is its gate) and that input's gradient.
+#tensor up 5 read
+#tensor dup 6 read_write
 
 #struct Params // src/ops/unary.rs
 @group(0) @binding(0) var<uniform> params: Params;
@@ -19,12 +23,6 @@ const WG: u32 = 256u;
 
 #include relu
 
-// NaN from inf or NaN bits (sets the quiet bit), without a NaN constant or `inf * 0`, which
-// compilers may fold to 0.
-fn nan_from(v: f32) -> f32 {
-    return bitcast<f32>(bitcast<u32>(v) | 0x00400000u);
-}
-
 // The logistic function 1 / (1 + e^-v), from e^-|v| <= 1: no exp overflows (compilers may
 // assume finite math). NaN gives NaN, +inf 1 and -inf 0.
 fn sigmoid(v: f32) -> f32 {
@@ -32,98 +30,31 @@ fn sigmoid(v: f32) -> f32 {
     return select(e, 1.0, v >= 0.0) / (1.0 + e);
 }
 
-// ---- GELU, tanh form ----------------------------------------------------------------------
-// PyTorch approximate='tanh': 0.5 x (1 + tanh(u)), u = k0 (x + k1 x^3).
-// 0.5 (1 + tanh(u)) = sigmoid(2u), which has no cancellation for negative x and no tanh of
-// large arguments (whose WGSL accuracy is loose on some backends).
-const GELU_K0: f32 = 0.7978845608028654; // sqrt(2 / pi)
-const GELU_K1: f32 = 0.044715;
-// Past this |x| the tanh form is exactly x (or 0) in f32, and x^3 could overflow.
-const GELU_SATURATE: f32 = 10.0;
+#include gelu
 
-// Non-finite inputs give what PyTorch's tanh formula gives: gelu(NaN) = NaN, gelu(+inf) = +inf,
-// gelu(-inf) = -inf * 0 = NaN (so an overflow upstream is not hidden from the GradScaler).
-fn gelu_by_tanh(v: f32) -> f32 {
-    if (is_nonfinite(v)) {
-        return select(nan_from(v), v, bitcast<u32>(v) == 0x7f800000u);
-    }
-    if (abs(v) > GELU_SATURATE) {
-        return select(0.0, v, v > 0.0);
-    }
-    let u = GELU_K0 * (v + GELU_K1 * v * v * v);
-    return v / (1.0 + exp(-2.0 * u));
+
+// ---- SwiGLU: transformers' LlamaMLP, act_fn(gate_proj(x)) * up_proj(x), with act_fn SiLU --
+// One kernel each way, over gate (x), up, the product y and their gradients, with the SiLU of
+// the table below (silu, silu_grad). transformers stores act_fn's output in gate's dtype
+// before the product, and autograd rounds the product's gradients to that dtype too, so
+// these round where it does (params.round: 0 f32, 1 f16, 2 bf16) and give the bits of the
+// silu and mul kernels run one after the other.
+fn silu_stored(g: f32) -> f32 {
+    return round_grad(silu(g), params.round);
 }
-
-// d/dx [x sigmoid(2u)] = s + x * 2 u' * s (1 - s), with s = sigmoid(2u), 1 - s = sigmoid(-2u).
-// A non-finite x gives NaN (PyTorch's formula has inf * 0 there); where the derivative is 0, an
-// inf or NaN upstream gradient gives NaN (IEEE 0 * inf), which the GradScaler then sees.
-fn gelu_by_tanh_grad(v: f32, g: f32) -> f32 {
-    if (is_nonfinite(v)) {
-        return nan_from(v);
-    }
-    if (abs(v) > GELU_SATURATE) {
-        if (v > 0.0) {
-            return g;
-        }
-        return select(0.0, nan_from(g), is_nonfinite(g));
-    }
-    let u = GELU_K0 * (v + GELU_K1 * v * v * v);
-    let du = GELU_K0 * (1.0 + 3.0 * GELU_K1 * v * v);
-    let s = 1.0 / (1.0 + exp(-2.0 * u));
-    let s_neg = 1.0 / (1.0 + exp(2.0 * u));
-    return g * (s + 2.0 * v * du * s * s_neg);
+fn swiglu(g: f32, u: f32) -> f32 {
+    return silu_stored(g) * u;
 }
-
-// ---- GELU, exact (erf) form ---------------------------------------------------------------
-// nn.GELU(): gelu(x) = x Φ(x), Φ(x) = 0.5 erfc(-x / √2). WGSL has no erf; erfc comes from the
-// Chebyshev-fitted exponential form of Numerical Recipes' erfcc (fractional error < 1.2e-7 for
-// every z >= 0), so Φ is accurate to that *relative* error in the negative tail too, and
-// 1 - erfc never cancels where it matters. Checked on the GPU against an f64 erf to 1e-6
-// absolute for |x| <= 10 (tests/transformer_elementwise.rs).
-const GELU_ERF_SQRT1_2: f32 = 0.7071067811865476;
-const GELU_ERF_INV_SQRT_2PI: f32 = 0.3989422804014327;
-// Past this |x|, Φ(x) is 0 or 1 in f32 (and x² stays far from overflow below it).
-const GELU_ERF_SATURATE: f32 = 30.0;
-
-// erfc(z) for z >= 0.
-fn erfc_nonneg(z: f32) -> f32 {
-    let t = 1.0 / (1.0 + 0.5 * z);
-    let poly = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806
-        + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
-    return t * exp(poly - z * z);
+// d gate = silu'(gate) · (dy · up in gate's dtype); d up = dy · silu(gate).
+fn swiglu_dgate(g: f32, u: f32, d: f32) -> f32 {
+    return silu_grad(g, round_grad(d * u, params.round));
 }
-
-// Standard normal CDF Φ(v), |v| <= GELU_ERF_SATURATE.
-fn normal_cdf(v: f32) -> f32 {
-    let tail = 0.5 * erfc_nonneg(abs(v) * GELU_ERF_SQRT1_2);
-    return select(tail, 1.0 - tail, v > 0.0);
+fn swiglu_dup(g: f32, d: f32) -> f32 {
+    return d * silu_stored(g);
 }
-
-// Non-finite inputs as PyTorch's formula gives them: NaN -> NaN, +inf -> +inf, -inf -> NaN.
-fn gelu_by_erf(v: f32) -> f32 {
-    if (is_nonfinite(v)) {
-        return select(nan_from(v), v, bitcast<u32>(v) == 0x7f800000u);
-    }
-    if (abs(v) > GELU_ERF_SATURATE) {
-        return select(0.0, v, v > 0.0);
-    }
-    return v * normal_cdf(v);
-}
-
-// d/dx [x Φ(x)] = Φ(x) + x φ(x). Non-finite x gives NaN (inf * 0 in PyTorch's formula); where
-// the derivative is 0, an inf or NaN upstream gradient gives NaN, as IEEE 0 * inf does.
-fn gelu_by_erf_grad(v: f32, g: f32) -> f32 {
-    if (is_nonfinite(v)) {
-        return nan_from(v);
-    }
-    if (abs(v) > GELU_ERF_SATURATE) {
-        if (v > 0.0) {
-            return g;
-        }
-        return select(0.0, nan_from(g), is_nonfinite(g));
-    }
-    let pdf = GELU_ERF_INV_SQRT_2PI * exp(-0.5 * v * v);
-    return g * (normal_cdf(v) + v * pdf);
-}
+#map swiglu_forward: y = swiglu(x, up)
+#map swiglu_backward: dx = swiglu_dgate(x, up, dy); dup = swiglu_dup(x, dy)
+// The backward that recomputes y (for down_proj's weight gradient) and writes the gradients.
+#map swiglu_forward_backward: y = swiglu(x, up); dx = swiglu_dgate(x, up, dy); dup = swiglu_dup(x, dy)
 
 // ---- generated from src/ops/unary.rs's table ----------------------------------------------

@@ -7,7 +7,7 @@
 //! activation (one row of [`ops::unary`]'s table), an op with its own kernel (its WGSL and
 //! its dispatcher, which declares the shader, its uniform block and its variants once;
 //! `tests/custom_op.rs` adds one from outside the crate) and a kernel of the step's own
-//! phases (`train/step.rs`'s `StepKernels`) take.
+//! phases (`train/stepping/step.rs`'s `StepKernels`) take.
 //!
 //! # Module map
 //!
@@ -26,10 +26,13 @@
 //!   cache, readbacks
 //! - [`tensor`]: GPU tensors: a dtype, a shape and a view of a counted buffer
 //! - [`ops`]: one dispatcher per WGSL file, forward and backward together: matmul (incl.
-//!   strided batches), conv, pool, elementwise, the unary ops (activations) from one table,
-//!   reduce, loss, histogram, layernorm, embedding, the causal attention softmax, fused
-//!   attention (`flash_attention/` ↔ `flash_forward.wgsl`, `flash_backward.wgsl`, the
-//!   tensor-core body `flash_coop_forward.wgsl`, `flash_coop_backward.wgsl`, `flash_coop_dq.wgsl`), dropout, sampling
+//!   strided batches), conv, pool, avgpool, elementwise, the unary ops (activations) from one
+//!   table, SwiGLU over its SiLU, reduce, loss, histogram, layernorm (and Llama's RMSNorm: its
+//!   `RMS` variant), batchnorm, RoPE (`rope.rs`), embedding, augmentation, where attention's q,
+//!   k and v sit (`qkv.rs`: packed or separate, grouped-query heads), the causal attention
+//!   softmax and the manual attention around it, fused attention (`flash_attention/` ↔
+//!   `flash_forward.wgsl`, `flash_backward.wgsl`, the tensor-core body `flash_coop_forward.wgsl`,
+//!   `flash_coop_backward.wgsl`, `flash_coop_dq.wgsl`), dropout, sampling
 //! - [`amp`]: the precision policy and which modes run on an adapter, the GPU GradScaler,
 //!   gradient clipping, rounding to f16/bf16
 //! - [`optim`]: fused SGD, Adam and AdamW over flat parameter buffers
@@ -37,17 +40,22 @@
 //!   `amp::SHADERS`, `optim::SHADERS`), for the portability tests, and the ones a browser can
 //!   select exported with their bind-group layouts (for Tint: `scripts/tint-check.sh`)
 //! - [`selftest`]: `webgpu-amp selftest`, every op family forward and backward on the adapter
-//!   against CPU references (`reference.rs`), in f32, native and packed f16 and bf16
-//! - [`data`]: data sets (embedded MNIST and Hamlet, IDX, Fashion-MNIST, text, safetensors,
+//!   against CPU references (`reference.rs`, `cnn.rs`), in f32, native and packed f16 and bf16
+//! - [`data`]: data sets (embedded MNIST and Hamlet, IDX, Fashion-MNIST, CIFAR-10, text, safetensors,
 //!   synthetic), batching (`loader.rs`), a gathered batch and the one pair of batch types
-//!   the trainer takes (`batch.rs`: `Batch`, `BatchInput`, `BatchTargets`)
+//!   the trainer takes (`batch.rs`: `Batch`, `BatchInput`, `BatchTargets`), Hugging Face
+//!   `tokenizer.json` files (`tokenizer.rs`) and transformers folders (`hf/`: `config.json`
+//!   as a `LlamaConfig`, safetensors weights, sharded or not, read and written)
 //! - [`nn`]: `layers/`: one file per layer family (JSON form, shapes and parameters, autocast
 //!   op, forward and backward planning side by side; `unary.rs` is every activation's), the
-//!   layer traits and `NamedLayer`, `plan.rs` (the two loops: forward in order, backward in
-//!   reverse), `recompute.rs` (activation outputs the backward recomputes instead of keeping)
-//!   and `precision.rs` (the precision map's walk); `model.rs` (a model as named layers, from
-//!   JSON or Rust), `presets.rs`, `gpt.rs` (nanoGPT's GPT as layer configs), `params.rs`
-//!   (flat parameter store), `inference.rs` (the forward pass alone, for text generation),
+//!   layer traits and `NamedLayer`, `registry.rs` (the JSON layer kinds), `graph.rs`
+//!   (compositions: forks and joins), `plan.rs` and `tape.rs` (the forward, recorded on a
+//!   tape; the backward, the tape replayed in reverse, fork gradients summed in one place),
+//!   `recompute.rs` (activation outputs the backward recomputes instead of keeping) and
+//!   `precision.rs` (the precision map's walk); `model.rs` (a model as named layers, from
+//!   JSON or Rust), `presets.rs`, `family.rs` and `families.rs` (model families: the traits,
+//!   the list), `gpt/` (nanoGPT's GPT: config, presets, recipe, builder, names), `params.rs`
+//!   (flat parameter store), `buffers.rs` (the layers' state that is not a parameter), `inference.rs` (the forward pass alone, for text generation),
 //!   `network.rs` (forward, loss and backward), `transient.rs` (activations no backward keeps
 //!   share buffers), `loss.rs`
 //! - [`dist`]: data-parallel collectives: the `Collective` trait, Open MPI through the `mpi`

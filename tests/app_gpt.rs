@@ -240,7 +240,7 @@ fn sampling_needs_a_gpt_and_a_prompt_in_its_vocabulary() {
     .unwrap();
     common::expect_err(
         submit_sample(&ctx, &mut mlp.trainer, &[0], &request, &out),
-        &["sample", "not a GPT"],
+        &["sample", "no language model"],
     );
     let (spec, split) = model("gpt-tiny", "hamlet");
     let vocab = split.train.output_dim() as u32;

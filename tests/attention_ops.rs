@@ -3,9 +3,12 @@
 //! accumulate, large batches, errors; its reference is tests/common/batched_ref.rs) and the
 //! causal softmax forward and backward (`attention_ops/softmax.rs`: masking, attention dropout,
 //! finite differences, determinism; `attention_ops/softmax_edges.rs`: non-finite inputs,
-//! errors, both bodies), on f32, native f16, packed f16 and bf16 storages.
+//! errors, both bodies), and the whole manual path around them with grouped-query attention
+//! (`attention_ops/manual.rs`), on f32, native f16, packed f16 and bf16 storages.
 
 mod common;
+#[path = "attention_ops/manual.rs"]
+mod manual;
 #[path = "attention_ops/softmax.rs"]
 mod softmax;
 #[path = "attention_ops/softmax_edges.rs"]

@@ -1,7 +1,10 @@
 //! Data sets and batching (CPU only): data source names, synthetic data and the loader here;
 //! IDX parsing, the embedded MNIST set, Fashion-MNIST and the fetch script in `data/mnist.rs`;
+//! CIFAR-10's binary release in `data/cifar10.rs`;
 //! custom safetensors files in `data/custom.rs`.
 
+#[path = "data/cifar10.rs"]
+mod cifar10;
 mod common;
 #[path = "data/custom.rs"]
 mod custom;

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::flash_run::{DROP, Run, against_reference, dims, gpt_step, values};
+use common::flash_run::{DROP, Run, against_reference, dims, dims_gqa, gpt_step, values};
 use common::{bits, coop_ctx, ctx_native, expect_err};
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::amp::support::ModeSupport;
@@ -93,6 +93,43 @@ fn tensor_core_attention_matches_the_f64_reference_with_both_fragment_shapes() {
             ["rowwise SIMT", "tiled SIMT"].contains(&f32_body.as_str()),
             "{f32_body}"
         );
+    }
+}
+
+/// Grouped-query attention on tensor cores (dk and dv summed over each key/value head's
+/// query heads in its accumulators) against the f64 reference, with both fragment shapes
+/// and the small blocks; q, k and v in tensors of their own give the packed run's bits.
+#[test]
+fn tensor_core_grouped_query_attention_matches_the_f64_reference() {
+    let shapes = [dims_gqa(2, 4, 2, 33, 16), dims_gqa(1, 3, 1, 17, 8)];
+    for edge in [8, 16] {
+        let Some(ctx) = coop_ctx(edge, "the tensor-core grouped-query attention against f64")
+        else {
+            continue;
+        };
+        for &d in &shapes {
+            for config in [None, Some(SMALL)] {
+                let run = Run {
+                    ctx,
+                    dtype: DType::F16,
+                    dims: d,
+                    drop: Some(DROP),
+                    training: true,
+                    body: FlashBody::Coop,
+                    coop: config,
+                };
+                let what = format!("coop {edge}x{edge} {d:?} {config:?}");
+                against_reference(&what, &run);
+                let qkv = values(d.b * d.t * d.row(), 3, 2.0, DType::F16);
+                let dy = values(d.b * d.t * d.c(), 4, 1.0, DType::F16);
+                let (packed, apart) = (
+                    run.run_with(&qkv, &dy, false),
+                    run.run_with(&qkv, &dy, true),
+                );
+                assert_eq!(bits(&apart.y), bits(&packed.y), "{what}: y");
+                assert_eq!(bits(&apart.dqkv), bits(&packed.dqkv), "{what}: dq, dk, dv");
+            }
+        }
     }
 }
 

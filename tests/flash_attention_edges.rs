@@ -24,6 +24,7 @@ fn params(body: FlashBody) -> FlashParams<'static> {
     FlashParams {
         batch: B,
         heads: NH,
+        kv_heads: None,
         t: T,
         width: C,
         scale: 0.5,

@@ -93,8 +93,10 @@ fn a_saved_gpt_has_its_description_vocabulary_and_both_tied_names() {
     let described = ck.model.clone().expect("metadata `model`");
     assert_eq!(described, spec.description().unwrap());
     assert_eq!(
-        ModelSpec::from_json(&described.to_string()).unwrap().gpt,
-        spec.gpt
+        ModelSpec::from_json(&described.to_string())
+            .unwrap()
+            .description(),
+        spec.description()
     );
     assert_eq!(
         described["gpt"]["activation"], "gelu_tanh",

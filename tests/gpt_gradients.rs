@@ -284,3 +284,54 @@ fn gpt_with_dropout_in_training_matches_finite_differences() {
         check(&what, spec.clone().with_attention(kernel));
     }
 }
+
+/// A fork: one tensor (the first Linear's output) feeds three branches, two joined by a
+/// product and that joined with the third by a sum, so its gradient is the sum of three
+/// contributions (two Linears and a LayerNorm, which may add onto the others' in its own
+/// kernel), summed where every fork's are (`nn/layers/tape.rs`).
+#[test]
+fn a_fork_joined_by_product_and_sum_matches_finite_differences() {
+    let spec = json(&format!(
+        r#"{{"embedding": {{"vocab": {VOCAB}, "dim": 6, "positions": {T}}}}},
+           {{"linear": {{"out": 6}}}},
+           {{"fork": {{"join": "sum", "branches": [
+               [{{"fork": {{"join": "product", "branches": [
+                   [{{"linear": {{"out": 5}}}}, {{"silu": {{}}}}],
+                   [{{"linear": {{"out": 5}}}}]]}}}}],
+               [{{"layernorm": {{}}}}, {{"linear": {{"out": 5}}}}]]}}}},
+           {{"linear": {{"out": {VOCAB}}}}}"#
+    ));
+    check("fork (product, sum)", spec);
+}
+
+/// A concat join with an identity branch, and a residual whose shortcut is a projection
+/// (a Linear to the branch's width, as a ResNet block's 1×1 convolution).
+#[test]
+fn a_concat_fork_and_a_projection_shortcut_match_finite_differences() {
+    let spec = json(&format!(
+        r#"{{"embedding": {{"vocab": {VOCAB}, "dim": 6, "positions": {T}}}}},
+           {{"residual": {{"layers": [{{"linear": {{"out": 8}}}}, {{"relu": {{}}}},
+               {{"linear": {{"out": 5}}}}], "shortcut": [{{"linear": {{"out": 5}}}}]}}}},
+           {{"fork": {{"join": "concat", "branches": [
+               [{{"linear": {{"out": 3}}}}], [], [{{"layernorm": {{}}}}]]}}}},
+           {{"linear": {{"out": {VOCAB}}}}}"#
+    ));
+    assert_eq!(spec.output_shape(), [T, VOCAB]);
+    check("residual with a projection, concat fork", spec);
+}
+
+/// q, k and v as three Linears of one input, concatenated into the packed layout the
+/// attention reads (a Llama block's fork, before its own attention layout).
+#[test]
+fn a_qkv_fork_into_attention_matches_finite_differences() {
+    let spec = json(&format!(
+        r#"{{"embedding": {{"vocab": {VOCAB}, "dim": 6, "positions": {T}}}}},
+           {{"fork": {{"join": "concat", "branches": [
+               [{{"linear": {{"out": 6, "bias": false}}}}],
+               [{{"linear": {{"out": 6, "bias": false}}}}],
+               [{{"linear": {{"out": 6, "bias": false}}}}]]}}}},
+           {{"attention": {{"heads": 2}}}},
+           {{"linear": {{"out": {VOCAB}}}}}"#
+    ));
+    check("q/k/v fork into attention", spec);
+}

@@ -281,7 +281,7 @@ fn pytorch_side_runs_every_group_on_the_cpu() {
         .arg(Path::new(ROOT).join("scripts/gpu_report_torch.py"))
         .args([
             "--group",
-            "matmul,cnn,mlp,gpt",
+            "matmul,cnn,mlp,gpt,resnet,airbench,llama",
             "--device",
             "cpu",
             "--quick",
@@ -314,6 +314,9 @@ fn pytorch_side_runs_every_group_on_the_cpu() {
         ("simple-cnn", &["eager"][..]),
         ("mlp", &["eager"]),
         ("gpt-tiny", &["manual", "sdpa"]),
+        ("resnet18-cifar", &["eager"]),
+        ("airbench", &["eager"]),
+        ("llama-tiny", &["forward", "forward+backward", "step"]),
     ] {
         for variant in variants {
             for precision in ["f32", "amp-f16"] {
@@ -327,7 +330,7 @@ fn pytorch_side_runs_every_group_on_the_cpu() {
                     .unwrap_or_else(|| panic!("no {model} {variant} {precision} row:\n{stdout}"));
                 positive(row, "ms_per_step");
                 positive(row, "images_per_sec");
-                if model == "gpt-tiny" {
+                if model == "gpt-tiny" || model == "llama-tiny" {
                     positive(row, "tokens_per_sec");
                 }
             }

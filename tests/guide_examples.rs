@@ -1,4 +1,5 @@
-//! The checked examples of README.md and the guide (docs/guide/*.md) run: every fenced block
+//! The checked examples of README.md, the guide (docs/guide/*.md) and docs/architecture.md's
+//! recipes run: every fenced block
 //! opened with ` ```sh checked` is run by `sh -e` in a fresh folder, with `webgpu-amp` on
 //! `PATH` standing for the binary this test was built with (under `$WEBGPU_AMP_RUNNER` when
 //! that is set), and must exit 0 within its time limit. An example that stops working fails
@@ -37,6 +38,8 @@ fn documents() -> Vec<PathBuf> {
         .collect();
     files.sort();
     files.insert(0, Path::new(ROOT).join("README.md"));
+    // The architecture's recipes (a fork, a layer with a buffer, a family) run too.
+    files.push(Path::new(ROOT).join("docs").join("architecture.md"));
     files
 }
 

@@ -320,27 +320,123 @@ fn the_scanner_sees_use_groups_inline_paths_and_root_items() {
     );
 }
 
+/// Import circles that exist today, each the sorted files of one circle: a module whose
+/// `mod.rs` both defines what its parts use and calls them (seen since a parent's code
+/// naming its children's items counts, issue 39). Each is to cut when its module is next
+/// restructured (move the parent's shared items into a part of their own, as
+/// `nn/layers/registry.rs` and `nn/families.rs` were); the test fails once one is gone, so
+/// the list only shrinks, and on any circle not listed.
+const KNOWN_CIRCLES: &[&[&str]] = &[
+    &["amp/clip.rs", "amp/mod.rs", "amp/scaler.rs"],
+    &[
+        "app/kernels.rs",
+        "app/mod.rs",
+        "app/numerics.rs",
+        "app/precision.rs",
+        "app/runs.rs",
+        "app/samples.rs",
+        "app/scaling.rs",
+        "app/setup.rs",
+    ],
+    &[
+        "cli/bench.rs",
+        "cli/bench_step.rs",
+        "cli/bench_step/rounds.rs",
+        "cli/bench_tune.rs",
+        "cli/compare.rs",
+        "cli/gui.rs",
+        "cli/kernels.rs",
+        "cli/mod.rs",
+        "cli/plan.rs",
+        "cli/progress.rs",
+        "cli/run_args.rs",
+        "cli/sample.rs",
+        "cli/selftest.rs",
+        "cli/train.rs",
+    ],
+    &["data/mod.rs", "data/tokens.rs"],
+    &[
+        "ops/attention.rs",
+        "ops/conv/coop.rs",
+        "ops/conv/gemm.rs",
+        "ops/conv/mod.rs",
+        "ops/conv/shape.rs",
+        "ops/embedding.rs",
+        "ops/layernorm.rs",
+        "ops/loss.rs",
+        "ops/matmul/batched.rs",
+        "ops/matmul/coop.rs",
+        "ops/matmul/epilogue.rs",
+        "ops/matmul/launch.rs",
+        "ops/matmul/mod.rs",
+        "ops/matmul/tiling.rs",
+        "ops/mod.rs",
+        "ops/reduce.rs",
+        "ops/table_check.rs",
+        "ops/unary.rs",
+    ],
+    &[
+        "ops/flash_attention/coop.rs",
+        "ops/flash_attention/mod.rs",
+        "ops/flash_attention/params.rs",
+    ],
+    &[
+        "selftest/cnn.rs",
+        "selftest/dense.rs",
+        "selftest/mod.rs",
+        "selftest/sequence.rs",
+    ],
+    &["shader/directives.rs", "shader/mod.rs"],
+    &[
+        "train/checkpoint.rs",
+        "train/checkpoint/buffers.rs",
+        "train/checkpoint/finite.rs",
+        "train/checkpoint/metadata.rs",
+        "train/checkpoint/moments_file.rs",
+        "train/checkpoint/optimizer_state.rs",
+    ],
+    &["train/rank.rs", "train/rank/exchange.rs"],
+];
+
 /// No file of `src/` reaches itself through the files it imports (see `layering/files.rs`
-/// for what counts as an import): every module reads top to bottom, file after file.
+/// for what counts as an import, a parent's code naming its children's items included):
+/// every module reads top to bottom, file after file. The circles of [`KNOWN_CIRCLES`]
+/// remain, each exactly as listed.
 #[test]
 fn no_import_circle_between_files() {
     let graph = files::FileGraph::of(&src_dir());
-    let bad: Vec<String> = graph
-        .circles()
-        .into_iter()
-        .map(|circle| format!("{}:\n{}", circle.join(", "), graph.describe(&circle)))
+    let circles = graph.circles();
+    let known: Vec<Vec<String>> = KNOWN_CIRCLES
+        .iter()
+        .map(|c| c.iter().map(|f| f.to_string()).collect())
+        .collect();
+    let bad: Vec<String> = circles
+        .iter()
+        .filter(|c| !known.contains(c))
+        .map(|circle| format!("{}:\n{}", circle.join(", "), graph.describe(circle)))
         .collect();
     assert!(
         bad.is_empty(),
         "import circles between files:\n{}",
         bad.join("\n")
     );
+    let cut: Vec<String> = known
+        .iter()
+        .filter(|c| !circles.contains(c))
+        .map(|c| c.join(", "))
+        .collect();
+    assert!(
+        cut.is_empty(),
+        "circles in KNOWN_CIRCLES are gone (or changed): remove them from the list:\n{}",
+        cut.join("\n")
+    );
 }
 
-/// The file scanner on a small tree: a circle through a re-export is found, a parent
-/// naming its own children is not a circle, and paths in comments and strings are ignored.
+/// The file scanner on a small tree: a circle through a re-export is found, and one through a
+/// parent's code calling its child which names the parent's own item; a parent declaring and
+/// re-exporting its children is no circle, and paths in comments and strings are ignored.
 #[test]
-fn the_file_scanner_finds_circles_through_reexports_only() {
+fn the_file_scanner_finds_circles_through_reexports_and_parents_code() {
     let dir = std::env::temp_dir().join(format!("layering-files-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let write = |name: &str, text: &str| {
@@ -348,13 +444,16 @@ fn the_file_scanner_finds_circles_through_reexports_only() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
     };
-    write("lib.rs", "pub mod m;\npub mod quiet;\n");
+    write(
+        "lib.rs",
+        "pub mod m;\npub mod quiet;\npub mod p;\npub mod r;\n",
+    );
     // m/mod.rs re-exports b's item; a uses it through the re-export; b uses a.
     write(
         "m/mod.rs",
         "mod a;\nmod b;\npub use b::Bee;\npub struct Root;\nfn f() { a::call(); }\n",
     );
-    write("m/a.rs", "use super::{Bee, Root};\npub fn call() {}\n");
+    write("m/a.rs", "use super::Bee;\npub fn call() {}\n");
     write("m/b.rs", "pub struct Bee;\nfn g() { super::a::call(); }\n");
     // Children naming the parent, the parent naming them, and a path in a comment.
     write(
@@ -366,10 +465,26 @@ fn the_file_scanner_finds_circles_through_reexports_only() {
         "pub struct Ex;\nconst S: &str = \"crate::quiet::y\";\n",
     );
     write("quiet/y.rs", "use super::Ex;\npub fn why() {}\n");
+    // A parent's code calling its child, which names the parent's own item: a circle.
+    write(
+        "p/mod.rs",
+        "mod c;\npub struct Own;\nfn k() { c::run(); }\n",
+    );
+    write("p/c.rs", "use super::Own;\npub fn run() {}\n");
+    // A parent re-exporting its child, which names the parent's own item: none.
+    write("r/mod.rs", "mod d;\npub use d::Dee;\npub struct Own;\n");
+    write("r/d.rs", "use super::Own;\npub struct Dee;\n");
     let graph = files::FileGraph::of(&dir);
     let circles = graph.circles();
     std::fs::remove_dir_all(&dir).unwrap();
-    assert_eq!(circles, [vec!["m/a.rs".to_string(), "m/b.rs".to_string()]]);
+    let circle = |files: &[&str]| files.iter().map(|f| f.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        circles,
+        [
+            circle(&["m/a.rs", "m/b.rs"]),
+            circle(&["p/c.rs", "p/mod.rs"])
+        ]
+    );
     assert_eq!(
         scan::expand_use("crate::a::{b, c::{self, d as e}, f::*}"),
         [

@@ -6,7 +6,9 @@ mod common;
 
 use std::sync::Arc;
 
-use common::values::{assert_rel, contexts, quantised, run, scalar, ulp, upload, upload_u32};
+use common::values::{
+    assert_rel, contexts, labels_for, quantised, run, scalar, ulp, upload, upload_u32,
+};
 use common::{assert_close, ctx, ctx_packed, rand_vec};
 use webgpu_amp::gpu::GpuBuffer;
 use webgpu_amp::ops::loss;
@@ -72,13 +74,6 @@ fn ce_ref(logits: &[f32], labels: &[u32], c: usize) -> (f64, Vec<f64>) {
         }
     }
     (loss / n as f64, grad)
-}
-
-fn labels_for(n: usize, c: usize, seed: u64) -> Vec<u32> {
-    rand_vec(n, seed)
-        .iter()
-        .map(|&v| (((v + 1.0) / 2.0 * c as f32) as u32).min(c as u32 - 1))
-        .collect()
 }
 
 #[test]

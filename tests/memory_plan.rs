@@ -36,6 +36,7 @@ fn config(precision: Precision) -> StepConfig {
             ..Default::default()
         },
         clip_grad_norm: Some(1.0),
+        label_smoothing: 0.0,
         grad_accum: 1,
         lr_schedule: Default::default(),
         numerics: None,

@@ -391,3 +391,39 @@ fn ends_within(mut job: Child, limit: Duration) -> (Output, Duration) {
     let took = start.elapsed();
     (job.wait_with_output().unwrap(), took)
 }
+
+/// A model with a buffer (`batch_counter`'s int64 `num_batches_tracked`): every rank takes
+/// rank 0's buffers at the start and at each step (DDP's broadcast_buffers), the job's end
+/// checks that every rank holds the same buffers bit for bit (`check_replicas`: a rank that
+/// differs fails the job), and rank 0's checkpoint counts the steps as one process does.
+#[test]
+fn two_ranks_hold_the_same_buffers() {
+    let dir = fresh_dir("mpi-buffers-model");
+    let model = dir.join("counter.json");
+    std::fs::write(
+        &model,
+        r#"{"input": [1, 28, 28], "layers": [{"flatten": {}}, {"linear": {"out": 16}},
+            {"batch_counter": {}}, {"relu": {}}, {"linear": {"out": 10}}]}"#,
+    )
+    .unwrap();
+    let model = model.display().to_string();
+    let common = [
+        "--model",
+        &model,
+        "--precision",
+        "f32",
+        "--steps",
+        "4",
+        "--no-validate",
+    ];
+    let [single, ranks] = single_and_two_ranks("mpi-buffers", &common, 8);
+    for (what, ck) in [("single", &single.2), ("two ranks", &ranks.2)] {
+        assert_eq!(ck.buffers.len(), 1, "{what}: {:?}", ck.buffers);
+        assert_eq!(ck.buffers[0].name, "2.num_batches_tracked");
+        assert_eq!(
+            ck.buffers[0].values,
+            webgpu_amp::nn::buffers::BufferValues::I64(vec![4]),
+            "{what}"
+        );
+    }
+}

@@ -81,6 +81,15 @@ pub fn run(args: &[&str]) -> Output {
         .expect("run webgpu-amp")
 }
 
+/// The binary with `args` (owned, as `quick` makes them), no tuning file from the environment.
+pub fn run_owned(args: &[String]) -> Output {
+    common::cli::command()
+        .env_remove("WEBGPU_AMP_TUNING")
+        .args(args)
+        .output()
+        .expect("run webgpu-amp")
+}
+
 /// A safetensors data set: f32 `x` [n, features] and i64 labels `y` [n].
 pub fn class_data(x: &[f32], features: usize, labels: &[i64]) -> Vec<u8> {
     use safetensors::tensor::{Dtype, TensorView};

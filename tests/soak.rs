@@ -121,6 +121,7 @@ fn three_thousand_steps_create_nothing_and_hold_memory_flat_after_warm_up() {
             optimizer: OptimizerConfig::adam(1e-3),
             scaler: ScalerConfig::default(),
             clip_grad_norm: Some(1.0),
+            label_smoothing: 0.0,
             grad_accum: 1,
             lr_schedule: Default::default(),
             numerics: None,

@@ -90,10 +90,10 @@ fn matmul_path(caps: &Capabilities, storage: Storage) -> String {
 /// `caps` (`--attention fused`, the default).
 fn attention_path(caps: &Capabilities, storage: Storage) -> String {
     // f32 never runs on tensor cores: the SIMT body of this adapter.
-    let simt = bodies::attention(caps, &[Storage::F32], 1).name();
+    let simt = FlashBody::Auto.resolve(caps, &[Storage::F32], 1).name();
     let coop_up_to = (1..=COOP_MAX_HEAD_SIZE)
         .rev()
-        .find(|&hs| bodies::attention(caps, &[storage], hs) == FlashBody::Coop);
+        .find(|&hs| FlashBody::Auto.resolve(caps, &[storage], hs) == FlashBody::Coop);
     match coop_up_to {
         Some(hs) => {
             // The blocks the largest head gets (workgroup memory decides them).

@@ -12,7 +12,7 @@ use crate::train::{ModelChoice, model_and_data};
 /// The data set a model trains on when the one selected does not suit it: the embedded text
 /// for a GPT, the embedded MNIST subset otherwise.
 pub fn dataset_for(model: &str, dataset: &str) -> String {
-    let gpt = ModelChoice::Preset(model.into()).is_gpt();
+    let gpt = ModelChoice::Preset(model.into()).takes_tokens();
     let text = dataset
         .parse::<DataSource>()
         .is_ok_and(|source| source.is_text());
@@ -26,12 +26,15 @@ pub fn dataset_for(model: &str, dataset: &str) -> String {
 /// The model for a data set the setup panel just selected, when the one selected does not
 /// suit it: `gpt-tiny` for text, `mlp` for the rest.
 pub fn model_for(dataset: &str, model: &str) -> String {
-    let gpt = ModelChoice::Preset(model.into()).is_gpt();
+    let gpt = ModelChoice::Preset(model.into()).takes_tokens();
     let text = dataset
         .parse::<DataSource>()
         .is_ok_and(|source| source.is_text());
     match (text, gpt) {
-        (true, false) => "gpt-tiny".into(),
+        (true, false) => match ModelChoice::default_for_text() {
+            ModelChoice::Preset(name) => name,
+            ModelChoice::Json(_) => model.into(),
+        },
         (false, true) => "mlp".into(),
         _ => model.into(),
     }

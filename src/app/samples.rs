@@ -17,7 +17,7 @@ pub fn latest(runs: &[ModeRun]) -> Vec<(Precision, Option<(u64, String)>)> {
 
 pub fn show(ui: &mut egui::Ui, app: &mut App) {
     let runs = app.session.runs();
-    if runs.is_empty() || runs.iter().all(|r| r.trainer().spec.gpt.is_none()) {
+    if runs.is_empty() || runs.iter().all(|r| r.trainer().spec.tokens().is_none()) {
         ui.label(
             "Sampled text needs a GPT: choose gpt-tiny or gpt-char (they train on the hamlet \
              text) and start a run.",

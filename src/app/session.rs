@@ -442,7 +442,9 @@ impl Session {
             .map(|set| EvalProbe::new(ctx, set, config.eval_every.min(config.steps)));
         let sampler = train
             .vocab()
-            .filter(|_| inputs.spec.gpt.is_some() && config.sample_every != SessionConfig::NEVER)
+            .filter(|_| {
+                inputs.spec.tokens().is_some() && config.sample_every != SessionConfig::NEVER
+            })
             .map(|vocab| {
                 let first = config.sample_every.clamp(1, config.steps);
                 SampleProbe::new(ctx, vocab.clone(), config.seed, first)

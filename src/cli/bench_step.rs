@@ -7,8 +7,9 @@ use std::io::Write;
 use clap::Args;
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::data::{Batch, DataSource, Dataset, Labels, Rng};
-use webgpu_amp::nn::gpt::GPT_PRESETS;
+use webgpu_amp::nn::families as family;
 use webgpu_amp::nn::preset;
+use webgpu_amp::nn::presets::meant_input;
 use webgpu_amp::nn::{AttentionKernel, LossKind, ModelSpec};
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::profile::profile_steps;
@@ -136,40 +137,47 @@ fn workload(
     b: usize,
     attention: AttentionKernel,
 ) -> Result<Workload> {
-    if GPT_PRESETS.contains(&model) {
-        // nanoGPT's step: AdamW (lr 1e-3, betas (0.9, 0.99), weight decay 0.1), clip at 1.
-        let source: DataSource = "hamlet".parse()?;
+    if let Some(family) = family::of_preset(model) {
+        // The family's step on its data (a GPT's: nanoGPT's, AdamW at lr 1e-3, betas
+        // (0.9, 0.99), weight decay 0.1, clip at 1, on hamlet).
+        let source: DataSource = family.bench_data().parse()?;
         let (spec, split) =
             model_and_data(Some(&ModelChoice::Preset(model.into())), &source, true)?;
         let spec = spec.with_attention(attention);
         let batch = split.train.gather(&(0..b).collect::<Vec<_>>())?;
-        let optimizer = match OptimizerConfig::adamw(1e-3) {
-            OptimizerConfig::AdamW { beta1, eps, .. } => OptimizerConfig::AdamW {
-                lr: 1e-3,
+        let recipe = family.recipe();
+        let optimizer = match (OptimizerConfig::adamw(1e-3), recipe) {
+            (OptimizerConfig::AdamW { beta1, eps, .. }, Some(r)) => OptimizerConfig::AdamW {
+                lr: r.lr,
                 beta1,
-                beta2: 0.99,
+                beta2: r.beta2,
                 eps,
-                weight_decay: 0.1,
+                weight_decay: r.weight_decay,
             },
-            other => other,
+            (other, _) => other,
         };
         return Ok(Workload {
-            tokens: Some(spec.input_shape.iter().product()),
+            tokens: family
+                .takes_tokens()
+                .then(|| spec.input_shape.iter().product()),
             classes: split.train.output_dim(),
             spec,
             batch,
             optimizer,
-            clip_grad_norm: Some(1.0),
+            clip_grad_norm: recipe.map(|r| r.clip_grad_norm),
         });
     }
-    let shape = match model {
-        "mlp" | "mnist-cnn" => vec![1, 28, 28],
-        "simple-cnn" => vec![3, 32, 32],
-        other => {
-            return Err(Error::InvalidArgument(format!(
-                "bench step measures mlp, mnist-cnn, simple-cnn, gpt-tiny or gpt-char, not `{other}`"
-            )));
-        }
+    // A preset of features, on random data of the shape it is meant for.
+    let Some(shape) = meant_input(model).filter(|_| model != "linear") else {
+        return Err(Error::InvalidArgument(format!(
+            "bench step measures mlp, mnist-cnn, simple-cnn or a family's preset ({}), not \
+             `{model}`",
+            family::FAMILIES
+                .iter()
+                .flat_map(|f| f.presets().iter().copied())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
     };
     // The random batch is made on the host only if the device can hold it.
     let bytes = 4 * (b as u64) * shape.iter().product::<usize>() as u64;
@@ -203,10 +211,10 @@ fn workload(
 /// The batch `model` is measured at: `requested`, or for a GPT at most its data's training
 /// windows (with a note on stderr when that is fewer).
 fn batch_for(model: &str, requested: usize) -> Result<usize> {
-    if !GPT_PRESETS.contains(&model) {
+    let Some(family) = family::of_preset(model).filter(|f| f.takes_tokens()) else {
         return Ok(requested);
-    }
-    let source: DataSource = "hamlet".parse()?;
+    };
+    let source: DataSource = family.bench_data().parse()?;
     let (_, split) = model_and_data(Some(&ModelChoice::Preset(model.into())), &source, true)?;
     let windows = split.train.n;
     if requested > windows {
@@ -214,7 +222,8 @@ fn batch_for(model: &str, requested: usize) -> Result<usize> {
         let _ = writeln!(
             std::io::stderr(),
             "note: --batch-size {requested} is larger than the {windows} training windows of \
-             hamlet; measuring {model} at batch {windows}"
+             {}; measuring {model} at batch {windows}",
+            family.bench_data()
         );
     }
     Ok(requested.min(windows))

@@ -30,7 +30,7 @@ pub struct InfoArgs {
 }
 
 pub fn run(args: &InfoArgs) -> webgpu_amp::Result<()> {
-    super::no_empty_values(&[
+    super::empty_values::no_empty_values(&[
         ("--backend", Some(&args.backend)),
         ("--f16-storage", args.f16_storage.as_deref()),
         ("--tensor-cores", args.tensor_cores.as_deref()),

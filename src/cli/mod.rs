@@ -8,9 +8,11 @@ mod bench_tune;
 mod compare;
 mod distributed;
 mod doctor;
+mod empty_values;
 mod gui;
 mod info;
 mod interrupted;
+mod kernels;
 mod numbers;
 mod out;
 mod plan;
@@ -23,6 +25,7 @@ mod run_checks;
 mod sample;
 mod selftest;
 mod shaders;
+mod tokenize;
 mod train;
 mod tune_workloads;
 
@@ -30,6 +33,8 @@ use clap::{Args, Parser, Subcommand};
 use webgpu_amp::nn::AttentionKernel;
 use webgpu_amp::train::Setting;
 use webgpu_amp::{BackendChoice, F16StorageChoice, GpuOptions, TensorCoreChoice};
+
+use empty_values::no_empty_values;
 
 #[derive(Parser)]
 #[command(
@@ -62,10 +67,16 @@ enum Command {
     /// Check that this GPU computes correctly: every op family forward and backward against a
     /// CPU reference, in f32, f16 and bf16.
     Selftest(selftest::SelftestArgs),
+    /// The token ids of a text under a Hugging Face tokenizer.json, as a JSON array.
+    Tokenize(tokenize::TokenizeArgs),
     /// Every WGSL variant with its entry points' bind-group layouts, as JSON (for shader
     /// compilers other than naga: scripts/tint-check.sh).
     #[command(hide = true)]
     Shaders(shaders::ShadersArgs),
+    /// The kernels a training step (or a GEMM) plans on this adapter, as SPIR-V for real GPU
+    /// compilers, one JSON line each (scripts/kernel-report.sh).
+    #[command(hide = true)]
+    Kernels(kernels::KernelsArgs),
 }
 
 /// Device selection flags shared by every subcommand that runs on the GPU.
@@ -129,26 +140,6 @@ impl DeviceArgs {
     }
 }
 
-/// An empty value is a slip (`--backend "$UNSET"`), not a choice: refused with what the flag
-/// takes. (In the environment, an empty `WEBGPU_AMP_*` means unset.)
-pub fn no_empty_values(flags: &[(&str, Option<&str>)]) -> webgpu_amp::Result<()> {
-    for (flag, value) in flags {
-        if value.is_some_and(|v| v.trim().is_empty()) {
-            let takes = match *flag {
-                "--backend" => "vulkan, metal, dx12, gl, webgpu or auto",
-                "--adapter" => "part of an adapter's name (webgpu-amp info lists them)",
-                "--f16-storage" => "auto, native or packed",
-                "--tensor-cores" => "auto, on, on:8x8, on:16x16 or off",
-                _ => "a file",
-            };
-            return Err(webgpu_amp::Error::InvalidArgument(format!(
-                "{flag} was given an empty value; it takes {takes}"
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// A tuning file on an adapter whose training takes nothing from the kernel table (a CPU
 /// adapter without tensor cores runs the direct matmul body, which has fixed tiles): said
 /// once, so the file is not thought to do what it cannot.
@@ -204,6 +195,8 @@ pub fn main() -> std::process::ExitCode {
         Command::Gui(a) => gui::run(&a),
         Command::Selftest(a) => selftest::run(&a),
         Command::Shaders(a) => shaders::run(&a),
+        Command::Kernels(a) => kernels::run(&a),
+        Command::Tokenize(a) => tokenize::run(&a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -253,6 +246,7 @@ fn flag(setting: Setting) -> &'static str {
         Setting::Steps => "--steps",
         Setting::Epochs => "--epochs",
         Setting::ClipGradNorm => "--clip-grad-norm",
+        Setting::LabelSmoothing => "--label-smoothing",
         Setting::EvalEvery => "--eval-every",
         Setting::EvalBatches => "--eval-batches",
         Setting::SaveEvery => "--save-every",

@@ -1,33 +1,15 @@
 //! The training-recipe flags of `train` and `compare` (Adam's betas and eps, the learning-rate
-//! schedule, periodic loss estimates) and the defaults a GPT gets: nanoGPT's
-//! `config/train_shakespeare_char.py` recipe wherever the user gave no flag.
+//! schedule, periodic loss estimates), and where the user gave no flag the defaults of the
+//! model family's recipe (`nn::family::Recipe`: a GPT's is nanoGPT's
+//! `config/train_shakespeare_char.py`).
 
 use clap::Args;
+use webgpu_amp::nn::family::{COSINE_MIN_LR_DIVISOR, COSINE_WARMUP_DIVISOR, Recipe};
 use webgpu_amp::optim::{LrSchedule, OptimizerConfig, widen};
 use webgpu_amp::train::{EVAL_BATCHES, EvalConfig, Setting};
 use webgpu_amp::{Error, Result};
 
 use super::numbers::setting;
-
-/// nanoGPT's shakespeare-char recipe: the defaults of a GPT's flags.
-pub mod gpt {
-    /// `--optimizer`.
-    pub const OPTIMIZER: &str = "adamw";
-    /// `--lr` (`learning_rate = 1e-3`).
-    pub const LR: f32 = 1e-3;
-    /// `--beta2` (`beta2 = 0.99`).
-    pub const BETA2: f32 = 0.99;
-    /// `--weight-decay` (train.py's `weight_decay = 1e-1`).
-    pub const WEIGHT_DECAY: f32 = 0.1;
-    /// `--clip-grad-norm` (train.py's `grad_clip = 1.0`).
-    pub const CLIP_GRAD_NORM: f32 = 1.0;
-    /// `--warmup-steps` is the step budget divided by this, rounded down: nanoGPT's 100
-    /// warm-up iterations of 5000.
-    pub const WARMUP_DIVISOR: u64 = 50;
-    /// `--min-lr` is `--lr` divided by this (`min_lr = 1e-4` for `learning_rate = 1e-3`),
-    /// in Python's f64 arithmetic: in f32, 1e-3 / 10 is one step above 1e-4.
-    pub const MIN_LR_DIVISOR: f64 = 10.0;
-}
 
 #[derive(Args, Clone, Debug, Default)]
 pub struct RecipeArgs {
@@ -75,9 +57,9 @@ fn bad(message: String) -> Error {
 
 impl RecipeArgs {
     /// Whether the schedule is cosine (`--lr-schedule`, else cosine for a GPT).
-    fn schedule_kind(&self, gpt: bool) -> Result<bool> {
+    fn schedule_kind(&self, recipe: Option<Recipe>) -> Result<bool> {
         match self.lr_schedule.as_deref() {
-            None => Ok(gpt),
+            None => Ok(recipe.is_some()),
             Some("constant") => Ok(false),
             Some("cosine") => Ok(true),
             Some(other) => Err(bad(format!(
@@ -88,8 +70,8 @@ impl RecipeArgs {
 
     /// The schedule for a run of `budget` optimizer steps whose optimizer starts at `lr`
     /// (checked with the run: [`webgpu_amp::train::StepConfig::validate_named`]).
-    pub fn schedule(&self, gpt: bool, lr: f32, budget: u64) -> Result<LrSchedule> {
-        if !self.schedule_kind(gpt)? {
+    pub fn schedule(&self, recipe: Option<Recipe>, lr: f32, budget: u64) -> Result<LrSchedule> {
+        if !self.schedule_kind(recipe)? {
             if let Some(flag) = [
                 (self.warmup_steps.is_some(), "--warmup-steps"),
                 (self.min_lr.is_some(), "--min-lr"),
@@ -102,21 +84,22 @@ impl RecipeArgs {
             }
             return Ok(LrSchedule::Constant);
         }
-        // The run builder checks these against each other and the learning rate.
+        // The run builder checks these against each other and the learning rate. A cosine
+        // schedule asked for without a family recipe takes nanoGPT's proportions.
+        let (warmup_divisor, min_lr_divisor) = recipe
+            .map_or((COSINE_WARMUP_DIVISOR, COSINE_MIN_LR_DIVISOR), |r| {
+                (r.warmup_divisor, r.min_lr_divisor)
+            });
         let decay_steps = self.lr_decay_steps.unwrap_or(budget);
         Ok(LrSchedule::Cosine {
-            warmup_steps: self
-                .warmup_steps
-                .unwrap_or(decay_steps / gpt::WARMUP_DIVISOR),
+            warmup_steps: self.warmup_steps.unwrap_or(decay_steps / warmup_divisor),
             decay_steps,
-            min_lr: self
-                .min_lr
-                .unwrap_or((widen(lr) / gpt::MIN_LR_DIVISOR) as f32),
+            min_lr: self.min_lr.unwrap_or((widen(lr) / min_lr_divisor) as f32),
         })
     }
 
     /// Apply `--beta1`, `--beta2` and `--eps` (and a GPT's beta2) to Adam or AdamW.
-    pub fn apply_betas(&self, gpt: bool, config: &mut OptimizerConfig) {
+    pub fn apply_betas(&self, recipe: Option<Recipe>, config: &mut OptimizerConfig) {
         if let OptimizerConfig::Adam {
             beta1, beta2, eps, ..
         }
@@ -124,8 +107,8 @@ impl RecipeArgs {
             beta1, beta2, eps, ..
         } = config
         {
-            if gpt {
-                *beta2 = gpt::BETA2;
+            if let Some(r) = recipe {
+                *beta2 = r.beta2;
             }
             *beta1 = self.beta1.unwrap_or(*beta1);
             *beta2 = self.beta2.unwrap_or(*beta2);

@@ -57,10 +57,11 @@ pub fn resolve(args: &Wanted) -> Result<ModelAndData> {
         (Some(m), None) => Some(ModelChoice::Preset(m.to_string())),
         (None, _) => None,
     };
-    let gpt = choice.as_ref().is_some_and(ModelChoice::is_gpt);
-    // The embedded MNIST set unless the model is a GPT, which trains on the embedded text.
+    let tokens = choice.as_ref().is_some_and(ModelChoice::takes_tokens);
+    // The embedded MNIST set unless the model is a language model (a GPT), which trains on
+    // the embedded text.
     let dataset = args.dataset.map(str::to_string).unwrap_or_else(|| {
-        if gpt {
+        if tokens {
             DataSource::EMBEDDED_TEXT.into()
         } else {
             "default".into()
@@ -75,7 +76,7 @@ pub fn resolve(args: &Wanted) -> Result<ModelAndData> {
         model_and_data(choice.as_ref(), &source, true).map_err(named)?
     } else {
         let split = source.load(true)?;
-        if gpt || split.train.is_tokens() {
+        if tokens || split.train.is_tokens() {
             model_for_split(choice.as_ref(), split).map_err(named)?
         } else {
             let model = args.model.map(str::to_string).unwrap_or_else(|| {

@@ -19,10 +19,11 @@ use webgpu_amp::{Error, GpuContext, Result};
 use super::doctor::DoctorArgs;
 use super::numbers::{number, setting};
 use super::out::outln;
-use super::recipe::{RecipeArgs, gpt};
+use super::recipe::RecipeArgs;
 use super::resolve::{ModelAndData, Wanted, resolve};
 use super::run_checks::{self, OptimizerFlags, ResumeFlags};
 use super::{AttentionArgs, DeviceArgs};
+use webgpu_amp::nn::family::Recipe;
 
 /// Flags shared by `train` and `compare` (everything but the precision). Numeric flags take
 /// their ranges from the run builder ([`Setting::range`], the guide's table of flags).
@@ -34,8 +35,9 @@ pub struct RunArgs {
     /// (--warmup-steps: steps / 50, --min-lr: lr / 10).
     #[arg(long)]
     pub model: Option<String>,
-    /// default (embedded MNIST subset), mnist, fashion-mnist, synthetic[:N], hamlet (embedded
-    /// text), shakespeare, text:FILE, or FILE.safetensors. Default: default, or hamlet for a GPT.
+    /// default (embedded MNIST subset), mnist, fashion-mnist, cifar10[:DIR], synthetic[:N],
+    /// hamlet (embedded text), shakespeare, text:FILE, or FILE.safetensors. Default: default,
+    /// or hamlet for a GPT.
     #[arg(long)]
     pub dataset: Option<String>,
     /// mse or cross-entropy (default: cross-entropy for class labels, mse for targets).
@@ -86,6 +88,11 @@ pub struct RunArgs {
     #[arg(long, allow_negative_numbers = true,
           value_parser = setting::<f32>(Setting::ClipGradNorm))]
     pub clip_grad_norm: Option<f32>,
+    /// Cross-entropy's label smoothing, PyTorch's `CrossEntropyLoss(label_smoothing=...)`:
+    /// each target is (1 − ε)·one-hot + ε/classes (default 0: none).
+    #[arg(long, allow_negative_numbers = true,
+          value_parser = setting::<f32>(Setting::LabelSmoothing))]
+    pub label_smoothing: Option<f32>,
     /// Micro-batches per optimizer step.
     #[arg(long, default_value_t = 1, allow_negative_numbers = true,
           value_parser = setting::<usize>(Setting::GradAccum))]
@@ -159,13 +166,12 @@ impl RunArgs {
     /// so; a schedule over at most `--steps`), through the run validation, then the flags
     /// only parsed here.
     pub fn validate_args(&self, precision: Precision, save: SaveFlags) -> Result<()> {
-        let is_gpt =
-            run_checks::gpt_hint(self.model.as_deref(), self.dataset.as_deref()).unwrap_or(false);
-        let mut cfg = self.config(precision, LossKind::CrossEntropy, is_gpt, save)?;
+        let recipe = run_checks::recipe_hint(self.model.as_deref(), self.dataset.as_deref());
+        let mut cfg = self.config(precision, LossKind::CrossEntropy, recipe, save)?;
         let lr = cfg.step.optimizer.lr();
         cfg.step.lr_schedule = self
             .recipe
-            .schedule(is_gpt, lr, self.steps.unwrap_or(MAX_COUNT))?;
+            .schedule(recipe, lr, self.steps.unwrap_or(MAX_COUNT))?;
         cfg.validate_named(super::flag)?;
         if let Some(n) = self.num_classes
             && !(1..=MAX_CLASSES).contains(&n)
@@ -225,8 +231,13 @@ impl RunArgs {
         inputs: &RunInputs,
         save: SaveFlags,
     ) -> Result<RunConfig> {
-        let is_gpt = inputs.spec.gpt.is_some();
-        let mut cfg = self.config(precision, inputs.loss, is_gpt, save)?;
+        // The recipe of the model's family (nanoGPT's for a GPT), where flags give none.
+        let recipe = inputs
+            .spec
+            .family
+            .as_ref()
+            .and_then(|f| f.family().recipe());
+        let mut cfg = self.config(precision, inputs.loss, recipe, save)?;
         cfg.validate_named(super::flag)?;
         cfg.batch_size = self.batch_used(inputs);
         let n = inputs.split.train.n;
@@ -251,7 +262,7 @@ impl RunArgs {
         }
         let budget = cfg.planned_steps(n).unwrap_or(1).min(MAX_COUNT);
         let lr = cfg.step.optimizer.lr();
-        cfg.step.lr_schedule = self.recipe.schedule(is_gpt, lr, budget)?;
+        cfg.step.lr_schedule = self.recipe.schedule(recipe, lr, budget)?;
         cfg.validate_named(super::flag)?;
         Ok(cfg)
     }
@@ -261,17 +272,17 @@ impl RunArgs {
         &self,
         precision: Precision,
         loss: LossKind,
-        is_gpt: bool,
+        recipe: Option<Recipe>,
         (save_every, save_path): SaveFlags,
     ) -> Result<RunConfig> {
         let scaler = self.scaler.unwrap_or(precision.scaler_enabled_by_default());
-        // A GPT clips at nanoGPT's norm unless told otherwise (0: no clipping).
-        let clip = self
-            .clip_grad_norm
-            .or(is_gpt.then_some(gpt::CLIP_GRAD_NORM));
-        let step = StepConfig::new(precision, loss, self.optimizer(is_gpt)?)
+        // A family's recipe clips (a GPT at nanoGPT's norm) unless told otherwise (0: no
+        // clipping).
+        let clip = self.clip_grad_norm.or(recipe.map(|r| r.clip_grad_norm));
+        let step = StepConfig::new(precision, loss, self.optimizer(recipe)?)
             .scaler(self.scaler_config(scaler))
             .clip_grad_norm(clip)
+            .label_smoothing(self.label_smoothing.unwrap_or(0.0))
             .grad_accum(self.grad_accum)
             .numerics(self.doctor.every()?);
         Ok(RunConfig::new(step, self.batch_size)
@@ -295,6 +306,16 @@ impl RunArgs {
             growth_interval: self.growth_interval.unwrap_or(default.growth_interval),
             enabled,
         }
+    }
+
+    /// The run these flags describe under `precision` on the device they select, checked and
+    /// prepared, without training: what `plan` and `kernels` plan one step of.
+    pub fn planned(&self, precision: Precision) -> Result<(RunInputs, GpuContext, RunConfig)> {
+        self.validate_args(precision, (None, None))?;
+        let options = self.device.options()?;
+        let (inputs, ctx) = self.prepare(&[precision], || GpuContext::new(&options))?;
+        let cfg = self.run_config(precision, &inputs, (None, None))?;
+        Ok((inputs, ctx, cfg))
     }
 
     /// Load the data, resolve the model and its loss, open the device with `open`, check
@@ -322,7 +343,7 @@ impl RunArgs {
             .apply(spec.with_attention(self.attention.kernel()?))?;
         let ctx = open()?;
         super::note_unused_table(&ctx)?;
-        let optimizer = self.optimizer(spec.gpt.is_some())?;
+        let optimizer = self.optimizer(spec.family.as_ref().and_then(|f| f.family().recipe()))?;
         for &precision in precisions {
             check_params_fit(&ctx, &spec, &what, precision, &optimizer)?;
         }
@@ -342,11 +363,11 @@ impl RunArgs {
         Ok((inputs, ctx))
     }
 
-    /// The optimizer from the flags (not checked yet); a GPT's unset flags take nanoGPT's
-    /// recipe ([`gpt`]).
-    pub fn optimizer(&self, is_gpt: bool) -> Result<OptimizerConfig> {
-        let default = if is_gpt { gpt::OPTIMIZER } else { "adam" };
-        let adam_lr = if is_gpt { gpt::LR } else { 1e-3 };
+    /// The optimizer from the flags (not checked yet); unset flags take the model family's
+    /// recipe (nanoGPT's for a GPT), else PyTorch's defaults.
+    pub fn optimizer(&self, recipe: Option<Recipe>) -> Result<OptimizerConfig> {
+        let default = recipe.map_or("adam", |r| r.optimizer);
+        let adam_lr = recipe.map_or(1e-3, |r| r.lr);
         let mut cfg = match self.optimizer.as_deref().unwrap_or(default) {
             "sgd" => OptimizerConfig::sgd(self.lr.unwrap_or(0.01)),
             "adam" => OptimizerConfig::adam(self.lr.unwrap_or(adam_lr)),
@@ -372,15 +393,15 @@ impl RunArgs {
             }
             OptimizerConfig::Adam { weight_decay, .. }
             | OptimizerConfig::AdamW { weight_decay, .. } => {
-                if is_gpt {
-                    *weight_decay = gpt::WEIGHT_DECAY;
+                if let Some(r) = recipe {
+                    *weight_decay = r.weight_decay;
                 }
                 if let Some(wd) = self.weight_decay {
                     *weight_decay = wd;
                 }
             }
         }
-        self.recipe.apply_betas(is_gpt, &mut cfg);
+        self.recipe.apply_betas(recipe, &mut cfg);
         let given = OptimizerFlags {
             momentum: self.momentum.is_some(),
             dampening: self.dampening.is_some(),

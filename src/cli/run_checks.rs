@@ -8,6 +8,7 @@ use std::path::Path;
 
 use webgpu_amp::amp::scale_text;
 use webgpu_amp::data::{DataSource, Dataset};
+use webgpu_amp::nn::family::Recipe;
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::checkpoint::{Checkpoint, DataOrder};
 use webgpu_amp::train::{MAX_BATCH_SIZE, MAX_GRAD_ACCUM, ModelChoice, RunConfig};
@@ -34,22 +35,28 @@ pub struct ResumeFlags {
     pub growth_interval: Option<u32>,
 }
 
-/// Whether the run trains a GPT, as far as the flags say before the data is loaded: a GPT
-/// preset or `{"gpt": ...}` file, or no `--model` and text or token data. `None` when that
-/// cannot be known yet (an unreadable model or data file: its error comes with the data).
-pub fn gpt_hint(model: Option<&str>, dataset: Option<&str>) -> Option<bool> {
-    match model {
-        Some(m) if m.ends_with(".json") => read_model_file(m)
-            .ok()
-            .map(|t| ModelChoice::Json(t).is_gpt()),
-        Some(m) => Some(ModelChoice::Preset(m.into()).is_gpt()),
-        None => match dataset.map(str::parse::<DataSource>) {
-            Some(Ok(DataSource::Custom(path))) => has_token_inputs(&path),
-            Some(Ok(source)) => Some(source.is_text()),
-            // The default MNIST set; a bad name is reported with the data.
-            None | Some(Err(_)) => Some(false),
-        },
-    }
+/// The family recipe the run trains with, as far as the flags say before the data is
+/// loaded: a family's preset or JSON file (a GPT's: nanoGPT's), or no `--model` and text or
+/// token data (the default language model's). `None` for a model of no family, and when
+/// that cannot be known yet (an unreadable model or data file: its error comes with the data).
+pub fn recipe_hint(model: Option<&str>, dataset: Option<&str>) -> Option<Recipe> {
+    let choice = match model {
+        Some(m) if m.ends_with(".json") => ModelChoice::Json(read_model_file(m).ok()?),
+        Some(m) => ModelChoice::Preset(m.into()),
+        None => {
+            let tokens = match dataset.map(str::parse::<DataSource>) {
+                Some(Ok(DataSource::Custom(path))) => has_token_inputs(&path)?,
+                Some(Ok(source)) => source.is_text(),
+                // The default MNIST set; a bad name is reported with the data.
+                None | Some(Err(_)) => false,
+            };
+            if !tokens {
+                return None;
+            }
+            ModelChoice::default_for_text()
+        }
+    };
+    choice.family()?.recipe()
 }
 
 /// Whether a safetensors data file's `x` holds integers (token ids, so a GPT trains on it),

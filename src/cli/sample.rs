@@ -132,10 +132,7 @@ pub fn run(args: &SampleArgs) -> Result<()> {
         params,
         vocab,
     } = model_from_checkpoint(&ck, &what)?;
-    let top_k = args.top_k(
-        spec.gpt.as_ref().map_or(vocab.len(), |g| g.vocab_size),
-        &what,
-    )?;
+    let top_k = args.top_k(spec.tokens().map_or(vocab.len(), |t| t.vocab_size), &what)?;
     options.top_k = Some(top_k);
     let precision = match (explicit, &ck.precision) {
         (Some(p), _) => p,
@@ -165,14 +162,11 @@ pub fn run(args: &SampleArgs) -> Result<()> {
     let ctx = GpuContext::new(&device)?;
     let spec = spec.with_attention(args.attention.kernel()?);
     let generator = Generator::new(&ctx, &spec, &params, precision)?;
-    let c = &generator.config;
+    let model = spec.description().unwrap_or_default();
     eprintln!(
-        "sample: {what}: GPT ({} layers, {} heads, {} wide, block {}, vocabulary {}) on {} \
-         under {}; {} tokens, temperature {}, top-k {}, seed {}",
-        c.n_layer,
-        c.n_head,
-        c.n_embd,
-        c.block_size,
+        "sample: {what}: {model} (block {}, vocabulary {}) on {} under {}; {} tokens, \
+         temperature {}, top-k {}, seed {}",
+        generator.tokens.block_size,
         vocab.len(),
         ctx.report.name,
         precision.name(),
@@ -214,7 +208,7 @@ pub fn run(args: &SampleArgs) -> Result<()> {
                         "{what}: the model sampled an id its vocabulary of {} characters cannot \
                          decode (vocab_size {}): {e}",
                         vocab.len(),
-                        c.vocab_size
+                        generator.tokens.vocab_size
                     ))
                 })?;
                 bar.suspend(|| write!(stdout, "{text}").and_then(|_| stdout.flush()))

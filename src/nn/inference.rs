@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
-use super::buffers::Scratch;
+use super::arena::Scratch;
 use super::layers::ForwardPlan;
-use super::layers::backward::Tape;
+use super::layers::plan::Mode;
+use super::layers::tape::Tape;
 use super::model::ModelSpec;
 use super::params::ParamStore;
 use super::probes::ProbePoint;
@@ -43,8 +44,8 @@ pub(super) struct ForBackward {
 }
 
 impl ForwardNetwork {
-    /// Plan the forward pass of `spec` over the parameters in `store` under `policy`. Dropout
-    /// layers start out off (evaluation); [`ForwardNetwork::set_dropout`] turns them on.
+    /// Plan the forward pass of `spec` over the parameters in `store` under `policy`, for
+    /// evaluation ([`Mode::Eval`]: no dropout, buffers read as committed).
     pub fn build(
         ctx: &GpuContext,
         spec: &ModelSpec,
@@ -52,8 +53,8 @@ impl ForwardNetwork {
         policy: &Policy,
         batch: usize,
     ) -> Result<Self> {
-        let (net, _) = Self::plan(ctx, spec, store, policy, batch, Activations::Own)?;
-        net.set_dropout(ctx, 0, 0, false);
+        let planned = (batch, Mode::Eval);
+        let (net, _) = Self::plan(ctx, spec, store, policy, planned, Activations::Own)?;
         Ok(net)
     }
 
@@ -65,7 +66,7 @@ impl ForwardNetwork {
         spec: &ModelSpec,
         store: &ParamStore,
         policy: &Policy,
-        batch: usize,
+        (batch, mode): (usize, Mode),
         activations: Activations,
     ) -> Result<(Self, ForBackward)> {
         if batch == 0 {
@@ -73,7 +74,7 @@ impl ForwardNetwork {
                 "batch size must be at least 1".into(),
             ));
         }
-        let mut f = ForwardPlan::new(ctx, store, policy, batch, spec.attention);
+        let mut f = ForwardPlan::new(ctx, store, policy, (batch, mode), spec.attention);
         f.set_activations(activations);
         let input = Tensor::zeros_labelled(
             ctx,
@@ -81,7 +82,12 @@ impl ForwardNetwork {
             &f.batched(&spec.input_shape),
             ctx.storage_for(input_dtype(spec, policy)),
         );
-        let (output, tape) = f.run_layers(&spec.layers, input.clone())?;
+        let (output, mut tape) = f.run_layers(&spec.layers, input.clone())?;
+        if mode == Mode::Eval {
+            // No backward: what the tape holds is dead once the forward is done, so every
+            // activation but the output shares buffers ([`super::transient`]).
+            tape = Tape::empty(tape.input.clone());
+        }
         let probes = f.take_probes();
         let activations = f.take_activations();
         let (kernels, scratch, dropout) = f.finish();

@@ -73,6 +73,8 @@ pub(super) struct LossIo<'a> {
     pub grad: (&'a Tensor, &'a Arc<GpuBuffer>, f32),
     /// Target values per sample (MSE).
     pub target_dim: usize,
+    /// Cross-entropy's label smoothing (0: none; MSE takes none).
+    pub label_smoothing: f32,
 }
 
 impl LossKind {
@@ -84,20 +86,29 @@ impl LossKind {
                 let classes = *io.output.shape().last().unwrap_or(&1);
                 let rows = [io.output.numel() / classes.max(1), classes];
                 let (logits, grad) = (io.output.reshape(&rows)?, grad.reshape(&rows)?);
+                let smoothing = io.label_smoothing;
                 Ok(LossPlan {
                     targets: None,
-                    train: loss::cross_entropy(
+                    train: loss::cross_entropy_smoothed(
                         ctx,
                         &logits,
                         io.labels,
                         io.loss,
                         Some((&grad, seed, multiplier)),
+                        smoothing,
                     )?,
-                    eval: loss::cross_entropy(ctx, &logits, io.labels, io.loss, None)?,
+                    eval: loss::cross_entropy_smoothed(
+                        ctx, &logits, io.labels, io.loss, None, smoothing,
+                    )?,
                     count_correct: Some(loss::count_correct(ctx, &logits, io.labels, io.correct)?),
                 })
             }
             LossKind::Mse => {
+                if io.label_smoothing != 0.0 {
+                    return Err(Error::InvalidArgument(
+                        "label smoothing applies to cross-entropy, not mse".into(),
+                    ));
+                }
                 let batch = io.output.shape()[0];
                 if io.output.numel() != batch * io.target_dim {
                     return Err(Error::shape(

@@ -1,24 +1,31 @@
 //! Neural-network layers and models.
 //!
 //! - [`layers`]: one file per layer family, JSON form to planned kernels, forward and
-//!   backward side by side; the layer traits, [`NamedLayer`], the two loops a layer is
-//!   planned in ([`layers::plan`]) and the precision map's walk ([`layers::precision`]);
+//!   backward side by side; the layer traits, [`NamedLayer`], compositions (forks and
+//!   joins, [`layers::graph`]), the forward a layer is planned in ([`layers::plan`]), the
+//!   tape the backward replays ([`layers::tape`]) and the precision map's walk
+//!   ([`layers::precision`]);
 //! - [`model`]: a model as named layers with resolved shapes ([`ModelSpec`]), from JSON or
-//!   Rust ([`builder`]); [`presets`]: the tutorials' networks; [`gpt`]: nanoGPT's GPT as
-//!   layer configs (`GptConfig::model_for` in `model.rs` makes it a `ModelSpec`);
+//!   Rust ([`builder`]); [`presets`]: the tutorials' networks; model families
+//!   ([`family`]: the traits; [`families`]: the list), one module each: [`gpt`], nanoGPT's
+//!   GPT (`ModelSpec::of_family` makes a family's model a `ModelSpec`);
 //! - [`params`]: every parameter in flat GPU buffers (master weights, gradients, the
-//!   low-precision copy);
+//!   low-precision copy); [`buffers`]: the layers' persistent state that is not a parameter
+//!   (running statistics, counters), committed by each applied step;
 //! - [`inference`]: the forward loop planned for one batch size (text generation);
 //!   [`network`]: that forward, then the [`loss`] and the backward loop (training);
 //!   `transient`: activations no backward keeps share buffers; [`keep_f32`]: layers kept in
 //!   f32 by name (the policy's per-layer overrides); [`probes`]: where each
 //!   layer's output and gradients are complete, for the AMP doctor.
 //!
-//! Files import one way: `layers` (traits, plan, then each layer file) → `gpt` → `model` →
-//! `builder`/`presets` → `inference` → `network`.
+//! Files import one way: `layers` (traits, plan, then each layer file) → `family` → `gpt` →
+//! `families` → `model` → `builder`/`presets` → `inference` → `network`.
 
-mod buffers;
+mod arena;
+pub mod buffers;
 pub mod builder;
+pub mod families;
+pub mod family;
 pub mod gpt;
 pub mod inference;
 pub mod keep_f32;

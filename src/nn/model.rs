@@ -17,26 +17,33 @@
 //! mode), `flatten {}` (all per-sample dimensions, like `nn.Flatten()`), `layernorm
 //! {bias=true}` (over the last dimension), `dropout {p}`, `attention {heads, dropout=0}`
 //! (causal self-attention on packed `[T, 3C]` projections), `embedding {vocab, dim,
-//! positions=null}` (token ids `[T]` → `[T, dim]`), `residual {layers}` (`x + layers(x)`).
-//! Each kind is a file in [`crate::nn::layers`]. A whole GPT is `{"gpt": {...}}`
-//! ([`crate::nn::gpt`]).
+//! positions=null}` (token ids `[T]` → `[T, dim]`), `residual {layers, shortcut=[]}`
+//! (`layers(x) + shortcut(x)`, the shortcut the identity when empty), `fork {branches, join}`
+//! (each branch, a list of layers, on the same input, joined by `"sum"`, `"product"` or
+//! `"concat"` along the last dimension). Each kind is a file in [`crate::nn::layers`]. A
+//! whole GPT is `{"gpt": {...}}` ([`crate::nn::gpt`]).
 //!
 //! Shapes are per sample, without the batch dimension: `[features]` or `[channels, height,
 //! width]`. A JSON model is a `torch.nn.Sequential`: every layer, activations included, takes
-//! its index as its name, so parameters are `{index}.weight` and `{index}.bias`. Layouts are
+//! its index as its name, so parameters are `{index}.weight` and `{index}.bias`; a
+//! residual's branch layers are `{index}.{i}`, its shortcut's `{index}.shortcut.{i}`, a
+//! fork's `{index}.{branch}.{i}` (an `nn.ModuleList` of `nn.Sequential`s). Layouts are
 //! PyTorch's: Linear weight `[out, in]`, Conv2d weight `[out, in, kh, kw]`.
 //!
 //! `"keep_f32": true` beside a layer's kind (`{"linear": {"out": 10}, "keep_f32": true}`)
 //! computes that layer in f32 whatever the precision mode ([`super::keep_f32`]).
 
+use std::sync::Arc;
+
 use serde::Deserialize;
 
 use super::MAX_LAYERS;
-use super::gpt::GptConfig;
+use super::families;
+use super::family::{self, FamilyModel};
 use super::layers::attention_kernel::AttentionKernel;
 use super::layers::{
-    Init, LayerConfig, NamedLayer, ParamSpec, checked_numel, layer_from_json, resolve_layers,
-    too_large,
+    BufferDef, Init, LayerConfig, NamedLayer, ParamSpec, checked_numel, layer_from_json,
+    resolve_layers, too_large,
 };
 use crate::data::{Dataset, Rng};
 use crate::tensor::DType;
@@ -50,9 +57,9 @@ pub struct ModelSpec {
     /// Per-sample input shape.
     pub input_shape: Vec<usize>,
     pub layers: Vec<NamedLayer>,
-    /// The GPT configuration this model was built from, if any (saved with checkpoints so
-    /// `webgpu-amp sample` rebuilds the model).
-    pub gpt: Option<GptConfig>,
+    /// The family model this model was built from, if any ([`super::family`]): what a
+    /// checkpoint stores to rebuild it, its tokens, its names' convention.
+    pub family: Option<Arc<dyn FamilyModel>>,
     /// How its attention layers run (fused by default). How, not what: the parameters, the
     /// checkpoint and the equality of two models do not depend on it.
     pub attention: AttentionKernel,
@@ -84,13 +91,6 @@ const INIT_STREAM: u64 = 0x494e_4954; // "INIT"
 struct ModelJson {
     input: Vec<usize>,
     layers: Vec<serde_json::Value>,
-}
-
-/// A whole GPT: `{"gpt": {GPTConfig's fields}}`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct GptJson {
-    gpt: GptConfig,
 }
 
 /// The JSON of a model description, parsed whole first, so that a syntax error (a
@@ -187,26 +187,6 @@ impl<'de> Deserialize<'de> for Count {
     }
 }
 
-/// The GPT of a `{"gpt": {...}}` description, and the `GPTConfig` fields it leaves to
-/// nanoGPT's defaults; `None` for a description that is not a GPT. Keys beside `gpt` are
-/// refused, as unknown keys inside it are.
-pub fn gpt_from_json(value: &serde_json::Value) -> Result<Option<(GptConfig, Vec<&'static str>)>> {
-    let Some(gpt) = value.as_object().and_then(|top| top.get("gpt")) else {
-        return Ok(None);
-    };
-    let GptJson { gpt: config } = GptJson::deserialize(value).map_err(|e| {
-        Error::model(format!(
-            "json: {e} (a GPT is {{\"gpt\": {{\"vocab_size\", \"block_size\", \"n_layer\", \"n_head\", \"n_embd\", \"dropout\", \"bias\", \"activation\"}}}} and nothing else)"
-        ))
-    })?;
-    let filled = super::gpt::GPT_FIELDS
-        .iter()
-        .copied()
-        .filter(|f| gpt.get(f).is_none())
-        .collect();
-    Ok(Some((config, filled)))
-}
-
 impl ModelSpec {
     /// Resolves named layer configs in order; errors name the layer's index and name.
     pub fn build(
@@ -234,7 +214,7 @@ impl ModelSpec {
             name: name.to_string(),
             input_shape: input_shape.to_vec(),
             layers,
-            gpt: None,
+            family: None,
             attention: AttentionKernel::default(),
             keep_f32: Vec::new(),
         };
@@ -246,10 +226,13 @@ impl ModelSpec {
     /// column; unknown keys (top-level ones included), layer kinds or fields, impossible
     /// shapes and zero sizes are errors naming the layer's index.
     pub fn from_json(json: &str) -> Result<ModelSpec> {
-        // `{"gpt": {...}}` describes a whole GPT; anything else is a Sequential.
+        // `{"gpt": {...}}` describes a whole model of a family; anything else is a
+        // Sequential.
         let value = parse_json(json)?;
-        if let Some((gpt, _)) = gpt_from_json(&value)? {
-            return gpt.model("gpt");
+        if let Some((model, _)) = families::described_by(&value)? {
+            let name = model.family().name();
+            let t = model.tokens().map_or(0, |t| t.block_size);
+            return ModelSpec::of_family(model, name, t);
         }
         let model: ModelJson = serde_json::from_value(value).map_err(|e| {
             Error::model(format!(
@@ -288,6 +271,16 @@ impl ModelSpec {
         Ok(spec)
     }
 
+    /// A family's model named `name` on sequences of `t` tokens (a language model; `t` at
+    /// most its block size), with the family model kept so checkpoints describe it and
+    /// `sample` rebuilds it.
+    pub fn of_family(model: Arc<dyn FamilyModel>, name: &str, t: usize) -> Result<ModelSpec> {
+        let (input, layers) = model.build(name, t)?;
+        let mut spec = ModelSpec::build(name, &input, &layers)?;
+        spec.family = Some(model);
+        Ok(spec)
+    }
+
     /// This model with its attention layers run by `kernel`.
     pub fn with_attention(mut self, kernel: AttentionKernel) -> ModelSpec {
         self.attention = kernel;
@@ -295,10 +288,34 @@ impl ModelSpec {
     }
 
     /// The description a checkpoint stores (metadata `model`) so the model can be rebuilt
-    /// without its flags: `{"gpt": {GPTConfig's fields, "activation"}}` for a GPT (the JSON
-    /// model format, [`ModelSpec::from_json`] reads it back); `None` for other models.
+    /// without its flags: its family's JSON form (`{"gpt": {GPTConfig's fields}}`, which
+    /// [`ModelSpec::from_json`] reads back); `None` for other models.
     pub fn description(&self) -> Option<serde_json::Value> {
-        self.gpt.as_ref().map(|g| serde_json::json!({ "gpt": g }))
+        self.family.as_ref().map(|f| f.description())
+    }
+
+    /// A language model's vocabulary and context, as its family says (`None`: a model of
+    /// features, which cannot be sampled).
+    pub fn tokens(&self) -> Option<family::Tokens> {
+        self.family.as_ref().and_then(|f| f.tokens())
+    }
+
+    /// The name `name` (ours) has in the convention of the model's family (nanoGPT's for a
+    /// GPT): what checkpoints are written under. Ours for a model of no family.
+    pub fn export_name(&self, name: &str) -> Result<String> {
+        match &self.family {
+            Some(f) => f.names().export(name),
+            None => Ok(name.to_string()),
+        }
+    }
+
+    /// Our name for `name` of the family's convention (what checkpoints are read under); a
+    /// name the table does not know stays as it is (and is then reported as unexpected).
+    pub fn import_name(&self, name: &str) -> String {
+        match &self.family {
+            Some(f) => f.names().import(name).unwrap_or_else(|_| name.to_string()),
+            None => name.to_string(),
+        }
     }
 
     /// The dtype of the model's input: token ids (u32) when its first layer takes them (an
@@ -323,6 +340,12 @@ impl ModelSpec {
             .iter()
             .flat_map(NamedLayer::parameters)
             .collect()
+    }
+
+    /// Every buffer (persistent state that is not a parameter: running statistics,
+    /// counters) in PyTorch `state_dict` order, with full names ([`super::buffers`]).
+    pub fn buffers(&self) -> Vec<BufferDef> {
+        self.layers.iter().flat_map(NamedLayer::buffers).collect()
     }
 
     /// Parameters used under a second name (weight tying): `(alias, owner)` full names, e.g.
@@ -448,23 +471,5 @@ impl ModelSpec {
         }
         s.push_str(&format!("  parameters: {}\n", self.num_parameters()));
         s
-    }
-}
-
-/// The GPT as a model: its layers ([`GptConfig::layers`]) resolved, with the configuration
-/// kept so checkpoints describe it and `sample` rebuilds it.
-impl GptConfig {
-    /// The model on `block_size` tokens: input `[block_size]` token ids per sample, output
-    /// `[block_size, vocab]` logits.
-    pub fn model(&self, name: &str) -> Result<ModelSpec> {
-        self.model_for(name, self.block_size)
-    }
-
-    /// The model on sequences of `t` tokens (at most `block_size`): input `[t]`, output
-    /// `[t, vocab]`; parameters do not depend on `t`.
-    pub fn model_for(&self, name: &str, t: usize) -> Result<ModelSpec> {
-        let mut spec = ModelSpec::build(name, &[t], &self.layers(name, t)?)?;
-        spec.gpt = Some(self.clone());
-        Ok(spec)
     }
 }

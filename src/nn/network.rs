@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use super::inference::{ForBackward, ForwardNetwork};
+use super::layers::plan::Mode;
 use super::layers::{BackwardPlan, PrecisionWalk};
 use super::loss::{LossIo, LossKind};
 use super::model::ModelSpec;
@@ -54,6 +55,8 @@ pub struct NetworkInputs<'a> {
     pub store: &'a ParamStore,
     pub policy: &'a Policy,
     pub loss: LossKind,
+    /// Cross-entropy's label smoothing (PyTorch's `label_smoothing`; 0: none).
+    pub label_smoothing: f32,
     pub target_dim: usize,
     pub grad_multiplier: f32,
 }
@@ -68,24 +71,48 @@ impl Network {
         batch: usize,
         seed: &Arc<GpuBuffer>,
     ) -> Result<Self> {
+        Self::plan(ctx, inputs, (batch, Mode::Train), seed)
+    }
+
+    /// An evaluation plan of `inputs` for `batch` samples ([`Mode::Eval`]: forward only, no
+    /// dropout, buffers as committed; its activations share a few buffers, as none is kept
+    /// for a backward): what validation, prediction and sampling run
+    /// ([`Network::eval_kernels`]). It has no backward.
+    pub fn build_eval(
+        ctx: &GpuContext,
+        inputs: &NetworkInputs<'_>,
+        batch: usize,
+        seed: &Arc<GpuBuffer>,
+    ) -> Result<Self> {
+        Self::plan(ctx, inputs, (batch, Mode::Eval), seed)
+    }
+
+    fn plan(
+        ctx: &GpuContext,
+        inputs: &NetworkInputs<'_>,
+        (batch, mode): (usize, Mode),
+        seed: &Arc<GpuBuffer>,
+    ) -> Result<Self> {
         let NetworkInputs {
             spec,
             store,
             policy,
             loss: loss_kind,
+            label_smoothing,
             target_dim,
             grad_multiplier,
         } = *inputs;
         // Which activations no backward keeps, and when each is used: a measuring forward on
         // a dry twin (nothing allocated). Those share buffers in the plan that counts.
         let recording = Activations::Record(Vec::new());
+        let planned = (batch, mode);
         let (_, measured) =
-            ForwardNetwork::plan(&ctx.dry_twin(), spec, store, policy, batch, recording)?;
+            ForwardNetwork::plan(&ctx.dry_twin(), spec, store, policy, planned, recording)?;
         let activations = measured
             .sharing
             .map_or(Activations::Own, SharingPlan::into_activations);
         // Forward: each layer in order, cast first when the policy says so.
-        let (forward, rest) = ForwardNetwork::plan(ctx, spec, store, policy, batch, activations)?;
+        let (forward, rest) = ForwardNetwork::plan(ctx, spec, store, policy, planned, activations)?;
         let ForBackward {
             tape,
             scratch,
@@ -110,7 +137,9 @@ impl Network {
         let grad_output = b.input_grad(&output)?;
         // The loss's row follows the layers': its gradient starts the backward.
         b.probe(layers, ProbeTensor::InputGrad, &grad_output);
-        b.run_tape(&tape, grad_output.clone())?;
+        if mode == Mode::Train {
+            b.run_tape(&tape, grad_output.clone())?;
+        }
         let (backward, backward_probes) = b.into_kernels();
         let correct = ctx.alloc_storage("correct", 4);
         let planned_loss = loss_kind.plan(
@@ -122,6 +151,7 @@ impl Network {
                 correct: &correct,
                 grad: (&grad_output, seed, grad_multiplier),
                 target_dim,
+                label_smoothing,
             },
         )?;
 

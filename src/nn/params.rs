@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext};
+use crate::nn::buffers::BufferStore;
 use crate::tensor::{DType, Storage, Tensor};
 
 /// Where each named parameter sits in the flat buffers.
@@ -109,9 +110,12 @@ pub struct ParamStore {
     pub low: Option<(Arc<GpuBuffer>, Storage)>,
     /// Set while `low` may differ from a cast of `master` because the host wrote `master`
     /// ([`ParamStore::upload`]; set from the start): a trainer whose optimizer step writes
-    /// `low` itself casts again before its next step reads it (`train/step.rs`). Write
+    /// `low` itself casts again before its next step reads it (`train/stepping/step.rs`). Write
     /// `master` through `upload`, not the buffer directly.
     low_stale: Arc<AtomicBool>,
+    /// The layers' buffers: state that is not a parameter ([`crate::nn::buffers`]); none
+    /// until [`ParamStore::with_buffers`].
+    pub buffers: BufferStore,
 }
 
 impl ParamStore {
@@ -130,7 +134,14 @@ impl ParamStore {
             low,
             layout,
             low_stale: Arc::new(AtomicBool::new(true)),
+            buffers: BufferStore::none(),
         }
+    }
+
+    /// This store with the model's buffers beside the parameters.
+    pub fn with_buffers(mut self, buffers: BufferStore) -> Self {
+        self.buffers = buffers;
+        self
     }
 
     fn view(

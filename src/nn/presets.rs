@@ -1,6 +1,6 @@
 //! Named models: the tutorials' networks, adapted to the data's shapes.
 
-use super::gpt::{GPT_PRESETS, gpt_preset};
+use super::families;
 use super::layers::LayerConfig;
 use super::layers::conv2d::Conv2dConfig;
 use super::layers::flatten::FlattenConfig;
@@ -21,6 +21,17 @@ pub const PRESETS: [&str; 6] = [
     "gpt-char",
 ];
 
+/// The per-sample input each preset of features is meant for (the tutorials' data: MNIST's
+/// 1×28×28, CIFAR-10's 3×32×32); every preset adapts to the data's shape. A family's presets
+/// say theirs through their family's data ([`super::family::Family::bench_data`]).
+pub fn meant_input(name: &str) -> Option<Vec<usize>> {
+    match name {
+        "mlp" | "mnist-cnn" | "linear" => Some(vec![1, 28, 28]),
+        "simple-cnn" => Some(vec![3, 32, 32]),
+        _ => None,
+    }
+}
+
 /// Hidden width of the `mlp` preset.
 pub const MLP_HIDDEN: usize = 256;
 
@@ -37,22 +48,28 @@ pub const MLP_HIDDEN: usize = 256;
 ///   tutorial, so both uses are named `relu` and `pool`.
 /// - `mnist-cnn`: the same network for 1×28×28 (fc 64·7·7→10); the two presets differ only in
 ///   the input they are meant for, and both adapt to the data's `[C, H, W]`.
-/// - `gpt-tiny`, `gpt-char`: nanoGPT's GPT ([`super::gpt::gpt_preset`]) over a vocabulary of
-///   `output_dim`, on sequences of `input_shape = [T]` tokens (T at most the block size).
+/// - a family's presets ([`super::family`]): `gpt-tiny`, `gpt-char`, nanoGPT's GPT
+///   ([`super::gpt::gpt_preset`]) over a vocabulary of `output_dim`, on sequences of
+///   `input_shape = [T]` tokens (T at most the block size).
 pub fn preset(name: &str, input_shape: &[usize], output_dim: usize) -> Result<ModelSpec> {
     if output_dim == 0 {
         return Err(Error::model(format!(
             "{name}: output size must be at least 1"
         )));
     }
-    if GPT_PRESETS.contains(&name) {
-        let config = gpt_preset(name, output_dim)?;
-        let &[t] = input_shape else {
-            return Err(Error::model(format!(
-                "{name}: a GPT takes sequences of token ids ([T] per sample), not {input_shape:?}"
-            )));
+    if let Some(family) = families::of_preset(name) {
+        let model = family.preset(name, output_dim)?;
+        let t = match (model.tokens(), input_shape) {
+            (Some(_), &[t]) => t,
+            (Some(_), _) => {
+                return Err(Error::model(format!(
+                    "{name}: a language model takes sequences of token ids ([T] per sample), \
+                     not {input_shape:?}"
+                )));
+            }
+            (None, _) => 0,
         };
-        return config.model_for(name, t);
+        return ModelSpec::of_family(model, name, t);
     }
     type Named = (String, Box<dyn LayerConfig>);
     fn named(name: &str, config: impl LayerConfig + 'static) -> Named {

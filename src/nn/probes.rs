@@ -4,7 +4,6 @@
 //! nothing is dispatched for them unless numerics are on, and then only a counting pass at
 //! or after that point, before a later kernel may overwrite the values.
 
-use crate::nn::layers::Layer;
 use crate::tensor::Tensor;
 
 /// Which of a layer's tensors a probe reads.
@@ -83,24 +82,6 @@ impl ProbeLog {
     pub fn take(&mut self) -> Vec<ProbePoint> {
         std::mem::take(&mut self.points)
     }
-}
-
-/// The full names of `layer`'s own parameters under `path` (those of the layers it is made
-/// of are theirs): the weight gradients its probe counts.
-pub fn own_parameters(layer: &dyn Layer, path: &str) -> Vec<String> {
-    let inner = |param: &str| {
-        let prefix = |name: &str| format!("{name}.");
-        layer
-            .sublayers()
-            .iter()
-            .any(|l| param.starts_with(&prefix(&l.name)))
-    };
-    let full = |name: &str| match path {
-        "" => name.to_string(),
-        path => format!("{path}.{name}"),
-    };
-    let params = layer.parameters().into_iter().filter(|p| !inner(&p.name));
-    params.map(|p| full(&p.name)).collect()
 }
 
 /// The probe points of a planned network.

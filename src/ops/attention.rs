@@ -15,8 +15,15 @@
 //! rounding: PyTorch rounds `S · scale` to the low dtype before the softmax (here the
 //! scaling is f32, inside the kernel), and rounds the softmax gradient to the low dtype
 //! before multiplying it by the scale (here one rounding, of the final dS).
+//!
+//! [`manual_forward`] and [`manual_backward`] plan the whole manual path around it: the
+//! batched products of q, k and v wherever they sit ([`Qkv`]), grouped-query attention
+//! included (each product once per query head of a group, over every key/value head; dk and
+//! dv add the group's terms in head order, one dispatch after the other: no atomics).
 
 use super::dropout::{DropoutKey, DropoutState, state_or_placeholder};
+use super::matmul::{MatmulOpts, MatrixLayout, batched_matmul};
+use super::qkv::{Qkv, QkvLayout};
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, KernelDesc, grid_1d};
 use crate::gpu::{GpuContext, Kernel};
@@ -224,4 +231,153 @@ pub fn causal_softmax_backward(
         ],
         grid,
     )
+}
+
+/// Where the batched products of query head `g` of every group read and write, over the
+/// batch (sample b, key/value head): q, k, v, the `[B, nh, T, T]` scores and the `[B, T, C]`
+/// output. With one query head per key/value head, the batch is (sample, head) as in
+/// nanoGPT's manual path.
+struct GroupLayouts {
+    q: MatrixLayout,
+    k: MatrixLayout,
+    v: MatrixLayout,
+    scores: MatrixLayout,
+    out: MatrixLayout,
+}
+
+fn group_layouts(l: &QkvLayout, t: usize, g: usize) -> GroupLayouts {
+    let (hs, group, nh) = (l.head_size, l.group(), l.heads);
+    let rows = |at: super::qkv::HeadRows, offset, head_stride| MatrixLayout {
+        offset: at.offset + offset,
+        ld: at.row,
+        batch_stride: [t * at.row, head_stride],
+    };
+    GroupLayouts {
+        q: rows(l.q, g * hs, group * hs),
+        k: rows(l.k, 0, hs),
+        v: rows(l.v, 0, hs),
+        scores: MatrixLayout {
+            offset: g * t * t,
+            ld: t,
+            batch_stride: [nh * t * t, group * t * t],
+        },
+        out: MatrixLayout {
+            offset: g * hs,
+            ld: l.width(),
+            batch_stride: [t * l.width(), group * hs],
+        },
+    }
+}
+
+/// The manual path's sizes: `params.rows` must be batch · nh · T.
+fn manual_batch(op: &'static str, qkv: &Qkv, params: &SoftmaxParams) -> Result<[usize; 2]> {
+    let l = qkv.layout;
+    l.check(op)?;
+    let per_sample = l.heads * params.t;
+    if per_sample == 0 || !params.rows.is_multiple_of(per_sample) {
+        return Err(Error::shape(
+            op,
+            format!(
+                "softmax rows {} are not batch × {} heads × T {}",
+                params.rows, l.heads, params.t
+            ),
+        ));
+    }
+    let batch = params.rows / per_sample;
+    qkv.check(op, ["q", "k", "v"], batch, params.t)?;
+    Ok([batch, l.kv_heads])
+}
+
+/// The manual attention's forward, as nanoGPT writes it without flash: `S = q kᵀ` (into `s`,
+/// the low dtype), `P = softmax(scale · S, causal)` (f32 `p`), `Pd = dropout(P)` (`pd`), `y =
+/// Pd v` (`[B, T, C]`). `s`, `p` and `pd` are `[B, nh, T, T]`; grouped-query attention reads
+/// each key/value head for its group's query heads (no repeated copy). Kernels in order.
+pub fn manual_forward(
+    ctx: &GpuContext,
+    qkv: Qkv,
+    (s, p, pd): (&Tensor, &Tensor, &Tensor),
+    y: &Tensor,
+    params: &SoftmaxParams,
+) -> Result<Vec<Kernel>> {
+    let batches = manual_batch("manual_attention_forward", &qkv, params)?;
+    let (l, t) = (qkv.layout, params.t);
+    let hs = l.head_size;
+    let nt = MatmulOpts {
+        trans_b: true,
+        ..Default::default()
+    };
+    let plain = MatmulOpts::default();
+    let mut kernels = Vec::new();
+    for g in 0..l.group() {
+        let at = group_layouts(&l, t, g);
+        kernels.push(batched_matmul(
+            ctx, qkv.q, at.q, qkv.k, at.k, s, at.scores, t, t, hs, batches, nt,
+        )?);
+    }
+    kernels.push(causal_softmax_forward(ctx, s, p, pd, params)?);
+    for g in 0..l.group() {
+        let at = group_layouts(&l, t, g);
+        kernels.push(batched_matmul(
+            ctx, pd, at.scores, qkv.v, at.v, y, at.out, t, hs, t, batches, plain,
+        )?);
+    }
+    Ok(kernels)
+}
+
+/// Backward of [`manual_forward`]: `dPd = dy vᵀ` (into `dpd`), `dv = Pdᵀ dy`, `dS =
+/// softmax'(P, dropout'(dPd))` (into `ds`, which may be the forward's `s`), `dq = dS k`, `dk
+/// = dSᵀ q`; the gradients land in `grads`, laid out as `qkv` (every element overwritten;
+/// with grouped-query attention dk and dv add the group's query heads in order, rounding to
+/// their storage after each). Kernels in order.
+pub fn manual_backward(
+    ctx: &GpuContext,
+    qkv: Qkv,
+    (p, pd): (&Tensor, &Tensor),
+    dy: &Tensor,
+    (dpd, ds): (&Tensor, &Tensor),
+    grads: Qkv,
+    params: &SoftmaxParams,
+) -> Result<Vec<Kernel>> {
+    const OP: &str = "manual_attention_backward";
+    let batches = manual_batch(OP, &qkv, params)?;
+    if grads.layout != qkv.layout {
+        return Err(Error::shape(
+            OP,
+            "dq, dk and dv must sit where q, k and v do (one layout)".to_string(),
+        ));
+    }
+    grads.check(OP, ["dq", "dk", "dv"], batches[0], params.t)?;
+    let (l, t) = (qkv.layout, params.t);
+    let hs = l.head_size;
+    let opts = |trans_a, trans_b, accumulate| MatmulOpts {
+        trans_a,
+        trans_b,
+        accumulate,
+        ..Default::default()
+    };
+    let mut kernels = Vec::new();
+    for g in 0..l.group() {
+        let at = group_layouts(&l, t, g);
+        let nt = opts(false, true, false);
+        kernels.push(batched_matmul(
+            ctx, dy, at.out, qkv.v, at.v, dpd, at.scores, t, t, hs, batches, nt,
+        )?);
+        let tn = opts(true, false, g > 0);
+        kernels.push(batched_matmul(
+            ctx, pd, at.scores, dy, at.out, grads.v, at.v, t, hs, t, batches, tn,
+        )?);
+    }
+    kernels.push(causal_softmax_backward(ctx, p, dpd, ds, params)?);
+    for g in 0..l.group() {
+        let at = group_layouts(&l, t, g);
+        let plain = opts(false, false, false);
+        kernels.push(batched_matmul(
+            ctx, ds, at.scores, qkv.k, at.k, grads.q, at.q, t, hs, t, batches, plain,
+        )?);
+        let tn = opts(true, false, g > 0);
+        kernels.push(batched_matmul(
+            ctx, ds, at.scores, qkv.q, at.q, grads.k, at.k, t, hs, t, batches, tn,
+        )?);
+    }
+    Ok(kernels)
 }

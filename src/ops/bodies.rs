@@ -8,7 +8,7 @@
 //! |---|---|---|---|
 //! | matmul | direct | tiled SIMT | coop |
 //! | convolution | SIMT | SIMT | coop |
-//! | fused attention | rowwise | tiled | coop (head sizes the coop layouts take) |
+//! | fused attention (`FlashBody::resolve`, in `ops::flash_attention`: it asks this file whether tensor cores are used) | rowwise | tiled | coop (head sizes the coop layouts take) |
 //! | unfused causal softmax | rowwise | workgroup | (same as GPU/CPU) |
 
 //!
@@ -17,7 +17,6 @@
 
 use crate::dtype::Storage;
 use crate::gpu::Capabilities;
-use crate::ops::flash_attention::FlashBody;
 
 /// Which kernel body runs. [`MatmulKernel::Auto`] picks by adapter and input storages; tests
 /// and the benchmark force the others so each is checked where it can run.
@@ -96,13 +95,6 @@ pub fn conv(caps: &Capabilities, inputs: &[Storage]) -> ConvBody {
     } else {
         ConvBody::Simt
     }
-}
-
-/// The fused attention's body for tensors of these storages and head size `hs`, as
-/// `ops::flash_attention` chooses it (tensor cores where its layouts take the head size,
-/// else rowwise on CPU adapters and tiled on GPUs).
-pub fn attention(caps: &Capabilities, storages: &[Storage], hs: usize) -> FlashBody {
-    FlashBody::Auto.resolve(caps, storages, hs)
 }
 
 /// The unfused attention's causal softmax: one invocation per row on CPU adapters (each

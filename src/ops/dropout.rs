@@ -43,8 +43,10 @@ const WG: u32 = 256;
 const STATE_WORDS: usize = 8;
 
 /// The words every dropout kernel (and the attention softmax) reads: the seed, the number of
-/// micro-batches trained so far and the training flag. One small storage buffer, written by
-/// the trainer before each submit with [`DropoutState::write`] (a queued write, no wait).
+/// micro-batches trained so far and the training flag. One small buffer, written by the
+/// trainer before each submit with [`DropoutState::write`] (a queued write, no wait); bound
+/// as storage, or as a uniform where a kernel's storage bindings are spent (the fused
+/// attention's).
 pub struct DropoutState {
     buffer: Arc<GpuBuffer>,
 }
@@ -60,7 +62,7 @@ impl std::fmt::Debug for DropoutState {
 impl DropoutState {
     /// A state in eval mode (seed 0, counter 0, training off) until the first write.
     pub fn new(ctx: &GpuContext) -> Self {
-        let buffer = ctx.alloc_storage("dropout state", 4 * STATE_WORDS as u64);
+        let buffer = alloc_state(ctx, "dropout state");
         let state = DropoutState { buffer };
         state.write(ctx, 0, 0, false);
         state
@@ -105,8 +107,20 @@ pub(crate) fn state_or_placeholder(
 ) -> Arc<GpuBuffer> {
     match (dropout, state) {
         (Some(_), Some(state)) => state.buffer().clone(),
-        _ => ctx.alloc_storage("no dropout state", 32),
+        _ => alloc_state(ctx, "no dropout state"),
     }
+}
+
+/// A state buffer, usable as storage and as a uniform.
+fn alloc_state(ctx: &GpuContext, label: &str) -> Arc<GpuBuffer> {
+    ctx.alloc(
+        label,
+        4 * STATE_WORDS as u64,
+        wgpu::BufferUsages::STORAGE
+            | wgpu::BufferUsages::UNIFORM
+            | wgpu::BufferUsages::COPY_SRC
+            | wgpu::BufferUsages::COPY_DST,
+    )
 }
 
 /// One dropout site: its probability and the layer id that keys its masks (distinct sites

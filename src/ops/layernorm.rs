@@ -1,6 +1,14 @@
 //! LayerNorm (`shaders/layernorm.wgsl`): `torch.nn.LayerNorm(C, bias=...)` over the last dim
 //! of a 2-D view `x [rows, C]` (the caller reshapes `[B, T, C]` to `[B·T, C]`), forward and
-//! backward.
+//! backward; and, the same kernels with the variant constant `RMS`, Llama's RMSNorm
+//! ([`rmsnorm_forward`], [`rmsnorm_backward_into`]) with the same fusions.
+//!
+//! RMSNorm is transformers' `LlamaRMSNorm` step by step: `h = x.float()`, `rstd =
+//! rsqrt(mean(h²) + eps)` in f32, `y = weight · (h · rstd).to(x.dtype)`. The cast back to x's
+//! dtype comes before the weight (it matters in pure f16 or bf16; under autocast the residual
+//! stream is f32 and it is exact); the backward is autograd's through those ops: `g = dy ·
+//! weight` in x's dtype, `dx = rstd · (g − x̂ · mean(g · x̂))` with `x̂ = x · rstd`, and
+//! `dweight = Σ dy · x̂.to(x.dtype)`.
 //!
 //! Numerics follow PyTorch: biased variance, `rstd = 1 / sqrt(var + eps)`, statistics computed
 //! in f32 in two passes (the mean, then the centred sum of squares). LayerNorm is on autocast's
@@ -39,7 +47,8 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     // (`y`, `dy`, the branch's `b`, `dx_low`) in the same or, beside an f32 input, in a low
     // one (a LayerNorm writes the dtype of the Linear after it and takes its gradient in
     // it); parameters (`weight`, `bias`) in the input's storage or f32; statistics and
-    // parameter gradients f32. Each with the fusions off, the add on, or the low copy on.
+    // parameter gradients f32. Each with the fusions off, the add on, or the low copy on, for
+    // LayerNorm and for RMSNorm.
     variants: |shader| {
         let inputs = ["x", "dx", "a", "sum_out"];
         let outputs = ["y", "dy", "b", "dx_low"];
@@ -50,26 +59,39 @@ pub static SHADER: ShaderDecl = ShaderDecl {
         same.or(low)
             .like_or_f32(&["weight", "bias"], "x")
             .variants_with(shader, |_| {
-                [(false, false), (true, false), (false, true)]
+                [Norm::Layer, Norm::Rms]
                     .into_iter()
-                    .map(|(add, low)| fusions(add, low))
+                    .flat_map(|norm| {
+                        [(false, false), (true, false), (false, true)]
+                            .map(|(add, low)| fusions(norm, add, low))
+                    })
                     .collect()
             })
     },
 };
 
-/// The variant constants of the two fusions: the forward's residual add, the backward's
-/// low-dtype copy of the input gradient.
-fn fusions(add_input: bool, low_copy: bool) -> Vec<(&'static str, String)> {
+/// Which normalisation the kernels compute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Norm {
+    /// `torch.nn.LayerNorm`.
+    Layer,
+    /// transformers' `LlamaRMSNorm` (the constant `RMS`).
+    Rms,
+}
+
+/// The variant constants: the normalisation, and the two fusions (the forward's residual
+/// add, the backward's low-dtype copy of the input gradient).
+fn fusions(norm: Norm, add_input: bool, low_copy: bool) -> Vec<(&'static str, String)> {
     vec![
         ("ADD_INPUT", add_input.to_string()),
         ("LOW_COPY", low_copy.to_string()),
+        ("RMS", (norm == Norm::Rms).to_string()),
     ]
 }
 
-fn desc(entry: &'static str, add_input: bool, low_copy: bool) -> KernelDesc {
+fn desc(entry: &'static str, norm: Norm, add_input: bool, low_copy: bool) -> KernelDesc {
     let mut desc = KernelDesc::new(&SHADER, entry);
-    desc.consts = fusions(add_input, low_copy);
+    desc.consts = fusions(norm, add_input, low_copy);
     desc
 }
 const ROW_WG: u32 = 64;
@@ -149,7 +171,8 @@ crate::wgsl_struct! {
         chunks: u32,
         /// 1: the input gradient is added onto what `dx` holds (f32 `dx` only)
         accumulate: u32,
-        _pad1: u32,
+        /// RMSNorm: x's dtype, which x̂ is cast to (round_grad's code: 0 f32, 1 f16, 2 bf16)
+        x_round: u32,
     }
 }
 
@@ -167,7 +190,8 @@ pub fn layernorm_forward(
     rstd: &Tensor,
     eps: f32,
 ) -> Result<Kernel> {
-    forward(ctx, (x, None), weight, bias, y, (mean, rstd), eps)
+    let stats = (Some(mean), rstd);
+    forward(ctx, Norm::Layer, (x, None), (weight, bias), y, stats, eps)
 }
 
 /// [`layernorm_forward`] of `x = a + b`, which the kernel writes first, in `x`'s storage and
@@ -184,33 +208,83 @@ pub fn layernorm_forward_add(
     (mean, rstd): (&Tensor, &Tensor),
     eps: f32,
 ) -> Result<Kernel> {
-    let op = "layernorm_forward_add";
-    check_len(op, "a", a, x.numel())?;
-    check_len(op, "b", b, x.numel())?;
-    forward(ctx, (x, Some((a, b))), weight, bias, y, (mean, rstd), eps)
+    let stats = (Some(mean), rstd);
+    forward(
+        ctx,
+        Norm::Layer,
+        (x, Some((a, b))),
+        (weight, bias),
+        y,
+        stats,
+        eps,
+    )
 }
 
-#[allow(clippy::too_many_arguments)]
-fn forward(
+/// RMSNorm (transformers' `LlamaRMSNorm`): `y[r, :] = weight · (x[r, :] · rstd_r)` with the
+/// product cast to x's dtype before the weight, `rstd_r = 1 / sqrt(mean(x[r, :]²) + eps)`
+/// (f32 `[rows]`, kept for the backward). `weight`: `[C]` (any storage); `y`: the shape of
+/// `x` (any storage: a low one fuses the cast to the Linear after it). One kernel.
+pub fn rmsnorm_forward(
     ctx: &GpuContext,
-    (x, add): (&Tensor, Option<(&Tensor, &Tensor)>),
+    x: &Tensor,
     weight: &Tensor,
-    bias: Option<&Tensor>,
     y: &Tensor,
-    (mean, rstd): (&Tensor, &Tensor),
+    rstd: &Tensor,
     eps: f32,
 ) -> Result<Kernel> {
-    let op = "layernorm_forward";
+    forward(
+        ctx,
+        Norm::Rms,
+        (x, None),
+        (weight, None),
+        y,
+        (None, rstd),
+        eps,
+    )
+}
+
+/// [`rmsnorm_forward`] of `x = a + b`, which the kernel writes first (the bits of
+/// [`super::elementwise::add`]): a residual's add and the RMSNorm after it in one kernel.
+pub fn rmsnorm_forward_add(
+    ctx: &GpuContext,
+    (a, b): (&Tensor, &Tensor),
+    x: &Tensor,
+    weight: &Tensor,
+    (y, rstd): (&Tensor, &Tensor),
+    eps: f32,
+) -> Result<Kernel> {
+    let op = "rmsnorm_forward_add";
+    check_len(op, "a", a, x.numel())?;
+    check_len(op, "b", b, x.numel())?;
+    let add = Some((a, b));
+    forward(
+        ctx,
+        Norm::Rms,
+        (x, add),
+        (weight, None),
+        y,
+        (None, rstd),
+        eps,
+    )
+}
+
+fn forward(
+    ctx: &GpuContext,
+    norm: Norm,
+    (x, add): (&Tensor, Option<(&Tensor, &Tensor)>),
+    (weight, bias): (&Tensor, Option<&Tensor>),
+    y: &Tensor,
+    (mean, rstd): (Option<&Tensor>, &Tensor),
+    eps: f32,
+) -> Result<Kernel> {
+    let op = norm.op("forward");
     let (rows, cols) = rows_cols(op, x)?;
     check_len(op, "weight", weight, cols)?;
     if let Some(b) = bias {
         check_len(op, "bias", b, cols)?;
     }
     check_same(op, "y", y, x)?;
-    check_len(op, "mean", mean, rows)?;
-    check_len(op, "rstd", rstd, rows)?;
-    check_f32(op, "mean", mean)?;
-    check_f32(op, "rstd", rstd)?;
+    check_stats(op, (mean, rstd), rows)?;
     if !(eps >= 0.0 && eps.is_finite()) {
         return Err(Error::InvalidArgument(format!(
             "{op}: eps must be finite and >= 0, not {eps}"
@@ -221,6 +295,7 @@ fn forward(
         cols: cols as u32,
         eps,
         has_bias: bias.is_some() as u32,
+        x_round: norm.x_round(x),
         ..Default::default()
     };
     let mut args = vec![
@@ -229,18 +304,55 @@ fn forward(
         // Without a bias the shader never reads this binding; `weight` fills it.
         ("bias", bias.unwrap_or(weight).arg()),
         ("y", y.arg()),
-        ("mean_out", mean.arg()),
         ("rstd_out", rstd.arg()),
     ];
+    args.extend(mean.map(|m| ("mean_out", m.arg())));
     match add {
         None => args.push(("x", x.arg())),
         Some((a, b)) => args.extend([("a", a.arg()), ("b", b.arg()), ("sum_out", x.arg())]),
     }
     ctx.kernel(
-        &desc("layernorm_forward", add.is_some(), false),
+        &desc("layernorm_forward", norm, add.is_some(), false),
         &args,
         row_grid(rows),
     )
+}
+
+impl Norm {
+    /// The op's name in errors.
+    fn op(self, pass: &str) -> &'static str {
+        match (self, pass) {
+            (Norm::Layer, "forward") => "layernorm_forward",
+            (Norm::Layer, _) => "layernorm_backward",
+            (Norm::Rms, "forward") => "rmsnorm_forward",
+            (Norm::Rms, _) => "rmsnorm_backward",
+        }
+    }
+
+    /// RMSNorm casts x̂ to x's dtype (`Params::x_round`); LayerNorm never does.
+    fn x_round(self, x: &Tensor) -> u32 {
+        match self {
+            Norm::Layer => 0,
+            Norm::Rms => super::round_code(Some(x.dtype())),
+        }
+    }
+}
+
+/// The statistics: `mean` (LayerNorm only) and `rstd`, f32 `[rows]`.
+fn check_stats(
+    op: &'static str,
+    (mean, rstd): (Option<&Tensor>, &Tensor),
+    rows: usize,
+) -> Result<()> {
+    for (what, t) in mean
+        .map(|m| ("mean", m))
+        .into_iter()
+        .chain([("rstd", rstd)])
+    {
+        check_len(op, what, t, rows)?;
+        check_f32(op, what, t)?;
+    }
+    Ok(())
 }
 
 /// Backward of [`layernorm_forward`]: `dx` (the shape of `x`, any storage) is overwritten with
@@ -292,7 +404,46 @@ pub fn layernorm_backward_into(
     dweight: &Tensor,
     dbias: Option<&Tensor>,
 ) -> Result<Vec<Kernel>> {
-    let op = "layernorm_backward";
+    let stats = (Some(mean), rstd);
+    backward(
+        ctx,
+        Norm::Layer,
+        (dy, x, weight),
+        stats,
+        dx,
+        (dweight, dbias),
+    )
+}
+
+/// Backward of [`rmsnorm_forward`]: the input gradient placed as `dx` says (overwritten,
+/// or added onto an f32 `dx`, and its low copy); `dweight += Σ_r dy · x̂.to(x.dtype)` (f32
+/// `[C]`), deterministic as LayerNorm's. Two kernels, or none when `x` has no rows.
+pub fn rmsnorm_backward_into(
+    ctx: &GpuContext,
+    (dy, x, weight): (&Tensor, &Tensor, &Tensor),
+    rstd: &Tensor,
+    dx: InputGrad<'_>,
+    dweight: &Tensor,
+) -> Result<Vec<Kernel>> {
+    backward(
+        ctx,
+        Norm::Rms,
+        (dy, x, weight),
+        (None, rstd),
+        dx,
+        (dweight, None),
+    )
+}
+
+fn backward(
+    ctx: &GpuContext,
+    norm: Norm,
+    (dy, x, weight): (&Tensor, &Tensor, &Tensor),
+    (mean, rstd): (Option<&Tensor>, &Tensor),
+    dx: InputGrad<'_>,
+    (dweight, dbias): (&Tensor, Option<&Tensor>),
+) -> Result<Vec<Kernel>> {
+    let op = norm.op("backward");
     let InputGrad {
         dx,
         accumulate,
@@ -308,10 +459,7 @@ pub fn layernorm_backward_into(
         check_len(op, "the low copy of dx", low, x.numel())?;
     }
     check_len(op, "weight", weight, cols)?;
-    check_len(op, "mean", mean, rows)?;
-    check_len(op, "rstd", rstd, rows)?;
-    check_f32(op, "mean", mean)?;
-    check_f32(op, "rstd", rstd)?;
+    check_stats(op, (mean, rstd), rows)?;
     check_len(op, "dweight", dweight, cols)?;
     check_f32(op, "dweight", dweight)?;
     if let Some(db) = dbias {
@@ -331,6 +479,7 @@ pub fn layernorm_backward_into(
         chunk_rows: chunk_rows as u32,
         chunks: chunks as u32,
         accumulate: accumulate as u32,
+        x_round: norm.x_round(x),
         ..Default::default()
     };
     let uniform = bytemuck::bytes_of(&params);
@@ -341,16 +490,16 @@ pub fn layernorm_backward_into(
         ("dy", dy.arg()),
         ("x", x.arg()),
         ("weight", weight.arg()),
-        ("mean", mean.arg()),
         ("rstd", rstd.arg()),
         ("dx", dx.arg()),
         ("partials", Arg::Buffer(&partials)),
     ];
+    args.extend(mean.map(|m| ("mean", m.arg())));
     if let Some(low) = low_copy {
         args.push(("dx_low", low.arg()));
     }
     let rows_kernel = ctx.kernel(
-        &desc("layernorm_backward", false, low_copy.is_some()),
+        &desc("layernorm_backward", norm, false, low_copy.is_some()),
         &args,
         grid_1d(chunks * ROW_WG as usize, ROW_WG),
     )?;
@@ -365,8 +514,9 @@ pub fn layernorm_backward_into(
             &unused
         }
     };
+    // The final sums are one kernel for both normalisations.
     let final_kernel = ctx.kernel(
-        &desc("layernorm_param_final", false, false),
+        &desc("layernorm_param_final", Norm::Layer, false, false),
         &[
             ("params", Arg::Uniform(uniform)),
             ("partials", Arg::Buffer(&partials)),

@@ -1,5 +1,6 @@
 //! Fused losses (`shaders/loss.wgsl`), forward and backward together, computed in f32 from
-//! inputs of any storage: softmax cross-entropy, mean squared error, and the accuracy count.
+//! inputs of any storage: softmax cross-entropy (with PyTorch's label smoothing), mean squared
+//! error, and the accuracy count.
 //!
 //! The loss value is deterministic: per-row (cross-entropy) or per-workgroup (mse) partial
 //! losses go to a scratch buffer and one workgroup reduces them in a fixed tree order, so the
@@ -43,7 +44,8 @@ crate::wgsl_struct! {
         grad_scale: f32,
         /// factor of the summed partials: 1 / N (ce), 1 / n (mse)
         loss_scale: f32,
-        _pad0: u32,
+        /// cross-entropy: PyTorch's label_smoothing, in [0, 1]
+        label_smoothing: f32,
         _pad1: u32,
     }
 }
@@ -120,9 +122,29 @@ pub fn cross_entropy(
     loss_out: &Tensor,
     grad: Option<GradOut<'_>>,
 ) -> Result<Vec<Kernel>> {
+    cross_entropy_smoothed(ctx, logits, labels, loss_out, grad, 0.0)
+}
+
+/// [`cross_entropy`] with PyTorch's `label_smoothing` ε in [0, 1]
+/// (`nn.CrossEntropyLoss(label_smoothing=ε)`): each row's target is `(1 − ε)·onehot + ε/C`,
+/// so its loss is `(1 − ε)·(−log p_label) + ε/C · Σ_j −log p_j` and its gradient
+/// `p − target`. ε = 0 is [`cross_entropy`], bit for bit.
+pub fn cross_entropy_smoothed(
+    ctx: &GpuContext,
+    logits: &Tensor,
+    labels: &Arc<GpuBuffer>,
+    loss_out: &Tensor,
+    grad: Option<GradOut<'_>>,
+    label_smoothing: f32,
+) -> Result<Vec<Kernel>> {
     let op = "cross_entropy";
     let (rows, classes) = rows_classes(op, logits, labels)?;
     check_loss_out(op, loss_out)?;
+    if !(0.0..=1.0).contains(&label_smoothing) {
+        return Err(Error::InvalidArgument(format!(
+            "{op}: label_smoothing must be in [0, 1], not {label_smoothing}"
+        )));
+    }
     let multiplier = grad.map_or(1.0, |g| g.2);
     let params = Params {
         rows,
@@ -130,6 +152,7 @@ pub fn cross_entropy(
         n: rows,
         grad_scale: multiplier / rows as f32,
         loss_scale: 1.0 / rows as f32,
+        label_smoothing,
         ..Default::default()
     };
     let per_row = ctx.alloc_storage("cross_entropy row losses", 4 * rows.max(1) as u64);

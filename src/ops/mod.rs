@@ -6,7 +6,12 @@
 //! variant grid); a new op is its file, its WGSL, and its name in the two lists below.
 
 pub mod attention;
+pub mod augment;
+pub mod avgpool;
+pub mod batchnorm;
 pub mod bodies;
+pub mod buffers;
+pub mod concat;
 pub mod conv;
 pub mod dropout;
 pub mod elementwise;
@@ -18,7 +23,9 @@ pub mod loss;
 pub mod matmul;
 pub mod numerics;
 pub mod pool;
+pub mod qkv;
 pub mod reduce;
+pub mod rope;
 pub mod sample;
 pub mod table_check;
 pub mod unary;
@@ -30,6 +37,11 @@ use crate::tensor::{Storage, Tensor};
 /// The shaders of these ops, for the portability tests (`crate::variants`).
 pub static SHADERS: &[&ShaderDecl] = &[
     &attention::SHADER,
+    &augment::SHADER,
+    &avgpool::SHADER,
+    &batchnorm::SHADER,
+    &buffers::SHADER,
+    &concat::SHADER,
     &conv::SHADER,
     &conv::COOP_SHADER,
     &dropout::SHADER,
@@ -48,6 +60,7 @@ pub static SHADERS: &[&ShaderDecl] = &[
     &numerics::SHADER,
     &pool::SHADER,
     &reduce::SHADER,
+    &rope::SHADER,
     &sample::SHADER,
     &unary::SHADER,
 ];

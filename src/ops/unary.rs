@@ -6,6 +6,10 @@
 //!
 //! Math is f32 whatever the storages; the input and its gradient share one storage, the output
 //! may have any.
+//!
+//! Beside the table, the shader holds Llama's SwiGLU over the table's SiLU ([`swiglu_forward`],
+//! [`swiglu_backward`], [`swiglu_forward_backward`]): `y = silu(gate) · up` as one kernel each
+//! way, rounding where transformers' `LlamaMLP` rounds in a low dtype.
 
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, grid_1d};
@@ -79,6 +83,8 @@ macro_rules! unary_ops {
                 Grid::new()
                     .each(&["x", "dy"])
                     .each(&["y", "dx"])
+                    // SwiGLU: gate, up, the product and their gradients in one storage.
+                    .or(Grid::new().each(&["x", "up", "dy", "y", "dx", "dup"]))
                     .variants(shader, &[])
             },
         };
@@ -118,7 +124,9 @@ crate::wgsl_struct! {
     struct Params {
         /// number of elements
         n: u32,
-        _pad0: u32,
+        /// SwiGLU: the gate's dtype, which silu(gate) and the gradients are rounded to
+        /// (round_grad's code: 0 f32, 1 f16, 2 bf16)
+        round: u32,
         _pad1: u32,
         _pad2: u32,
     }
@@ -135,6 +143,16 @@ fn launch(
     outputs: &[(&'static str, &Tensor)],
     inputs: &[(&'static str, &Tensor)],
 ) -> Result<Kernel> {
+    launch_rounding(ctx, entry, outputs, inputs, 0)
+}
+
+fn launch_rounding(
+    ctx: &GpuContext,
+    entry: &'static str,
+    outputs: &[(&'static str, &Tensor)],
+    inputs: &[(&'static str, &Tensor)],
+    round: u32,
+) -> Result<Kernel> {
     let (_, out) = outputs[0];
     for (_, t) in outputs.iter().chain(inputs) {
         if t.numel() != out.numel() {
@@ -148,6 +166,7 @@ fn launch(
         .map_err(|_| Error::shape(entry, format!("{:?} has over 2^32 elements", out.shape())))?;
     let params = Params {
         n,
+        round,
         ..Default::default()
     };
     let mut args = vec![("params", Arg::Uniform(bytemuck::bytes_of(&params)))];
@@ -215,4 +234,77 @@ pub fn forward_backward(
         &[("y", y), ("dx", dx)],
         &[("x", x), ("dy", dy)],
     )
+}
+
+/// Llama's gated MLP activation, transformers' `act_fn(gate) * up` with SiLU: `y = silu(gate)
+/// · up` in one kernel, `silu(gate)` rounded to gate's dtype first as transformers stores it.
+/// Every tensor the same shape and storage.
+pub fn swiglu_forward(ctx: &GpuContext, gate: &Tensor, up: &Tensor, y: &Tensor) -> Result<Kernel> {
+    swiglu(
+        "swiglu_forward",
+        ctx,
+        &[("y", y)],
+        &[("x", gate), ("up", up)],
+    )
+}
+
+/// Backward of [`swiglu_forward`]: `dgate = silu'(gate) · (dy · up)` and `dup = dy ·
+/// silu(gate)` in one kernel, rounded as autograd rounds them in gate's dtype.
+pub fn swiglu_backward(
+    ctx: &GpuContext,
+    (gate, up): (&Tensor, &Tensor),
+    dy: &Tensor,
+    (dgate, dup): (&Tensor, &Tensor),
+) -> Result<Kernel> {
+    let inputs = [("x", gate), ("up", up), ("dy", dy)];
+    swiglu(
+        "swiglu_backward",
+        ctx,
+        &[("dx", dgate), ("dup", dup)],
+        &inputs,
+    )
+}
+
+/// [`swiglu_forward`] and [`swiglu_backward`] in one dispatch, by the same expressions (the
+/// same bits): the backward that recomputes `y` for the Linear reading it
+/// ([`crate::nn::layers::recompute`]) and needs the gradients too.
+pub fn swiglu_forward_backward(
+    ctx: &GpuContext,
+    (gate, up): (&Tensor, &Tensor),
+    dy: &Tensor,
+    (y, dgate, dup): (&Tensor, &Tensor, &Tensor),
+) -> Result<Kernel> {
+    let inputs = [("x", gate), ("up", up), ("dy", dy)];
+    let outputs = [("y", y), ("dx", dgate), ("dup", dup)];
+    swiglu("swiglu_forward_backward", ctx, &outputs, &inputs)
+}
+
+fn swiglu(
+    entry: &'static str,
+    ctx: &GpuContext,
+    outputs: &[(&'static str, &Tensor)],
+    inputs: &[(&'static str, &Tensor)],
+) -> Result<Kernel> {
+    let gate = inputs[0].1;
+    if let Some((name, t)) = outputs
+        .iter()
+        .chain(inputs)
+        .find(|(_, t)| t.storage() != gate.storage())
+    {
+        let name = match *name {
+            "x" => "gate",
+            "dx" => "dgate",
+            other => other,
+        };
+        return Err(Error::shape(
+            entry,
+            format!(
+                "{name} is {} but gate is {}: SwiGLU's tensors share one storage",
+                t.storage().name(),
+                gate.storage().name()
+            ),
+        ));
+    }
+    let round = super::round_code(Some(gate.dtype()));
+    launch_rounding(ctx, entry, outputs, inputs, round)
 }

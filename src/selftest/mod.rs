@@ -9,9 +9,11 @@
 //! order of the values themselves) without flagging the last-bit differences between drivers.
 //! The families: matmul, conv, pool, elementwise, reduce and unary (`dense.rs`); loss,
 //! layernorm, embedding, the causal softmax and the fused attention (`sequence.rs`); the CPU
-//! references are in `reference.rs`. The optimizer, GradScaler and clipping kernels are checked
+//! references are in `reference.rs`; BatchNorm and average pooling, with their references, in
+//! `cnn.rs`. The optimizer, GradScaler and clipping kernels are checked
 //! by training (`train`'s trajectories against PyTorch's), not here.
 
+mod cnn;
 mod dense;
 mod reference;
 mod sequence;
@@ -221,6 +223,7 @@ pub fn selftest(options: &GpuOptions, break_family: Option<&str>) -> Result<Repo
     for case in &cases {
         dense::check_all(&mut checker, case)?;
         sequence::check_all(&mut checker, case)?;
+        cnn::check_all(&mut checker, case)?;
     }
     Ok(Report {
         adapter: auto.report.name.clone(),
@@ -246,4 +249,6 @@ pub const FAMILIES: &[&str] = &[
     "embedding",
     "softmax",
     "attention",
+    "batchnorm",
+    "avgpool",
 ];

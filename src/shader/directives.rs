@@ -52,6 +52,7 @@ pub const INCLUDES: &[(&str, &str)] = &[
         include_str!("../../shaders/include/conv_gemm.wgsl"),
     ),
     ("relu", include_str!("../../shaders/include/relu.wgsl")),
+    ("gelu", include_str!("../../shaders/include/gelu.wgsl")),
 ];
 
 /// What `#workgroup_builtins` in an entry point's parameter list stands for: the thread's

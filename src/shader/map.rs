@@ -3,6 +3,7 @@
 //! ```text
 //! #map add: out = sum(x, y)     // out[i] = sum(x[i], y[i]) for every i < params.n
 //! #map bias_add: out = plus_bias(x, i)   // `i` passes the element's index
+//! #map both: a = f(x, y); b = g(x)        // two outputs, x and y loaded once
 //! #unary silu                   // silu_forward: y = silu(x); silu_backward: dx = silu_grad(x, dy)
 //!                               // silu_forward_backward: both, from one read of x
 //! ```
@@ -66,25 +67,40 @@ pub(super) fn expand(shader: &str, line: &str) -> Result<Option<String>> {
     Ok(None)
 }
 
-/// `#map ENTRY: OUT = FN(ARG, ...)`.
+/// `#map ENTRY: OUT = FN(ARG, ...)`, or several outputs from one read of their inputs:
+/// `#map ENTRY: OUT = FN(ARG, ...); OUT2 = FN2(ARG, ...)`.
 fn map(shader: &str, line: &str, rest: &str) -> Result<String> {
-    let want = "#map ENTRY: OUT = FN(ARG, ...)";
-    let parsed = rest.split_once(':').and_then(|(entry, rest)| {
-        let (out, call) = rest.split_once('=')?;
-        let (function, args) = call.trim().strip_suffix(')')?.split_once('(')?;
-        let args: Vec<&str> = args.split(',').map(str::trim).collect();
-        Some((entry.trim(), out.trim(), function.trim(), args))
-    });
-    let Some((entry, out, function, args)) = parsed else {
+    let want = "#map ENTRY: OUT = FN(ARG, ...); ...";
+    let Some((entry, outputs)) = rest.split_once(':') else {
         return Err(bad(shader, line, want));
     };
-    let names = [entry, out, function]
-        .into_iter()
-        .chain(args.iter().copied());
-    if !names.into_iter().all(is_identifier) {
+    let Some(outputs) = outputs
+        .split(';')
+        .map(parse_output)
+        .collect::<Option<Vec<_>>>()
+    else {
+        return Err(bad(shader, line, want));
+    };
+    let entry = entry.trim();
+    let names = outputs
+        .iter()
+        .flat_map(|(out, function, args)| [*out, *function].into_iter().chain(args.clone()));
+    if !std::iter::once(entry).chain(names).all(is_identifier) {
         return Err(bad(shader, line, want));
     }
-    Ok(entry_point(entry, &[(out, function, &args)]))
+    let outputs: Vec<(&str, &str, &[&str])> = outputs
+        .iter()
+        .map(|(out, function, args)| (*out, *function, args.as_slice()))
+        .collect();
+    Ok(entry_point(entry, &outputs))
+}
+
+/// `OUT = FN(ARG, ...)`: (out, function, args).
+fn parse_output(output: &str) -> Option<(&str, &str, Vec<&str>)> {
+    let (out, call) = output.split_once('=')?;
+    let (function, args) = call.trim().strip_suffix(')')?.split_once('(')?;
+    let args: Vec<&str> = args.split(',').map(str::trim).collect();
+    Some((out.trim(), function.trim(), args))
 }
 
 /// One entry point writing each `(out, function, args)`: `out[k] = function(args at k)` for
@@ -165,6 +181,7 @@ mod tests {
                  fn square(v: f32) -> f32 { return v * v; }\n\
                  fn square_grad(v: f32, g: f32) -> f32 { return 2.0 * v * g; }\n\
                  #map shift: y = shifted(x, i) // y[i] = x[i] + shift i\n\
+                 #map both: y = square(x); dx = square_grad(x, dy)\n\
                  #unary square\n",
         structs: &[Sizes::WGSL],
         variants: |shader| Grid::new().each(&["x", "y"]).variants(shader, &[]),
@@ -205,6 +222,10 @@ mod tests {
             ] {
                 assert!(fused.contains(line), "{line} in {fused}");
             }
+            // A `#map` of two outputs is the same entry point.
+            let both = src.split("fn both(").nth(1).expect("a two-output #map");
+            let both = &both[..both.find("\n}\n").unwrap()];
+            assert_eq!(both, fused, "the two-output #map and #unary's fused entry");
         }
     }
 
@@ -217,6 +238,7 @@ mod tests {
             "#map add: out = sum(x, y",
             "#map add: out = sum(x, 2.0)",
             "#map add: out[0] = sum(x)",
+            "#map add: out = sum(x, y);",
             "#unary",
             "#unary a b",
         ] {

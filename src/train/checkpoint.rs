@@ -1,6 +1,7 @@
 //! Checkpoints as safetensors files.
 //!
-//! Tensors: the model's parameters only, under PyTorch's names and layouts, so
+//! Tensors: the model's parameters and buffers (running statistics, counters: in their own
+//! dtype, `checkpoint/buffers.rs`), under PyTorch's names and layouts, so
 //! `model.load_state_dict(safetensors.torch.load_file(path))` works in PyTorch (strict).
 //! Everything else — optimizer state (moments per parameter name, step), the GradScaler's
 //! `state_dict` (PyTorch key names), progress (step, epoch, batch, seed), the precision, and
@@ -14,6 +15,7 @@
 
 #[cfg(not(target_arch = "wasm32"))]
 mod atomic;
+mod buffers;
 #[cfg(not(target_arch = "wasm32"))]
 mod disk_full;
 mod finite;
@@ -26,6 +28,7 @@ mod save_pause;
 mod save_target;
 #[cfg(not(target_arch = "wasm32"))]
 pub use atomic::save_file;
+pub use buffers::NamedBuffer;
 #[cfg(not(target_arch = "wasm32"))]
 pub use disk_full::DISK_FULL_ENV;
 #[cfg(not(target_arch = "wasm32"))]
@@ -98,6 +101,9 @@ impl Progress {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Checkpoint {
     pub params: Vec<NamedTensor>,
+    /// Integer buffers (int64, PyTorch's `num_batches_tracked`); f32 buffers are among
+    /// `params` by name until the model says which they are ([`Checkpoint::buffers_for_model`]).
+    pub buffers: Vec<NamedBuffer>,
     pub optimizer: Option<NamedOptimizerState>,
     pub scaler: Option<ScalerStateDict>,
     pub progress: Progress,
@@ -163,6 +169,7 @@ impl Checkpoint {
                     .map(|v| (t.name.clone(), v))
                     .map_err(|e| Error::Checkpoint(format!("tensor `{}`: {e}", t.name)))
             })
+            .chain(self.buffers.iter().map(NamedBuffer::view))
             .collect::<Result<_>>()?;
         let moments_inline = optimizer.is_some_and(|o| o.moments_file.is_none());
         safetensors::serialize(views, Some(meta)).map_err(|e| match e {
@@ -177,7 +184,7 @@ impl Checkpoint {
 
     /// Parse a checkpoint (or a plain PyTorch state_dict file: then only `params` is set).
     pub fn from_bytes(bytes: &[u8], what: &str) -> Result<Self> {
-        let params = read_params(bytes, what)?;
+        let (params, buffers) = read_params(bytes, what)?;
         finite::check_params(&params, what)?;
         let (_, metadata) = safetensors::SafeTensors::read_metadata(bytes)
             .map_err(|e| Error::Checkpoint(format!("{what}: not a safetensors file: {e}")))?;
@@ -208,6 +215,7 @@ impl Checkpoint {
             .map_err(|m| Error::Checkpoint(format!("{what}: metadata `progress`: {m}")))?;
         Ok(Self {
             params,
+            buffers,
             optimizer: parse("optimizer")?
                 .map(|v| from::<OptimizerMeta>(v, what, "optimizer"))
                 .transpose()?
@@ -346,7 +354,26 @@ impl Checkpoint {
             .into_iter()
             .map(|p| (p.name, p.shape))
             .collect();
-        self.params_for_tied(&expected, &spec.tied_parameters(), what)
+        // Names read through the model family's table; the model's f32 buffers are among
+        // the floating-point tensors too: not parameters.
+        let buffers = spec.buffers();
+        let is_buffer = |name: &str| buffers.iter().any(|b| b.name == spec.import_name(name));
+        let only_params = Checkpoint {
+            params: (self.params.iter())
+                .map(|t| NamedTensor {
+                    name: spec.import_name(&t.name),
+                    ..t.clone()
+                })
+                .filter(|t| !is_buffer(&t.name))
+                .collect(),
+            // Integer tensors that are none of the model's buffers are reported there.
+            buffers: (self.buffers.iter())
+                .filter(|b| !is_buffer(&b.name))
+                .cloned()
+                .collect(),
+            ..Checkpoint::default()
+        };
+        only_params.params_for_tied(&expected, &spec.tied_parameters(), what)
     }
 
     /// Like [`Checkpoint::params_for`], with tied weights `(alias, owner)` (GPT's
@@ -392,6 +419,14 @@ impl Checkpoint {
             if !known {
                 problems.push(format!("unexpected `{}` {:?}", t.name, t.shape));
             }
+        }
+        // Integer tensors are buffers (`num_batches_tracked`): never parameters.
+        for b in &self.buffers {
+            problems.push(format!(
+                "`{}` has dtype {:?}; parameters must be floating point (integer tensors are \
+                 buffers, and the model has none of that name)",
+                b.name, b.stored
+            ));
         }
         if problems.is_empty() {
             Ok(out)
@@ -442,12 +477,18 @@ fn tied_mismatch(owner: &NamedTensor, alias: &NamedTensor) -> Option<String> {
     ))
 }
 
-/// Every tensor of a safetensors file as f32 (f32, f16, bf16 and f64 accepted).
-fn read_params(bytes: &[u8], what: &str) -> Result<Vec<NamedTensor>> {
+/// Every floating-point tensor of a safetensors file as f32 (f32, f16, bf16 and f64
+/// accepted), and every integer one (int64, int32) as a buffer.
+fn read_params(bytes: &[u8], what: &str) -> Result<(Vec<NamedTensor>, Vec<NamedBuffer>)> {
     let st = safetensors::SafeTensors::deserialize(bytes)
         .map_err(|e| Error::Checkpoint(format!("{what}: not a safetensors file: {e}")))?;
     let mut out = Vec::new();
+    let mut buffers = Vec::new();
     for (name, view) in st.iter() {
+        if let Some(b) = buffers::read_integer(name, &view) {
+            buffers.push(b);
+            continue;
+        }
         let data = view.data();
         let values: Vec<f32> = match view.dtype() {
             Dtype::F32 => bytemuck::pod_collect_to_vec(data),
@@ -465,7 +506,8 @@ fn read_params(bytes: &[u8], what: &str) -> Result<Vec<NamedTensor>> {
                 .collect(),
             other => {
                 return Err(Error::Checkpoint(format!(
-                    "{what}: tensor `{name}` has dtype {other:?}; parameters must be floating point"
+                    "{what}: tensor `{name}` has dtype {other:?}; parameters must be floating \
+                     point, buffers floating point or int64"
                 )));
             }
         };
@@ -476,7 +518,8 @@ fn read_params(bytes: &[u8], what: &str) -> Result<Vec<NamedTensor>> {
         });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(out)
+    buffers.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok((out, buffers))
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {

@@ -32,6 +32,9 @@ pub struct StepConfig {
     pub scaler: ScalerConfig,
     /// Clip gradients to this global L2 norm, after unscaling (`None` or 0: no clipping).
     pub clip_grad_norm: Option<f32>,
+    /// Cross-entropy's label smoothing, PyTorch's `CrossEntropyLoss(label_smoothing=...)`
+    /// (0: none, the default).
+    pub label_smoothing: f32,
     /// Micro-batches per optimizer step.
     pub grad_accum: usize,
     /// The learning rate of each optimizer step, from the optimizer's (written ahead of the
@@ -62,6 +65,7 @@ impl StepConfig {
                 ..ScalerConfig::default()
             },
             clip_grad_norm: None,
+            label_smoothing: 0.0,
             grad_accum: 1,
             lr_schedule: LrSchedule::Constant,
             numerics: None,
@@ -108,6 +112,12 @@ impl StepConfig {
         self
     }
 
+    /// Cross-entropy's label smoothing in [0, 1] (0: none).
+    pub fn label_smoothing(mut self, smoothing: f32) -> Self {
+        self.label_smoothing = smoothing;
+        self
+    }
+
     /// Micro-batches per optimizer step.
     pub fn grad_accum(mut self, micro_batches: usize) -> Self {
         self.grad_accum = micro_batches;
@@ -143,6 +153,17 @@ impl StepConfig {
                 Setting::ClipGradNorm,
                 format!("{max:?}"),
             ));
+        }
+        let smoothing = self.label_smoothing;
+        if !(0.0..=1.0).contains(&smoothing) {
+            let got = format!("{smoothing:?}");
+            return Err(out_of_range(name, Setting::LabelSmoothing, got));
+        }
+        if smoothing != 0.0 && self.loss != LossKind::CrossEntropy {
+            return Err(Error::InvalidArgument(format!(
+                "{} applies to the cross-entropy loss, not mse",
+                name(Setting::LabelSmoothing)
+            )));
         }
         self.check_optimizer(name)?;
         self.check_scaler(name)?;

@@ -34,6 +34,11 @@ pub fn state_fingerprint(trainer: &Trainer, ctx: &GpuContext) -> Result<Fingerpr
     let scaler = serde_json::to_string(&trainer.scaler.state_dict(ctx)?)
         .map_err(|e| Error::Distributed(format!("scaler state: {e}")))?;
     print.bytes(scaler.as_bytes());
+    for (name, values) in trainer.store.buffers.download(ctx)? {
+        print
+            .bytes(name.as_bytes())
+            .bytes(bytemuck::cast_slice(&values.words()));
+    }
     Ok(print)
 }
 
@@ -88,6 +93,19 @@ impl Run {
             at += e.numel();
         }
         self.trainer.store.upload(ctx, &named)?;
+        // And its buffers (PyTorch DDP's broadcast_buffers), bit for bit.
+        let buffers = &self.trainer.store.buffers;
+        if !buffers.is_empty() {
+            let mut words: Vec<f32> = buffers
+                .download(ctx)?
+                .iter()
+                .flat_map(|(_, v)| v.words())
+                .map(f32::from_bits)
+                .collect();
+            collective.broadcast_f32(&mut words)?;
+            let bits: Vec<u32> = words.iter().map(|w| w.to_bits()).collect();
+            buffers.upload_words(ctx, &bits)?;
+        }
 
         let c = &self.config;
         let mut print = state_fingerprint(&self.trainer, ctx)?;
@@ -159,8 +177,8 @@ impl Run {
         let differ = differing_ranks(&collective.all_gather_u64(print.value())?);
         if !differ.is_empty() {
             return Err(Error::Distributed(format!(
-                "after step {} rank(s) {differ:?} hold different parameters or optimizer state \
-                 than rank 0 (the all-reduce gave ranks different sums, or their adapters \
+                "after step {} rank(s) {differ:?} hold different parameters, buffers or \
+                 optimizer state than rank 0 (the all-reduce gave ranks different sums, or their adapters \
                  compute differently)",
                 self.progress.step
             )));

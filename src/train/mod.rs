@@ -1,5 +1,8 @@
 //! Training: the planned step and, on top of it, the one training loop, metrics and
-//! checkpoints.
+//! checkpoints. Its parts are in folders that name them: [`stepping`] (the step and its
+//! planning), [`running`] (the loop and its periodic work), [`sampling`] (sampling and
+//! generation), [`hooks`] (test hooks), [`checkpoint`], [`numerics`] and `rank`; each
+//! module is also here under its own name (`train::evaluate`, `train::step`).
 //!
 //! - [`config`]: how a run is set up ([`StepConfig::new`], [`RunConfig::new`]) and the one
 //!   place its settings are checked; [`settings`]: each setting's range;
@@ -36,33 +39,32 @@
 pub mod batch;
 pub mod checkpoint;
 pub mod config;
-pub mod estimate;
-pub mod evaluate;
-pub mod fault_hooks;
-mod guards;
-pub mod host_time;
-mod in_flight;
-pub mod memory;
+pub mod hooks;
 pub mod numerics;
-pub mod periodic;
-pub mod planning;
 pub mod prepare;
 mod rank;
-pub mod run;
-pub mod sample;
+pub mod running;
+pub mod sampling;
 pub mod settings;
-pub mod stats;
-pub mod step;
+pub mod stepping;
 pub mod trainer;
-// Native only: they wait for the GPU.
+// Native only: it waits for the GPU.
 #[cfg(not(target_arch = "wasm32"))]
 pub mod distributed;
+
+// The parts' modules where they were before `train/` had folders (`train::evaluate`, ...).
+pub use hooks::fault_hooks;
+pub(in crate::train) use running::guards;
 #[cfg(not(target_arch = "wasm32"))]
-pub mod generate;
+pub(in crate::train) use running::run_blocking;
+pub use running::{estimate, evaluate, periodic, run};
 #[cfg(not(target_arch = "wasm32"))]
-pub mod profile;
+pub use sampling::generate;
+pub use sampling::sample;
+pub(in crate::train) use stepping::in_flight;
 #[cfg(not(target_arch = "wasm32"))]
-mod run_blocking;
+pub use stepping::profile;
+pub use stepping::{host_time, memory, planning, stats, step};
 
 pub use batch::{BatchInput, BatchTargets};
 pub use config::{EvalConfig, Interrupt, RunConfig, StepConfig};

@@ -5,8 +5,9 @@
 //! first; every other source is loaded first and the model adapts to its shapes.
 
 use crate::data::{DataSource, Dataset, Split};
-use crate::nn::gpt::{GPT_PRESETS, GptConfig, gpt_preset};
-use crate::nn::model::{gpt_from_json, parse_json};
+use crate::nn::families;
+use crate::nn::family::{Described, Family};
+use crate::nn::model::parse_json;
 use crate::nn::{ModelSpec, preset};
 use crate::{Error, Result};
 
@@ -20,12 +21,20 @@ pub enum ModelChoice {
 }
 
 impl ModelChoice {
+    /// The model text and token data train when none is named: the default preset of the
+    /// first family of language models (`gpt-tiny`).
+    pub fn default_for_text() -> Self {
+        let first = families::FAMILIES.iter().find(|f| f.takes_tokens());
+        ModelChoice::Preset(first.map_or("gpt-tiny", |f| f.default_preset()).into())
+    }
+
     /// The model a data set trains when none is named: a GPT for token data, the MLP for
     /// class labels, the linear model for regression targets.
     pub fn default_for(data: &Dataset) -> Self {
-        let name = if data.is_tokens() {
-            "gpt-tiny"
-        } else if data.y.is_classification() {
+        if data.is_tokens() {
+            return Self::default_for_text();
+        }
+        let name = if data.y.is_classification() {
             "mlp"
         } else {
             "linear"
@@ -33,23 +42,28 @@ impl ModelChoice {
         ModelChoice::Preset(name.into())
     }
 
-    /// Whether this is a GPT (a preset `gpt-*` or a `{"gpt": ...}` description).
-    pub fn is_gpt(&self) -> bool {
+    /// The family this model is of (a preset of it, or a `{"gpt": ...}` description), as
+    /// far as can be told without building it (`None`: a Sequential, or an unreadable file).
+    pub fn family(&self) -> Option<&'static dyn Family> {
         match self {
-            ModelChoice::Preset(name) => GPT_PRESETS.contains(&name.as_str()),
-            ModelChoice::Json(text) => matches!(gpt_json(text), Ok(Some(_))),
+            ModelChoice::Preset(name) => families::of_preset(name),
+            ModelChoice::Json(text) => parse_json(text).ok().and_then(|v| families::named_in(&v)),
         }
     }
 
-    /// The GPT configuration when this is a GPT, and the fields a JSON description left to
-    /// nanoGPT's defaults (none for a preset).
-    fn gpt(&self, vocab: usize) -> Result<Option<FilledGpt>> {
+    /// Whether this is a language model (its family takes token ids): it trains on text.
+    pub fn takes_tokens(&self) -> bool {
+        self.family().is_some_and(|f| f.takes_tokens())
+    }
+
+    /// The family model when this is one of a family's, for data with `vocab` outputs, and
+    /// the fields a JSON description left to the family's defaults (none for a preset).
+    fn family_model(&self, vocab: usize) -> Result<Option<Described>> {
         match self {
-            ModelChoice::Preset(name) if GPT_PRESETS.contains(&name.as_str()) => {
-                Ok(Some((gpt_preset(name, vocab)?, Vec::new())))
-            }
-            ModelChoice::Preset(_) => Ok(None),
-            ModelChoice::Json(text) => gpt_json(text),
+            ModelChoice::Preset(name) => families::of_preset(name)
+                .map(|f| f.preset(name, vocab).map(|m| (m, Vec::new())))
+                .transpose(),
+            ModelChoice::Json(text) => families::described_by(&parse_json(text)?),
         }
     }
 
@@ -57,9 +71,11 @@ impl ModelChoice {
     fn build(&self, sample_shape: &[usize], output_dim: usize) -> Result<ModelSpec> {
         match self {
             ModelChoice::Preset(name) => preset(name, sample_shape, output_dim),
-            ModelChoice::Json(text) => match (gpt_json(text)?, sample_shape) {
-                // A GPT runs on the data's sequence length (at most its block size).
-                (Some((config, _)), &[t]) => config.model_for("gpt", t),
+            ModelChoice::Json(text) => match (self.family_model(output_dim)?, sample_shape) {
+                // A language model runs on the data's sequence length (at most its block).
+                (Some((model, _)), &[t]) if model.tokens().is_some() => {
+                    ModelSpec::of_family(model.clone(), model.family().name(), t)
+                }
                 _ => ModelSpec::from_json(text),
             },
         }
@@ -74,20 +90,15 @@ impl ModelChoice {
     }
 }
 
-/// A GPT configuration and the fields its description left to nanoGPT's defaults.
-type FilledGpt = (GptConfig, Vec<&'static str>);
-
-/// The `{"gpt": {...}}` configuration of a JSON description (`None`: another model).
-fn gpt_json(text: &str) -> Result<Option<FilledGpt>> {
-    gpt_from_json(&parse_json(text)?)
-}
-
-/// A GPT's vocabulary against the `vocab` ids of `data`: a text's must be its vocabulary
-/// exactly (each id is a character of it); token data may leave ids unused (`exact` false).
-/// The error says which fields a description left to nanoGPT's defaults, since those are
-/// GPT-2's (a vocabulary of 50304).
-fn check_vocab((config, filled): &FilledGpt, vocab: usize, data: &str, exact: bool) -> Result<()> {
-    let v = config.vocab_size;
+/// A language model's vocabulary against the `vocab` ids of `data`: a text's must be its
+/// vocabulary exactly (each id is a character of it); token data may leave ids unused
+/// (`exact` false). The error says which fields a description left to the family's defaults
+/// (a GPT's are GPT-2's: a vocabulary of 50304).
+fn check_vocab((model, filled): &Described, vocab: usize, data: &str, exact: bool) -> Result<()> {
+    let Some(tokens) = model.tokens() else {
+        return Ok(());
+    };
+    let v = tokens.vocab_size;
     if v == vocab || (!exact && v > vocab) {
         return Ok(());
     }
@@ -99,19 +110,25 @@ fn check_vocab((config, filled): &FilledGpt, vocab: usize, data: &str, exact: bo
     let defaults = if filled.is_empty() {
         String::new()
     } else {
-        let values = serde_json::to_value(config).unwrap_or_default();
+        let description = model.description();
+        let values = description
+            .get(model.family().name())
+            .cloned()
+            .unwrap_or_default();
         let list: Vec<String> = filled
             .iter()
             .map(|f| format!("{f} {}", values.get(f).unwrap_or(&serde_json::Value::Null)))
             .collect();
         format!(
-            "; the description gives no {}, so they took GPTConfig's defaults ({})",
+            "; the description gives no {}, so they took {}'s defaults ({})",
             filled.join(", "),
+            model.family().config_name(),
             list.join(", ")
         )
     };
     Err(Error::model(format!(
-        "gpt: vocab_size {v} must match {needs}{defaults}"
+        "{}: vocab_size {v} must match {needs}{defaults}",
+        model.family().name()
     )))
 }
 
@@ -125,21 +142,22 @@ pub fn model_and_data(
 ) -> Result<(ModelSpec, Split)> {
     if let Some(corpus) = source.load_text()? {
         let vocab = corpus.vocab().len();
-        let choice = model
-            .cloned()
-            .unwrap_or_else(|| ModelChoice::Preset("gpt-tiny".into()));
-        let Some(gpt) = choice.gpt(vocab)? else {
+        let choice = model.cloned().unwrap_or_else(ModelChoice::default_for_text);
+        let found = choice.family_model(vocab)?;
+        let Some(described) = found.filter(|(m, _)| m.tokens().is_some()) else {
             return Err(Error::model(format!(
-                "{}: a text data set trains a GPT (--model {} or a {{\"gpt\": ...}} JSON file)",
+                "{}: a text data set trains a language model (--model {}, or a JSON file of \
+                 one: {{\"gpt\": ...}})",
                 choice.name(),
-                GPT_PRESETS.join(", ")
+                families::token_presets().join(", ")
             )));
         };
-        check_vocab(&gpt, vocab, &corpus.name, true)?;
-        let config = gpt.0;
+        check_vocab(&described, vocab, &corpus.name, true)?;
+        let model = described.0;
+        let block = model.tokens().map_or(0, |t| t.block_size);
         // The model first: a block_size of 0 is the description's problem, not the text's.
-        let spec = config.model_for(choice.name(), config.block_size)?;
-        let split = corpus.split(config.block_size)?;
+        let spec = ModelSpec::of_family(model, choice.name(), block)?;
+        let split = corpus.split(block)?;
         spec.check_dataset(&split.train)?;
         return Ok((spec, split));
     }
@@ -156,14 +174,16 @@ pub fn model_for_split(
     let choice = model
         .cloned()
         .unwrap_or_else(|| ModelChoice::default_for(&split.train));
-    // A GPT description may have a larger vocabulary than the token ids the file uses.
+    // A language model's description may have a larger vocabulary than the token ids the
+    // file uses.
     if split.train.is_tokens()
-        && let Some(gpt) = choice.gpt(split.train.output_dim())?
+        && let Some(described) = choice.family_model(split.train.output_dim())?
+        && let Some(tokens) = described.0.tokens()
     {
         let used = split.train.output_dim();
-        check_vocab(&gpt, used, &split.train.name, false)?;
-        if gpt.0.vocab_size > used {
-            split.train = split.train.with_num_classes(gpt.0.vocab_size)?;
+        check_vocab(&described, used, &split.train.name, false)?;
+        if tokens.vocab_size > used {
+            split.train = split.train.with_num_classes(tokens.vocab_size)?;
         }
     }
     let train = &split.train;

@@ -46,10 +46,11 @@ impl Exchange {
         collective: Rc<dyn Collective>,
         grads: &GpuBuffer,
         loss_words: usize,
+        working: Option<(std::sync::Arc<GpuBuffer>, usize)>,
     ) -> Self {
         Self {
             joined: Some(exchange::GradExchange::new(
-                ctx, collective, grads, loss_words,
+                ctx, collective, grads, loss_words, working,
             )),
         }
     }

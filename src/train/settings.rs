@@ -69,6 +69,7 @@ pub enum Setting {
     MinLr,
     LrDecaySteps,
     MaxSkippedSteps,
+    LabelSmoothing,
 }
 
 impl Setting {
@@ -99,6 +100,7 @@ impl Setting {
             Setting::MinLr => "the final learning rate of the cosine decay",
             Setting::LrDecaySteps => "decay steps",
             Setting::MaxSkippedSteps => "skipped steps in a row before a run stops",
+            Setting::LabelSmoothing => "label smoothing",
         }
     }
 
@@ -127,6 +129,7 @@ impl Setting {
             Setting::MinLr => "finite, >= 0 and at most the learning rate",
             Setting::SavePath => "a file path",
             Setting::MaxSkippedSteps => "0 to 2^53 (0: never stop)",
+            Setting::LabelSmoothing => "in [0, 1] (0: none)",
         }
     }
 }

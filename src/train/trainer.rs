@@ -29,6 +29,7 @@ use crate::amp::policy::{Policy, Precision, PrecisionRow};
 use crate::amp::scaler::GradScaler;
 use crate::error::Result;
 use crate::gpu::{GpuContext, Kernel};
+use crate::nn::buffers::BufferStore;
 use crate::nn::params::{ParamLayout, ParamStore};
 use crate::nn::{ModelSpec, Network, NetworkInputs};
 use crate::ops::elementwise;
@@ -64,6 +65,9 @@ pub struct Trainer {
     target_dim: usize,
     /// The network planned for each batch size seen so far (forward, loss and backward).
     nets: Vec<Network>,
+    /// The evaluation plans ([`Network::build_eval`]) per batch size asked for so far:
+    /// validation, prediction and sampling run these.
+    evals: Vec<Network>,
     /// The step's other kernels, phase by phase (`step.rs`).
     kernels: StepKernels,
     /// The steps in flight: metrics, stats ring, numerics counts, micro-batch count,
@@ -145,6 +149,7 @@ impl Trainer {
             optimizer,
             target_dim,
             nets: Vec::new(),
+            evals: Vec::new(),
             kernels,
             in_flight,
             dropout: DropoutStream::default(),
@@ -160,16 +165,40 @@ impl Trainer {
         Ok(&self.nets[i])
     }
 
-    /// The network for `batch` (planned on first use) and the weight cast to encode before
-    /// its forward: what a forward-only pass outside the step runs (validation, prediction,
-    /// sampling).
+    /// The evaluation plan for `batch` (planned on first use: forward only, no dropout,
+    /// buffers as committed) and the weight cast to encode before its forward: what a
+    /// forward-only pass outside the step runs (validation, prediction, sampling).
     pub(super) fn forward_parts(
         &mut self,
         ctx: &GpuContext,
         batch: usize,
     ) -> Result<(&Network, Option<&Kernel>)> {
-        let i = self.plan_network(ctx, batch)?;
-        Ok((&self.nets[i], self.kernels.weight_cast()))
+        let i = match self.evals.iter().position(|n| n.batch == batch) {
+            Some(i) => i,
+            None => {
+                let inputs = self.network_inputs();
+                let seed = self.scaler.state_buffer();
+                let planned =
+                    guard_planning(ctx, || Network::build_eval(ctx, &inputs, batch, seed));
+                let net = planned.map_err(|e| batch_error(e, batch))?;
+                self.evals.push(net);
+                self.evals.len() - 1
+            }
+        };
+        Ok((&self.evals[i], self.kernels.weight_cast()))
+    }
+
+    /// What the networks are planned from.
+    fn network_inputs(&self) -> NetworkInputs<'_> {
+        NetworkInputs {
+            spec: &self.spec,
+            store: &self.store,
+            policy: &self.policy,
+            loss: self.config.loss,
+            label_smoothing: self.config.label_smoothing,
+            target_dim: self.target_dim,
+            grad_multiplier: self.grad_multiplier(),
+        }
     }
 
     /// Index into `nets` of the network for `batch`, planned on first use. An index, not a
@@ -178,14 +207,7 @@ impl Trainer {
         if let Some(i) = self.nets.iter().position(|n| n.batch == batch) {
             return Ok(i);
         }
-        let inputs = NetworkInputs {
-            spec: &self.spec,
-            store: &self.store,
-            policy: &self.policy,
-            loss: self.config.loss,
-            target_dim: self.target_dim,
-            grad_multiplier: self.grad_multiplier(),
-        };
+        let inputs = self.network_inputs();
         let planned = guard_planning(ctx, || {
             // Before anything is allocated: every buffer and binding fits the adapter.
             if !ctx.is_dry() {
@@ -234,7 +256,10 @@ impl Trainer {
             ));
         }
         let accum = self.config.grad_accum;
-        self.exchange = Exchange::joined(ctx, collective, &self.store.grads, accum);
+        let buffers = &self.store.buffers;
+        let working =
+            (buffers.raw(crate::nn::buffers::Copy::Working)).map(|b| (b.clone(), buffers.words));
+        self.exchange = Exchange::joined(ctx, collective, &self.store.grads, accum, working);
         Ok(())
     }
 
@@ -473,7 +498,8 @@ pub(super) fn load_params(
         .map(|p| (p.name, p.shape))
         .collect();
     let layout = ParamLayout::new(&named, ParamLayout::element_alignment(ctx));
-    let store = ParamStore::new(ctx, layout, Some(low));
+    let buffers = BufferStore::new(ctx, &spec.buffers())?;
+    let store = ParamStore::new(ctx, layout, Some(low)).with_buffers(buffers);
     let init: Vec<(String, Vec<f32>)> = if precision.master_weights() {
         init.to_vec()
     } else {

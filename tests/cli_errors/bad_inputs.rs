@@ -415,7 +415,8 @@ fn a_vocabulary_without_a_newline_does_not_blame_an_ungiven_flag() {
     // no prompt was given.
     let tmp = TempDir::new("vocab");
     let vocab = Vocab::from_chars(vec!['a', 'b', 'c']).unwrap();
-    let spec = gpt_preset("gpt-tiny", 3).unwrap().model("gpt").unwrap();
+    let config = std::sync::Arc::new(gpt_preset("gpt-tiny", 3).unwrap());
+    let spec = webgpu_amp::nn::ModelSpec::of_family(config, "gpt", 64).unwrap();
     let path = tmp.path("abc.safetensors");
     checkpoint_of(&spec, Some(vocab)).save(&path).unwrap();
     let out = run(&["sample", "--checkpoint", s(&path), "--tokens", "2"], None);

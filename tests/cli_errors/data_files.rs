@@ -1,5 +1,5 @@
-//! Broken data files: IDX, fashion-mnist JSON and safetensors data, labels that do not
-//! fit the model, a loss that does not fit the labels.
+//! Broken data files: IDX, fashion-mnist JSON, CIFAR-10 batches and safetensors data, labels
+//! that do not fit the model, a loss that does not fit the labels.
 
 use std::path::PathBuf;
 
@@ -91,6 +91,30 @@ fn idx_labels_out_of_range() {
     let path = mnist_dir(&tmp, ("train-labels-idx1-ubyte", idx(&[2], &[1, 12])));
     let out = run_train(&["--dataset", "mnist"], Some(&tmp.0));
     expect_file_error(&out, &path, "label 12 of sample 1");
+}
+
+/// A CIFAR-10 release folder with one record per file; `broken` replaces one file.
+fn cifar_dir(tmp: &TempDir, broken: (&str, Vec<u8>)) -> PathBuf {
+    use webgpu_amp::data::cifar10::{RECORD, TEST_FILE, TRAIN_FILES};
+    for name in TRAIN_FILES.iter().chain([&TEST_FILE]) {
+        tmp.write(&format!("cifar/{name}"), &[3; RECORD]);
+    }
+    tmp.write(&format!("cifar/{}", broken.0), &broken.1)
+}
+
+#[test]
+fn cifar10_damaged_batches_name_the_file_and_the_record() {
+    let tmp = TempDir::new("cifar");
+    let record = webgpu_amp::data::cifar10::RECORD;
+    let mut bad_label = vec![1u8; 3 * record];
+    bad_label[2 * record] = 11;
+    let path = cifar_dir(&tmp, ("data_batch_3.bin", bad_label));
+    let dataset = format!("cifar10:{}", tmp.0.join("cifar").display());
+    let out = run_train(&["--dataset", &dataset], None);
+    expect_file_error(&out, &path, "record 2 (byte 6146) has label 11");
+    let path = cifar_dir(&tmp, ("test_batch.bin", vec![1u8; record + 7]));
+    let out = run_train(&["--dataset", &dataset], None);
+    expect_file_error(&out, &path, "record 1 is truncated: 7 of its 3073 bytes");
 }
 
 #[test]

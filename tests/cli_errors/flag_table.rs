@@ -98,6 +98,11 @@ pub(super) const RUN_FLAGS: &[Flag] = &[
         "finite and >= 0 (0: no clipping)",
         &["-1", "NaN", "inf", "x"],
     ),
+    float(
+        "--label-smoothing",
+        "in [0, 1] (0: none)",
+        &["-0.1", "1.5", "NaN", "inf", "x"],
+    ),
     flag("--grad-accum", "1 to 65536", &["0", "65537", "-1", "x"]),
     float(
         "--init-scale",

@@ -1,5 +1,7 @@
-//! f64 reference of causal self-attention on nanoGPT's packed projections, forward and
-//! backward, with attention dropout through the library's CPU mask
+//! f64 reference of causal self-attention on packed projections (nanoGPT's `[B, T, 3C]`, or
+//! with grouped-query attention's fewer key/value heads `[B, T, (nh + 2·nkv)·hs]`: query
+//! head h reads key/value head h / (nh / nkv)), forward and backward, with attention
+//! dropout through the library's CPU mask
 //! ([`webgpu_amp::ops::dropout::keep`] at element `(bh·T + i)·T + j`, the unfused path's).
 //! Each output comes with Σ|terms|, the magnitude that bounds any summation order's error.
 //! Also which bodies of the fused kernel a test can run here ([`bodies`]).
@@ -25,11 +27,13 @@ pub fn bodies(ctx: &GpuContext) -> Vec<FlashBody> {
     }
 }
 
-/// Sizes of one attention: `qkv` is `[b, t, 3·nh·hs]`, `y` and `dy` `[b, t, nh·hs]`.
+/// Sizes of one attention: `qkv` is `[b, t, (nh + 2·kv)·hs]`, `y` and `dy` `[b, t, nh·hs]`.
 #[derive(Clone, Copy, Debug)]
 pub struct Dims {
     pub b: usize,
     pub nh: usize,
+    /// Key/value heads (nh: multi-head attention).
+    pub kv: usize,
     pub t: usize,
     pub hs: usize,
 }
@@ -47,11 +51,25 @@ impl Dims {
     pub fn c(&self) -> usize {
         self.nh * self.hs
     }
+    /// Elements of one position of the packed projections.
+    pub fn row(&self) -> usize {
+        (self.nh + 2 * self.kv) * self.hs
+    }
     pub fn scale(&self) -> f64 {
         1.0 / (self.hs as f64).sqrt()
     }
+    /// Index of channel d of q (part 0), k (1) or v (2) of query head h at position i.
+    pub fn at(&self, b: usize, h: usize, i: usize, part: usize, d: usize) -> usize {
+        let (kvh, hs) = (h / (self.nh / self.kv), self.hs);
+        let head = match part {
+            0 => h * hs,
+            1 => (self.nh + kvh) * hs,
+            _ => (self.nh + self.kv + kvh) * hs,
+        };
+        (b * self.t + i) * self.row() + head + d
+    }
     fn q(&self, qkv: &[f32], b: usize, h: usize, i: usize, part: usize, d: usize) -> f64 {
-        qkv[(b * self.t + i) * 3 * self.c() + part * self.c() + h * self.hs + d] as f64
+        qkv[self.at(b, h, i, part, d)] as f64
     }
     fn out_index(&self, b: usize, h: usize, i: usize, d: usize) -> usize {
         (b * self.t + i) * self.c() + h * self.hs + d
@@ -126,15 +144,14 @@ pub fn forward(dims: &Dims, qkv: &[f32], drop: Option<Drop>) -> (Vec<f64>, Vec<f
     (y, mag, lse)
 }
 
-/// Backward: dqkv `[b, t, 3C]` and its magnitudes (terms of dS·k, dSᵀ·q and Pdᵀ·dy, with
+/// Backward: dqkv (laid out as qkv) and its magnitudes (terms of dS·k, dSᵀ·q and Pdᵀ·dy, with
 /// the row sum's terms counted in dS as the kernels form it: rowsum(dy ⊙ y)).
 pub fn backward(dims: &Dims, qkv: &[f32], dy: &[f32], drop: Option<Drop>) -> (Vec<f64>, Vec<f64>) {
-    let (t, hs, c) = (dims.t, dims.hs, dims.c());
-    let n = dims.b * t * 3 * c;
+    let (t, hs) = (dims.t, dims.hs);
+    let n = dims.b * t * dims.row();
     let (mut g, mut mag) = (vec![0.0; n], vec![0.0; n]);
-    let at = |b: usize, h: usize, i: usize, part: usize, d: usize| {
-        (b * t + i) * 3 * c + part * c + h * hs + d
-    };
+    // dk and dv of a key/value head sum over the query heads that read it.
+    let at = |b, h, i, part, d| dims.at(b, h, i, part, d);
     for b in 0..dims.b {
         for h in 0..dims.nh {
             let hd = head(dims, qkv, drop, b, h);

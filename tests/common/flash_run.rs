@@ -10,7 +10,7 @@ use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::nn::{AttentionKernel, LossKind, ModelSpec};
 use webgpu_amp::ops::dropout::{DropoutKey, DropoutState};
 use webgpu_amp::ops::flash_attention::{
-    FlashBody, FlashCoopConfig, FlashParams, backward, forward,
+    FlashBody, FlashCoopConfig, FlashParams, Qkv, backward, backward_qkv, forward, forward_qkv,
 };
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::{BatchTargets, DropoutStream, StepConfig, Trainer};
@@ -65,16 +65,21 @@ impl Run<'_> {
         self.drop.filter(|_| self.training)
     }
 
-    /// Forward, then backward from `dy`, on the GPU.
+    /// Forward, then backward from `dy`, on the GPU, of packed projections `qkv` (laid out
+    /// as [`Dims::at`] says).
     pub fn run(&self, qkv: &[f32], dy: &[f32]) -> Outputs {
+        self.run_with(qkv, dy, false)
+    }
+
+    /// [`Run::run`], with q, k and v (and their gradients) in tensors of their own where
+    /// `separate`; dqkv comes back packed either way.
+    pub fn run_with(&self, qkv: &[f32], dy: &[f32], separate: bool) -> Outputs {
         let (ctx, d) = (self.ctx, self.dims);
         let (c, rows) = (d.c(), d.b * d.nh * d.t);
-        let qkv_t = Tensor::from_f32(ctx, qkv, &[d.b, d.t, 3 * c], self.dtype).unwrap();
         let y = Tensor::zeros(ctx, &[d.b, d.t, c], self.dtype);
         let lse = Tensor::zeros(ctx, &[rows], DType::F32);
         let dy_t = Tensor::from_f32(ctx, dy, &[d.b, d.t, c], self.dtype).unwrap();
         let delta = Tensor::zeros(ctx, &[rows], DType::F32);
-        let dqkv = Tensor::zeros(ctx, &[d.b, d.t, 3 * c], self.dtype);
         let state = DropoutState::new(ctx);
         let key = self.drop.map(|dr| DropoutKey {
             p: dr.p,
@@ -86,6 +91,7 @@ impl Run<'_> {
         let params = FlashParams {
             batch: d.b,
             heads: d.nh,
+            kv_heads: Some(d.kv),
             t: d.t,
             width: c,
             scale: d.scale() as f32,
@@ -94,13 +100,47 @@ impl Run<'_> {
             body: self.body,
             coop: self.coop,
         };
-        let mut kernels = vec![forward(ctx, &qkv_t, &y, &lse, &params).unwrap()];
-        kernels.extend(backward(ctx, &qkv_t, &y, &lse, &dy_t, &delta, &dqkv, &params).unwrap());
-        ctx.run(&kernels.iter().collect::<Vec<_>>());
+        let dqkv = if separate {
+            // Each of q, k, v: its columns of the packed rows.
+            let parts = [(0, d.nh), (d.nh, d.kv), (d.nh + d.kv, d.kv)].map(|(from, heads)| {
+                let cols = from * d.hs..(from + heads) * d.hs;
+                let host: Vec<f32> = qkv
+                    .chunks(d.row())
+                    .flat_map(|r| r[cols.clone()].to_vec())
+                    .collect();
+                let shape = [d.b, d.t, heads * d.hs];
+                let t = Tensor::from_f32(ctx, &host, &shape, self.dtype).unwrap();
+                (t, Tensor::zeros(ctx, &shape, self.dtype), cols)
+            });
+            let [(q, dq, _), (k, dk, _), (v, dv, _)] = &parts;
+            let inputs = Qkv::separate((q, k, v), d.nh, d.kv, d.hs);
+            let grads = inputs.like((dq, dk, dv));
+            let mut kernels = vec![forward_qkv(ctx, inputs, &y, &lse, &params).unwrap()];
+            let both = (&dy_t, &delta);
+            kernels.extend(backward_qkv(ctx, inputs, &y, &lse, both, grads, &params).unwrap());
+            ctx.run(&kernels.iter().collect::<Vec<_>>());
+            let mut packed = vec![0.0; qkv.len()];
+            for (_, grad, cols) in &parts {
+                let g = grad.read_f32(ctx).unwrap();
+                for (row, src) in packed.chunks_mut(d.row()).zip(g.chunks(cols.len())) {
+                    row[cols.clone()].copy_from_slice(src);
+                }
+            }
+            packed
+        } else {
+            let shape = [d.b, d.t, d.row()];
+            let qkv_t = Tensor::from_f32(ctx, qkv, &shape, self.dtype).unwrap();
+            let dqkv = Tensor::zeros(ctx, &shape, self.dtype);
+            let mut kernels = vec![forward(ctx, &qkv_t, &y, &lse, &params).unwrap()];
+            let bwd = backward(ctx, &qkv_t, &y, &lse, &dy_t, &delta, &dqkv, &params);
+            kernels.extend(bwd.unwrap());
+            ctx.run(&kernels.iter().collect::<Vec<_>>());
+            dqkv.read_f32(ctx).unwrap()
+        };
         Outputs {
             y: y.read_f32(ctx).unwrap(),
             lse: lse.read_f32(ctx).unwrap(),
-            dqkv: dqkv.read_f32(ctx).unwrap(),
+            dqkv,
         }
     }
 }
@@ -125,7 +165,7 @@ pub fn check(what: &str, got: &[f32], want: &[f64], mag: &[f64], tol: impl Fn(f6
 pub fn against_reference(what: &str, run: &Run) {
     let d = run.dims;
     let c = d.c();
-    let qkv = values(d.b * d.t * 3 * c, 11 + d.t as u64, 1.5, run.dtype);
+    let qkv = values(d.b * d.t * d.row(), 11 + d.t as u64, 1.5, run.dtype);
     let dy = values(d.b * d.t * c, 23 + d.hs as u64, 1.0, run.dtype);
     let out = run.run(&qkv, &dy);
     let (y, y_mag, lse) = attention_ref::forward(&d, &qkv, run.drop_ref());
@@ -153,7 +193,21 @@ pub fn against_reference(what: &str, run: &Run) {
 }
 
 pub fn dims(b: usize, nh: usize, t: usize, hs: usize) -> Dims {
-    Dims { b, nh, t, hs }
+    Dims {
+        b,
+        nh,
+        kv: nh,
+        t,
+        hs,
+    }
+}
+
+/// Grouped-query attention's sizes: `kv` key/value heads for `nh` query heads.
+pub fn dims_gqa(b: usize, nh: usize, kv: usize, t: usize, hs: usize) -> Dims {
+    Dims {
+        kv,
+        ..dims(b, nh, t, hs)
+    }
 }
 
 pub const DROP: Drop = Drop {
@@ -185,6 +239,7 @@ pub fn gpt_step(
             ..Default::default()
         },
         clip_grad_norm: None,
+        label_smoothing: 0.0,
         grad_accum: 1,
         lr_schedule: Default::default(),
         numerics: None,

@@ -5,6 +5,7 @@
 pub mod attention_ref;
 pub mod autorun;
 pub mod batched_ref;
+pub mod batchnorm_ref;
 pub mod checkpoints;
 pub mod child;
 pub mod cli;

@@ -31,6 +31,14 @@ pub fn quantised(n: usize, seed: u64, scale: f32, dtype: DType) -> Vec<f32> {
         .collect()
 }
 
+/// `n` pseudo-random class labels below `c` (a fixed sequence per seed).
+pub fn labels_for(n: usize, c: usize, seed: u64) -> Vec<u32> {
+    rand_vec(n, seed)
+        .iter()
+        .map(|&v| (((v + 1.0) / 2.0 * c as f32) as u32).min(c as u32 - 1))
+        .collect()
+}
+
 /// Relative size of one unit in the last place of a dtype (the output rounding).
 pub fn ulp(dtype: DType) -> f32 {
     match dtype {

@@ -5,9 +5,11 @@
 //! the file declares (`mod launch;` then `launch::Operand`): its segments are walked down the
 //! module tree, and the item it ends on lives in the last module reached, or, when that
 //! module re-exports it (`pub use model::NamedLayer;`), in the file the re-export names.
-//! A parent naming its own child modules is not an edge (a `mod.rs` declaring, re-exporting
-//! and calling its parts is what it is for); the parts naming the parent's items are. Inline
-//! modules (`mod tests { … }`) are left out: their `super` is the file itself.
+//! A parent declaring and re-exporting its own child modules is not an edge (`mod x;`, `pub
+//! use x::Item;`: what a `mod.rs` is for); its code naming a child's items is (a registry
+//! listing its layers, a signature naming a child's type through a private `use`), and so
+//! are the parts naming the parent's items. Inline modules (`mod tests { … }`) are left out:
+//! their `super` is the file itself.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -115,13 +117,19 @@ impl FileGraph {
         }
         for (name, file) in &sources {
             let children = child_modules(&file.code);
+            // Each path, and whether it is a re-export (`pub use`).
             let mut named = Vec::new();
-            for (_, tree) in use_trees(&file.code) {
-                named.extend(expand_use(&tree));
+            for (public, tree) in use_trees(&file.code) {
+                named.extend(expand_use(&tree).into_iter().map(|p| (p, public)));
             }
-            named.extend(inline_paths(&without_uses(&file.code), &children));
+            let code = without_uses(&file.code);
+            named.extend(
+                inline_paths(&code, &children)
+                    .into_iter()
+                    .map(|p| (p, false)),
+            );
             let mut to = BTreeSet::new();
-            for path in named {
+            for (path, reexport) in named {
                 let Some(abs) = absolute(&file.module, &path, &children) else {
                     continue;
                 };
@@ -129,7 +137,7 @@ impl FileGraph {
                     let target_module = &sources[&target].module;
                     let own_child = target_module.len() > file.module.len()
                         && target_module.starts_with(&file.module);
-                    if target != *name && !own_child {
+                    if target != *name && !(own_child && reexport) {
                         to.insert(target);
                     }
                 }

@@ -5,17 +5,9 @@
 use serde_json::Value;
 
 use super::advice::assert_pastes;
-use super::{TempDir, class_data};
-use crate::common::cli::{assert_says, command, error_line, json_lines, output_text, quick};
+use super::{TempDir, class_data, run_owned as run};
+use crate::common::cli::{assert_says, error_line, json_lines, output_text, quick};
 use webgpu_amp::train::checkpoint::Checkpoint;
-
-fn run(args: &[String]) -> std::process::Output {
-    command()
-        .env_remove("WEBGPU_AMP_TUNING")
-        .args(args)
-        .output()
-        .expect("run webgpu-amp")
-}
 
 fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()

@@ -3,16 +3,8 @@
 
 use std::time::Duration;
 
-use super::{TempDir, class_data};
+use super::{TempDir, class_data, run_owned as run};
 use crate::common::cli::{assert_says, command, error_line, output_text, quick};
-
-fn run(args: &[String]) -> std::process::Output {
-    command()
-        .env_remove("WEBGPU_AMP_TUNING")
-        .args(args)
-        .output()
-        .expect("run webgpu-amp")
-}
 
 /// A wrapped error says its kind once ("invalid argument: tuning file …: invalid argument: …").
 #[test]

@@ -14,13 +14,14 @@
 use serde::Deserialize;
 
 use super::attention_kernel::AttentionKernel;
+use super::plan::Mode;
 use super::{Backward, BackwardPlan, ForwardPlan, Layer, LayerConfig, Resolved, positive};
 use crate::amp::policy::{CastRule, Op};
 use crate::error::Result;
 use crate::ops::attention::{self, SoftmaxParams};
 use crate::ops::dropout::{DropoutKey, DropoutState};
 use crate::ops::flash_attention::{self, FlashParams};
-use crate::ops::matmul::{MatmulOpts, MatrixLayout, batched_matmul};
+use crate::ops::qkv::Qkv;
 use crate::tensor::{DType, Tensor};
 
 /// `{"attention": {"heads": nh, "dropout": p}}` on a `[T, 3C]` input.
@@ -68,44 +69,19 @@ pub struct CausalAttention {
     pub dropout: f32,
 }
 
-/// Where each head's q, k, v, scores and output sit, for a batch of `b` sequences of `t`.
-struct Layouts {
-    q: MatrixLayout,
-    k: MatrixLayout,
-    v: MatrixLayout,
-    /// Scores and probabilities `[B, nh, T, T]`.
-    scores: MatrixLayout,
-    /// Per-head output `[B, T, C]` at column h·hs.
-    out: MatrixLayout,
-}
-
 impl CausalAttention {
+    /// The attention dropout's key: none with p = 0 or in an evaluation plan.
+    fn dropout_key(&self, f: &ForwardPlan<'_>) -> Option<DropoutKey> {
+        (self.dropout > 0.0 && f.mode() == Mode::Train).then(|| f.dropout_key(self.dropout))
+    }
+
     fn head_size(&self) -> usize {
         self.width / self.heads
     }
 
-    fn layouts(&self, t: usize) -> Layouts {
-        let (c, hs) = (self.width, self.head_size());
-        let packed = |offset| MatrixLayout {
-            offset,
-            ld: 3 * c,
-            batch_stride: [t * 3 * c, hs],
-        };
-        Layouts {
-            q: packed(0),
-            k: packed(c),
-            v: packed(2 * c),
-            scores: MatrixLayout {
-                offset: 0,
-                ld: t,
-                batch_stride: [self.heads * t * t, t * t],
-            },
-            out: MatrixLayout {
-                offset: 0,
-                ld: c,
-                batch_stride: [t * c, hs],
-            },
-        }
+    /// nanoGPT's packed `[B, T, 3C]` projections (or their gradient).
+    fn packed<'t>(&self, qkv: &'t Tensor) -> Qkv<'t> {
+        Qkv::packed(qkv, self.heads, self.heads, self.head_size())
     }
 }
 
@@ -150,7 +126,7 @@ impl CausalAttention {
         let fused = Fused {
             batch: qkv.shape()[0],
             t,
-            dropout: (self.dropout > 0.0).then(|| f.dropout_key(self.dropout)),
+            dropout: self.dropout_key(f),
         };
         let state = f.dropout_state();
         f.push(flash_attention::forward(
@@ -178,7 +154,6 @@ impl CausalAttention {
     ) -> Result<(Tensor, Box<dyn Backward>)> {
         let (batch, t) = (qkv.shape()[0], qkv.shape()[1]);
         let hs = self.head_size();
-        let l = self.layouts(t);
         let scores_shape = [self.heads, t, t];
         // S is dead once the softmax has read it: one buffer serves every attention layer
         // (and, in the backward, dS).
@@ -191,35 +166,14 @@ impl CausalAttention {
             rows: batch * self.heads * t,
             t,
             scale: 1.0 / (hs as f32).sqrt(),
-            dropout: (self.dropout > 0.0).then(|| f.dropout_key(self.dropout)),
+            dropout: self.dropout_key(f),
         };
         let state = f.dropout_state();
         let params = softmax.params(&state);
-        let batches = [batch, self.heads];
-        let nt = MatmulOpts {
-            trans_b: true,
-            ..Default::default()
-        };
-        f.push(batched_matmul(
-            ctx, &qkv, l.q, &qkv, l.k, &s, l.scores, t, t, hs, batches, nt,
-        )?);
-        f.push(attention::causal_softmax_forward(
-            ctx, &s, &p, &pd, &params,
-        )?);
-        f.push(batched_matmul(
-            ctx,
-            &pd,
-            l.scores,
-            &qkv,
-            l.v,
-            &y,
-            l.out,
-            t,
-            hs,
-            t,
-            batches,
-            MatmulOpts::default(),
-        )?);
+        let qkv_at = self.packed(&qkv);
+        for k in attention::manual_forward(ctx, qkv_at, (&s, &p, &pd), &y, &params)? {
+            f.push(k);
+        }
         let backward = AttentionBackward {
             layer: *self,
             qkv,
@@ -270,40 +224,22 @@ impl Backward for AttentionBackward {
         if !b.wants_input_grad() {
             return Ok(None);
         }
-        let ctx = b.ctx();
-        let (batch, t) = (self.qkv.shape()[0], self.qkv.shape()[1]);
-        let hs = self.layer.head_size();
-        let l = self.layer.layouts(t);
-        let batches = [batch, self.layer.heads];
-        let plain = MatmulOpts::default();
-        let nt = MatmulOpts {
-            trans_b: true,
-            ..Default::default()
-        };
-        let tn = MatmulOpts {
-            trans_a: true,
-            ..Default::default()
-        };
         let dpd = b.scratch("attention dPd", &self.pd)?;
-        let ds = &self.s;
         let dqkv = b.input_grad(&self.qkv)?;
-        b.push(batched_matmul(
-            ctx, &dy, l.out, &self.qkv, l.v, &dpd, l.scores, t, t, hs, batches, nt,
-        )?);
-        b.push(batched_matmul(
-            ctx, &self.pd, l.scores, &dy, l.out, &dqkv, l.v, t, hs, t, batches, tn,
-        )?);
         let state = b.dropout_state();
         let params = self.softmax.params(&state);
-        b.push(attention::causal_softmax_backward(
-            ctx, &self.p, &dpd, ds, &params,
-        )?);
-        b.push(batched_matmul(
-            ctx, ds, l.scores, &self.qkv, l.k, &dqkv, l.q, t, hs, t, batches, plain,
-        )?);
-        b.push(batched_matmul(
-            ctx, ds, l.scores, &self.qkv, l.q, &dqkv, l.k, t, hs, t, batches, tn,
-        )?);
+        let (qkv, grads) = (self.layer.packed(&self.qkv), self.layer.packed(&dqkv));
+        for k in attention::manual_backward(
+            b.ctx(),
+            qkv,
+            (&self.p, &self.pd),
+            &dy,
+            (&dpd, &self.s),
+            grads,
+            &params,
+        )? {
+            b.push(k);
+        }
         Ok(Some(dqkv))
     }
 }
@@ -321,6 +257,7 @@ impl Fused {
         FlashParams {
             batch: self.batch,
             heads: layer.heads,
+            kv_heads: None,
             t: self.t,
             width: layer.width,
             scale: 1.0 / (layer.head_size() as f32).sqrt(),

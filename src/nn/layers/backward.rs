@@ -1,38 +1,18 @@
-//! The backward as a layer sees it: what the forward recorded ([`Tape`]) and
-//! [`BackwardPlan`], which replays a tape in reverse ([`super::plan`] has the forward).
+//! The backward as a layer sees it: [`BackwardPlan`], which replays what the forward recorded
+//! in reverse ([`super::tape`] has the replay, [`super::plan`] the forward).
 
 use std::cell::OnceCell;
 use std::sync::Arc;
 
-use super::Backward;
 use super::fusion::{CopyOffer, HandedOn, same_view};
 use crate::error::Result;
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
-use crate::nn::buffers::{GradientArena, Scratch};
+use crate::nn::arena::{GradientArena, Scratch};
 use crate::nn::params::ParamStore;
 use crate::nn::probes::{ProbeLog, ProbePoint, ProbeTensor};
 use crate::ops::dropout::DropoutState;
 use crate::ops::elementwise;
 use crate::tensor::{DType, Storage, Tensor};
-
-/// What the forward recorded for one op (a layer, or a cast autocast inserted).
-pub(super) struct Recorded {
-    /// The full name of the layer, the prefix of its parameters' gradients.
-    pub(super) path: String,
-    /// Whether any op recorded before this one (in the whole network) has parameters: only
-    /// then does this op's input need a gradient (the data needs none).
-    pub(super) wants_input_grad: bool,
-    pub(super) backward: Box<dyn Backward>,
-    /// A layer's precision-map row and its own parameters' full names (none for a cast):
-    /// where the AMP doctor looks at its gradients ([`crate::nn::probes`]).
-    pub(super) layer: Option<(usize, Vec<String>)>,
-}
-
-/// The recorded backward of a run of layers, replayed by [`BackwardPlan::run_tape`].
-#[derive(Default)]
-pub struct Tape {
-    pub(super) ops: Vec<Recorded>,
-}
 
 /// `parent.name`, or `name` at the top (an empty name adds nothing: a residual).
 pub(in crate::nn) fn join(parent: &str, name: &str) -> String {
@@ -73,16 +53,18 @@ pub struct BackwardPlan<'a> {
     kernels: Vec<Kernel>,
     grads: GradientArena,
     scratch: Scratch,
-    /// The op being planned: its layer's full name, and whether its input needs a gradient.
-    path: String,
-    wants_input_grad: bool,
+    /// The op being planned: its layer's full name, whether its input needs a gradient, and
+    /// whether its output's gradient may be written once read ([`Self::dy_writable`]).
+    pub(super) path: String,
+    pub(super) wants_input_grad: bool,
+    pub(super) dy_writable: bool,
     /// Each layer's input and weight gradients, where they are complete.
     probes: ProbeLog,
-    /// A gradient the op being planned may add its input gradient onto (a residual's skip
-    /// path, offered to its branch's first layer: [`Self::take_accumulation`]), and the
-    /// buffer of the last one taken.
-    offered: Option<Tensor>,
-    taken: Option<Arc<GpuBuffer>>,
+    /// The gradient the op being planned may add its input gradient onto: what its input has
+    /// from other readers so far (a fork, [`super::tape`]: [`Self::take_accumulation`]), and
+    /// the buffer of the one taken.
+    pub(super) offered: Option<Tensor>,
+    pub(super) taken: Option<Arc<GpuBuffer>>,
     /// A kernel that can also write a low-dtype copy of its output ([`super::fusion`]).
     copy_offer: Option<CopyOffer<'a>>,
     /// An activation's input gradient made ahead of its backward ([`super::recompute`]).
@@ -106,6 +88,7 @@ impl<'a> BackwardPlan<'a> {
             scratch,
             path: String::new(),
             wants_input_grad: false,
+            dy_writable: true,
             probes: ProbeLog::default(),
             offered: None,
             taken: None,
@@ -114,17 +97,10 @@ impl<'a> BackwardPlan<'a> {
         }
     }
 
-    /// Offer `target` to the first op of the next [`Self::run_tape`] (the last to run): it
-    /// may add its input gradient onto it instead of making its own, saving an accumulate.
-    /// Whether it did: [`Self::accumulation_taken`], after the replay.
-    pub fn offer_accumulation(&mut self, target: Tensor) {
-        self.offered = Some(target);
-        self.taken = None;
-    }
-
     /// The gradient offered to the op being planned, when it has the shape and storage of
     /// its input `x` and is f32 (one rounding, as an accumulate), its input gradient is
-    /// wanted, and it is not `dy` itself. Taking it is the op's promise to add onto it.
+    /// wanted, and it is not `dy` itself. Taking it is the op's promise to add onto it and
+    /// return it as its input gradient.
     pub fn take_accumulation(&mut self, x: &Tensor, dy: &Tensor) -> Option<Tensor> {
         let fits = |t: &Tensor| {
             self.wants_input_grad
@@ -136,14 +112,6 @@ impl<'a> BackwardPlan<'a> {
         let target = self.offered.take().filter(fits)?;
         self.taken = Some(target.buffer().clone());
         Some(target)
-    }
-
-    /// Whether `target`, offered with [`Self::offer_accumulation`], was taken (a later take
-    /// by a nested branch is of another buffer).
-    pub fn accumulation_taken(&self, target: &Tensor) -> bool {
-        self.taken
-            .as_ref()
-            .is_some_and(|b| Arc::ptr_eq(b, target.buffer()))
     }
 
     /// The kernels, and the probe points noted: each layer's input and weight gradients
@@ -159,56 +127,6 @@ impl<'a> BackwardPlan<'a> {
             .note(self.ctx.is_dry(), (layer, tensor), after, values);
     }
 
-    /// Replay `tape` in reverse from `dy`, the gradient of its output. Returns the gradient
-    /// of its input, or `None` when it needs none (the replay then stops at the first op,
-    /// from the end, whose input needs no gradient). `dy` stays the caller's: only the
-    /// gradients made here are released, once used.
-    pub fn run_tape(&mut self, tape: &Tape, dy: Tensor) -> Result<Option<Tensor>> {
-        let outer = (std::mem::take(&mut self.path), self.wants_input_grad);
-        // Only this tape's first op (its last backward) may take an offered gradient.
-        let offer = self.offered.take();
-        let first = tape.ops.as_ptr();
-        // The gradient of the current op's output, and whether it was made here.
-        let mut grad = dy;
-        let mut owned = false;
-        let mut reached_input = true;
-        for r in tape.ops.iter().rev() {
-            self.path.clone_from(&r.path);
-            self.wants_input_grad = r.wants_input_grad;
-            if std::ptr::eq(r, first) {
-                self.offered.clone_from(&offer);
-            }
-            let dx = r.backward.backward(self, grad.clone())?;
-            self.offered = None;
-            if let Some((layer, params)) = &r.layer {
-                for name in params {
-                    let g = self.store.grad_view(self.ctx, name)?;
-                    self.probe(*layer, ProbeTensor::WeightGrad, &g);
-                }
-                if let Some(dx) = &dx {
-                    self.probe(*layer, ProbeTensor::InputGrad, dx);
-                }
-            }
-            // A view of the same buffer (a reshape) carries the gradient on.
-            let same = dx.as_ref().is_some_and(|d| same_buffer(d, &grad));
-            if owned && !same {
-                self.grads.release(&grad);
-            }
-            match dx {
-                Some(dx) => {
-                    owned |= !same;
-                    grad = dx;
-                }
-                None => {
-                    reached_input = false;
-                    break;
-                }
-            }
-        }
-        (self.path, self.wants_input_grad) = outer;
-        Ok(reached_input.then_some(grad))
-    }
-
     pub fn ctx(&self) -> &'a GpuContext {
         self.ctx
     }
@@ -216,6 +134,13 @@ impl<'a> BackwardPlan<'a> {
     /// Whether the current layer must return its input's gradient.
     pub fn wants_input_grad(&self) -> bool {
         self.wants_input_grad
+    }
+
+    /// Whether the current layer's backward may write into its `dy` once its kernels have
+    /// read it: no other gradient still to be read lives in that buffer. A composition's
+    /// replay uses it to sum a skip path in place ([`super::tape`]).
+    pub fn dy_writable(&self) -> bool {
+        self.dy_writable
     }
 
     /// A gradient shaped (and stored) like `x`, in a buffer of the gradient arena. Every

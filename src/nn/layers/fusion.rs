@@ -6,9 +6,10 @@
 //! the dispatch, and one read of the output, are gone. An offer lapses with the next push:
 //! only the kernel right before a layer can be absorbed by it.
 //!
-//! Today: a residual's add, absorbed by the LayerNorm that reads the sum (a GPT's `ln_2`,
-//! the next block's `ln_1`, and `ln_f`); an activation's kernel, absorbed by the max pool
-//! after a ReLU (whose backward then makes the ReLU's input gradient too: [`GradHandoff`]).
+//! Today: a sum join's add (a residual's), absorbed by the LayerNorm that reads the sum (a
+//! GPT's `ln_2`, the next block's `ln_1`, and `ln_f`); an activation's kernel, absorbed by the
+//! max pool after a ReLU (whose backward then makes the ReLU's input gradient too, handed on
+//! as a Linear's is: [`HandedOn`]).
 //!
 //! In the backward, kernels may offer to write a low-dtype copy of their output as well
 //! ([`BackwardPlan::push_offering_copy`]), and a cast of that output takes it
@@ -22,7 +23,7 @@
 //! [`BackwardPlan::push_offering_copy`]: super::backward::BackwardPlan::push_offering_copy
 //! [`BackwardPlan::cast_grad`]: super::backward::BackwardPlan::cast_grad
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use crate::error::Result;
 use crate::gpu::Kernel;
@@ -35,28 +36,9 @@ pub enum Fusable {
     /// `output = a + b` elementwise, in f32 whatever the storages (a residual's add).
     Add { a: Tensor, b: Tensor },
     /// `output = op(x)` elementwise, in `x`'s storage (an activation layer). A taker that
-    /// also makes the activation's input gradient in its backward gives it to `grad`.
-    Unary {
-        op: &'static UnaryOp,
-        x: Tensor,
-        grad: GradHandoff,
-    },
-}
-
-/// The input gradient of a layer whose kernel was taken, made by the taker's backward (which
-/// runs first) and handed to the layer's backward, which then pushes nothing. Empty when the
-/// taker did not make it: the layer then makes it itself.
-#[derive(Clone, Debug, Default)]
-pub struct GradHandoff(Arc<Mutex<Option<Tensor>>>);
-
-impl GradHandoff {
-    pub fn give(&self, grad: Tensor) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(grad);
-    }
-
-    pub fn take(&self) -> Option<Tensor> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
-    }
+    /// also makes the activation's input gradient in its backward hands it on
+    /// ([`BackwardPlan::give_input_grad`](super::backward::BackwardPlan::give_input_grad)).
+    Unary { op: &'static UnaryOp, x: Tensor },
 }
 
 /// The last kernel of a forward plan, offered with what it computes.
@@ -78,8 +60,9 @@ pub struct CopyOffer<'a> {
     pub(super) with_copy: WithCopy<'a>,
 }
 
-/// An activation's input gradient made ahead of its backward, by the kernel that recomputed
-/// its output ([`Kept::values_and_input_grad`](super::recompute::Kept::values_and_input_grad)).
+/// An activation's input gradient made ahead of its backward: by the kernel that recomputed
+/// its output ([`Kept::values_and_input_grad`](super::recompute::Kept::values_and_input_grad)),
+/// or by the layer that ran its forward kernel (a max pool after a ReLU).
 pub struct HandedOn {
     pub(super) op: &'static UnaryOp,
     /// The activation's input and the gradient of its output, as the kernel read them.

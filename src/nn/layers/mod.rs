@@ -12,10 +12,14 @@
 //!    its [`Backward::backward`] records the backward kernels into a [`BackwardPlan`].
 //!
 //! [`NamedLayer`] is a resolved layer with its name and shapes (`named.rs`, which also
-//! resolves a run of configs); [`plan`] holds the two loops a layer is planned in and
-//! [`precision`] the precision map's walk over the same layers.
+//! resolves a run of configs); [`plan`] holds the forward a layer is planned in, [`tape`]
+//! what it records and the backward's replay, and [`precision`] the precision map's walk
+//! over the same layers. A composition (a residual, a fork, a transformer block) is a
+//! [`graph::GraphConfig`]: layers wired with joins ([`join`]), its backward derived.
 //!
-//! Adding a layer is a file here with those three types and one line in [`REGISTRY`]; a
+//! Adding a layer is a file here with those three types and one line in [`REGISTRY`]
+//! (`registry.rs`, which also parses JSON layers: a composition's parser is handed the layer
+//! parser, so no layer file imports the registry that lists it); a
 //! new kernel it needs is its WGSL in `shaders/` and a dispatcher in `ops/`
 //! (docs/architecture.md walks through an example). Adding an activation is one row of
 //! [`crate::ops::unary`]'s table: [`unary::Unary`] is every row's layer.
@@ -24,10 +28,14 @@ pub mod attention;
 pub mod attention_kernel;
 pub mod backward;
 pub mod conv2d;
+pub mod counter;
 pub mod dropout;
 pub mod embedding;
 pub mod flatten;
+pub mod fork;
 pub mod fusion;
+pub mod graph;
+pub mod join;
 pub mod layernorm;
 pub mod linear;
 mod named;
@@ -36,64 +44,33 @@ pub mod pool;
 pub mod precision;
 mod recipes;
 pub mod recompute;
+mod registry;
 pub mod residual;
+pub mod tape;
 pub mod unary;
 
 use std::fmt;
 use std::sync::Arc;
 
-use serde::de::DeserializeOwned;
-
 use crate::amp::policy::Op;
 use crate::error::Result;
 use crate::tensor::{DType, Tensor};
 pub use backward::{BackwardPlan, Like};
+pub(crate) use named::resolve_layers;
 pub use named::{NamedLayer, ParamSpec};
-pub(crate) use named::{layer_from_json, resolve_layers};
 pub use plan::ForwardPlan;
 pub use precision::PrecisionWalk;
+pub(crate) use registry::layer_from_json;
+pub use registry::{REGISTRY, layer_kinds};
 
-/// Parses one layer's fields (the object under its key) into its config.
-pub type ParseConfig = fn(serde_json::Value) -> serde_json::Result<Box<dyn LayerConfig>>;
+/// Parses one layer's fields (the object under its key) into its config; a composition's
+/// parses its layers with the [`ParseLayer`] it is handed.
+pub type ParseConfig =
+    fn(serde_json::Value, &ParseLayer) -> serde_json::Result<Box<dyn LayerConfig>>;
 
-/// The layer kinds the JSON model format knows by key, besides the unary ones
-/// ([`layer_kinds`] lists both).
-pub const REGISTRY: &[(&str, ParseConfig)] = &[
-    ("linear", parse::<linear::LinearConfig>),
-    ("conv2d", parse::<conv2d::Conv2dConfig>),
-    ("maxpool2d", parse::<pool::MaxPool2dConfig>),
-    ("flatten", parse::<flatten::FlattenConfig>),
-    ("layernorm", parse::<layernorm::LayerNormConfig>),
-    ("dropout", parse::<dropout::DropoutConfig>),
-    ("attention", parse::<attention::AttentionConfig>),
-    ("embedding", parse::<embedding::EmbeddingConfig>),
-    ("residual", residual::parse),
-];
-
-/// Every layer kind the JSON model format knows: [`REGISTRY`]'s, then one per row of the
-/// unary table ([`crate::ops::unary::UNARY_OPS`]).
-pub fn layer_kinds() -> impl Iterator<Item = &'static str> {
-    let unary = crate::ops::unary::UNARY_OPS.iter().map(|op| op.name);
-    REGISTRY.iter().map(|(kind, _)| *kind).chain(unary)
-}
-
-/// The config of a JSON layer of kind `kind` from its fields, or `None` for an unknown kind.
-pub(crate) fn parse_kind(
-    kind: &str,
-    fields: serde_json::Value,
-) -> Option<serde_json::Result<Box<dyn LayerConfig>>> {
-    if let Some((_, parse)) = REGISTRY.iter().find(|(k, _)| *k == kind) {
-        return Some(parse(fields));
-    }
-    let op = crate::ops::unary::by_name(kind)?;
-    Some(unary::UnaryConfig::parse(op, fields))
-}
-
-fn parse<C: LayerConfig + DeserializeOwned + 'static>(
-    fields: serde_json::Value,
-) -> serde_json::Result<Box<dyn LayerConfig>> {
-    Ok(Box::new(serde_json::from_value::<C>(fields)?))
-}
+/// Parses one JSON layer, `{"kind": {fields}}` ([`layer_from_json`]), or says why not.
+pub type ParseLayer =
+    dyn Fn(serde_json::Value) -> std::result::Result<Box<dyn LayerConfig>, String>;
 
 /// Stage 1: a layer as described, before its input shape is known.
 pub trait LayerConfig: fmt::Debug + Send + Sync {
@@ -136,6 +113,15 @@ pub trait Layer: fmt::Debug + Send + Sync {
         Vec::new()
     }
 
+    /// Buffers: persistent tensors that are not parameters (PyTorch's `register_buffer`:
+    /// running statistics, counters, RoPE tables), in `state_dict` order, named relative to
+    /// the layer. The optimizer, weight decay, clipping, the low-precision cast and the
+    /// parameter count never see them; checkpoints save them in their own dtype
+    /// ([`crate::nn::buffers`]).
+    fn buffers(&self) -> Vec<BufferDef> {
+        Vec::new()
+    }
+
     /// Parameters this layer uses but another owns: (name relative to this layer, the
     /// owner's full name). GPT's `lm_head.weight` is `transformer.wte.weight`.
     fn tied_parameters(&self) -> Vec<(String, String)> {
@@ -148,7 +134,7 @@ pub trait Layer: fmt::Debug + Send + Sync {
         None
     }
 
-    /// The layers this one is made of (a residual's branch), for descriptions.
+    /// The layers this one is made of (a composition's), for descriptions.
     fn sublayers(&self) -> &[NamedLayer] {
         &[]
     }
@@ -171,6 +157,19 @@ pub trait Backward {
     /// gradients accumulate into the flat gradient buffer; the input's gradient is returned
     /// when [`BackwardPlan::wants_input_grad`] (else `None`).
     fn backward(&self, b: &mut BackwardPlan<'_>, dy: Tensor) -> Result<Option<Tensor>>;
+}
+
+/// The backward of a join, an op of several inputs (a composition's sum, product or
+/// concatenation: [`join`]): what its forward kept for the inputs' gradients.
+pub trait BackwardJoin {
+    /// The gradient of each input (`None` where `wants` says none is needed) from `dy`, the
+    /// gradient of the output.
+    fn backward(
+        &self,
+        b: &mut BackwardPlan<'_>,
+        dy: &Tensor,
+        wants: &[bool],
+    ) -> Result<Vec<Option<Tensor>>>;
 }
 
 /// How a parameter starts out.
@@ -212,6 +211,65 @@ impl ParamDef {
 
     /// The same parameter seen from a containing layer: `weight` under `ln_1` is
     /// `ln_1.weight`.
+    pub fn under(self, prefix: &str) -> Self {
+        Self {
+            name: format!("{prefix}.{}", self.name),
+            ..self
+        }
+    }
+}
+
+/// The dtype a buffer is stored and saved in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BufferDType {
+    F32,
+    /// PyTorch's `torch.int64` (`num_batches_tracked`): two u32 words on the GPU, low first.
+    I64,
+}
+
+impl BufferDType {
+    /// u32 words per element.
+    pub fn words(self) -> usize {
+        match self {
+            BufferDType::F32 => 1,
+            BufferDType::I64 => 2,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BufferDType::F32 => "float32",
+            BufferDType::I64 => "int64",
+        }
+    }
+}
+
+/// A buffer of a layer: name relative to the layer, shape, dtype and initial values (every
+/// element `init`: zeros, ones).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BufferDef {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub dtype: BufferDType,
+    pub init: f64,
+}
+
+impl BufferDef {
+    pub fn new(name: &str, shape: Vec<usize>, dtype: BufferDType, init: f64) -> Self {
+        Self {
+            name: name.to_string(),
+            shape,
+            dtype,
+            init,
+        }
+    }
+
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// The same buffer seen from a containing layer (`running_mean` under `bn1` is
+    /// `bn1.running_mean`).
     pub fn under(self, prefix: &str) -> Self {
         Self {
             name: format!("{prefix}.{}", self.name),

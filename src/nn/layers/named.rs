@@ -1,10 +1,10 @@
 //! A layer with its name and shapes ([`NamedLayer`]), its parameters with full names
 //! ([`ParamSpec`]), and the resolution of a run of layer configs (from Rust or JSON) against
-//! an input shape: what a model and a layer made of layers (a residual) are built from.
+//! an input shape: what a model and a composition ([`super::graph`]) are built from.
 
 use std::sync::Arc;
 
-use super::{Init, Layer, LayerConfig, checked_numel, layer_kinds, parse_kind, too_large};
+use super::{BufferDef, Init, Layer, LayerConfig, checked_numel, too_large};
 
 /// One layer of a model, in execution order.
 #[derive(Clone, Debug)]
@@ -36,6 +36,17 @@ impl NamedLayer {
     }
 }
 
+impl NamedLayer {
+    /// This layer's buffers in `state_dict` order, with full names.
+    pub fn buffers(&self) -> Vec<BufferDef> {
+        self.layer
+            .buffers()
+            .into_iter()
+            .map(|b| b.under(&self.name))
+            .collect()
+    }
+}
+
 /// A parameter tensor: PyTorch `state_dict` name, shape and initialisation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParamSpec {
@@ -50,46 +61,6 @@ impl ParamSpec {
     }
 }
 
-/// Parses one JSON layer, `{"kind": {fields}}`, of a kind [`layer_kinds`] lists.
-pub(crate) fn layer_from_json(
-    value: serde_json::Value,
-) -> std::result::Result<Box<dyn LayerConfig>, String> {
-    let kinds = || {
-        layer_kinds()
-            .map(|k| format!("{{\"{k}\": {{...}}}}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let serde_json::Value::Object(object) = value else {
-        return Err(format!(
-            "expected an object with one key, the layer kind (one of {})",
-            kinds()
-        ));
-    };
-    if object.contains_key("keep_f32") {
-        // Read beside the top-level layers only (ModelSpec::from_json takes it there).
-        return Err(
-            "`keep_f32` is read beside a layer of the top-level \"layers\" list, not inside \
-             a residual's: put it beside the residual, or name the layer with --keep-f32"
-                .to_string(),
-        );
-    }
-    let mut entries = object.into_iter();
-    let (Some((kind, fields)), None) = (entries.next(), entries.next()) else {
-        return Err(format!(
-            "a layer is an object with exactly one key, the layer kind (one of {})",
-            kinds()
-        ));
-    };
-    let Some(config) = parse_kind(&kind, fields) else {
-        return Err(format!(
-            "unknown layer kind `{kind}` (expected one of {})",
-            kinds()
-        ));
-    };
-    config.map_err(|e| format!("{kind}: {e}"))
-}
-
 /// Resolves named layer configs in order from `input`; errors name the layer's index and
 /// name (`layer 3 `conv2` (conv2d): ...`).
 pub(crate) fn resolve_layers(
@@ -99,26 +70,38 @@ pub(crate) fn resolve_layers(
     let mut shape = input.to_vec();
     let mut resolved = Vec::with_capacity(layers.len());
     for (index, (layer_name, config)) in layers.iter().enumerate() {
-        let layer = config
-            .resolve(&shape)
-            .and_then(|r| check_sizes(&*r.layer, &r.output_shape).map(|()| r))
-            .map_err(|msg| {
-                let label = if *layer_name == index.to_string() {
-                    String::new()
-                } else {
-                    format!(" `{layer_name}`")
-                };
-                format!("layer {index}{label} ({}): {msg}", config.kind())
-            })?;
-        resolved.push(NamedLayer {
-            name: layer_name.clone(),
-            layer: layer.layer,
-            input_shape: shape,
-            output_shape: layer.output_shape.clone(),
-        });
-        shape = layer.output_shape;
+        let layer = resolve_one(&shape, layer_name, config.as_ref(), Some(index))?;
+        shape.clone_from(&layer.output_shape);
+        resolved.push(layer);
     }
     Ok(resolved)
+}
+
+/// Resolves one named layer config on `input`; errors name the layer (and its index in a
+/// list, when it is in one).
+pub(crate) fn resolve_one(
+    input: &[usize],
+    layer_name: &str,
+    config: &dyn LayerConfig,
+    index: Option<usize>,
+) -> std::result::Result<NamedLayer, String> {
+    let layer = config
+        .resolve(input)
+        .and_then(|r| check_sizes(&*r.layer, &r.output_shape).map(|()| r))
+        .map_err(|msg| {
+            let kind = config.kind();
+            match index {
+                Some(i) if layer_name == i.to_string() => format!("layer {i} ({kind}): {msg}"),
+                Some(i) => format!("layer {i} `{layer_name}` ({kind}): {msg}"),
+                None => format!("`{layer_name}` ({kind}): {msg}"),
+            }
+        })?;
+    Ok(NamedLayer {
+        name: layer_name.to_string(),
+        layer: layer.layer,
+        input_shape: input.to_vec(),
+        output_shape: layer.output_shape,
+    })
 }
 
 /// Checks a resolved layer's output and parameter sizes against [`super::MAX_ELEMENTS`].
@@ -128,4 +111,22 @@ fn check_sizes(layer: &dyn Layer, output: &[usize]) -> std::result::Result<(), S
         checked_numel(&p.shape).ok_or_else(|| format!("{} {}", p.name, too_large(&p.shape)))?;
     }
     Ok(())
+}
+
+/// The full names of `layer`'s own parameters under `path` (those of the layers it is made
+/// of are theirs): the weight gradients its probe counts.
+pub(crate) fn own_parameters(layer: &dyn Layer, path: &str) -> Vec<String> {
+    let inner = |param: &str| {
+        let prefix = |name: &str| format!("{name}.");
+        layer
+            .sublayers()
+            .iter()
+            .any(|l| param.starts_with(&prefix(&l.name)))
+    };
+    let full = |name: &str| match path {
+        "" => name.to_string(),
+        path => format!("{path}.{name}"),
+    };
+    let params = layer.parameters().into_iter().filter(|p| !inner(&p.name));
+    params.map(|p| full(&p.name)).collect()
 }

@@ -1,7 +1,7 @@
-//! The two loops, as a layer sees them: [`ForwardPlan`] runs layers in order (inserting the
-//! casts the precision policy asks for) and records each one's backward on a [`Tape`];
-//! [`BackwardPlan`] replays a tape in reverse. The network runs its layers through them, and
-//! so does a layer made of layers (a transformer block runs its sub-layers the same way).
+//! The two loops, as a layer sees them: [`ForwardPlan`] runs layers (inserting the casts the
+//! precision policy asks for) and joins, and records each one's backward on a [`Tape`];
+//! [`BackwardPlan`] replays a tape in reverse ([`super::tape`]). The network runs its layers
+//! through them, and so does a composition (a residual, a transformer block: [`super::graph`]).
 //!
 //! Everything here happens once, when a network is planned for a batch size; a training step
 //! only replays the kernels.
@@ -10,27 +10,44 @@ use std::cell::{OnceCell, RefCell};
 use std::sync::Arc;
 
 use super::attention_kernel::AttentionKernel;
-use super::backward::{BackwardPlan, Like, Recorded, Tape, join};
+use super::backward::{BackwardPlan, Like, join};
 use super::fusion::{Fusable, Offer, same_view};
 use super::named::NamedLayer;
+use super::named::own_parameters;
 use super::recipes::Recomputable;
-use super::{Backward, Layer};
+use super::tape::{Flow, Tape, TapeOp};
+use super::{Backward, BackwardJoin, Layer};
 use crate::amp::policy::Policy;
 use crate::error::Result;
 use crate::gpu::{GpuContext, Kernel};
-use crate::nn::buffers::Scratch;
+use crate::nn::arena::Scratch;
+use crate::nn::buffers::Copy;
 use crate::nn::params::ParamStore;
-use crate::nn::probes::{ProbeLog, ProbePoint, ProbeTensor, own_parameters};
+use crate::nn::probes::{ProbeLog, ProbePoint, ProbeTensor};
 use crate::nn::transient::Activations;
 use crate::ops::dropout::{DropoutKey, DropoutState};
 use crate::ops::elementwise;
 use crate::tensor::{DType, Tensor};
+
+/// What a plan is made for, chosen when it is planned (PyTorch's `model.train()` /
+/// `model.eval()`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Training: a backward follows, dropout drops, layers use and update batch statistics
+    /// (in the buffers' working copy, committed by the step).
+    #[default]
+    Train,
+    /// Evaluation (validation, sampling, inference): forward only, no dropout kernel at all,
+    /// layers read their buffers' committed values and write none.
+    Eval,
+}
 
 /// The forward pass being planned.
 pub struct ForwardPlan<'a> {
     ctx: &'a GpuContext,
     store: &'a ParamStore,
     policy: &'a Policy,
+    mode: Mode,
     /// Made when the first dropout layer asks for it.
     dropout: OnceCell<Arc<DropoutState>>,
     batch: usize,
@@ -47,7 +64,8 @@ pub struct ForwardPlan<'a> {
     /// Layers planned so far (the policy's per-layer index), and the current layer's index.
     layer_count: usize,
     index: usize,
-    seen_params: bool,
+    /// Whether the current layer's input needs a gradient (a parameter went into it).
+    input_requires_grad: bool,
     scratch: Scratch,
     /// Each layer's output, where it is complete.
     probes: ProbeLog,
@@ -63,13 +81,14 @@ impl<'a> ForwardPlan<'a> {
         ctx: &'a GpuContext,
         store: &'a ParamStore,
         policy: &'a Policy,
-        batch: usize,
+        (batch, mode): (usize, Mode),
         attention: AttentionKernel,
     ) -> Self {
         Self {
             ctx,
             store,
             policy,
+            mode,
             dropout: OnceCell::new(),
             batch,
             attention,
@@ -80,7 +99,7 @@ impl<'a> ForwardPlan<'a> {
             dtype: DType::F32,
             layer_count: 0,
             index: 0,
-            seen_params: false,
+            input_requires_grad: false,
             scratch: Scratch::default(),
             probes: ProbeLog::default(),
             consumer: None,
@@ -118,74 +137,104 @@ impl<'a> ForwardPlan<'a> {
         (self.kernels, self.scratch, self.dropout.into_inner())
     }
 
-    /// Plan `layers` in order on `x`: for each, the cast the policy asks for, then its
-    /// forward. Returns the output and the tape the backward replays.
+    /// Plan `layers` in order on `x`, the model's input (it needs no gradient): for each,
+    /// the cast the policy asks for, then its forward. Returns the output and the tape the
+    /// backward replays.
     pub fn run_layers(&mut self, layers: &[NamedLayer], x: Tensor) -> Result<(Tensor, Tape)> {
-        let mut tape = Tape::default();
-        let mut x = x;
+        let mut flow = Flow::new(x, false);
+        let mut value = 0;
         for (i, l) in layers.iter().enumerate() {
             // A leaf takes index `layer_count`, so the next layer takes the one after it.
             let next = layers.get(i + 1).filter(|_| l.layer.sublayers().is_empty());
-            let consumer = next.map(|n| {
-                let index = self.layer_count + 1;
-                self.policy.compute_dtype(index, n.layer.op(), DType::F32)
-            });
-            self.consumer = consumer;
-            x = self.run_layer(&l.name, &*l.layer, x, &mut tape)?;
-            self.consumer = None;
+            let consumer = next.map(|n| self.compute_dtype_at(1, n.layer.op()));
+            value = self.run_layer(&mut flow, &l.name, &*l.layer, value, consumer)?;
         }
-        Ok((x, tape))
+        Ok(flow.finish(value))
     }
 
-    /// Plan one layer named `name` (relative to the layer being planned) on `x`.
-    pub fn run_layer(
+    /// The dtype the layer `ahead` rows after the next one to plan would compute in, for an
+    /// op `op` reading an f32 input.
+    pub(super) fn compute_dtype_at(&self, ahead: usize, op: crate::amp::policy::Op) -> DType {
+        self.policy
+            .compute_dtype(self.layer_count + ahead, op, DType::F32)
+    }
+
+    /// Whether the current layer's input needs a gradient: a composition's own inputs do
+    /// when its input does.
+    pub(super) fn input_requires_grad(&self) -> bool {
+        self.input_requires_grad
+    }
+
+    /// Plan one layer named `name` (relative to the layer being planned) on value `input`
+    /// of `flow`; `consumer` is the dtype the readers of its output compute in, when they
+    /// agree ([`Self::consumer_dtype`]). Returns its output's value.
+    pub(super) fn run_layer(
         &mut self,
+        flow: &mut Flow,
         name: &str,
         layer: &dyn Layer,
-        x: Tensor,
-        tape: &mut Tape,
-    ) -> Result<Tensor> {
-        let parent = (std::mem::take(&mut self.path), self.dtype, self.index);
+        input: usize,
+        consumer: Option<DType>,
+    ) -> Result<usize> {
+        let parent = (
+            std::mem::take(&mut self.path),
+            self.dtype,
+            self.index,
+            self.input_requires_grad,
+        );
         self.path = join(&parent.0, name);
         self.index = self.layer_count;
         self.layer_count += 1;
-        self.dtype = self.policy.compute_dtype(self.index, layer.op(), x.dtype());
-        let mut x = x;
-        // Casts convert activations; ids (an embedding's tokens) go in as they are.
-        if self.dtype != x.dtype() && x.dtype().is_float() {
-            let wants = self.seen_params;
-            let (y, backward) = cast_forward(self, x, self.dtype)?;
-            self.record(tape, wants, backward, None);
-            x = y;
+        let x_dtype = flow.value(input).dtype();
+        self.dtype = self.policy.compute_dtype(self.index, layer.op(), x_dtype);
+        let mut input = input;
+        // Casts convert activations; ids (an embedding's tokens) go in as they are. A value
+        // cast once serves every layer reading it in that dtype.
+        if self.dtype != x_dtype && x_dtype.is_float() {
+            input = match flow.cast_of(input, self.dtype) {
+                Some(cast) => cast,
+                None => {
+                    let x = flow.value(input).clone();
+                    let (y, backward) = cast_forward(self, x, self.dtype)?;
+                    let wants = flow.requires_grad(input);
+                    let op = TapeOp::Layer(backward);
+                    let cast = flow.record(self.path.clone(), &[input], op, None, (y, wants));
+                    flow.note_cast(input, self.dtype, cast);
+                    cast
+                }
+            };
         }
         // Whether this layer's input needs a gradient is decided by what came before it,
         // not by its own sub-layers (planned, and recorded, during its forward).
-        let wants = self.seen_params;
+        let wants = flow.requires_grad(input);
+        self.input_requires_grad = wants;
         let has_params = !layer.parameters().is_empty() || !layer.tied_parameters().is_empty();
-        let (y, backward) = layer.forward(self, x)?;
+        self.consumer = consumer.filter(|_| layer.sublayers().is_empty());
+        let forward = layer.forward(self, flow.value(input).clone());
+        self.consumer = None;
+        let (y, backward) = forward?;
         let params = own_parameters(layer, &self.path);
-        self.record(tape, wants, backward, Some((self.index, params)));
         let at = (self.index, ProbeTensor::Output);
         self.probes
             .note(self.ctx.is_dry(), at, self.kernels.len(), &y);
-        self.seen_params |= has_params;
-        (self.path, self.dtype, self.index) = parent;
-        Ok(y)
+        let record = (Some((self.index, params)), (y, wants || has_params));
+        let op = TapeOp::Layer(backward);
+        let out = flow.record(self.path.clone(), &[input], op, record.0, record.1);
+        (self.path, self.dtype, self.index, self.input_requires_grad) = parent;
+        Ok(out)
     }
 
-    fn record(
+    /// Record a join of values `inputs` of `flow`, planned already (`join.rs`): its output
+    /// `y` and its backward. Returns the output's value.
+    pub(super) fn record_join(
         &mut self,
-        tape: &mut Tape,
-        wants: bool,
-        b: Box<dyn Backward>,
-        layer: Option<(usize, Vec<String>)>,
-    ) {
-        tape.ops.push(Recorded {
-            path: self.path.clone(),
-            wants_input_grad: wants,
-            backward: b,
-            layer,
-        });
+        flow: &mut Flow,
+        inputs: &[usize],
+        (y, backward): (Tensor, Box<dyn BackwardJoin>),
+    ) -> usize {
+        let wants = inputs.iter().any(|&i| flow.requires_grad(i));
+        let op = TapeOp::Join(backward);
+        flow.record(self.path.clone(), inputs, op, None, (y, wants))
     }
 
     pub fn ctx(&self) -> &'a GpuContext {
@@ -194,6 +243,25 @@ impl<'a> ForwardPlan<'a> {
 
     pub(super) fn recomputable_mut(&self) -> std::cell::RefMut<'_, Recomputable> {
         self.recompute.borrow_mut()
+    }
+
+    /// What this plan is for: training or evaluation.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The current layer's buffer `name` (`running_mean`, `num_batches_tracked`): in
+    /// training its working copy, which the layer's kernels may update (the step commits
+    /// it, or rolls it back when it skips); in evaluation the committed values, read only.
+    /// f32 buffers are f32 `[shape]`, int64 ones u32 `[2 · numel]` (low word first).
+    pub fn buffer(&self, name: &str) -> Result<Tensor> {
+        let copy = match self.mode {
+            Mode::Train => Copy::Working,
+            Mode::Eval => Copy::Committed,
+        };
+        self.store
+            .buffers
+            .view(self.ctx, &join(&self.path, name), copy)
     }
 
     /// How attention layers run in this plan.

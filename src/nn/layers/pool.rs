@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::fusion::{Fusable, GradHandoff};
+use super::fusion::Fusable;
 use super::{Backward, BackwardPlan, ForwardPlan, Layer, LayerConfig, Resolved, chw, positive};
 use crate::amp::policy::{CastRule, Op};
 use crate::error::Result;
@@ -104,7 +104,7 @@ impl Layer for MaxPool2d {
             None
         };
         let relu = match taken {
-            Some(Fusable::Unary { x: pre, grad, .. }) => {
+            Some(Fusable::Unary { x: pre, .. }) => {
                 f.push(pool::maxpool2d_relu_forward(
                     f.ctx(),
                     &pre,
@@ -113,7 +113,7 @@ impl Layer for MaxPool2d {
                     &indices,
                     p,
                 )?);
-                Some(FusedRelu { pre, grad })
+                Some(FusedRelu { pre })
             }
             _ => {
                 f.push(pool::maxpool2d_forward(f.ctx(), &x, &y, &indices, p)?);
@@ -130,10 +130,9 @@ impl Layer for MaxPool2d {
     }
 }
 
-/// The ReLU whose forward the pool ran: its input, and where its input gradient goes.
+/// The ReLU whose forward the pool ran: its input.
 struct FusedRelu {
     pre: Tensor,
-    grad: GradHandoff,
 }
 
 struct MaxPool2dBackward {
@@ -162,7 +161,8 @@ impl Backward for MaxPool2dBackward {
                 &dpre,
                 self.p,
             )?);
-            relu.grad.give(dpre);
+            // Handed on to the ReLU's backward, which runs next on these tensors.
+            b.give_input_grad(&RELU, &relu.pre, &dx, dpre);
             return Ok(Some(dx));
         }
         b.push(pool::maxpool2d_backward(

@@ -130,9 +130,27 @@ impl BackwardPlan<'_> {
         }
     }
 
+    /// Hand on `dx`, the gradient of `x`, the input of activation `op` whose output's
+    /// gradient is `dy`, made by the layer being planned (which ran the activation's
+    /// forward kernel in its own, and is done: [`super::fusion`]). The activation's backward
+    /// takes it ([`Self::take_input_grad`]) if it runs next on those same tensors.
+    pub fn give_input_grad(&mut self, op: &'static UnaryOp, x: &Tensor, dy: &Tensor, dx: Tensor) {
+        let made = HandedOn {
+            op,
+            x: x.clone(),
+            dy: dy.clone(),
+            dx,
+            after: Some(self.kernel_count()),
+        };
+        if let Some(stale) = self.handed_on.replace(made) {
+            self.release(&stale.dx);
+        }
+    }
+
     /// The gradient of `x`, the input of activation `op` whose output's gradient is `dy`,
-    /// when the kernel that recomputed the output made it from these same tensors and no
-    /// kernel has run since (so it is the bits `op`'s backward kernel would write), shaped
+    /// when a kernel made it from these same tensors (the one that recomputed the output, or
+    /// the one of the layer that ran it) and no kernel has run since (so it is the bits
+    /// `op`'s backward kernel would write), shaped
     /// like `x`. A gradient handed on that does not fit is given back.
     pub fn take_input_grad(
         &mut self,

@@ -6,7 +6,7 @@
 
 use serde::Deserialize;
 
-use super::fusion::{Fusable, GradHandoff};
+use super::fusion::Fusable;
 use super::{Backward, BackwardPlan, ForwardPlan, Layer, LayerConfig, Resolved};
 use crate::amp::policy::{CastRule, Op};
 use crate::error::Result;
@@ -69,49 +69,36 @@ impl Layer for Unary {
     /// `y = f(x)`, offered to the next layer ([`super::fusion`]: a max pool takes a ReLU).
     fn forward(&self, f: &mut ForwardPlan<'_>, x: Tensor) -> Result<(Tensor, Box<dyn Backward>)> {
         let y = f.activation(&x.shape()[1..]);
-        let grad = GradHandoff::default();
         let what = Fusable::Unary {
             op: self.op,
             x: x.clone(),
-            grad: grad.clone(),
         };
         f.push_fusable(unary::forward(f.ctx(), self.op, &x, &y)?, &y, what);
         f.recomputable(&y, &x, self.op);
         let op = self.op;
-        Ok((y, Box::new(UnaryBackward { op, x, grad })))
+        Ok((y, Box::new(UnaryBackward { op, x })))
     }
 }
 
 struct UnaryBackward {
     op: &'static UnaryOp,
     x: Tensor,
-    /// dx, when the layer that took the forward kernel made it in its own backward.
-    grad: GradHandoff,
 }
 
 impl Backward for UnaryBackward {
-    /// `dx = dy · f'(x)`, or the `dx` the Linear reading the output made already, in the
-    /// kernel that recomputed the output ([`super::recompute`]).
+    /// `dx = dy · f'(x)`, or the `dx` made already: by the Linear reading the output, in
+    /// the kernel that recomputed it ([`super::recompute`]), or by the max pool that ran
+    /// this kernel ([`super::fusion`]).
     fn backward(&self, b: &mut BackwardPlan<'_>, dy: Tensor) -> Result<Option<Tensor>> {
-        // Made already: by the Linear that recomputed the output, or by the max pool that
-        // ran this kernel ([`super::fusion`]).
         let made = b.take_input_grad(self.op, &self.x, &dy)?;
-        let handed = self.grad.take();
         if !b.wants_input_grad() {
-            for dx in made.iter().chain(&handed) {
-                b.release(dx);
+            if let Some(dx) = made {
+                b.release(&dx);
             }
             return Ok(None);
         }
-        match (made, handed) {
-            (Some(dx), other) => {
-                if let Some(other) = other {
-                    b.release(&other);
-                }
-                return Ok(Some(dx));
-            }
-            (None, Some(dx)) => return Ok(Some(dx)),
-            (None, None) => {}
+        if let Some(dx) = made {
+            return Ok(Some(dx));
         }
         let dx = b.input_grad(&self.x)?;
         b.push(unary::backward(b.ctx(), self.op, &self.x, &dy, &dx)?);

@@ -9,8 +9,9 @@
 //! Block sizes come from the adapter's workgroup memory ([`FlashCoopConfig`],
 //! `coop_layout.rs`).
 
-use super::Params;
 use super::coop_layout::{Layout, Pass};
+use super::params::Params;
+use super::shared_kv_const;
 use crate::dtype::Storage;
 use crate::error::{Error, Result};
 use crate::gpu::{Capabilities, GpuContext, KernelDesc, TensorCoreConfig};
@@ -27,7 +28,7 @@ pub static FORWARD_SHADER: ShaderDecl = ShaderDecl {
     structs: &[Params::WGSL],
     variants: |shader| {
         Grid::new()
-            .each_of(&["qkv", "y"], &[Storage::F16])
+            .each_of(&["q", "k", "v", "y"], &[Storage::F16])
             .variants_with(shader, |_| specialisations(Pass::Forward))
     },
 };
@@ -39,7 +40,7 @@ pub static BACKWARD_SHADER: ShaderDecl = ShaderDecl {
     structs: &[Params::WGSL],
     variants: |shader| {
         Grid::new()
-            .each_of(&["qkv", "dy", "dqkv"], &[Storage::F16])
+            .each_of(&["q", "k", "v", "dy", "dk", "dv"], &[Storage::F16])
             .variants_with(shader, |_| specialisations(Pass::KeyGrads))
     },
 };
@@ -51,7 +52,7 @@ pub static DQ_SHADER: ShaderDecl = ShaderDecl {
     structs: &[Params::WGSL],
     variants: |shader| {
         Grid::new()
-            .each_of(&["qkv", "dy", "dqkv"], &[Storage::F16])
+            .each_of(&["q", "k", "v", "dy", "dq"], &[Storage::F16])
             .variants_with(shader, |_| specialisations(Pass::QueryGrads))
     },
 };
@@ -70,9 +71,12 @@ pub(super) fn eligible(
     uses_tensor_cores(caps, storages)
         && caps.subgroup_barrier
         && caps.tensor_cores.config().is_some_and(|tc| {
-            PASSES
-                .iter()
-                .all(|&pass| Layout::new(tc, config, pass, hs).is_some())
+            // Its lanes split rows by the subgroup size it is laid out for (issue 42 leaves
+            // varying sizes, RDNA3, to the SIMT body for now).
+            tc.subgroup_fixed
+                && PASSES
+                    .iter()
+                    .all(|&pass| Layout::new(tc, config, pass, hs).is_some())
         })
 }
 
@@ -121,6 +125,12 @@ pub(super) fn layout(
             ctx.report.name
         )));
     }
+    if !tc.subgroup_fixed {
+        return Err(Error::Unsupported(format!(
+            "{op}: the tensor-core body needs a fixed subgroup size; `{}` varies it",
+            ctx.report.name
+        )));
+    }
     let config = config.unwrap_or_else(|| FlashCoopConfig::for_adapter(&ctx.caps));
     Layout::new(tc, config, pass, hs).ok_or_else(|| {
         Error::Unsupported(format!(
@@ -133,27 +143,34 @@ pub(super) fn layout(
     })
 }
 
-/// A tensor-core entry's kernel description.
+/// A tensor-core entry's kernel description (dk/dv's says whether they are one tensor).
 pub(super) fn desc(
     shader: &'static ShaderDecl,
     entry: &'static str,
     layout: &Layout,
+    shared_kv: Option<bool>,
 ) -> KernelDesc {
     let mut desc = KernelDesc::new(shader, entry);
     desc.consts = layout.consts();
+    desc.consts.extend(shared_kv.map(shared_kv_const));
     desc
 }
 
 /// The variants the portability tests check: both fragment shapes on subgroups of 32 (and
 /// 8x8 on subgroups of 8, Mesa 26's lavapipe), at the head sizes of gpt-tiny (16), gpt-char
 /// (64) and an odd one (5), with NVIDIA's 48 KiB, the 32 KiB of Apple and lavapipe and the
-/// least a tensor-core adapter has, subgroup barriers on and off.
+/// least a tensor-core adapter has, subgroup barriers on and off; dk and dv one tensor or two.
 fn specialisations(pass: Pass) -> Vec<Vec<(&'static str, String)>> {
+    let shared: &[Option<bool>] = match pass {
+        Pass::KeyGrads => &[Some(true), Some(false)],
+        _ => &[None],
+    };
     let mut v: Vec<Vec<(&'static str, String)>> = Vec::new();
     for (edge, subgroup) in [(8, 32), (16, 32), (8, 8)] {
         let tc = TensorCoreConfig {
             edge,
             subgroup,
+            subgroup_fixed: true,
             forced: false,
         };
         for hs in [5, 16, 64] {
@@ -164,9 +181,12 @@ fn specialisations(pass: Pass) -> Vec<Vec<(&'static str, String)>> {
                         subgroup_barriers,
                     };
                     let layout = Layout::new(tc, config, pass, hs).expect("a layout");
-                    let consts = layout.consts();
-                    if !v.contains(&consts) {
-                        v.push(consts);
+                    for s in shared {
+                        let mut consts = layout.consts();
+                        consts.extend(s.map(shared_kv_const));
+                        if !v.contains(&consts) {
+                            v.push(consts);
+                        }
                     }
                 }
             }

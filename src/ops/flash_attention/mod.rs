@@ -1,18 +1,19 @@
 //! Fused causal self-attention (FlashAttention-2's shape): `shaders/flash_forward.wgsl` and
 //! `shaders/flash_backward.wgsl`, with `shaders/include/flash_common.wgsl`.
 //!
-//! From nanoGPT's packed projections `qkv` `[B, T, 3C]`, per head
-//! `y = dropout(softmax(q kᵀ / √hs, causal)) v` into `y` `[B, T, C]` and the row
-//! log-sum-exp `lse` (f32 `[B, nh, T]`), without any `[B, nh, T, T]` buffer: keys and values
+//! From q, k and v wherever they sit ([`Qkv`]: nanoGPT's packed projections `[B, T, 3C]`,
+//! separate ones, grouped-query attention with fewer key/value heads and no repeated copy
+//! of them), per head `y = dropout(softmax(q kᵀ / √hs, causal)) v` into `y` `[B, T, C]` and
+//! the row log-sum-exp `lse` (f32 `[B, nh, T]`), without any `[B, nh, T, T]` buffer: keys and values
 //! stream through in tiles, the softmax is online (f32), and the backward recomputes the
 //! probabilities from q, k and `lse`. Attention dropout uses the unfused path's mask
 //! ([`super::dropout::keep`] at element `(bh·T + i)·T + j`), so both paths drop the same
 //! probabilities under every precision.
 //!
 //! Backward (FlashAttention-2's split): `delta = rowsum(dy ⊙ y)`, then one kernel with a
-//! thread per key for dk and dv and one with a thread per query for dq. Every gradient
-//! element has one writer and a fixed summation order: no float atomics, the same bits run
-//! to run.
+//! thread per key for dk and dv (summed over the query heads that share a key/value head, in
+//! head order) and one with a thread per query for dq. Every gradient element has one writer
+//! and a fixed summation order: no float atomics, the same bits run to run.
 //!
 //! Bodies ([`FlashBody`]): the SIMT kernels run *tiled* (tiles through workgroup memory, for
 //! GPUs) or *rowwise* (every thread reads the buffers directly, no barriers: on a CPU
@@ -24,19 +25,23 @@
 
 mod coop;
 mod coop_layout;
+mod params;
 
 pub use coop::{
     BACKWARD_SHADER as COOP_BACKWARD_SHADER, DQ_SHADER as COOP_DQ_SHADER,
     FORWARD_SHADER as COOP_FORWARD_SHADER, FlashCoopConfig, MAX_HEAD_SIZE as COOP_MAX_HEAD_SIZE,
 };
 
-use super::dropout::{DropoutKey, DropoutState, state_or_placeholder};
+use super::dropout::state_or_placeholder;
+pub use super::qkv::{HeadRows, Qkv, QkvLayout};
 use crate::dtype::Storage;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::gpu::{Arg, Capabilities, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::{Grid, ShaderDecl};
 use crate::tensor::Tensor;
 use coop::CoopPass;
+pub use params::FlashParams;
+use params::{Params, plan};
 
 /// The forward kernel.
 pub static FORWARD_SHADER: ShaderDecl = ShaderDecl {
@@ -45,8 +50,8 @@ pub static FORWARD_SHADER: ShaderDecl = ShaderDecl {
     structs: &[Params::WGSL],
     variants: |shader| {
         Grid::new()
-            .each(&["qkv", "y"])
-            .variants_with(shader, |_| specialisations())
+            .each(&["q", "k", "v", "y"])
+            .variants_with(shader, |_| specialisations(false))
     },
 };
 
@@ -57,12 +62,11 @@ pub static BACKWARD_SHADER: ShaderDecl = ShaderDecl {
     structs: &[Params::WGSL],
     variants: |shader| {
         Grid::new()
-            .each(&["qkv", "y", "dy", "dqkv"])
-            .variants_with(shader, |_| specialisations())
+            .each(&["q", "k", "v", "y", "dy", "dq", "dk", "dv"])
+            .variants_with(shader, |_| specialisations(true))
     },
 };
 
-const FLAG_DROPOUT: u32 = 1;
 /// Threads per workgroup: query rows (forward, dq) or keys (dk, dv) per workgroup.
 const WG: u32 = 64;
 /// The largest head size: each thread keeps up to four head-sized rows in registers.
@@ -143,160 +147,18 @@ pub fn tile_rows(hs: usize) -> usize {
     (1024 / hs.max(1)).clamp(1, WG as usize)
 }
 
-/// Sizes and options of one fused attention.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct FlashParams<'a> {
-    pub batch: usize,
-    pub heads: usize,
-    /// Sequence length T.
-    pub t: usize,
-    /// C: embedding width, heads × head size.
-    pub width: usize,
-    /// Logit scale, 1 / sqrt(hs).
-    pub scale: f32,
-    /// Attention dropout (None or p = 0: none). Needs `dropout_state`.
-    pub dropout: Option<DropoutKey>,
-    /// The state buffer the dropout kernels read (seed, counter, training flag).
-    pub dropout_state: Option<&'a DropoutState>,
-    pub body: FlashBody,
-    /// The tensor-core body's configuration (None: the adapter's); tests force small blocks.
-    pub coop: Option<FlashCoopConfig>,
-}
-
-impl FlashParams<'_> {
-    pub fn head_size(&self) -> usize {
-        self.width / self.heads.max(1)
-    }
-}
-
-crate::wgsl_struct! {
-    struct Params {
-        /// B * nh
-        batch_heads: u32,
-        /// nh
-        heads: u32,
-        /// T
-        t: u32,
-        /// C = nh * HS
-        width: u32,
-        /// 1 / sqrt(HS)
-        scale: f32,
-        /// FLAG_DROPOUT
-        flags: u32,
-        /// dropout: ceil(p * 2^24)
-        threshold: u32,
-        /// dropout: layer id keying the mask
-        layer: u32,
-        /// dropout: 1 / (1 - p)
-        drop_scale: f32,
-        /// ceil(T / BLOCK): workgroups per (batch, head)
-        blocks: u32,
-        _pad0: u32,
-        _pad1: u32,
-    }
-}
-
-fn u32_of(op: &'static str, what: &str, n: Option<usize>) -> Result<u32> {
-    n.filter(|&n| n <= u32::MAX as usize)
-        .map(|n| n as u32)
-        .ok_or_else(|| Error::shape(op, format!("{what} exceeds 2^32 elements")))
-}
-
-/// Check sizes, storages and the dropout setting; the uniform parameters.
-fn plan(op: &'static str, p: &FlashParams, tensors: &[(&str, &Tensor, usize)]) -> Result<Params> {
-    let (b, nh, t, c) = (p.batch, p.heads, p.t, p.width);
-    if b == 0 || nh == 0 || t == 0 || c == 0 || !c.is_multiple_of(nh) {
-        return Err(Error::shape(
-            op,
-            format!(
-                "batch {b}, heads {nh}, T {t}, width {c}: all positive, width a multiple of heads"
-            ),
-        ));
-    }
-    let hs = c / nh;
-    if hs > MAX_HEAD_SIZE {
-        return Err(Error::shape(
-            op,
-            format!(
-                "head size {hs} exceeds the fused kernel's {MAX_HEAD_SIZE} (use the unfused attention)"
-            ),
-        ));
-    }
-    u32_of(
-        op,
-        "B · T · 3C",
-        b.checked_mul(t).and_then(|n| n.checked_mul(3 * c)),
-    )?;
-    if p.dropout.is_some() {
-        // The mask's element index (bh·T + i)·T + j is a u32, as the unfused path's.
-        let n = (b * nh).checked_mul(t).and_then(|n| n.checked_mul(t));
-        u32_of(op, "attention dropout over B · nh · T · T", n)?;
-    }
-    for (name, tensor, numel) in tensors {
-        if tensor.numel() != *numel {
-            return Err(Error::shape(
-                op,
-                format!("{name} {:?} must hold {numel} elements", tensor.shape()),
-            ));
-        }
-    }
-    for name in ["lse", "delta"] {
-        if let Some((_, tensor, _)) = tensors.iter().find(|(n, _, _)| *n == name)
-            && tensor.storage() != Storage::F32
-        {
-            return Err(Error::shape(
-                op,
-                format!("{name} must be f32, got {}", tensor.storage().name()),
-            ));
-        }
-    }
-    let storages: Vec<Storage> = tensors.iter().map(|(_, t, _)| t.storage()).collect();
-    if storages.contains(&Storage::F16) && storages.contains(&Storage::F16Packed) {
-        return Err(Error::shape(
-            op,
-            format!("mixes native and packed f16 storages ({storages:?}); one context uses one"),
-        ));
-    }
-    let mut u = Params {
-        batch_heads: (b * nh) as u32,
-        heads: nh as u32,
-        t: t as u32,
-        width: c as u32,
-        scale: p.scale,
-        flags: 0,
-        threshold: 0,
-        layer: 0,
-        drop_scale: 1.0,
-        blocks: t.div_ceil(WG as usize) as u32,
-        _pad0: 0,
-        _pad1: 0,
-    };
-    if let Some(key) = p.dropout {
-        key.check(op)?;
-        if p.dropout_state.is_none() {
-            return Err(Error::shape(
-                op,
-                "attention dropout needs FlashParams::dropout_state (the DropoutState buffer)"
-                    .to_string(),
-            ));
-        }
-        u.flags |= FLAG_DROPOUT;
-        u.threshold = key.threshold();
-        u.layer = key.layer;
-        u.drop_scale = key.scale();
-    }
-    Ok(u)
-}
-
-/// A SIMT entry's specialisation: head size, tile, workgroup size and body.
+/// A SIMT entry's specialisation: head size, tile, workgroup size and body (and, for the
+/// backward, whether dk and dv are one tensor).
 fn simt_desc(
     shader: &'static ShaderDecl,
     entry: &'static str,
     hs: usize,
     tiled: bool,
+    shared_kv: Option<bool>,
 ) -> KernelDesc {
     let mut desc = KernelDesc::new(shader, entry);
     desc.consts = simt_consts(hs, tiled);
+    desc.consts.extend(shared_kv.map(shared_kv_const));
     desc
 }
 
@@ -310,24 +172,33 @@ fn simt_consts(hs: usize, tiled: bool) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// The backward's constant: dk and dv are one tensor (nanoGPT's packed dqkv), written
+/// through one binding.
+fn shared_kv_const(shared: bool) -> (&'static str, String) {
+    ("SHARED_KV_GRADS", shared.to_string())
+}
+
 /// One kernel: the uniform with `block` rows (or keys) per workgroup, one workgroup per
-/// (batch · head, block). `args` are the tensors and the dropout state.
+/// (`heads` of the batch · block): query heads B·nh, or key/value heads B·nkv for dk and
+/// dv. `args` are the tensors and the dropout state.
 fn launch<'a>(
     ctx: &GpuContext,
     desc: &KernelDesc,
-    uniform: Params,
+    (uniform, heads): (Params, u32),
     block: u32,
     args: Vec<(&'a str, Arg<'a>)>,
 ) -> Result<Kernel> {
-    let blocks = uniform.t.div_ceil(block);
-    let uniform = Params { blocks, ..uniform };
+    let mut uniform = uniform;
+    uniform.blocks = uniform.t.div_ceil(block);
+    let blocks = uniform.blocks;
     let mut all = vec![("params", Arg::Uniform(bytemuck::bytes_of(&uniform)))];
     all.extend(args);
-    let workgroups = uniform.batch_heads as usize * blocks as usize;
+    let workgroups = heads as usize * blocks as usize;
     ctx.kernel(desc, &all, grid_1d(workgroups, 1))
 }
 
-/// Forward: `y` (any float storage) and `lse` (f32) from `qkv`.
+/// Forward of nanoGPT's packed projections `qkv` (`[B, T, (nh + 2·nkv)·hs]`,
+/// [`QkvLayout::packed`]): [`forward_qkv`].
 pub fn forward(
     ctx: &GpuContext,
     qkv: &Tensor,
@@ -335,42 +206,48 @@ pub fn forward(
     lse: &Tensor,
     p: &FlashParams,
 ) -> Result<Kernel> {
+    let packed = Qkv::packed(qkv, p.heads, p.kv_heads(), p.head_size());
+    forward_qkv(ctx, packed, y, lse, p)
+}
+
+/// Forward: `y` (`[B, T, C]`) and `lse` (f32 `[B, nh, T]`) from q, k and v wherever they
+/// sit, in one float storage.
+pub fn forward_qkv(
+    ctx: &GpuContext,
+    qkv: Qkv,
+    y: &Tensor,
+    lse: &Tensor,
+    p: &FlashParams,
+) -> Result<Kernel> {
     const OP: &str = "flash_attention_forward";
     let (btc, rows) = (p.batch * p.t * p.width, p.batch * p.heads * p.t);
-    let uniform = plan(
-        OP,
-        p,
-        &[("qkv", qkv, 3 * btc), ("y", y, btc), ("lse", lse, rows)],
-    )?;
+    let uniform = plan(OP, p, (&qkv, None), &[("y", y, btc), ("lse", lse, rows)])?;
     let state = state_or_placeholder(ctx, p.dropout, p.dropout_state);
     let args = vec![
-        ("qkv", qkv.arg()),
+        ("q", qkv.q.arg()),
+        ("k", qkv.k.arg()),
+        ("v", qkv.v.arg()),
         ("y", y.arg()),
         ("lse", lse.arg()),
         ("dropout_state", Arg::Buffer(&state)),
     ];
-    let (hs, storages) = (p.head_size(), [qkv.storage(), y.storage()]);
+    let (hs, storages) = (p.head_size(), [qkv.q.storage(), y.storage()]);
+    let launched = (uniform, uniform.batch_heads);
     match p.body.resolve_within(&ctx.caps, p.coop, &storages, hs) {
         FlashBody::Coop => {
             let layout = coop::layout(ctx, OP, CoopPass::Forward, p.coop, &storages, hs)?;
-            let desc = coop::desc(&COOP_FORWARD_SHADER, "flash_coop_forward", &layout);
-            launch(ctx, &desc, uniform, layout.block, args)
+            let desc = coop::desc(&COOP_FORWARD_SHADER, "flash_coop_forward", &layout, None);
+            launch(ctx, &desc, launched, layout.block, args)
         }
         body => {
-            let desc = simt_desc(
-                &FORWARD_SHADER,
-                "flash_forward",
-                hs,
-                body == FlashBody::Tiled,
-            );
-            launch(ctx, &desc, uniform, WG, args)
+            let tiled = body == FlashBody::Tiled;
+            let desc = simt_desc(&FORWARD_SHADER, "flash_forward", hs, tiled, None);
+            launch(ctx, &desc, launched, WG, args)
         }
     }
 }
 
-/// Backward: `dqkv` (every element overwritten) from the forward's `qkv`, `y` and `lse` and
-/// the output gradient `dy`; `delta` (f32 `[B, nh, T]`) is workspace. Three kernels, in
-/// order: delta (SIMT under every body), dk/dv, dq.
+/// Backward of nanoGPT's packed projections: [`backward_qkv`] with `dqkv` laid out as `qkv`.
 #[allow(clippy::too_many_arguments)]
 pub fn backward(
     ctx: &GpuContext,
@@ -382,71 +259,129 @@ pub fn backward(
     dqkv: &Tensor,
     p: &FlashParams,
 ) -> Result<Vec<Kernel>> {
+    let packed = Qkv::packed(qkv, p.heads, p.kv_heads(), p.head_size());
+    let grads = packed.like((dqkv, dqkv, dqkv));
+    backward_qkv(ctx, packed, y, lse, (dy, delta), grads, p)
+}
+
+/// Backward: `grads` (dq, dk, dv where q, k and v sit; every element overwritten) from the
+/// forward's q, k, v, `y` and `lse` and the output gradient `dy`; `delta` (f32 `[B, nh, T]`)
+/// is workspace. Three kernels, in order: delta (SIMT under every body), dk/dv (one writer
+/// per element of a key/value head, its group's query heads summed in order), dq.
+pub fn backward_qkv(
+    ctx: &GpuContext,
+    qkv: Qkv,
+    y: &Tensor,
+    lse: &Tensor,
+    (dy, delta): (&Tensor, &Tensor),
+    grads: Qkv,
+    p: &FlashParams,
+) -> Result<Vec<Kernel>> {
     const OP: &str = "flash_attention_backward";
     let (btc, rows) = (p.batch * p.t * p.width, p.batch * p.heads * p.t);
     let uniform = plan(
         OP,
         p,
+        (&qkv, Some(&grads)),
         &[
-            ("qkv", qkv, 3 * btc),
             ("y", y, btc),
             ("lse", lse, rows),
             ("dy", dy, btc),
             ("delta", delta, rows),
-            ("dqkv", dqkv, 3 * btc),
         ],
     )?;
+    let shared = grads.shared_kv();
     let state = state_or_placeholder(ctx, p.dropout, p.dropout_state);
-    let args = |with_y: bool| {
-        let mut a = vec![
-            ("qkv", qkv.arg()),
+    // What a kernel binds: all of these but `leave_out` (a shader rejects a tensor it does
+    // not declare).
+    let args = |leave_out: &[&str]| {
+        let all = vec![
+            ("q", qkv.q.arg()),
+            ("k", qkv.k.arg()),
+            ("v", qkv.v.arg()),
+            ("y", y.arg()),
             ("lse", lse.arg()),
             ("dy", dy.arg()),
             ("delta", delta.arg()),
-            ("dqkv", dqkv.arg()),
+            ("dq", grads.q.arg()),
+            ("dk", grads.k.arg()),
+            ("dv", grads.v.arg()),
             ("dropout_state", Arg::Buffer(&state)),
         ];
-        if with_y {
-            a.push(("y", y.arg()));
-        }
-        a
+        all.into_iter()
+            .filter(|(n, _)| !leave_out.contains(n))
+            .collect::<Vec<_>>()
     };
     let hs = p.head_size();
-    let storages = [qkv.storage(), y.storage(), dy.storage(), dqkv.storage()];
+    let storages = [
+        qkv.q.storage(),
+        y.storage(),
+        dy.storage(),
+        grads.q.storage(),
+    ];
     let body = p.body.resolve_within(&ctx.caps, p.coop, &storages, hs);
-    let simt = |entry, body: FlashBody| {
-        let desc = simt_desc(&BACKWARD_SHADER, entry, hs, body == FlashBody::Tiled);
-        launch(ctx, &desc, uniform, WG, args(true))
+    // Query heads, or key/value heads for dk and dv, of the batch.
+    let query_heads = (uniform, uniform.batch_heads);
+    let kv_heads = (uniform, (p.batch * p.kv_heads()) as u32);
+    let simt = |entry, body: FlashBody, heads| {
+        let tiled = body == FlashBody::Tiled;
+        let desc = simt_desc(&BACKWARD_SHADER, entry, hs, tiled, Some(shared));
+        launch(ctx, &desc, heads, WG, args(&[]))
     };
     if body != FlashBody::Coop {
-        return [
-            "flash_backward_delta",
-            "flash_backward_dkv",
-            "flash_backward_dq",
-        ]
-        .into_iter()
-        .map(|entry| simt(entry, body))
-        .collect();
+        return Ok(vec![
+            simt("flash_backward_delta", body, query_heads)?,
+            simt("flash_backward_dkv", body, kv_heads)?,
+            simt("flash_backward_dq", body, query_heads)?,
+        ]);
     }
-    let coop_kernel = |pass, shader, entry| {
+    let coop_kernel = |pass, shader, entry, heads, shared_kv, leave_out| {
         let layout = coop::layout(ctx, OP, pass, p.coop, &storages, hs)?;
-        let desc = coop::desc(shader, entry, &layout);
-        launch(ctx, &desc, uniform, layout.block, args(false))
+        let desc = coop::desc(shader, entry, &layout, shared_kv);
+        launch(ctx, &desc, heads, layout.block, args(leave_out))
     };
     Ok(vec![
-        simt("flash_backward_delta", FlashBody::simt(&ctx.caps))?,
-        coop_kernel(CoopPass::KeyGrads, &COOP_BACKWARD_SHADER, "flash_coop_dkv")?,
-        coop_kernel(CoopPass::QueryGrads, &COOP_DQ_SHADER, "flash_coop_dq")?,
+        simt(
+            "flash_backward_delta",
+            FlashBody::simt(&ctx.caps),
+            query_heads,
+        )?,
+        coop_kernel(
+            CoopPass::KeyGrads,
+            &COOP_BACKWARD_SHADER,
+            "flash_coop_dkv",
+            kv_heads,
+            Some(shared),
+            &["y", "dq"],
+        )?,
+        coop_kernel(
+            CoopPass::QueryGrads,
+            &COOP_DQ_SHADER,
+            "flash_coop_dq",
+            query_heads,
+            None,
+            &["y", "dk", "dv"],
+        )?,
     ])
 }
 
 /// The specialisations the portability tests check for every storage (lse and delta f32):
-/// both bodies at the head sizes of gpt-tiny (16), gpt-char (64) and an odd one (5).
-fn specialisations() -> Vec<Vec<(&'static str, String)>> {
+/// both bodies at the head sizes of gpt-tiny (16), gpt-char (64) and an odd one (5), and for
+/// the backward with dk and dv one tensor or two.
+fn specialisations(backward: bool) -> Vec<Vec<(&'static str, String)>> {
+    let shared: &[Option<bool>] = if backward {
+        &[Some(true), Some(false)]
+    } else {
+        &[None]
+    };
     let mut v = Vec::new();
     for hs in [5usize, 16, 64] {
         for tiled in [false, true] {
-            v.push(simt_consts(hs, tiled));
+            for s in shared {
+                let mut consts = simt_consts(hs, tiled);
+                consts.extend(s.map(shared_kv_const));
+                v.push(consts);
+            }
         }
     }
     v

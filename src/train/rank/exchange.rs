@@ -13,7 +13,12 @@
 //!    `found_inf` is set by a copy at the head of the rest of the step, so a step that
 //!    fails before its submit leaves no flag for the next one (which does not reset it);
 //! 5. unscale, clipping, the optimizer step and the scale update are recorded and submitted
-//!    as in a single process, into the stats ring (`train/step.rs`).
+//!    as in a single process, into the stats ring (`train/stepping/step.rs`).
+//!
+//! A model with buffers (running statistics, counters: `nn::buffers`) also sends the
+//! working copy its forwards wrote along in step 1, and every rank takes rank 0's (PyTorch
+//! DDP's `broadcast_buffers`) in step 4, before the step commits it: every rank holds rank
+//! 0's buffers, bit for bit.
 //!
 //! The backward of every rank is seeded with `1 / (micro-batches × ranks)` instead of
 //! `1 / micro-batches`: each rank's gradient is its share of the mean over the global batch,
@@ -54,6 +59,8 @@ pub(crate) struct GradExchange {
     grad_bytes: u64,
     loss_words: usize,
     sum: Vec<f32>,
+    /// The buffers' working copy and its words (none for a model without buffers).
+    working: Option<(Arc<GpuBuffer>, usize)>,
     /// One u32 1: copied into the GradScaler's found_inf when any rank saw inf/NaN.
     found_inf_one: Arc<GpuBuffer>,
     pub(crate) stats: ExchangeStats,
@@ -65,12 +72,14 @@ impl GradExchange {
         collective: Rc<dyn Collective>,
         grads: &GpuBuffer,
         loss_words: usize,
+        working: Option<(Arc<GpuBuffer>, usize)>,
     ) -> Self {
         let grad_bytes = grads.size();
         let bytes = grad_bytes + 4 * loss_words as u64;
+        let buffer_bytes = working.as_ref().map_or(0, |(_, words)| 4 * *words as u64);
         let staging = ctx.alloc(
             "step.exchange",
-            bytes,
+            bytes + buffer_bytes,
             wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         );
         let found_inf_one = ctx.alloc_storage("step.exchange.found_inf", 4);
@@ -82,6 +91,7 @@ impl GradExchange {
             grad_bytes,
             loss_words,
             sum: vec![0.0; (bytes / 4) as usize],
+            working,
             stats: ExchangeStats {
                 bytes_per_step: bytes,
                 ..Default::default()
@@ -118,6 +128,17 @@ impl GradExchange {
             self.grad_bytes,
             loss_bytes,
         );
+        let reduced_bytes = self.grad_bytes + loss_bytes;
+        if let Some((working, words)) = &self.working {
+            let bytes = 4 * *words as u64;
+            encoder.copy_buffer_to_buffer(
+                working.raw(),
+                0,
+                self.staging.raw(),
+                reduced_bytes,
+                bytes,
+            );
+        }
         let index = ctx.queue.submit([encoder.finish()]);
         let waited = Instant::now();
         let landed = MapSignal::new();
@@ -135,6 +156,7 @@ impl GradExchange {
         let reducing = Instant::now();
         let grad_words = (self.grad_bytes / 4) as usize;
         let mut local_nonfinite = false;
+        let mut buffer_words: Vec<f32>;
         {
             let view = self
                 .staging
@@ -150,14 +172,21 @@ impl GradExchange {
                     &copied
                 }
             };
+            let (mine, buffers) = mine.split_at(self.sum.len());
             self.collective
                 .all_reduce_sum_f32(mine, &mut self.sum, &mut || {
                     local_nonfinite = mine[..grad_words].iter().any(|g| !g.is_finite());
                     overlap();
                 })?;
+            buffer_words = buffers.to_vec();
         }
         self.staging.raw().unmap();
         let any_nonfinite = self.collective.any(local_nonfinite)?;
+        if let Some((working, _)) = &self.working {
+            // Rank 0's buffers on every rank (bits: a broadcast copies, it adds nothing).
+            self.collective.broadcast_f32(&mut buffer_words)?;
+            ctx.write_buffer(working, 0, bytemuck::cast_slice(&buffer_words));
+        }
         self.stats.all_reduce_secs += reducing.elapsed().as_secs_f64();
         self.stats.steps += 1;
         self.stats.local_nonfinite_steps += local_nonfinite as u64;

@@ -1,0 +1,91 @@
+// Average pooling over the planes of x [N, C, H, W] (NCHW), forward and backward:
+// torch.nn.AvgPool2d(kernel, stride) (no padding, floor mode: PyTorch's defaults; a window's
+// divisor is kernel²) and torch.nn.AdaptiveAvgPool2d((Ho, Wo)) (output row o averages input rows
+// floor(o·H/Ho) .. ceil((o+1)·H/Ho), PyTorch's bins, which may overlap; likewise columns).
+// Math in f32 whatever the storage; the output is stored in its own.
+//
+// One thread per element pair (2p, 2p + 1) of its output (`#map`): a packed word is written
+// whole by one thread. The backward is a gather, not a scatter: each input element sums dy / divisor
+// over the windows (bins) that contain it, in a fixed order, with no atomics.
+
+#tensor x 1 read
+#tensor y 2 read_write
+#tensor dy 3 read
+#tensor dx 4 read_write
+
+#struct Params // src/ops/avgpool.rs
+@group(0) @binding(0) var<uniform> params: Params;
+
+const WG: u32 = 256u;
+
+// Input rows [start, end) of output row o along an axis of `size` inputs and `outs` outputs.
+fn bin(o: u32, size: u32, outs: u32) -> vec2<u32> {
+    if (params.adaptive != 0u) {
+        return vec2<u32>((o * size) / outs, ((o + 1u) * size + outs - 1u) / outs);
+    }
+    let start = o * params.stride;
+    return vec2<u32>(start, start + params.kernel);
+}
+
+// Outputs [first, last] whose bin holds input i along an axis (first > last: none, the tail
+// that floor mode drops).
+fn covering(i: u32, size: u32, outs: u32) -> vec2<u32> {
+    if (params.adaptive != 0u) {
+        // PyTorch's START_IND(i, size, outs) and END_IND - 1: floor(i·outs/size) and
+        // ceil((i+1)·outs/size) - 1.
+        return vec2<u32>((i * outs) / size, ((i + 1u) * outs + size - 1u) / size - 1u);
+    }
+    var first = 0u;
+    if (i >= params.kernel) {
+        first = (i - params.kernel) / params.stride + 1u;
+    }
+    return vec2<u32>(first, min(i / params.stride, outs - 1u));
+}
+
+fn divisor(rows: vec2<u32>, cols: vec2<u32>) -> f32 {
+    return f32((rows.y - rows.x) * (cols.y - cols.x));
+}
+
+// y at flat output index o: the mean of its window.
+fn pooled(o: u32) -> f32 {
+    let plane_out = params.out_h * params.out_w;
+    let plane = o / plane_out;
+    let r = o - plane * plane_out;
+    let oy = r / params.out_w;
+    let ox = r - oy * params.out_w;
+    let rows = bin(oy, params.in_h, params.out_h);
+    let cols = bin(ox, params.in_w, params.out_w);
+    let base = plane * params.in_h * params.in_w;
+    var sum = 0.0;
+    for (var iy = rows.x; iy < rows.y; iy = iy + 1u) {
+        for (var ix = cols.x; ix < cols.y; ix = ix + 1u) {
+            sum = sum + x_load(base + iy * params.in_w + ix);
+        }
+    }
+    return sum / divisor(rows, cols);
+}
+
+#map avgpool_forward: y = pooled(i) // params.n: outputs
+
+// dx at flat input index i: Σ dy / divisor over the outputs whose window holds it.
+fn gathered(i: u32) -> f32 {
+    let plane_in = params.in_h * params.in_w;
+    let plane = i / plane_in;
+    let r = i - plane * plane_in;
+    let iy = r / params.in_w;
+    let ix = r - iy * params.in_w;
+    let oys = covering(iy, params.in_h, params.out_h);
+    let oxs = covering(ix, params.in_w, params.out_w);
+    let base = plane * params.out_h * params.out_w;
+    var g = 0.0;
+    for (var oy = oys.x; oy <= oys.y; oy = oy + 1u) {
+        let rows = bin(oy, params.in_h, params.out_h);
+        for (var ox = oxs.x; ox <= oxs.y; ox = ox + 1u) {
+            let cols = bin(ox, params.in_w, params.out_w);
+            g = g + dy_load(base + oy * params.out_w + ox) / divisor(rows, cols);
+        }
+    }
+    return g;
+}
+
+#map avgpool_backward: dx = gathered(i) // params.n: inputs

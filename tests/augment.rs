@@ -1,0 +1,344 @@
+//! GPU augmentation against its CPU twin, bit for bit, on every storage: random crop with zero
+//! and reflect padding, random and alternating flips, the flip of flip test-time augmentation
+//! and its average; the same bits run to run, other batches for another seed or epoch, an
+//! image's draws independent of the batch it is in, and the state rewritten between submits of
+//! one planned kernel.
+
+mod common;
+
+use common::values::{quantised, run, storages, upload, upload_u32};
+use common::{bits, ctx, expect_err, rand_vec};
+use webgpu_amp::ops::augment::{
+    self, Augment, AugmentState, Crop, Flip, Padding, Transform, transform,
+};
+use webgpu_amp::{DType, GpuContext, Tensor};
+
+/// `x [N, C, H, W]` augmented on the CPU from [`transform`]'s draws.
+fn augment_ref(
+    x: &[f32],
+    shape: [usize; 4],
+    aug: &Augment,
+    seed: u64,
+    epoch: u32,
+    ids: &[u32],
+) -> Vec<f32> {
+    let [n, c, h, w] = shape;
+    let reflect = aug.crop.is_some_and(|k| k.padding == Padding::Reflect);
+    let source = |o: usize, shift: i32, size: usize| -> Option<usize> {
+        let s = o as i32 + shift;
+        let n = size as i32;
+        if (0..n).contains(&s) {
+            return Some(s as usize);
+        }
+        if !reflect {
+            return None;
+        }
+        let s = s.abs();
+        Some(if s >= n { 2 * (n - 1) - s } else { s } as usize)
+    };
+    let mut y = Vec::with_capacity(x.len());
+    for (img, &id) in ids.iter().enumerate().take(n) {
+        let Transform {
+            shift_y,
+            shift_x,
+            flip,
+        } = transform(aug, seed, epoch, id);
+        for ch in 0..c {
+            for r in 0..h {
+                for col in 0..w {
+                    let col = if flip { w - 1 - col } else { col };
+                    let v = match (source(r, shift_y, h), source(col, shift_x, w)) {
+                        (Some(sr), Some(sc)) => x[((img * c + ch) * h + sr) * w + sc],
+                        _ => 0.0,
+                    };
+                    y.push(v);
+                }
+            }
+        }
+    }
+    y
+}
+
+fn gpu_augment(
+    ctx: &GpuContext,
+    (xv, shape, dtype): (&[f32], [usize; 4], DType),
+    aug: &Augment,
+    (seed, epoch): (u64, u32),
+    ids: &[u32],
+) -> Vec<f32> {
+    let x = upload(ctx, xv, &shape, dtype);
+    let y = Tensor::zeros(ctx, &shape, dtype);
+    let state = AugmentState::new(ctx);
+    state.write(ctx, seed, epoch);
+    let k = augment::augment(ctx, (&x, &y), aug, &state, &upload_u32(ctx, ids)).unwrap();
+    run(ctx, &[k]);
+    y.read_f32(ctx).unwrap()
+}
+
+fn every_augment() -> Vec<Augment> {
+    let crop = |pad, padding| Some(Crop { pad, padding });
+    vec![
+        Augment {
+            crop: crop(4, Padding::Zeros),
+            flip: Flip::Random,
+        },
+        Augment {
+            crop: crop(2, Padding::Reflect),
+            flip: Flip::Alternating,
+        },
+        Augment {
+            crop: crop(3, Padding::Reflect),
+            flip: Flip::None,
+        },
+        Augment {
+            crop: None,
+            flip: Flip::Random,
+        },
+        Augment {
+            crop: None,
+            flip: Flip::All,
+        },
+    ]
+}
+
+#[test]
+fn every_augmentation_matches_its_cpu_twin_on_every_storage() {
+    // Odd width: packed words straddle rows and images.
+    let shape = [5, 3, 6, 7];
+    let ids = [17, 3, 2024, 0, 99];
+    for (name, ctx, dtype) in storages() {
+        let xv = quantised(shape.iter().product(), 1, 3.0, dtype);
+        for aug in every_augment() {
+            for epoch in [0, 1, 6] {
+                let got = gpu_augment(ctx, (&xv, shape, dtype), &aug, (42, epoch), &ids);
+                let want = augment_ref(&xv, shape, &aug, 42, epoch, &ids);
+                assert_eq!(bits(&got), bits(&want), "{name} {aug:?} epoch {epoch}");
+            }
+        }
+    }
+}
+
+#[test]
+fn draws_are_uniform_over_shifts_and_fair_flips() {
+    // The twin's statistics over many images (the GPU matches it bit for bit above).
+    let aug = Augment {
+        crop: Some(Crop {
+            pad: 4,
+            padding: Padding::Zeros,
+        }),
+        flip: Flip::Random,
+    };
+    let mut counts = [0usize; 9];
+    let mut flips = 0;
+    let n = 9000;
+    for id in 0..n {
+        let t = transform(&aug, 7, 0, id);
+        counts[(t.shift_y + 4) as usize] += 1;
+        flips += t.flip as usize;
+    }
+    for (shift, &k) in counts.iter().enumerate() {
+        assert!(
+            (850..1150).contains(&k),
+            "shift {}: {k} of {n}",
+            shift as i32 - 4
+        );
+    }
+    assert!((4300..4700).contains(&flips), "{flips} flips of {n}");
+}
+
+#[test]
+fn alternating_flip_flips_every_image_on_alternate_epochs() {
+    let aug = Augment {
+        crop: None,
+        flip: Flip::Alternating,
+    };
+    let mut flipped_at_0 = 0;
+    for id in 0..1000 {
+        let at = |epoch| transform(&aug, 5, epoch, id).flip;
+        assert_ne!(at(0), at(1), "image {id}");
+        assert_eq!(at(0), at(2), "image {id}");
+        assert_eq!(at(1), at(7), "image {id}");
+        flipped_at_0 += at(0) as usize;
+    }
+    assert!(
+        (430..570).contains(&flipped_at_0),
+        "{flipped_at_0} of 1000 flipped at epoch 0"
+    );
+}
+
+#[test]
+fn same_bits_run_to_run_and_other_batches_for_another_seed_or_epoch() {
+    let ctx = ctx();
+    let shape = [8, 3, 16, 16];
+    let ids: Vec<u32> = (100..108).collect();
+    let xv = rand_vec(shape.iter().product(), 2);
+    let aug = every_augment()[0];
+    let run_with = |seed, epoch| {
+        bits(&gpu_augment(
+            ctx,
+            (&xv, shape, DType::F32),
+            &aug,
+            (seed, epoch),
+            &ids,
+        ))
+    };
+    let first = run_with(1, 0);
+    assert_eq!(first, run_with(1, 0), "same seed and epoch: same bits");
+    assert_ne!(first, run_with(2, 0), "another seed: another batch");
+    assert_ne!(first, run_with(1, 1), "another epoch: another batch");
+    assert_ne!(first, bits(&xv), "the batch was augmented");
+}
+
+#[test]
+fn an_image_is_augmented_the_same_in_any_batch() {
+    // Keyed by the image's data-set index: batch size and position do not matter.
+    let ctx = ctx();
+    let (c, h, w) = (2, 5, 5);
+    let aug = every_augment()[1];
+    let images: Vec<Vec<f32>> = (0..4).map(|i| rand_vec(c * h * w, 10 + i)).collect();
+    let one = gpu_augment(
+        ctx,
+        (&images[2], [1, c, h, w], DType::F32),
+        &aug,
+        (9, 3),
+        &[52],
+    );
+    let all: Vec<f32> = images.concat();
+    let four = gpu_augment(
+        ctx,
+        (&all, [4, c, h, w], DType::F32),
+        &aug,
+        (9, 3),
+        &[50, 51, 52, 53],
+    );
+    assert_eq!(bits(&one), bits(&four[2 * c * h * w..3 * c * h * w]));
+}
+
+#[test]
+fn one_planned_kernel_follows_the_state_written_before_each_submit() {
+    let ctx = ctx();
+    let shape = [3, 1, 4, 6];
+    let ids = [4, 5, 6];
+    let xv = rand_vec(shape.iter().product(), 3);
+    let aug = every_augment()[0];
+    let x = upload(ctx, &xv, &shape, DType::F32);
+    let y = Tensor::zeros(ctx, &shape, DType::F32);
+    let state = AugmentState::new(ctx);
+    let k = augment::augment(ctx, (&x, &y), &aug, &state, &upload_u32(ctx, &ids)).unwrap();
+    for (seed, epoch) in [(1, 0), (1, 1), (8, 5)] {
+        state.write(ctx, seed, epoch);
+        ctx.run(&[&k]);
+        let want = augment_ref(&xv, shape, &aug, seed, epoch, &ids);
+        assert_eq!(
+            bits(&y.read_f32(ctx).unwrap()),
+            bits(&want),
+            "seed {seed} epoch {epoch}"
+        );
+    }
+}
+
+#[test]
+fn flip_test_time_augmentation_averages_x_and_its_flip() {
+    for (name, ctx, dtype) in storages() {
+        let shape = [2, 3, 4, 5];
+        let xv = quantised(shape.iter().product(), 4, 2.0, dtype);
+        let x = upload(ctx, &xv, &shape, dtype);
+        let flipped = Tensor::zeros(ctx, &shape, dtype);
+        run(ctx, &[augment::flip_all(ctx, &x, &flipped).unwrap()]);
+        let want = augment_ref(
+            &xv,
+            shape,
+            &Augment {
+                crop: None,
+                flip: Flip::All,
+            },
+            0,
+            0,
+            &[0, 1],
+        );
+        assert_eq!(
+            bits(&flipped.read_f32(ctx).unwrap()),
+            bits(&want),
+            "{name} flip"
+        );
+        // Logits of x and of its flip, averaged in f32 and stored in the output's storage.
+        for out_dtype in [dtype, DType::F32] {
+            let (av, bv) = (quantised(10, 5, 4.0, dtype), quantised(10, 6, 4.0, dtype));
+            let (a, b) = (
+                upload(ctx, &av, &[2, 5], dtype),
+                upload(ctx, &bv, &[2, 5], dtype),
+            );
+            let out = Tensor::zeros(ctx, &[2, 5], out_dtype);
+            run(ctx, &[augment::average(ctx, &a, &b, &out).unwrap()]);
+            let want: Vec<f32> = av
+                .iter()
+                .zip(&bv)
+                .map(|(a, b)| out_dtype.round(0.5 * a + 0.5 * b))
+                .collect();
+            assert_eq!(
+                bits(&out.read_f32(ctx).unwrap()),
+                bits(&want),
+                "{name} average into {out_dtype}"
+            );
+        }
+    }
+}
+
+#[test]
+fn rejects_bad_batches_and_settings() {
+    let ctx = ctx();
+    let x = Tensor::zeros(ctx, &[2, 1, 4, 4], DType::F32);
+    let y = Tensor::zeros(ctx, &[2, 1, 4, 4], DType::F32);
+    let state = AugmentState::new(ctx);
+    let ids = upload_u32(ctx, &[0, 1]);
+    let reflect = Augment {
+        crop: Some(Crop {
+            pad: 4,
+            padding: Padding::Reflect,
+        }),
+        flip: Flip::None,
+    };
+    expect_err(
+        augment::augment(ctx, (&x, &y), &reflect, &state, &ids),
+        &["reflect padding 4 must be less than"],
+    );
+    let flat = Tensor::zeros(ctx, &[2, 16], DType::F32);
+    expect_err(
+        augment::augment(
+            ctx,
+            (&flat, &flat.clone()),
+            &Augment::default(),
+            &state,
+            &ids,
+        ),
+        &["must be 4-D"],
+    );
+    // Zero padding may be as wide as the image.
+    let zeros = Augment {
+        crop: Some(Crop {
+            pad: 4,
+            padding: Padding::Zeros,
+        }),
+        flip: Flip::Random,
+    };
+    assert!(augment::augment(ctx, (&x, &y), &zeros, &state, &ids).is_ok());
+    let one_id = upload_u32(ctx, &[0]);
+    expect_err(
+        augment::augment(ctx, (&x, &y), &zeros, &state, &one_id),
+        &["fewer than 2 u32 indices"],
+    );
+    expect_err(
+        augment::augment(ctx, (&x, &x.clone()), &zeros, &state, &ids),
+        &["does not run in place"],
+    );
+    let small = Tensor::zeros(ctx, &[3], DType::F32);
+    expect_err(
+        augment::average(
+            ctx,
+            &small,
+            &small.clone(),
+            &Tensor::zeros(ctx, &[4], DType::F32),
+        ),
+        &["the shapes must agree"],
+    );
+}
