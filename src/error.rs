@@ -7,7 +7,7 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum Error {
     #[error(
-        "no GPU adapter found (backend {backend}{adapter}); on Debian install software Vulkan with `apt-get install -y mesa-vulkan-drivers`"
+        "no GPU adapter found (backend {backend}{adapter}); {}", no_adapter_advice(.backend)
     )]
     NoAdapter { backend: String, adapter: String },
 
@@ -31,7 +31,7 @@ pub enum Error {
     #[error("{0}")]
     Unsupported(String),
 
-    #[error("GPU error: {0}")]
+    #[error("GPU error: {}", once("GPU error: ", .0))]
     Gpu(String),
 
     /// The GPU device was lost (driver reset, GPU removed, or destroyed).
@@ -49,7 +49,7 @@ pub enum Error {
 
     /// Something the caller asked for that cannot be: a value out of its range, settings
     /// that contradict each other, a path that cannot be written. The CLI exits with 2.
-    #[error("invalid argument: {0}")]
+    #[error("invalid argument: {}", once("invalid argument: ", .0))]
     InvalidArgument(String),
 
     /// Writing a stream or a log (standard output, a metrics file) failed; names it.
@@ -57,23 +57,23 @@ pub enum Error {
     Output(String),
 
     /// Training produced a non-finite loss with nothing to absorb it.
-    #[error("training diverged: {0}")]
+    #[error("training diverged: {}", once("training diverged: ", .0))]
     Diverged(String),
 
     /// A checkpoint or parameter file that cannot be read or written (names the file).
-    #[error("checkpoint: {0}")]
+    #[error("checkpoint: {}", once("checkpoint: ", .0))]
     Checkpoint(String),
     /// A data set that cannot be read or does not make sense (the message names the file).
-    #[error("data: {0}")]
+    #[error("data: {}", once("data: ", .0))]
     Data(String),
 
     /// Data-parallel training across processes (MPI): a rank out of step with the others,
     /// or a collective that failed.
-    #[error("distributed training: {0}")]
+    #[error("distributed training: {}", once("distributed training: ", .0))]
     Distributed(String),
 
     /// A model description (JSON or preset) that cannot be built.
-    #[error("model description: {0}")]
+    #[error("model description: {}", once("model description: ", .0))]
     Model(String),
 
     /// Stopped by SIGINT or SIGTERM ([`crate::interrupt`]): the one line to print (where it
@@ -83,6 +83,43 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `message` without the kind's own `prefix` where a wrapped error repeats it (at the start,
+/// or after `: `, `; ` or `(`): "invalid argument: tuning file t.json: invalid argument: ..."
+/// says it once.
+fn once(prefix: &str, message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find(prefix) {
+        let before = &rest[..at];
+        let boundary = (out.is_empty() && before.is_empty())
+            || [": ", "; ", "("].iter().any(|b| before.ends_with(b));
+        out.push_str(before);
+        if !boundary {
+            out.push_str(prefix);
+        }
+        rest = &rest[at + prefix.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// What to do where a backend (`vulkan`, `auto`, ...) finds no adapter: advice that works for
+/// that backend (the software drivers Debian packages, or where it exists at all).
+pub fn no_adapter_advice(backend: &str) -> &'static str {
+    match backend {
+        "gl" => {
+            "on Debian install Mesa's software GL with `apt-get install -y libegl1 libgl1-mesa-dri`"
+        }
+        "webgpu" => {
+            "the webgpu backend is a browser's, and this native build has none; use vulkan, \
+             metal, dx12, gl or auto"
+        }
+        "metal" => "Metal exists on macOS and iOS only; use vulkan, gl or auto here",
+        "dx12" => "DX12 exists on Windows only; use vulkan, gl or auto here",
+        _ => "on Debian install software Vulkan with `apt-get install -y mesa-vulkan-drivers`",
+    }
+}
 
 impl Error {
     /// The process exit code the CLI ends with for this error: 130 for an interrupt, 3 when
@@ -111,5 +148,23 @@ impl Error {
             op,
             message: message.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A wrapped error says its kind once; words that merely end in a prefix stay.
+    #[test]
+    fn a_kind_prefix_is_said_once() {
+        let inner = Error::InvalidArgument("kernel table: bk = 3".into());
+        let outer = Error::InvalidArgument(format!("tuning file t.json: {inner}"));
+        assert_eq!(
+            outer.to_string(),
+            "invalid argument: tuning file t.json: kernel table: bk = 3"
+        );
+        let e = Error::Data("data: metadata: x (data: y)".into());
+        assert_eq!(e.to_string(), "data: metadata: x (y)");
     }
 }

@@ -161,7 +161,7 @@ fn bad_arguments() {
         ),
         (
             &["--init-scale", "-2"],
-            "--init-scale must be finite and > 0, got -2",
+            "--init-scale must be finite and >= 2^-126 (unscaling multiplies by its reciprocal), got -2",
         ),
         (&["--steps", "0"], "--steps must be 1 to 2^53, got 0"),
         (&["--epochs", "0"], "--epochs must be 1 to 2^53, got 0"),

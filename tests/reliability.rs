@@ -2,9 +2,15 @@
 //! binary: a skipped step never changes a weight and a run that only skips stops (`skip.rs`),
 //! SIGINT and SIGTERM honoured in every long loop (`interrupts.rs`), costs refused before work
 //! starts (`costs.rs`), no run that does nothing exits 0 (`no_ops.rs`), messages that name
-//! the user's input (`messages.rs`); and (round five, issue 43) kernel tables that cannot
-//! compute wrong numbers or crash (`tables.rs`). Each case failed on the main before its fix.
+//! the user's input (`messages.rs`); and round five (issue 43): kernel tables that cannot
+//! compute wrong numbers or crash (`tables.rs`), a tuner that writes only what it measured
+//! (`tuner.rs`), exit codes that tell the truth (`truth.rs`), advice that works when pasted
+//! (`advice.rs`), runs that say what they do and resumes that know what they resume
+//! (`runs.rs`), and messages that say it once and plainly (`wording.rs`). Each case failed on
+//! the main before its fix.
 
+#[path = "reliability/advice.rs"]
+mod advice;
 mod common;
 #[path = "reliability/costs.rs"]
 mod costs;
@@ -14,10 +20,18 @@ mod interrupts;
 mod messages;
 #[path = "reliability/no_ops.rs"]
 mod no_ops;
+#[path = "reliability/runs.rs"]
+mod runs;
 #[path = "reliability/skip.rs"]
 mod skip;
 #[path = "reliability/tables.rs"]
 mod tables;
+#[path = "reliability/truth.rs"]
+mod truth;
+#[path = "reliability/tuner.rs"]
+mod tuner;
+#[path = "reliability/wording.rs"]
+mod wording;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -63,6 +77,15 @@ pub fn run(args: &[&str]) -> Output {
     Command::new(BIN)
         .args(args)
         .env_remove("WEBGPU_AMP_BACKEND")
+        .output()
+        .expect("run webgpu-amp")
+}
+
+/// The binary with `args` (owned, as `quick` makes them), no tuning file from the environment.
+pub fn run_owned(args: &[String]) -> Output {
+    common::cli::command()
+        .env_remove("WEBGPU_AMP_TUNING")
+        .args(args)
         .output()
         .expect("run webgpu-amp")
 }

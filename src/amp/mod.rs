@@ -15,6 +15,16 @@ pub(crate) use flat::check_flat_f32;
 pub use scaler::{GradScaler, ScalerConfig, ScalerSnapshot, ScalerStateDict};
 pub use support::{AdapterReport, ModeSupport};
 
+/// A loss scale for people: `65536`, `0.5`, and past the digits a reader counts, scientific
+/// (`1e-30`, `3.4028235e38`) rather than thirty digits of zeros.
+pub fn scale_text(scale: f32) -> String {
+    if scale == 0.0 || !scale.is_finite() || (1e-4..1e9).contains(&scale.abs()) {
+        scale.to_string()
+    } else {
+        format!("{scale:e}")
+    }
+}
+
 use crate::shader::ShaderDecl;
 
 /// The shaders of the GradScaler, clipping and rounding, for the portability tests.

@@ -85,9 +85,9 @@ impl Default for ScalerConfig {
 impl ScalerConfig {
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::InvalidArgument(format!("GradScaler: {m}")));
-        if !(self.init_scale.is_finite() && self.init_scale > 0.0) {
+        if !(self.init_scale.is_finite() && self.init_scale >= f32::MIN_POSITIVE) {
             return bad(format!(
-                "init_scale must be finite and > 0, got {}",
+                "init_scale must be finite and >= 2^-126 (unscaling multiplies by its reciprocal), got {:e}",
                 self.init_scale
             ));
         }

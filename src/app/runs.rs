@@ -120,7 +120,7 @@ fn scale_plot(ui: &mut egui::Ui, runs: &[ModeRun]) {
             r.skipped_steps(),
             r.history
                 .last()
-                .map_or("–".into(), |s| format!("{}", s.scale))
+                .map_or("–".into(), |s| crate::amp::scale_text(s.scale))
         ));
     }
     if runs.iter().all(|r| !r.scaler_enabled) {

@@ -68,15 +68,21 @@ pub struct BenchStepArgs {
     /// same step without them (each side the fastest of --rounds alternating measurements).
     #[arg(long, value_name = "every:N")]
     numerics: Option<String>,
-    /// With --numerics: measurements of each side, alternating, 1 to 100 (more steady a
-    /// figure on a noisy machine; each side keeps its fastest).
-    #[arg(long, default_value_t = 3, allow_negative_numbers = true,
-          value_parser = number::<usize>(ROUNDS_RANGE))]
-    rounds: usize,
+    /// With --numerics: measurements of each side, alternating, 1 to 100 (default 3; more
+    /// steady a figure on a noisy machine; each side keeps its fastest).
+    #[arg(long, allow_negative_numbers = true, value_parser = number::<usize>(ROUNDS_RANGE))]
+    rounds: Option<usize>,
     #[command(flatten)]
     attention: AttentionArgs,
     #[command(flatten)]
     device: DeviceArgs,
+}
+
+impl BenchStepArgs {
+    /// `--rounds`, or its default.
+    fn rounds(&self) -> usize {
+        self.rounds.unwrap_or(3)
+    }
 }
 
 #[derive(serde::Serialize)]
@@ -352,14 +358,14 @@ fn numerics_rounds(
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
-    for round in 0..args.rounds {
+    for round in 0..args.rounds() {
         let mut counted = measure(ctx, args, model, b, p, (scaler, numerics), false)?.0;
         if let Some(w) = &with {
             counted.cpu_ms_per_step = min(counted.cpu_ms_per_step, w.cpu_ms_per_step);
             counted.ms_per_step = counted.ms_per_step.min(w.ms_per_step);
         }
         with = Some(counted);
-        if round + 1 < args.rounds {
+        if round + 1 < args.rounds() {
             let again = measure(ctx, args, model, b, p, (scaler, None), false)?.0;
             off = (
                 off.0.min(again.ms_per_step),
@@ -384,11 +390,18 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
             args.steps
         )));
     }
-    if !(1..=100).contains(&args.rounds) {
+    if let Some(rounds) = args.rounds.filter(|r| !(1..=100).contains(r)) {
         return Err(Error::InvalidArgument(format!(
-            "--rounds must be {ROUNDS_RANGE}, got {}",
-            args.rounds
+            "--rounds must be {ROUNDS_RANGE}, got {rounds}"
         )));
+    }
+    if args.rounds.is_some() && args.numerics.is_none() {
+        return Err(Error::InvalidArgument(
+            "--rounds N takes effect with --numerics only (it alternates measurements with \
+             and without the counting passes), and no --numerics was given; add --numerics \
+             every:1, or leave --rounds out"
+                .into(),
+        ));
     }
     let precisions: Vec<Precision> = args
         .precisions
@@ -401,6 +414,7 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
         None => None,
     };
     let ctx = GpuContext::new(&args.device.options()?)?;
+    super::note_unused_table(&ctx)?;
     if !args.json {
         // A note, not data: a closed stderr is no reason to stop.
         let _ = writeln!(
@@ -446,7 +460,7 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
                     serde_json::json!({
                         "kind": "numerics_overhead", "adapter": ctx.report.name,
                         "model": model, "precision": p.name(), "numerics": args.numerics,
-                        "batch_size": batch, "rounds": args.rounds,
+                        "batch_size": batch, "rounds": args.rounds(),
                         "ms_per_step_without": off.0, "ms_per_step_with": counted.ms_per_step,
                         "overhead_percent": 100.0 * (counted.ms_per_step - off.0) / off.0,
                         "cpu_ms_per_step_without": off.1,

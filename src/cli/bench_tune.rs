@@ -61,10 +61,25 @@ pub fn run(args: &TuneArgs) -> Result<()> {
             args.budget
         )));
     }
+    // Where the file goes is checked before anything is measured: a folder, a missing one or
+    // a device fails now, not after the whole run.
+    webgpu_amp::train::checkpoint::check_save_target(&args.out, "--out")?;
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(args.budget);
-    // Tune the built-in table (a --tuning file would tune from itself).
-    let ctx = GpuContext::new(&args.device.options()?)?;
+    // The tuner starts from the built-in table: a --tuning file (or the environment's) would
+    // come back out as a freshly measured one.
+    let options = args.device.options()?;
+    let asked = webgpu_amp::gpu::tuning_file::requested_tuning_file();
+    webgpu_amp::gpu::tuning_file::use_builtin_table();
+    let ctx = GpuContext::new(&options)?;
+    if let Some(file) = asked {
+        outln!(
+            "note: bench tune starts from this adapter's built-in table ({}); the tuning file \
+             {} is not read",
+            ctx.caps.kernels.source,
+            webgpu_amp::gpu::escaped(&file.display().to_string())
+        )?;
+    }
     let mut table = ctx.caps.kernels.table.clone();
     let families = families(&ctx, &table, args.quick);
     let total: usize = families
@@ -75,6 +90,7 @@ pub fn run(args: &TuneArgs) -> Result<()> {
     let timer = Timer::new(&ctx);
     let mut measurements = Vec::new();
     let mut notes = Vec::new();
+    let mut finished_families = 0;
     for (i, family) in families.iter().enumerate() {
         let left = deadline.saturating_duration_since(Instant::now());
         let share = left / (families.len() - i) as u32;
@@ -92,6 +108,7 @@ pub fn run(args: &TuneArgs) -> Result<()> {
                 }
                 bar.println(format!("{}: {label}", family.name));
                 table = merge(&table, &t, &family.name);
+                finished_families += 1;
             }
             None => notes.push(format!(
                 "{}: no candidate finished within its share",
@@ -100,6 +117,20 @@ pub fn run(args: &TuneArgs) -> Result<()> {
         }
     }
     bar.finish_and_clear();
+    if finished_families == 0 {
+        return Err(Error::Unsupported(format!(
+            "bench tune: no candidate finished within --budget {} s (building and timing the \
+             first one takes longer on `{}`); nothing measured, so nothing written to {}; give \
+             a larger --budget",
+            args.budget,
+            ctx.report.name,
+            args.out.display()
+        )));
+    }
+    // Every tile of the merged table computes the reference's products before it is written
+    // (the timings say only how fast).
+    let merged = ctx.with_kernel_table(table.clone(), "bench tune's table")?;
+    webgpu_amp::ops::table_check::check_tiles(&merged)?;
     let r = &ctx.report;
     let file = TuningFile {
         format: TUNING_FORMAT.to_string(),
@@ -284,13 +315,16 @@ fn tune_family(
     bar: &ProgressBar,
     measurements: &mut Vec<Measurement>,
 ) -> Result<Option<(String, KernelTable, usize)>> {
-    let prepared: Vec<Prepared> = family
-        .work
-        .iter()
-        .map(|&w| Prepared::new(ctx, w, family.storage))
-        .collect();
+    // Smallest first, each made when first timed: what the budget reaches is measured, and a
+    // large workload is not even allocated when the time is gone.
+    let mut work = family.work.clone();
+    work.sort_by(|a, b| a.flops().total_cmp(&b.flops()));
+    let mut prepared: Vec<Option<Prepared>> = work.iter().map(|_| None).collect();
     let mut best: Option<(f64, String, KernelTable)> = None;
     let mut finished = 0;
+    // Seconds per flop of the last measurement here: a workload predicted to run past the
+    // deadline is not started (its warm-up, pipelines included, cannot be cut short).
+    let mut rate: Option<f64> = None;
     'candidates: for (label, table) in &family.candidates {
         let twin = ctx.with_kernel_table(table.clone(), "bench tune candidate")?;
         let mut total = 0.0;
@@ -299,7 +333,7 @@ fn tune_family(
         } else {
             family_deadline
         };
-        for p in &prepared {
+        for (w, p) in work.iter().zip(prepared.iter_mut()) {
             if Instant::now() >= deadline {
                 break 'candidates;
             }
@@ -309,9 +343,20 @@ fn tune_family(
                     family.name
                 )
             })?;
-            bar.set_message(format!("{} {} {}", family.name, label, p.work.describe()));
+            bar.set_message(format!("{} {} {}", family.name, label, w.describe()));
+            let left = deadline
+                .saturating_duration_since(Instant::now())
+                .as_secs_f64();
+            if rate.is_some_and(|r| 4.0 * r * w.flops() > left) {
+                break 'candidates;
+            }
+            let p = p.get_or_insert_with(|| Prepared::new(ctx, *w, family.storage));
             let kernels = p.kernels(&twin, family.kernel)?;
-            let seconds = time_kernels(&twin, timer, &kernels, p.work.flops())?;
+            let Some(seconds) = time_kernels(&twin, timer, &kernels, p.work.flops(), deadline)?
+            else {
+                break 'candidates;
+            };
+            rate = Some(seconds / p.work.flops().max(1.0));
             total += seconds;
             measurements.push(Measurement {
                 kernel: format!("{} ({})", family.name, family.kernel.name()),
@@ -330,22 +375,30 @@ fn tune_family(
     Ok(best.map(|(_, label, table)| (label, table, finished)))
 }
 
-/// Median seconds of one run of `kernels` (batched to about 0.2 GFLOP per pass).
+/// Median seconds of one run of `kernels` (batched to about 0.2 GFLOP per pass), or None
+/// where `deadline` would pass first (a pass is not started that the warm-up's time says
+/// would end past it: the budget is overrun by the warm-up at most).
 fn time_kernels(
     ctx: &GpuContext,
     timer: &Timer,
     kernels: &[webgpu_amp::gpu::Kernel],
     work: f64,
-) -> Result<f64> {
+    deadline: Instant,
+) -> Result<Option<f64>> {
     let refs: Vec<&webgpu_amp::gpu::Kernel> = kernels.iter().collect();
     let batch = ((2e8 / work.max(1.0)).ceil() as usize).clamp(1, 16);
-    timer.time(ctx, &refs, batch)?; // warm-up: pipeline creation, first touch
+    // Warm-up (pipeline creation, first touch), once: what a pass of `batch` costs.
+    let once = timer.time(ctx, &refs, 1)?;
     let mut times = Vec::with_capacity(3);
     for _ in 0..3 {
+        let pass = Duration::from_secs_f64(once * batch as f64);
+        if Instant::now() + pass >= deadline {
+            return Ok(None);
+        }
         times.push(timer.time(ctx, &refs, batch)? / batch as f64);
     }
     times.sort_by(f64::total_cmp);
-    Ok(times[1])
+    Ok(Some(times[1]))
 }
 
 /// Today's UTC date, `YYYY-MM-DD` (civil from days since 1970, Hinnant's algorithm).

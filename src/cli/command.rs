@@ -79,8 +79,6 @@ pub fn main() -> std::process::ExitCode {
             let _ = writeln!(std::io::stderr(), "{line}");
             std::process::ExitCode::from(webgpu_amp::interrupt::EXIT_CODE)
         }
-        // The reader of stdout went away (`| head`): stop quietly, as a CLI does.
-        Err(_) if out::closed() => std::process::ExitCode::SUCCESS,
         Err(e) => {
             error_line(&flag_names(&e.to_string()));
             std::process::ExitCode::from(e.exit_code())

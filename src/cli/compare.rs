@@ -96,7 +96,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         if let Some(i) = &interrupt {
             cfg = cfg.on_interrupt(i.clone());
         }
-        let mut doctor = RunDoctor::new(&cfg.step);
+        let mut doctor = RunDoctor::new(&cfg.step, &inputs.spec.keep_f32);
         let summary = run_with_progress(
             &ctx,
             &inputs,

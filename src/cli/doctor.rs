@@ -6,7 +6,7 @@ use clap::Args;
 use webgpu_amp::nn::ModelSpec;
 use webgpu_amp::nn::keep_f32::with_keep_f32;
 use webgpu_amp::train::numerics::advice::{
-    NumericsTally, STEP_SHARE, UNDERFLOW_SHARE, keep_f32_flag,
+    DEFAULT_SCALE, NumericsTally, STEP_SHARE, Suggestion, UNDERFLOW_SHARE, keep_f32_flag,
 };
 use webgpu_amp::train::numerics::{NUMERICS_FLAG, StepNumerics, parse_every, skip_note};
 use webgpu_amp::train::{StepConfig, StepStats};
@@ -142,13 +142,15 @@ pub struct RunDoctor {
 }
 
 impl RunDoctor {
-    pub fn new(step: &StepConfig) -> Self {
+    /// The doctor of a run of `step` whose model keeps `kept` in f32 (its advice does not
+    /// ask for what is kept already).
+    pub fn new(step: &StepConfig, kept: &[String]) -> Self {
         Self {
             every: step.numerics,
             scaler: step.scaler.enabled,
             tally: step
                 .numerics
-                .map(|_| NumericsTally::new(step.precision, step.scaler.enabled)),
+                .map(|_| NumericsTally::new(step.precision, step.scaler.enabled).keeping(kept)),
         }
     }
 
@@ -225,6 +227,20 @@ pub fn print_advice(label: &str, tally: &NumericsTally) -> Result<()> {
                 Some(k) if *k != a.layer.name => format!("keep layer {k} (its input) in f32"),
                 _ => a.suggestion.text().to_string(),
             }
+        )?;
+    }
+    let zeroed = advice
+        .iter()
+        .filter(|a| a.suggestion == Suggestion::RaiseScale)
+        .count();
+    if zeroed > 0 {
+        outln!(
+            "warning: every value of {zeroed} gradients was zero in all {} counted steps under \
+             a loss scale of at most {:e}: the scale is too small for f16, and no weight \
+             changed; try --init-scale {} (the default)",
+            tally.steps,
+            tally.max_scale,
+            DEFAULT_SCALE
         )?;
     }
     match keep_f32_flag(&advice) {

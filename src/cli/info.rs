@@ -30,6 +30,17 @@ pub struct InfoArgs {
 }
 
 pub fn run(args: &InfoArgs) -> webgpu_amp::Result<()> {
+    super::empty_values::no_empty_values(&[
+        ("--backend", Some(&args.backend)),
+        ("--f16-storage", args.f16_storage.as_deref()),
+        ("--tensor-cores", args.tensor_cores.as_deref()),
+        (
+            "--tuning",
+            args.tuning
+                .as_deref()
+                .map(|p| p.as_os_str().to_str().unwrap_or("?")),
+        ),
+    ])?;
     let backend = BackendChoice::parse(&args.backend)?;
     let f16_choice = match &args.f16_storage {
         Some(s) => F16StorageChoice::parse(s)?,
@@ -93,8 +104,9 @@ pub fn run(args: &InfoArgs) -> webgpu_amp::Result<()> {
     }
     if reports.is_empty() {
         outln!(
-            "no adapters found for backend {} (on Debian: apt-get install -y mesa-vulkan-drivers)",
-            backend.name()
+            "no adapters found for backend {}: {}",
+            backend.name(),
+            webgpu_amp::error::no_adapter_advice(backend.name())
         )?;
         return Ok(());
     }

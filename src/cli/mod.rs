@@ -9,6 +9,7 @@ mod command;
 mod compare;
 mod distributed;
 mod doctor;
+mod empty_values;
 mod gui;
 mod info;
 mod interrupted;
@@ -36,6 +37,8 @@ use webgpu_amp::nn::AttentionKernel;
 use webgpu_amp::train::Setting;
 use webgpu_amp::{BackendChoice, F16StorageChoice, GpuOptions, TensorCoreChoice};
 
+use empty_values::no_empty_values;
+
 /// Device selection flags shared by every subcommand that runs on the GPU.
 #[derive(Args, Clone, Debug, Default)]
 pub struct DeviceArgs {
@@ -62,6 +65,18 @@ pub struct DeviceArgs {
 
 impl DeviceArgs {
     pub fn options(&self) -> webgpu_amp::Result<GpuOptions> {
+        no_empty_values(&[
+            ("--backend", self.backend.as_deref()),
+            ("--adapter", self.adapter.as_deref()),
+            ("--f16-storage", self.f16_storage.as_deref()),
+            ("--tensor-cores", self.tensor_cores.as_deref()),
+            (
+                "--tuning",
+                self.tuning
+                    .as_deref()
+                    .map(|p| p.as_os_str().to_str().unwrap_or("?")),
+            ),
+        ])?;
         if self.tuning.is_some() {
             webgpu_amp::gpu::set_tuning_file(self.tuning.clone());
         }
@@ -83,6 +98,29 @@ impl DeviceArgs {
         o.apply_env()?;
         Ok(o)
     }
+}
+
+/// A tuning file on an adapter whose training takes nothing from the kernel table (a CPU
+/// adapter without tensor cores runs the direct matmul body, which has fixed tiles): said
+/// once, so the file is not thought to do what it cannot.
+pub fn note_unused_table(ctx: &webgpu_amp::GpuContext) -> webgpu_amp::Result<()> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static SAID: AtomicBool = AtomicBool::new(false);
+    let caps = &ctx.caps;
+    if let webgpu_amp::gpu::TableOrigin::File(path) = &caps.kernels.origin
+        && caps.cpu_adapter
+        && caps.tensor_cores.config().is_none()
+        && !SAID.swap(true, Ordering::Relaxed)
+    {
+        out::outln!(
+            "note: tuning file {}: training on `{}` (a CPU adapter) runs the direct matmul \
+             body, which takes nothing from the kernel table; the file shapes `bench matmul \
+             --kernel tiled` and `selftest` here",
+            webgpu_amp::gpu::escaped(path),
+            ctx.report.name
+        )?;
+    }
+    Ok(())
 }
 
 /// How a GPT's attention runs, for every subcommand that plans one.

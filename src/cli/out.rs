@@ -1,8 +1,9 @@
 //! Standard output for the CLI. `println!` panics when the reader has gone
-//! (`webgpu-amp bench matmul --json | head`: a broken pipe); here a write error comes back
-//! as an error instead, and a closed pipe is remembered so that `main` ends the command
-//! quietly, as a command-line tool does when its reader stops reading. Commands write their
-//! files before their last lines, so a closed pipe never costs a report or a checkpoint.
+//! (`webgpu-amp selftest | head -1`: a broken pipe); here a closed pipe silences the output
+//! and is remembered, and the command goes on to its own outcome: a closed stdout never
+//! turns a failure into success (nor a success into a failure). Other write errors (a full
+//! disk) come back as errors. Commands whose output is all they make (`sample`) may stop
+//! early once it is closed ([`closed`]).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,8 +17,11 @@ pub fn closed() -> bool {
     CLOSED.load(Ordering::Relaxed)
 }
 
-/// Write formatted text (and a newline when `newline`) to stdout.
+/// Write formatted text (and a newline when `newline`) to stdout; nothing once it is closed.
 pub fn write(args: std::fmt::Arguments<'_>, newline: bool) -> Result<()> {
+    if closed() {
+        return Ok(());
+    }
     let mut out = std::io::stdout().lock();
     let written = out.write_fmt(args).and_then(|()| {
         if newline {
@@ -26,11 +30,17 @@ pub fn write(args: std::fmt::Arguments<'_>, newline: bool) -> Result<()> {
             Ok(())
         }
     });
-    written.map_err(|e| write_error(e, "writing to standard output"))
+    match written {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            CLOSED.store(true, Ordering::Relaxed);
+            Ok(())
+        }
+        written => written.map_err(|e| write_error(e, "writing to standard output")),
+    }
 }
 
 /// The error of a failed write to stdout (`doing` says what was written); a broken pipe
-/// is remembered, so that `main` ends the command quietly.
+/// is remembered ([`closed`]).
 pub fn write_error(e: std::io::Error, doing: &str) -> Error {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
         CLOSED.store(true, Ordering::Relaxed);

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::rc::Rc;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use webgpu_amp::amp::scale_text;
 use webgpu_amp::dist::Collective;
 use webgpu_amp::train::checkpoint::Checkpoint;
 use webgpu_amp::train::{Event, Run, RunConfig, RunSummary};
@@ -114,14 +115,14 @@ pub fn run_rank_with_progress(
             images += batch;
             skipped += stats.skipped as u64;
             if let Some(line) = skips.line(label, stats, numerics.as_deref()) {
-                bar.println(line);
+                say(&bar, line);
             }
             bar.set_position(stats.step);
             bar.set_message(format!(
                 "epoch {} loss {:.4} lr {lr:.3e} scale {} skipped {} {:.0} img/s{global}",
                 epoch + 1,
                 stats.loss,
-                stats.scale,
+                scale_text(stats.scale),
                 skipped,
                 images as f64 / started.elapsed().as_secs_f64().max(1e-9)
             ));
@@ -130,20 +131,26 @@ pub fn run_rank_with_progress(
             let val = e
                 .val_loss
                 .map_or(String::new(), |v| format!(" val loss {v:.4}"));
-            bar.println(format!(
-                "{label}: step {} train loss {:.4}{val}",
-                e.step, e.train_loss
-            ));
+            say(
+                &bar,
+                format!(
+                    "{label}: step {} train loss {:.4}{val}",
+                    e.step, e.train_loss
+                ),
+            );
         }
         if let Event::Epoch(e) = event
             && let Some(acc) = e.val_accuracy
         {
-            bar.println(format!(
-                "{label}: epoch {} validation loss {:.4} accuracy {:.2}%",
-                e.epoch + 1,
-                e.val_loss.unwrap_or(f32::NAN),
-                100.0 * acc
-            ));
+            say(
+                &bar,
+                format!(
+                    "{label}: epoch {} validation loss {:.4} accuracy {:.2}%",
+                    e.epoch + 1,
+                    e.val_loss.unwrap_or(f32::NAN),
+                    100.0 * acc
+                ),
+            );
         }
         if sink_error.is_none()
             && let Err(e) = sink(event)
@@ -156,6 +163,18 @@ pub fn run_rank_with_progress(
         return Err(e);
     }
     summary
+}
+
+/// A line of a run's progress (a skipped step, a loss estimate, an epoch's validation): above
+/// the bar on a terminal, and on stdout where there is no bar (a log: `train > run.log`),
+/// where the bar's own `println` would drop it.
+fn say(bar: &ProgressBar, line: String) {
+    if bar.is_hidden() {
+        // A note, not data: a closed stdout is no reason to stop the run.
+        let _ = out!("{line}\n");
+    } else {
+        bar.println(line);
+    }
 }
 
 /// A side-by-side table of run summaries.
@@ -177,7 +196,7 @@ pub fn print_summary(runs: &[&RunSummary]) -> Result<()> {
             row(&|r| format!("{:.2}", r.peak_gpu_bytes as f64 / 1e6)),
         ),
         ("skipped steps", row(&|r| r.skipped_steps.to_string())),
-        ("final scale", row(&|r| r.final_scale.to_string())),
+        ("final scale", row(&|r| scale_text(r.final_scale))),
         ("host waits", row(&|r| r.host_waits.to_string())),
         ("throttle waits", row(&|r| r.throttle_waits.to_string())),
     ];

@@ -222,13 +222,26 @@ fn json_model(model: &str) -> Result<ModelSpec> {
     ModelSpec::from_json(&read_model_file(model)?).map_err(|e| name_file(e, model))
 }
 
-/// The text of a JSON model file (at most [`MODEL_FILE`]), naming it in errors.
+/// The text of a JSON model file (at most [`MODEL_FILE`]), naming it in errors. Read once
+/// per process: the flags' checks and the run read the same text, and a FIFO is read once,
+/// not waited on again by each reader.
 pub fn read_model_file(path: &str) -> Result<String> {
-    let bytes = read_capped(std::path::Path::new(path), MODEL_FILE).map_err(Error::Model)?;
-    String::from_utf8(bytes).map_err(|e| {
-        Error::Model(format!(
-            "{path}: not UTF-8 text (byte {})",
-            e.utf8_error().valid_up_to()
-        ))
-    })
+    type Read = Option<(String, std::result::Result<String, String>)>;
+    static READ: std::sync::Mutex<Read> = std::sync::Mutex::new(None);
+    let mut read = READ.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((p, text)) = &*read
+        && p == path
+    {
+        return text.clone().map_err(Error::Model);
+    }
+    let text = read_capped(std::path::Path::new(path), MODEL_FILE).and_then(|bytes| {
+        String::from_utf8(bytes).map_err(|e| {
+            format!(
+                "{path}: not UTF-8 text (byte {})",
+                e.utf8_error().valid_up_to()
+            )
+        })
+    });
+    *read = Some((path.to_string(), text.clone()));
+    text.map_err(Error::Model)
 }

@@ -18,6 +18,7 @@ use webgpu_amp::{Error, GpuContext, Result};
 
 use super::doctor::DoctorArgs;
 use super::numbers::{number, setting};
+use super::out::outln;
 use super::recipe::RecipeArgs;
 use super::resolve::{ModelAndData, Wanted, resolve};
 use super::run_checks::{self, OptimizerFlags, ResumeFlags};
@@ -121,7 +122,7 @@ pub struct RunArgs {
     /// below 2^-24 (default 50; 0: never). Skipped steps change no weight, but a run whose
     /// every step is skipped no longer trains.
     #[arg(long, default_value_t = webgpu_amp::train::MAX_SKIPPED_STEPS,
-          value_parser = setting::<u64>(Setting::MaxSkippedSteps))]
+          allow_negative_numbers = true, value_parser = setting::<u64>(Setting::MaxSkippedSteps))]
     pub max_skipped_steps: u64,
     /// Turn the GradScaler on or off (default: on for amp-f16 only, as PyTorch recommends).
     #[arg(long)]
@@ -151,6 +152,8 @@ pub const SEQ_LEN_RANGE: &str = "1 to 1048576";
 /// `--num-classes`: at least one class, and no more than the largest batch has samples.
 pub const NUM_CLASSES_RANGE: &str = "1 to 16777216";
 const MAX_CLASSES: usize = 1 << 24;
+/// f16's smallest (subnormal) value, 2^-24.
+const SMALLEST_F16: f32 = 5.960_464_5e-8;
 
 /// Data, model and initial parameters of a run, resolved from the flags.
 pub struct RunInputs {
@@ -189,6 +192,20 @@ impl RunArgs {
             LossKind::parse(loss)?;
         }
         self.device.options()?;
+        // A scale below f16's smallest value turns every loss under 1 into zero in the f16
+        // backward: every gradient underflows and nothing trains, with no step skipped.
+        let scaler = self.scaler.unwrap_or(precision.scaler_enabled_by_default());
+        if let Some(scale) = self.init_scale
+            && scaler
+            && precision.low_dtype() == webgpu_amp::DType::F16
+            && scale < SMALLEST_F16
+        {
+            outln!(
+                "warning: --init-scale {scale:e} is below f16's smallest value ({SMALLEST_F16:e}): \
+                 a loss under 1 scales to zero in the f16 backward and every gradient \
+                 underflows; the default, 65536, is PyTorch's"
+            )?;
+        }
         Ok(())
     }
 
@@ -334,6 +351,7 @@ impl RunArgs {
             .doctor
             .apply(spec.with_attention(self.attention.kernel()?))?;
         let ctx = open()?;
+        super::note_unused_table(&ctx)?;
         let optimizer = self.optimizer(spec.family.as_ref().and_then(|f| f.family().recipe()))?;
         for &precision in precisions {
             check_params_fit(&ctx, &spec, &what, precision, &optimizer)?;

@@ -6,11 +6,12 @@
 use std::io::Read;
 use std::path::Path;
 
+use webgpu_amp::amp::scale_text;
 use webgpu_amp::data::{DataSource, Dataset};
 use webgpu_amp::nn::family::Recipe;
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::checkpoint::{Checkpoint, DataOrder};
-use webgpu_amp::train::{ModelChoice, RunConfig};
+use webgpu_amp::train::{MAX_BATCH_SIZE, MAX_GRAD_ACCUM, ModelChoice, RunConfig};
 use webgpu_amp::{Error, Result};
 
 use super::resolve::read_model_file;
@@ -139,9 +140,10 @@ pub fn no_flags_resume_overrides(
     };
     if let Some(scale) = args.init_scale {
         return refuse(format!(
-            "--init-scale {scale} is the scale a run starts with, but a resumed run continues \
+            "--init-scale {} is the scale a run starts with, but a resumed run continues \
              the checkpoint's GradScaler (scale {}); leave --init-scale out",
-            s.scale.map_or("unknown".into(), |v| v.to_string())
+            scale_text(scale),
+            s.scale.map_or("unknown".into(), scale_text)
         ));
     }
     let differs = [
@@ -178,34 +180,55 @@ pub fn no_flags_resume_overrides(
     Ok(())
 }
 /// A resume must continue where the checkpoint's run stood: cut the same data the same way
-/// (batch size, gradient accumulation, shuffling and the data set move the position that
-/// `progress` counts, as `--seed` does), and have steps left to take (a run resumed at or
-/// past its limit would rewrite the checkpoint having trained nothing). `what` is the
-/// checkpoint's path.
+/// (batch size, gradient accumulation, shuffling and the data set, by its contents, move the
+/// position that `progress` counts, as `--seed` does), keep the same layers in f32, and have
+/// steps left to take (a run resumed at or past its limit would rewrite the checkpoint having
+/// trained nothing). `keep_f32`: the layers this run keeps in f32; `what` is the checkpoint's
+/// path. Advice names only values the flags take: an edited file's `--batch-size 0` is said
+/// to be the file's, not offered.
 pub fn resume_continues(
     ck: &Checkpoint,
     cfg: &RunConfig,
     train: &Dataset,
+    keep_f32: &[String],
     what: &str,
 ) -> Result<()> {
     let refuse = |m: String| Err(Error::InvalidArgument(format!("--resume {what}: {m}")));
     let p = ck.progress;
     if let Some(saved) = &ck.data {
-        let now = DataOrder::of(cfg, train);
+        let now = DataOrder::of(cfg, train, keep_f32);
         let moved = format!(
             "batch {} of epoch {} would be other samples",
             p.batch_in_epoch, p.epoch
         );
-        for (flag, was, is) in [
-            ("--batch-size", saved.batch_size, now.batch_size),
-            ("--grad-accum", saved.grad_accum, now.grad_accum),
+        for (flag, was, is, max) in [
+            (
+                "--batch-size",
+                saved.batch_size,
+                now.batch_size,
+                MAX_BATCH_SIZE as u64,
+            ),
+            (
+                "--grad-accum",
+                saved.grad_accum,
+                now.grad_accum,
+                MAX_GRAD_ACCUM as u64,
+            ),
         ] {
-            if was != is {
+            if was == is {
+                continue;
+            }
+            if !(1..=max).contains(&was) {
                 return refuse(format!(
-                    "{flag} {is}, but the checkpoint's run used {flag} {was}: {moved}; give \
-                     {flag} {was}"
+                    "the checkpoint's metadata says its run used {flag} {was}, which no run \
+                     can (1 to {max}): the file was edited or damaged; start a new run \
+                     without --resume"
                 ));
             }
+            return refuse(format!(
+                "{flag} {is}, but the checkpoint's run used {flag} {was}: {moved}; give \
+                 {flag} {was}"
+            ));
         }
         if saved.shuffle != now.shuffle {
             let (given, fix) = if now.shuffle {
@@ -227,6 +250,36 @@ pub fn resume_continues(
                 "the data has {} training samples ({}), but the checkpoint's run had {} ({}): \
                  {moved}; resume on the same data set",
                 now.samples, now.dataset, saved.samples, saved.dataset
+            ));
+        }
+        if let (Some(was), Some(is)) = (&saved.content, &now.content)
+            && was != is
+        {
+            return refuse(format!(
+                "the data read now ({}, {} samples, {is}) is not what the checkpoint's run read \
+                 ({}, {was}): the same count of other samples, so {moved}; resume on the same \
+                 data",
+                now.dataset, now.samples, saved.dataset
+            ));
+        }
+        if let (Some(was), Some(is)) = (&saved.keep_f32, &now.keep_f32)
+            && was != is
+        {
+            let flag = |names: &Vec<String>| match names.is_empty() {
+                true => "no --keep-f32".to_string(),
+                false => format!("--keep-f32 {}", names.join(",")),
+            };
+            return refuse(format!(
+                "{}, but the checkpoint's run kept {} in f32 ({}): from here the same steps \
+                 would compute other numbers; give {} (as the run did)",
+                flag(is),
+                if was.is_empty() {
+                    "no layer".to_string()
+                } else {
+                    was.join(", ")
+                },
+                flag(was),
+                flag(was)
             ));
         }
     }

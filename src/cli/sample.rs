@@ -195,33 +195,39 @@ pub fn run(args: &SampleArgs) -> Result<()> {
     webgpu_amp::interrupt::install();
     let mut sampled = 0;
     let mut stdout = std::io::stdout().lock();
-    // A closed pipe (`sample | head -1`) ends the command quietly, as the others do.
+    // A closed pipe (`sample | head -1`): the text is all this command makes, so it stops
+    // there, quietly and with success; any other failure keeps its exit code.
     let io = |e: std::io::Error| out::write_error(e, "writing the text");
-    write!(stdout, "{prompt}")
+    let written = write!(stdout, "{prompt}")
         .and_then(|_| stdout.flush())
-        .map_err(io)?;
-    generator.generate(&ctx, &ids, &options, args.chunk, &mut |chunk| {
-        let text = vocab.decode(chunk).map_err(|e| {
-            Error::Checkpoint(format!(
-                "{what}: the model sampled an id its vocabulary of {} characters cannot \
-                 decode (vocab_size {}): {e}",
-                vocab.len(),
-                generator.tokens.vocab_size
-            ))
-        })?;
-        bar.suspend(|| write!(stdout, "{text}").and_then(|_| stdout.flush()))
-            .map_err(io)?;
-        bar.inc(chunk.len() as u64);
-        sampled += chunk.len();
-        super::interrupted::check(|| {
-            format!(
-                "sample: interrupted by {} after {sampled} of {} tokens",
-                super::interrupted::signal_name(),
-                options.tokens
-            )
+        .map_err(io)
+        .and_then(|()| {
+            generator.generate(&ctx, &ids, &options, args.chunk, &mut |chunk| {
+                let text = vocab.decode(chunk).map_err(|e| {
+                    Error::Checkpoint(format!(
+                        "{what}: the model sampled an id its vocabulary of {} characters cannot \
+                         decode (vocab_size {}): {e}",
+                        vocab.len(),
+                        generator.tokens.vocab_size
+                    ))
+                })?;
+                bar.suspend(|| write!(stdout, "{text}").and_then(|_| stdout.flush()))
+                    .map_err(io)?;
+                bar.inc(chunk.len() as u64);
+                sampled += chunk.len();
+                super::interrupted::check(|| {
+                    format!(
+                        "sample: interrupted by {} after {sampled} of {} tokens",
+                        super::interrupted::signal_name(),
+                        options.tokens
+                    )
+                })
+            })
         })
-    })?;
+        .and_then(|_generated| writeln!(stdout).map_err(io));
     bar.finish_and_clear();
-    writeln!(stdout).map_err(io)?;
-    Ok(())
+    match written {
+        Err(Error::Output(_)) if out::closed() => Ok(()),
+        written => written,
+    }
 }

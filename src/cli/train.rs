@@ -97,10 +97,17 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
         .batch_note(&inputs)
         .filter(|_| rank.is_none_or(Joined::is_writer));
     let mut cfg = args.common.run_config(precision, &inputs, save)?;
-    if let (Some(ck), Some(path)) = (&resume, &args.resume) {
-        let what = path.display().to_string();
-        run_checks::resume_continues(ck, &cfg, &inputs.split.train, &what)?;
-    }
+    // The model first: a checkpoint of another model is that, whatever its data says.
+    let resumed_params = match (&resume, &args.resume) {
+        (Some(ck), Some(path)) => {
+            let what = path.display().to_string();
+            let init = ck.params_for_model(&inputs.spec, &what)?;
+            let keep = &inputs.spec.keep_f32;
+            run_checks::resume_continues(ck, &cfg, &inputs.split.train, keep, &what)?;
+            Some(init)
+        }
+        _ => None,
+    };
     // SIGINT/SIGTERM: finish the step, save, say how to resume. (A data-parallel job is
     // ended by its launcher instead: MPI rank 0 says which checkpoint is intact.)
     if rank.is_none()
@@ -109,19 +116,8 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
     {
         cfg = cfg.on_interrupt(interrupt);
     }
-    let resume = args
-        .resume
-        .as_ref()
-        .map(|p| Checkpoint::load(p))
-        .transpose()?;
-    let inputs = match &resume {
-        Some(ck) => {
-            let init = ck.params_for_model(
-                &inputs.spec,
-                &args.resume.as_ref().expect("resume").display().to_string(),
-            )?;
-            RunInputs { init, ..inputs }
-        }
+    let inputs = match resumed_params {
+        Some(init) => RunInputs { init, ..inputs },
         None => inputs,
     };
     // Data-parallel: rank 0 writes metrics, prints and checkpoints (the others train).
@@ -146,7 +142,7 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
         Ok(())
     };
     let (step_config, batch_size) = (cfg.step.clone(), cfg.batch_size);
-    let mut doctor = RunDoctor::new(&step_config);
+    let mut doctor = RunDoctor::new(&step_config, &inputs.spec.keep_f32);
     let summary = run_rank_with_progress(
         &ctx,
         &inputs,
@@ -171,7 +167,17 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
             })),
             Event::Saved { .. } => Ok(()),
         },
-    )?;
+    );
+    let summary = match summary {
+        Ok(summary) => summary,
+        // The counters up to the failing step, and where its inf or NaN began, before the
+        // error that stops the run.
+        Err(e @ Error::Diverged(_)) if writer => {
+            doctor.print_advice(precision.name())?;
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
     write_line(serde_json::json!({ "summary": summary }))?;
     if summary.interrupted {
         return Err(interrupted_line(&summary));

@@ -14,6 +14,8 @@ use std::path::Path;
 pub struct FileCap {
     /// The kind, for messages ("text file").
     pub what: &'static str,
+    /// What a read of it from a pipe waits for ("text", "a model"): said when it waits.
+    pub noun: &'static str,
     pub bytes: u64,
     /// Whether it may come from a pipe or a device (read up to the cap), or only from a
     /// regular file.
@@ -26,41 +28,42 @@ const GIB: u64 = 1 << 30;
 /// `text:FILE` and the Shakespeare texts: 256 MiB of characters (about 10 bytes of host
 /// memory each while the vocabulary and ids are made; nanoGPT's shakespeare is 1.1 MB,
 /// enwik8 100 MB).
-pub const TEXT_FILE: FileCap = FileCap::streamed("text file", 256 * MIB);
+pub const TEXT_FILE: FileCap = FileCap::streamed("text file", "text", 256 * MIB);
 
 /// Data files: a safetensors data set, an IDX file, a Fashion-MNIST class file (full MNIST
 /// is 47 MB uncompressed; its f32 samples 188 MB).
-pub const DATA_FILE: FileCap = FileCap::regular("data file", 2 * GIB);
+pub const DATA_FILE: FileCap = FileCap::regular("data file", "data", 2 * GIB);
 
 /// JSON model descriptions (a few hundred bytes for any model here).
-pub const MODEL_FILE: FileCap = FileCap::streamed("model file", 16 * MIB);
+pub const MODEL_FILE: FileCap = FileCap::streamed("model file", "a model", 16 * MIB);
 
 /// Kernel tuning files (`--tuning`: a table and its timings; the H200's is 150 kB).
-pub const TUNING_FILE: FileCap = FileCap::streamed("tuning file", 16 * MIB);
+pub const TUNING_FILE: FileCap = FileCap::streamed("tuning file", "a tuning file", 16 * MIB);
 
 /// Checkpoints and `--init` parameter files: 4 GiB, a billion f32 parameters (gpt-char's
 /// checkpoint is 43 MB).
-pub const CHECKPOINT_FILE: FileCap = FileCap::regular("checkpoint", 4 * GIB);
+pub const CHECKPOINT_FILE: FileCap = FileCap::regular("checkpoint", "a checkpoint", 4 * GIB);
 
 /// Moments files: Adam's two moments of a checkpoint at its cap.
-pub const MOMENTS_FILE: FileCap = FileCap::regular("moments file", 8 * GIB);
+pub const MOMENTS_FILE: FileCap = FileCap::regular("moments file", "moments", 8 * GIB);
 
 /// Hugging Face `tokenizer.json` files (SmolLM2's is 2.1 MB, Llama 3's 9 MB).
-pub const TOKENIZER_FILE: FileCap = FileCap::streamed("tokenizer file", 64 * MIB);
+pub const TOKENIZER_FILE: FileCap = FileCap::streamed("tokenizer file", "a tokenizer", 64 * MIB);
 
 impl FileCap {
     /// A kind that may also come from a pipe or a device (read up to the cap).
-    const fn streamed(what: &'static str, bytes: u64) -> Self {
+    const fn streamed(what: &'static str, noun: &'static str, bytes: u64) -> Self {
         Self {
             streams: true,
-            ..Self::regular(what, bytes)
+            ..Self::regular(what, noun, bytes)
         }
     }
 
     /// A kind read only from regular files (its size known before anything is read).
-    const fn regular(what: &'static str, bytes: u64) -> Self {
+    const fn regular(what: &'static str, noun: &'static str, bytes: u64) -> Self {
         Self {
             what,
+            noun,
             bytes,
             streams: false,
         }
@@ -91,6 +94,16 @@ impl FileCap {
 /// Messages name the file (and the cap).
 pub fn read_capped(path: &Path, cap: FileCap) -> Result<Vec<u8>, String> {
     let cannot = |e: std::io::Error| format!("{}: cannot read: {e}", path.display());
+    // A pipe or a device (`text:/dev/stdin`, a FIFO) may wait on a writer, opening included:
+    // when no end of file has come after a moment, say so, as nothing else would tell why
+    // the command sits there.
+    #[cfg(unix)]
+    let _waiting = {
+        use std::os::unix::fs::FileTypeExt;
+        std::fs::metadata(path)
+            .is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_char_device())
+            .then(|| WaitingNote::after(std::time::Duration::from_secs(2), path, cap.noun))
+    };
     let file = std::fs::File::open(path).map_err(cannot)?;
     // A regular file says its size; a device or a pipe says nothing useful.
     let size = file
@@ -131,6 +144,42 @@ pub fn read_capped(path: &Path, cap: FileCap) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
+/// A line on stderr if a read is still going after `delay` (dropped when it ends).
+#[cfg(unix)]
+struct WaitingNote(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+#[cfg(unix)]
+impl WaitingNote {
+    fn after(delay: std::time::Duration, path: &Path, noun: &'static str) -> Self {
+        use std::sync::atomic::Ordering;
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = done.clone();
+        let what = path.display().to_string();
+        std::thread::spawn(move || {
+            let start = std::time::Instant::now();
+            while start.elapsed() < delay {
+                if seen.load(Ordering::Relaxed) {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            if !seen.load(Ordering::Relaxed) {
+                eprintln!(
+                    "{what}: reading {noun} from a pipe/device: waiting for data (until end of file)"
+                );
+            }
+        });
+        WaitingNote(done)
+    }
+}
+
+#[cfg(unix)]
+impl Drop for WaitingNote {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,6 +192,7 @@ mod tests {
         std::fs::write(&path, b"12345").unwrap();
         let cap = |bytes| FileCap {
             what: "test file",
+            noun: "a test file",
             bytes,
             streams: true,
         };

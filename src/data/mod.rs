@@ -36,6 +36,7 @@ pub mod fashion;
 pub mod file_caps;
 mod files;
 pub mod hf;
+mod identity;
 pub mod idx;
 mod integers;
 pub mod loader;

@@ -154,15 +154,36 @@ impl TensorCores {
         props: &[wgpu::CooperativeMatrixProperties],
         choice: TensorCoreChoice,
     ) -> Self {
+        let not = |why: &str| TensorCores::NotUsed(why.to_string());
+        let could = Self::could_run(info, features, limits, props, choice);
+        match (choice, could) {
+            (TensorCoreChoice::Off, _) => not("turned off (--tensor-cores off)"),
+            // A CPU adapter is a correctness device: tensor cores only where asked for, and
+            // the advice to ask only where they would run.
+            (TensorCoreChoice::Auto, TensorCores::Used(_))
+                if info.device_type == wgpu::DeviceType::Cpu =>
+            {
+                not("CPU adapter (--tensor-cores on runs them here)")
+            }
+            (TensorCoreChoice::Auto, TensorCores::NotUsed(why))
+                if info.device_type == wgpu::DeviceType::Cpu =>
+            {
+                TensorCores::NotUsed(format!("CPU adapter, and {why}"))
+            }
+            (_, could) => could,
+        }
+    }
+
+    /// What `choice` (other than off) would give on this adapter, CPU or not.
+    fn could_run(
+        info: &wgpu::AdapterInfo,
+        features: wgpu::Features,
+        limits: &wgpu::Limits,
+        props: &[wgpu::CooperativeMatrixProperties],
+        choice: TensorCoreChoice,
+    ) -> Self {
         use wgpu::CooperativeScalarType as S;
         let not = |why: &str| TensorCores::NotUsed(why.to_string());
-        match choice {
-            TensorCoreChoice::Off => return not("turned off (--tensor-cores off)"),
-            TensorCoreChoice::Auto if info.device_type == wgpu::DeviceType::Cpu => {
-                return not("CPU adapter (--tensor-cores on runs them here)");
-            }
-            _ => {}
-        }
         if !features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
             return not("the adapter exposes no cooperative matrices");
         }
@@ -314,7 +335,24 @@ mod tests {
         };
         let props = lavapipe26();
         let auto = why(TensorCores::choose(&cpu, COOP, &limits, &props, Auto));
-        assert!(auto.contains("CPU adapter"), "{auto}");
+        assert!(
+            auto.contains("CPU adapter") && auto.contains("--tensor-cores on"),
+            "{auto}"
+        );
+        // Where `on` would fail (Mesa 22's lavapipe: no cooperative matrices), no advice to
+        // use it, but why not.
+        let none = why(TensorCores::choose(
+            &cpu,
+            wgpu::Features::empty(),
+            &limits,
+            &[],
+            Auto,
+        ));
+        assert!(!none.contains("--tensor-cores on"), "{none}");
+        assert!(
+            none.contains("CPU adapter, and the adapter exposes no cooperative"),
+            "{none}"
+        );
         let on = TensorCores::choose(&cpu, COOP, &limits, &props, On(None));
         let c = on.config().expect("on");
         assert_eq!((c.edge, c.subgroup, c.forced), (8, 8, false));

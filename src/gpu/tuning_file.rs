@@ -210,6 +210,33 @@ pub fn requested_tuning_file() -> Option<PathBuf> {
     None
 }
 
+/// The text of the tuning file at `path` (at most [`TUNING_FILE`]), read once per process:
+/// every context made from it (`info` makes one per adapter) sees the same table, and a FIFO
+/// is read once, not waited on again for each adapter.
+fn read_once(path: &Path) -> Result<String> {
+    type Read = Option<(PathBuf, std::result::Result<String, String>)>;
+    static READ: Mutex<Read> = Mutex::new(None);
+    let mut read = READ.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((p, text)) = &*read
+        && p == path
+    {
+        return text.clone().map_err(Error::InvalidArgument);
+    }
+    let cannot = |e: String| format!("tuning file {}", escaped(&e));
+    let text = read_capped(path, TUNING_FILE)
+        .map_err(cannot)
+        .and_then(|bytes| {
+            String::from_utf8(bytes).map_err(|e| {
+                cannot(format!(
+                    "{}: not UTF-8 text ({e}); `webgpu-amp bench tune` writes them",
+                    path.display()
+                ))
+            })
+        });
+    *read = Some((path.to_path_buf(), text.clone()));
+    text.map_err(Error::InvalidArgument)
+}
+
 impl AdapterKernels {
     /// The built-in table: a committed tuned file for this adapter's name, else its class's
     /// defaults, else (where those need more than the adapter gives) the `other` class's.
@@ -268,13 +295,7 @@ impl AdapterKernels {
         limits: &KernelLimits,
     ) -> Result<AdapterKernels> {
         let origin = path.display().to_string();
-        let cannot = |e: String| Error::InvalidArgument(format!("tuning file {}", escaped(&e)));
-        let bytes = read_capped(path, TUNING_FILE).map_err(cannot)?;
-        let text = String::from_utf8(bytes).map_err(|e| {
-            cannot(format!(
-                "{origin}: not UTF-8 text ({e}); `webgpu-amp bench tune` writes them"
-            ))
-        })?;
+        let text = read_once(path)?;
         let file = TuningFile::parse(&escaped(&origin), &text)?;
         Ok(AdapterKernels {
             table: file.table_for(&origin, info, limits)?,

@@ -107,7 +107,17 @@ pub fn parse_json(json: &str) -> Result<serde_json::Value> {
     }
     // Syntax and the layer count first, without building anything: a 14 MB file of a
     // million `{"relu": {}}` took 13 s and 800 MB to parse into a value.
-    let syntax = |e: serde_json::Error| Error::model(format!("json: syntax error: {e}"));
+    let syntax = |e: serde_json::Error| {
+        Error::model(match e.to_string() {
+            // serde_json stops at 128 levels: a deep file, not a broken one.
+            m if m.starts_with("recursion limit exceeded") => format!(
+                "json: nested deeper than the 128 levels a model file may have ({}): \
+                 flatten the residuals",
+                m.trim_start_matches("recursion limit exceeded ")
+            ),
+            m => format!("json: syntax error: {m}"),
+        })
+    };
     if serde_json::from_str::<serde::de::IgnoredAny>(json).is_err() {
         // The value parser's message (it says "trailing comma" where the skipping one
         // does not): a broken file is parsed whole only to say why.
@@ -122,6 +132,27 @@ pub fn parse_json(json: &str) -> Result<serde_json::Value> {
         )));
     }
     serde_json::from_str(json).map_err(syntax)
+}
+
+/// serde_json reads a whole number past 2^64 − 1 as a float: say it is too large rather than
+/// "invalid type: floating point `1.8446744073709552e+19`".
+fn whole(message: String) -> String {
+    let float = "invalid type: floating point `";
+    let Some(at) = message.find(float) else {
+        return message;
+    };
+    let rest = &message[at + float.len()..];
+    let Some(end) = rest.find('`') else {
+        return message;
+    };
+    match rest[..end].parse::<f64>() {
+        Ok(v) if v.fract() == 0.0 && v.abs() >= 1.8e19 => format!(
+            "{}{} is too large for a whole number here (at most 18446744073709551615)",
+            &message[..at],
+            &rest[..end]
+        ),
+        _ => message,
+    }
 }
 
 /// A description's `layers`, counted without being parsed (other keys ignored).
@@ -220,7 +251,7 @@ impl ModelSpec {
             .into_iter()
             .enumerate()
             .map(|(index, mut value)| {
-                let err = |e: String| Error::model(format!("json: layer {index}: {e}"));
+                let err = |e: String| Error::model(format!("json: layer {index}: {}", whole(e)));
                 // `"keep_f32": true` beside the kind keeps the layer in f32.
                 let keep = value.as_object_mut().and_then(|o| o.remove("keep_f32"));
                 match keep {

@@ -223,7 +223,9 @@ impl StepConfig {
 
     fn check_scaler(&self, name: fn(Setting) -> &'static str) -> Result<()> {
         let s = &self.scaler;
-        if !(s.init_scale > 0.0 && s.init_scale.is_finite()) {
+        // A subnormal scale has no finite f32 reciprocal: unscaling would make every gradient
+        // inf or NaN, and the run would skip every step and blame the data.
+        if !(s.init_scale >= f32::MIN_POSITIVE && s.init_scale.is_finite()) {
             return Err(out_of_range(
                 name,
                 Setting::InitScale,

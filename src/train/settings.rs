@@ -122,7 +122,7 @@ impl Setting {
             }
             Setting::Dampening => "finite",
             Setting::Beta1 | Setting::Beta2 => "in [0, 1)",
-            Setting::InitScale => "finite and > 0",
+            Setting::InitScale => "finite and >= 2^-126 (unscaling multiplies by its reciprocal)",
             Setting::GrowthFactor => "finite and > 1",
             Setting::BackoffFactor => "in (0, 1)",
             Setting::GrowthInterval => "1 to 2147483647",

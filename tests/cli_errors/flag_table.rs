@@ -106,8 +106,8 @@ pub(super) const RUN_FLAGS: &[Flag] = &[
     flag("--grad-accum", "1 to 65536", &["0", "65537", "-1", "x"]),
     float(
         "--init-scale",
-        "finite and > 0",
-        &["0", "-2", "inf", "1e39", "NaN", "x"],
+        "finite and >= 2^-126 (unscaling multiplies by its reciprocal)",
+        &["0", "-2", "inf", "1e39", "NaN", "1e-40", "x"],
     ),
     flag(
         "--growth-interval",

@@ -66,6 +66,15 @@ pub(crate) fn layer_from_json(
             kinds()
         ));
     };
+    if object.contains_key("keep_f32") {
+        // Read beside the top-level layers only (ModelSpec::from_json takes it there).
+        return Err(
+            "`keep_f32` is read beside a layer of the top-level \"layers\" list, not inside \
+             a composition's (a residual's, a fork's): put it beside the composition, or name \
+             the layer with --keep-f32"
+                .to_string(),
+        );
+    }
     let mut entries = object.into_iter();
     let (Some((kind, fields)), None) = (entries.next(), entries.next()) else {
         return Err(format!(

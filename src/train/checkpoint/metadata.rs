@@ -14,7 +14,8 @@ pub const FORMAT: &str = "webgpu-amp/1";
 use crate::train::config::RunConfig;
 
 /// What places a run's batches in its data, beside [`Progress`]'s counters: a resume must
-/// cut the same data the same way for `batch_in_epoch` to mean the same samples.
+/// cut the same data the same way for `batch_in_epoch` to mean the same samples; and the
+/// layers the run kept in f32, without which the same step computes other numbers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DataOrder {
     pub batch_size: u64,
@@ -23,17 +24,26 @@ pub struct DataOrder {
     /// Training samples (per process) and the data set's name, as the run saw them.
     pub samples: u64,
     pub dataset: String,
+    /// A hash of what was read ([`Dataset::content_hash`]); absent from older checkpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// The layers computed in f32 whatever the precision mode (`--keep-f32`, `keep_f32` in a
+    /// model file); absent from older checkpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_f32: Option<Vec<String>>,
 }
 
 impl DataOrder {
-    /// How a run of `config` cuts `train`.
-    pub fn of(config: &RunConfig, train: &Dataset) -> Self {
+    /// How a run of `config` cuts `train`, keeping `keep_f32` in f32.
+    pub fn of(config: &RunConfig, train: &Dataset, keep_f32: &[String]) -> Self {
         Self {
             batch_size: config.batch_size as u64,
             grad_accum: config.step.grad_accum as u64,
             shuffle: config.shuffle,
             samples: train.n as u64,
             dataset: train.name.clone(),
+            content: Some(train.content_hash()),
+            keep_f32: Some(keep_f32.to_vec()),
         }
     }
 }

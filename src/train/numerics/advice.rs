@@ -37,7 +37,16 @@ pub enum Suggestion {
     Nothing,
     /// Gradient underflow without a GradScaler: turn it on.
     ScalerOn,
+    /// Every value of a gradient zero in every counted step under a loss scale below the
+    /// default: the scale is too small to lift anything (it grows 2x per 2000 clean steps).
+    RaiseScale,
+    /// It would be kept in f32, and is already (`--keep-f32`, `keep_f32` in the model file):
+    /// in amp-f16 its values are not rounded to f16.
+    Kept,
 }
+
+/// The loss scale to try when every gradient underflowed: GradScaler's default, 2^16.
+pub const DEFAULT_SCALE: f32 = 65536.0;
 
 impl Suggestion {
     pub fn text(self) -> &'static str {
@@ -45,7 +54,9 @@ impl Suggestion {
             Suggestion::KeepF32 => "keep it in f32",
             Suggestion::UseBf16 => "use bf16 for it (amp-bf16 keeps f32's range)",
             Suggestion::Nothing => "nothing: underflow the GradScaler's scale fixes",
-            Suggestion::ScalerOn => "turn the GradScaler on (--scaler on)",
+            Suggestion::ScalerOn => "turn the GradScaler on (--scaler true)",
+            Suggestion::RaiseScale => "raise the loss scale (--init-scale 65536)",
+            Suggestion::Kept => "nothing: it is kept in f32 already",
         }
     }
 }
@@ -74,6 +85,8 @@ struct TensorTally {
     steps: u64,
     overflow_steps: u64,
     underflow_steps: u64,
+    /// Steps in which every value was zero (gradients).
+    zero_steps: u64,
     min_binade: Option<i32>,
     max_binade: Option<i32>,
 }
@@ -86,6 +99,10 @@ pub struct NumericsTally {
     pub scaler: bool,
     /// Counted steps.
     pub steps: u64,
+    /// The largest loss scale of the counted steps (1 without a GradScaler).
+    pub max_scale: f32,
+    /// The layers the run keeps in f32 (never advised to be kept).
+    kept: Vec<String>,
     layers: Vec<LayerName>,
     tensors: Vec<((usize, ProbeTensor), TensorTally)>,
 }
@@ -96,15 +113,24 @@ impl NumericsTally {
             precision,
             scaler,
             steps: 0,
+            max_scale: 0.0,
+            kept: Vec::new(),
             layers: Vec::new(),
             tensors: Vec::new(),
         }
+    }
+
+    /// The tally of a run that keeps the layers `kept` in f32.
+    pub fn keeping(mut self, kept: &[String]) -> Self {
+        self.kept = kept.to_vec();
+        self
     }
 
     /// Add a step's numerics; `scale`: the loss scale its backward used (1 without a
     /// GradScaler).
     pub fn add(&mut self, n: &StepNumerics, scale: f32) {
         self.steps += 1;
+        self.max_scale = self.max_scale.max(scale);
         if self.layers.is_empty() {
             self.layers = n.layers.to_vec();
         }
@@ -133,7 +159,9 @@ impl NumericsTally {
             let t = &mut self.tensors[at].1;
             t.steps += 1;
             t.overflow_steps += (overflowed && counts) as u64;
-            t.underflow_steps += (c.underflow_fraction() > UNDERFLOW_SHARE) as u64;
+            let all_zero = !r.tensor.in_forward() && c.zero == c.elements;
+            t.zero_steps += all_zero as u64;
+            t.underflow_steps += (c.underflow_fraction() > UNDERFLOW_SHARE || all_zero) as u64;
             t.max_binade = t.max_binade.max(c.max_binade);
             t.min_binade = match (t.min_binade, c.min_binade) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -160,6 +188,8 @@ impl NumericsTally {
                 } else {
                     Suggestion::KeepF32
                 }
+            } else if self.scaler && t.zero_steps == t.steps && self.max_scale < DEFAULT_SCALE {
+                Suggestion::RaiseScale
             } else if self.scaler {
                 Suggestion::Nothing
             } else if self.precision == Precision::F32 {
@@ -177,11 +207,15 @@ impl NumericsTally {
                 })
             };
             let row = name(*layer);
-            let keep = match (suggestion, row.loss) {
+            let mut keep = match (suggestion, row.loss) {
                 (Suggestion::KeepF32, false) => Some(row.name.clone()),
                 (Suggestion::KeepF32, true) if *layer > 0 => Some(name(layer - 1).name),
                 _ => None,
             };
+            let mut suggestion = suggestion;
+            if keep.as_ref().is_some_and(|k| self.kept.contains(k)) {
+                (suggestion, keep) = (Suggestion::Kept, None);
+            }
             out.push(Advice {
                 layer: row,
                 tensor: *tensor,

@@ -194,7 +194,7 @@ impl Run {
         if let Some(ck) = resume {
             check_resume_progress(ck, &loader)?;
         }
-        let data_order = DataOrder::of(&config, train);
+        let data_order = DataOrder::of(&config, train, &trainer.spec.keep_f32);
         // A resumed run continues the dropout masks and the lr schedule where the
         // checkpoint's step left them.
         trainer.start_at(progress.seed, progress.step);
@@ -383,9 +383,9 @@ impl Run {
                     "loss became {} at step {} under {} (no GradScaler to skip the step); {DIVERGED_HINT}",
                     stats.loss, stats.step, self.config.step.precision
                 ));
-                return;
             }
             if self.stop_on_divergence
+                && self.diverged.is_none()
                 && self.trainer.scaler.enabled()
                 && let Some(stuck) = self.skips.observe(
                     &stats,
@@ -395,8 +395,8 @@ impl Run {
                 )
             {
                 self.diverged = Some(stuck);
-                return;
             }
+            // The failing step too: its loss and numerics say where it went wrong.
             events.push(Event::Step {
                 stats,
                 epoch,

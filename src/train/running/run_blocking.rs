@@ -178,6 +178,7 @@ impl Run {
             if self.due(stepped, &mut estimates, eval_every) {
                 // nanoGPT's estimate_loss, after every step reported so far.
                 emit(self.drain(ctx)?, &mut history);
+                self.check_diverged()?;
                 // Batches of the size training takes (at most the training set).
                 let draw = self.estimate_draw(self.config.batch_size.min(split.train.n));
                 match unless_interrupted(estimate_loss(ctx, &mut self.trainer, split, draw))? {
@@ -194,6 +195,7 @@ impl Run {
                 // Report (and check for divergence) every step up to here first, so a
                 // periodic checkpoint never holds the parameters of a diverged run.
                 emit(self.drain(ctx)?, &mut history);
+                self.check_diverged()?;
                 self.save(ctx, &path)?;
                 emit(
                     vec![Event::Saved {
@@ -205,6 +207,7 @@ impl Run {
             }
             if let Some(epoch) = advance.epoch_ended {
                 emit(self.drain(ctx)?, &mut history);
+                self.check_diverged()?;
                 let eval = match (self.config.validate, split.eval_set()) {
                     (true, Some(set)) => match unless_interrupted(self.evaluate(ctx, set))? {
                         Some(eval) => Some(eval),
@@ -235,6 +238,7 @@ impl Run {
             }
         }
         emit(self.drain(ctx)?, &mut history);
+        self.check_diverged()?;
         let elapsed = start.elapsed().as_secs_f64();
         // An interrupted run stops without the final validation: it is asked to stop soon.
         if !interrupted
@@ -299,13 +303,13 @@ impl Run {
         })
     }
 
-    /// Wait for every submitted step (one host wait) and return its events; the divergence
-    /// error if a step diverged.
+    /// Wait for every submitted step (one host wait) and return its events, up to and with
+    /// a step that diverged: the caller emits them, then ends on [`Self::check_diverged`]
+    /// (the failing step's loss and numerics are reported before the error).
     fn drain(&mut self, ctx: &GpuContext) -> Result<Vec<Event>> {
         let stats = self.trainer.finish(ctx)?;
         let mut events = Vec::new();
         self.deliver(stats, &mut events);
-        self.check_diverged()?;
         Ok(events)
     }
 
