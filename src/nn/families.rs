@@ -6,7 +6,7 @@ use super::family::{Described, Family};
 use crate::Result;
 
 /// The families, in the order the CLI and the app list their presets.
-pub static FAMILIES: &[&dyn Family] = &[&super::gpt::GPT];
+pub static FAMILIES: &[&dyn Family] = &[&super::gpt::GPT, &super::resnet::RESNET];
 
 /// The family whose preset `name` is, if any.
 pub fn of_preset(name: &str) -> Option<&'static dyn Family> {
