@@ -19,7 +19,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_webgpu-amp");
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 /// The measurements the issue names, by id: each must be in the report with a status.
-const REQUIRED: [&str; 21] = [
+const REQUIRED: [&str; 22] = [
     "tune",
     "info",
     "matmul-tc-4096",
@@ -41,11 +41,12 @@ const REQUIRED: [&str; 21] = [
     "gpt-char-b64-unfused",
     "gpt-char-b64-fused",
     "gpt-char-b64-tc-off",
+    "resnet18-cifar-b128",
 ];
 
 /// Measurements that every adapter runs (f32, and amp-f16 with packed f16 where there is
 /// no shader-f16): they must succeed, with rows.
-const MUST_RUN: [&str; 8] = [
+const MUST_RUN: [&str; 9] = [
     "tune",
     "info",
     "matmul-simt-f32-4096",
@@ -54,6 +55,7 @@ const MUST_RUN: [&str; 8] = [
     "simple-cnn-b256",
     "mlp-b128",
     "gpt-char-b64",
+    "resnet18-cifar-b128",
 ];
 
 const NO_FLAG: &str = "flag not available in this binary";
