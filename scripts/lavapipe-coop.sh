@@ -21,6 +21,10 @@
 #              COOPSIM_SUITE   trixie-backports (default; Mesa 26.1) or sid (Mesa 26.2)
 #              COOPSIM_MIRROR  the Debian archive (default: the one this machine's apt uses)
 #              COOPSIM_KEYRING default /usr/share/keyrings/debian-archive-keyring.gpg
+#              COOPSIM_MESA    pin Mesa to this Debian version (default: the suite's newest)
+#              COOPSIM_EXTRA   more packages (`name` or `name=version`) fetched into the same
+#                              root with their closure (scripts/kernel-report.sh: the DRM shims,
+#                              glslc, the Vulkan headers)
 set -euo pipefail
 
 SCRIPT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
@@ -31,7 +35,9 @@ TRIPLE=x86_64-linux-gnu
 ROOT=$DIR/root
 LIBDIR=$ROOT/usr/lib/$TRIPLE
 LOADER=$LIBDIR/ld-linux-x86-64.so.2
-STAMP=$DIR/ready-$SUITE
+MESA_PIN=${COOPSIM_MESA:-}
+EXTRA=${COOPSIM_EXTRA:-}
+STAMP=$DIR/ready-$SUITE${MESA_PIN:+-$MESA_PIN}${EXTRA:+-$(echo "$EXTRA" | tr ' =' '_-')}
 
 die() { echo "lavapipe-coop: $*" >&2; exit 1; }
 
@@ -81,8 +87,10 @@ setup() {
   if grep -q -E 'GPG error|NO_PUBKEY|not signed|BADSIG|EXPKEYSIG' <<<"$log"; then
     echo "$log" >&2; die "the $suites signatures do not verify against $keyring"
   fi
+  # shellcheck disable=SC2086
   apt-get "${opts[@]}" install -s -q --no-install-recommends -t "$SUITE" \
-    mesa-vulkan-drivers libvulkan1 > "$apt/resolve.txt" || { cat "$apt/resolve.txt" >&2; die "resolving failed"; }
+    "mesa-vulkan-drivers${MESA_PIN:+=$MESA_PIN}" libvulkan1 $EXTRA > "$apt/resolve.txt" \
+    || { cat "$apt/resolve.txt" >&2; die "resolving failed${MESA_PIN:+ (is Mesa $MESA_PIN still in $SUITE? the pin names a Debian version)}"; }
   awk '/^Inst /{ v = $3; gsub(/[()]/, "", v); print $2 "=" v }' "$apt/resolve.txt" > "$apt/packages.txt"
   grep -q '^mesa-vulkan-drivers=' "$apt/packages.txt" || die "mesa-vulkan-drivers did not resolve"
   echo "lavapipe-coop: downloading $(wc -l < "$apt/packages.txt") packages" >&2

@@ -107,6 +107,16 @@ fi
 tensor_cores_checked=1
 # --- end tensor cores ------------------------------------------------------------------------
 
+# --- the kernels on real GPUs' compilers (scripts/kernel-report.sh) ---------------------------
+# Mesa's RADV (RDNA3) and NVK (Ampere) compile the kernels an amp-f16 training step of two
+# presets plans there, through Debian's noop DRM shims (no GPU): any register spill, or a class
+# whose device lists f16 cooperative matrices running the step's products without them, fails.
+# (gpt-char joins once its SIMT flash_backward_dkv stops spilling on RDNA3: issue 42's
+# attention part.) Measured on the 2-core machine at load ~10, downloads cached: about 60 s.
+echo "== kernel report gate: mnist-cnn and simple-cnn amp-f16 step kernels on RADV (RDNA3) and NVK (Ampere): no spills, tensor cores used"
+bash scripts/kernel-report.sh --gate --bin "$debug/webgpu-amp" --out "${CARGO_TARGET_DIR:-target}/kernel-report" mnist-cnn simple-cnn
+# --- end kernel report ---------------------------------------------------------------------------
+
 # --- the browser's engine: Dawn (Chrome's WebGPU; its WGSL compiler is Tint) on Mesa 26's -----
 # lavapipe, the one adapter here where it offers shader-f16 (npm `webgpu`, pinned in web/dawn)
 echo "== the browser's WGSL through Tint: every variant the browser build can select (native and packed f16, bf16, f32; every entry point and its bindings) on Dawn with shader-f16 and subgroups"

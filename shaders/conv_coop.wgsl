@@ -32,8 +32,8 @@ var<private> gemm_k_end: u32;
 
 // Decoded once, not per element (no division in the tile loop; the taps' divisions are by
 // the compile-time kernel size):
-// - forward and input gradient: the 8 pixels of B's columns this thread stages (the same
-//   columns every step: THREADS is a multiple of B_CPR), decoded at the start;
+// - forward and input gradient: the 8 pixels of B's columns this thread's first staging unit
+//   covers (the same columns every step), decoded at the start;
 // - weight gradient: the walk to the 8 output pixels of the depth this thread stages, moved
 //   on BK pixels a step by compares and adds.
 var<private> cached_col: u32;
@@ -80,11 +80,19 @@ fn weight_grad_chunk(is_a: bool, row: u32, k: u32) -> Halves {
     return Halves(quad(v[0], v[1], v[2], v[3]), quad(v[4], v[5], v[6], v[7]));
 }
 
-// Staging (include/coop_gemm.wgsl, A_KROWS false): A's staged rows are its rows (weights and
-// dy are read along their depth). B's staged rows are k (B_KROWS) where its columns are
-// pixels (forward, input gradient), else its taps (the weight gradient's x, whose
-// neighbouring depth steps are neighbouring pixels).
-fn coop_chunk_a(r: u32, c: u32, row0: u32, k0: u32) -> Halves {
+// Chunks (include/coop_gemm.wgsl): A's come along its depth (A_KMAJOR false: weights and dy
+// are read along their depth). B's come k-major (B_KMAJOR: 8 pixels of one tap) where its
+// columns are pixels (forward, input gradient), else along the depth (the weight gradient's
+// x, whose neighbouring depth steps are neighbouring pixels).
+// (Nothing of a gather's address is hoisted: the tile loop's `base` is unused here.)
+fn coop_base_a(r: u32, c: u32, row0: u32) -> u32 {
+    return 0u;
+}
+fn coop_base_b(r: u32, c: u32, col0: u32) -> u32 {
+    return 0u;
+}
+
+fn coop_chunk_a(base: u32, i: u32, r: u32, c: u32, row0: u32, k0: u32) -> Halves {
     let row = row0 + r;
     let k = k0 + c;
     if (KIND == WEIGHT_GRAD) {
@@ -103,7 +111,7 @@ fn coop_chunk_a(r: u32, c: u32, row0: u32, k0: u32) -> Halves {
     return Halves(quad(v[0], v[1], v[2], v[3]), quad(v[4], v[5], v[6], v[7]));
 }
 
-fn coop_chunk_b(r: u32, c: u32, col0: u32, k0: u32) -> Halves {
+fn coop_chunk_b(base: u32, i: u32, r: u32, c: u32, col0: u32, k0: u32) -> Halves {
     if (KIND == WEIGHT_GRAD) {
         return weight_grad_chunk(false, col0 + r, k0 + c);
     }
@@ -147,6 +155,7 @@ fn conv_coop(
     @builtin(local_invocation_index) tid: u32,
     @builtin(subgroup_id) sg: u32,
     @builtin(subgroup_invocation_id) lane: u32,
+    @builtin(subgroup_size) lanes: u32,
 ) {
     let col_tile = workgroup_index(wid, nwg);
     if (col_tile >= params.row_tiles) { return; }
@@ -158,11 +167,11 @@ fn conv_coop(
     gemm_k_end = k_end;
     walk_known = false;
     cached_col = 0xffffffffu;
-    if (KIND != WEIGHT_GRAD && THREADS % B_CPR == 0u) {
-        cached_col = col_tile * BN + (tid % B_CPR) * 8u;
+    if (KIND != WEIGHT_GRAD) {
+        cached_col = col_tile * BN + unit_at(tid, B_KMAJOR).x;
         for (var e = 0u; e < 8u; e++) {
             cached_rows[e] = pixel_row(KIND, cached_col + e);
         }
     }
-    coop_gemm(tid, sg, lane, row_tile * BM, col_tile * BN, k_begin, k_end);
+    coop_gemm(tid, sg, lane, lanes, row_tile * BM, col_tile * BN, k_begin, k_end);
 }

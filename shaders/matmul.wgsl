@@ -148,10 +148,10 @@ fn put_a(buf: u32, tid: u32, s: u32, v: Chunk) {
         tile_a[base + r * (BM / 4u) + col / 4u] = v.lo;
         tile_a[base + r * (BM / 4u) + col / 4u + 1u] = v.hi;
     } else {
-        for (var e = 0u; e < 4u; e++) {
-            put_a1(base, col + e, r, v.lo[e]);
-            put_a1(base, col + 4u + e, r, v.hi[e]);
-        }
+#for e in 0..4
+        put_a1(base, col + {e}u, r, v.lo[{e}]);
+        put_a1(base, col + {e}u + 4u, r, v.hi[{e}]);
+#end
     }
 }
 fn put_b(buf: u32, tid: u32, s: u32, v: Chunk) {
@@ -164,10 +164,10 @@ fn put_b(buf: u32, tid: u32, s: u32, v: Chunk) {
         tile_b[base + r * (BN / 4u) + col / 4u] = v.lo;
         tile_b[base + r * (BN / 4u) + col / 4u + 1u] = v.hi;
     } else {
-        for (var e = 0u; e < 4u; e++) {
-            put_b1(base, col + e, r, v.lo[e]);
-            put_b1(base, col + 4u + e, r, v.hi[e]);
-        }
+#for e in 0..4
+        put_b1(base, col + {e}u, r, v.lo[{e}]);
+        put_b1(base, col + {e}u + 4u, r, v.hi[{e}]);
+#end
     }
 }
 
@@ -229,12 +229,15 @@ fn matmul_tiled(
         }
         let a0 = cur * A_SLICE + lid.y;
         let b0 = cur * B_SLICE + lid.x;
-        for (var kk = 0u; kk < BK; kk++) {
+        // Written out per k step (not a loop): a WGSL loop gets wgpu's loop bounding in the
+        // checked variant, which keeps the compiler from unrolling it.
+#for kk in 0..BK
+        {
 #for g in 0..TM4
-            let fa_{g} = tile_a[a0 + kk * (BM / 4u) + {g}u * WG_Y];
+            let fa_{g} = tile_a[a0 + {kk}u * (BM / 4u) + {g}u * WG_Y];
 #end
 #for g in 0..TN4
-            let fb_{g} = tile_b[b0 + kk * (BN / 4u) + {g}u * WG_X];
+            let fb_{g} = tile_b[b0 + {kk}u * (BN / 4u) + {g}u * WG_X];
 #end
 #for h in 0..TM4
 #for r in 0..4
@@ -244,6 +247,7 @@ fn matmul_tiled(
 #end
 #end
         }
+#end
         if (more) {
             // The other buffer was last read before the previous barrier: free to write.
 #for s in 0..LOADS_A

@@ -4,9 +4,10 @@
 // the SIMT bodies.
 //
 // The tile loop is shaders/include/coop_gemm.wgsl; this file says how it reads op(a) and
-// op(b): each staged chunk is 8 consecutive halves of the *stored* matrix (along k for a
-// plain a, along m for a transposed one; along n for a plain b, along k for a transposed
-// one), so a transposed operand is staged as stored and read with column-major loads.
+// op(b): each chunk is 8 consecutive halves of the *stored* matrix (along k for a plain a,
+// along m for a transposed one; along n for a plain b, along k for a transposed one), and
+// the tile loop stages both K-contiguous whichever way they arrive (A_KMAJOR = TRANS_A,
+// B_KMAJOR = !TRANS_B).
 //
 // Two variants per layout, chosen per dispatch from the shapes (src/ops/matmul/coop.rs):
 // - ALIGNED (interior): M, N and K (or the split's K) are whole tiles, and every row start
@@ -59,45 +60,71 @@ fn b_quad(row: u32, col: u32, rows: u32, cols: u32) -> vec4<f16> {
     return vec4<f16>(b_half(row, col, rows, cols), b_half(row, col + 1u, rows, cols), b_half(row, col + 2u, rows, cols), b_half(row, col + 3u, rows, cols));
 }
 
-// Staged row r, columns c .. c + 8 of op(a)'s slice at k0: stored a [M, K] rows are m and
-// columns k; a transposed a is stored [K, M].
-fn coop_chunk_a(r: u32, c: u32, row0: u32, k0: u32) -> Halves {
-    var row = row0 + r;
-    var col = k0 + c;
+// Where chunk (r, c) of a slice lies in the stored matrix at k0: stored a [M, K] rows are m
+// and columns k; a transposed a is stored [K, M] (r is then a k step, c an m). Likewise b:
+// stored [K, N] rows are k, a transposed b is stored [N, K] (r is then an n, c a k step).
+fn a_place(r: u32, c: u32, row0: u32, k0: u32) -> vec2<u32> {
+    if (TRANS_A) {
+        return vec2<u32>(k0 + r, row0 + c);
+    }
+    return vec2<u32>(row0 + r, k0 + c);
+}
+fn b_place(r: u32, c: u32, col0: u32, k0: u32) -> vec2<u32> {
+    if (TRANS_B) {
+        return vec2<u32>(col0 + r, k0 + c);
+    }
+    return vec2<u32>(k0 + r, col0 + c);
+}
+
+// The element index of chunk (r, c) at k = 0; a chunk at k0 lies k0 steps on (k0 elements
+// along a K-contiguous row, k0 rows down a k-major matrix).
+fn coop_base_a(r: u32, c: u32, row0: u32) -> u32 {
+    let p = a_place(r, c, row0, 0u);
+    return a_base + p.x * params.a_ld + p.y;
+}
+fn coop_base_b(r: u32, c: u32, col0: u32) -> u32 {
+    let p = b_place(r, c, col0, 0u);
+    return b_base + p.x * params.b_ld + p.y;
+}
+
+// Chunk (r, c) of op(a)'s slice at k0, the i-th of its unit: one 16-byte load (ALIGNED), or
+// eight halves each tested against the matrix.
+fn coop_chunk_a(base: u32, i: u32, r: u32, c: u32, row0: u32, k0: u32) -> Halves {
+#if ALIGNED
+    var step = 1u;
+    if (TRANS_A) {
+        step = params.a_ld;
+    }
+    let h = a_h8((base + (k0 + i) * step) >> 3u);
+    return Halves(h[0], h[1]);
+#else
+    let p = a_place(r, c, row0, k0);
     var rows = params.m;
     var cols = k_end;
     if (TRANS_A) {
-        row = k0 + r;
-        col = row0 + c;
         rows = k_end;
         cols = params.m;
     }
-#if ALIGNED
-    let h = a_h8((a_base + row * params.a_ld + col) >> 3u);
-    return Halves(h[0], h[1]);
-#else
-    return Halves(a_quad(row, col, rows, cols), a_quad(row, col + 4u, rows, cols));
+    return Halves(a_quad(p.x, p.y, rows, cols), a_quad(p.x, p.y + 4u, rows, cols));
 #end
 }
-
-// Staged row r, columns c .. c + 8 of op(b)'s slice at k0: stored b [K, N] rows are k and
-// columns n; a transposed b is stored [N, K].
-fn coop_chunk_b(r: u32, c: u32, col0: u32, k0: u32) -> Halves {
-    var row = k0 + r;
-    var col = col0 + c;
+fn coop_chunk_b(base: u32, i: u32, r: u32, c: u32, col0: u32, k0: u32) -> Halves {
+#if ALIGNED
+    var step = params.b_ld;
+    if (TRANS_B) {
+        step = 1u;
+    }
+    let h = b_h8((base + (k0 + i) * step) >> 3u);
+    return Halves(h[0], h[1]);
+#else
+    let p = b_place(r, c, col0, k0);
     var rows = k_end;
     var cols = params.n;
     if (TRANS_B) {
-        row = col0 + r;
-        col = k0 + c;
         rows = params.n;
         cols = k_end;
     }
-#if ALIGNED
-    let h = b_h8((b_base + row * params.b_ld + col) >> 3u);
-    return Halves(h[0], h[1]);
-#else
-    return Halves(b_quad(row, col, rows, cols), b_quad(row, col + 4u, rows, cols));
+    return Halves(b_quad(p.x, p.y, rows, cols), b_quad(p.x, p.y + 4u, rows, cols));
 #end
 }
 
@@ -112,11 +139,12 @@ fn matmul_coop(
     @builtin(local_invocation_index) tid: u32,
     @builtin(subgroup_id) sg: u32,
     @builtin(subgroup_invocation_id) lane: u32,
+    @builtin(subgroup_size) lanes: u32,
 ) {
     if (!start_batch(wid, nwg)) {
         return;
     }
     let row0 = (wid.y % params.m_tiles) * BM;
     let k = k_range(wid); // uniform, as coop_gemm's barriers need (see k_range)
-    coop_gemm(tid, sg, lane, row0, wid.x * BN, k.x, k.y);
+    coop_gemm(tid, sg, lane, lanes, row0, wid.x * BN, k.x, k.y);
 }

@@ -172,6 +172,37 @@ fn tensor_core_matmul_interior_edge_and_split_k_variants_match_f64_reference() {
     }
 }
 
+/// Laid out for subgroups twice the adapter's (what RDNA3 meets when its kernels, laid out for
+/// 64 lanes, run on a driver that picks 32): twice the subgroups the tile has, the extra ones
+/// only staging, and every layout, the interior and edge variants, the straight-to-memory
+/// store and split-K still match the reference.
+#[test]
+fn tensor_core_matmul_is_correct_on_subgroups_smaller_than_its_layout() {
+    use DType::{F16 as H, F32 as F};
+    for edge in [8, 16] {
+        let Some(base) = coop_ctx(edge, "tensor-core matmul on smaller subgroups") else {
+            continue;
+        };
+        let lanes = 2 * base.caps.tensor_cores.config().expect("used").subgroup;
+        let wide = base.with_coop_subgroup_layout(lanes);
+        assert_eq!(
+            wide.caps.tensor_cores.config().map(|c| c.subgroup),
+            Some(lanes)
+        );
+        let what = format!("coop {edge}x{edge} laid out for {lanes} lanes");
+        let mut seed = 900;
+        for trans in [(false, false), (true, false), (false, true), (true, true)] {
+            seed += 1;
+            let interior: Case = ((128, 64, 96), trans, (H, H, F), None, false, seed);
+            check_split(&what, &wide, MatmulKernel::Coop, interior, None);
+            let edges: Case = ((65, 70, 33), trans, (H, H, H), Some(F), false, seed);
+            check_split(&what, &wide, MatmulKernel::Coop, edges, None);
+        }
+        let split: Case = ((64, 64, 256), (false, false), (H, H, F), None, false, 3);
+        check_split(&what, &wide, MatmulKernel::Coop, split, Some(2));
+    }
+}
+
 /// The same product twice gives the same bits (no atomics, a fixed order in every fragment).
 #[test]
 fn tensor_core_matmul_is_bit_identical_run_to_run() {
@@ -256,6 +287,7 @@ fn auto_picks_the_body_by_adapter_class_and_storage() {
     let used = TensorCores::Used(TensorCoreConfig {
         edge: 16,
         subgroup: 32,
+        subgroup_fixed: true,
         forced: false,
     });
     for (cpu, simt) in [(true, MatmulKernel::Direct), (false, MatmulKernel::Tiled)] {

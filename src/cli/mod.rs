@@ -11,6 +11,7 @@ mod doctor;
 mod gui;
 mod info;
 mod interrupted;
+mod kernels;
 mod numbers;
 mod out;
 mod plan;
@@ -69,6 +70,10 @@ enum Command {
     /// compilers other than naga: scripts/tint-check.sh).
     #[command(hide = true)]
     Shaders(shaders::ShadersArgs),
+    /// The kernels a training step (or a GEMM) plans on this adapter, as SPIR-V for real GPU
+    /// compilers, one JSON line each (scripts/kernel-report.sh).
+    #[command(hide = true)]
+    Kernels(kernels::KernelsArgs),
 }
 
 /// Device selection flags shared by every subcommand that runs on the GPU.
@@ -152,6 +157,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Gui(a) => gui::run(&a),
         Command::Selftest(a) => selftest::run(&a),
         Command::Shaders(a) => shaders::run(&a),
+        Command::Kernels(a) => kernels::run(&a),
         Command::Tokenize(a) => tokenize::run(&a),
     };
     match result {

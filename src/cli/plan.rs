@@ -5,10 +5,10 @@
 //! and the largest storage binding against the adapter's limits and the browser's default.
 
 use clap::Args;
+use webgpu_amp::Result;
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::gpu::human_bytes;
 use webgpu_amp::train::memory::{MemoryPlan, plan_step};
-use webgpu_amp::{GpuContext, Result};
 
 use super::out::outln;
 use super::run_args::RunArgs;
@@ -31,15 +31,10 @@ pub struct PlanArgs {
 
 pub fn run(args: &PlanArgs) -> Result<()> {
     let precision = Precision::parse(&args.precision)?;
-    args.common.validate_args(precision, (None, None))?;
-    let options = args.common.device.options()?;
-    let (inputs, ctx) = args
-        .common
-        .prepare(&[precision], || GpuContext::new(&options))?;
+    let (inputs, ctx, cfg) = args.common.planned(precision)?;
     // The plan runs nothing: a loaded table's tiles are checked here, as a run would first.
     let training = webgpu_amp::ops::table_check::TableUse::training(&ctx);
     webgpu_amp::ops::table_check::ensure_checked(&ctx, &training)?;
-    let cfg = args.common.run_config(precision, &inputs, (None, None))?;
     let what = args
         .common
         .model

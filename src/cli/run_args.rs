@@ -291,6 +291,16 @@ impl RunArgs {
         }
     }
 
+    /// The run these flags describe under `precision` on the device they select, checked and
+    /// prepared, without training: what `plan` and `kernels` plan one step of.
+    pub fn planned(&self, precision: Precision) -> Result<(RunInputs, GpuContext, RunConfig)> {
+        self.validate_args(precision, (None, None))?;
+        let options = self.device.options()?;
+        let (inputs, ctx) = self.prepare(&[precision], || GpuContext::new(&options))?;
+        let cfg = self.run_config(precision, &inputs, (None, None))?;
+        Ok((inputs, ctx, cfg))
+    }
+
     /// Load the data, resolve the model and its loss, open the device with `open`, check
     /// that the model's parameters fit it under every one of `precisions`, and only then
     /// make the initial parameters (`--init` or the model's own initialisation).

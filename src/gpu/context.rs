@@ -28,6 +28,8 @@ pub(super) struct CachedPipeline {
     /// What was compiled: the variant and its entry point.
     pub(super) variant: Variant,
     pub(super) entry: String,
+    /// Built without wgpu's runtime checks (`KernelDesc::trusted`).
+    pub(super) trusted: bool,
 }
 
 /// One entry point a context compiled, with the names of the resources it uses: what the
@@ -38,6 +40,8 @@ pub struct CompiledEntry {
     pub variant: Variant,
     pub entry: String,
     pub used: Vec<String>,
+    /// Built without wgpu's runtime checks (the trusted kernels, natively).
+    pub trusted: bool,
 }
 
 #[derive(Default)]
@@ -63,16 +67,18 @@ pub struct GpuContext {
 }
 
 impl GpuContext {
-    /// Every entry point compiled so far (each variant once per entry), sorted by label.
+    /// Every entry point compiled so far (each variant once per entry and build), sorted by
+    /// label.
     pub fn compiled_entries(&self) -> Vec<CompiledEntry> {
         let map = self.pipelines.map.lock().expect("pipeline cache");
         let mut seen = std::collections::BTreeMap::new();
         for p in map.values() {
-            let key = format!("{}#{}", p.variant.key(), p.entry);
+            let key = format!("{}#{}#{}", p.variant.key(), p.entry, p.trusted);
             seen.entry(key).or_insert_with(|| CompiledEntry {
                 variant: p.variant.clone(),
                 entry: p.entry.clone(),
                 used: p.used_bindings.iter().map(|(n, _)| n.clone()).collect(),
+                trusted: p.trusted,
             });
         }
         seen.into_values().collect()
@@ -176,14 +182,20 @@ impl GpuContext {
     /// step would allocate and bind ([`Allocator::live_by_label`],
     /// [`Allocator::largest_binding`]); nothing planned on it may run.
     pub fn dry_twin(&self) -> GpuContext {
+        self.twin(self.report.clone(), Arc::new(Allocator::dry()))
+    }
+
+    /// A context on the same device and queue with `report`'s capabilities and `allocator`,
+    /// and a pipeline cache of its own.
+    fn twin(&self, report: AdapterDescription, allocator: Arc<Allocator>) -> GpuContext {
         Self {
             adapter: self.adapter.clone(),
             device: self.device.clone(),
             queue: self.queue.clone(),
-            report: self.report.clone(),
-            caps: self.caps.clone(),
+            caps: report.capabilities.clone(),
+            report,
             f16_storage: self.f16_storage,
-            allocator: Arc::new(Allocator::dry()),
+            allocator,
             pipelines: PipelineCache::default(),
             host_waits: AtomicU64::new(0),
             faults: self.faults.clone(),
@@ -219,18 +231,21 @@ impl GpuContext {
             source: source.to_string(),
             origin: super::TableOrigin::Given,
         };
-        Self {
-            adapter: self.adapter.clone(),
-            device: self.device.clone(),
-            queue: self.queue.clone(),
-            caps: report.capabilities.clone(),
-            report,
-            f16_storage: self.f16_storage,
-            allocator,
-            pipelines: PipelineCache::default(),
-            host_waits: AtomicU64::new(0),
-            faults: self.faults.clone(),
+        self.twin(report, allocator)
+    }
+
+    /// A context on the same device whose tensor-core kernels are laid out for subgroups of
+    /// `lanes` (a multiple of the adapter's size) as if its size varied up to there: how the
+    /// tests run, on an adapter of fixed size, what RDNA3 does when a driver picks 32 lanes
+    /// for kernels laid out for 64 (more subgroups than the tile has; the rest only stage).
+    /// Its pipeline cache is its own. Unchanged where tensor cores are not used.
+    pub fn with_coop_subgroup_layout(&self, lanes: u32) -> GpuContext {
+        let mut report = self.report.clone();
+        if let super::TensorCores::Used(c) = &mut report.capabilities.tensor_cores {
+            c.subgroup = lanes;
+            c.subgroup_fixed = false;
         }
+        self.twin(report, self.allocator.clone())
     }
 
     /// Whether this is a [`GpuContext::dry_twin`].

@@ -439,6 +439,7 @@ impl GpuContext {
             writable,
             variant: variant.clone(),
             entry: entry.to_string(),
+            trusted,
         });
         self.pipelines
             .map

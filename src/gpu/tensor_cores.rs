@@ -51,8 +51,14 @@ impl TensorCoreChoice {
 pub struct TensorCoreConfig {
     /// Fragment edge: 16 (16x16x16, NVIDIA) or 8 (8x8x8, Apple, Mesa 26's lavapipe).
     pub edge: u32,
-    /// The adapter's subgroup size (min = max); a workgroup is four subgroups.
+    /// The subgroup size the kernels are laid out for: the adapter's largest (a workgroup is
+    /// four subgroups of it). Where the size varies (AMD RDNA: 32..64) the driver may run
+    /// smaller subgroups; the GEMM tile loop stays correct there (`shaders/include/
+    /// coop_gemm.wgsl`), the attention kernels need [`TensorCoreConfig::subgroup_fixed`].
     pub subgroup: u32,
+    /// The adapter's subgroup size is fixed (min = max), so every subgroup has `subgroup`
+    /// lanes.
+    pub subgroup_fixed: bool,
     /// The shape was forced (`on:8x8`, `on:16x16`) and the adapter does not list it.
     pub forced: bool,
 }
@@ -66,8 +72,13 @@ impl TensorCoreConfig {
         } else {
             ""
         };
+        let varies = if self.subgroup_fixed {
+            ""
+        } else {
+            " (laid out for the largest of a varying size)"
+        };
         format!(
-            "{e}x{e}x{e} f16*f16->f32, subgroup {}{forced}",
+            "{e}x{e}x{e} f16*f16->f32, subgroup {}{varies}{forced}",
             self.subgroup
         )
     }
@@ -189,12 +200,11 @@ impl TensorCores {
                 }
             ));
         };
+        // wgpu 30 cannot require a subgroup size: the kernels are laid out for the largest
+        // (what RADV gives a compute pipeline whose size may vary: 64 on RDNA3).
         let subgroup = info.subgroup_max_size;
-        if info.subgroup_min_size != subgroup || subgroup == 0 {
-            return TensorCores::NotUsed(format!(
-                "subgroup size varies ({}..{}); the kernels need a fixed one",
-                info.subgroup_min_size, info.subgroup_max_size
-            ));
+        if subgroup == 0 || info.subgroup_min_size == 0 {
+            return not("the adapter reports no subgroup size");
         }
         if 4 * subgroup > limits.max_compute_invocations_per_workgroup
             || COOP_MIN_WORKGROUP_BYTES > limits.max_compute_workgroup_storage_size
@@ -204,6 +214,7 @@ impl TensorCores {
         TensorCores::Used(TensorCoreConfig {
             edge,
             subgroup,
+            subgroup_fixed: info.subgroup_min_size == subgroup,
             forced: !listed(edge),
         })
     }
@@ -285,7 +296,10 @@ mod tests {
         for choice in [Auto, On(None)] {
             let tc = TensorCores::choose(&gpu, COOP, &gpu_limits(), &h100(), choice);
             let c = tc.config().expect("tensor cores");
-            assert_eq!((c.edge, c.subgroup, c.forced), (16, 32, false));
+            assert_eq!(
+                (c.edge, c.subgroup, c.subgroup_fixed, c.forced),
+                (16, 32, true, false)
+            );
             assert_eq!(tc.describe(), "used: 16x16x16 f16*f16->f32, subgroup 32");
         }
         assert!(why(TensorCores::choose(&gpu, COOP, &gpu_limits(), &h100(), Off)).contains("off"));
@@ -339,10 +353,34 @@ mod tests {
         let only_f32 = [prop((8, 8, 8), S::F32, S::F32)];
         let w = why(TensorCores::choose(&gpu, COOP, &limits, &only_f32, Auto));
         assert!(w.contains("8x8x8 F32->F32"), "{w}");
-        let amd = info(wgpu::DeviceType::DiscreteGpu, (32, 64));
-        assert!(why(TensorCores::choose(&amd, COOP, &limits, &good, Auto)).contains("varies"));
         let small = wgpu::Limits::default(); // 16 KiB of workgroup memory
         assert!(why(TensorCores::choose(&gpu, COOP, &small, &good, Auto)).contains("limits"));
+    }
+
+    /// RDNA3 on RADV: subgroups of 32 or 64, 16x16x16 f16 fragments. The kernels are laid out
+    /// for 64 lanes and stay correct at 32.
+    #[test]
+    fn an_rdna3_like_adapter_uses_them_laid_out_for_its_largest_subgroup() {
+        let amd = info(wgpu::DeviceType::DiscreteGpu, (32, 64));
+        let limits = wgpu::Limits {
+            max_compute_workgroup_storage_size: 64 * 1024,
+            ..wgpu::Limits::default()
+        };
+        let good = [prop((16, 16, 16), S::F16, S::F32)];
+        let tc = TensorCores::choose(&amd, COOP, &limits, &good, Auto);
+        let c = tc.config().expect("tensor cores on RDNA3");
+        assert_eq!((c.edge, c.subgroup, c.subgroup_fixed), (16, 64, false));
+        assert!(
+            tc.describe()
+                .contains("subgroup 64 (laid out for the largest"),
+            "{}",
+            tc.describe()
+        );
+        let none = info(wgpu::DeviceType::DiscreteGpu, (0, 0));
+        assert!(
+            why(TensorCores::choose(&none, COOP, &limits, &good, Auto))
+                .contains("no subgroup size")
+        );
     }
 
     #[test]

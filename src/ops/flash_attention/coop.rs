@@ -71,9 +71,12 @@ pub(super) fn eligible(
     uses_tensor_cores(caps, storages)
         && caps.subgroup_barrier
         && caps.tensor_cores.config().is_some_and(|tc| {
-            PASSES
-                .iter()
-                .all(|&pass| Layout::new(tc, config, pass, hs).is_some())
+            // Its lanes split rows by the subgroup size it is laid out for (issue 42 leaves
+            // varying sizes, RDNA3, to the SIMT body for now).
+            tc.subgroup_fixed
+                && PASSES
+                    .iter()
+                    .all(|&pass| Layout::new(tc, config, pass, hs).is_some())
         })
 }
 
@@ -122,6 +125,12 @@ pub(super) fn layout(
             ctx.report.name
         )));
     }
+    if !tc.subgroup_fixed {
+        return Err(Error::Unsupported(format!(
+            "{op}: the tensor-core body needs a fixed subgroup size; `{}` varies it",
+            ctx.report.name
+        )));
+    }
     let config = config.unwrap_or_else(|| FlashCoopConfig::for_adapter(&ctx.caps));
     Layout::new(tc, config, pass, hs).ok_or_else(|| {
         Error::Unsupported(format!(
@@ -161,6 +170,7 @@ fn specialisations(pass: Pass) -> Vec<Vec<(&'static str, String)>> {
         let tc = TensorCoreConfig {
             edge,
             subgroup,
+            subgroup_fixed: true,
             forced: false,
         };
         for hs in [5, 16, 64] {

@@ -222,6 +222,7 @@ mod tests {
         TensorCoreConfig {
             edge,
             subgroup,
+            subgroup_fixed: true,
             forced: false,
         }
     }

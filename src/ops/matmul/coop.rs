@@ -16,7 +16,8 @@ use crate::tensor::Tensor;
 pub(crate) struct CoopGemm {
     pub(crate) config: TensorCoreConfig,
     pub(crate) tile: CoopTile,
-    /// A's staged rows are k (A is stored k-major, as a transposed A is); B's likewise.
+    /// A arrives k-major (stored [K, M], as a transposed A is); B likewise (a plain B, a
+    /// convolution's pixel gather). Both are staged K-contiguous whichever way they arrive.
     pub(crate) a_krows: bool,
     pub(crate) b_krows: bool,
     /// Subgroup barriers for the per-subgroup scratch (else workgroup barriers).
@@ -38,32 +39,44 @@ impl CoopGemm {
         let t = &self.tile;
         let e = self.config.edge;
         let u = |v: u32| format!("{v}u");
-        let mut c = vec![
+        let threads = t.threads(self.config.subgroup);
+        // Staging units of a slice: one chunk of 8 halves (K-contiguous), or KB = 4 chunks of
+        // consecutive k (k-major), and how many each thread stages.
+        let units = |outer: u32, kmajor: bool| outer * t.bk / if kmajor { 32 } else { 8 };
+        let unit = |kmajor: bool| if kmajor { "Chunks" } else { "Halves" };
+        let (units_a, units_b) = (
+            units(self.bm(), self.a_krows),
+            units(self.bn(), self.b_krows),
+        );
+        vec![
             ("SUBGROUP", u(self.config.subgroup)),
             ("FRAG", u(e)),
             ("SG_M", u(t.sg_m)),
             ("SG_N", u(t.sg_n)),
             ("FM", u(t.fm)),
             ("FN", u(t.fn_)),
+            ("BK", u(t.bk)),
             ("KSTEPS", u(t.bk / e)),
-            ("A_KROWS", self.a_krows.to_string()),
-            ("B_KROWS", self.b_krows.to_string()),
+            ("A_KMAJOR", self.a_krows.to_string()),
+            ("B_KMAJOR", self.b_krows.to_string()),
+            ("UNITS_A", u(units_a)),
+            ("UNITS_B", u(units_b)),
+            ("LOADS_A", u(units_a.div_ceil(threads))),
+            ("LOADS_B", u(units_b.div_ceil(threads))),
             ("SG_BARRIER", self.sg_barrier.to_string()),
             ("DIRECT_STORE", self.direct.to_string()),
+            ("alias UnitA", unit(self.a_krows).into()),
+            ("alias UnitB", unit(self.b_krows).into()),
             ("alias FragA", format!("coop_mat{e}x{e}<f16, A>")),
             ("alias FragB", format!("coop_mat{e}x{e}<f16, B>")),
             ("alias FragC", format!("coop_mat{e}x{e}<f32, C>")),
-        ];
-        let tile = (self.bm(), self.bn(), t.bk);
-        let krows = (self.a_krows, self.b_krows);
-        c.extend(staging_consts(tile, krows, t.threads(self.config.subgroup)));
-        c
+        ]
     }
 }
 
-/// The staged slices of a tiled GEMM (the SIMT and the tensor-core bodies stage alike): BK of
-/// A's BM rows and of B's BN columns, each in its stored orientation (`krows`: its staged rows
-/// are k), in chunks of 8 elements, and how many chunks each of `threads` threads stages.
+/// The staged slices of the tiled SIMT GEMM: BK of A's BM rows and of B's BN columns, each in
+/// its stored orientation (`krows`: its staged rows are k), in chunks of 8 elements, and how
+/// many chunks each of `threads` threads stages.
 pub(crate) fn staging_consts(
     (bm, bn, bk): (u32, u32, u32),
     (a_krows, b_krows): (bool, bool),
@@ -159,23 +172,32 @@ impl CoopPlan {
     }
 }
 
-/// Every tensor-core tile the class tables hold, per fragment edge, on subgroups of 32 (the
-/// variants the portability tests check; other fixed subgroup sizes change only the
-/// workgroup size and the chunks per thread).
+/// Every tensor-core tile the class tables hold, per fragment edge, on subgroups of 32, and
+/// AMD's 16x16 tiles on subgroups of 64 too (RDNA3's largest, which its kernels are laid out
+/// for): the variants the portability tests check. Other subgroup sizes change only the
+/// workgroup size and the units each thread stages.
 pub(crate) fn table_tiles() -> Vec<(TensorCoreConfig, CoopTile)> {
+    use crate::gpu::AdapterClass;
     let mut tiles = Vec::new();
-    for class in crate::gpu::AdapterClass::ALL {
+    for class in AdapterClass::ALL {
         let table = KernelTable::defaults(class);
         for edge in [8, 16] {
             let t = table.coop(edge);
+            let subgroups: &[u32] = match (class, edge) {
+                (AdapterClass::Amd, 16) => &[32, 64],
+                _ => &[32],
+            };
             for (_, tile) in t.named() {
-                let config = TensorCoreConfig {
-                    edge,
-                    subgroup: 32,
-                    forced: false,
-                };
-                if !tiles.contains(&(config, tile)) {
-                    tiles.push((config, tile));
+                for &subgroup in subgroups {
+                    let config = TensorCoreConfig {
+                        edge,
+                        subgroup,
+                        subgroup_fixed: subgroup == 32,
+                        forced: false,
+                    };
+                    if !tiles.contains(&(config, tile)) {
+                        tiles.push((config, tile));
+                    }
                 }
             }
         }

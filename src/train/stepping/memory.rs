@@ -10,7 +10,7 @@
 //! a batch that cannot bind fails at once, naming the tensor and what to change.
 
 use crate::error::Result;
-use crate::gpu::{Binding, GpuContext};
+use crate::gpu::{Binding, CompiledEntry, GpuContext};
 use crate::nn::ModelSpec;
 use crate::train::config::StepConfig;
 use crate::train::trainer::Trainer;
@@ -60,6 +60,34 @@ fn kind_of(label: &str, has_low_copy: bool) -> &'static str {
     }
 }
 
+/// One training step planned on a dry twin of `ctx` (nothing allocated, nothing compiled).
+fn plan_on_dry_twin(
+    ctx: &GpuContext,
+    spec: ModelSpec,
+    config: StepConfig,
+    target_dim: usize,
+    batch: usize,
+) -> Result<GpuContext> {
+    let dry = ctx.dry_twin();
+    // A dry context skips the upload, so no initial values are needed.
+    let mut trainer = Trainer::new(&dry, spec, config, target_dim, &[])?;
+    trainer.network(&dry, batch)?;
+    Ok(dry)
+}
+
+/// The kernels one training step plans on `ctx` (its adapter's kernel table and bodies),
+/// each variant and entry point once, planned on a dry twin: what `webgpu-amp kernels`
+/// compiles for real GPUs (`scripts/kernel-report.sh`).
+pub fn step_kernels(
+    ctx: &GpuContext,
+    spec: ModelSpec,
+    config: StepConfig,
+    target_dim: usize,
+    batch: usize,
+) -> Result<Vec<CompiledEntry>> {
+    Ok(plan_on_dry_twin(ctx, spec, config, target_dim, batch)?.compiled_entries())
+}
+
 /// Plan one training step of `spec` under `config` for `batch` samples on a dry twin of
 /// `ctx` and report its memory (nothing is allocated on the device).
 pub fn plan_step(
@@ -69,10 +97,7 @@ pub fn plan_step(
     target_dim: usize,
     batch: usize,
 ) -> Result<MemoryPlan> {
-    let dry = ctx.dry_twin();
-    // A dry context skips the upload, so no initial values are needed.
-    let mut trainer = Trainer::new(&dry, spec, config, target_dim, &[])?;
-    trainer.network(&dry, batch)?;
+    let dry = plan_on_dry_twin(ctx, spec, config, target_dim, batch)?;
     let labels = dry.allocator.live_by_label();
     let has_low = labels.iter().any(|(l, _)| l == "params.low");
     let mut kinds: Vec<(&'static str, u64)> = KINDS.iter().map(|k| (*k, 0)).collect();
