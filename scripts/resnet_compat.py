@@ -48,64 +48,20 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compat_env  # noqa: E402
 from compat_env import ROOT  # noqa: E402
+from gpu_report_torch_models import resnet18_cifar  # noqa: E402
 
 try:
     import torch
-    import torch.nn as nn
     import torch.nn.functional as F
     from safetensors.torch import load_file, save_file
 except ImportError as e:  # pragma: no cover - depends on the machine
     compat_env.torch_missing(e, "ResNet cross-check", __file__)
 
 
-class BasicBlock(nn.Module):
-    """kuangliu/pytorch-cifar models/resnet.py's BasicBlock."""
-
-    def __init__(self, in_planes, planes, stride=1):
-        super().__init__()
-        self.conv1 = nn.Conv2d(in_planes, planes, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(planes)
-        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(planes)
-        self.shortcut = nn.Sequential()
-        if stride != 1 or in_planes != planes:
-            self.shortcut = nn.Sequential(
-                nn.Conv2d(in_planes, planes, 1, stride, bias=False), nn.BatchNorm2d(planes))
-
-    def forward(self, x):
-        out = F.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        return F.relu(out + self.shortcut(x))
-
-
-class ResNet(nn.Module):
-    """kuangliu's ResNet with stage widths and blocks as arguments (ResNet18():
-    widths 64/128/256/512, blocks 2/2/2/2); global average pooling (its avg_pool2d(out, 4)
-    on CIFAR's 4x4 map)."""
-
-    def __init__(self, widths=(8, 16), blocks=(1, 1), num_classes=10, in_channels=1):
-        super().__init__()
-        self.in_planes = widths[0]
-        self.conv1 = nn.Conv2d(in_channels, widths[0], 3, 1, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(widths[0])
-        self.stages = len(widths)
-        for i, (w, n) in enumerate(zip(widths, blocks)):
-            setattr(self, f"layer{i + 1}", self._make_layer(w, n, 1 if i == 0 else 2))
-        self.linear = nn.Linear(widths[-1], num_classes)
-
-    def _make_layer(self, planes, n, stride):
-        layers = []
-        for s in [stride] + [1] * (n - 1):
-            layers.append(BasicBlock(self.in_planes, planes, s))
-            self.in_planes = planes
-        return nn.Sequential(*layers)
-
-    def forward(self, x):
-        out = F.relu(self.bn1(self.conv1(x)))
-        for i in range(self.stages):
-            out = getattr(self, f"layer{i + 1}")(out)
-        out = F.adaptive_avg_pool2d(out, 1).flatten(1)
-        return self.linear(out)
+def ResNet():
+    """resnet-tiny's twin: kuangliu's ResNet (gpu_report_torch_models.py, the GPU report's
+    ResNet-18) with stages 8/16 of one block on 1x28x28."""
+    return resnet18_cifar(torch, widths=(8, 16), blocks=(1, 1), classes=10, channels=1)
 
 
 CASES = {
