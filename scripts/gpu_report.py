@@ -52,7 +52,8 @@ STEP = ["{bin}", "bench", "step", "--json", "--models", "{model}", "--batch-size
 MATMUL = ["{bin}", "bench", "matmul", "--json", "--sizes", "{n}", "--repeats", "{repeats}"]
 TORCH = ["{py}", "{torch}", "--steps", "{steps}", "--warmup", "{warmup}"]
 QUICK_TORCH = dict(steps=1, warmup=1, quick="--quick")
-QUICK_MODEL = {"gpt-char": "gpt-tiny"}  # gpt-char takes minutes a step on a CPU adapter
+# gpt-char takes minutes a step on a CPU adapter; so would ResNet-18 at the three precisions.
+QUICK_MODEL = {"gpt-char": "gpt-tiny", "resnet18-cifar": "resnet-tiny"}
 
 
 def matmul(id, what, kernel, storage, n, quick_n, repeats, budget):
@@ -128,6 +129,10 @@ MEASUREMENTS = [
          args=TORCH + ["--group", "resnet", "--batch-sizes", "{b}", "--precisions", THREE,
                        "{quick}"],
          full=dict(b=128, steps=20, warmup=5, quick=None), quick=dict(b=2, **QUICK_TORCH)),
+    # Our side of the ResNet row: the same model (nn/resnet, kuangliu's names and 11,173,962
+    # parameters) and batch, on random images, SGD with momentum 0.9 and weight decay 5e-4.
+    step("resnet18-cifar-b128", "CIFAR ResNet-18 (kuangliu), f32, amp-f16 and amp-bf16",
+         "resnet18-cifar", 128, 2, 20, ["--precisions", THREE], 240),
     dict(id="torch-airbench", what="PyTorch eager airbench94 net, f32, AMP f16 and bf16",
          side="pytorch", budget=150,
          args=TORCH + ["--group", "airbench", "--batch-sizes", "{b}", "--precisions", THREE,

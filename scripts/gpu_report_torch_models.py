@@ -31,7 +31,8 @@ LLAMA_TINY = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hid
 
 def resnet18_cifar(torch, widths=(64, 128, 256, 512), blocks=(2, 2, 2, 2), classes=10,
                    channels=3):
-    """kuangliu/pytorch-cifar's ResNet with BasicBlocks (ResNet18 by default)."""
+    """kuangliu/pytorch-cifar's ResNet with BasicBlocks (ResNet18 by default; any number of
+    stages `layer1`, `layer2`, ..., the first at stride 1, the rest at 2)."""
     nn, F = torch.nn, torch.nn.functional
 
     class BasicBlock(nn.Module):
@@ -59,11 +60,9 @@ def resnet18_cifar(torch, widths=(64, 128, 256, 512), blocks=(2, 2, 2, 2), class
             self.in_planes = widths[0]
             self.conv1 = nn.Conv2d(channels, widths[0], 3, 1, 1, bias=False)
             self.bn1 = nn.BatchNorm2d(widths[0])
-            self.layer1 = self._make_layer(widths[0], blocks[0], 1)
-            self.layer2 = self._make_layer(widths[1], blocks[1], 2)
-            self.layer3 = self._make_layer(widths[2], blocks[2], 2)
-            self.layer4 = self._make_layer(widths[3], blocks[3], 2)
-            self.linear = nn.Linear(widths[3], classes)
+            for i, (w, n) in enumerate(zip(widths, blocks)):
+                setattr(self, f"layer{i + 1}", self._make_layer(w, n, 1 if i == 0 else 2))
+            self.linear = nn.Linear(widths[-1], classes)
 
         def _make_layer(self, planes, count, stride):
             layers = []
@@ -74,7 +73,8 @@ def resnet18_cifar(torch, widths=(64, 128, 256, 512), blocks=(2, 2, 2, 2), class
 
         def forward(self, x):
             out = F.relu(self.bn1(self.conv1(x)))
-            out = self.layer4(self.layer3(self.layer2(self.layer1(out))))
+            for i in range(len(widths)):
+                out = getattr(self, f"layer{i + 1}")(out)
             out = F.avg_pool2d(out, out.shape[-1])  # kuangliu's avg_pool2d(out, 4) at 32x32
             return self.linear(out.view(out.size(0), -1))
 

@@ -70,6 +70,9 @@ WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/activation_compat.py
 echo "== CNN ops against PyTorch on Vulkan: BatchNorm2d (running statistics, momentum None, fused ReLU and GELU), average pools, label smoothing; f32, f16 (native and packed) and bf16"
 WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/cnn_ops_compat.py
 
+echo "== ResNet cross-check on Vulkan: resnet-tiny (BatchNorm, a projection shortcut), 10 steps of SGD + Nesterov against PyTorch, the checkpoint loaded strictly into kuangliu's ResNet, eval-mode loss (the adamw case is an open finding: see the script)"
+WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/resnet_compat.py --case sgd-nesterov
+
 echo "== nanoGPT cross-check on Vulkan: GPT logits, loss and gradients, nanoGPT's train.py recipe step by step (f32, amp-f16), a gpt-tiny checkpoint loaded strictly into nanoGPT's GPT, greedy sampling"
 WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/nanogpt_compat.py
 

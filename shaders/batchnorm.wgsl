@@ -40,13 +40,12 @@
 // The backward's coefficients, read by its input-gradient pass.
 #tensor coefs 12 read
 // Running statistics, laid out [running_mean C | running_var C | num_batches_tracked (int64:
-// low word, high word)]: read by the eval forward ...
+// low word, high word)] from word `running_offset` of a model's buffer store (nn/buffers.rs):
+// the committed copy, read by the eval forward ...
 @group(0) @binding(13) var<storage, read> running: array<f32>;
-// ... and the copy a training forward updates, which the commit keeps or discards.
+// ... and the working copy a training forward updates, which the step's commit of every
+// buffer (shaders/buffers.wgsl) keeps or, on a skipped step, rolls back.
 @group(0) @binding(14) var<storage, read_write> pending: array<u32>;
-@group(0) @binding(15) var<storage, read_write> committed: array<u32>;
-// The GradScaler's state: FOUND_INF decides whether a step's update is kept.
-@group(0) @binding(16) var<storage, read> scaler: array<u32>;
 
 #struct Params // src/ops/batchnorm.rs
 @group(0) @binding(0) var<uniform> params: Params;
@@ -54,7 +53,6 @@
 const WG: u32 = 256u;
 
 #include workgroup_reduce
-#include scaler_state
 #include relu
 #include gelu
 
@@ -99,7 +97,8 @@ fn saved_stats(c: u32) -> ChannelStats {
 // invstd = 1 / sqrt(var + eps) as PyTorch computes it.
 fn channel_stats(c: u32) -> ChannelStats {
     if (params.from_running != 0u) {
-        return ChannelStats(running[c], 1.0 / sqrt(running[params.channels + c] + params.eps));
+        let r = params.running_offset;
+        return ChannelStats(running[r + c], 1.0 / sqrt(running[r + params.channels + c] + params.eps));
     }
     return saved_stats(c);
 }
@@ -190,7 +189,8 @@ var<workgroup> tracked_hi: u32;
 fn batchnorm_stats_final(@builtin(local_invocation_index) lid: u32) {
     let channels = params.channels;
     let m = f32(per_channel());
-    let at = 2u * channels;
+    let r = params.running_offset;
+    let at = r + 2u * channels;
     if (lid == 0u && params.update_running != 0u) {
         tracked_lo = pending[at];
         tracked_hi = pending[at + 1u];
@@ -222,10 +222,10 @@ fn batchnorm_stats_final(@builtin(local_invocation_index) lid: u32) {
         stats_out_store(channels + c, 1.0 / sqrt(m2 / m + params.eps));
         if (params.update_running != 0u) {
             let unbiased = m2 / (m - 1.0);
-            let old_mean = bitcast<f32>(pending[c]);
-            let old_var = bitcast<f32>(pending[channels + c]);
-            pending[c] = bitcast<u32>(factor * mean + (1.0 - factor) * old_mean);
-            pending[channels + c] = bitcast<u32>(factor * unbiased + (1.0 - factor) * old_var);
+            let old_mean = bitcast<f32>(pending[r + c]);
+            let old_var = bitcast<f32>(pending[r + channels + c]);
+            pending[r + c] = bitcast<u32>(factor * mean + (1.0 - factor) * old_mean);
+            pending[r + channels + c] = bitcast<u32>(factor * unbiased + (1.0 - factor) * old_var);
         }
     }
     if (lid == 0u && params.update_running != 0u) {
@@ -243,25 +243,6 @@ fn bn_output(i: u32) -> f32 {
 
 // One thread per element pair (`#map`): a packed word is written whole by one thread.
 #map batchnorm_apply: y = bn_output(i)
-
-// ---- running statistics: keep or discard a step's update ----------------------------------------
-
-// One thread per word of the running statistics: committed = pending, unless `skip_on_inf` and
-// the GradScaler found an inf or NaN this step; then pending = committed (the step's updates
-// are discarded, as the optimizer discards its step). Without `skip_on_inf` every update is
-// kept, as in PyTorch (pytorch#88474).
-@compute @workgroup_size(64)
-fn running_stats_commit(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = thread_index(gid, nwg, 64u);
-    if (i >= params.words) {
-        return;
-    }
-    if (params.skip_on_inf != 0u && scaler[FOUND_INF] != 0u) {
-        pending[i] = committed[i];
-    } else {
-        committed[i] = pending[i];
-    }
-}
 
 // ---- backward ---------------------------------------------------------------------------------
 

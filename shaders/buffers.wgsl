@@ -4,7 +4,8 @@
 // commit_buffers: the last kernel of a training step's optimizer phase. The step's forwards
 // updated the working copy; unless the GradScaler found inf/NaN (a skipped step), it becomes
 // the committed copy, else the working copy goes back to the committed one. Either way the
-// two are equal again afterwards, and a skipped step leaves every buffer as it was.
+// two are equal again afterwards, and a skipped step leaves every buffer as it was. Without
+// `skip_on_inf` every update is kept, as PyTorch's BatchNorm does (pytorch#88474).
 // count_batches: an int64 counter (two words, low first) plus one.
 
 #include scaler_state
@@ -24,7 +25,7 @@ fn commit_buffers(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wo
     if (i >= sizes.n) {
         return;
     }
-    if (state[FOUND_INF] != 0u) {
+    if (sizes.skip_on_inf != 0u && state[FOUND_INF] != 0u) {
         working[i] = committed[i];
     } else {
         committed[i] = working[i];

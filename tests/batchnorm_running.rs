@@ -11,7 +11,8 @@ use common::batchnorm_ref::{self as bnref, BnTensors};
 use common::values::{quantised, run, storages, upload};
 use common::{assert_close, bits, ctx, rand_vec};
 use webgpu_amp::gpu::GpuBuffer;
-use webgpu_amp::ops::batchnorm::{BatchNorm, OnSkippedStep, RunningStats, running_stats_commit};
+use webgpu_amp::ops::batchnorm::{BatchNorm, RunningStats};
+use webgpu_amp::ops::buffers::{self, OnSkippedStep};
 use webgpu_amp::{DType, GpuContext, Tensor};
 
 fn dims(shape: &[usize]) -> (usize, usize, usize) {
@@ -119,7 +120,8 @@ fn a_skipped_step_leaves_the_running_statistics_bit_identical() {
     let bn = BatchNorm::default();
     let (clean, skip) = (scaler_state(ctx, false), scaler_state(ctx, true));
     let commit = |state: &Arc<GpuBuffer>, on_skip| {
-        running_stats_commit(ctx, &pending, &committed, state, on_skip).unwrap()
+        let copies = (committed.buffer(), pending.buffer());
+        buffers::commit(ctx, state, copies, committed.words(), on_skip).unwrap()
     };
     let step = |seed: u64, state: &Arc<GpuBuffer>, on_skip, micro_batches: u64| {
         for m in 0..micro_batches {
@@ -180,24 +182,73 @@ fn commit_rejects_mismatched_buffers() {
     let a = RunningStats::new(ctx, "a", 3).unwrap();
     let b = RunningStats::new(ctx, "b", 4).unwrap();
     let state = scaler_state(ctx, false);
+    let keep = OnSkippedStep::Keep;
     common::expect_err(
-        running_stats_commit(ctx, &a, &b, &state, OnSkippedStep::Keep),
-        &["pending statistics of 3 channels, committed of 4"],
+        buffers::commit(ctx, &state, (a.buffer(), b.buffer()), b.words(), keep),
+        &["10 words to commit, the copies hold 32 and 40 bytes"],
     );
     common::expect_err(
-        running_stats_commit(ctx, &a, &a, &state, OnSkippedStep::Keep),
+        buffers::commit(ctx, &state, (a.buffer(), a.buffer()), a.words(), keep),
         &["must be two buffers"],
     );
     let tiny = ctx.alloc_storage("tiny", 8);
     common::expect_err(
-        running_stats_commit(
-            ctx,
-            &a,
-            &RunningStats::new(ctx, "c", 3).unwrap(),
-            &tiny,
-            OnSkippedStep::Keep,
-        ),
+        buffers::commit(ctx, &tiny, (b.buffer(), a.buffer()), a.words(), keep),
         &["no found-inf word"],
+    );
+}
+
+#[test]
+fn running_statistics_at_an_offset_are_updated_in_place() {
+    // A model's statistics live in its buffer store after other buffers: the same values as
+    // statistics of their own, and the words around them untouched.
+    let ctx = ctx();
+    let shape: &[usize] = &[4, 3, 5];
+    let c = shape[1];
+    let own = RunningStats::new(ctx, "own", c).unwrap();
+    let words = 5 + 2 * c + 2 + 3;
+    let mut init = vec![0x7fc0_1234u32; words];
+    init[5 + c..5 + 2 * c].fill(1f32.to_bits());
+    init[5..5 + c].fill(0);
+    init[5 + 2 * c..5 + 2 * c + 2].fill(0);
+    let store = ctx.alloc_storage("store", 4 * words as u64);
+    ctx.queue
+        .write_buffer(store.raw(), 0, bytemuck::cast_slice(&init));
+    let placed = RunningStats::at(store.clone(), 5, c).unwrap();
+    assert_eq!(placed.offset(), 5);
+    let bn = BatchNorm::default();
+    for seed in 0..2 {
+        let xv = rand_vec(shape.iter().product(), 40 + seed);
+        for r in [&own, &placed] {
+            let t = BnTensors::new(ctx, (&xv, shape), (None, None), (DType::F32, DType::F32));
+            t.train(ctx, &bn, Some(r));
+        }
+    }
+    assert_eq!(placed.read(ctx).unwrap(), own.read(ctx).unwrap());
+    assert_eq!(placed.read(ctx).unwrap().2, 2);
+    let after: Vec<u32> =
+        bytemuck::pod_collect_to_vec(&ctx.read_bytes(&store, 0, 4 * words as u64).unwrap());
+    assert_eq!(after[..5], init[..5], "words before untouched");
+    assert_eq!(
+        after[5 + 2 * c + 2..],
+        init[5 + 2 * c + 2..],
+        "words after untouched"
+    );
+    // Eval reads them at their offset too: the same output as the statistics of their own.
+    let xv = rand_vec(shape.iter().product(), 50);
+    let out = |r: &RunningStats| {
+        let t = BnTensors::new(ctx, (&xv, shape), (None, None), (DType::F32, DType::F32));
+        run(
+            ctx,
+            &[bn.eval_forward(ctx, (&t.x, &t.y), t.affine(), r).unwrap()],
+        );
+        t.y.read_f32(ctx).unwrap()
+    };
+    assert_eq!(bits(&out(&placed)), bits(&out(&own)));
+    // Statistics past the buffer's end are refused.
+    common::expect_err(
+        RunningStats::at(store.clone(), words - 2 * c - 1, c),
+        &["do not fit a buffer of"],
     );
 }
 

@@ -1,6 +1,6 @@
 //! Every kernel the CNN ops compile is one of their declared variants (`variants::undeclared`),
 //! so the portability tests and the Tint check have seen it: BatchNorm (training, eval,
-//! backward, commit; affine or not, parameters in the activations' storage or f32, each fused
+//! backward; the buffers' commit; affine or not, parameters in the activations' storage or f32, each fused
 //! activation), average pooling and augmentation, in every storage, on native and packed f16.
 
 mod common;
@@ -8,9 +8,8 @@ mod common;
 use common::values::{upload, upload_u32};
 use webgpu_amp::ops::augment::{self, Augment, AugmentState, Crop, Flip, Padding};
 use webgpu_amp::ops::avgpool::{self, AvgPool};
-use webgpu_amp::ops::batchnorm::{
-    Activation, Affine, BatchNorm, OnSkippedStep, RunningStats, running_stats_commit,
-};
+use webgpu_amp::ops::batchnorm::{Activation, Affine, BatchNorm, RunningStats};
+use webgpu_amp::ops::buffers::{self, OnSkippedStep};
 use webgpu_amp::variants::undeclared;
 use webgpu_amp::{DType, GpuContext, Tensor};
 
@@ -31,7 +30,10 @@ fn plan_every_cnn_kernel(ctx: &GpuContext) {
             RunningStats::new(ctx, "committed", 3).unwrap(),
         );
         let state = ctx.alloc_storage("scaler state", 40);
-        running_stats_commit(ctx, &pending, &committed, &state, OnSkippedStep::Keep).unwrap();
+        for on_skip in [OnSkippedStep::Keep, OnSkippedStep::UpdateAnyway] {
+            let copies = (committed.buffer(), pending.buffer());
+            buffers::commit(ctx, &state, copies, committed.words(), on_skip).unwrap();
+        }
         for param in [dtype, DType::F32] {
             let (w, b) = (t(&[3], param), t(&[3], param));
             for affine in [

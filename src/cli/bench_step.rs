@@ -31,9 +31,12 @@ const MAX_STEPS: usize = 1_000_000;
 #[derive(Args, Debug)]
 pub struct BenchStepArgs {
     /// Models to measure: presets with image input (mlp, mnist-cnn, simple-cnn) on random
-    /// images, GPT presets (gpt-tiny, gpt-char) on windows of the embedded text with
-    /// nanoGPT's step (AdamW, clipping at 1), or Llama presets (llama-tiny, smollm2-135m)
-    /// on the same windows (their characters' ids in the model's vocabulary) with AdamW.
+    /// images; ResNet presets (resnet18-cifar at batch 128 is issue 40's row; resnet20-cifar,
+    /// resnet56-cifar, resnet-tiny) on random images of their input with kuangliu's step (SGD,
+    /// momentum 0.9, weight decay 5e-4); GPT presets (gpt-tiny, gpt-char) on windows of the
+    /// embedded text with nanoGPT's step (AdamW, clipping at 1); or Llama presets (llama-tiny,
+    /// smollm2-135m) on the same windows (their characters' ids in the model's vocabulary)
+    /// with AdamW.
     #[arg(long, value_delimiter = ',', default_value = "mlp,mnist-cnn")]
     models: Vec<String>,
     /// A Llama's training window in tokens (Inferena's protocol: 128); default its own.
@@ -171,7 +174,7 @@ fn workload(
     (b, seq_len): (usize, Option<usize>),
     attention: AttentionKernel,
 ) -> Result<Workload> {
-    if let Some(family) = family::of_preset(model) {
+    if let Some(family) = family::of_preset(model).filter(|f| f.takes_tokens()) {
         // The family's step on its data (a GPT's: nanoGPT's, AdamW at lr 1e-3, betas
         // (0.9, 0.99), weight decay 0.1, clip at 1, on hamlet).
         let (spec, split) = family_model_and_data(model, seq_len)?;
@@ -199,8 +202,16 @@ fn workload(
             clip_grad_norm: recipe.map(|r| r.clip_grad_norm),
         });
     }
-    // A preset of features, on random data of the shape it is meant for.
-    let Some(shape) = meant_input(model).filter(|_| model != "linear") else {
+    // A preset of features, on random data of the shape it is meant for: a family's (a
+    // ResNet's) builds its own input.
+    let family_input = family::of_preset(model)
+        .map(|f| -> Result<Vec<usize>> {
+            let built = f.preset(model, 10)?.build(model, 0)?;
+            Ok(built.0)
+        })
+        .transpose()?;
+    let meant = family_input.or_else(|| meant_input(model).filter(|_| model != "linear"));
+    let Some(shape) = meant else {
         return Err(Error::InvalidArgument(format!(
             "bench step measures mlp, mnist-cnn, simple-cnn or a family's preset ({}), not \
              `{model}`",
@@ -230,11 +241,23 @@ fn workload(
         num_classes: 10,
     };
     let random = Dataset::new("random", x, shape.clone(), classes)?;
+    // kuangliu/pytorch-cifar's step for a ResNet (SGD, lr 0.1, momentum 0.9, weight decay
+    // 5e-4); Adam for the tutorials' networks.
+    let optimizer = match family::of_preset(model) {
+        Some(_) => OptimizerConfig::Sgd {
+            lr: 0.1,
+            momentum: 0.9,
+            dampening: 0.0,
+            nesterov: false,
+            weight_decay: 5e-4,
+        },
+        None => OptimizerConfig::adam(1e-3),
+    };
     Ok(Workload {
         spec: preset(model, &shape, 10)?,
         batch: random.gather(&(0..b).collect::<Vec<_>>())?,
         classes: 10,
-        optimizer: OptimizerConfig::adam(1e-3),
+        optimizer,
         clip_grad_norm: None,
         tokens: None,
     })

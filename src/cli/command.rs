@@ -4,7 +4,7 @@
 use clap::{Parser, Subcommand};
 
 use super::{
-    argument_error, bench, compare, error_line, flag_names, gui, info, kernels, out, plan, sample,
+    argument_error, bench, compare, error_line, flag_names, gui, info, kernels, plan, sample,
     selftest, shaders, tokenize, train,
 };
 

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
 use crate::nn::layers::{BufferDType, BufferDef};
+use crate::ops::buffers::{self, OnSkippedStep};
 use crate::tensor::{Storage, Tensor};
 
 /// u32 words between buffers' starts: 256 bytes, the largest storage offset alignment
@@ -211,6 +212,14 @@ impl BufferStore {
         Tensor::view(ctx, buffer.clone(), 4 * e.offset as u64, &shape, storage)
     }
 
+    /// Where buffer `name` lies in `copy`: the copy's raw words and its first word (for
+    /// kernels that index the store themselves, at offsets views could not bind).
+    pub fn location(&self, name: &str, copy: Copy) -> Result<(Arc<GpuBuffer>, usize)> {
+        let e = self.entry(name)?;
+        let buffer = self.raw(copy).expect("a store with an entry has copies");
+        Ok((buffer.clone(), e.offset))
+    }
+
     /// Write named values into both copies (queued, no wait); every buffer must be given,
     /// each in its dtype and size.
     pub fn upload(&self, ctx: &GpuContext, values: &[(String, BufferValues)]) -> Result<()> {
@@ -280,16 +289,18 @@ impl BufferStore {
             .collect())
     }
 
-    /// The step's commit of every buffer (a rollback on a skipped step), reading found-inf
-    /// from the GradScaler's `scaler_state`; none without buffers.
+    /// The step's commit of every buffer (a rollback on a skipped step, unless `on_skip`
+    /// asks for PyTorch's behaviour), reading found-inf from the GradScaler's
+    /// `scaler_state`; none without buffers.
     pub fn commit_kernel(
         &self,
         ctx: &GpuContext,
         scaler_state: &Arc<GpuBuffer>,
+        on_skip: OnSkippedStep,
     ) -> Result<Option<Kernel>> {
         self.copies
             .as_ref()
-            .map(|(c, w)| crate::ops::buffers::commit(ctx, scaler_state, c, w, self.words))
+            .map(|(c, w)| buffers::commit(ctx, scaler_state, (c, w), self.words, on_skip))
             .transpose()
     }
 }

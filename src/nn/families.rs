@@ -6,7 +6,11 @@ use super::family::{Described, Family};
 use crate::Result;
 
 /// The families, in the order the CLI and the app list their presets.
-pub static FAMILIES: &[&dyn Family] = &[&super::gpt::GPT, &super::llama::LLAMA];
+pub static FAMILIES: &[&dyn Family] = &[
+    &super::gpt::GPT,
+    &super::llama::LLAMA,
+    &super::resnet::RESNET,
+];
 
 /// The family whose preset `name` is, if any.
 pub fn of_preset(name: &str) -> Option<&'static dyn Family> {

@@ -1,7 +1,7 @@
-//! Model families: GPT now (`nn::gpt`), ResNet and Llama next. A family is one module that
-//! holds its config (parsed from its own external format), its builder, its presets, its
-//! training recipe and one table mapping its parameter and buffer names to the convention
-//! its users' checkpoints follow ([`NameTable`]). Nothing outside a family asks which family
+//! Model families: GPT (`nn::gpt`) and the CIFAR ResNets (`nn::resnet`); Llama next. A family
+//! is one module that holds its config (parsed from its own external format), its builder,
+//! its presets, its training recipe and one table mapping its parameter and buffer names to
+//! the convention its users' checkpoints follow ([`NameTable`]). Nothing outside a family asks which family
 //! a model is: the CLI, the trainer, `sample`, `plan`, `bench step`, the app and the
 //! browser ask the family through these two traits.
 //!

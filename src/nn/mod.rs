@@ -8,7 +8,8 @@
 //! - [`model`]: a model as named layers with resolved shapes ([`ModelSpec`]), from JSON or
 //!   Rust ([`builder`]); [`presets`]: the tutorials' networks; model families
 //!   ([`family`]: the traits; [`families`]: the list), one module each: [`gpt`], nanoGPT's
-//!   GPT (`ModelSpec::of_family` makes a family's model a `ModelSpec`);
+//!   GPT, and [`resnet`], the CIFAR ResNets (`ModelSpec::of_family` makes a family's model a
+//!   `ModelSpec`);
 //! - [`params`]: every parameter in flat GPU buffers (master weights, gradients, the
 //!   low-precision copy); [`buffers`]: the layers' persistent state that is not a parameter
 //!   (running statistics, counters), committed by each applied step;
@@ -37,6 +38,7 @@ pub mod network;
 pub mod params;
 pub mod presets;
 pub mod probes;
+pub mod resnet;
 mod transient;
 
 /// The most layers a model description may list: 4096 (a ResNet-152 is about 500). Planning

@@ -1,5 +1,7 @@
 //! The kernels of layers' buffers (`shaders/buffers.wgsl`): the step's commit (or rollback,
-//! on a skipped step) of every buffer at once, and an int64 counter's increment.
+//! on a skipped step) of every buffer at once, and an int64 counter's increment. The one
+//! mechanism by which a skipped step leaves buffers alone (BatchNorm's running statistics
+//! included), with PyTorch's behaviour behind [`OnSkippedStep`].
 
 use std::sync::Arc;
 
@@ -18,28 +20,73 @@ pub static SHADER: ShaderDecl = ShaderDecl {
 };
 const WG: u32 = 256;
 
+/// What a step the GradScaler skips does to the buffers its forwards updated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnSkippedStep {
+    /// Roll them back to their values before the step (the default): a skipped step leaves
+    /// BatchNorm's running statistics and counters bit-identical.
+    #[default]
+    Keep,
+    /// Keep the skipped step's updates, as PyTorch's BatchNorm does (pytorch#88474): for
+    /// parity runs against PyTorch.
+    UpdateAnyway,
+}
+
+/// The GradScaler state's found-inf word (`shaders/include/scaler_state.wgsl`'s FOUND_INF;
+/// `amp::scaler` sits above the ops and names the same offset).
+const FOUND_INF_WORD: u64 = 2;
+
 crate::wgsl_struct! {
     struct Sizes {
         /// Words of each copy.
         n: u32,
         /// The counter's first word (count_batches).
         offset: u32,
-        _pad1: u32,
+        /// commit: 1 rolls the working copy back when the GradScaler found inf/NaN
+        skip_on_inf: u32,
         _pad2: u32,
     }
 }
 
 /// `committed = working`, or on a skipped step (the GradScaler state's found-inf word set)
-/// `working = committed`: `words` u32 words of each.
+/// with [`OnSkippedStep::Keep`], `working = committed`: `words` u32 words of each. Recorded
+/// after the unscale and before the scale update (which resets found-inf).
 pub fn commit(
     ctx: &GpuContext,
     scaler_state: &Arc<GpuBuffer>,
-    committed: &Arc<GpuBuffer>,
-    working: &Arc<GpuBuffer>,
+    (committed, working): (&Arc<GpuBuffer>, &Arc<GpuBuffer>),
     words: usize,
+    on_skip: OnSkippedStep,
 ) -> Result<Kernel> {
+    const OP: &str = "commit_buffers";
+    if Arc::ptr_eq(committed, working) {
+        return Err(Error::InvalidArgument(format!(
+            "{OP}: the committed and working copies must be two buffers"
+        )));
+    }
+    if scaler_state.size() < 4 * (FOUND_INF_WORD + 1) {
+        return Err(Error::shape(
+            OP,
+            format!(
+                "scaler state of {} bytes has no found-inf word",
+                scaler_state.size()
+            ),
+        ));
+    }
+    let need = 4 * words as u64;
+    if committed.size() < need || working.size() < need {
+        return Err(Error::shape(
+            OP,
+            format!(
+                "{words} words to commit, the copies hold {} and {} bytes",
+                committed.size(),
+                working.size()
+            ),
+        ));
+    }
     let sizes = Sizes {
         n: words as u32,
+        skip_on_inf: (on_skip == OnSkippedStep::Keep) as u32,
         ..Default::default()
     };
     ctx.kernel(

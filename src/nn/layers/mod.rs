@@ -27,7 +27,9 @@
 pub mod attention;
 pub mod attention_kernel;
 pub mod attention_rope;
+pub mod avgpool;
 pub mod backward;
+pub mod batchnorm;
 pub mod conv2d;
 pub mod counter;
 pub mod dropout;

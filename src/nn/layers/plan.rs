@@ -255,13 +255,24 @@ impl<'a> ForwardPlan<'a> {
     /// it, or rolls it back when it skips); in evaluation the committed values, read only.
     /// f32 buffers are f32 `[shape]`, int64 ones u32 `[2 · numel]` (low word first).
     pub fn buffer(&self, name: &str) -> Result<Tensor> {
-        let copy = match self.mode {
-            Mode::Train => Copy::Working,
-            Mode::Eval => Copy::Committed,
-        };
         self.store
             .buffers
-            .view(self.ctx, &join(&self.path, name), copy)
+            .view(self.ctx, &join(&self.path, name), self.buffer_copy())
+    }
+
+    /// [`Self::buffer`]'s copy as raw words and the buffer's first word: for kernels that
+    /// index the store themselves (a view's offset must sit at the binding alignment).
+    pub fn buffer_location(&self, name: &str) -> Result<(Arc<crate::gpu::GpuBuffer>, usize)> {
+        self.store
+            .buffers
+            .location(&join(&self.path, name), self.buffer_copy())
+    }
+
+    fn buffer_copy(&self) -> Copy {
+        match self.mode {
+            Mode::Train => Copy::Working,
+            Mode::Eval => Copy::Committed,
+        }
     }
 
     /// How attention layers run in this plan.
@@ -329,6 +340,18 @@ impl<'a> ForwardPlan<'a> {
     /// step's cast of the master weights, or the master weights themselves in f32.
     pub fn param(&self, name: &str) -> Result<Tensor> {
         self.param_at(&join(&self.path, name))
+    }
+
+    /// The current layer's parameter `name` in f32 (the master weights) whatever the compute
+    /// dtype: BatchNorm's affine parameters beside f16 activations, as cuDNN takes them.
+    pub fn param_f32(&self, name: &str) -> Result<Tensor> {
+        let full = join(&self.path, name);
+        self.store.compute_view(self.ctx, &full, DType::F32)
+    }
+
+    /// The current layer's full name (`layer1.0.bn1`), for buffer labels.
+    pub fn path(&self) -> &str {
+        &self.path
     }
 
     /// The parameter with full name `name` (a tied weight) in the current compute dtype.

@@ -4,8 +4,8 @@
 
 use serde::de::DeserializeOwned;
 
-use super::{LayerConfig, ParseConfig, ParseLayer, counter, fork, residual, unary};
-use super::{attention, conv2d, dropout, embedding, flatten, layernorm, linear, pool};
+use super::{LayerConfig, ParseConfig, ParseLayer, avgpool, batchnorm, counter, fork, residual};
+use super::{attention, conv2d, dropout, embedding, flatten, layernorm, linear, pool, unary};
 
 /// The layer kinds the JSON model format knows by key, besides the unary ones
 /// ([`layer_kinds`] lists both).
@@ -22,6 +22,13 @@ pub const REGISTRY: &[(&str, ParseConfig)] = &[
     ("residual", residual::parse),
     ("fork", fork::parse),
     ("batch_counter", parse::<counter::BatchCounterConfig>),
+    ("batchnorm2d", parse::<batchnorm::BatchNorm2dConfig>),
+    ("batchnorm1d", parse::<batchnorm::BatchNorm1dConfig>),
+    ("avgpool2d", parse::<avgpool::AvgPool2dConfig>),
+    (
+        "adaptive_avgpool2d",
+        parse::<avgpool::AdaptiveAvgPool2dConfig>,
+    ),
 ];
 
 /// Every layer kind the JSON model format knows: [`REGISTRY`]'s, then one per row of the

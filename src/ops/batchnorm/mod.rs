@@ -15,18 +15,19 @@
 //! a function of the shape only), each reduced by one workgroup in a fixed tree order, then
 //! combined in chunk order by one thread per channel; the backward's sums likewise.
 //!
-//! Running statistics live in [`RunningStats`] buffers, PyTorch's three buffers in one:
-//! `[running_mean C | running_var C | num_batches_tracked]` (int64). A training forward
-//! updates a *pending* copy, as PyTorch's forward does; [`running_stats_commit`], recorded
-//! after the GradScaler's unscale, then keeps it (committed = pending) or, on a step the
-//! GradScaler skips, discards it (pending = committed), so a skipped step leaves the running
-//! statistics as they were, gradient accumulation's micro-batches included.
-//! [`OnSkippedStep::UpdateAnyway`] keeps every update instead, as PyTorch does (pytorch#88474),
-//! for parity runs. The eval forward and checkpoints read the committed copy.
+//! Running statistics are [`RunningStats`], PyTorch's three buffers one after the other:
+//! `[running_mean C | running_var C | num_batches_tracked]` (int64). In a model they are
+//! buffers of its buffer store (`nn::buffers`, one mechanism for every layer's buffers): a
+//! training forward updates the *working* copy, as PyTorch's forward does, and the step's
+//! commit of every buffer (`ops::buffers::commit`, after the GradScaler's unscale) keeps it
+//! or, on a step the GradScaler skips, rolls it back, so a skipped step leaves the running
+//! statistics as they were, gradient accumulation's micro-batches included
+//! (`ops::buffers::OnSkippedStep::UpdateAnyway` keeps every update instead, as PyTorch does:
+//! pytorch#88474). The eval forward and checkpoints read the committed copy.
 //!
 //! Kernels: training forward 3 (chunk partials, per-channel statistics and running update,
 //! normalisation), eval forward 1, backward 3 (chunk partials, per-channel sums into the
-//! parameter gradients, input gradient), commit 1.
+//! parameter gradients, input gradient).
 
 mod running;
 mod shader;
@@ -39,7 +40,7 @@ use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::tensor::{DType, Tensor};
 use shader::{Params, SMALL_WG, WG};
 
-pub use running::{OnSkippedStep, RunningStats, RunningValues, running_stats_commit};
+pub use running::{RunningStats, RunningValues};
 pub use shader::{Activation, SHADER, chunking};
 
 /// A BatchNorm's settings as its kernels see them.
@@ -190,7 +191,7 @@ impl BatchNorm {
 
     /// Training forward with batch statistics: `y = act((x − mean) · invstd · weight + bias)`,
     /// writing `saved` (f32 `[2C]`: the batch's mean, then invstd; what the backward reads).
-    /// With `running` (the *pending* copy, [`running_stats_commit`]), the running statistics
+    /// With `running` (a model's working copy, which the step commits), the running statistics
     /// take this batch and `num_batches_tracked` counts it, as PyTorch's forward does with
     /// `track_running_stats=True`. With `track_running_stats=False` there are no running
     /// statistics and PyTorch normalises with the batch's in eval too: this with `None`.
@@ -221,6 +222,7 @@ impl BatchNorm {
         if let Some(r) = running {
             check_running(OP, r, c)?;
             params.update_running = 1;
+            params.running_offset = r.offset() as u32;
         }
         let uniform = bytemuck::bytes_of(&params);
         let (partials, groups) = partials_for(ctx, &params, "batchnorm statistics partials");
@@ -268,6 +270,7 @@ impl BatchNorm {
         let mut params = self.params(OP, x, y, affine)?;
         check_running(OP, running, params.channels as usize)?;
         params.from_running = 1;
+        params.running_offset = running.offset() as u32;
         self.apply(ctx, &params, (x, y), affine, (None, Some(running)))
     }
 

@@ -1,6 +1,6 @@
 //! The BatchNorm shader's declaration, its uniform block and variant constants, and the
 //! chunking of its reductions: what the forward and backward (`mod.rs`) and the running
-//! statistics' commit (`running.rs`) share.
+//! statistics (`running.rs`) share.
 
 use crate::shader::{Grid, ShaderDecl};
 
@@ -22,7 +22,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
 };
 
 pub(super) const WG: u32 = 256;
-/// Threads of the per-channel and per-word kernels (the backward's sums, the commit).
+/// Threads of the per-channel kernel (the backward's sums).
 pub(super) const SMALL_WG: u32 = 64;
 /// Fewest values of a channel per first-pass workgroup (four per thread).
 const MIN_CHUNK: usize = 1024;
@@ -79,10 +79,9 @@ crate::wgsl_struct! {
         pub(super) from_running: u32,
         /// the fused activation's rounding of its input and gradient: y's storage (ROUND_*)
         pub(super) act_round: u32,
-        /// commit: words of the running statistics
-        pub(super) words: u32,
-        /// commit: 1 discards the step's update when the GradScaler found inf/NaN
-        pub(super) skip_on_inf: u32,
+        /// the running statistics' first word in their buffer (a model's buffer store)
+        pub(super) running_offset: u32,
+        pub(super) _pad0: u32,
         /// N·C·S: the elements of the elementwise passes
         pub(super) n: u32,
         pub(super) _pad1: u32,
