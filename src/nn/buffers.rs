@@ -21,7 +21,7 @@ use crate::nn::layers::{BufferDType, BufferDef};
 use crate::ops::buffers::{self, OnSkippedStep};
 use crate::tensor::{Storage, Tensor};
 
-/// u32 words between buffers' starts: 256 bytes, the largest storage offset alignment
+/// u32 words between layers' first buffers: 256 bytes, the largest storage offset alignment
 /// WebGPU allows an adapter to ask for.
 const ALIGN_WORDS: usize = 64;
 
@@ -147,10 +147,17 @@ impl BufferStore {
     pub fn new(ctx: &GpuContext, defs: &[BufferDef]) -> Result<Self> {
         let mut entries = Vec::with_capacity(defs.len());
         let mut words: usize = 0;
+        let mut previous_layer = None;
         for d in defs {
-            // Each starts where a view may bind it: WebGPU's storage offsets are multiples
-            // of at most 256 bytes.
-            words = words.next_multiple_of(ALIGN_WORDS);
+            // A layer's buffers lie together, in the order it lists them (BatchNorm's kernels
+            // read `[mean | var | count]` from one offset); each layer's first starts where a
+            // view may bind it (RoPE's table): WebGPU's storage offsets are multiples of at
+            // most 256 bytes.
+            let layer = d.name.rsplit_once('.').map(|(layer, _)| layer);
+            if previous_layer != Some(layer) {
+                words = words.next_multiple_of(ALIGN_WORDS);
+            }
+            previous_layer = Some(layer);
             let entry = BufferEntry {
                 name: d.name.clone(),
                 shape: d.shape.clone(),

@@ -253,7 +253,9 @@ impl<'a> ForwardPlan<'a> {
     /// The current layer's buffer `name` (`running_mean`, `num_batches_tracked`): in
     /// training its working copy, which the layer's kernels may update (the step commits
     /// it, or rolls it back when it skips); in evaluation the committed values, read only.
-    /// f32 buffers are f32 `[shape]`, int64 ones u32 `[2 · numel]` (low word first).
+    /// f32 buffers are f32 `[shape]`, int64 ones u32 `[2 · numel]` (low word first). A view
+    /// binds at the binding alignment: a layer's first buffer always can, the ones after it
+    /// only where they happen to be aligned (else [`Self::buffer_location`]).
     pub fn buffer(&self, name: &str) -> Result<Tensor> {
         self.store
             .buffers
