@@ -15,6 +15,15 @@ use webgpu_amp::variants::all as all_variants;
 
 #[test]
 fn every_variant_validates_and_translates_to_spirv_msl_hlsl() {
+    // naga's validation and translation open no adapter: the GL pass would repeat the Vulkan
+    // pass's work exactly (~190 s of CI on 2 cores).
+    if std::env::var("WEBGPU_AMP_BACKEND").is_ok_and(|b| b == "gl") {
+        common::not_checked(
+            "every variant through naga to SPIR-V, MSL and HLSL, again under GL: it opens no \
+             adapter; the Vulkan pass runs it",
+        );
+        return;
+    }
     let variants = all_variants().expect("variant list");
     assert!(!variants.is_empty());
     let mut failures = Vec::new();
