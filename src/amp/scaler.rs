@@ -85,9 +85,11 @@ impl Default for ScalerConfig {
 impl ScalerConfig {
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::InvalidArgument(format!("GradScaler: {m}")));
-        if !(self.init_scale.is_finite() && self.init_scale >= f32::MIN_POSITIVE) {
+        // PyTorch's: any positive scale. A subnormal one (1/scale is inf) is a state the
+        // scale can also reach by backing off; the run builder refuses it as a setting.
+        if !(self.init_scale.is_finite() && self.init_scale > 0.0) {
             return bad(format!(
-                "init_scale must be finite and >= 2^-126 (unscaling multiplies by its reciprocal), got {:e}",
+                "init_scale must be finite and > 0, got {:e}",
                 self.init_scale
             ));
         }

@@ -413,6 +413,7 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
             args.steps
         )));
     }
+    super::run_args::check_seq_len(args.seq_len)?;
     if let Some(rounds) = args.rounds.filter(|r| !(1..=100).contains(r)) {
         return Err(Error::InvalidArgument(format!(
             "--rounds must be {ROUNDS_RANGE}, got {rounds}"

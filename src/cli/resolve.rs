@@ -82,6 +82,7 @@ fn name_file(e: Error, file: &str) -> Error {
 
 /// Data, model and loss from the flags, without the GPU and without parameters.
 pub fn resolve(args: &Wanted) -> Result<ModelAndData> {
+    super::run_args::check_seq_len(args.seq_len)?;
     let file = args.model.filter(|m| m.ends_with(".json"));
     let choice = args.model.map(|m| choose(m, args.seq_len)).transpose()?;
     if let (None, Some(n)) = (args.model, args.seq_len) {

@@ -223,13 +223,14 @@ impl StepConfig {
 
     fn check_scaler(&self, name: fn(Setting) -> &'static str) -> Result<()> {
         let s = &self.scaler;
-        // A subnormal scale has no finite f32 reciprocal: unscaling would make every gradient
-        // inf or NaN, and the run would skip every step and blame the data.
-        if !(s.init_scale >= f32::MIN_POSITIVE && s.init_scale.is_finite()) {
-            return Err(out_of_range(
-                name,
-                Setting::InitScale,
-                format!("{:?}", s.init_scale),
+        // The step takes any positive scale, as PyTorch's GradScaler: a subnormal one is the
+        // state backing off can reach, and the skip guarantee covers it. A run refuses one as
+        // a setting (RunConfig::validate_named).
+        if !(s.init_scale > 0.0 && s.init_scale.is_finite()) {
+            return bad(format!(
+                "{} must be finite and > 0, got {:e}",
+                name(Setting::InitScale),
+                s.init_scale
             ));
         }
         if !(s.growth_factor > 1.0 && s.growth_factor.is_finite()) {
@@ -467,6 +468,13 @@ impl RunConfig {
             if let Some(n) = limit {
                 check_count(name, setting, n, MAX_COUNT)?;
             }
+        }
+        // A subnormal scale has no finite f32 reciprocal: unscaling would make every gradient
+        // inf or NaN, and the run would skip every step and blame the data. (Checked before
+        // the step's settings, which take any positive scale.)
+        let scale = self.step.scaler.init_scale;
+        if !(scale >= f32::MIN_POSITIVE && scale.is_finite()) {
+            return Err(out_of_range(name, Setting::InitScale, format!("{scale:?}")));
         }
         self.step.validate_named(name)?;
         if let Some(every) = self.eval.every {

@@ -53,6 +53,17 @@ pub(super) const COUNT_BAD: &[&str] = &["0", "-1", "9007199254740993", "18446744
 pub(super) const SGD: &[&str] = &["--optimizer", "sgd"];
 pub(super) const COSINE: &[&str] = &["--lr-schedule", "cosine"];
 
+/// A Llama's window (train, compare, plan, bench step): without a Llama it is refused; in
+/// range, short ones only.
+pub(super) const SEQ_LEN: Flag = Flag {
+    draws: Draws::These(&["1", "8", "0", "1048577", "-1", "x"]),
+    ..flag(
+        "--seq-len",
+        "1 to 1048576",
+        &["0", "1048577", "-1", "18446744073709551616", "x"],
+    )
+};
+
 /// `train`'s and `compare`'s shared flags (`RunArgs`, `RecipeArgs`).
 pub(super) const RUN_FLAGS: &[Flag] = &[
     float(
@@ -152,6 +163,7 @@ pub(super) const RUN_FLAGS: &[Flag] = &[
         needs: COSINE,
         ..flag("--lr-decay-steps", COUNT, COUNT_BAD)
     },
+    SEQ_LEN,
     flag("--eval-every", COUNT, COUNT_BAD),
     Flag {
         draws: Draws::These(&["0", "1", "2", "65537", "4294967296", "-1", "x"]),
@@ -249,6 +261,7 @@ pub(super) const STEP_FLAGS: &[Flag] = &[
         draws: Draws::These(&["1", "2", "0", "101", "-1"]),
         ..flag("--rounds", "1 to 100", &["0", "101", "-1", "x"])
     },
+    SEQ_LEN,
 ];
 
 pub(super) const GUI_FLAGS: &[Flag] = &[
