@@ -41,7 +41,7 @@ pub struct BenchStepArgs {
     models: Vec<String>,
     /// A Llama's training window in tokens (Inferena's protocol: 128); default its own.
     #[arg(long, allow_negative_numbers = true,
-          value_parser = number::<usize>(super::run_args::SEQ_LEN_RANGE))]
+          value_parser = number::<usize>(super::resolve::SEQ_LEN_RANGE))]
     seq_len: Option<usize>,
     /// Precision modes to measure.
     #[arg(
@@ -413,7 +413,7 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
             args.steps
         )));
     }
-    super::run_args::check_seq_len(args.seq_len)?;
+    super::resolve::check_seq_len(args.seq_len)?;
     if let Some(rounds) = args.rounds.filter(|r| !(1..=100).contains(r)) {
         return Err(Error::InvalidArgument(format!(
             "--rounds must be {ROUNDS_RANGE}, got {rounds}"

@@ -28,6 +28,19 @@ pub struct Wanted<'a> {
 /// `--model hf:DIR`: a Hugging Face transformers folder.
 pub const HF_PREFIX: &str = "hf:";
 
+/// `--seq-len`: at least one token (the model bounds it by its max_position_embeddings).
+pub const SEQ_LEN_RANGE: &str = "1 to 1048576";
+
+/// `--seq-len`'s range check (train, compare, plan and bench step), before anything reads it.
+pub fn check_seq_len(seq_len: Option<usize>) -> webgpu_amp::Result<()> {
+    match seq_len {
+        Some(n) if !(1..=1 << 20).contains(&n) => Err(webgpu_amp::Error::InvalidArgument(format!(
+            "--seq-len must be {SEQ_LEN_RANGE}, got {n}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The model `--model` names: a JSON file, a Hugging Face folder (`hf:DIR`: its
 /// config.json, as a Llama description) or a preset; trained on windows of `--seq-len`.
 fn choose(model: &str, seq_len: Option<usize>) -> Result<ModelChoice> {
@@ -82,7 +95,7 @@ fn name_file(e: Error, file: &str) -> Error {
 
 /// Data, model and loss from the flags, without the GPU and without parameters.
 pub fn resolve(args: &Wanted) -> Result<ModelAndData> {
-    super::run_args::check_seq_len(args.seq_len)?;
+    check_seq_len(args.seq_len)?;
     let file = args.model.filter(|m| m.ends_with(".json"));
     let choice = args.model.map(|m| choose(m, args.seq_len)).transpose()?;
     if let (None, Some(n)) = (args.model, args.seq_len) {

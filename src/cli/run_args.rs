@@ -20,7 +20,7 @@ use super::doctor::DoctorArgs;
 use super::numbers::{number, setting};
 use super::out::outln;
 use super::recipe::RecipeArgs;
-use super::resolve::{ModelAndData, Wanted, resolve};
+use super::resolve::{ModelAndData, SEQ_LEN_RANGE, Wanted, resolve};
 use super::run_checks::{self, OptimizerFlags, ResumeFlags};
 use super::{AttentionArgs, DeviceArgs};
 use webgpu_amp::nn::family::Recipe;
@@ -147,18 +147,6 @@ pub struct RunArgs {
 
 /// `--seed`: any 64-bit seed.
 pub const SEED_RANGE: &str = "0 to 18446744073709551615";
-/// `--seq-len`: at least one token (the model bounds it by its max_position_embeddings).
-pub const SEQ_LEN_RANGE: &str = "1 to 1048576";
-
-/// `--seq-len`'s range check (train, compare, plan and bench step), before anything reads it.
-pub fn check_seq_len(seq_len: Option<usize>) -> webgpu_amp::Result<()> {
-    match seq_len {
-        Some(n) if !(1..=1 << 20).contains(&n) => Err(webgpu_amp::Error::InvalidArgument(format!(
-            "--seq-len must be {SEQ_LEN_RANGE}, got {n}"
-        ))),
-        _ => Ok(()),
-    }
-}
 /// `--num-classes`: at least one class, and no more than the largest batch has samples.
 pub const NUM_CLASSES_RANGE: &str = "1 to 16777216";
 const MAX_CLASSES: usize = 1 << 24;
