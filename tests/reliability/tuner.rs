@@ -36,6 +36,15 @@ fn tune_with(quick: bool, args: &[&str]) -> std::process::Output {
 /// built-in one's family by family.
 #[test]
 fn the_tuner_starts_from_the_built_in_table() {
+    // A whole quick tune: seconds on Vulkan's lavapipe, over 14 minutes on llvmpipe's GL.
+    // Where tuning starts is the CLI's logic, the same on every backend.
+    if std::env::var("WEBGPU_AMP_BACKEND").is_ok_and(|b| b == "gl") {
+        crate::common::not_checked(
+            "bench tune starting from the built-in table, under GL (a quick tune there takes \
+             over 14 minutes on llvmpipe); the Vulkan pass runs it",
+        );
+        return;
+    }
     let dir = TempDir::new("tune-from");
     let theirs = json!({"wg_x": 8, "wg_y": 8, "tm": 8, "tn": 8, "bk": 8});
     let file = tuning_file(&dir, "theirs.json", |f| {
