@@ -38,6 +38,12 @@ def runner():
     return shlex.split(os.environ.get("WEBGPU_AMP_RUNNER", ""))
 
 
+def adapter_line(stdout):
+    """The `adapter: ...` line of a run's output (a skipped step's line can come before it:
+    the summary, adapter first, is printed when the run ends); "?" when there is none."""
+    return next((line for line in (stdout or "").splitlines() if line.startswith("adapter:")), "?")
+
+
 def tensor_core_check(setting, reported):
     """With `--tensor-cores SETTING` (on:8x8 or on:16x16), the run must report the tensor
     cores of that shape (`reported`: what it printed); returns a problem, or None."""

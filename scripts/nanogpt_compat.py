@@ -260,7 +260,7 @@ def case_traj(case, args, work):
         _, floor = torch_trajectory(f32_model, x, y, case, False)
 
     ok = True
-    print(f"   ours: {done.stdout.splitlines()[0] if done.stdout else '?'}")
+    print(f"   ours: {compat_env.adapter_line(done.stdout)}")
     if amp:
         check_tensor_cores(args, done.stdout)
     print(f"   {'step':>4} {'lr':>9} {'loss ours':>11} {'loss torch':>11} {'rel diff':>9}  "

@@ -37,7 +37,7 @@ def case_checkpoint(case, args, work):
         "train", "--model", "gpt-tiny", "--dataset", "hamlet", "--precision", "amp-f16",
         "--steps", str(case.steps), "--batch-size", "8", "--no-validate", "--save", ck],
         env={"WEBGPU_AMP_TEST_INLINE_MOMENTS_MAX": "0"})
-    print(f"   trained: {done.stdout.splitlines()[0] if done.stdout else '?'}")
+    print(f"   trained: {compat_env.adapter_line(done.stdout)}")
     check_tensor_cores(args, done.stdout)
     model = load_like_readme(ck)
     print("   loaded into nanoGPT's GPT with the guide's lines (strict): "

@@ -161,7 +161,7 @@ def run_ours(case, args, init_path, data_path, workdir):
     if [s["step"] for s in steps] != list(range(1, case.steps + 1)):
         raise CaseError(f"metrics name steps {[s['step'] for s in steps]}, "
                         f"want 1..{case.steps}")
-    adapter = done.stdout.splitlines()[0] if done.stdout else "?"
+    adapter = compat_env.adapter_line(done.stdout)
     problem = compat_env.tensor_core_check(args.tensor_cores, adapter)
     if problem:
         raise CaseError(problem)
