@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The DX12 pass (scripts/dx12-wine.sh check [ci|full]): the Windows binary on Wine 10's
 # Direct3D 12 (vkd3d) over lavapipe, against the Linux binary on Vulkan (the host's lavapipe).
-#   ci    info, selftest, and mnist-cnn under amp-f16 compared with Vulkan
-#   full  the same, mlp and mnist-cnn under f32 and amp-f16, gpt-tiny under amp-f16, and info
-#         and selftest with DXC
+#   ci    info, and mnist-cnn under amp-f16 compared with Vulkan (convolutions, pooling,
+#         matmuls, the loss, the optimizer and the GradScaler's kernels through FXC)
+#   full  the same, selftest (every op family; FXC compiles each variant on one core under
+#         Wine: over 8 minutes on a 2-core machine, which CI's budget does not hold), mlp and
+#         mnist-cnn under f32 and amp-f16, gpt-tiny under amp-f16, and info and selftest with DXC
 # A train compares the DX12 run's summary with the Vulkan run's on the same data, seed (so
 # the same initial weights and batches) and f16 storage (packed: FXC has no 16-bit types):
 # the same steps, final scale and skipped steps exactly, the last loss within 2% (relative),
@@ -32,9 +34,13 @@ grep -q "backend *dx12" "$out/info.txt" || { echo "dx12-check: FAILED: info list
 grep -q "DX12 without DXC" "$out/info.txt" \
   || { echo "dx12-check: FAILED: info on DX12 with FXC does not say why f16 is packed" >&2; exit 1; }
 
-echo "== DX12 (FXC): webgpu-amp selftest"
-bash "$wine" run selftest
-lap "DX12 selftest passed"
+if [ "$mode" = full ]; then
+  echo "== DX12 (FXC): webgpu-amp selftest"
+  bash "$wine" run selftest
+  lap "DX12 selftest passed"
+else
+  echo "== DX12 (FXC): selftest left to \`scripts/dx12-wine.sh check full\` (over 8 minutes under Wine)"
+fi
 
 train() { # NAME MODEL PRECISION STEPS [DATASET]: the DX12 run and the Vulkan run, compared
   local name=$1 model=$2 precision=$3 steps=$4 dataset=${5:-default}

@@ -13,14 +13,14 @@
 #   scripts/dx12-wine.sh build        the Windows binary: cargo build --target x86_64-pc-windows-gnu
 #   scripts/dx12-wine.sh run ARGS     webgpu-amp.exe ARGS under Wine (FXC; setup and build first)
 #   scripts/dx12-wine.sh check [ci|full]
-#                                     setup, build, then on DX12: `info`, `selftest` (every op
-#                                     family forward and backward against the CPU reference in
-#                                     f32, packed f16 and bf16), and training compared with the
-#                                     same run on Vulkan (Mesa 22's lavapipe, the host's): `ci`
-#                                     trains mnist-cnn under amp-f16; `full` (the default) trains
-#                                     mlp and mnist-cnn under f32 and amp-f16 and gpt-tiny
-#                                     under amp-f16, and runs `info` and `selftest` again with
-#                                     DXC (below)
+#                                     setup, build, then on DX12: `info` and training compared
+#                                     with the same run on Vulkan (Mesa 22's lavapipe, the
+#                                     host's): `ci` trains mnist-cnn under amp-f16; `full` (the
+#                                     default) also runs `selftest` (every op family forward and
+#                                     backward against the CPU reference in f32, packed f16 and
+#                                     bf16), trains mlp and mnist-cnn under f32 and amp-f16 and
+#                                     gpt-tiny under amp-f16, and runs `info` and `selftest`
+#                                     again with DXC (below)
 #
 # The shader compilers. wgpu compiles WGSL to HLSL and then with FXC (d3dcompiler_47.dll,
 # shader model 5.1: no 16-bit types, so f16 is stored packed) or DXC (dxcompiler.dll). Wine's

@@ -7,10 +7,12 @@
 # runs on Mesa 26's lavapipe (scripts/lavapipe-coop.sh), the CPU adapter where it offers
 # `shader-f16` and `subgroups`, both enabled. Fails on any Tint, pipeline or binding error.
 #
-#   scripts/tint-check.sh [--bin PATH] [--only SHADER] [--break-builtins]
+#   scripts/tint-check.sh [--bin PATH] [--only SHADER] [--full] [--break-builtins]
 #
 # --bin: the webgpu-amp binary that exports the variants (default: cargo build's);
 # --only SHADER: only that shader's variants (e.g. layernorm);
+# --full: every variant; by default each storage combination and each constant set of every
+#   shader at least once (web/dawn/tint-check.mjs says why; about 2 minutes against 12);
 # --break-builtins: break one variant the way a646de6 fixed it, to see the check fail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
