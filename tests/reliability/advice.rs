@@ -73,6 +73,7 @@ const OTHER_PROGRAMS: &[(&str, &str)] = &[
     ("skip-no-webgpu", "web/e2e/run.sh"),
     ("break-builtins", "scripts/tint-check.sh"),
     ("only", "scripts/tint-check.sh"),
+    ("full", "scripts/tint-check.sh"),
     ("gate", "scripts/kernel-report.sh"),
 ];
 
