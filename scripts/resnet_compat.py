@@ -30,6 +30,16 @@ f32 against f64 stays at 4e-7). Adam divides each gradient by its own magnitude,
 gradient summed in another order (our BatchNorm backward's fixed-chunk tree against
 PyTorch's CPU cascade sums) is the first suspect; not yet shown.
 
+Narrowed on 2026-11-29 (seed 0, our checkpoints after 1..5 steps against PyTorch's): after
+step 1 every tensor matches to 1e-8; after step 2 the worst is layer1.0.conv2.weight, 2.7e-5
+(then 4.8e-5, 9.8e-5, 1.5e-4): the parting starts at the first step that reads Adam's
+moments. Summation order alone does not explain it: PyTorch against itself in channels_last
+(other convolution and reduction orders) parts by 2.9e-6 after 10 steps, f32 against f64 by
+4.0e-7. So some gradient of ours carries a larger error than reordering gives, most likely in
+elements whose gradient nearly cancels (Adam turns a relative error there into lr times it);
+the weight gradient of the convolutions (K = N*H*W = 6272 summed per element) and the
+BatchNorm backward are where to look next, element by element, at step 2.
+
 Usage: .venv/bin/python scripts/resnet_compat.py [--bin PATH] [--case NAME]
 (without --bin, `cargo run`; WEBGPU_AMP_BACKEND picks Vulkan or GL). Exit status 0 when
 every case matches, 1 when any does not or torch is missing (an error, never a skip).
