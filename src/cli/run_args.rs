@@ -332,6 +332,17 @@ impl RunArgs {
         precisions: &[Precision],
         open: impl FnOnce() -> Result<GpuContext>,
     ) -> Result<(RunInputs, GpuContext)> {
+        self.prepare_resumed(precisions, None, open)
+    }
+
+    /// [`Self::prepare`] for a run that resumes a checkpoint whose model description is
+    /// `saved_model` (its metadata `model`): without `--model`, that is the model.
+    pub fn prepare_resumed(
+        &self,
+        precisions: &[Precision],
+        saved_model: Option<&str>,
+        open: impl FnOnce() -> Result<GpuContext>,
+    ) -> Result<(RunInputs, GpuContext)> {
         let ModelAndData {
             split,
             spec,
@@ -344,6 +355,7 @@ impl RunArgs {
             loss: self.loss.as_deref(),
             num_classes: self.num_classes,
             seq_len: self.seq_len,
+            saved_model,
         })?;
         let spec = self
             .doctor
