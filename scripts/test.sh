@@ -90,8 +90,8 @@ WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/activation_compat.py
 stage "CNN ops against PyTorch on Vulkan: BatchNorm2d (running statistics, momentum None, fused ReLU and GELU), average pools, label smoothing; f32, f16 (native and packed) and bf16"
 WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/cnn_ops_compat.py
 
-stage "ResNet cross-check on Vulkan: resnet-tiny (BatchNorm, a projection shortcut), 10 steps of SGD + Nesterov against PyTorch, the checkpoint loaded strictly into kuangliu's ResNet, eval-mode loss (the adamw case is an open finding: see the script)"
-WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/resnet_compat.py --case sgd-nesterov
+stage "ResNet cross-check on Vulkan: resnet-tiny (BatchNorm, a projection shortcut), 10 steps of SGD + Nesterov and 10 of AdamW against PyTorch (AdamW: step-1 gradients against f64, ReLU ties bounded by PyTorch's own reordering), the checkpoint loaded strictly into kuangliu's ResNet, eval-mode loss"
+WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/resnet_compat.py
 
 stage "nanoGPT cross-check on Vulkan: GPT logits, loss and gradients, nanoGPT's train.py recipe step by step (f32, amp-f16), a gpt-tiny checkpoint loaded strictly into nanoGPT's GPT, greedy sampling"
 WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/nanogpt_compat.py
