@@ -16,16 +16,43 @@ For each case it:
      every running statistic; then the eval-mode loss (model.eval(): running statistics) of
      one batch through both checkpoints, both evaluated by PyTorch.
 
-Cases: 10 steps of SGD with Nesterov momentum, and 10 of AdamW, each from the same init, in
-f32. Tolerances: loss per step, parameters and running statistics atol 1e-5 + rtol 1e-4
-(num_batches_tracked exact); eval loss 1e-4 relative. The adamw case also checks its first
-step where nothing can hide a difference (our gradients against PyTorch f64 within 4x
-PyTorch f32's own error, read from AdamW's first moment; every tensor after the step within
-atol 1e-5 + rtol 1e-4), and its final parameters and running statistics may instead be within
-FLOOR_FACTOR (4) x how far PyTorch parts from itself when its convolutions sum in the implicit
-GEMM's order (im2col + matmul: `conv2d_as_gemm`), measured in the same run.
+Cases (each from the same init):
+  - sgd-nesterov, adamw: 10 steps in f32 each. Loss per step, parameters and running
+    statistics atol 1e-5 + rtol 1e-4 (num_batches_tracked exact); eval loss 1e-4 relative.
+    adamw also checks its first step where nothing can hide a difference (our gradients
+    against PyTorch f64 within 4x PyTorch f32's own error, read from AdamW's first moment;
+    every tensor after the step within atol 1e-5 + rtol 1e-4), and its final parameters and
+    running statistics may instead be within FLOOR_FACTOR (4) x how far PyTorch parts from
+    itself when its convolutions sum in the implicit GEMM's order (im2col + matmul:
+    `conv2d_as_gemm`), measured in the same run (why: below).
+  - amp-f16 (resnet_compat_amp.py): 10 steps of SGD + Nesterov under autocast (f16) and a
+    GradScaler with growth interval 3 (so the scale grows, then overflows: one skip at step 8
+    on both sides), against `torch.autocast("cpu", torch.float16)` + `torch.amp.GradScaler`.
+    Loss per step within 1e-2 relative; scale and skip flag exact until the first skip (and
+    that step); the final tensors within atol 1e-3 + rtol 1e-2 or 2x PyTorch's own amp-f16
+    against f32 difference (its f32 run leaving out the skipped steps), num_batches_tracked
+    exact. PyTorch's buffers are put back on its skipped steps (what ours does by default).
+  - skip-keep, skip-update: a scale of 2^100 overflows every f16 gradient, so each of 4
+    steps is skipped on both sides while the forwards still run. PyTorch's skipped steps
+    move its running statistics (pytorch#88474: by up to 0.32 here). Ours by default: every
+    weight, running statistic and num_batches_tracked bit-identical to the init; with
+    `--buffers-on-skip update`: the running statistics within atol 1e-5 + rtol 1e-3 of
+    PyTorch's corrupted ones (measured 7.3e-7), num_batches_tracked equal (4), weights
+    unchanged.
 
-Why (measured 2026-11-29, lavapipe Mesa 22, PyTorch 2.15 CPU, seed 0): AdamW's parameters
+Measured (2026-11-29, PyTorch 2.15 CPU, seed 0), every case ok on Vulkan (lavapipe, Mesa 22)
+and GL (llvmpipe: packed f16; the same numbers), and the amp-f16 ones under Mesa 26's tensor
+cores (8x8 and 16x16: the same numbers as each other):
+  - sgd-nesterov: parameters 7.5e-8, running statistics 1.2e-7 from PyTorch's.
+  - adamw: step-1 gradients 0.58 of the bound, tensors after step 1 1.5e-8; after 10 steps
+    parameters 5.6e-4 and running statistics 2.1e-4 (the twin: 2.7e-4, 1.3e-4).
+  - amp-f16: the scale 2^16 -> 2^17 -> 2^18, overflow and skip at step 8, back to 2^17, the
+    same on both sides; losses within 2.7e-4 relative (tensor cores 8.2e-5); final parameters
+    3.5e-3 and running statistics 2.1e-3 from PyTorch's (tensor cores 3.0e-3, 1.2e-3), where
+    PyTorch's own amp-f16 parts from its f32 by 4.1e-3 and 1.9e-3.
+  - skip-keep: bit-identical; skip-update: within 7.3e-7 (tensor cores 5.4e-7).
+
+Why the adamw tolerance (lavapipe Mesa 22, PyTorch 2.15 CPU, seed 0): AdamW's parameters
 parted from PyTorch's from step 2 (layer1.0.conv2.weight 2.7e-5 after step 2, 5.6e-4 after 10)
 while PyTorch f32 against f64 stays at 4e-7. Not a bug: ReLU ties that Adam amplifies.
   - Our gradients at the init are as accurate as PyTorch f32's (worst 0.58 of 4x its error),
@@ -51,11 +78,12 @@ while PyTorch f32 against f64 stays at 4e-7. Not a bug: ReLU ties that Adam ampl
     trajectories catch the betas and eps.
 
 Usage: .venv/bin/python scripts/resnet_compat.py [--bin PATH] [--case NAME]
-(without --bin, `cargo run`; WEBGPU_AMP_BACKEND picks Vulkan or GL). Exit status 0 when
-every case matches, 1 when any does not or torch is missing (an error, never a skip).
+                                                [--tensor-cores SETTING]
+(without --bin, `cargo run`; WEBGPU_AMP_BACKEND picks Vulkan or GL; with --tensor-cores
+on:8x8 or on:16x16, under Mesa 26's lavapipe as pytorch_compat.py runs it, the amp-f16
+cases only, each run checked to report those tensor cores). Exit status 0 when every case
+matches, 1 when any does not or torch is missing (an error, never a skip).
 
-NOT YET: the amp-f16 cases (<= 1e-2, scaler sequence exact until the first skip), the
-forced-skip run with the PyTorch switch (pytorch#88474), Mesa 26's tensor cores.
 """
 
 import argparse
@@ -77,6 +105,7 @@ try:
     from safetensors.torch import load_file, save_file
 except ImportError as e:  # pragma: no cover - depends on the machine
     compat_env.torch_missing(e, "ResNet cross-check", __file__)
+from resnet_compat_amp import AMP_CASES, run_amp_case  # noqa: E402
 
 
 def ResNet():
@@ -135,20 +164,21 @@ def worst(ours, theirs):
     return float(diff.max()) if diff.numel() else 0.0, bool((diff <= ATOL + RTOL * b.abs()).all())
 
 
-def torch_run(make_opt, init_path, x, y, dtype, conv_as_gemm=False, steps=STEPS):
+def torch_run(make_opt, init_path, x, y, dtype, conv_as_gemm=False, steps=STEPS, skips=()):
     """The steps in PyTorch on the CPU in `dtype` (float64: how far PyTorch's own rounding
-    moves it; `conv_as_gemm`: its convolutions summed in another order): the losses and the
-    trained model."""
+    moves it; `conv_as_gemm`: its convolutions summed in another order), the steps in `skips`
+    (0-based) left out as our skipping scaler does (weights and buffers as they were): the
+    losses and the trained model."""
     conv2d = F.conv2d
     if conv_as_gemm:
         F.conv2d = conv2d_as_gemm
     try:
-        return torch_steps(make_opt, init_path, x, y, dtype, steps)
+        return torch_steps(make_opt, init_path, x, y, dtype, steps, skips)
     finally:
         F.conv2d = conv2d
 
 
-def torch_steps(make_opt, init_path, x, y, dtype, steps):
+def torch_steps(make_opt, init_path, x, y, dtype, steps, skips):
     ref = ResNet().to(dtype)
     ref.load_state_dict(load_file(init_path))
     ref.train()
@@ -156,10 +186,15 @@ def torch_steps(make_opt, init_path, x, y, dtype, steps):
     losses = []
     for s in range(steps):
         xb, yb = x[s * BATCH:(s + 1) * BATCH].to(dtype), y[s * BATCH:(s + 1) * BATCH]
+        before = {name: value.clone() for name, value in ref.named_buffers()}
         opt.zero_grad()
         loss = F.cross_entropy(ref(xb), yb)
         loss.backward()
-        opt.step()
+        if s in skips:
+            for name, value in ref.named_buffers():
+                value.copy_(before[name])
+        else:
+            opt.step()
         losses.append(loss.item())
     return losses, ref
 
@@ -174,10 +209,18 @@ def run_ours(args, workdir, tag, init_path, data_path, flags, steps=STEPS, env=N
         "--batch-size", str(BATCH), "--steps", str(steps),
         "--no-shuffle", "--no-validate", "--save", out_path, "--metrics", metrics_path,
     ] + flags
+    if args.tensor_cores:
+        cmd += ["--tensor-cores", args.tensor_cores]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
                           env=dict(os.environ, **(env or {})))
     if done.returncode != 0:
         print(f"   webgpu-amp failed ({done.returncode}): {' '.join(cmd)}\n{done.stderr}")
+        return None
+    adapter = compat_env.adapter_line(done.stdout)
+    print(f"   ours ({tag}): {adapter}")
+    problem = compat_env.tensor_core_check(args.tensor_cores, adapter)
+    if problem:
+        print(f"   {problem}")
         return None
     with open(metrics_path) as f:
         metrics = [json.loads(line) for line in f if line.strip()]
@@ -263,7 +306,6 @@ def compare_state(trained, ref, twin, label=""):
 
 
 def run_case(name, args, workdir):
-    flags, make_opt = CASES[name]
     torch.manual_seed(args.seed)
     model = ResNet()
     init_path = os.path.join(workdir, f"{name}-init.safetensors")
@@ -274,6 +316,10 @@ def run_case(name, args, workdir):
     y[0] = 9  # the class count is read as max(label) + 1: make it 10
     data_path = os.path.join(workdir, f"{name}-data.safetensors")
     save_file({"x": x.contiguous(), "y": y.contiguous()}, data_path)
+    if name in AMP_CASES:
+        return run_amp_case(sys.modules[__name__], name, args, workdir, init_path, data_path,
+                            x, y)
+    flags, make_opt = CASES[name]
 
     got = run_ours(args, workdir, name, init_path, data_path, ["--precision", "f32"] + flags)
     if got is None:
@@ -322,13 +368,17 @@ def run_case(name, args, workdir):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bin", help="webgpu-amp binary (default: cargo run)")
-    parser.add_argument("--case", choices=sorted(CASES), action="append")
+    parser.add_argument("--case", choices=sorted(CASES) + sorted(AMP_CASES), action="append")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tensor-cores", metavar="SETTING", help=compat_env.TENSOR_CORE_HELP)
     args = parser.parse_args()
+    if args.tensor_cores and any(c not in AMP_CASES for c in args.case or []):
+        parser.error("--tensor-cores runs the amp-f16 cases only (f32 uses no tensor cores)")
     torch.set_num_threads(1)
     results = {}
     with tempfile.TemporaryDirectory() as workdir:
-        for name in args.case or list(CASES):
+        default = list(AMP_CASES) if args.tensor_cores else list(CASES) + list(AMP_CASES)
+        for name in args.case or default:
             results[name] = run_case(name, args, workdir)
     print()
     for name, good in results.items():
