@@ -25,9 +25,10 @@ Cases (each from the same init):
     running statistics may instead be within FLOOR_FACTOR (4) x how far PyTorch parts from
     itself when its convolutions sum in the implicit GEMM's order (im2col + matmul:
     `conv2d_as_gemm`), measured in the same run (why: below).
-  - amp-f16 (resnet_compat_amp.py): 10 steps of SGD + Nesterov under autocast (f16) and a
-    GradScaler with growth interval 3 (so the scale grows, then overflows: one skip at step 8
-    on both sides), against `torch.autocast("cpu", torch.float16)` + `torch.amp.GradScaler`.
+  - amp-f16, amp-f16-adamw (resnet_compat_amp.py): 10 steps of SGD + Nesterov, or of AdamW,
+    under autocast (f16) and a GradScaler with growth interval 3 (so the scale grows, then
+    overflows: one skip, at step 8 and step 10, on both sides), against
+    `torch.autocast("cpu", torch.float16)` + `torch.amp.GradScaler`.
     Loss per step within 1e-2 relative; scale and skip flag exact until the first skip (and
     that step); the final tensors within atol 1e-3 + rtol 1e-2 or 2x PyTorch's own amp-f16
     against f32 difference (its f32 run leaving out the skipped steps), num_batches_tracked
@@ -50,6 +51,10 @@ cores (8x8 and 16x16: the same numbers as each other):
     same on both sides; losses within 2.7e-4 relative (tensor cores 8.2e-5); final parameters
     3.5e-3 and running statistics 2.1e-3 from PyTorch's (tensor cores 3.0e-3, 1.2e-3), where
     PyTorch's own amp-f16 parts from its f32 by 4.1e-3 and 1.9e-3.
+  - amp-f16-adamw: the scale up to 2^19, overflow and skip at step 10 on both sides; losses
+    within 9.2e-5 (tensor cores 1.4e-4); final parameters 3.5e-3 and running statistics
+    1.5e-3 from PyTorch's (tensor cores 4.1e-3, 1.7e-3), where PyTorch's own amp-f16 parts
+    from its f32 by 3.7e-3 and 2.8e-3.
   - skip-keep: bit-identical; skip-update: within 7.3e-7 (tensor cores 5.4e-7).
 
 Why the adamw tolerance (lavapipe Mesa 22, PyTorch 2.15 CPU, seed 0): AdamW's parameters

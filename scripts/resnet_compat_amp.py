@@ -7,10 +7,10 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
 
-# amp-f16 (autocast + GradScaler, SGD + Nesterov): losses within AMP_LOSS_RTOL per step, the
-# scale and skip flag exactly until the first skip; the final tensors within AMP_ATOL +
-# AMP_RTOL * |torch|, or AMP_FLOOR_FACTOR x PyTorch's own amp-f16 against f32 difference
-# (pytorch_compat.py's FLOOR_FACTOR).
+# amp-f16 (autocast + GradScaler; SGD + Nesterov, and AdamW): losses within AMP_LOSS_RTOL per
+# step, the scale and skip flag exactly until the first skip; the final tensors within
+# AMP_ATOL + AMP_RTOL * |torch|, or AMP_FLOOR_FACTOR x PyTorch's own amp-f16 against f32
+# difference (pytorch_compat.py's FLOOR_FACTOR).
 AMP_LOSS_RTOL = 1e-2
 AMP_ATOL, AMP_RTOL = 1e-3, 1e-2
 AMP_FLOOR_FACTOR = 2
@@ -18,15 +18,17 @@ AMP_FLOOR_FACTOR = 2
 # is skipped on both sides (the scale halves each time); the forwards still run.
 SKIP_SCALE, SKIP_STEPS = 2.0 ** 100, 4
 SKIP_ATOL, SKIP_RTOL = 1e-5, 1e-3
+# name: (optimizer case of resnet_compat.CASES, our flags)
 AMP_CASES = {
-    "amp-f16": ["--growth-interval", "3"],
-    "skip-keep": ["--init-scale", repr(SKIP_SCALE)],
-    "skip-update": ["--init-scale", repr(SKIP_SCALE), "--buffers-on-skip", "update"],
+    "amp-f16": ("sgd-nesterov", ["--growth-interval", "3"]),
+    "amp-f16-adamw": ("adamw", ["--growth-interval", "3"]),
+    "skip-keep": ("sgd-nesterov", ["--init-scale", repr(SKIP_SCALE)]),
+    "skip-update": ("sgd-nesterov",
+                    ["--init-scale", repr(SKIP_SCALE), "--buffers-on-skip", "update"]),
 }
 
-
-
-def torch_amp_run(rc, init_path, x, y, steps, init_scale, growth_interval, keep_buffers):
+def torch_amp_run(rc, make_opt, init_path, x, y, steps, init_scale, growth_interval,
+                  keep_buffers):
     """The steps in PyTorch on the CPU under autocast (f16) with a GradScaler, as
     pytorch_compat.py runs them (the loss in f32 on the f16 logits, CUDA's semantics): per
     step (loss, scale used, skipped) and the trained model. With `keep_buffers`, a skipped
@@ -35,7 +37,7 @@ def torch_amp_run(rc, init_path, x, y, steps, init_scale, growth_interval, keep_
     ref = rc.ResNet()
     ref.load_state_dict(load_file(init_path))
     ref.train()
-    opt = rc.CASES["sgd-nesterov"][1](ref.parameters())
+    opt = make_opt(ref.parameters())
     scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_interval=growth_interval)
     trajectory = []
     for s in range(steps):
@@ -61,17 +63,20 @@ def torch_amp_run(rc, init_path, x, y, steps, init_scale, growth_interval, keep_
 def run_amp_case(rc, name, args, workdir, init_path, data_path, x, y):
     """amp-f16 against PyTorch's autocast + GradScaler; with forced skips, what the skipped
     steps leave of the running statistics (ours: nothing, or PyTorch's update)."""
-    skipping = name != "amp-f16"
+    skipping = name.startswith("skip-")
     steps = SKIP_STEPS if skipping else rc.STEPS
-    flags = ["--precision", "amp-f16"] + rc.CASES["sgd-nesterov"][0] + AMP_CASES[name]
+    optimizer, extra = AMP_CASES[name]
+    opt_flags, make_opt = rc.CASES[optimizer]
+    flags = ["--precision", "amp-f16"] + opt_flags + extra
     got = rc.run_ours(args, workdir, name, init_path, data_path, flags, steps=steps)
     if got is None:
         return False
     ours, out_path = got
-    theirs, ref = torch_amp_run(rc, init_path, x, y, steps, SKIP_SCALE if skipping else 65536.0,
-                                3 if name == "amp-f16" else 2000, keep_buffers=not skipping)
-    print(f"\n== {name}: resnet-tiny, amp-f16, batch {rc.BATCH}, {steps} steps, "
-          f"{' '.join(AMP_CASES[name]) or 'init scale 65536'}")
+    theirs, ref = torch_amp_run(rc, make_opt, init_path, x, y, steps,
+                                SKIP_SCALE if skipping else 65536.0,
+                                2000 if skipping else 3, keep_buffers=not skipping)
+    print(f"\n== {name}: resnet-tiny, amp-f16, {optimizer}, batch {rc.BATCH}, {steps} steps, "
+          f"{' '.join(extra)}")
     ok, first_skip, worst_loss = True, None, 0.0
     for s, (t_loss, t_scale, t_skip) in enumerate(theirs):
         o = ours[s] if s < len(ours) else {"loss": float("nan"), "scale": 0, "skipped": None}
@@ -127,7 +132,7 @@ def run_amp_case(rc, name, args, workdir, init_path, data_path, x, y):
         return ok
     # PyTorch's own f16 noise on this run: its f32 training from the same init.
     skips = [i for i, t in enumerate(theirs) if t[2]]
-    _, f32_ref = rc.torch_run(rc.CASES["sgd-nesterov"][1], init_path, x, y, torch.float32,
+    _, f32_ref = rc.torch_run(make_opt, init_path, x, y, torch.float32,
                               skips=skips)
     f32_state, floor, worst_seen = f32_ref.state_dict(), {}, {False: 0.0, True: 0.0}
     for key, value in torch_state.items():

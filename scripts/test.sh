@@ -90,8 +90,8 @@ WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/activation_compat.py
 stage "CNN ops against PyTorch on Vulkan: BatchNorm2d (running statistics, momentum None, fused ReLU and GELU), average pools, label smoothing; f32, f16 (native and packed) and bf16"
 WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/cnn_ops_compat.py
 
-# Measured on a 2-core machine at load ~12: 41 s (the sgd-nesterov case alone was ~10 s).
-stage "ResNet cross-check on Vulkan: resnet-tiny (BatchNorm, a projection shortcut) against PyTorch: 10 steps of SGD + Nesterov and 10 of AdamW in f32 (AdamW: step-1 gradients against f64, ReLU ties bounded by PyTorch's own reordering), 10 of amp-f16 (scale and skips exact), forced skips (running statistics bit-identical; --buffers-on-skip update matches PyTorch's), strict load into kuangliu's ResNet, eval-mode loss"
+# Measured on a 2-core machine at load ~11: 80 s for the six cases (sgd-nesterov alone: ~10 s).
+stage "ResNet cross-check on Vulkan: resnet-tiny (BatchNorm, a projection shortcut) against PyTorch: 10 steps of SGD + Nesterov and 10 of AdamW in f32 (AdamW: step-1 gradients against f64, ReLU ties bounded by PyTorch's own reordering), the same two in amp-f16 (scale and skips exact), forced skips (running statistics bit-identical; --buffers-on-skip update matches PyTorch's), strict load into kuangliu's ResNet, eval-mode loss"
 WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/resnet_compat.py
 
 stage "nanoGPT cross-check on Vulkan: GPT logits, loss and gradients, nanoGPT's train.py recipe step by step (f32, amp-f16), a gpt-tiny checkpoint loaded strictly into nanoGPT's GPT, greedy sampling"
