@@ -139,10 +139,12 @@ fn the_plan_command_and_the_flags_in_a_binding_error() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_success(&out, "webgpu-amp plan");
-    for needle in KINDS
-        .iter()
-        .chain(&["peak", "largest binding", "browser default"])
-    {
+    for needle in KINDS.iter().chain(&[
+        "peak",
+        "largest buffer",
+        "largest binding",
+        "browser default (256 MiB)",
+    ]) {
         assert!(text.contains(needle), "`{needle}` missing:\n{text}");
     }
     let ctx = common::ctx();
