@@ -191,6 +191,8 @@ def main():
     p.add_argument("--bin", help="a built webgpu-amp binary (default: cargo run)")
     p.add_argument("--precision", choices=["f32", "amp-f16"], action="append")
     p.add_argument("--tensor-cores", metavar="SETTING", help=compat_env.TENSOR_CORE_HELP)
+    p.add_argument("--folder", choices=["untied", "tied"], action="append",
+                   help="the model(s) to run (default: both)")
     args = p.parse_args()
     global TENSOR_CORES
     TENSOR_CORES = args.tensor_cores
@@ -200,6 +202,8 @@ def main():
         data = os.path.join(work, "data.safetensors")
         x, y = token_data(data, 2)
         for name, tied in [("untied", False), ("tied", True)]:
+            if args.folder and name not in args.folder:
+                continue
             torch.manual_seed(0)
             folder = os.path.join(work, name)
             LlamaForCausalLM(config(tied)).save_pretrained(folder)

@@ -96,7 +96,7 @@ WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/resnet_compat.py --case sgd-n
 stage "nanoGPT cross-check on Vulkan: GPT logits, loss and gradients, nanoGPT's train.py recipe step by step (f32, amp-f16), a gpt-tiny checkpoint loaded strictly into nanoGPT's GPT, greedy sampling"
 WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/nanogpt_compat.py
 
-stage "transformers cross-check on Vulkan: a tiny Llama (GQA, RoPE, tied and untied) from save_pretrained, 20 AdamW steps with clipping, f32 and amp-f16 (GradScaler)"
+stage "transformers cross-check on Vulkan: a tiny Llama (GQA, RoPE, tied and untied) from save_pretrained, 20 AdamW steps with clipping, f32 and amp-f16 (GradScaler); the f32 runs' --export-hf folders loaded strictly, their loss against ours resumed"
 WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/llama_compat.py
 
 # --- tensor cores on a CPU: Mesa 26's lavapipe (scripts/lavapipe-coop.sh) ------------------
@@ -114,7 +114,7 @@ notes_before=$(notes)
 stage "tensor cores (lavapipe 26, 8x8 and 16x16): convolutions, the layers' products, fused attention, trajectories (matmul_coop and kernel_tables by hand)"
 bash scripts/lavapipe-coop.sh cargo test --test conv_coop --test coop_layers --test flash_attention_coop
 bash scripts/lavapipe-coop.sh cargo test --test trajectory tensor_core
-stage "tensor cores (lavapipe 26): PyTorch and nanoGPT cross-checks of the amp-f16 cases, 8x8 and 16x16"
+stage "tensor cores (lavapipe 26): PyTorch, nanoGPT and transformers (Llama) cross-checks of the amp-f16 cases, 8x8 and 16x16"
 bash scripts/lavapipe-coop.sh cargo build --bin webgpu-amp --example gpt_grads
 debug="${CARGO_TARGET_DIR:-target}/debug"
 for shape in on:8x8 on:16x16; do
@@ -122,6 +122,13 @@ for shape in on:8x8 on:16x16; do
     --bin "$debug/webgpu-amp" --tensor-cores "$shape"
   WEBGPU_AMP_RUNNER="scripts/lavapipe-coop.sh run" .venv/bin/python scripts/nanogpt_compat.py \
     --bin "$debug/webgpu-amp" --example "$debug/examples/gpt_grads" --tensor-cores "$shape"
+done
+# The Llama cross-check's amp-f16 case once per fragment shape, one model each (111 s for the
+# tied one at 16x16 on the shared 2-core machine at load 13).
+for case in "on:8x8 untied" "on:16x16 tied"; do
+  read -r shape folder <<< "$case"
+  WEBGPU_AMP_RUNNER="scripts/lavapipe-coop.sh run" .venv/bin/python scripts/llama_compat.py \
+    --bin "$debug/webgpu-amp" --tensor-cores "$shape" --folder "$folder"
 done
 if [ "$(notes)" != "$notes_before" ]; then
   echo "== FAILED: a test said NOT CHECKED on Mesa 26's lavapipe:"
@@ -173,6 +180,9 @@ cargo test --test text_data -- --ignored
 gl_tests=(selftest platforms scaler skip_guarantee binding_aliasing late_maps host_waits step_profile)
 stage "GPU tests on GL (llvmpipe: no shader-f16, packed f16 only): ${gl_tests[*]} (the other test files ran on Vulkan)"
 WEBGPU_AMP_BACKEND=gl WEBGPU_AMP_EXPECT_NO_F16=1 cargo test $(printf -- '--test %s ' "${gl_tests[@]}")
+stage "transformers cross-check on GL (packed f16): the tied Llama, amp-f16, 20 AdamW steps"
+# 84 s on the shared 2-core machine at load 13.
+WEBGPU_AMP_BACKEND=gl .venv/bin/python scripts/llama_compat.py --folder tied --precision amp-f16
 # --- end GL ------------------------------------------------------------------------------------
 
 stage "browser build end to end (headless Chromium, WebGPU on SwiftShader: packed f16)"
