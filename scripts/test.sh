@@ -123,8 +123,8 @@ for shape in on:8x8 on:16x16; do
   WEBGPU_AMP_RUNNER="scripts/lavapipe-coop.sh run" .venv/bin/python scripts/nanogpt_compat.py \
     --bin "$debug/webgpu-amp" --example "$debug/examples/gpt_grads" --tensor-cores "$shape"
 done
-# The Llama cross-check's amp-f16 case once per fragment shape, one model each (111 s for the
-# tied one at 16x16 on the shared 2-core machine at load 13).
+# The Llama cross-check's amp-f16 case once per fragment shape, one model each (23 s and 19 s
+# on the shared 2-core machine at load 7).
 for case in "on:8x8 untied" "on:16x16 tied"; do
   read -r shape folder <<< "$case"
   WEBGPU_AMP_RUNNER="scripts/lavapipe-coop.sh run" .venv/bin/python scripts/llama_compat.py \
@@ -181,7 +181,7 @@ gl_tests=(selftest platforms scaler skip_guarantee binding_aliasing late_maps ho
 stage "GPU tests on GL (llvmpipe: no shader-f16, packed f16 only): ${gl_tests[*]} (the other test files ran on Vulkan)"
 WEBGPU_AMP_BACKEND=gl WEBGPU_AMP_EXPECT_NO_F16=1 cargo test $(printf -- '--test %s ' "${gl_tests[@]}")
 stage "transformers cross-check on GL (packed f16): the tied Llama, amp-f16, 20 AdamW steps"
-# 84 s on the shared 2-core machine at load 13.
+# 17 s on the shared 2-core machine at load 7.
 WEBGPU_AMP_BACKEND=gl .venv/bin/python scripts/llama_compat.py --folder tied --precision amp-f16
 # --- end GL ------------------------------------------------------------------------------------
 
