@@ -225,6 +225,14 @@ fn bad_arguments() {
             &["--momentum", "-1", "--optimizer", "sgd"],
             "--momentum must be finite and >= 0, got -1",
         ),
+        (
+            &["--buffers-on-skip", "update", "--precision", "f32"],
+            "--buffers-on-skip update changes nothing without a GradScaler",
+        ),
+        (
+            &["--buffers-on-skip", "sometimes"],
+            "invalid value 'sometimes' for '--buffers-on-skip",
+        ),
     ];
     for (flags, needle) in cases {
         let mut args = vec!["train", "--no-validate"];

@@ -38,6 +38,7 @@ fn config(precision: Precision) -> StepConfig {
         clip_grad_norm: Some(1.0),
         label_smoothing: 0.0,
         grad_accum: 1,
+        buffers_on_skip: Default::default(),
         lr_schedule: Default::default(),
         numerics: None,
         numerics_histograms: false,

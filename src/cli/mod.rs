@@ -5,6 +5,7 @@ mod bench_step;
 mod bench_storages;
 mod bench_timer;
 mod bench_tune;
+mod bench_workload;
 mod command;
 mod compare;
 mod distributed;

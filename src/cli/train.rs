@@ -33,7 +33,8 @@ pub struct TrainArgs {
     /// Also save every N optimizer steps (to --save).
     #[arg(long, allow_negative_numbers = true, value_parser = setting::<u64>(Setting::SaveEvery))]
     save_every: Option<u64>,
-    /// Continue from a checkpoint written by --save.
+    /// Continue from a checkpoint written by --save (without --model, the model a family's
+    /// checkpoint describes: GPT, Llama, ResNet).
     #[arg(long)]
     resume: Option<PathBuf>,
     /// After training, write the model as a Hugging Face transformers folder here
@@ -95,10 +96,15 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
         run_checks::no_flags_resume_overrides(&given, ck, scaler_on, &what)?;
     }
     let options = args.common.device.options()?;
-    let (inputs, ctx) = args.common.prepare(&[precision], || match rank {
-        Some(rank) => rank.context(&options),
-        None => GpuContext::new(&options),
-    })?;
+    // Without --model, a resumed run continues the model its checkpoint describes.
+    let saved_model = resume.as_ref().and_then(|ck| ck.model.as_ref());
+    let saved_model = saved_model.map(|m| m.to_string());
+    let (inputs, ctx) =
+        args.common
+            .prepare_resumed(&[precision], saved_model.as_deref(), || match rank {
+                Some(rank) => rank.context(&options),
+                None => GpuContext::new(&options),
+            })?;
     let note = args
         .common
         .batch_note(&inputs)
@@ -125,7 +131,17 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
     let resumed_params = match (&resume, &args.resume) {
         (Some(ck), Some(path)) => {
             let what = path.display().to_string();
-            let init = ck.params_for_model(&inputs.spec, &what)?;
+            let init = ck.params_for_model(&inputs.spec, &what).map_err(|e| {
+                match (e, &args.common.model, &ck.model) {
+                    // Only a family's checkpoint (GPT, Llama, ResNet) describes its model.
+                    (Error::Checkpoint(m), None, None) => Error::Checkpoint(format!(
+                        "{m}; the checkpoint does not describe its model (only a model \
+                         family's does: GPT, Llama, ResNet), so give the --model it was \
+                         trained with"
+                    )),
+                    (e, _, _) => e,
+                }
+            })?;
             let keep = &inputs.spec.keep_f32;
             run_checks::resume_continues(ck, &cfg, &inputs.split.train, keep, &what)?;
             Some(init)

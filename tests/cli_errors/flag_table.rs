@@ -296,6 +296,7 @@ pub(super) const RUN_OTHER: &[&str] = &[
     "--optimizer",
     "--init",
     "--scaler",
+    "--buffers-on-skip",
     "--lr-schedule",
     "--attention",
     "--numerics",
