@@ -1,13 +1,14 @@
 //! What every kernel over the flat f32 buffers (unscale, clipping, rounding, the optimizer
 //! step, the weight cast) shares, apart from `mod.rs`, which lists those kernels' shaders:
 //! the check it makes first, and the pieces it is made in where a buffer passes the
-//! adapter's storage binding limit ([`GpuContext::flat_pieces`]).
+//! adapter's storage binding limit ([`GpuContext::flat_pieces`]), the weight cast's among them.
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel};
+use crate::ops::elementwise;
 use crate::tensor::Tensor;
 
 /// Check that `buffer` holds `n` f32 a kernel can index. It need not fit one storage
@@ -71,4 +72,19 @@ pub fn in_order(kernels: Vec<Kernel>) -> Result<Kernel> {
         .next()
         .ok_or_else(|| Error::InvalidArgument("a flat kernel of no pieces".into()))?;
     Ok(kernels.fold(first, Kernel::then))
+}
+
+/// `out = x` cast to `out`'s storage (the master weights into their compute copy), one
+/// `elementwise::cast` per piece of the flat buffers: elementwise, so the same bits as one.
+pub fn cast_in_pieces(ctx: &GpuContext, x: &Tensor, out: &Tensor) -> Result<Kernel> {
+    let cast = |piece: Range<usize>| {
+        let x = tensor_piece(ctx, x, &piece)?;
+        elementwise::cast(ctx, &x, &tensor_piece(ctx, out, &piece)?)
+    };
+    in_order(
+        ctx.flat_pieces(out.numel())
+            .into_iter()
+            .map(cast)
+            .collect::<Result<_>>()?,
+    )
 }

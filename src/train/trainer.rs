@@ -12,8 +12,6 @@
 //!
 //! [`RING`]: super::stats::RING
 
-use std::ops::Range;
-
 use super::batch::{BatchInput, BatchTargets, write_batch};
 use super::config::StepConfig;
 use super::host_time::{Clock, HostTimes};
@@ -27,15 +25,14 @@ use super::planning::{
 use super::rank::Exchange;
 use super::stats::StepStats;
 use super::step::{Phase, Step, StepAt, StepKernels};
+use crate::amp::cast_in_pieces;
 use crate::amp::policy::{Policy, Precision, PrecisionRow};
 use crate::amp::scaler::GradScaler;
-use crate::amp::{in_order, tensor_piece};
 use crate::error::Result;
 use crate::gpu::{GpuContext, Kernel};
 use crate::nn::buffers::BufferStore;
 use crate::nn::params::{ParamLayout, ParamStore};
 use crate::nn::{ModelSpec, Network, NetworkInputs};
-use crate::ops::elementwise;
 use crate::optim::{LrSchedule, Optimizer};
 use crate::tensor::DType;
 
@@ -511,17 +508,8 @@ pub(super) fn load_params(
             .collect()
     };
     store.upload(ctx, &init)?;
-    // One cast per piece where the flat buffers pass the binding limit (the same bits).
     let weight_cast = match store.low_flat(ctx)? {
-        Some(low_flat) => {
-            let master_flat = store.master_flat(ctx)?;
-            let cast = |piece: Range<usize>| {
-                let master = tensor_piece(ctx, &master_flat, &piece)?;
-                elementwise::cast(ctx, &master, &tensor_piece(ctx, &low_flat, &piece)?)
-            };
-            let pieces = ctx.flat_pieces(store.layout.total).into_iter();
-            Some(in_order(pieces.map(cast).collect::<Result<_>>()?)?)
-        }
+        Some(low_flat) => Some(cast_in_pieces(ctx, &store.master_flat(ctx)?, &low_flat)?),
         None => None,
     };
     Ok((store, weight_cast))
