@@ -11,6 +11,7 @@ mod compare;
 mod distributed;
 mod doctor;
 mod empty_values;
+mod export_hf;
 mod gui;
 mod info;
 mod interrupted;

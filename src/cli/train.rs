@@ -37,6 +37,12 @@ pub struct TrainArgs {
     /// checkpoint describes: GPT, Llama, ResNet).
     #[arg(long)]
     resume: Option<PathBuf>,
+    /// After training, write the model as a Hugging Face transformers folder here
+    /// (config.json, model.safetensors in f32, the --model hf: folder's tokenizer.json),
+    /// with the resume state beside it (the final checkpoint: --save's file, else
+    /// DIR/webgpu-amp-state.safetensors). A Llama-family model only.
+    #[arg(long, value_name = "DIR")]
+    export_hf: Option<PathBuf>,
     /// Write one JSON object per step, per epoch, and a final summary.
     #[arg(long)]
     metrics: Option<PathBuf>,
@@ -64,6 +70,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
 
 fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
     let precision = Precision::parse(&args.precision)?;
+    let writer_rank = rank.is_none_or(Joined::is_writer);
     let save = (args.save_every, args.save.clone());
     args.common.validate_args(precision, save.clone())?;
     // Before any training: the files the writer rank makes go only to regular files or
@@ -102,6 +109,23 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
         .common
         .batch_note(&inputs)
         .filter(|_| rank.is_none_or(Joined::is_writer));
+    // --export-hf: the run saves its final checkpoint for the folder (beside it unless
+    // --save names a file), only on the writer rank.
+    let export_state = match (&args.export_hf, writer_rank) {
+        (Some(dir), true) => Some(super::export_hf::prepare(
+            dir,
+            args.save.as_deref(),
+            &inputs.spec,
+        )?),
+        _ => None,
+    };
+    let save = match &export_state {
+        Some(state) if args.save.is_none() => {
+            check_save_target(state, "--export-hf")?;
+            (save.0, Some(state.clone()))
+        }
+        _ => save,
+    };
     let mut cfg = args.common.run_config(precision, &inputs, save)?;
     // The model first: a checkpoint of another model is that, whatever its data says.
     let resumed_params = match (&resume, &args.resume) {
@@ -205,6 +229,15 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
     doctor.print_advice(precision.name())?;
     if let Some(p) = &args.save {
         outln!("checkpoint: {}", p.display())?;
+    }
+    if let (Some(dir), Some(state)) = (&args.export_hf, &export_state) {
+        let model = args.common.model.as_deref();
+        super::export_hf::export(dir, state, &inputs.spec, model)?;
+        outln!(
+            "exported: {} (resume state: {})",
+            dir.display(),
+            state.display()
+        )?;
     }
     if args.profile {
         let profile = profile_twin(&ctx, &inputs, step_config, batch_size)?;

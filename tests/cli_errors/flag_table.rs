@@ -317,7 +317,13 @@ pub(super) const SUBCOMMANDS: &[Subcommand] = &[
         other: &[
             RUN_OTHER,
             DEVICE,
-            &["--precision", "--save", "--resume", "--metrics"],
+            &[
+                "--precision",
+                "--save",
+                "--resume",
+                "--metrics",
+                "--export-hf",
+            ],
         ],
     },
     Subcommand {

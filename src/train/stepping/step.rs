@@ -260,7 +260,7 @@ impl StepKernels {
                 Some(c) => c.kernels().iter().collect(),
                 None => Vec::new(),
             },
-            Phase::Optimizer => std::iter::once(optimizer.step_kernel())
+            Phase::Optimizer => (optimizer.step_kernels().into_iter())
                 .chain(&self.round_params)
                 .chain(&self.commit_buffers)
                 .collect(),
