@@ -194,24 +194,6 @@ pub fn check_params_fit(
     // buffer, and each parameter, which its layer binds alone, one storage binding.
     let (limit, limit_name) = (ctx.caps.max_buffer_size, "max_buffer_size");
     let binding_limit = ctx.caps.max_storage_buffer_binding_size;
-    if let Some(p) = spec.parameters().into_iter().find(|p| {
-        let n = p.shape.iter().map(|&d| d as u64).product::<u64>();
-        n.saturating_mul(4) > binding_limit
-    }) {
-        let bytes = 4 * p.shape.iter().map(|&d| d as u64).product::<u64>();
-        return Err(Error::Resource {
-            message: format!(
-                "model {what}: parameter `{}` {:?} is {} in f32, over this adapter's \
-                 max_storage_buffer_binding_size of {} (a layer binds each parameter whole)",
-                p.name,
-                p.shape,
-                human_bytes(bytes),
-                human_bytes(binding_limit)
-            ),
-            needed: bytes,
-            limit: binding_limit,
-        });
-    }
     let too_big = |message: String, needed: u64, limit: u64| {
         Err(Error::Resource {
             message: format!(
@@ -241,6 +223,25 @@ pub fn check_params_fit(
             f32_bytes,
             limit,
         );
+    }
+    if let Some(p) = spec.parameters().into_iter().find(|p| {
+        let n = p.shape.iter().map(|&d| d as u64).product::<u64>();
+        n.saturating_mul(4) > binding_limit
+    }) {
+        let bytes = 4 * p.shape.iter().map(|&d| d as u64).product::<u64>();
+        return Err(Error::Resource {
+            message: format!(
+                "model {what}: parameter `{}` {:?} is {} in f32, over this adapter's \
+                 max_storage_buffer_binding_size of {} (a layer binds each parameter whole); use a \
+                 smaller model",
+                p.name,
+                p.shape,
+                human_bytes(bytes),
+                human_bytes(binding_limit)
+            ),
+            needed: bytes,
+            limit: binding_limit,
+        });
     }
     Ok(total)
 }
