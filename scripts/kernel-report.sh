@@ -9,8 +9,9 @@
 #
 #   scripts/kernel-report.sh [--gate] [--out DIR] [--bin BINARY] [PRESET ...]
 #
-#   PRESET      training steps to plan (default: mnist-cnn simple-cnn gpt-char); each under
-#               amp-f16 and f32, plus `bench matmul`'s GEMMs (1024, 4096)
+#   PRESET      training steps to plan (default: mnist-cnn simple-cnn gpt-char resnet18-cifar
+#               llama-tiny smollm2-135m); each under amp-f16 and f32, plus `bench matmul`'s
+#               GEMMs (1024, 4096)
 #   --gate      CI: amp-f16 steps only, no GEMMs or llama.cpp rows; exits 1 on any spill in a
 #               step kernel, and where a class whose device lists f16 cooperative matrices
 #               does not run the step's products on them (scripts/test.sh runs it)
@@ -46,7 +47,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ ${#PRESETS[@]} -gt 0 ] || PRESETS=(mnist-cnn simple-cnn gpt-char)
+[ ${#PRESETS[@]} -gt 0 ] || PRESETS=(mnist-cnn simple-cnn gpt-char resnet18-cifar llama-tiny smollm2-135m)
 die() { echo "kernel-report: $*" >&2; exit 1; }
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-$(mktemp -d)}
 
@@ -134,9 +135,38 @@ llama_jobs() {
     "$(label llama-simt SIMT "128x128 BK32 ($((128 / warp)) warps of $((2 * warp))x64, 4x4 per thread)" "128,128,128,16,$((2 * warp)),64,2,4,4,1,$warp,1")"
 }
 
-# 5. Per class: what `info` says, the planned kernels as SPIR-V, the compiler's statistics.
 DATE=$(date -u +%Y-%m-%d)
 rm -rf "$OUT"; mkdir -p "$OUT"
+
+# 5. Stand-ins for data no registry ships, in the custom data set format (src/data/custom.rs),
+#    beside the report (a step's kernels depend on the shapes only): CIFAR-10's shapes for
+#    the CIFAR ResNets (64 zero 3x32x32 images labelled 0..9), and token ids for a model whose
+#    vocabulary is not the embedded text's (SmolLM2: 32 zero sequences of 1024 tokens, the
+#    window `train` defaults to; the model's vocabulary sets the class count).
+python3 - "$OUT" <<'PY'
+import json, struct, sys
+def save(path, tensors):
+    head, data = {}, b''
+    for name, (dtype, shape, raw) in tensors.items():
+        head[name] = {'dtype': dtype, 'shape': shape, 'data_offsets': [len(data), len(data) + len(raw)]}
+        data += raw
+    head = json.dumps(head).encode()
+    head += b' ' * (-len(head) % 8)
+    open(path, 'wb').write(struct.pack('<Q', len(head)) + head + data)
+save(sys.argv[1] + '/cifar-shape.safetensors',
+     {'x': ('F32', [64, 3, 32, 32], bytes(4 * 64 * 3 * 32 * 32)), 'y': ('U8', [64], bytes(i % 10 for i in range(64)))})
+save(sys.argv[1] + '/tokens-1024.safetensors',
+     {'x': ('I32', [32, 1024], bytes(4 * 32 * 1024)), 'y': ('I32', [32, 1024], bytes(4 * 32 * 1024))})
+PY
+data_of() {
+  case $1 in
+    resnet*-cifar) echo "--dataset $OUT/cifar-shape.safetensors" ;;
+    smollm2-*) echo "--dataset $OUT/tokens-1024.safetensors" ;;
+  esac
+}
+
+# 6. Per class: what `info` says, the planned kernels as SPIR-V, the compiler's statistics.
+
 PRECISIONS=(amp-f16 f32)
 [ $GATE = 1 ] && PRECISIONS=(amp-f16)
 for class in rdna3 ampere; do
@@ -154,7 +184,8 @@ PY
   : > "$C/planned.jsonl"
   for p in "${PRESETS[@]}"; do
     for prec in "${PRECISIONS[@]}"; do
-      on_class $class "$BIN" kernels --model "$p" --precision "$prec" --spirv "$C/spv/$p-$prec" \
+      # shellcheck disable=SC2046
+      on_class $class "$BIN" kernels --model "$p" --precision "$prec" $(data_of "$p") --spirv "$C/spv/$p-$prec" \
         | python3 -c 'import json,sys; [print(json.dumps({**json.loads(l), "used_by": sys.argv[1]})) for l in sys.stdin]' "$p $prec" \
         >> "$C/planned.jsonl" || die "$class: planning $p $prec failed"
     done
@@ -192,7 +223,7 @@ PY
   python3 "$REPO/scripts/kernel_report.py" rows "$C/rows.jsonl" "$C/jobs.tsv" "$C/stats.jsonl" $class
 done
 
-# 6. The report: JSON rows, and the Markdown table with what it was measured on.
+# 7. The report: JSON rows, and the Markdown table with what it was measured on.
 cat "$OUT"/*/rows.jsonl > "$OUT/report.jsonl"
 {
   echo "Static kernel report, $DATE: Mesa $MESA_VERSION (RADV navi31 = RDNA3 gfx1100; NVK 0x172 ="

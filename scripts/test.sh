@@ -143,13 +143,15 @@ tensor_cores_checked=1
 # --- end tensor cores ------------------------------------------------------------------------
 
 # --- the kernels on real GPUs' compilers (scripts/kernel-report.sh) ---------------------------
-# Mesa's RADV (RDNA3) and NVK (Ampere) compile the kernels an amp-f16 training step of two
+# Mesa's RADV (RDNA3) and NVK (Ampere) compile the kernels an amp-f16 training step of three
 # presets plans there, through Debian's noop DRM shims (no GPU): any register spill, or a class
 # whose device lists f16 cooperative matrices running the step's products without them, fails.
-# (gpt-char joins once its SIMT flash_backward_dkv stops spilling on RDNA3: issue 42's
-# attention part.) Measured on the 2-core machine at load ~10, downloads cached: about 60 s.
-stage "kernel report gate: mnist-cnn and simple-cnn amp-f16 step kernels on RADV (RDNA3) and NVK (Ampere): no spills, tensor cores used"
-bash scripts/kernel-report.sh --gate --bin "$debug/webgpu-amp" --out "${CARGO_TARGET_DIR:-target}/kernel-report" mnist-cnn simple-cnn
+# gpt-char brings its fused attention (58 pipelines a class against 23). Measured on the 2-core
+# machine at load 8-11, downloads cached: 21 s of CPU (3 min 3 s wall) without gpt-char, 61 s
+# (6 min 43 s) with it. (resnet18-cifar and smollm2-135m join once their 128x128 conv_coop and
+# unaligned matmul_coop tiles stop spilling on Ampere: docs/guide/kernels.md.)
+stage "kernel report gate: mnist-cnn, simple-cnn and gpt-char amp-f16 step kernels on RADV (RDNA3) and NVK (Ampere): no spills, tensor cores used"
+bash scripts/kernel-report.sh --gate --bin "$debug/webgpu-amp" --out "${CARGO_TARGET_DIR:-target}/kernel-report" mnist-cnn simple-cnn gpt-char
 # --- end kernel report ---------------------------------------------------------------------------
 
 # --- the browser's engine: Dawn (Chrome's WebGPU; its WGSL compiler is Tint) on Mesa 26's -----

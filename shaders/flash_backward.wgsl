@@ -113,6 +113,19 @@ fn pair_dots(p: Place, keys: bool, x: ptr<function, array<f32, HS>>, y: ptr<func
     return s;
 }
 
+// The dk/dv kernel's two products, q·k and dy·v, of staged query row i0 + ii and this
+// thread's key: pair_dots with k read from its buffer at `k_at` rather than held. Four
+// head-sized rows live (k, v, dk, dv) fill RDNA3's 256 VGPRs and spill; three fit. The values
+// and the order are pair_dots', so the bits are too.
+fn key_dots(p: Place, k_at: u32, v: ptr<function, array<f32, HS>>, i0: u32, ii: u32) -> vec2<f32> {
+    var s = vec2<f32>(0.0, 0.0);
+    for (var d = 0u; d < HS; d++) {
+        s.x += k_load(k_at + d) * staged(p, false, 0u, i0, ii, d);
+        s.y += (*v)[d] * staged(p, false, 1u, i0, ii, d);
+    }
+    return s;
+}
+
 // acc += a · (staged tensor `which`, row r0 + rr), channel by channel.
 fn add_scaled(acc: ptr<function, array<f32, HS>>, a: f32, p: Place, keys: bool, which: u32, r0: u32, rr: u32) {
     for (var d = 0u; d < HS; d++) {
@@ -153,7 +166,7 @@ fn load_query_tile(p: Place, i0: u32, tid: u32) {
 // Query rows i0 + ii, ii < n, for key j (every row here has i >= j).
 fn dkv_tile(
     p: Place,
-    k: ptr<function, array<f32, HS>>,
+    k_at: u32,
     v: ptr<function, array<f32, HS>>,
     dk: ptr<function, array<f32, HS>>,
     dv: ptr<function, array<f32, HS>>,
@@ -164,7 +177,7 @@ fn dkv_tile(
     n: u32,
 ) {
     for (var ii = first; ii < n; ii++) {
-        let s = pair_dots(p, false, k, v, i0, ii);
+        let s = key_dots(p, k_at, v, i0, ii);
         let prob = exp(params.scale * s.x - row_lse(p, i0, ii));
         let e = (p.bh * params.t + i0 + ii) * params.t + j;
         let pd = mask_apply(mask, e, prob);
@@ -179,8 +192,7 @@ fn dkv_tile(
 // order, query rows from its own on, a tile at a time.
 @compute @workgroup_size(WG)
 fn flash_backward_dkv(#workgroup_builtins) {
-    // This thread's key: k, v and their gradients' accumulators (zeros).
-    var k: array<f32, HS>;
+    // This thread's key: v and the gradients' accumulators (zeros); k stays in its buffer.
     var v: array<f32, HS>;
     var dk: array<f32, HS>;
     var dv: array<f32, HS>;
@@ -191,8 +203,8 @@ fn flash_backward_dkv(#workgroup_builtins) {
     }
     let j = kv.first + lid;
     let valid = j < params.t;
+    let k_at = qkv_at(kv, j, 1u);
     if (valid) {
-        k = qkv_row(kv, j, 1u);
         v = qkv_row(kv, j, 2u);
     }
     for (var g = 0u; g < params.group; g++) {
@@ -209,14 +221,14 @@ fn flash_backward_dkv(#workgroup_builtins) {
                 // Rows i >= j of this tile, and below T.
                 let first = max(j, i0) - i0;
                 let n = min(TILE, params.t - i0);
-                dkv_tile(p, &k, &v, &dk, &dv, &mask, j, i0, first, n);
+                dkv_tile(p, k_at, &v, &dk, &dv, &mask, j, i0, first, n);
             }
         }
     }
     if (!valid) {
         return;
     }
-    store_dk(qkv_at(kv, j, 1u), &dk);
+    store_dk(k_at, &dk);
     store_dv(qkv_at(kv, j, 2u), &dv);
 }
 

@@ -3,8 +3,8 @@
 // f32 (shaders/include/flash_coop.wgsl), for native f16 storage where tensor cores are used.
 //
 // One workgroup per (batch * head, block of BQ = 4 * FRAG query rows); subgroup sg owns rows
-// [sg * FRAG, sg * FRAG + FRAG) and holds their q in named fragments qa0..qa7 and their output
-// in named accumulators o0..o7 (channel fragments; D_FRAGS of them in use). Per block of BKV
+// [sg * FRAG, sg * FRAG + FRAG) and holds their q in named fragments qa0, qa1, ... and their
+// output in named accumulators o0, o1, ... (one per channel fragment: D_FRAGS). Per block of BKV
 // keys: every thread stages k (and v beside it, or over it after the scores when
 // KV_REGIONS is 1); each subgroup computes its rows' scores for the key fragments they see,
 // runs their online softmax in f32 with LANES_PER_ROW lanes per row (running max, sum and the
@@ -27,8 +27,6 @@ enable wgpu_cooperative_matrix;
 
 // h_tile: q (staged once, then held in fragments); per block k and v (v over k when
 // KV_REGIONS is 1), and P.
-const SS: u32 = BKV + 4u;
-const PS: u32 = BKV + 8u;
 const K_AT: u32 = 0u;
 const V_AT: u32 = K_AT + (KV_REGIONS - 1u) * BKV * QS;
 const P_AT: u32 = KV_REGIONS * BKV * QS;
@@ -49,14 +47,7 @@ const_assert FRAG % ROWS_AT_ONCE == 0u;
 var<workgroup> row_seen: array<u32, BQ>;
 
 fn coop_source(p: Place, which: u32, r: u32, d: u32) -> f16 {
-    let e = qkv_at(p, r, which) + d;
-    if (which == 0u) {
-        return q[e];
-    }
-    if (which == 1u) {
-        return k[e];
-    }
-    return v[e];
+    return qkv_half(p, which, r, d);
 }
 
 // The online softmax of the subgroup's rows [r0, r0 + FRAG) against keys [j0, j0 + BKV): the
@@ -151,67 +142,45 @@ fn write_rows(c: FragC, fc: u32, p: Place, r0: u32, scratch: u32, lane: u32) {
 }
 
 @compute @workgroup_size(THREADS)
-fn flash_coop_forward(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) tid: u32,
-    @builtin(subgroup_id) sg: u32,
-    @builtin(subgroup_invocation_id) lane: u32,
-) {
+fn flash_coop_forward(inv: Invocation) {
     var mask = mask_new();
-    let p = place_of(wid, nwg);
+    let p = place_of(inv.wid, inv.nwg);
     if (p.bh >= params.batch_heads) {
         return;
     }
-    let r0 = sg * FRAG; // the subgroup's first row in the block
-    stage_rows(p, 0u, p.first, BQ, 0u, tid);
-    for (var r = tid; r < BQ; r += THREADS) {
+    let r0 = inv.sg * FRAG; // the subgroup's first row in the block
+    stage_rows(p, 0u, p.first, BQ, 0u, inv.tid);
+    for (var r = inv.tid; r < BQ; r += THREADS) {
         f_tile[M_AT + r] = -F32_MAX;
         f_tile[L_AT + r] = 0.0;
         row_seen[r] = 0u;
     }
     workgroupBarrier();
-    let qa0 = held_a(r0 * QS, 0u);
-    let qa1 = held_a(r0 * QS, 1u);
-    let qa2 = held_a(r0 * QS, 2u);
-    let qa3 = held_a(r0 * QS, 3u);
-    let qa4 = held_a(r0 * QS, 4u);
-    let qa5 = held_a(r0 * QS, 5u);
-    let qa6 = held_a(r0 * QS, 6u);
-    let qa7 = held_a(r0 * QS, 7u);
-    var o0 = FragC();
-    var o1 = FragC();
-    var o2 = FragC();
-    var o3 = FragC();
-    var o4 = FragC();
-    var o5 = FragC();
-    var o6 = FragC();
-    var o7 = FragC();
+#for d in 0..D_FRAGS
+    let qa{d} = rows_a(r0 * QS, {d}u);
+    var o{d} = FragC();
+#end
     // Keys up to the block's last row (the causal mask), uniform across the group.
     let kend = min(params.t, p.first + BQ);
     for (var j0 = 0u; j0 < kend; j0 += BKV) {
         workgroupBarrier();
-        stage_rows(p, 1u, j0, BKV, K_AT, tid);
+        stage_rows(p, 1u, j0, BKV, K_AT, inv.tid);
         if (KV_REGIONS == 2u) {
-            stage_rows(p, 2u, j0, BKV, V_AT, tid);
+            stage_rows(p, 2u, j0, BKV, V_AT, inv.tid);
         }
         workgroupBarrier();
         // The key fragments the subgroup's rows see: S = Q·Kᵀ into the rows' scores.
         let seen = seen_fragments(j0, p.first + r0, BKV);
         for (var kf = 0u; kf < seen; kf++) {
             let kb = K_AT + kf * FRAG * QS;
-            var s = mma(qa0, rows_bt(kb, 0u), FragC());
-            if (D_FRAGS > 1u) { s = mma(qa1, rows_bt(kb, 1u), s); }
-            if (D_FRAGS > 2u) { s = mma(qa2, rows_bt(kb, 2u), s); }
-            if (D_FRAGS > 3u) { s = mma(qa3, rows_bt(kb, 3u), s); }
-            if (D_FRAGS > 4u) { s = mma(qa4, rows_bt(kb, 4u), s); }
-            if (D_FRAGS > 5u) { s = mma(qa5, rows_bt(kb, 5u), s); }
-            if (D_FRAGS > 6u) { s = mma(qa6, rows_bt(kb, 6u), s); }
-            if (D_FRAGS > 7u) { s = mma(qa7, rows_bt(kb, 7u), s); }
+            var s = FragC();
+#for d in 0..D_FRAGS
+            s = mma(qa{d}, rows_bt(kb, {d}u), s);
+#end
             store_scores(s, S_AT + r0 * SS + kf * FRAG, SS);
         }
         sync_subgroup();
-        softmax_rows(p, r0, j0, lane, &mask);
+        softmax_rows(p, r0, j0, inv.lane, &mask);
         sync_subgroup();
         // Rescale the accumulators by their rows' factors (the first block finds them zero).
         // Every subgroup does it on every later block: barriers, subgroup ones included, stay
@@ -220,44 +189,30 @@ fn flash_coop_forward(
         // is the scratch.
         if (j0 > 0u) {
             let scratch = S_AT + r0 * SS;
-            o0 = rescaled(o0, r0, scratch, lane);
-            if (D_FRAGS > 1u) { o1 = rescaled(o1, r0, scratch, lane); }
-            if (D_FRAGS > 2u) { o2 = rescaled(o2, r0, scratch, lane); }
-            if (D_FRAGS > 3u) { o3 = rescaled(o3, r0, scratch, lane); }
-            if (D_FRAGS > 4u) { o4 = rescaled(o4, r0, scratch, lane); }
-            if (D_FRAGS > 5u) { o5 = rescaled(o5, r0, scratch, lane); }
-            if (D_FRAGS > 6u) { o6 = rescaled(o6, r0, scratch, lane); }
-            if (D_FRAGS > 7u) { o7 = rescaled(o7, r0, scratch, lane); }
+#for d in 0..D_FRAGS
+            o{d} = rescaled(o{d}, r0, scratch, inv.lane);
+#end
         }
         if (KV_REGIONS == 1u) {
             workgroupBarrier(); // every subgroup is done with k
-            stage_rows(p, 2u, j0, BKV, V_AT, tid);
+            stage_rows(p, 2u, j0, BKV, V_AT, inv.tid);
             workgroupBarrier();
         }
         // O += P·V over the key fragments the rows see.
-        for (var kf = 0u; kf < seen; kf++) {
-            let a = block_a(P_AT + r0 * PS + kf * FRAG, PS);
-            let vb = V_AT + kf * FRAG * QS;
-            o0 = mma(a, rows_b(vb, 0u), o0);
-            if (D_FRAGS > 1u) { o1 = mma(a, rows_b(vb, 1u), o1); }
-            if (D_FRAGS > 2u) { o2 = mma(a, rows_b(vb, 2u), o2); }
-            if (D_FRAGS > 3u) { o3 = mma(a, rows_b(vb, 3u), o3); }
-            if (D_FRAGS > 4u) { o4 = mma(a, rows_b(vb, 4u), o4); }
-            if (D_FRAGS > 5u) { o5 = mma(a, rows_b(vb, 5u), o5); }
-            if (D_FRAGS > 6u) { o6 = mma(a, rows_b(vb, 6u), o6); }
-            if (D_FRAGS > 7u) { o7 = mma(a, rows_b(vb, 7u), o7); }
-        }
+        add_block_products(
+            P_AT + r0 * PS,
+            V_AT,
+            seen,
+#for d in 0..D_FRAGS
+            &o{d},
+#end
+        );
     }
     let scratch = S_AT + r0 * SS;
-    write_rows(o0, 0u, p, r0, scratch, lane);
-    if (D_FRAGS > 1u) { write_rows(o1, 1u, p, r0, scratch, lane); }
-    if (D_FRAGS > 2u) { write_rows(o2, 2u, p, r0, scratch, lane); }
-    if (D_FRAGS > 3u) { write_rows(o3, 3u, p, r0, scratch, lane); }
-    if (D_FRAGS > 4u) { write_rows(o4, 4u, p, r0, scratch, lane); }
-    if (D_FRAGS > 5u) { write_rows(o5, 5u, p, r0, scratch, lane); }
-    if (D_FRAGS > 6u) { write_rows(o6, 6u, p, r0, scratch, lane); }
-    if (D_FRAGS > 7u) { write_rows(o7, 7u, p, r0, scratch, lane); }
-    for (var rr = lane; rr < FRAG; rr += SUBGROUP) {
+#for d in 0..D_FRAGS
+    write_rows(o{d}, {d}u, p, r0, scratch, inv.lane);
+#end
+    for (var rr = inv.lane; rr < FRAG; rr += SUBGROUP) {
         let r = r0 + rr;
         let i = p.first + r;
         if (i < params.t) {

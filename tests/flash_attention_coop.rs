@@ -157,6 +157,22 @@ fn tensor_core_attention_is_bit_identical_run_to_run() {
         assert_eq!(bits(&a.y), bits(&b.y), "{edge}x{edge}: y");
         assert_eq!(bits(&a.lse), bits(&b.lse), "{edge}x{edge}: lse");
         assert_eq!(bits(&a.dqkv), bits(&b.dqkv), "{edge}x{edge}: dqkv");
+        // Between guard bands (the kernels are trusted: built without runtime checks), the
+        // same bits and the bands untouched; also with a head padded to whole fragments
+        // (24 channels: the last row's padding is what lies past a tensor's end).
+        let padded = Run {
+            dims: dims(1, 2, 33, 24),
+            ..run
+        };
+        for r in [run, padded] {
+            let qkv = values(r.dims.b * r.dims.t * 3 * r.dims.c(), 5, 2.0, DType::F16);
+            let dy = values(r.dims.b * r.dims.t * r.dims.c(), 6, 1.0, DType::F16);
+            let (plain, guarded) = (r.run(&qkv, &dy), r.run_guarded(&qkv, &dy));
+            let what = format!("{edge}x{edge} {:?} guarded", r.dims);
+            assert_eq!(bits(&plain.y), bits(&guarded.y), "{what}: y");
+            assert_eq!(bits(&plain.lse), bits(&guarded.lse), "{what}: lse");
+            assert_eq!(bits(&plain.dqkv), bits(&guarded.dqkv), "{what}: dqkv");
+        }
     }
 }
 

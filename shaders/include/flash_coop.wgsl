@@ -9,7 +9,8 @@
 // FlashAttention-2's partition: a workgroup is SUBGROUPS = 4 subgroups of SUBGROUP lanes, and
 // subgroup sg owns one fragment row of the block, rows [sg * FRAG, sg * FRAG + FRAG) (query
 // rows in the forward and dq, keys in dk/dv). It keeps the operand it reuses on every step in
-// named fragments (no arrays of fragments), computes its own scores into its own rows (or
+// named fragments, one per channel fragment (`#for d in 0..D_FRAGS`: qa0, qa1, ..., no arrays
+// of fragments), computes its own scores into its own rows (or
 // columns) of f_tile, runs the softmax or the score gradients of its own slab with the lanes
 // spread along each row (LANES_PER_ROW lanes, reduced by shuffles), and accumulates its own
 // outputs in named fragments. So workgroup barriers only guard the staging of the streamed
@@ -22,22 +23,32 @@
 // rows). Each shader's const_asserts check its layout against H_TILE and F_TILE, the sizes
 // src/ops/flash_attention/coop_layout.rs computes (and checks against the adapter's limit).
 //
-// Constants (coop_layout.rs): HS, HSP (HS rounded up to whole fragments), BQ (query rows of a
-// block), BKV (keys of a block), BLOCK (rows per workgroup), KV_REGIONS, LANES_PER_ROW,
+// Constants (coop_layout.rs): HS, HSP (HS rounded up to whole fragments), D_FRAGS (HSP / FRAG),
+// BQ (query rows of a block), BKV (keys of a block), BLOCK (rows per workgroup), KV_REGIONS, LANES_PER_ROW,
 // SUBGROUP_SYNC, H_TILE, F_TILE, SUBGROUP, FRAG and the fragment types FragA, FragB, FragC.
 // Each shader defines coop_source(p, which, r, d): channel d of row r of q (which 0), k (1),
-// v (2) or dy (3).
+// v (2) (qkv_half) or dy (3).
 
 const SUBGROUPS: u32 = 4u;
 const THREADS: u32 = SUBGROUPS * SUBGROUP;
-// Channel fragments of a head-sized row: the named fragments a0..a7 in use.
-const D_FRAGS: u32 = HSP / FRAG;
 const QS: u32 = HSP + 8u;
+// Score rows (f32) and P or dS rows (f16) against a block of keys.
+const SS: u32 = BKV + 4u;
+const PS: u32 = BKV + 8u;
 // Rows of a slab handled at once in the elementwise phase.
 const ROWS_AT_ONCE: u32 = SUBGROUP / LANES_PER_ROW;
 
 const_assert D_FRAGS >= 1u && D_FRAGS <= 8u;
 const_assert LANES_PER_ROW >= 1u && LANES_PER_ROW <= SUBGROUP;
+
+// Where an invocation of a kernel runs (the kernels' one parameter).
+struct Invocation {
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+    @builtin(subgroup_id) sg: u32,
+    @builtin(subgroup_invocation_id) lane: u32,
+}
 
 var<workgroup> h_tile: array<f16, H_TILE>;
 var<workgroup> f_tile: array<f32, F_TILE>;
@@ -53,17 +64,44 @@ fn sync_subgroup() {
     }
 }
 
-// Rows [r0, r0 + rows) of tensor `which` into h_tile at `at` (the storage is f16: exact).
-// Consecutive threads read consecutive channels of a row.
+// Channel d of row r of q (which 0), k (1) or v (2), in its f16 storage.
+fn qkv_half(p: Place, which: u32, r: u32, d: u32) -> f16 {
+    let e = qkv_at(p, r, which) + d;
+    if (which == 0u) {
+        return q[e];
+    }
+    if (which == 1u) {
+        return k[e];
+    }
+    return v[e];
+}
+
+// Channel d of row r of tensor `which`, zero past HS.
+fn channel(p: Place, which: u32, r: u32, d: u32) -> f16 {
+    if (HS == HSP || d < HS) {
+        return coop_source(p, which, r, d);
+    }
+    return f16(0.0);
+}
+
+// Rows [r0, r0 + rows) of tensor `which` into h_tile at `at` (the storage is f16: exact),
+// zero past HS and past T. A thread stages runs of 4 channels, so its stores make one 8-byte
+// store (HSP, QS and every offset are multiples of 4 halves); consecutive threads take
+// consecutive runs of a row.
 fn stage_rows(p: Place, which: u32, r0: u32, rows: u32, at: u32, tid: u32) {
-    for (var l = tid; l < rows * HSP; l += THREADS) {
-        let r = l / HSP;
-        let d = l % HSP;
-        var v = f16(0.0);
-        if (r0 + r < params.t && d < HS) {
-            v = coop_source(p, which, r0 + r, d);
+    for (var u = tid; u < rows * (HSP / 4u); u += THREADS) {
+        let r = u / (HSP / 4u);
+        let d = (u % (HSP / 4u)) * 4u;
+        var run = vec4<f16>();
+        if (r0 + r < params.t) {
+            let i = r0 + r;
+            run = vec4<f16>(channel(p, which, i, d), channel(p, which, i, d + 1u), channel(p, which, i, d + 2u), channel(p, which, i, d + 3u));
         }
-        h_tile[at + r * QS + d] = v;
+        let e = at + r * QS + d;
+        h_tile[e] = run.x;
+        h_tile[e + 1u] = run.y;
+        h_tile[e + 2u] = run.z;
+        h_tile[e + 3u] = run.w;
     }
 }
 
@@ -93,18 +131,26 @@ fn rows_bt(at: u32, d: u32) -> FragB {
 fn rows_b(at: u32, d: u32) -> FragB {
     return coopLoadT<FragB>(&h_tile[at + d * FRAG], QS);
 }
-// The same for the named fragments a subgroup holds: zero past the D_FRAGS in use.
-fn held_a(at: u32, d: u32) -> FragA {
-    if (d < D_FRAGS) {
-        return rows_a(at, d);
+
+// acc_d += A·B_d over `frags` fragments of depth: A of block rows [a_at, a_at + FRAG) (P or
+// dS, row-major, PS halves a row, fragment f at a_at + f * FRAG), B_d the channel fragment d
+// of staged head-sized rows [b_at + f * FRAG, ...) (rows are the depth): O += P·V in the
+// forward, dq += dS·k.
+fn add_block_products(
+    a_at: u32,
+    b_at: u32,
+    frags: u32,
+#for d in 0..D_FRAGS
+    acc{d}: ptr<function, FragC>,
+#end
+) {
+    for (var f = 0u; f < frags; f++) {
+        let a = block_a(a_at + f * FRAG, PS);
+        let b = b_at + f * FRAG * QS;
+#for d in 0..D_FRAGS
+        *acc{d} = mma(a, rows_b(b, {d}u), *acc{d});
+#end
     }
-    return FragA();
-}
-fn held_bt(at: u32, d: u32) -> FragB {
-    if (d < D_FRAGS) {
-        return rows_bt(at, d);
-    }
-    return FragB();
 }
 
 // Fragment c out to f_tile[at], rows `stride` floats apart.

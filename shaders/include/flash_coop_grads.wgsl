@@ -17,15 +17,59 @@ fn coop_source(p: Place, which: u32, r: u32, d: u32) -> f16 {
     if (which == 3u) {
         return dy[out_at(p, r) + d];
     }
-    let e = qkv_at(p, r, which) + d;
-    if (which == 0u) {
-        return q[e];
-    }
-    if (which == 1u) {
-        return k[e];
-    }
-    return v[e];
+    return qkv_half(p, which, r, d);
 }
+
+// The score gradients of the step's score rows [row0, row0 + n_rows) (query row i0 + r)
+// against columns [col0, col0 + n_cols) (key j0 + c): dS / scale into h_tile[DS_AT] and,
+// unless pd_at is NO_PD, dropout(P) into h_tile[pd_at] (PS halves a row), from S and dP
+// (f_tile[S_AT], f_tile[DP_AT], SS floats a row) and the rows' lse and delta
+// (f_tile[STATS_AT + r], f_tile[STATS_AT + BQ + r]). The lanes take rows ROWS_AT_ONCE at a
+// time, LANES_PER_ROW lanes a row with contiguous columns each (one Philox call per 4 keys).
+fn score_gradients(
+    p: Place,
+    rows: Span,
+    cols: Span,
+    pd_at: u32,
+    lane: u32,
+    mask: ptr<function, Mask>,
+) {
+    let per_lane = cols.n / LANES_PER_ROW;
+    let c0 = cols.first + (lane % LANES_PER_ROW) * per_lane;
+    for (var it = 0u; it < rows.n / ROWS_AT_ONCE; it++) {
+        let r = rows.first + it * ROWS_AT_ONCE + lane / LANES_PER_ROW;
+        let i = rows.pos + r;
+        let lse_i = f_tile[STATS_AT + r];
+        let delta_i = f_tile[STATS_AT + BQ + r];
+        let e_row = (p.bh * params.t + i) * params.t + cols.pos; // dropout element of (i, cols.pos)
+        for (var k = 0u; k < per_lane; k++) {
+            let jj = c0 + k;
+            var pd = 0.0;
+            var ds = 0.0;
+            if (i < params.t && cols.pos + jj <= i) {
+                let prob = exp(params.scale * f_tile[S_AT + r * SS + jj] - lse_i);
+                if (pd_at != NO_PD) {
+                    pd = mask_apply(mask, e_row + jj, prob);
+                }
+                ds = prob * (mask_apply(mask, e_row + jj, f_tile[DP_AT + r * SS + jj]) - delta_i);
+            }
+            if (pd_at != NO_PD) {
+                h_tile[pd_at + r * PS + jj] = f16_from_f32(pd);
+            }
+            h_tile[DS_AT + r * PS + jj] = f16_from_f32(ds);
+        }
+    }
+}
+
+// A span of score rows or columns: `n` from `first`, where index 0 is position `pos` (a query
+// row or a key).
+struct Span {
+    first: u32,
+    n: u32,
+    pos: u32,
+}
+
+const NO_PD: u32 = 0xffffffffu;
 
 // The rows' lse and delta, f32, at f_tile[at] and f_tile[at + BQ] (0 past T).
 fn stage_row_stats(p: Place, i0: u32, at: u32, tid: u32) {

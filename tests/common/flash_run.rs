@@ -3,7 +3,10 @@
 //! tests/flash_attention.rs (the SIMT bodies on every storage) and
 //! tests/flash_attention_coop.rs (the tensor-core body).
 
+use std::cell::RefCell;
+
 use super::attention_ref::{self, Dims, Drop};
+use super::matmul_ref::guarded;
 use super::rand_vec;
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::amp::scaler::ScalerConfig;
@@ -42,6 +45,7 @@ pub fn values(n: usize, seed: u64, amp: f32, dtype: DType) -> Vec<f32> {
 }
 
 /// One run's inputs and settings.
+#[derive(Clone, Copy)]
 pub struct Run<'a> {
     pub ctx: &'a GpuContext,
     pub dtype: DType,
@@ -74,12 +78,35 @@ impl Run<'_> {
     /// [`Run::run`], with q, k and v (and their gradients) in tensors of their own where
     /// `separate`; dqkv comes back packed either way.
     pub fn run_with(&self, qkv: &[f32], dy: &[f32], separate: bool) -> Outputs {
+        self.run_in(qkv, dy, separate, &Alloc::plain(self.ctx))
+    }
+
+    /// [`Run::run`] with every tensor between guard bands of a larger buffer: NaN around the
+    /// inputs (a read past one would poison an output), a sentinel around the outputs and the
+    /// workspace (a write past one would change it). Panics naming a band that changed: the
+    /// tensor-core kernels are built without wgpu's runtime checks, and this holds their
+    /// range invariant.
+    pub fn run_guarded(&self, qkv: &[f32], dy: &[f32]) -> Outputs {
+        let alloc = Alloc {
+            ctx: self.ctx,
+            bands: Some(RefCell::new(Vec::new())),
+        };
+        let out = self.run_in(qkv, dy, false, &alloc);
+        alloc.check();
+        out
+    }
+
+    fn run_in(&self, qkv: &[f32], dy: &[f32], separate: bool, alloc: &Alloc) -> Outputs {
         let (ctx, d) = (self.ctx, self.dims);
         let (c, rows) = (d.c(), d.b * d.nh * d.t);
-        let y = Tensor::zeros(ctx, &[d.b, d.t, c], self.dtype);
-        let lse = Tensor::zeros(ctx, &[rows], DType::F32);
-        let dy_t = Tensor::from_f32(ctx, dy, &[d.b, d.t, c], self.dtype).unwrap();
-        let delta = Tensor::zeros(ctx, &[rows], DType::F32);
+        let zeros = |name, shape: &[usize], dtype| {
+            let n = shape.iter().product();
+            alloc.tensor(name, &vec![0.0; n], shape, dtype, false)
+        };
+        let y = zeros("y", &[d.b, d.t, c], self.dtype);
+        let lse = zeros("lse", &[rows], DType::F32);
+        let dy_t = alloc.tensor("dy", dy, &[d.b, d.t, c], self.dtype, true);
+        let delta = zeros("delta", &[rows], DType::F32);
         let state = DropoutState::new(ctx);
         let key = self.drop.map(|dr| DropoutKey {
             p: dr.p,
@@ -129,8 +156,8 @@ impl Run<'_> {
             packed
         } else {
             let shape = [d.b, d.t, d.row()];
-            let qkv_t = Tensor::from_f32(ctx, qkv, &shape, self.dtype).unwrap();
-            let dqkv = Tensor::zeros(ctx, &shape, self.dtype);
+            let qkv_t = alloc.tensor("qkv", qkv, &shape, self.dtype, true);
+            let dqkv = zeros("dqkv", &shape, self.dtype);
             let mut kernels = vec![forward(ctx, &qkv_t, &y, &lse, &params).unwrap()];
             let bwd = backward(ctx, &qkv_t, &y, &lse, &dy_t, &delta, &dqkv, &params);
             kernels.extend(bwd.unwrap());
@@ -141,6 +168,53 @@ impl Run<'_> {
             y: y.read_f32(ctx).unwrap(),
             lse: lse.read_f32(ctx).unwrap(),
             dqkv,
+        }
+    }
+}
+
+/// Where a run's tensors are made: buffers of their own, or views between guard bands.
+struct Alloc<'a> {
+    ctx: &'a GpuContext,
+    bands: Option<RefCell<Vec<Band>>>,
+}
+
+/// A guarded tensor's whole buffer: name, buffer, band elements each side, band value.
+type Band = (&'static str, Tensor, usize, f32);
+
+/// The band value around outputs: exact in every dtype, and no value a run writes here.
+const SENTINEL: f32 = 1536.0;
+
+impl Alloc<'_> {
+    fn plain(ctx: &GpuContext) -> Alloc<'_> {
+        Alloc { ctx, bands: None }
+    }
+
+    fn tensor(
+        &self,
+        name: &'static str,
+        values: &[f32],
+        shape: &[usize],
+        dtype: DType,
+        input: bool,
+    ) -> Tensor {
+        let Some(bands) = &self.bands else {
+            return Tensor::from_f32(self.ctx, values, shape, dtype).unwrap();
+        };
+        let band = if input { f32::NAN } else { SENTINEL };
+        let (whole, view) = guarded(self.ctx, values, shape, dtype, band);
+        let pad = (whole.numel() - values.len()) / 2;
+        bands.borrow_mut().push((name, whole, pad, band));
+        view
+    }
+
+    fn check(&self) {
+        for (name, whole, pad, band) in self.bands.iter().flat_map(|b| b.borrow().clone()) {
+            let v = whole.read_f32(self.ctx).unwrap();
+            let n = v.len();
+            for (i, &x) in v[..pad].iter().chain(&v[n - pad..]).enumerate() {
+                let kept = if band.is_nan() { x.is_nan() } else { x == band };
+                assert!(kept, "{name}: guard element {i} changed to {x}");
+            }
         }
     }
 }

@@ -159,13 +159,13 @@ pub fn check_split(
     assert_matches(&what, &got, &want, &mag, k, c_dt);
 }
 
-/// A `rows × cols` matrix of `values` in the middle of a larger buffer, between guard bands
+/// A tensor of `shape` holding `values` in the middle of a larger buffer, between guard bands
 /// of `guard` (at least one storage-offset alignment each side): the whole tensor and the
-/// view of the matrix.
+/// view of the values.
 pub fn guarded(
     ctx: &GpuContext,
     values: &[f32],
-    shape: [usize; 2],
+    shape: &[usize],
     dtype: DType,
     guard: f32,
 ) -> (Tensor, Tensor) {
@@ -177,7 +177,7 @@ pub fn guarded(
     whole.extend_from_slice(values);
     whole.extend(std::iter::repeat_n(guard, pad));
     let t = Tensor::from_f32(ctx, &whole, &[whole.len()], dtype).unwrap();
-    let view = Tensor::view(ctx, t.buffer().clone(), align as u64, &shape, storage).unwrap();
+    let view = Tensor::view(ctx, t.buffer().clone(), align as u64, shape, storage).unwrap();
     (t, view)
 }
 
@@ -192,10 +192,10 @@ pub fn check_guarded(what: &str, ctx: &GpuContext, kernel: MatmulKernel, case: C
     let bv = quantised(k * n, seed + 1, b_dt);
     let a_shape = if trans_a { [k, m] } else { [m, k] };
     let b_shape = if trans_b { [n, k] } else { [k, n] };
-    let (_, a) = guarded(ctx, &av, a_shape, a_dt, f32::NAN);
-    let (_, b) = guarded(ctx, &bv, b_shape, b_dt, f32::NAN);
+    let (_, a) = guarded(ctx, &av, &a_shape, a_dt, f32::NAN);
+    let (_, b) = guarded(ctx, &bv, &b_shape, b_dt, f32::NAN);
     let sentinel = 1536.0; // exact in f16 and bf16
-    let (c_whole, c) = guarded(ctx, &vec![0.0; m * n], [m, n], c_dt, sentinel);
+    let (c_whole, c) = guarded(ctx, &vec![0.0; m * n], &[m, n], c_dt, sentinel);
     let opts = MatmulOpts {
         trans_a,
         trans_b,

@@ -193,6 +193,8 @@ impl Layout {
         vec![
             ("HS", format!("{}u", self.hs)),
             ("HSP", format!("{}u", self.hsp)),
+            // Channel fragments of a head-sized row: the shaders' `#for d in 0..D_FRAGS`.
+            ("D_FRAGS", format!("{}u", self.hsp / e)),
             ("BQ", format!("{bq}u")),
             ("BKV", format!("{bkv}u")),
             ("BLOCK", format!("{}u", self.block)),
