@@ -123,10 +123,11 @@ for shape in on:8x8 on:16x16; do
     --bin "$debug/webgpu-amp" --tensor-cores "$shape"
   WEBGPU_AMP_RUNNER="scripts/lavapipe-coop.sh run" .venv/bin/python scripts/nanogpt_compat.py \
     --bin "$debug/webgpu-amp" --example "$debug/examples/gpt_grads" --tensor-cores "$shape"
-  # resnet-tiny's amp-f16 case: 65 s per shape at load ~12 with a warm Mesa cache.
-  WEBGPU_AMP_RUNNER="scripts/lavapipe-coop.sh run" .venv/bin/python scripts/resnet_compat.py \
-    --bin "$debug/webgpu-amp" --tensor-cores "$shape" --case amp-f16
 done
+# resnet-tiny's amp-f16 case on real GPUs' 16x16 fragments only (65 s per shape at load ~12
+# with a warm Mesa cache; 8x8 passed by hand: docs/guide/testing.md).
+WEBGPU_AMP_RUNNER="scripts/lavapipe-coop.sh run" .venv/bin/python scripts/resnet_compat.py \
+  --bin "$debug/webgpu-amp" --tensor-cores on:16x16 --case amp-f16
 # The Llama cross-check's amp-f16 case once per fragment shape, one model each (23 s and 19 s
 # on the shared 2-core machine at load 7).
 for case in "on:8x8 untied" "on:16x16 tied"; do
