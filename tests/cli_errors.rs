@@ -225,6 +225,19 @@ fn bad_arguments() {
             &["--momentum", "-1", "--optimizer", "sgd"],
             "--momentum must be finite and >= 0, got -1",
         ),
+        (
+            &["--padding-mode", "reflect"],
+            "--padding-mode says how --random-crop-padding pads",
+        ),
+        (
+            &["--random-crop-padding", "0"],
+            "--random-crop-padding must be 1 to 65535, got 0",
+        ),
+        // Synthetic samples are vectors: no image to crop or flip.
+        (
+            &["--flip", "random"],
+            "augmentation crops and flips images [C, H, W]",
+        ),
     ];
     for (flags, needle) in cases {
         let mut args = vec!["train", "--no-validate"];

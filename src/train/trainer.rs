@@ -12,7 +12,8 @@
 //!
 //! [`RING`]: super::stats::RING
 
-use super::batch::{BatchInput, BatchTargets, write_batch};
+use super::augmenting::Augmentation;
+use super::batch::{BatchInput, BatchTargets, write_batch, write_targets};
 use super::config::StepConfig;
 use super::host_time::{Clock, HostTimes};
 use super::in_flight::InFlight;
@@ -23,6 +24,7 @@ use super::planning::{
     batch_error, check_network_fits, check_params_fit, guard_planning, params_error,
 };
 use super::rank::Exchange;
+use super::running::tta::{FlipPlan, FlipTta};
 use super::stats::StepStats;
 use super::step::{Phase, Step, StepAt, StepKernels};
 use crate::amp::policy::{Policy, Precision, PrecisionRow};
@@ -32,6 +34,7 @@ use crate::gpu::{GpuContext, Kernel};
 use crate::nn::buffers::BufferStore;
 use crate::nn::params::{ParamLayout, ParamStore};
 use crate::nn::{ModelSpec, Network, NetworkInputs};
+use crate::ops::augment::Augment;
 use crate::ops::elementwise;
 use crate::optim::{LrSchedule, Optimizer};
 use crate::tensor::DType;
@@ -77,6 +80,10 @@ pub struct Trainer {
     pub dropout: DropoutStream,
     /// The gradient all-reduce of a data-parallel rank (none in a single process).
     exchange: Exchange,
+    /// Crops and flips of the training images, in the step (`augmenting.rs`; none: off).
+    augmentation: Option<Augmentation>,
+    /// Flip test-time augmentation of evaluation (`tta.rs`; none: off).
+    flip_tta: Option<FlipTta>,
     /// Optimizer steps taken before this trainer's first (a resumed run's step): the lr
     /// schedule's position is `step_offset + steps_submitted` ([`Trainer::start_at`]).
     step_offset: u64,
@@ -155,6 +162,8 @@ impl Trainer {
             dropout: DropoutStream::default(),
             step_offset: 0,
             exchange: Exchange::default(),
+            augmentation: None,
+            flip_tta: None,
             config,
         })
     }
@@ -186,6 +195,33 @@ impl Trainer {
             }
         };
         Ok((&self.evals[i], self.kernels.weight_cast()))
+    }
+
+    /// [`Trainer::forward_parts`] and, with flip test-time augmentation, its plan: what
+    /// validation runs.
+    pub(super) fn eval_parts(
+        &mut self,
+        ctx: &GpuContext,
+        batch: usize,
+    ) -> Result<(&Network, Option<&Kernel>, Option<&FlipPlan>)> {
+        self.forward_parts(ctx, batch)?;
+        let i = self.evals.iter().position(|n| n.batch == batch);
+        let net = &self.evals[i.expect("planned by forward_parts")];
+        let flip = match &mut self.flip_tta {
+            Some(tta) => Some(tta.plan(ctx, net)?),
+            None => None,
+        };
+        Ok((net, self.kernels.weight_cast(), flip))
+    }
+
+    /// Validate on the average of each image's logits and its mirror image's (airbench's
+    /// flip test-time augmentation), or on the images alone (`false`, the default).
+    pub fn set_flip_tta(&mut self, on: bool) {
+        self.flip_tta = on.then(FlipTta::default);
+    }
+
+    pub fn flip_tta(&self) -> bool {
+        self.flip_tta.is_some()
     }
 
     /// What the networks are planned from.
@@ -343,18 +379,29 @@ impl Trainer {
         let net = &self.nets[i];
         // Numerics on: the counting passes of this batch size (made once).
         self.in_flight.plan_numerics(ctx, net)?;
-        write_batch(ctx, net, x, &targets)?;
-        // Dropout masks of micro-batch `counter`: the same whatever the precision, and
-        // again after a resume ([`Trainer::start_at`] positions the counter).
-        net.set_dropout(ctx, self.dropout.seed, self.dropout.counter, true);
-        self.dropout.counter += 1;
         let at = StepAt {
             step: self.step_offset + self.in_flight.steps_submitted() + 1,
             grad_accum,
             lr: self.scheduled_lr(),
         };
+        // With augmentation, the step's first kernel writes the network's input.
+        let augment = match &mut self.augmentation {
+            None => {
+                write_batch(ctx, net, x, &targets)?;
+                None
+            }
+            Some(augmentation) => {
+                write_targets(ctx, net, &targets)?;
+                Some(augmentation.write(ctx, net, x.into())?)
+            }
+        };
+        // Dropout masks of micro-batch `counter`: the same whatever the precision, and
+        // again after a resume ([`Trainer::start_at`] positions the counter).
+        net.set_dropout(ctx, self.dropout.seed, self.dropout.counter, true);
+        self.dropout.counter += 1;
         let step = Step {
             net,
+            augment,
             kernels: &self.kernels,
             grads: &self.store.grads,
             scaler: &self.scaler,
@@ -371,15 +418,37 @@ impl Trainer {
     /// matter).
     pub fn step_phases(&mut self, ctx: &GpuContext, batch: usize) -> Result<Vec<(Phase, &Kernel)>> {
         let i = self.plan_network(ctx, batch)?;
+        let augment = self.augmentation.as_ref().and_then(|a| a.kernel(batch));
         Ok(self
             .kernels
-            .phases((&self.nets[i], &self.optimizer, &self.scaler)))
+            .phases((&self.nets[i], augment, &self.optimizer, &self.scaler)))
     }
 
     /// [`Trainer::step_phases`] without the phases.
     pub fn step_kernels(&mut self, ctx: &GpuContext, batch: usize) -> Result<Vec<&Kernel>> {
         let phases = self.step_phases(ctx, batch)?;
         Ok(phases.into_iter().map(|(_, k)| k).collect())
+    }
+
+    // Augmentation (`augmenting.rs`).
+
+    /// Train on augmented images from now on (`None`: as they come), each image's crop and
+    /// flip drawn from (`seed`, epoch, its data-set index). Each batch then needs
+    /// [`Trainer::set_samples`] first.
+    pub fn set_augmentation(&mut self, ctx: &GpuContext, augment: Option<Augment>, seed: u64) {
+        self.augmentation = augment.map(|a| Augmentation::new(ctx, a, seed));
+    }
+
+    pub fn augmentation(&self) -> Option<&Augment> {
+        self.augmentation.as_ref().map(Augmentation::augment)
+    }
+
+    /// The next micro-batch's images: their data-set indices and the epoch (0-based), which
+    /// their crops and flips are drawn from. Ignored without augmentation.
+    pub fn set_samples(&mut self, ids: &[u32], epoch: u64) {
+        if let Some(a) = &mut self.augmentation {
+            a.set_samples(ids, epoch);
+        }
     }
 
     // The steps in flight (`in_flight.rs`).
