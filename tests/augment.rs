@@ -10,9 +10,13 @@ mod common;
 
 use common::values::{quantised, run, storages, upload, upload_u32};
 use common::{bits, ctx, expect_err, rand_vec};
+use webgpu_amp::amp::policy::Precision;
+use webgpu_amp::nn::{LossKind, ModelSpec};
 use webgpu_amp::ops::augment::{
     self, Augment, AugmentState, Crop, Flip, Padding, Transform, transform,
 };
+use webgpu_amp::optim::OptimizerConfig;
+use webgpu_amp::train::{BatchTargets, StepConfig, Trainer};
 use webgpu_amp::{DType, GpuContext, Tensor};
 
 /// `x [N, C, H, W]` augmented on the CPU from [`transform`]'s draws.
@@ -352,13 +356,8 @@ const TINY_CNN: &str = r#"{"input": [2, 6, 6], "layers": [
     {"flatten": {}}, {"linear": {"out": 4}}]}"#;
 const TRAIN_BATCH: usize = 5;
 
-/// The parameters after two f32 SGD steps on `x` (epochs 0 and 1, data-set indices `ids`),
-/// augmented on the GPU by `aug` drawn from `seed` (`None`: `x` as it is).
-fn trained(x: &[[f32; TRAIN_BATCH * 72]; 2], ids: &[u32], aug: Option<(Augment, u64)>) -> Vec<u32> {
-    use webgpu_amp::amp::policy::Precision;
-    use webgpu_amp::nn::{LossKind, ModelSpec};
-    use webgpu_amp::optim::OptimizerConfig;
-    use webgpu_amp::train::{BatchTargets, StepConfig, Trainer};
+/// An f32 SGD trainer of [`TINY_CNN`] from seed 3's initial weights.
+fn tiny_trainer() -> Trainer {
     let spec = ModelSpec::from_json(TINY_CNN).unwrap();
     let init = spec.init_params(3);
     let config = StepConfig::new(
@@ -366,7 +365,13 @@ fn trained(x: &[[f32; TRAIN_BATCH * 72]; 2], ids: &[u32], aug: Option<(Augment, 
         LossKind::CrossEntropy,
         OptimizerConfig::sgd(0.1),
     );
-    let mut trainer = Trainer::new(ctx(), spec, config, 4, &init).unwrap();
+    Trainer::new(ctx(), spec, config, 4, &init).unwrap()
+}
+
+/// The parameters after two f32 SGD steps on `x` (epochs 0 and 1, data-set indices `ids`),
+/// augmented on the GPU by `aug` drawn from `seed` (`None`: `x` as it is).
+fn trained(x: &[[f32; TRAIN_BATCH * 72]; 2], ids: &[u32], aug: Option<(Augment, u64)>) -> Vec<u32> {
+    let mut trainer = tiny_trainer();
     trainer.set_augmentation(ctx(), aug.map(|a| a.0), aug.map_or(0, |a| a.1));
     let labels: Vec<u32> = (0..TRAIN_BATCH as u32).map(|i| i % 4).collect();
     for (epoch, x) in x.iter().enumerate() {
@@ -425,18 +430,7 @@ fn training_augments_each_batch_as_the_cpu_twin_and_another_seed_trains_otherwis
 
 #[test]
 fn training_with_augmentation_needs_each_batchs_samples() {
-    use webgpu_amp::amp::policy::Precision;
-    use webgpu_amp::nn::{LossKind, ModelSpec};
-    use webgpu_amp::optim::OptimizerConfig;
-    use webgpu_amp::train::{BatchTargets, StepConfig, Trainer};
-    let spec = ModelSpec::from_json(TINY_CNN).unwrap();
-    let init = spec.init_params(3);
-    let config = StepConfig::new(
-        Precision::F32,
-        LossKind::CrossEntropy,
-        OptimizerConfig::sgd(0.1),
-    );
-    let mut trainer = Trainer::new(ctx(), spec, config, 4, &init).unwrap();
+    let mut trainer = tiny_trainer();
     let aug = Augment {
         crop: None,
         flip: Flip::Alternating,
@@ -453,19 +447,8 @@ fn training_with_augmentation_needs_each_batchs_samples() {
 
 #[test]
 fn flip_tta_validates_on_the_average_of_the_logits_of_x_and_its_mirror_image() {
-    use webgpu_amp::amp::policy::Precision;
-    use webgpu_amp::nn::{LossKind, ModelSpec};
-    use webgpu_amp::optim::OptimizerConfig;
     use webgpu_amp::train::evaluate::{evaluate, predict};
-    use webgpu_amp::train::{BatchTargets, StepConfig, Trainer};
-    let spec = ModelSpec::from_json(TINY_CNN).unwrap();
-    let init = spec.init_params(3);
-    let config = StepConfig::new(
-        Precision::F32,
-        LossKind::CrossEntropy,
-        OptimizerConfig::sgd(0.1),
-    );
-    let mut trainer = Trainer::new(ctx(), spec, config, 4, &init).unwrap();
+    let mut trainer = tiny_trainer();
     let x = rand_vec(TRAIN_BATCH * 72, 31);
     let labels: Vec<u32> = (0..TRAIN_BATCH as u32).map(|i| (i * 3) % 4).collect();
     let batches = || [(TRAIN_BATCH, x.clone(), BatchTargets::Classes(&labels))];
