@@ -34,7 +34,6 @@ use crate::gpu::{GpuContext, Kernel};
 use crate::nn::buffers::BufferStore;
 use crate::nn::params::{ParamLayout, ParamStore};
 use crate::nn::{ModelSpec, Network, NetworkInputs};
-use crate::ops::augment::Augment;
 use crate::ops::elementwise;
 use crate::optim::{LrSchedule, Optimizer};
 use crate::tensor::DType;
@@ -80,10 +79,11 @@ pub struct Trainer {
     pub dropout: DropoutStream,
     /// The gradient all-reduce of a data-parallel rank (none in a single process).
     exchange: Exchange,
-    /// Crops and flips of the training images, in the step (`augmenting.rs`; none: off).
-    augmentation: Option<Augmentation>,
+    /// Crops and flips of the training images, in the step (`augmenting.rs`, with their
+    /// setters; none: off).
+    pub(super) augmentation: Option<Augmentation>,
     /// Flip test-time augmentation of evaluation (`tta.rs`; none: off).
-    flip_tta: Option<FlipTta>,
+    pub(super) flip_tta: Option<FlipTta>,
     /// Optimizer steps taken before this trainer's first (a resumed run's step): the lr
     /// schedule's position is `step_offset + steps_submitted` ([`Trainer::start_at`]).
     step_offset: u64,
@@ -212,16 +212,6 @@ impl Trainer {
             None => None,
         };
         Ok((net, self.kernels.weight_cast(), flip))
-    }
-
-    /// Validate on the average of each image's logits and its mirror image's (airbench's
-    /// flip test-time augmentation), or on the images alone (`false`, the default).
-    pub fn set_flip_tta(&mut self, on: bool) {
-        self.flip_tta = on.then(FlipTta::default);
-    }
-
-    pub fn flip_tta(&self) -> bool {
-        self.flip_tta.is_some()
     }
 
     /// What the networks are planned from.
@@ -428,27 +418,6 @@ impl Trainer {
     pub fn step_kernels(&mut self, ctx: &GpuContext, batch: usize) -> Result<Vec<&Kernel>> {
         let phases = self.step_phases(ctx, batch)?;
         Ok(phases.into_iter().map(|(_, k)| k).collect())
-    }
-
-    // Augmentation (`augmenting.rs`).
-
-    /// Train on augmented images from now on (`None`: as they come), each image's crop and
-    /// flip drawn from (`seed`, epoch, its data-set index). Each batch then needs
-    /// [`Trainer::set_samples`] first.
-    pub fn set_augmentation(&mut self, ctx: &GpuContext, augment: Option<Augment>, seed: u64) {
-        self.augmentation = augment.map(|a| Augmentation::new(ctx, a, seed));
-    }
-
-    pub fn augmentation(&self) -> Option<&Augment> {
-        self.augmentation.as_ref().map(Augmentation::augment)
-    }
-
-    /// The next micro-batch's images: their data-set indices and the epoch (0-based), which
-    /// their crops and flips are drawn from. Ignored without augmentation.
-    pub fn set_samples(&mut self, ids: &[u32], epoch: u64) {
-        if let Some(a) = &mut self.augmentation {
-            a.set_samples(ids, epoch);
-        }
     }
 
     // The steps in flight (`in_flight.rs`).
