@@ -4,7 +4,7 @@
 //! image's draws independent of the batch it is in, and the state rewritten between submits of
 //! one planned kernel. Training on augmented images through the trainer matches training on
 //! the CPU twin's images bit for bit, and flip test-time augmentation scores the averaged
-//! logits as the CPU does.
+//! logits as the CPU does; counted numerics see the augmented batch, not the augment kernel.
 
 mod common;
 
@@ -358,13 +358,15 @@ const TRAIN_BATCH: usize = 5;
 
 /// An f32 SGD trainer of [`TINY_CNN`] from seed 3's initial weights.
 fn tiny_trainer() -> Trainer {
+    tiny_trainer_at(Precision::F32, None)
+}
+
+/// [`tiny_trainer`] under `precision`, counting numerics every `numerics` steps.
+fn tiny_trainer_at(precision: Precision, numerics: Option<u64>) -> Trainer {
     let spec = ModelSpec::from_json(TINY_CNN).unwrap();
     let init = spec.init_params(3);
-    let config = StepConfig::new(
-        Precision::F32,
-        LossKind::CrossEntropy,
-        OptimizerConfig::sgd(0.1),
-    );
+    let config = StepConfig::new(precision, LossKind::CrossEntropy, OptimizerConfig::sgd(0.1))
+        .numerics(numerics);
     Trainer::new(ctx(), spec, config, 4, &init).unwrap()
 }
 
@@ -486,4 +488,35 @@ fn flip_tta_validates_on_the_average_of_the_logits_of_x_and_its_mirror_image() {
     trainer.set_flip_tta(false);
     let again = evaluate(ctx(), &mut trainer, batches()).unwrap();
     assert_eq!(again.loss.to_bits(), plain.loss.to_bits());
+}
+
+#[test]
+fn counted_numerics_see_the_augmented_batch_not_the_augmentation() {
+    // The augment kernel comes first in the forward but is no layer: the counting passes
+    // must still sit after each layer, so the counts equal those of the CPU twin's images.
+    let x = rand_vec(TRAIN_BATCH * 72, 41);
+    let ids = [7, 0, 41, 3, 19];
+    let aug = Augment {
+        crop: Some(Crop {
+            pad: 1,
+            padding: Padding::Reflect,
+        }),
+        flip: Flip::Random,
+    };
+    let counted = |x: &[f32], aug: Option<Augment>| {
+        let mut trainer = tiny_trainer_at(Precision::AmpF16, Some(1));
+        trainer.set_augmentation(ctx(), aug, 5);
+        trainer.set_samples(&ids, 0);
+        let labels: Vec<u32> = (0..TRAIN_BATCH as u32).map(|i| i % 4).collect();
+        let targets = BatchTargets::Classes(&labels);
+        trainer.train_batch(ctx(), TRAIN_BATCH, x, targets).unwrap();
+        let stats = trainer.finish(ctx()).unwrap();
+        trainer
+            .take_numerics(stats[0].step)
+            .expect("step 1 was counted")
+    };
+    let twin = augment_ref(&x, [TRAIN_BATCH, 2, 6, 6], &aug, 5, 0, &ids);
+    let on_gpu = counted(&x, Some(aug));
+    assert!(!on_gpu.records.is_empty());
+    assert_eq!(on_gpu, counted(&twin, None));
 }
