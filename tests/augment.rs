@@ -355,6 +355,16 @@ const TINY_CNN: &str = r#"{"input": [2, 6, 6], "layers": [
     {"conv2d": {"out": 3, "kernel": 3, "padding": 1}}, {"relu": {}},
     {"flatten": {}}, {"linear": {"out": 4}}]}"#;
 const TRAIN_BATCH: usize = 5;
+/// The data-set indices of the trainer tests' batch.
+const SAMPLE_IDS: [u32; TRAIN_BATCH] = [7, 0, 41, 3, 19];
+
+/// A random crop from `pad` pixels of `padding`, then a random flip.
+fn crop_and_flip(pad: usize, padding: Padding) -> Augment {
+    Augment {
+        crop: Some(Crop { pad, padding }),
+        flip: Flip::Random,
+    }
+}
 
 /// An f32 SGD trainer of [`TINY_CNN`] from seed 3's initial weights.
 fn tiny_trainer() -> Trainer {
@@ -396,14 +406,7 @@ fn training_augments_each_batch_as_the_cpu_twin_and_another_seed_trains_otherwis
         rand_vec(TRAIN_BATCH * 72, 22),
     ];
     let x: [[f32; TRAIN_BATCH * 72]; 2] = x.map(|v| v.try_into().unwrap());
-    let ids = [7, 0, 41, 3, 19];
-    let aug = Augment {
-        crop: Some(Crop {
-            pad: 2,
-            padding: Padding::Zeros,
-        }),
-        flip: Flip::Random,
-    };
+    let (ids, aug) = (SAMPLE_IDS, crop_and_flip(2, Padding::Zeros));
     let on_gpu = trained(&x, &ids, Some((aug, 5)));
     // The same step on the CPU twin's images, uploaded as they are: the same bits.
     let twin = [0, 1].map(|e| {
@@ -495,14 +498,7 @@ fn counted_numerics_see_the_augmented_batch_not_the_augmentation() {
     // The augment kernel comes first in the forward but is no layer: the counting passes
     // must still sit after each layer, so the counts equal those of the CPU twin's images.
     let x = rand_vec(TRAIN_BATCH * 72, 41);
-    let ids = [7, 0, 41, 3, 19];
-    let aug = Augment {
-        crop: Some(Crop {
-            pad: 1,
-            padding: Padding::Reflect,
-        }),
-        flip: Flip::Random,
-    };
+    let (ids, aug) = (SAMPLE_IDS, crop_and_flip(1, Padding::Reflect));
     let counted = |x: &[f32], aug: Option<Augment>| {
         let mut trainer = tiny_trainer_at(Precision::AmpF16, Some(1));
         trainer.set_augmentation(ctx(), aug, 5);
