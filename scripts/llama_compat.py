@@ -17,6 +17,17 @@ pattern) as a safetensors file. Ours: `webgpu-amp train --model hf:DIR --dataset
             LlamaRMSNorm does, `torch.amp.GradScaler`; every step's loss within 1e-2
             relative and the GradScaler's scale and skip flags equal until the first skip
 
+The f32 runs also export (`--export-hf DIR`): `AutoModelForCausalLM.from_pretrained(DIR)`
+must load the folder with no missing, unexpected or mismatched keys, and its loss on the
+batch our step 21 trains on (the first again: the data holds 20 batches) must equal that
+step's loss within 1e-5 relative, where ours continues from the resume state the export
+wrote beside the folder (`train --resume DIR/webgpu-amp-state.safetensors --steps 21`).
+
+Other backends: `WEBGPU_AMP_BACKEND=gl` runs ours on GL (packed f16); with `--tensor-cores
+on:8x8` (or on:16x16) every run of ours uses tensor cores of that shape and reports them
+(Mesa 26's lavapipe: `WEBGPU_AMP_RUNNER="scripts/lavapipe-coop.sh run"`), and the cases
+are then the amp-f16 ones unless `--precision` says otherwise.
+
 Exit status 1 on any mismatch; the table says where.
 """
 
@@ -34,13 +45,15 @@ try:
     import torch
     import torch.nn.functional as F
     from safetensors.torch import save_file
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 except ImportError as error:
     compat_env.torch_missing(error, "Llama cross-check", __file__)
 
 ROOT = compat_env.ROOT
 T, BATCH, STEPS, VOCAB = 16, 4, 20, 96
 LR, CLIP = 1e-3, 1.0
+EXPORT_TOL = 1e-5
+STATE_FILE = "webgpu-amp-state.safetensors"
 
 
 def config(tied):
@@ -64,17 +77,26 @@ def token_data(path, seed):
     return x, y
 
 
-def ours(binary, folder, data, precision, work):
-    metrics = os.path.join(work, f"{os.path.basename(folder)}-{precision}.jsonl")
+TENSOR_CORES = None
+
+
+def ours(binary, folder, data, precision, work, extra=(), steps=STEPS, tag=""):
+    metrics = os.path.join(work, f"{os.path.basename(folder)}-{precision}{tag}.jsonl")
     cmd = (compat_env.runner() + [binary] if binary else
            ["cargo", "run", "--quiet", "--bin", "webgpu-amp", "--"])
     cmd += ["train", "--model", f"hf:{folder}", "--dataset", data, "--seq-len", str(T),
             "--precision", precision, "--optimizer", "adamw", "--lr", str(LR),
             "--clip-grad-norm", str(CLIP), "--no-shuffle", "--no-validate",
-            "--steps", str(STEPS), "--batch-size", str(BATCH), "--metrics", metrics]
+            "--steps", str(steps), "--batch-size", str(BATCH), "--metrics", metrics,
+            *extra]
+    if TENSOR_CORES:
+        cmd += ["--tensor-cores", TENSOR_CORES]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"`{' '.join(cmd)}` failed:\n{done.stderr}")
+    problem = compat_env.tensor_core_check(TENSOR_CORES, compat_env.adapter_line(done.stdout))
+    if problem:
+        raise SystemExit(f"`{' '.join(cmd)}`: {problem}")
     with open(metrics) as f:
         rows = [json.loads(line) for line in f if line.strip()]
     return [r for r in rows if "step" in r]
@@ -139,25 +161,61 @@ def compare(name, precision, o, t, tol):
     return ok
 
 
+def exported(name, binary, folder, data, x, y, export, work):
+    """The folder `--export-hf` wrote loads strictly in transformers, and its loss on the
+    batch of our step 21 (resumed from the state beside it) equals ours."""
+    model, info = AutoModelForCausalLM.from_pretrained(
+        export, dtype=torch.float32, output_loading_info=True)
+    problems = {k: v for k, v in info.items() if v}
+    model.eval()
+    batch = STEPS % (len(x) // BATCH)
+    xb, yb = x[batch * BATCH:(batch + 1) * BATCH], y[batch * BATCH:(batch + 1) * BATCH]
+    with torch.no_grad():
+        loss = F.cross_entropy(model(xb).logits.float().reshape(-1, VOCAB), yb.reshape(-1))
+    resumed = ours(binary, folder, data, "f32", work, steps=STEPS + 1, tag="-resumed",
+                   extra=["--resume", os.path.join(export, STATE_FILE)])
+    row = [r for r in resumed if r["step"] == STEPS + 1]
+    ok = not problems and len(row) == 1
+    rel = abs(row[0]["loss"] - loss.item()) / abs(loss.item()) if row else float("inf")
+    ok &= rel <= EXPORT_TOL
+    files = sorted(os.listdir(export))
+    print(f"== {name} f32 export: {', '.join(files)}; loading info "
+          f"{problems or 'clean (no missing, unexpected or mismatched keys)'}; step {STEPS + 1} "
+          f"loss ours (resumed) {row[0]['loss'] if row else None}, transformers on the export "
+          f"{loss.item():.6f}, rel diff {rel:.2e}" + ("" if ok else "  MISMATCH"))
+    return ok
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--bin", help="a built webgpu-amp binary (default: cargo run)")
     p.add_argument("--precision", choices=["f32", "amp-f16"], action="append")
+    p.add_argument("--tensor-cores", metavar="SETTING", help=compat_env.TENSOR_CORE_HELP)
+    p.add_argument("--folder", choices=["untied", "tied"], action="append",
+                   help="the model(s) to run (default: both)")
     args = p.parse_args()
-    precisions = args.precision or ["f32", "amp-f16"]
+    global TENSOR_CORES
+    TENSOR_CORES = args.tensor_cores
+    precisions = args.precision or (["amp-f16"] if args.tensor_cores else ["f32", "amp-f16"])
     ok = True
     with tempfile.TemporaryDirectory() as work:
         data = os.path.join(work, "data.safetensors")
         x, y = token_data(data, 2)
         for name, tied in [("untied", False), ("tied", True)]:
+            if args.folder and name not in args.folder:
+                continue
             torch.manual_seed(0)
             folder = os.path.join(work, name)
             LlamaForCausalLM(config(tied)).save_pretrained(folder)
             for precision in precisions:
                 tol = 1e-4 if precision == "f32" else 1e-2
-                o = ours(args.bin, folder, data, precision, work)
+                export = os.path.join(work, f"{name}-export")
+                extra = ["--export-hf", export] if precision == "f32" else []
+                o = ours(args.bin, folder, data, precision, work, extra)
                 t = theirs(folder, x, y, precision == "amp-f16")
                 ok &= compare(name, precision, o, t, tol)
+                if precision == "f32":
+                    ok &= exported(name, args.bin, folder, data, x, y, export, work)
     print("ok" if ok else "MISMATCH")
     return 0 if ok else 1
 

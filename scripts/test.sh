@@ -90,13 +90,14 @@ WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/activation_compat.py
 stage "CNN ops against PyTorch on Vulkan: BatchNorm2d (running statistics, momentum None, fused ReLU and GELU), average pools, label smoothing; f32, f16 (native and packed) and bf16"
 WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/cnn_ops_compat.py
 
-stage "ResNet cross-check on Vulkan: resnet-tiny (BatchNorm, a projection shortcut), 10 steps of SGD + Nesterov against PyTorch, the checkpoint loaded strictly into kuangliu's ResNet, eval-mode loss (the adamw case is an open finding: see the script)"
-WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/resnet_compat.py --case sgd-nesterov
+# Measured on a 2-core machine at load ~11: 80 s for the six cases (sgd-nesterov alone: ~10 s).
+stage "ResNet cross-check on Vulkan: resnet-tiny (BatchNorm, a projection shortcut) against PyTorch: 10 steps of SGD + Nesterov and 10 of AdamW in f32 (AdamW: step-1 gradients against f64, ReLU ties bounded by PyTorch's own reordering), the same two in amp-f16 (scale and skips exact), forced skips (running statistics bit-identical; --buffers-on-skip update matches PyTorch's), strict load into kuangliu's ResNet, eval-mode loss"
+WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/resnet_compat.py
 
 stage "nanoGPT cross-check on Vulkan: GPT logits, loss and gradients, nanoGPT's train.py recipe step by step (f32, amp-f16), a gpt-tiny checkpoint loaded strictly into nanoGPT's GPT, greedy sampling"
 WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/nanogpt_compat.py
 
-stage "transformers cross-check on Vulkan: a tiny Llama (GQA, RoPE, tied and untied) from save_pretrained, 20 AdamW steps with clipping, f32 and amp-f16 (GradScaler)"
+stage "transformers cross-check on Vulkan: a tiny Llama (GQA, RoPE, tied and untied) from save_pretrained, 20 AdamW steps with clipping, f32 and amp-f16 (GradScaler); the f32 runs' --export-hf folders loaded strictly, their loss against ours resumed"
 WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/llama_compat.py
 
 # --- tensor cores on a CPU: Mesa 26's lavapipe (scripts/lavapipe-coop.sh) ------------------
@@ -114,7 +115,7 @@ notes_before=$(notes)
 stage "tensor cores (lavapipe 26, 8x8 and 16x16): convolutions, the layers' products, fused attention, trajectories (matmul_coop and kernel_tables by hand)"
 bash scripts/lavapipe-coop.sh cargo test --test conv_coop --test coop_layers --test flash_attention_coop
 bash scripts/lavapipe-coop.sh cargo test --test trajectory tensor_core
-stage "tensor cores (lavapipe 26): PyTorch and nanoGPT cross-checks of the amp-f16 cases, 8x8 and 16x16"
+stage "tensor cores (lavapipe 26): PyTorch, nanoGPT, ResNet and transformers (Llama) cross-checks of the amp-f16 cases, 8x8 and 16x16"
 bash scripts/lavapipe-coop.sh cargo build --bin webgpu-amp --example gpt_grads
 debug="${CARGO_TARGET_DIR:-target}/debug"
 for shape in on:8x8 on:16x16; do
@@ -122,6 +123,16 @@ for shape in on:8x8 on:16x16; do
     --bin "$debug/webgpu-amp" --tensor-cores "$shape"
   WEBGPU_AMP_RUNNER="scripts/lavapipe-coop.sh run" .venv/bin/python scripts/nanogpt_compat.py \
     --bin "$debug/webgpu-amp" --example "$debug/examples/gpt_grads" --tensor-cores "$shape"
+  # resnet-tiny's amp-f16 case: 65 s per shape at load ~12 with a warm Mesa cache.
+  WEBGPU_AMP_RUNNER="scripts/lavapipe-coop.sh run" .venv/bin/python scripts/resnet_compat.py \
+    --bin "$debug/webgpu-amp" --tensor-cores "$shape" --case amp-f16
+done
+# The Llama cross-check's amp-f16 case once per fragment shape, one model each (23 s and 19 s
+# on the shared 2-core machine at load 7).
+for case in "on:8x8 untied" "on:16x16 tied"; do
+  read -r shape folder <<< "$case"
+  WEBGPU_AMP_RUNNER="scripts/lavapipe-coop.sh run" .venv/bin/python scripts/llama_compat.py \
+    --bin "$debug/webgpu-amp" --tensor-cores "$shape" --folder "$folder"
 done
 if [ "$(notes)" != "$notes_before" ]; then
   echo "== FAILED: a test said NOT CHECKED on Mesa 26's lavapipe:"
@@ -173,6 +184,12 @@ cargo test --test text_data -- --ignored
 gl_tests=(selftest platforms scaler skip_guarantee binding_aliasing late_maps host_waits step_profile)
 stage "GPU tests on GL (llvmpipe: no shader-f16, packed f16 only): ${gl_tests[*]} (the other test files ran on Vulkan)"
 WEBGPU_AMP_BACKEND=gl WEBGPU_AMP_EXPECT_NO_F16=1 cargo test $(printf -- '--test %s ' "${gl_tests[@]}")
+# Measured: 28 s at load ~12 (all five cases: 79 s).
+stage "ResNet cross-check on GL (packed f16): amp-f16 against PyTorch's autocast + GradScaler, and the forced skips leaving BatchNorm's statistics bit-identical"
+WEBGPU_AMP_BACKEND=gl .venv/bin/python scripts/resnet_compat.py --case amp-f16 --case skip-keep
+stage "transformers cross-check on GL (packed f16): the tied Llama, amp-f16, 20 AdamW steps"
+# 17 s on the shared 2-core machine at load 7.
+WEBGPU_AMP_BACKEND=gl .venv/bin/python scripts/llama_compat.py --folder tied --precision amp-f16
 # --- end GL ------------------------------------------------------------------------------------
 
 stage "browser build end to end (headless Chromium, WebGPU on SwiftShader: packed f16)"

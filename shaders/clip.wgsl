@@ -11,7 +11,8 @@ const EPT: u32 = 4u;
 
 @group(0) @binding(0) var<storage, read_write> grads: array<f32>;
 @group(0) @binding(1) var<uniform> sizes: Sizes;
-// One sum of squares per workgroup of clip_partial.
+// One sum of squares per workgroup of clip_partial, from `sizes.first_group` for the piece
+// of the gradients this dispatch binds; clip_reduce sums `sizes.groups` of them.
 @group(0) @binding(2) var<storage, read_write> partials: array<f32>;
 // [total_norm, clip_coef].
 @group(0) @binding(3) var<storage, read_write> norm: array<f32, 2>;
@@ -32,7 +33,7 @@ fn clip_partial(#workgroup_builtins) {
     }
     let total = workgroup_sum(lid, acc);
     if (lid == 0u) {
-        partials[group] = total;
+        partials[sizes.first_group + group] = total;
     }
 }
 

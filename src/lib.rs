@@ -48,8 +48,8 @@
 //!   as a `LlamaConfig`, safetensors weights, sharded or not, read and written)
 //! - [`nn`]: `layers/`: one file per layer family (JSON form, shapes and parameters, autocast
 //!   op, forward and backward planning side by side; `unary.rs` is every activation's), the
-//!   layer traits and `NamedLayer`, `registry.rs` (the JSON layer kinds), `graph.rs`
-//!   (compositions: forks and joins), `plan.rs` and `tape.rs` (the forward, recorded on a
+//!   layer traits and `NamedLayer` (`layer.rs`), `registry.rs` (the JSON layer kinds), `graph.rs`
+//!   (compositions: forks and joins), `plan/` and `tape.rs` (the forward, recorded on a
 //!   tape; the backward, the tape replayed in reverse, fork gradients summed in one place),
 //!   `recompute.rs` (activation outputs the backward recomputes instead of keeping) and
 //!   `precision.rs` (the precision map's walk); `model.rs` (a model as named layers, from

@@ -11,6 +11,7 @@ use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::nn::buffers::BufferValues;
 use webgpu_amp::nn::{LossKind, ModelSpec};
+use webgpu_amp::ops::buffers::OnSkippedStep;
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::evaluate::predict;
 use webgpu_amp::train::{BatchTargets, StepConfig, Trainer};
@@ -43,11 +44,25 @@ fn running(trainer: &Trainer) -> Running {
 }
 
 fn trainer(precision: Precision, scaler: ScalerConfig) -> Trainer {
+    trainer_on_skip(precision, scaler, OnSkippedStep::Keep)
+}
+
+fn trainer_on_skip(precision: Precision, scaler: ScalerConfig, on_skip: OnSkippedStep) -> Trainer {
     let spec = ModelSpec::from_json(MODEL).unwrap();
     let init = spec.init_params(1);
-    let config = StepConfig::new(precision, LossKind::CrossEntropy, OptimizerConfig::sgd(0.1))
+    let mut config = StepConfig::new(precision, LossKind::CrossEntropy, OptimizerConfig::sgd(0.1))
         .scaler(scaler);
+    config.buffers_on_skip = on_skip;
     Trainer::new(ctx(), spec, config, N, &init).unwrap()
+}
+
+/// A scale of 2^40 overflows the f16 gradients: the first step is skipped, the rest applied.
+fn skipping_scaler() -> ScalerConfig {
+    ScalerConfig {
+        init_scale: 2f32.powi(40),
+        backoff_factor: 2f64.powi(-24),
+        ..Default::default()
+    }
 }
 
 #[test]
@@ -169,13 +184,7 @@ fn training_updates_the_running_statistics_and_eval_reads_them() {
 
 #[test]
 fn a_skipped_step_leaves_the_running_statistics_bit_identical() {
-    // A scale of 2^40 overflows the f16 gradients: step 1 is skipped, the rest are applied.
-    let scaler = ScalerConfig {
-        init_scale: 2f32.powi(40),
-        backoff_factor: 2f64.powi(-24),
-        ..Default::default()
-    };
-    let mut t = trainer(Precision::AmpF16, scaler);
+    let mut t = trainer(Precision::AmpF16, skipping_scaler());
     let labels: Vec<u32> = (0..N as u32).map(|i| i % 5).collect();
     let initial = running(&t);
     let mut seen = Vec::new();
@@ -196,4 +205,30 @@ fn a_skipped_step_leaves_the_running_statistics_bit_identical() {
     assert_eq!(after_skip.2, 0, "num_batches_tracked");
     assert_eq!(seen[2].1.2, 2, "the applied steps counted");
     assert_ne!(bits(&seen[2].1.0), bits(&initial.0), "applied steps update");
+}
+
+#[test]
+fn buffers_on_skip_update_keeps_a_skipped_steps_statistics_as_pytorch_does() {
+    // pytorch#88474's behaviour, for parity runs (`--buffers-on-skip update`): the skipped
+    // step's batch still updates the running statistics and counts.
+    let mut t = trainer_on_skip(
+        Precision::AmpF16,
+        skipping_scaler(),
+        OnSkippedStep::UpdateAnyway,
+    );
+    let labels: Vec<u32> = (0..N as u32).map(|i| i % 5).collect();
+    let x = common::rand_vec(N * C * S, 40);
+    t.train_batch(ctx(), N, &x, BatchTargets::Classes(&labels))
+        .unwrap();
+    assert!(
+        t.finish(ctx()).unwrap()[0].skipped,
+        "the step was not skipped"
+    );
+    let (mut mean, mut var, mut count) = (vec![0.0f64; C], vec![1.0f64; C], 0i64);
+    let stats = bnref::batch_stats(&x, (N, C, S));
+    bnref::running_update((&mut mean, &mut var, &mut count), &stats, N * S, Some(0.1));
+    let (m, v, n) = running(&t);
+    assert_eq!(n, 1, "num_batches_tracked");
+    common::assert_close("running_mean", &m, &bnref::to_f32(&mean), 1e-6, 1e-5);
+    common::assert_close("running_var", &v, &bnref::to_f32(&var), 1e-6, 1e-5);
 }

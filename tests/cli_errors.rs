@@ -238,6 +238,14 @@ fn bad_arguments() {
             &["--flip", "random"],
             "augmentation crops and flips images [C, H, W]",
         ),
+        (
+            &["--buffers-on-skip", "update", "--precision", "f32"],
+            "--buffers-on-skip update changes nothing without a GradScaler",
+        ),
+        (
+            &["--buffers-on-skip", "sometimes"],
+            "invalid value 'sometimes' for '--buffers-on-skip",
+        ),
     ];
     for (flags, needle) in cases {
         let mut args = vec!["train", "--no-validate"];

@@ -1,6 +1,7 @@
 //! The `train` command's checkpoints, resume and metrics file, through the built binary:
 //! 6 steps straight equal 3 steps + `--resume` for the rest (metrics lines and final
-//! parameters bit for bit), the `--metrics` line format, and seed reproducibility.
+//! parameters bit for bit), the `--metrics` line format, and seed reproducibility; a
+//! family's checkpoint resumed without `--model` continues its own model.
 //!
 //! Embedded MNIST with a tiny JSON model and batches of 2,000: 4 steps per epoch, so the
 //! 6-step runs validate once (end of epoch 0) and the resume point (step 3) is mid-epoch.
@@ -200,6 +201,77 @@ fn resume_through_the_cli_equals_an_uninterrupted_run() {
         loss(&step_lines(&m4)),
         loss(&steps[..2]),
         "the seed had no effect"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `--resume` without `--model` continues the model the checkpoint describes (a family's:
+/// here a Llama trained on 16-token windows, not the text default, a GPT on 64): 2 steps +
+/// 2 resumed equal 4 straight, bit for bit. A checkpoint that describes no model says to
+/// give `--model`.
+#[test]
+fn resume_without_model_continues_the_checkpoints_own_model() {
+    let dir = fresh_dir("cli-resume-own-model");
+    let p = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["train", "--dataset", "hamlet", "--batch-size", "4"];
+        args.extend_from_slice(extra);
+        let out = command().args(&args).output().expect("run webgpu-amp");
+        assert_success(&out, &format!("webgpu-amp {args:?}"));
+    };
+    let llama = ["--model", "llama-tiny", "--seq-len", "16"];
+    run(&[
+        &llama[..],
+        &["--steps", "4", "--save", &p("straight.safetensors")],
+    ]
+    .concat());
+    run(&[
+        &llama[..],
+        &["--steps", "2", "--save", &p("half.safetensors")],
+    ]
+    .concat());
+    let half = p("half.safetensors");
+    run(&[
+        "--resume",
+        &half,
+        "--steps",
+        "4",
+        "--save",
+        &p("resumed.safetensors"),
+    ]);
+    let a = Checkpoint::load(&dir.join("straight.safetensors")).unwrap();
+    let b = Checkpoint::load(&dir.join("resumed.safetensors")).unwrap();
+    assert_eq!(a.model, b.model, "the resumed run trained another model");
+    assert_eq!(a.params.len(), b.params.len());
+    for (x, y) in a.params.iter().zip(&b.params) {
+        assert_eq!((&x.name, &x.shape), (&y.name, &y.shape));
+        assert!(bits(&x.values) == bits(&y.values), "`{}` differs", x.name);
+    }
+    assert_eq!(b.progress.step, 4);
+
+    // A model of no family: its checkpoint names no model, and the error says what to do.
+    let model = dir.join("tiny.json");
+    std::fs::write(&model, TINY).unwrap();
+    let args = ["train", "--model", model.to_str().unwrap(), "--steps", "1"];
+    let save = p("tiny.safetensors");
+    let out = command()
+        .args(args)
+        .args(["--save", &save])
+        .output()
+        .unwrap();
+    assert_success(&out, "train the tiny model");
+    let out = command()
+        .args(["train", "--resume", &save, "--steps", "2"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "resumed into the default model: {err}"
+    );
+    assert!(
+        err.contains("does not describe its model") && err.contains("give the --model"),
+        "{err}"
     );
     let _ = std::fs::remove_dir_all(dir);
 }

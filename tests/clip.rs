@@ -168,10 +168,10 @@ fn clipping_inside_the_optimizer_step_gives_the_apply_kernels_bits() {
             common::values::write_f32(ctx, &grads_a, &g);
             common::values::write_f32(ctx, &grads_b, &g);
             let mut separate: Vec<&Kernel> = clip_a.kernels().iter().collect();
-            separate.push(opt_a.step_kernel());
+            separate.extend(opt_a.step_kernels());
             ctx.run(&separate);
             let mut folded: Vec<&Kernel> = clip_b.norm_kernels().iter().collect();
-            folded.push(opt_b.step_kernel());
+            folded.extend(opt_b.step_kernels());
             ctx.run(&folded);
             let what = format!("{config:?} step {step}");
             let clipped = download(ctx, &grads_a, n);

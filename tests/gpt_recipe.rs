@@ -79,7 +79,7 @@ fn weight_decay_applies_to_the_masked_elements_only() {
         )
         .unwrap();
         assert_eq!(opt.grouped(), grouped);
-        ctx.run(&[opt.step_kernel()]);
+        ctx.run(&opt.step_kernels());
         let got: Vec<f32> =
             bytemuck::pod_collect_to_vec(&ctx.read_bytes(&params, 0, 4 * n as u64).unwrap());
         for i in 0..n {

@@ -320,69 +320,22 @@ fn the_scanner_sees_use_groups_inline_paths_and_root_items() {
     );
 }
 
-/// Import circles that exist today, each the sorted files of one circle; the test fails once
-/// one is gone, so the list only shrinks, and on any circle not listed. The others were cut
-/// by moving a `mod.rs`'s shared items into a part of their own, or its code that calls the
-/// parts into one (issue 39). Two remain. One is a recursion of functions, not of files: a
-/// product shaped from a loaded kernel table first checks the table
-/// (`table_check::ensure_checked`, from the matmul's launch and the tensor-core convolution),
-/// and the check runs those same products (`matmul_with`, `conv2d_*`) on a twin context that
-/// does not check again. No move of items cuts it; the check would have to run the products
-/// through entry points without the gate. The other is one of types, seen once a parent's
-/// code naming an item by the bare name it re-exports counted: `nn/layers/mod.rs`'s `Layer`
-/// and `Backward` traits take the plans (`ForwardPlan`, `BackwardPlan`, `PrecisionWalk`) and
-/// the plans hold and call the traits' objects.
-const KNOWN_CIRCLES: &[&[&str]] = &[
-    &[
-        "nn/buffers.rs",
-        "nn/layers/backward.rs",
-        "nn/layers/mod.rs",
-        "nn/layers/named.rs",
-        "nn/layers/plan.rs",
-        "nn/layers/precision.rs",
-        "nn/layers/tape.rs",
-        "nn/params.rs",
-    ],
-    &[
-        "ops/conv/coop.rs",
-        "ops/conv/mod.rs",
-        "ops/matmul/launch.rs",
-        "ops/matmul/mod.rs",
-        "ops/table_check.rs",
-    ],
-];
-
 /// No file of `src/` reaches itself through the files it imports (see `layering/files.rs`
 /// for what counts as an import, a parent's code naming its children's items included):
-/// every module reads top to bottom, file after file. The circles of [`KNOWN_CIRCLES`]
-/// remain, each exactly as listed.
+/// every module reads top to bottom, file after file (issue 39 cut the last two: see
+/// docs/architecture.md).
 #[test]
 fn no_import_circle_between_files() {
     let graph = files::FileGraph::of(&src_dir());
-    let circles = graph.circles();
-    let known: Vec<Vec<String>> = KNOWN_CIRCLES
+    let circles: Vec<String> = graph
+        .circles()
         .iter()
-        .map(|c| c.iter().map(|f| f.to_string()).collect())
-        .collect();
-    let bad: Vec<String> = circles
-        .iter()
-        .filter(|c| !known.contains(c))
         .map(|circle| format!("{}:\n{}", circle.join(", "), graph.describe(circle)))
         .collect();
     assert!(
-        bad.is_empty(),
+        circles.is_empty(),
         "import circles between files:\n{}",
-        bad.join("\n")
-    );
-    let cut: Vec<String> = known
-        .iter()
-        .filter(|c| !circles.contains(c))
-        .map(|c| c.join(", "))
-        .collect();
-    assert!(
-        cut.is_empty(),
-        "circles in KNOWN_CIRCLES are gone (or changed): remove them from the list:\n{}",
-        cut.join("\n")
+        circles.join("\n")
     );
 }
 

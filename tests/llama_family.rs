@@ -177,7 +177,7 @@ fn train_takes_a_transformers_folder() {
     }
     let folder: PathBuf = dir.join("gqa-untied");
     let data = folder.join("batch.safetensors");
-    let run = |model: &Path| {
+    let run_with = |model: &Path, extra: &[&std::ffi::OsStr]| {
         std::process::Command::new(BIN)
             .args(["train", "--model"])
             .arg(format!("hf:{}", model.display()))
@@ -185,11 +185,45 @@ fn train_takes_a_transformers_folder() {
             .arg(&data)
             .args(["--seq-len", "8", "--batch-size", "2", "--steps", "2"])
             .args(["--no-validate"])
+            .args(extra)
             .output()
             .unwrap()
     };
-    let out = run(&folder);
+    let run = |model: &Path| run_with(model, &[]);
+    // --export-hf: the trained weights as a folder (transformers' strict load is
+    // scripts/llama_compat.py's), the resume state beside it, both the same weights; the
+    // folder trains again.
+    let export = dir.join("exported");
+    let out = run_with(&folder, &["--export-hf".as_ref(), export.as_os_str()]);
     assert!(out.status.success(), "{}", output_text(&out));
+    let read = read_folder(&export).unwrap();
+    let state = Checkpoint::load(&export.join("webgpu-amp-state.safetensors")).unwrap();
+    assert_eq!(read.tensors.len(), state.params.len());
+    for t in &state.params {
+        assert_eq!(read.tensors[&t.name].values, t.values, "{}", t.name);
+    }
+    let out = run(&export);
+    assert!(out.status.success(), "{}", output_text(&out));
+    // A model of no family has no such folder: said before training.
+    let out = std::process::Command::new(BIN)
+        .args([
+            "train",
+            "--model",
+            "mlp",
+            "--dataset",
+            "synthetic:8",
+            "--steps",
+            "1",
+        ])
+        .arg("--export-hf")
+        .arg(dir.join("no-family"))
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert!(
+        !out.status.success() && text.contains("--export-hf"),
+        "{text}"
+    );
 
     // The same folder without one tensor.
     let broken = dir.join("broken");

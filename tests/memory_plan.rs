@@ -38,6 +38,7 @@ fn config(precision: Precision) -> StepConfig {
         clip_grad_norm: Some(1.0),
         label_smoothing: 0.0,
         grad_accum: 1,
+        buffers_on_skip: Default::default(),
         lr_schedule: Default::default(),
         numerics: None,
         numerics_histograms: false,
@@ -139,10 +140,12 @@ fn the_plan_command_and_the_flags_in_a_binding_error() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_success(&out, "webgpu-amp plan");
-    for needle in KINDS
-        .iter()
-        .chain(&["peak", "largest binding", "browser default"])
-    {
+    for needle in KINDS.iter().chain(&[
+        "peak",
+        "largest buffer",
+        "largest binding",
+        "browser default (256 MiB)",
+    ]) {
         assert!(text.contains(needle), "`{needle}` missing:\n{text}");
     }
     let ctx = common::ctx();
@@ -197,4 +200,34 @@ fn gpt_char_at_batch_64_plans_at_or_below_pytorch_sdpa() {
             "{precision}: planned {peak} B, PyTorch SDPA {pytorch_sdpa_mb} MB"
         );
     }
+}
+
+/// SmolLM2-135M (issue 41's scale): its flat f32 buffers (538 MB each) pass a 128 MiB
+/// storage binding (lavapipe's limit, and a browser's default), so the kernels over them
+/// bind them in pieces: its amp-f16 step at batch 1 × 128 plans on an adapter held to 128
+/// MiB per binding, and no binding of the plan passes that.
+#[test]
+fn smollm2_plans_with_no_binding_over_128_mib() {
+    let limit = 128 << 20;
+    let ctx = common::ctx().with_binding_limit(limit);
+    let spec = webgpu_amp::nn::preset("smollm2-135m", &[128], 49152).unwrap();
+    let plan = plan_step(&ctx, spec, config(Precision::AmpF16), 49152, 1).unwrap();
+    let (label, biggest) = plan.largest_buffers[0].clone();
+    assert!(
+        biggest > limit,
+        "`{label}` {biggest} bytes: no buffer needed pieces"
+    );
+    let binding = plan.largest_binding.expect("a binding");
+    assert!(
+        binding.bytes <= limit,
+        "`{}` of {} binds {} bytes",
+        binding.name,
+        binding.kernel,
+        binding.bytes
+    );
+    eprintln!(
+        "smollm2-135m amp-f16 1 x 128: peak {} bytes, largest buffer `{label}` {biggest}, \
+         largest binding {} ({})",
+        plan.peak_bytes, binding.bytes, binding.kernel
+    );
 }

@@ -142,7 +142,7 @@ fn every_optimizer_matches_pytorchs_formulas_over_ten_steps() {
                 reference.set_lr(lr);
             }
             write_f32(ctx, &grads, &g);
-            ctx.run(&[opt.step_kernel()]);
+            ctx.run(&opt.step_kernels());
             reference.step(&g);
             let got = download(ctx, &params, n);
             worst = worst.max(assert_params(
@@ -238,7 +238,7 @@ fn adam_bias_correction_is_accurate_at_every_step_count() {
             reference.step = step;
             reference.m = m0;
             reference.v = v0;
-            ctx.run(&[opt.step_kernel()]);
+            ctx.run(&opt.step_kernels());
             reference.step(&g);
             let got = download(ctx, &params, n);
             // Look at the update itself (p - p0), where an error in the bias correction shows.
@@ -279,7 +279,8 @@ fn a_step_with_found_inf_changes_nothing_and_the_next_clean_step_applies() {
                 .unwrap();
         let mut reference = Reference::new(config, &p0);
         let snapshot = |ctx: &GpuContext| {
-            let mut bufs = vec![raw(ctx, &params), raw(ctx, opt.counters_buffer())];
+            let mut bufs = vec![raw(ctx, &params)];
+            bufs.extend(opt.counters_buffers().into_iter().map(|b| raw(ctx, b)));
             bufs.extend(opt.moment_buffers().iter().map(|(_, b)| raw(ctx, b)));
             bufs
         };
@@ -297,7 +298,7 @@ fn a_step_with_found_inf_changes_nothing_and_the_next_clean_step_applies() {
             write_f32(ctx, &grads, &scaled);
             let before = snapshot(ctx);
             scaler.unscale(ctx, &grads, n).unwrap();
-            ctx.run(&[opt.step_kernel()]);
+            ctx.run(&opt.step_kernels());
             scaler.update(ctx).unwrap();
             if inf {
                 let after = snapshot(ctx);
@@ -355,7 +356,7 @@ fn state_round_trips_and_training_continues_identically() {
             "empty before the first step"
         );
         for _ in 0..3 {
-            ctx.run(&[opt.step_kernel()]);
+            ctx.run(&opt.step_kernels());
         }
         let state = opt.state(ctx).unwrap();
         let json = serde_json::to_value(&state).unwrap();
@@ -380,7 +381,7 @@ fn state_round_trips_and_training_continues_identically() {
         .unwrap();
         opt2.load_state(ctx, &state).unwrap();
         for _ in 0..2 {
-            ctx.run(&[opt.step_kernel(), opt2.step_kernel()]);
+            ctx.run(&[opt.step_kernels(), opt2.step_kernels()].concat());
         }
         assert_eq!(raw(ctx, &params), raw(ctx, &params2), "{config:?}");
         assert_eq!(opt2.state(ctx).unwrap(), opt.state(ctx).unwrap());

@@ -123,6 +123,7 @@ fn three_thousand_steps_create_nothing_and_hold_memory_flat_after_warm_up() {
             clip_grad_norm: Some(1.0),
             label_smoothing: 0.0,
             grad_accum: 1,
+            buffers_on_skip: Default::default(),
             lr_schedule: Default::default(),
             numerics: None,
             numerics_histograms: false,

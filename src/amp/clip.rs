@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use super::check_flat_f32;
 use super::scaler::geometry;
+use super::{check_flat_f32, f32_piece, in_order};
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc};
 use crate::shader::{ShaderDecl, f32_only};
@@ -25,7 +25,9 @@ crate::wgsl_struct! {
         groups: u32,
         /// clipping threshold
         max_norm: f32,
-        _pad: u32,
+        /// where this piece's partial sums start (clip_partial over one piece of the
+        /// gradients: `GpuContext::flat_pieces`)
+        first_group: u32,
     }
 }
 
@@ -48,26 +50,63 @@ impl GradClipper {
                 "clip_grad_norm: max_norm must be finite and > 0, got {max_norm}"
             )));
         }
-        let (wg, launched) = geometry(n);
+        // One partial sum per workgroup, the pieces' one after another: where no piece is
+        // past 65535 workgroups (no 2-D fold) they sit where one dispatch over the whole
+        // buffer puts them, so the norm has the same bits however many pieces there are.
+        let pieces: Vec<_> = ctx
+            .flat_pieces(n)
+            .into_iter()
+            .map(|piece| {
+                let (wg, launched) = geometry(piece.len());
+                (piece, wg, launched)
+            })
+            .collect();
+        let launched: u32 = pieces.iter().map(|(_, _, l)| l).sum();
         let partials = ctx.alloc_storage("clip.partials", 4 * launched as u64);
         let norm = ctx.alloc_storage("clip.norm", 8);
+        let per_piece = |entry: &'static str| {
+            let mut first_group = 0;
+            let kernels = pieces.iter().map(|(piece, wg, piece_launched)| {
+                let sizes = Sizes {
+                    n: piece.len() as u32,
+                    groups: *piece_launched,
+                    max_norm,
+                    first_group,
+                };
+                first_group += piece_launched;
+                let args = [
+                    ("grads", f32_piece(grads, piece)),
+                    ("sizes", Arg::Uniform(bytemuck::bytes_of(&sizes))),
+                    ("partials", Arg::Buffer(&partials)),
+                    ("norm", Arg::Buffer(&norm)),
+                ];
+                ctx.kernel(&KernelDesc::new(&SHADER, entry), &args, *wg)
+            });
+            in_order(kernels.collect::<Result<_>>()?)
+        };
         let sizes = Sizes {
             n: n as u32,
             groups: launched,
             max_norm,
-            ..Default::default()
+            first_group: 0,
         };
-        let sizes = bytemuck::bytes_of(&sizes);
-        let args = [
-            ("grads", Arg::Buffer(grads)),
-            ("sizes", Arg::Uniform(sizes)),
+        // The reduce reads the partials alone; its gradient binding is the first piece
+        // (bound by every entry point of the shader, read by this one not at all).
+        let first = ctx.flat_pieces(n).swap_remove(0);
+        let reduce_args = [
+            ("grads", f32_piece(grads, &first)),
+            ("sizes", Arg::Uniform(bytemuck::bytes_of(&sizes))),
             ("partials", Arg::Buffer(&partials)),
             ("norm", Arg::Buffer(&norm)),
         ];
         let kernels = vec![
-            ctx.kernel(&KernelDesc::new(&SHADER, "clip_partial"), &args, wg)?,
-            ctx.kernel(&KernelDesc::new(&SHADER, "clip_reduce"), &args, [1, 1, 1])?,
-            ctx.kernel(&KernelDesc::new(&SHADER, "clip_apply"), &args, wg)?,
+            per_piece("clip_partial")?,
+            ctx.kernel(
+                &KernelDesc::new(&SHADER, "clip_reduce"),
+                &reduce_args,
+                [1, 1, 1],
+            )?,
+            per_piece("clip_apply")?,
         ];
         Ok(Self {
             kernels,

@@ -12,6 +12,7 @@ pub mod support;
 
 pub use clip::GradClipper;
 pub(crate) use flat::check_flat_f32;
+pub use flat::{cast_in_pieces, f32_piece, in_order, tensor_piece};
 pub use scaler::{GradScaler, ScalerConfig, ScalerSnapshot, ScalerStateDict};
 pub use support::{AdapterReport, ModeSupport};
 

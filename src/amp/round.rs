@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::{f32_piece, in_order};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
@@ -40,17 +41,22 @@ pub fn round_inplace(
             )));
         }
     };
-    let params = Params {
-        n: n as u32,
-        dtype: code,
-        ..Default::default()
-    };
-    ctx.kernel(
-        &KernelDesc::new(&SHADER, "round_inplace"),
-        &[
-            ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
-            ("values", Arg::Buffer(values)),
-        ],
-        grid_1d(n, 256),
-    )
+    // One dispatch per piece where the buffer passes the binding limit (elementwise: the
+    // same bits).
+    let kernels = ctx.flat_pieces(n).into_iter().map(|piece| {
+        let params = Params {
+            n: piece.len() as u32,
+            dtype: code,
+            ..Default::default()
+        };
+        ctx.kernel(
+            &KernelDesc::new(&SHADER, "round_inplace"),
+            &[
+                ("params", Arg::Uniform(bytemuck::bytes_of(&params))),
+                ("values", f32_piece(values, &piece)),
+            ],
+            grid_1d(piece.len(), 256),
+        )
+    });
+    in_order(kernels.collect::<Result<_>>()?)
 }

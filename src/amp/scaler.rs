@@ -23,12 +23,13 @@
 //! the f32 scale times the f64 factor, rounded to f32 (computed exactly with integers in the
 //! shader), so `--backoff-factor 0.3` gives PyTorch's scales to the bit.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use super::check_flat_f32;
+use super::{check_flat_f32, f32_piece, in_order};
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::shader::{ShaderDecl, f32_only};
@@ -282,8 +283,9 @@ impl GradScaler {
     }
 
     /// One fused kernel over the flat f32 gradient buffer: `g *= 1/scale` and found_inf |=
-    /// any inf or NaN. A disabled scaler gives a kernel that does nothing (PyTorch's
-    /// `unscale_` returns at once when disabled).
+    /// any inf or NaN (one dispatch per piece where the buffer passes the binding limit:
+    /// [`GpuContext::flat_pieces`]). A disabled scaler gives a kernel that does nothing
+    /// (PyTorch's `unscale_` returns at once when disabled).
     pub fn unscale_kernel(
         &self,
         ctx: &GpuContext,
@@ -294,20 +296,24 @@ impl GradScaler {
         // Whoever records it may set found_inf where no update_then_begin clears it.
         self.begin_pending
             .store(self.config.enabled, Ordering::Relaxed);
-        let (wg, _) = geometry(n);
-        let sizes = Sizes {
-            n: n as u32,
-            ..Default::default()
+        let piece_kernel = |piece: Range<usize>| {
+            let (wg, _) = geometry(piece.len());
+            let sizes = Sizes {
+                n: piece.len() as u32,
+                ..Default::default()
+            };
+            ctx.kernel(
+                &KernelDesc::new(&SHADER, "unscale"),
+                &[
+                    ("state", Arg::Buffer(&self.state)),
+                    ("grads", f32_piece(grads, &piece)),
+                    ("sizes", Arg::Uniform(bytemuck::bytes_of(&sizes))),
+                ],
+                grid_if(self.config.enabled, wg),
+            )
         };
-        ctx.kernel(
-            &KernelDesc::new(&SHADER, "unscale"),
-            &[
-                ("state", Arg::Buffer(&self.state)),
-                ("grads", Arg::Buffer(grads)),
-                ("sizes", Arg::Uniform(bytemuck::bytes_of(&sizes))),
-            ],
-            grid_if(self.config.enabled, wg),
-        )
+        let kernels = ctx.flat_pieces(n).into_iter().map(piece_kernel);
+        in_order(kernels.collect::<Result<_>>()?)
     }
 
     /// PyTorch's `_amp_update_scale_` in one thread (inert when disabled).

@@ -1,8 +1,8 @@
 //! `webgpu-amp plan`: a training step's GPU memory without running it (or allocating it):
 //! the step `train` would run with the same flags is planned on a dry twin of the device
 //! (`webgpu_amp::train::memory`), and its bytes are reported by kind (weights, master
-//! weights, gradients, optimizer state, activations, workspace) with the largest buffers
-//! and the largest storage binding against the adapter's limits and the browser's default.
+//! weights, gradients, optimizer state, activations, workspace) with the largest buffer and
+//! the largest storage binding against the adapter's limits and the browser's defaults.
 
 use clap::Args;
 use webgpu_amp::Result;
@@ -16,6 +16,9 @@ use super::run_args::RunArgs;
 /// WebGPU's default `maxStorageBufferBindingSize` (what a browser page gets unless it asks
 /// for more): 128 MiB.
 pub const BROWSER_BINDING_LIMIT: u64 = 128 << 20;
+/// WebGPU's default `maxBufferSize`: 256 MiB. A page that asks for its adapter's limits, as
+/// ours does, may get more; this is what every browser must give.
+pub const BROWSER_BUFFER_LIMIT: u64 = 256 << 20;
 
 #[derive(Args, Debug)]
 pub struct PlanArgs {
@@ -49,6 +52,7 @@ pub fn run(args: &PlanArgs) -> Result<()> {
             "kind": "plan", "adapter": ctx.report.name, "model": what,
             "precision": precision.name(), "attention": attention, "plan": plan,
             "browser_binding_limit": BROWSER_BINDING_LIMIT,
+            "browser_buffer_limit": BROWSER_BUFFER_LIMIT,
         });
         outln!("{line}")?;
         return Ok(());
@@ -81,10 +85,24 @@ fn print_table(plan: &MemoryPlan) -> Result<()> {
     for (label, bytes) in &plan.largest_buffers {
         outln!("  {:>12}  {label}", mb(*bytes))?;
     }
+    let verdict = |bytes: u64, limit: u64| if bytes <= limit { "fits" } else { "EXCEEDS" };
+    // The flat parameter buffers are bound in pieces: a buffer may pass the binding limit
+    // but not the buffer size limit.
+    if let Some((label, bytes)) = plan.largest_buffers.first() {
+        outln!("largest buffer: `{label}`, {}", mb(*bytes))?;
+        outln!(
+            "  adapter's max_buffer_size {}: {}",
+            human_bytes(plan.max_buffer_size),
+            verdict(*bytes, plan.max_buffer_size)
+        )?;
+        outln!(
+            "  browser default (256 MiB): {}",
+            verdict(*bytes, BROWSER_BUFFER_LIMIT)
+        )?;
+    }
     let Some(b) = &plan.largest_binding else {
         return Ok(());
     };
-    let verdict = |limit: u64| if b.bytes <= limit { "fits" } else { "EXCEEDS" };
     outln!(
         "largest binding: `{}`, {} (`{}` of kernel {})",
         b.buffer,
@@ -95,11 +113,11 @@ fn print_table(plan: &MemoryPlan) -> Result<()> {
     outln!(
         "  adapter's max_storage_buffer_binding_size {}: {}",
         human_bytes(plan.max_storage_buffer_binding_size),
-        verdict(plan.max_storage_buffer_binding_size)
+        verdict(b.bytes, plan.max_storage_buffer_binding_size)
     )?;
     outln!(
         "  browser default (128 MiB): {}",
-        verdict(BROWSER_BINDING_LIMIT)
+        verdict(b.bytes, BROWSER_BINDING_LIMIT)
     )?;
     Ok(())
 }

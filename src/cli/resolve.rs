@@ -23,6 +23,9 @@ pub struct Wanted<'a> {
     pub loss: Option<&'a str>,
     pub num_classes: Option<usize>,
     pub seq_len: Option<usize>,
+    /// A resumed checkpoint's model description (its metadata `model`), the model when
+    /// `model` is not given: `--resume` continues the model it saved.
+    pub saved_model: Option<&'a str>,
 }
 
 /// `--model hf:DIR`: a Hugging Face transformers folder.
@@ -55,13 +58,18 @@ fn choose(model: &str, seq_len: Option<usize>) -> Result<ModelChoice> {
     } else {
         ModelChoice::Preset(model.to_string())
     };
-    Ok(match seq_len {
+    Ok(windowed(choice, seq_len))
+}
+
+/// `choice` trained on windows of `--seq-len` tokens when given.
+fn windowed(choice: ModelChoice, seq_len: Option<usize>) -> ModelChoice {
+    match seq_len {
         None => choice,
         Some(seq_len) => ModelChoice::Windowed {
             model: Box::new(choice),
             seq_len,
         },
-    })
+    }
 }
 
 /// What [`resolve`] found: the data, the model, its loss, the model's name for messages
@@ -97,8 +105,13 @@ fn name_file(e: Error, file: &str) -> Error {
 pub fn resolve(args: &Wanted) -> Result<ModelAndData> {
     check_seq_len(args.seq_len)?;
     let file = args.model.filter(|m| m.ends_with(".json"));
-    let choice = args.model.map(|m| choose(m, args.seq_len)).transpose()?;
-    if let (None, Some(n)) = (args.model, args.seq_len) {
+    let saved = args.saved_model.filter(|_| args.model.is_none());
+    let choice = match (args.model, saved) {
+        (Some(m), _) => Some(choose(m, args.seq_len)?),
+        (None, Some(json)) => Some(windowed(ModelChoice::Json(json.into()), args.seq_len)),
+        (None, None) => None,
+    };
+    if let (None, None, Some(n)) = (args.model, saved, args.seq_len) {
         return Err(Error::InvalidArgument(format!(
             "--seq-len {n} sets a Llama's training window: give --model (llama-tiny, \
              smollm2-135m, hf:DIR or a JSON file)"
@@ -115,9 +128,10 @@ pub fn resolve(args: &Wanted) -> Result<ModelAndData> {
         }
     });
     let source = dataset.parse::<DataSource>()?;
-    let named = |e: Error| match file {
-        Some(f) => name_file(e, f),
-        None => e,
+    let named = |e: Error| match (file, saved) {
+        (Some(f), _) => name_file(e, f),
+        (None, Some(_)) => saved_error(e, SAVED),
+        (None, None) => e,
     };
     let (spec, split) = if source.is_text() {
         model_and_data(choice.as_ref(), &source, true).map_err(named)?
@@ -125,6 +139,9 @@ pub fn resolve(args: &Wanted) -> Result<ModelAndData> {
         let split = source.load(true)?;
         if tokens || split.train.is_tokens() {
             model_for_split(choice.as_ref(), split).map_err(named)?
+        } else if let Some(json) = saved {
+            let spec = ModelSpec::from_json(json).map_err(|e| saved_error(e, SAVED))?;
+            described_class_model(args, split, spec, SAVED)?
         } else {
             let model = args.model.map(str::to_string).unwrap_or_else(|| {
                 if split.train.y.is_classification() {
@@ -192,19 +209,7 @@ fn class_model(args: &Wanted, mut split: Split, model: &str) -> Result<(ModelSpe
         return Ok((spec, split));
     }
     let spec = if model.ends_with(".json") {
-        let spec = json_model(model)?;
-        // The model's last layer sets the class count; every label must be below it.
-        if let [outputs] = *spec.output_shape() {
-            if let Some(n) = args.num_classes.filter(|&n| n != outputs) {
-                return Err(Error::InvalidArgument(format!(
-                    "--num-classes {n}, but the model {model} has {outputs} outputs"
-                )));
-            }
-            split
-                .set_num_classes(outputs)
-                .map_err(|e| with_hint(e, &format!("the model {model} has {outputs} outputs")))?;
-        }
-        spec
+        return described_class_model(args, split, json_model(model)?, model);
     } else {
         // A preset keeps its class count whatever the labels say; a label outside it is an
         // error, not a bigger model.
@@ -230,6 +235,42 @@ fn check(spec: &ModelSpec, split: &Split, model: &str) -> Result<()> {
             e
         }
     })
+}
+
+/// A described model (a JSON file, or a resumed checkpoint's) on class labels: its last
+/// layer sets the class count, and every label must be below it.
+fn described_class_model(
+    args: &Wanted,
+    mut split: Split,
+    spec: ModelSpec,
+    model: &str,
+) -> Result<(ModelSpec, Split)> {
+    if let [outputs] = *spec.output_shape() {
+        if let Some(n) = args.num_classes.filter(|&n| n != outputs) {
+            return Err(Error::InvalidArgument(format!(
+                "--num-classes {n}, but the model {model} has {outputs} outputs"
+            )));
+        }
+        split
+            .set_num_classes(outputs)
+            .map_err(|e| with_hint(e, &format!("the model {model} has {outputs} outputs")))?;
+    }
+    check(&spec, &split, model)?;
+    Ok((spec, split))
+}
+
+/// How messages name a resumed checkpoint's own model.
+const SAVED: &str = "the checkpoint's model (metadata `model`)";
+
+/// A resumed checkpoint's model that does not parse: a damaged or foreign checkpoint.
+fn saved_error(e: Error, what: &str) -> Error {
+    match e {
+        Error::Model(m) => Error::Checkpoint(format!(
+            "{what}: {}; give --model",
+            m.strip_prefix("json: ").unwrap_or(&m)
+        )),
+        other => other,
+    }
 }
 
 fn json_model(model: &str) -> Result<ModelSpec> {

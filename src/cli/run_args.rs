@@ -10,6 +10,7 @@ use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::data::Split;
 use webgpu_amp::nn::{LossKind, ModelSpec};
+use webgpu_amp::ops::buffers::OnSkippedStep;
 use webgpu_amp::optim::OptimizerConfig;
 use webgpu_amp::train::checkpoint::Checkpoint;
 use webgpu_amp::train::planning::check_params_fit;
@@ -129,6 +130,11 @@ pub struct RunArgs {
     /// Turn the GradScaler on or off (default: on for amp-f16 only, as PyTorch recommends).
     #[arg(long)]
     pub scaler: Option<bool>,
+    /// What a step the GradScaler skips does to BatchNorm's running statistics (every layer
+    /// buffer): keep them as they were (the default), or update them with the skipped
+    /// step's batch as PyTorch does (pytorch#88474; for parity runs).
+    #[arg(long, default_value = "keep", value_parser = OnSkippedStep::NAMES)]
+    pub buffers_on_skip: String,
     /// Classes a preset predicts on class labels (default 10, as the tutorials'
     /// `SimpleCNN(num_classes=10)`); a label outside 0..N is an error. A JSON model's last
     /// layer sets its own count; float targets set the output width from the data.
@@ -289,12 +295,20 @@ impl RunArgs {
         // A family's recipe clips (a GPT at nanoGPT's norm) unless told otherwise (0: no
         // clipping).
         let clip = self.clip_grad_norm.or(recipe.map(|r| r.clip_grad_norm));
-        let step = StepConfig::new(precision, loss, self.optimizer(recipe)?)
+        let mut step = StepConfig::new(precision, loss, self.optimizer(recipe)?)
             .scaler(self.scaler_config(scaler))
             .clip_grad_norm(clip)
             .label_smoothing(self.label_smoothing.unwrap_or(0.0))
             .grad_accum(self.grad_accum)
             .numerics(self.doctor.every()?);
+        step.buffers_on_skip = OnSkippedStep::parse(&self.buffers_on_skip)?;
+        if step.buffers_on_skip != OnSkippedStep::Keep && !scaler {
+            return Err(Error::InvalidArgument(format!(
+                "--buffers-on-skip {} changes nothing without a GradScaler (no step is \
+                 skipped): use it with --precision amp-f16, or --scaler true",
+                self.buffers_on_skip
+            )));
+        }
         Ok(RunConfig::new(step, self.batch_size)
             .epochs(self.epochs)
             .steps(self.steps)
@@ -337,6 +351,17 @@ impl RunArgs {
         precisions: &[Precision],
         open: impl FnOnce() -> Result<GpuContext>,
     ) -> Result<(RunInputs, GpuContext)> {
+        self.prepare_resumed(precisions, None, open)
+    }
+
+    /// [`Self::prepare`] for a run that resumes a checkpoint whose model description is
+    /// `saved_model` (its metadata `model`): without `--model`, that is the model.
+    pub fn prepare_resumed(
+        &self,
+        precisions: &[Precision],
+        saved_model: Option<&str>,
+        open: impl FnOnce() -> Result<GpuContext>,
+    ) -> Result<(RunInputs, GpuContext)> {
         let ModelAndData {
             split,
             spec,
@@ -349,6 +374,7 @@ impl RunArgs {
             loss: self.loss.as_deref(),
             num_classes: self.num_classes,
             seq_len: self.seq_len,
+            saved_model,
         })?;
         let spec = self
             .doctor

@@ -33,9 +33,16 @@ pub struct TrainArgs {
     /// Also save every N optimizer steps (to --save).
     #[arg(long, allow_negative_numbers = true, value_parser = setting::<u64>(Setting::SaveEvery))]
     save_every: Option<u64>,
-    /// Continue from a checkpoint written by --save.
+    /// Continue from a checkpoint written by --save (without --model, the model a family's
+    /// checkpoint describes: GPT, Llama, ResNet).
     #[arg(long)]
     resume: Option<PathBuf>,
+    /// After training, write the model as a Hugging Face transformers folder here
+    /// (config.json, model.safetensors in f32, the --model hf: folder's tokenizer.json),
+    /// with the resume state beside it (the final checkpoint: --save's file, else
+    /// DIR/webgpu-amp-state.safetensors). A Llama-family model only.
+    #[arg(long, value_name = "DIR")]
+    export_hf: Option<PathBuf>,
     /// Write one JSON object per step, per epoch, and a final summary.
     #[arg(long)]
     metrics: Option<PathBuf>,
@@ -63,6 +70,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
 
 fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
     let precision = Precision::parse(&args.precision)?;
+    let writer_rank = rank.is_none_or(Joined::is_writer);
     let save = (args.save_every, args.save.clone());
     args.common.validate_args(precision, save.clone())?;
     // Before any training: the files the writer rank makes go only to regular files or
@@ -88,20 +96,52 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
         run_checks::no_flags_resume_overrides(&given, ck, scaler_on, &what)?;
     }
     let options = args.common.device.options()?;
-    let (inputs, ctx) = args.common.prepare(&[precision], || match rank {
-        Some(rank) => rank.context(&options),
-        None => GpuContext::new(&options),
-    })?;
+    // Without --model, a resumed run continues the model its checkpoint describes.
+    let saved_model = resume.as_ref().and_then(|ck| ck.model.as_ref());
+    let saved_model = saved_model.map(|m| m.to_string());
+    let (inputs, ctx) =
+        args.common
+            .prepare_resumed(&[precision], saved_model.as_deref(), || match rank {
+                Some(rank) => rank.context(&options),
+                None => GpuContext::new(&options),
+            })?;
     let note = args
         .common
         .batch_note(&inputs)
         .filter(|_| rank.is_none_or(Joined::is_writer));
+    // --export-hf: the run saves its final checkpoint for the folder (beside it unless
+    // --save names a file), only on the writer rank.
+    let export_state = match (&args.export_hf, writer_rank) {
+        (Some(dir), true) => Some(super::export_hf::prepare(
+            dir,
+            args.save.as_deref(),
+            &inputs.spec,
+        )?),
+        _ => None,
+    };
+    let save = match &export_state {
+        Some(state) if args.save.is_none() => {
+            check_save_target(state, "--export-hf")?;
+            (save.0, Some(state.clone()))
+        }
+        _ => save,
+    };
     let mut cfg = args.common.run_config(precision, &inputs, save)?;
     // The model first: a checkpoint of another model is that, whatever its data says.
     let resumed_params = match (&resume, &args.resume) {
         (Some(ck), Some(path)) => {
             let what = path.display().to_string();
-            let init = ck.params_for_model(&inputs.spec, &what)?;
+            let init = ck.params_for_model(&inputs.spec, &what).map_err(|e| {
+                match (e, &args.common.model, &ck.model) {
+                    // Only a family's checkpoint (GPT, Llama, ResNet) describes its model.
+                    (Error::Checkpoint(m), None, None) => Error::Checkpoint(format!(
+                        "{m}; the checkpoint does not describe its model (only a model \
+                         family's does: GPT, Llama, ResNet), so give the --model it was \
+                         trained with"
+                    )),
+                    (e, _, _) => e,
+                }
+            })?;
             let keep = &inputs.spec.keep_f32;
             run_checks::resume_continues(ck, &cfg, &inputs.split.train, keep, &what)?;
             Some(init)
@@ -189,6 +229,15 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
     doctor.print_advice(precision.name())?;
     if let Some(p) = &args.save {
         outln!("checkpoint: {}", p.display())?;
+    }
+    if let (Some(dir), Some(state)) = (&args.export_hf, &export_state) {
+        let model = args.common.model.as_deref();
+        super::export_hf::export(dir, state, &inputs.spec, model)?;
+        outln!(
+            "exported: {} (resume state: {})",
+            dir.display(),
+            state.display()
+        )?;
     }
     if args.profile {
         let profile = profile_twin(&ctx, &inputs, step_config, batch_size)?;

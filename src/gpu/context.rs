@@ -248,6 +248,18 @@ impl GpuContext {
         self.twin(report, self.allocator.clone())
     }
 
+    /// A context on the same device whose storage bindings are held to at most `bytes`
+    /// (never more than the adapter allows): every kernel made on it binds within that, the
+    /// flat parameter buffers in more pieces ([`GpuContext::flat_pieces`]). How the tests
+    /// check, on a tiny model, the piecewise path a model over 128 MiB per flat buffer takes.
+    /// Its allocator and pipeline cache are its own.
+    pub fn with_binding_limit(&self, bytes: u64) -> GpuContext {
+        let mut report = self.report.clone();
+        let limit = &mut report.capabilities.max_storage_buffer_binding_size;
+        *limit = (*limit).min(bytes);
+        self.twin(report, Arc::new(Allocator::default()))
+    }
+
     /// Whether this is a [`GpuContext::dry_twin`].
     pub fn is_dry(&self) -> bool {
         self.allocator.is_dry()

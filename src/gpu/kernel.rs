@@ -72,8 +72,16 @@ pub enum Arg<'a> {
         size: u64,
         storage: Storage,
     },
-    /// A whole raw buffer (scaler state, flat parameter buffers, ...).
+    /// A whole raw buffer (scaler state, counters, ...).
     Buffer(&'a Arc<GpuBuffer>),
+    /// A byte range of a raw buffer (a piece of a flat parameter buffer:
+    /// [`GpuContext::flat_pieces`]); `offset` a multiple of the adapter's storage offset
+    /// alignment, `size` of 4.
+    Range {
+        buffer: &'a Arc<GpuBuffer>,
+        offset: u64,
+        size: u64,
+    },
 }
 
 /// Workgroup grid for `threads` invocations of a 1-D kernel with `wg` threads per group,
@@ -262,6 +270,11 @@ impl GpuContext {
                     offset,
                     size,
                     ..
+                }
+                | Arg::Range {
+                    buffer,
+                    offset,
+                    size,
                 } => ranges.push((*binding, (*buffer).clone(), *offset, *size)),
                 Arg::Buffer(b) => ranges.push((*binding, (*b).clone(), 0, b.size())),
             }
@@ -295,7 +308,9 @@ impl GpuContext {
         // context only records the largest binding: its plan reports the limits.
         for (name, arg) in args {
             let (buffer, buffer_size, binding_size) = match arg {
-                Arg::Typed { buffer, size, .. } => (*buffer, buffer.size(), *size),
+                Arg::Typed { buffer, size, .. } | Arg::Range { buffer, size, .. } => {
+                    (*buffer, buffer.size(), *size)
+                }
                 Arg::Buffer(b) => (*b, b.size(), b.size()),
                 Arg::Uniform(_) => continue,
             };

@@ -9,6 +9,7 @@
 //! - `capabilities`: what an adapter can do and its description ([`AdapterDescription`])
 //! - `faults`: uncaptured GPU errors and device loss, surfaced by [`GpuContext::check`]
 //! - `context`: [`GpuContext`]
+//! - `flat_pieces`: the ranges a flat parameter buffer is bound in ([`GpuContext::flat_pieces`])
 //! - `tensor_cores`: whether f16 matmuls and convolutions run on cooperative matrices, and on
 //!   which fragment shape ([`TensorCores`], [`TensorCoreChoice`])
 //! - `alloc`, `kernel`, `readback`: counted buffers, cached pipelines, reading back
@@ -23,6 +24,7 @@ mod alloc;
 mod capabilities;
 mod context;
 mod faults;
+mod flat_pieces;
 mod kernel;
 mod kernel_checks;
 pub mod kernel_rules;
@@ -37,6 +39,7 @@ pub use adapter::{BackendChoice, F16StorageChoice, GpuOptions, enumerate_adapter
 pub use alloc::{Allocator, Binding, GpuBuffer, MemoryStats};
 pub use capabilities::{AdapterDescription, Capabilities};
 pub use context::{CompiledEntry, GpuContext};
+pub use flat_pieces::{PIECE_ALIGN, pieces_under};
 pub use kernel::{Arg, CHECKED_KERNELS_ENV, Kernel, KernelDesc, grid_1d};
 pub use kernel_rules::KernelLimits;
 pub use kernel_table::{

@@ -17,9 +17,85 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBuffer, GpuContext, Kernel};
-use crate::nn::layers::{BufferDType, BufferDef};
 use crate::ops::buffers::{self, OnSkippedStep};
 use crate::tensor::{Storage, Tensor};
+
+/// The dtype a buffer is stored and saved in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BufferDType {
+    F32,
+    /// PyTorch's `torch.int64` (`num_batches_tracked`): two u32 words on the GPU, low first.
+    I64,
+}
+
+impl BufferDType {
+    /// u32 words per element.
+    pub fn words(self) -> usize {
+        match self {
+            BufferDType::F32 => 1,
+            BufferDType::I64 => 2,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BufferDType::F32 => "float32",
+            BufferDType::I64 => "int64",
+        }
+    }
+}
+
+/// A buffer of a layer: name relative to the layer, shape, dtype and initial values (every
+/// element `init`: zeros, ones; or a table computed on the host), and whether checkpoints
+/// save it (PyTorch's `persistent`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BufferDef {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub dtype: BufferDType,
+    pub init: f64,
+    /// f32 initial values, one per element, instead of `init` everywhere.
+    pub table: Option<Arc<[f32]>>,
+    /// Saved in checkpoints and read back by `--resume`; `false`: PyTorch's
+    /// `register_buffer(..., persistent=False)` (RoPE's table, which transformers recomputes
+    /// from the config), made from its definition whenever the model is built.
+    pub persistent: bool,
+}
+
+impl BufferDef {
+    pub fn new(name: &str, shape: Vec<usize>, dtype: BufferDType, init: f64) -> Self {
+        Self {
+            name: name.to_string(),
+            shape,
+            dtype,
+            init,
+            table: None,
+            persistent: true,
+        }
+    }
+
+    /// A non-persistent f32 buffer holding `values` (`shape`'s elements).
+    pub fn table(name: &str, shape: Vec<usize>, values: Arc<[f32]>) -> Self {
+        Self {
+            table: Some(values),
+            persistent: false,
+            ..Self::new(name, shape, BufferDType::F32, 0.0)
+        }
+    }
+
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// The same buffer seen from a containing layer (`running_mean` under `bn1` is
+    /// `bn1.running_mean`).
+    pub fn under(self, prefix: &str) -> Self {
+        Self {
+            name: format!("{prefix}.{}", self.name),
+            ..self
+        }
+    }
+}
 
 /// u32 words between layers' first buffers: 256 bytes, the largest storage offset alignment
 /// WebGPU allows an adapter to ask for.

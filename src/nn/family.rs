@@ -16,6 +16,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::layers::LayerConfig;
+use crate::data::hf::HostTensor;
 use crate::{Error, Result};
 
 /// The cosine schedule's warm-up, as a share of its decay steps (over this), and floor, as
@@ -111,6 +112,17 @@ pub trait FamilyModel: fmt::Debug + Send + Sync {
 
     /// The table of its names: ours to its users' convention.
     fn names(&self) -> NameTable;
+
+    /// The folder its users' tools load (`--export-hf`: transformers'
+    /// `from_pretrained`), as (file name, bytes), from its parameters under the table's
+    /// names ([`FamilyModel::names`]); a family without one says so.
+    fn export_folder(&self, tensors: &[HostTensor]) -> Result<Vec<(&'static str, Vec<u8>)>> {
+        let _ = tensors;
+        Err(Error::model(format!(
+            "a {} has no Hugging Face folder to export (--export-hf writes a Llama's)",
+            self.family().name()
+        )))
+    }
 
     /// This model trained on windows of `seq_len` tokens (`--seq-len`), where its family
     /// has a window apart from its config.

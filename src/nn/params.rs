@@ -11,6 +11,53 @@ use crate::gpu::{GpuBuffer, GpuContext};
 use crate::nn::buffers::BufferStore;
 use crate::tensor::{DType, Storage, Tensor};
 
+/// How a parameter starts out.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Init {
+    /// U(-bound, bound): PyTorch's default for Linear and Conv2d (kaiming_uniform_ with
+    /// a = √5 for weights, 1/sqrt(fan_in) for biases; see [`init_bound`]).
+    Uniform {
+        bound: f32,
+    },
+    /// N(0, std²): nanoGPT's init for Linear and Embedding weights.
+    Normal {
+        std: f32,
+    },
+    Zeros,
+    Ones,
+}
+
+/// A parameter of a layer: name relative to the layer, shape, initialisation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParamDef {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub init: Init,
+}
+
+impl ParamDef {
+    pub fn new(name: &str, shape: Vec<usize>, init: Init) -> Self {
+        Self {
+            name: name.to_string(),
+            shape,
+            init,
+        }
+    }
+
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// The same parameter seen from a containing layer: `weight` under `ln_1` is
+    /// `ln_1.weight`.
+    pub fn under(self, prefix: &str) -> Self {
+        Self {
+            name: format!("{prefix}.{}", self.name),
+            ..self
+        }
+    }
+}
+
 /// Where each named parameter sits in the flat buffers.
 #[derive(Clone, Debug)]
 pub struct ParamLayout {

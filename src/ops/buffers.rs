@@ -32,6 +32,28 @@ pub enum OnSkippedStep {
     UpdateAnyway,
 }
 
+impl OnSkippedStep {
+    /// The names front ends give the two (`--buffers-on-skip`).
+    pub const NAMES: [&str; 2] = ["keep", "update"];
+
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "keep" => Ok(Self::Keep),
+            "update" => Ok(Self::UpdateAnyway),
+            other => Err(Error::InvalidArgument(format!(
+                "unknown behaviour on skipped steps `{other}` (expected keep or update)"
+            ))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Keep => "keep",
+            Self::UpdateAnyway => "update",
+        }
+    }
+}
+
 /// The GradScaler state's found-inf word (`shaders/include/scaler_state.wgsl`'s FOUND_INF;
 /// `amp::scaler` sits above the ops and names the same offset).
 const FOUND_INF_WORD: u64 = 2;

@@ -7,12 +7,13 @@
 //! operand, the aligned interior variant and the checked edge one, and split-K, all run. A
 //! tile that fails (or does not build) refuses the table with one line naming it and the key.
 //!
-//! The matmul and the convolutions call [`ensure_checked`] before they shape a product from
-//! a family of the table (so a CPU adapter, whose training takes nothing from it, runs the
+//! The matmul's and the convolutions' public entry points call [`ensure_checked`] before they
+//! shape a product from a family of the table (so a CPU adapter, whose training takes nothing from it, runs the
 //! SIMT check only for `bench matmul --kernel tiled`); `info` and `plan`, which run nothing,
 //! check what training would take. Each family is checked once per adapter and table in a
-//! process, on a context of its own ([`GpuContext::table_check_twin`], whose table is marked
-//! given, so its products do not check again). The class defaults are not checked here: the
+//! process, on a context of its own ([`GpuContext::table_check_twin`], whose memory is not
+//! the run's), through the entry points below the check (`matmul_unchecked`, `conv::run`):
+//! the check sits above what it gates, and its products do not check again. The class defaults are not checked here: the
 //! test suite runs them.
 
 use std::collections::HashMap;
@@ -22,10 +23,9 @@ use crate::dtype::{DType, Storage};
 use crate::error::{Error, Result};
 use crate::gpu::{CoopTile, CoopTiles, GpuContext};
 use crate::ops::Accumulate;
-use crate::ops::conv::{
-    Conv2dParams, conv2d_backward_input, conv2d_backward_weight, conv2d_forward,
-};
-use crate::ops::matmul::{MatmulKernel, MatmulOpts, matmul_with};
+use crate::ops::conv::Conv2dParams;
+use crate::ops::conv::run::{backward_input, backward_weight, forward};
+use crate::ops::matmul::{MatmulKernel, MatmulOpts, matmul_unchecked};
 use crate::tensor::Tensor;
 
 /// A family of the table's tiles, checked the first time a product takes it.
@@ -204,7 +204,7 @@ fn products(
                 split_k,
                 ..Default::default()
             };
-            let kernel = matmul_with(ctx, &at, &bt, &c, opts, body)?;
+            let kernel = matmul_unchecked(ctx, &at, &bt, &c, opts, body)?;
             ctx.run(&[&kernel]);
             ctx.check()?;
             read(ctx, &c)
@@ -235,10 +235,10 @@ fn convolutions(ctx: &GpuContext) -> std::result::Result<(), String> {
         let dx = Tensor::zeros(ctx, &[n, c, hw, hw], dtype);
         let dw = Tensor::zeros(ctx, &[o, c, 3, 3], DType::F32);
         let mut kernels = vec![
-            conv2d_forward(ctx, &xt, &wt, None, &y, p)?,
-            conv2d_backward_input(ctx, &dyt, &wt, &dx, p)?,
+            forward(ctx, &xt, &wt, None, &y, p)?,
+            backward_input(ctx, &dyt, &wt, &dx, p)?,
         ];
-        kernels.extend(conv2d_backward_weight(
+        kernels.extend(backward_weight(
             ctx,
             &xt,
             &dyt,

@@ -12,6 +12,7 @@
 //! `1 - e^(step * ln beta)` with `ln beta` from the host in f64 and a series where the
 //! result is small: a few f32 ulp from PyTorch's f64 value.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -19,12 +20,13 @@ use serde::{Deserialize, Serialize};
 
 mod config;
 mod schedule;
+mod state;
 
 pub use config::{AdamSettings, OptimizerConfig, SgdSettings, widen};
 pub use schedule::LrSchedule;
 
 use crate::amp::scaler::WORD_FOUND_INF;
-use crate::amp::{GradClipper, check_flat_f32};
+use crate::amp::{GradClipper, check_flat_f32, f32_piece, tensor_piece};
 use crate::dtype::Storage;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
@@ -65,20 +67,29 @@ pub struct Optimizer {
     /// Current learning rate (f32 bits): `set_lr` changes it without `&mut`.
     lr: AtomicU32,
     n: usize,
-    /// Weight decay only where the mask in `words` says (parameter groups); everywhere
-    /// otherwise.
+    /// Weight decay only where the mask in a piece's `words` says (parameter groups);
+    /// everywhere otherwise.
     grouped: bool,
-    /// One step counter per workgroup of the step kernel (see `optim.wgsl`), then the
-    /// weight-decay mask (one bit per element: in the weight-decay group, see
-    /// [`Optimizer::new_grouped`]): one binding.
-    words: Arc<GpuBuffer>,
-    /// Workgroups of the step kernel: the counters in `words`.
-    launched: usize,
     /// Named moment buffers: momentum_buffer (SGD with momentum) or exp_avg, exp_avg_sq.
     moments: Vec<(&'static str, Arc<GpuBuffer>)>,
     /// What the step kernel binds besides the above, kept to bind it again
     /// ([`Optimizer::clip_first`]).
     bound: Bound,
+    /// The step, one kernel per piece of the flat buffers ([`GpuContext::flat_pieces`]):
+    /// one for a model whose buffers fit one storage binding.
+    pieces: Vec<Piece>,
+}
+
+/// The step over one range of the flat buffers, with its own counters and mask.
+struct Piece {
+    range: Range<usize>,
+    /// One step counter per workgroup of this piece's kernel (see `optim.wgsl`), then the
+    /// piece's weight-decay mask (one bit per element: in the weight-decay group, see
+    /// [`Optimizer::new_grouped`]): one binding.
+    words: Arc<GpuBuffer>,
+    /// Workgroups of this piece's kernel: the counters in `words`.
+    launched: usize,
+    wg: [u32; 3],
     step: Kernel,
 }
 
@@ -86,7 +97,6 @@ pub struct Optimizer {
 /// coefficient's.
 struct Bound {
     entry: &'static str,
-    wg: [u32; 3],
     params: Arc<GpuBuffer>,
     grads: Arc<GpuBuffer>,
     scaler_state: Arc<GpuBuffer>,
@@ -138,9 +148,6 @@ impl Optimizer {
                 scaler_state.size()
             )));
         }
-        let groups = n.div_ceil(WG as usize * EPT);
-        let wg = grid_1d(groups * WG as usize, WG);
-        let launched = (wg[0] * wg[1] * wg[2]) as u64;
         let moment = |label: &'static str| (label, ctx.alloc_storage(label, 4 * n as u64));
         let (entry, moments) = match config {
             OptimizerConfig::Sgd { momentum: 0.0, .. } => ("sgd_step", vec![]),
@@ -149,22 +156,9 @@ impl Optimizer {
                 ("adam_step", vec![moment("exp_avg"), moment("exp_avg_sq")])
             }
         };
-        let words: Vec<u32> = match decay {
-            Some(d) => d
-                .chunks(32)
-                .map(|c| c.iter().enumerate().map(|(b, &on)| (on as u32) << b).sum())
-                .collect(),
-            None => vec![u32::MAX],
-        };
-        let counters_and_mask = 4 * (launched + words.len() as u64);
-        let counters_and_mask = ctx.alloc_storage("optim.words", counters_and_mask);
-        let mask_at = 4 * launched;
-        ctx.write_buffer(&counters_and_mask, mask_at, bytemuck::cast_slice(&words));
-        let (words, launched) = (counters_and_mask, launched as usize);
         let grouped = decay.is_some();
         let bound = Bound {
             entry,
-            wg,
             params: params.clone(),
             grads: grads.clone(),
             scaler_state: scaler_state.clone(),
@@ -179,23 +173,50 @@ impl Optimizer {
             )?,
             writes_low: false,
         };
-        let hyper = Hyper::new(&config, n, grouped, [false, false], launched);
-        let parts = StepParts {
-            words: &words,
-            moments: &moments,
-            bound: &bound,
-        };
-        let step = parts.kernel(ctx, &hyper)?;
+        let mut pieces = Vec::new();
+        for range in ctx.flat_pieces(n) {
+            // Pieces start at multiples of 1024 elements: the mask's words split with them.
+            let words: Vec<u32> = match decay {
+                Some(d) => d[range.clone()]
+                    .chunks(32)
+                    .map(|c| c.iter().enumerate().map(|(b, &on)| (on as u32) << b).sum())
+                    .collect(),
+                None => vec![u32::MAX],
+            };
+            let wg = grid_1d(range.len().div_ceil(WG as usize * EPT) * WG as usize, WG);
+            let launched = (wg[0] * wg[1] * wg[2]) as u64;
+            let counters_and_mask = 4 * (launched + words.len() as u64);
+            let counters_and_mask = ctx.alloc_storage("optim.words", counters_and_mask);
+            ctx.write_buffer(
+                &counters_and_mask,
+                4 * launched,
+                bytemuck::cast_slice(&words),
+            );
+            let launched = launched as usize;
+            let hyper = Hyper::new(&config, range.len(), grouped, [false, false], launched);
+            let step = step_kernel(
+                ctx,
+                (&range, &counters_and_mask, wg),
+                &moments,
+                &bound,
+                &hyper,
+            )?;
+            pieces.push(Piece {
+                range,
+                words: counters_and_mask,
+                launched,
+                wg,
+                step,
+            });
+        }
         Ok(Self {
             config,
             grouped,
             lr: AtomicU32::new(config.lr().to_bits()),
             n,
-            words,
-            launched,
             moments,
             bound,
-            step,
+            pieces,
         })
     }
 
@@ -239,12 +260,12 @@ impl Optimizer {
 
     /// The step kernel again, over the buffers [`Bound`] now names.
     fn rebind(mut self, ctx: &GpuContext) -> Result<Self> {
-        let parts = StepParts {
-            words: &self.words,
-            moments: &self.moments,
-            bound: &self.bound,
-        };
-        self.step = parts.kernel(ctx, &self.hyper(self.lr()))?;
+        for i in 0..self.pieces.len() {
+            let hyper = self.hyper(&self.pieces[i], self.lr());
+            let p = &self.pieces[i];
+            let at = (&p.range, &p.words, p.wg);
+            self.pieces[i].step = step_kernel(ctx, at, &self.moments, &self.bound, &hyper)?;
+        }
         Ok(self)
     }
 
@@ -259,21 +280,22 @@ impl Optimizer {
         self.bound.writes_low
     }
 
-    fn hyper(&self, lr: f32) -> Hyper {
+    fn hyper(&self, piece: &Piece, lr: f32) -> Hyper {
         let bound = [self.bound.clipped, self.bound.writes_low];
         Hyper::new(
             &self.config.with_lr(lr),
-            self.n,
+            piece.range.len(),
             self.grouped,
             bound,
-            self.launched,
+            piece.launched,
         )
     }
 
-    /// The fused update: ONE dispatch over all n parameters. Record it after unscale (and
-    /// clipping) and before the scaler's update.
-    pub fn step_kernel(&self) -> &Kernel {
-        &self.step
+    /// The fused update: ONE dispatch over all n parameters (one per piece where the flat
+    /// buffers pass the adapter's binding limit: [`GpuContext::flat_pieces`]). Record them
+    /// in order after unscale (and clipping) and before the scaler's update.
+    pub fn step_kernels(&self) -> Vec<&Kernel> {
+        self.pieces.iter().map(|p| &p.step).collect()
     }
 
     /// Change the learning rate for the next recorded steps: one queued write of the small
@@ -281,8 +303,10 @@ impl Optimizer {
     pub fn set_lr(&self, ctx: &GpuContext, lr: f32) -> Result<()> {
         check_lr(self.config.name(), lr)?;
         self.lr.store(lr.to_bits(), Ordering::Relaxed);
-        let hyper = self.hyper(lr);
-        self.step.set_uniform(ctx, bytemuck::bytes_of(&hyper));
+        for piece in &self.pieces {
+            let hyper = self.hyper(piece, lr);
+            piece.step.set_uniform(ctx, bytemuck::bytes_of(&hyper));
+        }
         Ok(())
     }
 
@@ -306,9 +330,19 @@ impl Optimizer {
     /// back (blocking; native only).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn decay_mask_words(&self, ctx: &GpuContext) -> Result<Vec<u32>> {
-        let at = 4 * self.launched as u64;
-        let bytes = ctx.read_bytes(&self.words, at, self.words.size() - at)?;
-        Ok(bytemuck::pod_collect_to_vec(&bytes))
+        let mut mask = Vec::new();
+        // Without groups every piece holds the same one word.
+        let pieces = if self.grouped {
+            &self.pieces[..]
+        } else {
+            &self.pieces[..1]
+        };
+        for p in pieces {
+            let at = 4 * p.launched as u64;
+            let bytes = ctx.read_bytes(&p.words, at, p.words.size() - at)?;
+            mask.extend(bytemuck::pod_collect_to_vec::<u8, u32>(&bytes));
+        }
+        Ok(mask)
     }
 
     pub fn len(&self) -> usize {
@@ -319,149 +353,41 @@ impl Optimizer {
         self.n == 0
     }
 
-    /// The step counters (one u32 per workgroup; all equal) in the first words, then the
-    /// weight-decay mask; and each moment buffer.
-    pub fn counters_buffer(&self) -> &Arc<GpuBuffer> {
-        &self.words
-    }
-
-    fn counter_bytes(&self) -> u64 {
-        4 * self.launched as u64
+    /// Per piece of the flat buffers, the step counters (one u32 per workgroup; all equal)
+    /// in the first words, then the piece's weight-decay mask; and each moment buffer.
+    pub fn counters_buffers(&self) -> Vec<&Arc<GpuBuffer>> {
+        self.pieces.iter().map(|p| &p.words).collect()
     }
 
     pub fn moment_buffers(&self) -> &[(&'static str, Arc<GpuBuffer>)] {
         &self.moments
     }
-
-    /// Read the state back (asynchronous: also on the web; outside the step loop).
-    pub async fn state_async(&self, ctx: &GpuContext) -> Result<OptimizerState> {
-        let bytes = ctx
-            .read_bytes_async(&self.words, 0, self.counter_bytes())
-            .await?;
-        let step = self.decode_step(&bytes)?;
-        let mut moments = Vec::new();
-        for (name, buffer) in &self.moments {
-            let b = ctx.read_bytes_async(buffer, 0, 4 * self.n as u64).await?;
-            moments.push((*name, bytemuck::pod_collect_to_vec::<u8, f32>(&b)));
-        }
-        Ok(self.assemble(step, moments))
-    }
-
-    /// Blocking [`Optimizer::state_async`] (native only).
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn state(&self, ctx: &GpuContext) -> Result<OptimizerState> {
-        let bytes = ctx.read_bytes(&self.words, 0, self.counter_bytes())?;
-        let step = self.decode_step(&bytes)?;
-        let mut moments = Vec::new();
-        for (name, buffer) in &self.moments {
-            let b = ctx.read_bytes(buffer, 0, 4 * self.n as u64)?;
-            moments.push((*name, bytemuck::pod_collect_to_vec::<u8, f32>(&b)));
-        }
-        Ok(self.assemble(step, moments))
-    }
-
-    fn decode_step(&self, bytes: &[u8]) -> Result<u32> {
-        let counters: Vec<u32> = bytemuck::pod_collect_to_vec(bytes);
-        let step = counters[0];
-        if let Some(other) = counters.iter().find(|&&c| c != step) {
-            return Err(Error::Gpu(format!(
-                "{} step counters disagree ({step} and {other}): the step kernel was not run whole",
-                self.config.name()
-            )));
-        }
-        Ok(step)
-    }
-
-    fn assemble(&self, step: u32, moments: Vec<(&'static str, Vec<f32>)>) -> OptimizerState {
-        let mut s = OptimizerState {
-            step,
-            ..Default::default()
-        };
-        // Before the first applied step PyTorch's state holds no buffers.
-        if step > 0 {
-            for (name, values) in moments {
-                match name {
-                    "momentum_buffer" => s.momentum_buffer = Some(values),
-                    "exp_avg" => s.exp_avg = Some(values),
-                    _ => s.exp_avg_sq = Some(values),
-                }
-            }
-        }
-        s
-    }
-
-    /// Restore a state (queued writes, no wait). Buffers this optimizer has must be given
-    /// with n values each when `step > 0` (for SGD with momentum: when `momentum_buffer` is
-    /// given, it counts as at least one applied step); absent ones start from zero.
-    pub fn load_state(&mut self, ctx: &GpuContext, s: &OptimizerState) -> Result<()> {
-        let name = self.config.name();
-        let mut step = s.step;
-        let given = |m: &str| match m {
-            "momentum_buffer" => s.momentum_buffer.as_ref(),
-            "exp_avg" => s.exp_avg.as_ref(),
-            _ => s.exp_avg_sq.as_ref(),
-        };
-        for (label, present) in [
-            ("momentum_buffer", s.momentum_buffer.is_some()),
-            ("exp_avg", s.exp_avg.is_some()),
-            ("exp_avg_sq", s.exp_avg_sq.is_some()),
-        ] {
-            if present && !self.moments.iter().any(|(m, _)| *m == label) {
-                return Err(Error::InvalidArgument(format!(
-                    "{name} state: `{label}` does not belong to this optimizer"
-                )));
-            }
-        }
-        if matches!(self.config, OptimizerConfig::Sgd { .. }) && s.momentum_buffer.is_some() {
-            step = step.max(1);
-        }
-        for (label, buffer) in &self.moments {
-            let values = match given(label) {
-                Some(v) if v.len() != self.n => {
-                    return Err(Error::InvalidArgument(format!(
-                        "{name} state: `{label}` has {} values, want {}",
-                        v.len(),
-                        self.n
-                    )));
-                }
-                Some(v) => v.clone(),
-                None if step > 0 => {
-                    return Err(Error::InvalidArgument(format!(
-                        "{name} state: step {step} but no `{label}`"
-                    )));
-                }
-                None => vec![0.0; self.n],
-            };
-            ctx.write_buffer(buffer, 0, bytemuck::cast_slice(&values));
-        }
-        let counters = vec![step; self.launched];
-        ctx.write_buffer(&self.words, 0, bytemuck::cast_slice(&counters));
-        Ok(())
-    }
 }
 
-/// What the step kernel is made of.
-struct StepParts<'a> {
-    words: &'a Arc<GpuBuffer>,
-    moments: &'a [(&'static str, Arc<GpuBuffer>)],
-    bound: &'a Bound,
-}
-
-impl StepParts<'_> {
-    fn kernel(&self, ctx: &GpuContext, hyper: &Hyper) -> Result<Kernel> {
-        let b = self.bound;
-        let mut args = vec![
-            ("hyper", Arg::Uniform(bytemuck::bytes_of(hyper))),
-            ("scaler", Arg::Buffer(&b.scaler_state)),
-            ("words", Arg::Buffer(self.words)),
-            ("param", Arg::Buffer(&b.params)),
-            ("grad", Arg::Buffer(&b.grads)),
-        ];
-        for (label, buffer) in self.moments {
-            args.push((*label, Arg::Buffer(buffer)));
-        }
-        args.push(("clip_norm", Arg::Buffer(&b.clip_norm)));
-        args.push(("low", b.low.arg()));
-        ctx.kernel(&KernelDesc::new(&SHADER, b.entry), &args, b.wg)
+/// The step kernel over one piece of the flat buffers (`range`, with its `words` and
+/// grid), the moments and what [`Bound`] names.
+fn step_kernel(
+    ctx: &GpuContext,
+    (range, words, wg): (&Range<usize>, &Arc<GpuBuffer>, [u32; 3]),
+    moments: &[(&'static str, Arc<GpuBuffer>)],
+    b: &Bound,
+    hyper: &Hyper,
+) -> Result<Kernel> {
+    let low = match b.writes_low {
+        true => tensor_piece(ctx, &b.low, range)?,
+        false => b.low.clone(),
+    };
+    let mut args = vec![
+        ("hyper", Arg::Uniform(bytemuck::bytes_of(hyper))),
+        ("scaler", Arg::Buffer(&b.scaler_state)),
+        ("words", Arg::Buffer(words)),
+        ("param", f32_piece(&b.params, range)),
+        ("grad", f32_piece(&b.grads, range)),
+    ];
+    for (label, buffer) in moments {
+        args.push((*label, f32_piece(buffer, range)));
     }
+    args.push(("clip_norm", Arg::Buffer(&b.clip_norm)));
+    args.push(("low", low.arg()));
+    ctx.kernel(&KernelDesc::new(&SHADER, b.entry), &args, wg)
 }

@@ -21,6 +21,7 @@ use crate::amp::policy::Precision;
 use crate::amp::scaler::ScalerConfig;
 use crate::error::{Error, Result};
 use crate::nn::LossKind;
+use crate::ops::buffers::OnSkippedStep;
 use crate::optim::{LrSchedule, OptimizerConfig};
 
 /// Everything that shapes a training step. Make it with [`StepConfig::new`].
@@ -37,6 +38,9 @@ pub struct StepConfig {
     pub label_smoothing: f32,
     /// Micro-batches per optimizer step.
     pub grad_accum: usize,
+    /// What a skipped step does to the layers' buffers (BatchNorm's running statistics):
+    /// [`OnSkippedStep::Keep`] by default, `UpdateAnyway` for PyTorch's pytorch#88474.
+    pub buffers_on_skip: OnSkippedStep,
     /// The learning rate of each optimizer step, from the optimizer's (written ahead of the
     /// step's last submit).
     pub lr_schedule: LrSchedule,
@@ -67,6 +71,7 @@ impl StepConfig {
             clip_grad_norm: None,
             label_smoothing: 0.0,
             grad_accum: 1,
+            buffers_on_skip: OnSkippedStep::Keep,
             lr_schedule: LrSchedule::Constant,
             numerics: None,
             numerics_histograms: false,

@@ -27,6 +27,7 @@ use super::rank::Exchange;
 use super::running::tta::{FlipPlan, FlipTta};
 use super::stats::StepStats;
 use super::step::{Phase, Step, StepAt, StepKernels};
+use crate::amp::cast_in_pieces;
 use crate::amp::policy::{Policy, Precision, PrecisionRow};
 use crate::amp::scaler::GradScaler;
 use crate::error::Result;
@@ -34,7 +35,6 @@ use crate::gpu::{GpuContext, Kernel};
 use crate::nn::buffers::BufferStore;
 use crate::nn::params::{ParamLayout, ParamStore};
 use crate::nn::{ModelSpec, Network, NetworkInputs};
-use crate::ops::elementwise;
 use crate::optim::{LrSchedule, Optimizer};
 use crate::tensor::DType;
 
@@ -547,7 +547,7 @@ pub(super) fn load_params(
     };
     store.upload(ctx, &init)?;
     let weight_cast = match store.low_flat(ctx)? {
-        Some(low_flat) => Some(elementwise::cast(ctx, &store.master_flat(ctx)?, &low_flat)?),
+        Some(low_flat) => Some(cast_in_pieces(ctx, &store.master_flat(ctx)?, &low_flat)?),
         None => None,
     };
     Ok((store, weight_cast))

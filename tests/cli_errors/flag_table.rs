@@ -296,6 +296,7 @@ pub(super) const RUN_OTHER: &[&str] = &[
     "--optimizer",
     "--init",
     "--scaler",
+    "--buffers-on-skip",
     "--lr-schedule",
     "--attention",
     "--numerics",
@@ -316,7 +317,13 @@ pub(super) const SUBCOMMANDS: &[Subcommand] = &[
         other: &[
             RUN_OTHER,
             DEVICE,
-            &["--precision", "--save", "--resume", "--metrics"],
+            &[
+                "--precision",
+                "--save",
+                "--resume",
+                "--metrics",
+                "--export-hf",
+            ],
         ],
     },
     Subcommand {

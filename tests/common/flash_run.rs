@@ -241,6 +241,7 @@ pub fn gpt_step(
         clip_grad_norm: None,
         label_smoothing: 0.0,
         grad_accum: 1,
+        buffers_on_skip: Default::default(),
         lr_schedule: Default::default(),
         numerics: None,
         numerics_histograms: false,

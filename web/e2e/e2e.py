@@ -13,7 +13,8 @@ page must draw the Numerics heat map, count every step and name the first skip's
 as the CLI's --metrics line does.  A gpt-tiny run (model=gpt-tiny, batch 8, a few steps) trains on
 the embedded text: its loss must fall below GPT_LOSS_RATIO of the first, agree with the CLI as
 above, and it must publish text sampled at its last step whose characters all come from that
-text.  Two runs check that training never waits for frames: one in
+text; a llama-tiny run (the Llama family: RMSNorm, RoPE, grouped-query attention, SwiGLU) is
+held to the same.  Two runs check that training never waits for frames: one in
 a Chromium that cannot present WebGPU frames (only --enable-unsafe-webgpu), one in a tab hidden
 behind another (no animation frames at all).  A run whose device is destroyed at step 3
 (device_loss.py) must fail with the loss and the step in its result and #message.  Then the "no WebGPU" path: a Chromium without
@@ -336,6 +337,10 @@ def main():
                     help="skip the gpt-tiny run (text data, sampled text)")
     ap.add_argument("--gpt-steps", type=int, default=12,
                     help="steps of the gpt-tiny run (default 12)")
+    ap.add_argument("--skip-llama", action="store_true",
+                    help="skip the llama-tiny run (the Llama family: RMSNorm, RoPE, GQA, SwiGLU)")
+    ap.add_argument("--llama-steps", type=int, default=8,
+                    help="steps of the llama-tiny run (default 8)")
     ap.add_argument("--gpt-char-steps", type=int, default=0,
                     help="also train gpt-char (nanoGPT's baby GPT: 6 layers, T 256) at batch 8 "
                          "for this many steps and compare with the CLI; off by default (0): on "
@@ -388,6 +393,13 @@ def main():
         cases.append({"label": "gpt-tiny/amp-f16", "precision": "amp-f16", "steps": args.gpt_steps,
                       "model": "gpt-tiny", "batch": 8, "flags": WEBGPU_FLAGS, "cli": True,
                       "loss_ratio": GPT_LOSS_RATIO, "sample": True})
+    if not args.skip_llama:
+        # The Llama family in the page (issue 41): llama-tiny on the embedded text, against
+        # the CLI like the GPT, and its sampled text from that text's characters.
+        cases.append({"label": "llama-tiny/amp-f16", "precision": "amp-f16",
+                      "steps": args.llama_steps, "model": "llama-tiny", "batch": 8,
+                      "flags": WEBGPU_FLAGS, "cli": True, "loss_ratio": GPT_LOSS_RATIO,
+                      "sample": True})
     if args.gpt_char_steps > 0:
         # Its largest bindings stay under the page's default 128 MiB (fused attention: no
         # B x H x T x T scores); a few Adam steps only start the loss down.

@@ -16,7 +16,7 @@
 //! ([`BackwardPlan::cast_grad`]): a LayerNorm's input gradient, which a residual casts to its
 //! branch's f16 (the copy rounds as the cast kernel does: the same bits).
 //!
-//! This file holds what the plans keep; the methods are theirs (`plan.rs`, `backward.rs`).
+//! This file holds what the plans keep; the methods are theirs (`plan/`, `backward.rs`).
 //!
 //! [`ForwardPlan::push_fusable`]: super::plan::ForwardPlan::push_fusable
 //! [`ForwardPlan::take_fusable`]: super::plan::ForwardPlan::take_fusable

@@ -28,7 +28,7 @@
 //! layers theirs after it, in the order they are wired.
 
 use super::join::Join;
-use super::named::{NamedLayer, resolve_one};
+use super::layer::{NamedLayer, resolve_one};
 use super::plan::ForwardPlan;
 use super::precision::PrecisionWalk;
 use super::tape::{Flow, Tape};

@@ -1,12 +1,10 @@
 //! The precision map, walked without the GPU: each layer in the order the forward plans it,
 //! with the dtype it computes in and the casts autocast inserts.
 
-use super::Layer;
-use super::named::NamedLayer;
 use crate::amp::policy::{Op, Policy, PrecisionRow};
 use crate::tensor::DType;
 
-/// The precision map's walk: the layers in the order [`ForwardPlan`] plans them, with the
+/// The precision map's walk: the layers in the order [`super::ForwardPlan`] plans them, with the
 /// dtype each one computes in and the casts autocast inserts, without touching the GPU.
 pub struct PrecisionWalk<'a> {
     policy: &'a Policy,
@@ -27,27 +25,26 @@ impl<'a> PrecisionWalk<'a> {
         self.rows
     }
 
-    /// The rows of `layers` run in order from an `x` input; returns the output dtype.
-    pub fn run_layers(&mut self, layers: &[NamedLayer], x: DType) -> DType {
-        layers
-            .iter()
-            .fold(x, |x, l| self.run_layer(&l.name, &*l.layer, x))
-    }
-
-    /// The row of one layer (and, for a layer made of layers, theirs after it).
-    pub fn run_layer(&mut self, name: &str, layer: &dyn Layer, x: DType) -> DType {
+    /// Opens the row of a layer named `name` (under the current one) computing `op` on an
+    /// `x` input: the caller walks the layer in the row's compute dtype, then closes it.
+    pub(super) fn open_row(&mut self, name: &str, op: Op, x: DType, has_params: bool) -> OpenRow {
         let parent = std::mem::take(&mut self.path);
         self.path = super::backward::join(&parent, name);
         let index = self.rows.len();
-        let has_params = !layer.parameters().is_empty() || !layer.tied_parameters().is_empty();
-        let row = self
-            .policy
-            .row(index, &self.path, layer.op(), x, has_params);
+        let row = self.policy.row(index, &self.path, op, x, has_params);
         let compute = row.compute_dtype;
         self.rows.push(row);
-        let out = layer.walk_precision(self, compute);
-        self.rows[index].output_dtype = out;
-        self.path = parent;
+        OpenRow {
+            index,
+            parent,
+            compute,
+        }
+    }
+
+    /// Closes a row with the layer's output dtype; returns it.
+    pub(super) fn close_row(&mut self, row: OpenRow, out: DType) -> DType {
+        self.rows[row.index].output_dtype = out;
+        self.path = row.parent;
         out
     }
 
@@ -58,4 +55,12 @@ impl<'a> PrecisionWalk<'a> {
         self.rows.push(row);
         out
     }
+}
+
+/// A row being walked ([`PrecisionWalk::open_row`]): its index, the path it nests in, and the
+/// dtype the layer computes in.
+pub(super) struct OpenRow {
+    index: usize,
+    parent: String,
+    pub(super) compute: DType,
 }

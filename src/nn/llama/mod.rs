@@ -23,7 +23,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::family::{Described, Family, FamilyModel, NameTable, Tokens};
-use crate::data::hf::LlamaConfig;
+use crate::data::hf::{HostTensor, LlamaConfig, SaveDtype, folder_files};
 use crate::{Error, Result};
 
 pub use builder::llama_block;
@@ -188,6 +188,11 @@ impl FamilyModel for LlamaModel {
         let config: Value =
             serde_json::from_str(&self.config.to_json("float32")).expect("our own JSON");
         json!({ "llama": config, "seq_len": self.seq_len })
+    }
+
+    /// `config.json` and `model.safetensors` (f32) as `save_pretrained` writes them.
+    fn export_folder(&self, tensors: &[HostTensor]) -> Result<Vec<(&'static str, Vec<u8>)>> {
+        folder_files(&self.config, tensors, SaveDtype::F32)
     }
 
     /// The vocabulary, and the training window as the context.

@@ -6,11 +6,9 @@
 use super::gemm::{PIXEL_GEMM, Params, WEIGHT_GEMM, bind};
 use super::shape::Dims;
 use crate::dtype::Storage;
-use crate::error::Result;
 use crate::gpu::{Arg, GpuContext, KernelDesc, TensorCoreConfig};
 use crate::ops::bodies::{ConvBody, conv as conv_body};
 use crate::ops::matmul::{CoopGemm, table_tiles};
-use crate::ops::table_check::TableUse;
 use crate::shader::{ShaderDecl, Variant};
 use crate::tensor::Tensor;
 
@@ -54,16 +52,11 @@ pub(super) enum Kind {
 }
 
 /// The tensor-core configuration when a convolution with these input storages runs on it
-/// (the resolver's choice, `ops::bodies`), its table's tiles checked first where the table was
-/// loaded from a file (`ops::table_check`).
-pub(super) fn config(ctx: &GpuContext, inputs: &[Storage]) -> Result<Option<TensorCoreConfig>> {
-    let config = (conv_body(&ctx.caps, inputs) == ConvBody::Coop)
+/// (the resolver's choice, `ops::bodies`).
+pub(super) fn config(ctx: &GpuContext, inputs: &[Storage]) -> Option<TensorCoreConfig> {
+    (conv_body(&ctx.caps, inputs) == ConvBody::Coop)
         .then(|| ctx.caps.tensor_cores.config())
-        .flatten();
-    if config.is_some() {
-        crate::ops::table_check::ensure_checked(ctx, &[TableUse::Coop])?;
-    }
-    Ok(config)
+        .flatten()
 }
 
 /// The tile loop of a `kind` GEMM of `rows` × `cols` here: the table's tile for that size.

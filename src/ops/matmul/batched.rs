@@ -92,6 +92,7 @@ pub fn batched_matmul_with(
             "sizes m {m}, n {n}, k {k}, batch {batch:?} must fit in 32 bits"
         ));
     }
+    super::check_table(ctx, kernel, a.storage(), b.storage())?;
     // Strides of a batch dimension of extent 1 are never used (and are passed as 0); with a
     // zero-sized operand nothing is indexed. Otherwise the bounds check above keeps every
     // offset, stride and ld below the tensor's element count, which fits u32.

@@ -9,7 +9,6 @@ use super::{MatmulKernel, MatmulOpts};
 use crate::dtype::Storage;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuContext, Kernel, KernelDesc, TensorCoreConfig, grid_1d};
-use crate::ops::table_check::TableUse;
 use crate::tensor::Tensor;
 
 fn dims2(what: &str, t: &Tensor) -> Result<(usize, usize)> {
@@ -164,17 +163,6 @@ pub(super) fn launch(
         _ => None,
     };
     let tiling = Tiling::choose(body, sa, sb, table);
-    // The tiled and tensor-core bodies take their tiles from the table: a loaded one runs
-    // them against the reference first.
-    let used = match (body, Tiling::sixteen_bit(sa, sb)) {
-        (MatmulKernel::Direct, _) => None,
-        (MatmulKernel::Coop, _) => Some(TableUse::Coop),
-        (_, true) => Some(TableUse::Simt16),
-        (_, false) => Some(TableUse::SimtF32),
-    };
-    if let Some(used) = used {
-        crate::ops::table_check::ensure_checked(ctx, &[used])?;
-    }
     // The output tile (to count tiles for split-K) and k alignment of the body.
     let (tile_m, tile_n, align) = match coop {
         Some(config) => {
@@ -315,4 +303,42 @@ pub(super) fn launch(
     reduce.consts = Tiling::reduce_consts(&epilogue);
     let reduce = ctx.kernel(&reduce, &args, grid_1d(pairs, 64))?;
     Ok(gemm.then(reduce))
+}
+
+/// [`super::matmul_with`] without the check of a loaded kernel table: what the check itself
+/// runs.
+pub(crate) fn matmul_unchecked(
+    ctx: &GpuContext,
+    a: &Tensor,
+    b: &Tensor,
+    c: &Tensor,
+    opts: MatmulOpts,
+    kernel: MatmulKernel,
+) -> Result<Kernel> {
+    let (m, n, k) = check_shapes(a, b, c, &opts)?;
+    let (mu, nu, ku) = (m as usize, n as usize, k as usize);
+    // One contiguous matrix each: the same arithmetic as ever, only the index math is general.
+    let stored = |trans: bool, rows: usize, cols: usize| {
+        let (r, c) = if trans { (cols, rows) } else { (rows, cols) };
+        MatrixLayout::contiguous(r, c)
+    };
+    launch(
+        ctx,
+        Operand {
+            tensor: a,
+            layout: stored(opts.trans_a, mu, ku),
+        },
+        Operand {
+            tensor: b,
+            layout: stored(opts.trans_b, ku, nu),
+        },
+        Operand {
+            tensor: c,
+            layout: MatrixLayout::contiguous(mu, nu),
+        },
+        (m, n, k),
+        [1, 1],
+        &opts,
+        kernel,
+    )
 }

@@ -34,8 +34,9 @@ pub use tiling::SHADER;
 use crate::dtype::Storage;
 use crate::error::{Error, Result};
 use crate::gpu::{Capabilities, GpuContext, Kernel};
+use crate::ops::table_check::{self, TableUse};
 use crate::tensor::Tensor;
-use launch::{Operand, check_shapes, launch};
+pub(crate) use launch::matmul_unchecked;
 
 impl MatmulKernel {
     /// Every body, as `bench matmul --kernel` names them.
@@ -107,32 +108,30 @@ pub fn matmul_with(
     opts: MatmulOpts,
     kernel: MatmulKernel,
 ) -> Result<Kernel> {
-    let (m, n, k) = check_shapes(a, b, c, &opts)?;
-    let (mu, nu, ku) = (m as usize, n as usize, k as usize);
-    // One contiguous matrix each: the same arithmetic as ever, only the index math is general.
-    let stored = |trans: bool, rows: usize, cols: usize| {
-        let (r, c) = if trans { (cols, rows) } else { (rows, cols) };
-        MatrixLayout::contiguous(r, c)
+    check_table(ctx, kernel, a.storage(), b.storage())?;
+    matmul_unchecked(ctx, a, b, c, opts, kernel)
+}
+
+/// A product's body takes its tiles from the kernel table: a table loaded from a file is run
+/// against the CPU reference first ([`crate::ops::table_check`], once per family). The
+/// entry points check here; the launch below them does not, so the check's own products
+/// ([`matmul_unchecked`]) do not ask again.
+pub(super) fn check_table(
+    ctx: &GpuContext,
+    kernel: MatmulKernel,
+    sa: Storage,
+    sb: Storage,
+) -> Result<()> {
+    let used = match (
+        kernel.resolve(ctx, sa, sb),
+        tiling::Tiling::sixteen_bit(sa, sb),
+    ) {
+        (MatmulKernel::Direct, _) => return Ok(()),
+        (MatmulKernel::Coop, _) => TableUse::Coop,
+        (_, true) => TableUse::Simt16,
+        (_, false) => TableUse::SimtF32,
     };
-    launch(
-        ctx,
-        Operand {
-            tensor: a,
-            layout: stored(opts.trans_a, mu, ku),
-        },
-        Operand {
-            tensor: b,
-            layout: stored(opts.trans_b, ku, nu),
-        },
-        Operand {
-            tensor: c,
-            layout: MatrixLayout::contiguous(mu, nu),
-        },
-        (m, n, k),
-        [1, 1],
-        &opts,
-        kernel,
-    )
+    table_check::ensure_checked(ctx, &[used])
 }
 
 /// Floating-point operations of one `matmul` of these sizes (2·M·N·K), for benchmarks.

@@ -190,15 +190,10 @@ pub fn check_params_fit(
         .checked_mul(f32_bytes)
         .and_then(|b| b.checked_add(low_bytes.unwrap_or(0)))
         .ok_or_else(overflow)?;
-    let caps = &ctx.caps;
-    let (limit, limit_name) = if caps.max_storage_buffer_binding_size <= caps.max_buffer_size {
-        (
-            caps.max_storage_buffer_binding_size,
-            "max_storage_buffer_binding_size",
-        )
-    } else {
-        (caps.max_buffer_size, "max_buffer_size")
-    };
+    // The flat buffers are bound in pieces (`GpuContext::flat_pieces`): each must fit one
+    // buffer, and each parameter, which its layer binds alone, one storage binding.
+    let (limit, limit_name) = (ctx.caps.max_buffer_size, "max_buffer_size");
+    let binding_limit = ctx.caps.max_storage_buffer_binding_size;
     let too_big = |message: String, needed: u64, limit: u64| {
         Err(Error::Resource {
             message: format!(
@@ -228,6 +223,25 @@ pub fn check_params_fit(
             f32_bytes,
             limit,
         );
+    }
+    if let Some(p) = spec.parameters().into_iter().find(|p| {
+        let n = p.shape.iter().map(|&d| d as u64).product::<u64>();
+        n.saturating_mul(4) > binding_limit
+    }) {
+        let bytes = 4 * p.shape.iter().map(|&d| d as u64).product::<u64>();
+        return Err(Error::Resource {
+            message: format!(
+                "model {what}: parameter `{}` {:?} is {} in f32, over this adapter's \
+                 max_storage_buffer_binding_size of {} (a layer binds each parameter whole); use a \
+                 smaller model",
+                p.name,
+                p.shape,
+                human_bytes(bytes),
+                human_bytes(binding_limit)
+            ),
+            needed: bytes,
+            limit: binding_limit,
+        });
     }
     Ok(total)
 }

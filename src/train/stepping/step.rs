@@ -186,12 +186,11 @@ impl StepKernels {
         let clipper = clip.map(|max| GradClipper::new(ctx, grads, total, max));
         // Optimizer: its step is the optimizer's kernel, made with it.
         let round_params = round(master)?;
-        // A skipped step rolls the buffers back (PyTorch's pytorch#88474 behaviour is the
-        // mechanism's other setting, for parity runs through the library).
-        let on_skip = crate::ops::buffers::OnSkippedStep::Keep;
-        let commit_buffers = store
-            .buffers
-            .commit_kernel(ctx, scaler.state_buffer(), on_skip)?;
+        // A skipped step rolls the buffers back, or keeps them as PyTorch does (pytorch#88474).
+        let commit_buffers =
+            store
+                .buffers
+                .commit_kernel(ctx, scaler.state_buffer(), config.buffers_on_skip)?;
         // Scale update.
         let update = scaled.then(|| scaler.update_then_begin_kernel(ctx));
         Ok(Self {
@@ -261,7 +260,7 @@ impl StepKernels {
                 Some(c) => c.kernels().iter().collect(),
                 None => Vec::new(),
             },
-            Phase::Optimizer => std::iter::once(optimizer.step_kernel())
+            Phase::Optimizer => (optimizer.step_kernels().into_iter())
                 .chain(&self.round_params)
                 .chain(&self.commit_buffers)
                 .collect(),
