@@ -2,15 +2,21 @@
 //! and reflect padding, random and alternating flips, the flip of flip test-time augmentation
 //! and its average; the same bits run to run, other batches for another seed or epoch, an
 //! image's draws independent of the batch it is in, and the state rewritten between submits of
-//! one planned kernel.
+//! one planned kernel. Training on augmented images through the trainer matches training on
+//! the CPU twin's images bit for bit, and flip test-time augmentation scores the averaged
+//! logits as the CPU does; counted numerics see the augmented batch, not the augment kernel.
 
 mod common;
 
 use common::values::{quantised, run, storages, upload, upload_u32};
 use common::{bits, ctx, expect_err, rand_vec};
+use webgpu_amp::amp::policy::Precision;
+use webgpu_amp::nn::{LossKind, ModelSpec};
 use webgpu_amp::ops::augment::{
     self, Augment, AugmentState, Crop, Flip, Padding, Transform, transform,
 };
+use webgpu_amp::optim::OptimizerConfig;
+use webgpu_amp::train::{BatchTargets, StepConfig, Trainer};
 use webgpu_amp::{DType, GpuContext, Tensor};
 
 /// `x [N, C, H, W]` augmented on the CPU from [`transform`]'s draws.
@@ -341,4 +347,172 @@ fn rejects_bad_batches_and_settings() {
         ),
         &["the shapes must agree"],
     );
+}
+
+// Training on augmented images (`Trainer::set_augmentation`): the step's first kernel.
+
+const TINY_CNN: &str = r#"{"input": [2, 6, 6], "layers": [
+    {"conv2d": {"out": 3, "kernel": 3, "padding": 1}}, {"relu": {}},
+    {"flatten": {}}, {"linear": {"out": 4}}]}"#;
+const TRAIN_BATCH: usize = 5;
+/// The data-set indices of the trainer tests' batch.
+const SAMPLE_IDS: [u32; TRAIN_BATCH] = [7, 0, 41, 3, 19];
+
+/// A random crop from `pad` pixels of `padding`, then a random flip.
+fn crop_and_flip(pad: usize, padding: Padding) -> Augment {
+    Augment {
+        crop: Some(Crop { pad, padding }),
+        flip: Flip::Random,
+    }
+}
+
+/// An f32 SGD trainer of [`TINY_CNN`] from seed 3's initial weights.
+fn tiny_trainer() -> Trainer {
+    tiny_trainer_at(Precision::F32, None)
+}
+
+/// [`tiny_trainer`] under `precision`, counting numerics every `numerics` steps.
+fn tiny_trainer_at(precision: Precision, numerics: Option<u64>) -> Trainer {
+    let spec = ModelSpec::from_json(TINY_CNN).unwrap();
+    let init = spec.init_params(3);
+    let config = StepConfig::new(precision, LossKind::CrossEntropy, OptimizerConfig::sgd(0.1))
+        .numerics(numerics);
+    Trainer::new(ctx(), spec, config, 4, &init).unwrap()
+}
+
+/// The parameters after two f32 SGD steps on `x` (epochs 0 and 1, data-set indices `ids`),
+/// augmented on the GPU by `aug` drawn from `seed` (`None`: `x` as it is).
+fn trained(x: &[[f32; TRAIN_BATCH * 72]; 2], ids: &[u32], aug: Option<(Augment, u64)>) -> Vec<u32> {
+    let mut trainer = tiny_trainer();
+    trainer.set_augmentation(ctx(), aug.map(|a| a.0), aug.map_or(0, |a| a.1));
+    let labels: Vec<u32> = (0..TRAIN_BATCH as u32).map(|i| i % 4).collect();
+    for (epoch, x) in x.iter().enumerate() {
+        trainer.set_samples(ids, epoch as u64);
+        let targets = BatchTargets::Classes(&labels);
+        trainer
+            .train_batch(ctx(), TRAIN_BATCH, &x[..], targets)
+            .unwrap();
+    }
+    trainer.finish(ctx()).unwrap();
+    let params = trainer.store.download(ctx()).unwrap();
+    params.into_iter().flat_map(|(_, v)| bits(&v)).collect()
+}
+
+#[test]
+fn training_augments_each_batch_as_the_cpu_twin_and_another_seed_trains_otherwise() {
+    let shape = [TRAIN_BATCH, 2, 6, 6];
+    let x = [
+        rand_vec(TRAIN_BATCH * 72, 21),
+        rand_vec(TRAIN_BATCH * 72, 22),
+    ];
+    let x: [[f32; TRAIN_BATCH * 72]; 2] = x.map(|v| v.try_into().unwrap());
+    let (ids, aug) = (SAMPLE_IDS, crop_and_flip(2, Padding::Zeros));
+    let on_gpu = trained(&x, &ids, Some((aug, 5)));
+    // The same step on the CPU twin's images, uploaded as they are: the same bits.
+    let twin = [0, 1].map(|e| {
+        let y = augment_ref(&x[e], shape, &aug, 5, e as u32, &ids);
+        assert_ne!(
+            bits(&y),
+            bits(&x[e]),
+            "epoch {e}: the draws changed nothing"
+        );
+        y.try_into().unwrap()
+    });
+    assert_eq!(
+        on_gpu,
+        trained(&twin, &ids, None),
+        "GPU augmentation != the CPU twin's"
+    );
+    assert_ne!(
+        on_gpu,
+        trained(&x, &ids, None),
+        "augmentation changed no parameter"
+    );
+    // The same bits run to run; another seed draws other crops and flips.
+    assert_eq!(on_gpu, trained(&x, &ids, Some((aug, 5))));
+    assert_ne!(on_gpu, trained(&x, &ids, Some((aug, 6))));
+}
+
+#[test]
+fn training_with_augmentation_needs_each_batchs_samples() {
+    let mut trainer = tiny_trainer();
+    let aug = Augment {
+        crop: None,
+        flip: Flip::Alternating,
+    };
+    trainer.set_augmentation(ctx(), Some(aug), 0);
+    let x = rand_vec(TRAIN_BATCH * 72, 1);
+    let labels = [0u32; TRAIN_BATCH];
+    let step =
+        |t: &mut Trainer| t.train_batch(ctx(), TRAIN_BATCH, &x[..], BatchTargets::Classes(&labels));
+    expect_err(step(&mut trainer), &["data-set indices and epoch first"]);
+    trainer.set_samples(&[1, 2], 0);
+    expect_err(step(&mut trainer), &["2 sample ids for a batch of 5"]);
+}
+
+#[test]
+fn flip_tta_validates_on_the_average_of_the_logits_of_x_and_its_mirror_image() {
+    use webgpu_amp::train::evaluate::{evaluate, predict};
+    let mut trainer = tiny_trainer();
+    let x = rand_vec(TRAIN_BATCH * 72, 31);
+    let labels: Vec<u32> = (0..TRAIN_BATCH as u32).map(|i| (i * 3) % 4).collect();
+    let batches = || [(TRAIN_BATCH, x.clone(), BatchTargets::Classes(&labels))];
+    let plain = evaluate(ctx(), &mut trainer, batches()).unwrap();
+    // The reference: both forwards read back, averaged and scored on the CPU.
+    let all = Augment {
+        crop: None,
+        flip: Flip::All,
+    };
+    let ids: Vec<u32> = (0..TRAIN_BATCH as u32).collect();
+    let mirrored = augment_ref(&x, [TRAIN_BATCH, 2, 6, 6], &all, 0, 0, &ids);
+    let a = predict(ctx(), &mut trainer, TRAIN_BATCH, &x[..]).unwrap();
+    let b = predict(ctx(), &mut trainer, TRAIN_BATCH, &mirrored[..]).unwrap();
+    let (mut loss, mut correct) = (0.0f64, 0);
+    for (row, &label) in labels.iter().enumerate() {
+        let z: Vec<f64> = (0..4)
+            .map(|k| 0.5 * a[row * 4 + k] as f64 + 0.5 * b[row * 4 + k] as f64)
+            .collect();
+        let max = z.iter().cloned().fold(f64::MIN, f64::max);
+        let lse = max + z.iter().map(|v| (v - max).exp()).sum::<f64>().ln();
+        loss += lse - z[label as usize];
+        correct += usize::from(z[label as usize] == max);
+    }
+    let loss = loss / TRAIN_BATCH as f64;
+    trainer.set_flip_tta(true);
+    let tta = evaluate(ctx(), &mut trainer, batches()).unwrap();
+    assert!(
+        (tta.loss as f64 - loss).abs() <= 1e-5 * loss.abs().max(1.0),
+        "flip TTA loss {} != the CPU's {loss}",
+        tta.loss
+    );
+    assert_eq!(tta.accuracy, Some(correct as f32 / TRAIN_BATCH as f32));
+    assert_ne!(tta.loss, plain.loss, "the mirror image changed nothing");
+    // Off again: the plain evaluation's bits.
+    trainer.set_flip_tta(false);
+    let again = evaluate(ctx(), &mut trainer, batches()).unwrap();
+    assert_eq!(again.loss.to_bits(), plain.loss.to_bits());
+}
+
+#[test]
+fn counted_numerics_see_the_augmented_batch_not_the_augmentation() {
+    // The augment kernel comes first in the forward but is no layer: the counting passes
+    // must still sit after each layer, so the counts equal those of the CPU twin's images.
+    let x = rand_vec(TRAIN_BATCH * 72, 41);
+    let (ids, aug) = (SAMPLE_IDS, crop_and_flip(1, Padding::Reflect));
+    let counted = |x: &[f32], aug: Option<Augment>| {
+        let mut trainer = tiny_trainer_at(Precision::AmpF16, Some(1));
+        trainer.set_augmentation(ctx(), aug, 5);
+        trainer.set_samples(&ids, 0);
+        let labels: Vec<u32> = (0..TRAIN_BATCH as u32).map(|i| i % 4).collect();
+        let targets = BatchTargets::Classes(&labels);
+        trainer.train_batch(ctx(), TRAIN_BATCH, x, targets).unwrap();
+        let stats = trainer.finish(ctx()).unwrap();
+        trainer
+            .take_numerics(stats[0].step)
+            .expect("step 1 was counted")
+    };
+    let twin = augment_ref(&x, [TRAIN_BATCH, 2, 6, 6], &aug, 5, 0, &ids);
+    let on_gpu = counted(&x, Some(aug));
+    assert!(!on_gpu.records.is_empty());
+    assert_eq!(on_gpu, counted(&twin, None));
 }

@@ -226,6 +226,19 @@ fn bad_arguments() {
             "--momentum must be finite and >= 0, got -1",
         ),
         (
+            &["--padding-mode", "reflect"],
+            "--padding-mode says how --random-crop-padding pads",
+        ),
+        (
+            &["--random-crop-padding", "0"],
+            "--random-crop-padding must be 1 to 65535, got 0",
+        ),
+        // Synthetic samples are vectors: no image to crop or flip.
+        (
+            &["--flip", "random"],
+            "augmentation crops and flips images [C, H, W]",
+        ),
+        (
             &["--buffers-on-skip", "update", "--precision", "f32"],
             "--buffers-on-skip update changes nothing without a GradScaler",
         ),

@@ -97,6 +97,13 @@ fn he_et_al_nets_and_the_tiny_preset_count_as_pytorch_does() {
             855_770,
         ),
         ("resnet-tiny", [1, 28, 28], &[8, 16], &[1, 1], 5_122),
+        (
+            "resnet8-fashion",
+            [1, 28, 28],
+            &[16, 32, 64],
+            &[1, 1, 1],
+            77_754,
+        ),
     ] {
         let spec = preset(name, &input, 10).unwrap();
         assert_eq!(spec.num_parameters(), count, "{name}");
@@ -117,9 +124,22 @@ fn the_json_form_round_trips_and_bad_fields_are_refused() {
     );
     let tiny = preset("resnet-tiny", &[1, 28, 28], 10).unwrap();
     let json = tiny.description().unwrap().to_string();
+    assert!(!json.contains("stem_pool"), "{json}");
     let back = ModelSpec::from_json(&json).unwrap();
     assert_eq!(names(&back), names(&tiny));
     assert_eq!(back.num_parameters(), tiny.num_parameters());
+    // `stem_pool`: the stem's 28×28 pooled to 14×14 before the first stage.
+    let fashion = preset("resnet8-fashion", &[1, 28, 28], 10).unwrap();
+    let json = fashion.description().unwrap().to_string();
+    assert!(json.contains(r#""stem_pool":2"#), "{json}");
+    let back = ModelSpec::from_json(&json).unwrap();
+    assert_eq!(back.num_parameters(), 77_754);
+    let pooled = back
+        .layers
+        .iter()
+        .position(|l| l.name == "maxpool")
+        .unwrap();
+    assert_eq!(back.layers[pooled].output_shape, [16, 14, 14]);
     for (json, want) in [
         (r#"{"resnet": {"depth": 18}}"#, "unknown field `depth`"),
         (

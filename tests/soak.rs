@@ -140,6 +140,8 @@ fn three_thousand_steps_create_nothing_and_hold_memory_flat_after_warm_up() {
         eval: Default::default(),
         max_skipped_steps: webgpu_amp::train::MAX_SKIPPED_STEPS,
         interrupt: None,
+        augment: None,
+        flip_tta: false,
     };
     let mut run = Run::new(&ctx, spec, config, train, &init, None).unwrap();
     let (mut samples, mut steps_reported, mut epochs_ended) = (Vec::new(), 0u64, 0u64);

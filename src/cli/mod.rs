@@ -1,5 +1,6 @@
 //! Subcommands of the `webgpu-amp` binary.
 
+mod augment_args;
 mod bench;
 mod bench_step;
 mod bench_storages;

@@ -17,6 +17,7 @@ use webgpu_amp::train::planning::check_params_fit;
 use webgpu_amp::train::{MAX_COUNT, RunConfig, Setting, StepConfig};
 use webgpu_amp::{Error, GpuContext, Result};
 
+use super::augment_args::AugmentArgs;
 use super::doctor::DoctorArgs;
 use super::numbers::{number, setting};
 use super::out::outln;
@@ -31,7 +32,8 @@ use webgpu_amp::nn::family::Recipe;
 #[derive(Args, Clone, Debug)]
 pub struct RunArgs {
     /// Preset (linear, mlp, simple-cnn, mnist-cnn, gpt-tiny, gpt-char, llama-tiny,
-    /// smollm2-135m), a JSON model file, or hf:DIR (a Hugging Face transformers folder:
+    /// smollm2-135m, resnet-tiny, resnet8-fashion, resnet20-cifar, resnet56-cifar,
+    /// resnet18-cifar), a JSON model file, or hf:DIR (a Hugging Face transformers folder:
     /// config.json and model.safetensors, trained from its weights).
     /// A GPT's unset flags default to nanoGPT's shakespeare-char recipe: --optimizer adamw
     /// --lr 1e-3 --beta2 0.99 --weight-decay 0.1 --clip-grad-norm 1 --lr-schedule cosine
@@ -141,6 +143,8 @@ pub struct RunArgs {
     /// Skip validation at epoch ends.
     #[arg(long)]
     pub no_validate: bool,
+    #[command(flatten)]
+    pub augment: AugmentArgs,
     #[command(flatten)]
     pub doctor: DoctorArgs,
     #[command(flatten)]
@@ -313,6 +317,7 @@ impl RunArgs {
             .validate_each_epoch(!self.no_validate)
             .eval(self.recipe.eval_config())
             .max_skipped_steps(self.max_skipped_steps)
+            .augment(self.augment.augment()?, self.augment.flip_tta())
             .save(save_every, save_path))
     }
 

@@ -199,6 +199,11 @@ impl Network {
             .chain(self.count_correct.iter())
     }
 
+    /// The evaluation loss and correct-prediction count only (after a forward).
+    pub fn loss_and_count_kernels(&self) -> impl Iterator<Item = &Kernel> {
+        self.eval_loss.iter().chain(self.count_correct.iter())
+    }
+
     /// Forward only.
     pub fn forward_kernels(&self) -> impl Iterator<Item = &Kernel> {
         self.forward.kernels()

@@ -19,6 +19,11 @@ pub fn write_batch<'x>(
     targets: &BatchTargets<'_>,
 ) -> Result<()> {
     write_input(ctx, net, x.into())?;
+    write_targets(ctx, net, targets)
+}
+
+/// Upload a batch's targets only (see [`write_batch`]).
+pub fn write_targets(ctx: &GpuContext, net: &Network, targets: &BatchTargets<'_>) -> Result<()> {
     match (targets, &net.targets) {
         (BatchTargets::Classes(labels), None) => {
             let rows = loss_rows(net);

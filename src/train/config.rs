@@ -340,6 +340,10 @@ pub struct RunConfig {
     /// fell below [`super::settings::MIN_SCALE`] (0: never; default
     /// [`super::settings::MAX_SKIPPED_STEPS`]).
     pub max_skipped_steps: u64,
+    /// Crop and flip the training images on the GPU (`ops::augment`; default none).
+    pub augment: Option<crate::ops::augment::Augment>,
+    /// Validate on each image's logits averaged with its mirror image's (default off).
+    pub flip_tta: bool,
 }
 
 /// How a run is interrupted ([`RunConfig::on_interrupt`]): it asks `requested` before each
@@ -372,7 +376,21 @@ impl RunConfig {
             eval: EvalConfig::default(),
             interrupt: None,
             max_skipped_steps: super::settings::MAX_SKIPPED_STEPS,
+            augment: None,
+            flip_tta: false,
         }
+    }
+
+    /// Train on augmented images (`None`: as they are), drawn from the run's seed; with
+    /// `flip_tta`, validate with flip test-time augmentation.
+    pub fn augment(
+        mut self,
+        augment: Option<crate::ops::augment::Augment>,
+        flip_tta: bool,
+    ) -> Self {
+        self.augment = augment;
+        self.flip_tta = flip_tta;
+        self
     }
 
     /// End the run after this many skipped steps in a row (0: never).

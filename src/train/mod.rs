@@ -61,9 +61,9 @@ pub use running::{estimate, evaluate, periodic, run};
 #[cfg(not(target_arch = "wasm32"))]
 pub use sampling::generate;
 pub use sampling::sample;
-pub(in crate::train) use stepping::in_flight;
 #[cfg(not(target_arch = "wasm32"))]
 pub use stepping::profile;
+pub(in crate::train) use stepping::{augmenting, in_flight};
 pub use stepping::{host_time, memory, planning, stats, step};
 
 pub use batch::{BatchInput, BatchTargets};

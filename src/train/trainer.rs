@@ -12,7 +12,8 @@
 //!
 //! [`RING`]: super::stats::RING
 
-use super::batch::{BatchInput, BatchTargets, write_batch};
+use super::augmenting::Augmentation;
+use super::batch::{BatchInput, BatchTargets, write_batch, write_targets};
 use super::config::StepConfig;
 use super::host_time::{Clock, HostTimes};
 use super::in_flight::InFlight;
@@ -23,6 +24,7 @@ use super::planning::{
     batch_error, check_network_fits, check_params_fit, guard_planning, params_error,
 };
 use super::rank::Exchange;
+use super::running::tta::{FlipPlan, FlipTta};
 use super::stats::StepStats;
 use super::step::{Phase, Step, StepAt, StepKernels};
 use crate::amp::cast_in_pieces;
@@ -77,6 +79,11 @@ pub struct Trainer {
     pub dropout: DropoutStream,
     /// The gradient all-reduce of a data-parallel rank (none in a single process).
     exchange: Exchange,
+    /// Crops and flips of the training images, in the step (`augmenting.rs`, with their
+    /// setters; none: off).
+    pub(super) augmentation: Option<Augmentation>,
+    /// Flip test-time augmentation of evaluation (`tta.rs`; none: off).
+    pub(super) flip_tta: Option<FlipTta>,
     /// Optimizer steps taken before this trainer's first (a resumed run's step): the lr
     /// schedule's position is `step_offset + steps_submitted` ([`Trainer::start_at`]).
     step_offset: u64,
@@ -155,6 +162,8 @@ impl Trainer {
             dropout: DropoutStream::default(),
             step_offset: 0,
             exchange: Exchange::default(),
+            augmentation: None,
+            flip_tta: None,
             config,
         })
     }
@@ -186,6 +195,23 @@ impl Trainer {
             }
         };
         Ok((&self.evals[i], self.kernels.weight_cast()))
+    }
+
+    /// [`Trainer::forward_parts`] and, with flip test-time augmentation, its plan: what
+    /// validation runs.
+    pub(super) fn eval_parts(
+        &mut self,
+        ctx: &GpuContext,
+        batch: usize,
+    ) -> Result<(&Network, Option<&Kernel>, Option<&FlipPlan>)> {
+        self.forward_parts(ctx, batch)?;
+        let i = self.evals.iter().position(|n| n.batch == batch);
+        let net = &self.evals[i.expect("planned by forward_parts")];
+        let flip = match &mut self.flip_tta {
+            Some(tta) => Some(tta.plan(ctx, net)?),
+            None => None,
+        };
+        Ok((net, self.kernels.weight_cast(), flip))
     }
 
     /// What the networks are planned from.
@@ -343,18 +369,29 @@ impl Trainer {
         let net = &self.nets[i];
         // Numerics on: the counting passes of this batch size (made once).
         self.in_flight.plan_numerics(ctx, net)?;
-        write_batch(ctx, net, x, &targets)?;
-        // Dropout masks of micro-batch `counter`: the same whatever the precision, and
-        // again after a resume ([`Trainer::start_at`] positions the counter).
-        net.set_dropout(ctx, self.dropout.seed, self.dropout.counter, true);
-        self.dropout.counter += 1;
         let at = StepAt {
             step: self.step_offset + self.in_flight.steps_submitted() + 1,
             grad_accum,
             lr: self.scheduled_lr(),
         };
+        // With augmentation, the step's first kernel writes the network's input.
+        let augment = match &mut self.augmentation {
+            None => {
+                write_batch(ctx, net, x, &targets)?;
+                None
+            }
+            Some(augmentation) => {
+                write_targets(ctx, net, &targets)?;
+                Some(augmentation.write(ctx, net, x.into())?)
+            }
+        };
+        // Dropout masks of micro-batch `counter`: the same whatever the precision, and
+        // again after a resume ([`Trainer::start_at`] positions the counter).
+        net.set_dropout(ctx, self.dropout.seed, self.dropout.counter, true);
+        self.dropout.counter += 1;
         let step = Step {
             net,
+            augment,
             kernels: &self.kernels,
             grads: &self.store.grads,
             scaler: &self.scaler,
@@ -371,9 +408,10 @@ impl Trainer {
     /// matter).
     pub fn step_phases(&mut self, ctx: &GpuContext, batch: usize) -> Result<Vec<(Phase, &Kernel)>> {
         let i = self.plan_network(ctx, batch)?;
+        let augment = self.augmentation.as_ref().and_then(|a| a.kernel(batch));
         Ok(self
             .kernels
-            .phases((&self.nets[i], &self.optimizer, &self.scaler)))
+            .phases((&self.nets[i], augment, &self.optimizer, &self.scaler)))
     }
 
     /// [`Trainer::step_phases`] without the phases.

@@ -8,6 +8,7 @@ use crate::nn::layers::batchnorm::{BatchNorm2dConfig, BatchNormFields};
 use crate::nn::layers::conv2d::Conv2dConfig;
 use crate::nn::layers::flatten::FlattenConfig;
 use crate::nn::layers::linear::LinearConfig;
+use crate::nn::layers::pool::MaxPool2dConfig;
 use crate::nn::layers::residual::residual;
 use crate::nn::layers::unary::UnaryConfig;
 use crate::ops::unary;
@@ -78,6 +79,15 @@ impl ResNetConfig {
             named("bn1", bn()),
             named("relu", relu()),
         ];
+        if self.stem_pool > 0 {
+            layers.push(named(
+                "maxpool",
+                MaxPool2dConfig {
+                    kernel: self.stem_pool,
+                    stride: None,
+                },
+            ));
+        }
         let mut in_planes = self.widths[0];
         for (s, (&planes, &blocks)) in self.widths.iter().zip(&self.blocks).enumerate() {
             for b in 0..blocks {

@@ -79,7 +79,7 @@ pub fn submit_eval_batch<'x>(
     results: &GpuBuffer,
     slot: usize,
 ) -> Result<()> {
-    let (net, weight_cast) = trainer.forward_parts(ctx, batch)?;
+    let (net, weight_cast, flip) = trainer.eval_parts(ctx, batch)?;
     write_batch(ctx, net, x, targets)?;
     net.set_dropout(ctx, 0, 0, false);
     let offset = 8 * slot as u64;
@@ -89,10 +89,13 @@ pub fn submit_eval_batch<'x>(
             label: Some("evaluate"),
         });
     encoder.clear_buffer(net.correct.raw(), 0, None);
-    {
-        let mut pass = encoder.begin_compute_pass(&Default::default());
-        for k in weight_cast.into_iter().chain(net.eval_kernels()) {
-            k.encode(&mut pass);
+    match flip {
+        Some(flip) => flip.encode(&mut encoder, net, weight_cast),
+        None => {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            for k in weight_cast.into_iter().chain(net.eval_kernels()) {
+                k.encode(&mut pass);
+            }
         }
     }
     let loss = (net.loss.buffer().raw(), net.loss.byte_offset());

@@ -198,6 +198,8 @@ impl Run {
         // A resumed run continues the dropout masks and the lr schedule where the
         // checkpoint's step left them.
         trainer.start_at(progress.seed, progress.step);
+        trainer.set_augmentation(ctx, config.augment, progress.seed);
+        trainer.set_flip_tta(config.flip_tta);
         Ok(Self {
             trainer,
             config,
@@ -333,6 +335,8 @@ impl Run {
     ) -> Result<usize> {
         let batch = self.batch.get_or_insert_with(|| Batch::empty(&train.y));
         let trainer = &mut self.trainer;
+        // Augmentation draws each image's crop and flip from its data-set index and the epoch.
+        trainer.set_samples(&order[b], self.progress.epoch);
         if !self.rank.is_joined() {
             train.gather_indices_into(&order[b], batch)?;
             trainer.train_batch(ctx, batch.size, batch.input(), batch.targets())?;

@@ -232,11 +232,11 @@ impl StepKernels {
         }
     }
 
-    /// The kernels of `phase` in a step of `net` updated by `optimizer` under `scaler`, in
-    /// order.
+    /// The kernels of `phase` in a step of `net` (its batch augmented by `augment`, when
+    /// set) updated by `optimizer` under `scaler`, in order.
     pub(in crate::train) fn of_phase<'a>(
         &'a self,
-        (net, optimizer, scaler): (&'a Network, &'a Optimizer, &GradScaler),
+        (net, augment, optimizer, scaler): Parts<'a, '_>,
         phase: Phase,
     ) -> Vec<&'a Kernel> {
         match phase {
@@ -250,7 +250,7 @@ impl StepKernels {
                     .chain(cast)
                     .collect()
             }
-            Phase::Forward => net.forward_kernels().collect(),
+            Phase::Forward => augment.into_iter().chain(net.forward_kernels()).collect(),
             Phase::Loss => net.loss_kernels().collect(),
             Phase::Backward => net.backward_kernels().collect(),
             Phase::Unscale => self.round_grads.iter().chain(&self.unscale).collect(),
@@ -270,10 +270,7 @@ impl StepKernels {
 
     /// Every kernel of one optimizer step of one micro-batch with its phase, in the order
     /// [`Step::record`] records them.
-    pub(in crate::train) fn phases<'a>(
-        &'a self,
-        parts: (&'a Network, &'a Optimizer, &GradScaler),
-    ) -> Vec<(Phase, &'a Kernel)> {
+    pub(in crate::train) fn phases<'a>(&'a self, parts: Parts<'a, '_>) -> Vec<(Phase, &'a Kernel)> {
         Phase::ALL
             .into_iter()
             .flat_map(|phase| {
@@ -283,6 +280,15 @@ impl StepKernels {
             .collect()
     }
 }
+
+/// What a step's kernels depend on besides [`StepKernels`]: the network, the augmentation
+/// kernel (the forward's first; none without augmentation), the optimizer and the scaler.
+pub(in crate::train) type Parts<'a, 'b> = (
+    &'a Network,
+    Option<&'a Kernel>,
+    &'a Optimizer,
+    &'b GradScaler,
+);
 
 /// Where a micro-batch stands: the optimizer step it belongs to (1-based over the run, as
 /// the lr schedule and the AMP doctor count), the micro-batches of a step, and the
@@ -299,6 +305,8 @@ pub(in crate::train) struct StepAt {
 /// the gradient all-reduce, and the steps in flight.
 pub(in crate::train) struct Step<'a> {
     pub(in crate::train) net: &'a Network,
+    /// Writes the augmented batch into the network's input (none without augmentation).
+    pub(in crate::train) augment: Option<&'a Kernel>,
     pub(in crate::train) kernels: &'a StepKernels,
     pub(in crate::train) grads: &'a GpuBuffer,
     pub(in crate::train) scaler: &'a GradScaler,
@@ -420,7 +428,7 @@ impl Step<'_> {
         recorded: impl Fn(Phase) -> bool,
     ) {
         let mut pass = encoder.begin_compute_pass(&Default::default());
-        let parts = (self.net, &*self.optimizer, self.scaler);
+        let parts = (self.net, self.augment, &*self.optimizer, self.scaler);
         for phase in Phase::ALL.into_iter().filter(|&p| recorded(p)) {
             let kernels = self.kernels.of_phase(parts, phase);
             let counted = match phase {
@@ -432,7 +440,13 @@ impl Step<'_> {
                 }
             };
             let kernels = match (counting, self.in_flight.numerics()) {
-                (Some(last), Some(n)) => n.interleave(self.net.batch, counted, kernels, last),
+                (Some(last), Some(n)) => {
+                    // The augmentation is data, not a layer: before the counted forward.
+                    let data = usize::from(phase == Phase::Forward && self.augment.is_some());
+                    let layers = kernels[data..].to_vec();
+                    let counted = n.interleave(self.net.batch, counted, layers, last);
+                    kernels[..data].iter().copied().chain(counted).collect()
+                }
                 _ => kernels,
             };
             for k in kernels {
