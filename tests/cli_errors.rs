@@ -227,7 +227,7 @@ fn bad_arguments() {
         ),
         (
             &["--padding-mode", "reflect"],
-            "--padding-mode says how --random-crop-padding pads",
+            "a padding mode (--padding-mode constant or reflect) needs --random-crop-padding N too",
         ),
         (
             &["--random-crop-padding", "0"],

@@ -21,8 +21,8 @@ pub struct AugmentArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true,
           value_parser = number::<usize>(CROP_PADDING_RANGE))]
     pub random_crop_padding: Option<usize>,
-    /// How --random-crop-padding pads: constant (zeros, torchvision's default) or reflect
-    /// (airbench's translate). Default: constant.
+    /// What fills the crop's padding (with --random-crop-padding N): constant (zeros,
+    /// torchvision's default) or reflect (airbench's translate). Default: constant.
     #[arg(long, value_enum)]
     pub padding_mode: Option<PaddingMode>,
     /// Flip training images left to right: random (torchvision's `RandomHorizontalFlip()`:
@@ -74,7 +74,8 @@ impl AugmentArgs {
         let padding = match (self.padding_mode, self.random_crop_padding) {
             (Some(_), None) => {
                 return Err(Error::InvalidArgument(
-                    "--padding-mode says how --random-crop-padding pads: give that too".into(),
+                    "a padding mode (--padding-mode constant or reflect) needs --random-crop-padding N too"
+                        .into(),
                 ));
             }
             (Some(PaddingMode::Reflect), Some(_)) => Padding::Reflect,

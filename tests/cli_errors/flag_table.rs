@@ -100,6 +100,11 @@ pub(super) const RUN_FLAGS: &[Flag] = &[
     flag("--epochs", COUNT, COUNT_BAD),
     flag("--steps", COUNT, COUNT_BAD),
     flag(
+        "--random-crop-padding",
+        "1 to 65535",
+        &["0", "-1", "65536", "18446744073709551616", "x"],
+    ),
+    flag(
         "--seed",
         "0 to 18446744073709551615",
         &["-1", "18446744073709551616", "x", ""],
@@ -297,6 +302,9 @@ pub(super) const RUN_OTHER: &[&str] = &[
     "--init",
     "--scaler",
     "--buffers-on-skip",
+    "--padding-mode",
+    "--flip",
+    "--tta",
     "--lr-schedule",
     "--attention",
     "--numerics",

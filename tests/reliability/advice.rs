@@ -71,6 +71,8 @@ const OTHER_PROGRAMS: &[(&str, &str)] = &[
     ("gpt-char-steps", "web/e2e/run.sh"),
     ("screenshots", "web/e2e/run.sh"),
     ("skip-no-webgpu", "web/e2e/run.sh"),
+    ("llama-steps", "web/e2e/run.sh"),
+    ("skip-llama", "web/e2e/run.sh"),
     ("break-builtins", "scripts/tint-check.sh"),
     ("only", "scripts/tint-check.sh"),
     ("full", "scripts/tint-check.sh"),
