@@ -35,7 +35,7 @@ fn step_kernels(
     let mut t = common::trainers::bench_trainer(&ctx, (model, spec), classes, precision);
     let batch = 2;
     let elements: usize = input.iter().product();
-    if model.starts_with("gpt") {
+    if common::trainers::takes_tokens(model) {
         let tokens: Vec<u32> = (0..batch * elements)
             .map(|i| (i % classes) as u32)
             .collect();
@@ -120,4 +120,16 @@ fn gpt_tiny_f32_step_dispatches() {
     let n = kernels_per_step("gpt-tiny", &[64], 65, Precision::F32);
     eprintln!("gpt-tiny f32: {n} dispatches per step");
     assert!(n <= 66, "gpt-tiny f32: {n} dispatches per step, was 66");
+}
+
+/// The Llama family's step (issue 41): RMSNorm with LayerNorm's fusions, q/k/v and gate/up
+/// forks, RoPE, grouped-query attention, SwiGLU in one kernel each way.
+#[test]
+fn llama_tiny_amp_f16_step_dispatches() {
+    let n = kernels_per_step("llama-tiny", &[64], 65, Precision::AmpF16);
+    eprintln!("llama-tiny amp-f16: {n} dispatches per step");
+    assert!(
+        n <= 116,
+        "llama-tiny amp-f16: {n} dispatches per step, was 116"
+    );
 }

@@ -21,6 +21,12 @@ pub fn bench_trainer(
         LossKind::CrossEntropy,
         OptimizerConfig::adamw(1e-3),
     )
-    .clip_grad_norm(model.starts_with("gpt").then_some(1.0));
+    .clip_grad_norm(takes_tokens(model).then_some(1.0));
     Trainer::new(ctx, spec, config, classes, &init).unwrap()
+}
+
+/// Whether a preset is a language model (a GPT or a Llama): it takes token ids and its recipe
+/// clips, as nanoGPT's and transformers' do.
+pub fn takes_tokens(model: &str) -> bool {
+    model.starts_with("gpt") || model.starts_with("llama")
 }
