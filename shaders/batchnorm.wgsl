@@ -20,6 +20,9 @@
 
 #tensor x 1 read
 #tensor y 2 read_write
+// The BatchNorm's own output when the activation after it is fused (y then holds the
+// activation's): `batchnorm_apply_act` writes both, so every layer's output still exists.
+#tensor pre 15 read_write
 // Affine parameters [C] (the input's storage or f32). Without them the Rust side binds
 // placeholders here and clears has_weight / has_bias; they are never read.
 #tensor weight 3 read
@@ -236,13 +239,22 @@ fn batchnorm_stats_final(@builtin(local_invocation_index) lid: u32) {
 
 // ---- forward: normalisation (training and eval) ----------------------------------------------
 
-fn bn_output(i: u32) -> f32 {
+// The BatchNorm's value at i as stored in the output's storage.
+fn bn_stored(i: u32) -> f32 {
     let c = channel_of(i);
-    return activation(stored(bn_value(i, c, channel_stats(c))));
+    return stored(bn_value(i, c, channel_stats(c)));
+}
+
+fn bn_output(i: u32) -> f32 {
+    return activation(bn_stored(i));
 }
 
 // One thread per element pair (`#map`): a packed word is written whole by one thread.
 #map batchnorm_apply: y = bn_output(i)
+// A ReLU or GELU layer after the BatchNorm, in the same kernel: its input (the BatchNorm's
+// output, as the separate kernel writes it) and its output (as the activation's kernel would
+// compute it from that input).
+#map batchnorm_apply_act: pre = bn_stored(i); y = bn_output(i)
 
 // ---- backward ---------------------------------------------------------------------------------
 

@@ -360,6 +360,70 @@ fn fused_activation_gives_the_bits_of_the_two_kernels() {
     }
 }
 
+/// A model's `bn → relu` / `bn → gelu` (`nn::layers::fusion`): the normalisation made again
+/// with the activation fused writes the BatchNorm's output and the activation's with the bits
+/// of the normalisation kernel and the activation's kernel, in training and in eval.
+#[test]
+fn normalisation_made_fused_writes_both_outputs_with_the_two_kernels_bits() {
+    for (name, ctx, act) in storages() {
+        let shape: &[usize] = &[3, 4, 5, 3];
+        let d = dims(shape);
+        let xv = input(shape, 51, act);
+        let wv = quantised(d.1, 52, 1.5, DType::F32);
+        let bv = quantised(d.1, 53, 1.0, DType::F32);
+        let ab = (Some(wv.as_slice()), Some(bv.as_slice()));
+        let running = RunningStats::new(ctx, "test running", d.1).unwrap();
+        let rv: Vec<f32> = rand_vec(d.1, 55).iter().map(|v| v.abs() + 0.25).collect();
+        running.write(ctx, &rand_vec(d.1, 54), &rv, 3).unwrap();
+        let read = |t: &Tensor| bits(&t.read_f32(ctx).unwrap());
+        for (activation, op) in [
+            (Activation::Relu, &unary::RELU),
+            (Activation::Gelu, &unary::GELU),
+        ] {
+            for eval in [false, true] {
+                let bn = BatchNorm::default();
+                // Separate: the BatchNorm's kernels, then the activation's.
+                let sep = BnTensors::new(ctx, (&xv, shape), ab, (act, DType::F32));
+                let sep_out = Tensor::zeros(ctx, shape, act);
+                let fused = BnTensors::new(ctx, (&xv, shape), ab, (act, DType::F32));
+                let fused_out = Tensor::zeros(ctx, shape, act);
+                let make = |t: &BnTensors| {
+                    if eval {
+                        let n = bn.eval_normalise((&t.x, &t.y), t.affine(), &running);
+                        (Vec::new(), n.unwrap())
+                    } else {
+                        let r = bn.train_statistics(ctx, (&t.x, &t.y), t.affine(), &t.saved, None);
+                        r.unwrap()
+                    }
+                };
+                let (mut ks, normalise) = make(&sep);
+                ks.push(normalise.kernel(ctx).unwrap());
+                ks.push(unary::forward(ctx, op, &sep.y, &sep_out).unwrap());
+                run(ctx, &ks);
+                let (mut ks, normalise) = make(&fused);
+                ks.push(normalise.fused(ctx, activation, &fused_out).unwrap());
+                run(ctx, &ks);
+                let what = format!("{name} {activation:?} eval={eval}");
+                assert_eq!(
+                    read(&fused.y),
+                    read(&sep.y),
+                    "{what}: the BatchNorm's output"
+                );
+                assert_eq!(read(&fused_out), read(&sep_out), "{what}: the activation's");
+                assert_ne!(
+                    read(&fused_out),
+                    read(&fused.y),
+                    "{what}: the activation acted"
+                );
+                // A wrong output (another shape) is an error, never a silent write.
+                let short = Tensor::zeros(ctx, &shape[1..], act);
+                assert!(normalise.fused(ctx, activation, &short).is_err(), "{what}");
+                assert!(normalise.fused(ctx, Activation::None, &fused_out).is_err());
+            }
+        }
+    }
+}
+
 #[test]
 fn rejects_bad_shapes_and_arguments() {
     let ctx = ctx();

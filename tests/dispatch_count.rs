@@ -133,3 +133,54 @@ fn llama_tiny_amp_f16_step_dispatches() {
         "llama-tiny amp-f16: {n} dispatches per step, was 116"
     );
 }
+
+/// A BatchNorm's normalisation and the ReLU or exact GELU after it run as one kernel in the
+/// forward (`nn::layers::fusion`), in training and eval plans; the backward keeps both
+/// layers' kernels. Another activation keeps its own kernel.
+#[test]
+fn relu_and_gelu_run_in_the_batchnorm_before_them() {
+    let labels = |act: &str| {
+        let json = format!(
+            r#"{{"input": [2, 6, 6], "layers": [
+                {{"conv2d": {{"out": 4, "kernel": 3, "padding": 1}}}}, {{"batchnorm2d": {{}}}},
+                {{"{act}": {{}}}}, {{"flatten": {{}}}}, {{"linear": {{"out": 3}}}}]}}"#
+        );
+        let spec = ModelSpec::from_json(&json).unwrap();
+        step_kernels("bn+act", (spec, &[2, 6, 6]), 3, Precision::AmpF16).0
+    };
+    for act in ["relu", "gelu", "silu"] {
+        let labels = labels(act);
+        let has = |l: &str| labels.iter().any(|k| k == l);
+        let fused = act != "silu";
+        assert_eq!(
+            has("batchnorm::batchnorm_apply_act"),
+            fused,
+            "{act}: {labels:?}"
+        );
+        assert_eq!(
+            has("batchnorm::batchnorm_apply"),
+            !fused,
+            "{act}: {labels:?}"
+        );
+        assert_eq!(
+            has(&format!("unary::{act}_forward")),
+            !fused,
+            "{act}: {labels:?}"
+        );
+        assert!(has(&format!("unary::{act}_backward")), "{act}: {labels:?}");
+    }
+}
+
+/// The CIFAR ResNet family's step (issue 40): BatchNorm's three kernels each way, each
+/// `bn → relu` one kernel in the forward. A block's `bn2 → add → relu` keeps three (the
+/// add between them).
+#[test]
+fn resnet_tiny_amp_f16_step_dispatches() {
+    // 79 before each `bn → relu` became one kernel (3: the stem's and each block's first).
+    let n = kernels_per_step("resnet-tiny", &[1, 28, 28], 10, Precision::AmpF16);
+    eprintln!("resnet-tiny amp-f16: {n} dispatches per step");
+    assert!(
+        n <= 76,
+        "resnet-tiny amp-f16: {n} dispatches per step, was 76"
+    );
+}

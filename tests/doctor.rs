@@ -420,3 +420,45 @@ fn grouped_passes_count_what_a_pass_per_tensor_counts() {
     };
     assert_eq!(counted(false), counted(true), "mnist-cnn");
 }
+
+/// A BatchNorm in the doctor (issue 40): its output counted in the low dtype (the stem's
+/// `bn1 → relu` runs as one kernel, which writes both outputs: a BatchNorm output left
+/// unwritten would count all zeros), its weight and bias gradients in f32, and
+/// `--keep-f32 bn1` moving its output to f32.
+#[test]
+fn a_batchnorm_is_counted_and_kept_in_f32_by_its_name() {
+    let ctx = common::ctx_owned();
+    let split = split();
+    let counted = |keep: &[&str]| {
+        let spec = spec_of("resnet-tiny");
+        let keep: Vec<String> = keep.iter().map(|s| s.to_string()).collect();
+        let spec = if keep.is_empty() {
+            spec
+        } else {
+            with_keep_f32(spec, &keep).unwrap()
+        };
+        let init = spec.init_params(0);
+        let cfg = step(Precision::AmpF16, 65536.0).numerics(Some(1));
+        let mut t = Trainer::new(&ctx, spec, cfg, 10, &init).unwrap();
+        let batch = split.train.gather(&(0..4).collect::<Vec<_>>()).unwrap();
+        t.train_batch(&ctx, 4, batch.input(), batch.targets())
+            .unwrap();
+        let stats = t.finish(&ctx).unwrap();
+        t.take_numerics(stats[0].step).unwrap()
+    };
+    let n = counted(&[]);
+    let layer = |name: &str| n.layers.iter().find(|l| l.name == name).unwrap().index;
+    let (bn1, relu) = (layer("bn1"), layer("relu"));
+    let out = n.get(bn1, ProbeTensor::Output).unwrap();
+    assert_eq!(out.stored, DType::F16, "{out:?}");
+    assert_eq!(out.counts.elements, 4 * 8 * 28 * 28);
+    // Normalised values: a few exact zeros at most, where the ReLU after it zeroes about half.
+    assert!(out.counts.zero < out.counts.elements / 100, "{out:?}");
+    let after = &n.get(relu, ProbeTensor::Output).unwrap().counts;
+    assert!(after.zero > after.elements / 4, "{after:?}");
+    let grad = n.get(bn1, ProbeTensor::WeightGrad).unwrap();
+    assert_eq!(grad.stored, DType::F32, "{grad:?}");
+    let n = counted(&["bn1"]);
+    let kept = n.get(layer("bn1"), ProbeTensor::Output).unwrap();
+    assert_eq!(kept.stored, DType::F32, "{kept:?}");
+}

@@ -13,6 +13,7 @@
 
 use serde::Deserialize;
 
+use super::fusion::Fusable;
 use super::{
     Backward, BackwardPlan, BufferDType, BufferDef, ForwardPlan, Init, Layer, LayerConfig,
     ParamDef, Resolved, plan::Mode, positive, py_bool,
@@ -264,20 +265,23 @@ impl Layer for BatchNorm {
             .track_running_stats
             .then(|| self.running(f))
             .transpose()?;
-        match (f.mode(), &running) {
-            (Mode::Eval, Some(r)) => {
-                let kernel = bn.eval_forward(f.ctx(), (&x, &y), affine, r)?;
-                f.push(kernel);
-            }
+        let normalise = match (f.mode(), &running) {
+            (Mode::Eval, Some(r)) => bn.eval_normalise((&x, &y), affine, r)?,
             (mode, _) => {
                 // An eval plan without running statistics normalises with the batch's and
                 // updates nothing.
                 let update = running.as_ref().filter(|_| mode == Mode::Train);
-                for k in bn.train_forward(f.ctx(), (&x, &y), affine, &saved, update)? {
+                let (statistics, normalise) =
+                    bn.train_statistics(f.ctx(), (&x, &y), affine, &saved, update)?;
+                for k in statistics {
                     f.push(k);
                 }
+                normalise
             }
-        }
+        };
+        // Offered to a ReLU or GELU after it (`fusion`).
+        let kernel = normalise.kernel(f.ctx())?;
+        f.push_fusable(kernel, &y, Fusable::Normalised(Box::new(normalise)));
         let backward = BatchNormBackward {
             bn,
             x,

@@ -9,7 +9,10 @@
 //! Today: a sum join's add (a residual's), absorbed by the LayerNorm that reads the sum (a
 //! GPT's `ln_2`, the next block's `ln_1`, and `ln_f`); an activation's kernel, absorbed by the
 //! max pool after a ReLU (whose backward then makes the ReLU's input gradient too, handed on
-//! as a Linear's is: [`HandedOn`]).
+//! as a Linear's is: [`HandedOn`]); a BatchNorm's normalisation, absorbed by the ReLU or GELU
+//! after it (a ResNet's `bn → relu`, airbench's `bn → gelu`: one kernel writes the BatchNorm's
+//! output and the activation's, saving a dispatch and a read of the activation; the
+//! backward is unchanged, the activation's kernel reading the BatchNorm's output as before).
 //!
 //! In the backward, kernels may offer to write a low-dtype copy of their output as well
 //! ([`BackwardPlan::push_offering_copy`]), and a cast of that output takes it
@@ -27,6 +30,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::gpu::Kernel;
+use crate::ops::batchnorm::Normalise;
 use crate::ops::unary::UnaryOp;
 use crate::tensor::Tensor;
 
@@ -39,6 +43,9 @@ pub enum Fusable {
     /// also makes the activation's input gradient in its backward hands it on
     /// ([`BackwardPlan::give_input_grad`](super::backward::BackwardPlan::give_input_grad)).
     Unary { op: &'static UnaryOp, x: Tensor },
+    /// A BatchNorm's normalisation (training or eval), which an activation after it can make
+    /// again with itself fused ([`Normalise::fused`]).
+    Normalised(Box<Normalise>),
 }
 
 /// The last kernel of a forward plan, offered with what it computes.

@@ -10,7 +10,8 @@ use super::fusion::Fusable;
 use super::{Backward, BackwardPlan, ForwardPlan, Layer, LayerConfig, Resolved};
 use crate::amp::policy::{CastRule, Op};
 use crate::error::Result;
-use crate::ops::unary::{self, UnaryOp};
+use crate::ops::batchnorm::Activation;
+use crate::ops::unary::{self, GELU, RELU, UnaryOp};
 use crate::tensor::Tensor;
 
 /// `{"relu": {}}`, `{"gelu": {}}`, ...: a row of the table, which takes no fields.
@@ -69,11 +70,22 @@ impl Layer for Unary {
     /// `y = f(x)`, offered to the next layer ([`super::fusion`]: a max pool takes a ReLU).
     fn forward(&self, f: &mut ForwardPlan<'_>, x: Tensor) -> Result<(Tensor, Box<dyn Backward>)> {
         let y = f.activation(&x.shape()[1..]);
-        let what = Fusable::Unary {
-            op: self.op,
-            x: x.clone(),
+        // After a BatchNorm: one kernel for both (`fusion`). Not offered on then: a max pool
+        // taking it would drop the normalisation.
+        let after_norm = |what: &Fusable| matches!(what, Fusable::Normalised(n) if n.output().storage() == y.storage());
+        let taken = match batchnorm_activation(self.op) {
+            Some(_) => f.take_fusable(&x, after_norm),
+            None => None,
         };
-        f.push_fusable(unary::forward(f.ctx(), self.op, &x, &y)?, &y, what);
+        if let (Some(Fusable::Normalised(n)), Some(act)) = (taken, batchnorm_activation(self.op)) {
+            f.push(n.fused(f.ctx(), act, &y)?);
+        } else {
+            let what = Fusable::Unary {
+                op: self.op,
+                x: x.clone(),
+            };
+            f.push_fusable(unary::forward(f.ctx(), self.op, &x, &y)?, &y, what);
+        }
         f.recomputable(&y, &x, self.op);
         let op = self.op;
         Ok((y, Box::new(UnaryBackward { op, x })))
@@ -103,5 +115,16 @@ impl Backward for UnaryBackward {
         let dx = b.input_grad(&self.x)?;
         b.push(unary::backward(b.ctx(), self.op, &self.x, &dy, &dx)?);
         Ok(Some(dx))
+    }
+}
+
+/// The BatchNorm kernels' form of `op`, where they have one (ReLU, exact GELU).
+fn batchnorm_activation(op: &'static UnaryOp) -> Option<Activation> {
+    if std::ptr::eq(op, &RELU) {
+        Some(Activation::Relu)
+    } else if std::ptr::eq(op, &GELU) {
+        Some(Activation::Gelu)
+    } else {
+        None
     }
 }

@@ -29,6 +29,7 @@
 //! normalisation), eval forward 1, backward 3 (chunk partials, per-channel sums into the
 //! parameter gradients, input gradient).
 
+mod normalise;
 mod running;
 mod shader;
 
@@ -40,6 +41,7 @@ use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
 use crate::tensor::{DType, Tensor};
 use shader::{Params, SMALL_WG, WG};
 
+pub use normalise::Normalise;
 pub use running::{RunningStats, RunningValues};
 pub use shader::{Activation, SHADER, chunking};
 
@@ -184,7 +186,7 @@ impl BatchNorm {
         })
     }
 
-    fn desc(&self, entry: &'static str) -> KernelDesc {
+    pub(super) fn desc(&self, entry: &'static str) -> KernelDesc {
         let (name, value) = self.activation.constant();
         KernelDesc::new(&SHADER, entry).with_const(name, value)
     }
@@ -204,6 +206,21 @@ impl BatchNorm {
         saved: &Tensor,
         running: Option<&RunningStats>,
     ) -> Result<Vec<Kernel>> {
+        let (mut kernels, apply) = self.train_statistics(ctx, (x, y), affine, saved, running)?;
+        kernels.push(apply.kernel(ctx)?);
+        Ok(kernels)
+    }
+
+    /// [`Self::train_forward`]'s first two kernels (the statistics), and its normalisation
+    /// as a value a layer may make fused with an activation after it.
+    pub fn train_statistics(
+        &self,
+        ctx: &GpuContext,
+        (x, y): (&Tensor, &Tensor),
+        affine: Affine<'_>,
+        saved: &Tensor,
+        running: Option<&RunningStats>,
+    ) -> Result<(Vec<Kernel>, Normalise)> {
         const OP: &str = "batchnorm_train_forward";
         let mut params = self.params(OP, x, y, affine)?;
         let c = params.channels as usize;
@@ -253,8 +270,8 @@ impl BatchNorm {
             ],
             [1, 1, 1],
         )?;
-        let apply = self.apply(ctx, &params, (x, y), affine, (Some(saved), None))?;
-        Ok(vec![first, stats, apply])
+        let apply = Normalise::new(self, &params, (x, y), affine, (Some(saved), None));
+        Ok((vec![first, stats], apply))
     }
 
     /// Eval forward on the running statistics (`committed`): `y = act((x − running_mean) /
@@ -266,42 +283,28 @@ impl BatchNorm {
         affine: Affine<'_>,
         running: &RunningStats,
     ) -> Result<Kernel> {
+        self.eval_normalise((x, y), affine, running)?.kernel(ctx)
+    }
+
+    /// [`Self::eval_forward`]'s kernel as a value a layer may make fused with an activation.
+    pub fn eval_normalise(
+        &self,
+        (x, y): (&Tensor, &Tensor),
+        affine: Affine<'_>,
+        running: &RunningStats,
+    ) -> Result<Normalise> {
         const OP: &str = "batchnorm_eval_forward";
         let mut params = self.params(OP, x, y, affine)?;
         check_running(OP, running, params.channels as usize)?;
         params.from_running = 1;
         params.running_offset = running.offset() as u32;
-        self.apply(ctx, &params, (x, y), affine, (None, Some(running)))
-    }
-
-    fn apply(
-        &self,
-        ctx: &GpuContext,
-        params: &Params,
-        (x, y): (&Tensor, &Tensor),
-        affine: Affine<'_>,
-        (saved, running): (Option<&Tensor>, Option<&RunningStats>),
-    ) -> Result<Kernel> {
-        // The shader reads the statistics from one of these; a small buffer fills the other.
-        let unused = ctx.alloc_storage("unused statistics", 16);
-        let placeholder = affine.placeholder(ctx);
-        let (weight, bias) = affine.args(&placeholder);
-        ctx.kernel(
-            &self.desc("batchnorm_apply"),
-            &[
-                ("params", Arg::Uniform(bytemuck::bytes_of(params))),
-                ("x", x.arg()),
-                ("y", y.arg()),
-                ("weight", weight),
-                ("bias", bias),
-                ("stats", saved.map_or(Arg::Buffer(&unused), Tensor::arg)),
-                (
-                    "running",
-                    Arg::Buffer(running.map_or(&unused, |r| r.buffer())),
-                ),
-            ],
-            grid_1d(x.numel().div_ceil(2), WG),
-        )
+        Ok(Normalise::new(
+            self,
+            &params,
+            (x, y),
+            affine,
+            (None, Some(running)),
+        ))
     }
 
     /// Backward of [`BatchNorm::train_forward`] (batch statistics): `dx` (overwritten) =

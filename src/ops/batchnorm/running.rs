@@ -14,6 +14,7 @@ pub type RunningValues = (Vec<f32>, Vec<f32>, i64);
 /// The running statistics of one BatchNorm: `[running_mean C | running_var C |
 /// num_batches_tracked]` from word `offset` of a buffer, the count an int64 (two u32 words,
 /// low first). PyTorch's initial values: mean 0, var 1, count 0.
+#[derive(Clone)]
 pub struct RunningStats {
     buffer: Arc<GpuBuffer>,
     /// First u32 word.

@@ -13,7 +13,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     // and parameter gradients f32. Each with the fused activation off, ReLU or GELU.
     variants: |shader| {
         Grid::new()
-            .each(&["x", "y", "dy", "dx"])
+            .each(&["x", "y", "pre", "dy", "dx"])
             .like_or_f32(&["weight", "bias"], "x")
             .variants_with(shader, |_| {
                 Activation::ALL.iter().map(|a| vec![a.constant()]).collect()
