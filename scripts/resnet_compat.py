@@ -25,6 +25,10 @@ Cases (each from the same init):
     running statistics may instead be within FLOOR_FACTOR (4) x how far PyTorch parts from
     itself when its convolutions sum in the implicit GEMM's order (im2col + matmul:
     `conv2d_as_gemm`), measured in the same run (why: below).
+  - sgd-then-adamw: 10 steps of SGD + Nesterov, then a fresh AdamW for 10 more on the next
+    batches (PyTorch: one model, two optimizers; ours: a second run from the first's
+    checkpoint through `--init`, which brings the running statistics). Losses per step as
+    above (all 20); the final tensors as adamw's.
   - amp-f16, amp-f16-adamw (resnet_compat_amp.py): 10 steps of SGD + Nesterov, or of AdamW,
     under autocast (f16) and a GradScaler with growth interval 3 (so the scale grows, then
     overflows: one skip, at step 8 and step 10, on both sides), against
@@ -144,6 +148,8 @@ CASES = {
     "adamw": (ADAMW_FLAGS, lambda p: torch.optim.AdamW(p, lr=1e-3, weight_decay=0.01)),
 }
 STEPS, BATCH = 10, 8
+# The case that switches optimizer halfway (run_switch_case).
+SWITCH = "sgd-then-adamw"
 ATOL, RTOL = 1e-5, 1e-4
 EVAL_RTOL = 1e-4
 # Cases whose parameters and running statistics may instead be within FLOOR_FACTOR x how far
@@ -310,6 +316,57 @@ def compare_state(trained, ref, twin, label=""):
     return ok
 
 
+def run_switch_case(args, workdir, init_path):
+    """sgd-then-adamw: one model trained 10 steps with SGD + Nesterov, then 10 with a fresh
+    AdamW on the next batches, as a PyTorch user switches optimizer; ours as two runs, the
+    second from the first's checkpoint (`--init`: parameters and running statistics)."""
+    half = STEPS * BATCH
+    x = torch.randn(2 * half, 1, 28, 28)
+    y = torch.randint(0, 10, (2 * half,))
+    y[0] = y[half] = 9  # each half's class count is max(label) + 1: make it 10
+    data = []
+    for h in range(2):
+        path = os.path.join(workdir, f"{SWITCH}-data{h}.safetensors")
+        save_file({"x": x[h * half:(h + 1) * half].contiguous(),
+                   "y": y[h * half:(h + 1) * half].contiguous()}, path)
+        data.append(path)
+    phases = [CASES["sgd-nesterov"], CASES["adamw"]]
+    ours, start = [], init_path
+    for (flags, _), path, tag in zip(phases, data, ["sgd", "adamw"]):
+        got = run_ours(args, workdir, f"{SWITCH}-{tag}", start, path,
+                       ["--precision", "f32"] + flags)
+        if got is None:
+            return False
+        ours += got[0]
+        start = got[1]
+
+    def torch_switch(conv_as_gemm):
+        losses, start = [], init_path
+        for h, (_, make_opt) in enumerate(phases):
+            part = slice(h * half, (h + 1) * half)
+            got, ref = torch_run(make_opt, start, x[part], y[part], torch.float32, conv_as_gemm)
+            losses += got
+            start = os.path.join(workdir, f"{SWITCH}-torch{h}-{conv_as_gemm}.safetensors")
+            save_file({k: v.contiguous() for k, v in ref.state_dict().items()}, start)
+        return losses, ref
+
+    losses, ref = torch_switch(False)
+    print(f"\n== {SWITCH}: resnet-tiny, f32, batch {BATCH}, {STEPS} steps of SGD + Nesterov "
+          f"then {STEPS} of AdamW")
+    ok = len(ours) == 2 * STEPS
+    for s, theirs in enumerate(losses):
+        mine = ours[s]["loss"] if s < len(ours) else float("nan")
+        good = abs(mine - theirs) <= ATOL + RTOL * abs(theirs)
+        ok &= good
+        print(f"   step {s + 1:2}: loss ours {mine:.7f} torch {theirs:.7f} "
+              f"{'ok' if good else 'DIFFERS'}")
+    trained = ResNet()
+    trained.load_state_dict(load_file(start), strict=True)
+    # AdamW's second half amplifies ReLU ties as the adamw case does: the same floor.
+    ok &= compare_state(trained, ref, torch_switch(True)[1])
+    return ok
+
+
 def run_case(name, args, workdir):
     torch.manual_seed(args.seed)
     model = ResNet()
@@ -324,6 +381,8 @@ def run_case(name, args, workdir):
     if name in AMP_CASES:
         return run_amp_case(sys.modules[__name__], name, args, workdir, init_path, data_path,
                             x, y)
+    if name == SWITCH:
+        return run_switch_case(args, workdir, init_path)
     flags, make_opt = CASES[name]
 
     got = run_ours(args, workdir, name, init_path, data_path, ["--precision", "f32"] + flags)
@@ -373,7 +432,8 @@ def run_case(name, args, workdir):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bin", help="webgpu-amp binary (default: cargo run)")
-    parser.add_argument("--case", choices=sorted(CASES) + sorted(AMP_CASES), action="append")
+    parser.add_argument("--case", choices=sorted(CASES) + [SWITCH] + sorted(AMP_CASES),
+                        action="append")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tensor-cores", metavar="SETTING", help=compat_env.TENSOR_CORE_HELP)
     args = parser.parse_args()
@@ -382,7 +442,7 @@ def main():
     torch.set_num_threads(1)
     results = {}
     with tempfile.TemporaryDirectory() as workdir:
-        default = list(AMP_CASES) if args.tensor_cores else list(CASES) + list(AMP_CASES)
+        default = list(AMP_CASES) if args.tensor_cores else list(CASES) + [SWITCH] + list(AMP_CASES)
         for name in args.case or default:
             results[name] = run_case(name, args, workdir)
     print()

@@ -159,3 +159,43 @@ fn the_json_form_round_trips_and_bad_fields_are_refused() {
         assert!(err.contains(want), "{json}: {err}");
     }
 }
+
+/// `--init` with a ResNet's state_dict (`Checkpoint::init_buffers_for_model`): its running
+/// statistics are the model's (a trained net's, which evaluation uses), a file of parameters
+/// only leaves the initial values, and a file with some buffers but not all is refused,
+/// naming the missing ones.
+#[test]
+fn init_files_bring_their_running_statistics() {
+    use webgpu_amp::train::checkpoint::{Checkpoint, NamedTensor};
+    let spec = preset("resnet-tiny", &[1, 28, 28], 10).unwrap();
+    let params: Vec<NamedTensor> = (spec.init_params(0).into_iter())
+        .map(|(name, values)| NamedTensor {
+            shape: vec![values.len()],
+            name: spec.export_name(&name).unwrap(),
+            values,
+        })
+        .collect();
+    let only_params = Checkpoint {
+        params: params.clone(),
+        ..Checkpoint::default()
+    };
+    let none = only_params.init_buffers_for_model(&spec, "init.safetensors");
+    assert!(none.unwrap().is_empty());
+    let mean = NamedTensor {
+        name: "bn1.running_mean".into(),
+        shape: vec![8],
+        values: vec![0.5; 8],
+    };
+    let partial = Checkpoint {
+        params: [params, vec![mean]].concat(),
+        ..Checkpoint::default()
+    };
+    let e = partial
+        .init_buffers_for_model(&spec, "init.safetensors")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("init.safetensors") && e.contains("running_var"),
+        "{e}"
+    );
+}

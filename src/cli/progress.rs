@@ -69,6 +69,12 @@ pub fn run_rank_with_progress(
         &inputs.init,
         resume,
     )?;
+    if resume.is_none() && !inputs.init_buffers.is_empty() {
+        run.trainer
+            .store
+            .buffers
+            .upload(ctx, &inputs.init_buffers)?;
+    }
     // Data-parallel: this rank's shard; the bar counts every rank's samples.
     let mut ranks = 1;
     let mut global = String::new();

@@ -9,6 +9,7 @@ use clap::Args;
 use webgpu_amp::amp::policy::Precision;
 use webgpu_amp::amp::scaler::ScalerConfig;
 use webgpu_amp::data::Split;
+use webgpu_amp::nn::buffers::BufferValues;
 use webgpu_amp::nn::{LossKind, ModelSpec};
 use webgpu_amp::ops::buffers::OnSkippedStep;
 use webgpu_amp::optim::OptimizerConfig;
@@ -168,6 +169,9 @@ pub struct RunInputs {
     pub split: Split,
     pub spec: ModelSpec,
     pub init: Vec<(String, Vec<f32>)>,
+    /// The buffers `--init`'s file holds (a trained ResNet's running statistics); empty: the
+    /// model's initial values.
+    pub init_buffers: Vec<(String, BufferValues)>,
     pub loss: LossKind,
     /// The data set's name as resolved (`--dataset`, or the model's default).
     pub dataset: String,
@@ -386,18 +390,23 @@ impl RunArgs {
             check_params_fit(&ctx, &spec, &what, precision, &optimizer)?;
         }
         let hf = (self.model.as_deref()).and_then(|m| m.strip_prefix(super::resolve::HF_PREFIX));
-        let init = match (&self.init, hf) {
+        let (init, init_buffers) = match (&self.init, hf) {
             (Some(path), _) => {
-                Checkpoint::load(path)?.params_for_model(&spec, &path.display().to_string())?
+                let (ck, what) = (Checkpoint::load(path)?, path.display().to_string());
+                let params = ck.params_for_model(&spec, &what)?;
+                (params, ck.init_buffers_for_model(&spec, &what)?)
             }
-            (None, Some(dir)) => Checkpoint::from_hf_folder(std::path::Path::new(dir))?
-                .params_for_model(&spec, dir)?,
-            (None, None) => spec.init_params(self.seed.unwrap_or(0)),
+            (None, Some(dir)) => {
+                let ck = Checkpoint::from_hf_folder(std::path::Path::new(dir))?;
+                (ck.params_for_model(&spec, dir)?, Vec::new())
+            }
+            (None, None) => (spec.init_params(self.seed.unwrap_or(0)), Vec::new()),
         };
         let inputs = RunInputs {
             split,
             spec,
             init,
+            init_buffers,
             loss,
             dataset,
         };

@@ -277,6 +277,9 @@ fn profile_twin(
     let batch = train.gather(&(0..b).collect::<Vec<_>>())?;
     let dim = train.output_dim();
     let mut twin = Trainer::new(ctx, inputs.spec.clone(), step, dim, &inputs.init)?;
+    if !inputs.init_buffers.is_empty() {
+        twin.store.buffers.upload(ctx, &inputs.init_buffers)?;
+    }
     for _ in 0..3 {
         twin.train_batch(ctx, b, batch.input(), batch.targets())?;
     }

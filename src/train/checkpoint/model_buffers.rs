@@ -70,4 +70,28 @@ impl Checkpoint {
             )))
         }
     }
+
+    /// The buffers of `spec` from an initial-weights file (`--init`): none when the file
+    /// holds none of the model's saved buffers (a file of parameters only: the buffers keep
+    /// their initial values, as `load_state_dict(strict=False)` leaves them), else every one
+    /// of them, as [`Self::buffers_for_model`] reads them (a trained ResNet's running
+    /// statistics, which evaluation uses: never dropped).
+    pub fn init_buffers_for_model(
+        &self,
+        spec: &ModelSpec,
+        what: &str,
+    ) -> Result<Vec<(String, BufferValues)>> {
+        let saved: Vec<_> = spec
+            .buffers()
+            .into_iter()
+            .filter(|b| b.persistent)
+            .collect();
+        let holds = |name: &str| saved.iter().any(|b| b.name == spec.import_name(name));
+        let any = self.params.iter().any(|t| holds(&t.name))
+            || self.buffers.iter().any(|t| holds(&t.name));
+        if !any {
+            return Ok(Vec::new());
+        }
+        self.buffers_for_model(spec, what)
+    }
 }
