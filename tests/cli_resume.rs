@@ -275,3 +275,60 @@ fn resume_without_model_continues_the_checkpoints_own_model() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A BatchNorm ResNet trained with GPU augmentation (random crop with reflect padding,
+/// random flips: Philox of seed, epoch and sample index) resumes mid-run onto the same
+/// batches: 2 steps + 2 resumed equal 4 straight, parameters and running statistics bit for
+/// bit, and a run without augmentation differs.
+#[test]
+fn augmented_resnet_resumes_onto_the_same_batches() {
+    let dir = fresh_dir("cli-resume-augment");
+    let p = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["train", "--dataset", "mnist", "--batch-size", "8"];
+        args.extend_from_slice(extra);
+        let out = command().args(&args).output().expect("run webgpu-amp");
+        assert_success(&out, &format!("webgpu-amp {args:?}"));
+    };
+    let aug = [
+        "--model",
+        "resnet-tiny",
+        "--no-validate",
+        "--random-crop-padding",
+        "2",
+        "--padding-mode",
+        "reflect",
+        "--flip",
+        "random",
+    ];
+    let (straight, half, resumed) = (p("s.safetensors"), p("h.safetensors"), p("r.safetensors"));
+    run(&[&aug[..], &["--steps", "4", "--save", &straight]].concat());
+    run(&[&aug[..], &["--steps", "2", "--save", &half]].concat());
+    run(&[
+        &aug[..],
+        &["--resume", &half, "--steps", "4", "--save", &resumed],
+    ]
+    .concat());
+    let plain = p("plain.safetensors");
+    run(&[
+        &aug[..2],
+        &["--no-validate", "--steps", "4", "--save", &plain],
+    ]
+    .concat());
+    let load = |path: &str| Checkpoint::load(Path::new(path)).unwrap();
+    let (a, b, c) = (load(&straight), load(&resumed), load(&plain));
+    assert_eq!(b.progress.step, 4);
+    let tensors = |ck: &Checkpoint| -> Vec<(String, Vec<u32>)> {
+        let floats = ck.params.iter().map(|t| (t.name.clone(), bits(&t.values)));
+        let ints = (ck.buffers.iter()).map(|t| (t.name.clone(), t.values.words()));
+        floats.chain(ints).collect()
+    };
+    assert!(a.params.iter().any(|t| t.name.ends_with("running_var")));
+    assert_eq!(
+        tensors(&a),
+        tensors(&b),
+        "the resumed run saw other batches"
+    );
+    assert_ne!(tensors(&a), tensors(&c), "augmentation changed nothing");
+    let _ = std::fs::remove_dir_all(dir);
+}
