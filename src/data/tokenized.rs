@@ -100,7 +100,7 @@ impl TokenizedText {
                 return Err(Error::data(format!(
                     "{}: the {part}: {len} of {n} tokens) is shorter than one window of \
                      seq_len + 1 = {need} tokens; use a longer text (at least {} tokens) or a \
-                     smaller --seq-len",
+                     smaller window (a Llama's --seq-len)",
                     self.name,
                     shortest_text(need)
                 )));
