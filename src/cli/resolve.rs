@@ -135,8 +135,9 @@ pub fn resolve(args: &Wanted) -> Result<ModelAndData> {
         (None, Some(_)) => saved_error(e, SAVED),
         (None, None) => e,
     };
+    let hf_folder = args.model.and_then(|m| m.strip_prefix(HF_PREFIX));
     let tokenizer =
-        super::text_tokens::tokenizer_for(args.tokenizer, args.model, &source, &dataset)?;
+        super::text_tokens::tokenizer_for(args.tokenizer, hf_folder, &source, &dataset)?;
     let (spec, split) = if let Some(path) = tokenizer {
         let (text, vocab) = super::text_tokens::tokenized_text(&source, &path)?;
         model_and_tokenized(choice.as_ref(), &text, vocab).map_err(named)?

@@ -11,17 +11,15 @@ use webgpu_amp::data::hf::TOKENIZER;
 use webgpu_amp::data::{DataSource, TokenizedText, Tokenizer};
 use webgpu_amp::{Error, Result};
 
-use super::resolve::HF_PREFIX;
-
 /// Texts at least this long report their tokenizing on standard error.
 const PROGRESS_BYTES: usize = 1 << 20;
 
-/// The tokenizer a text trains under: `--tokenizer`, else the `tokenizer.json` of an
-/// `--model hf:DIR` folder when it has one, else none (a text then trains on its
+/// The tokenizer a text trains under: `--tokenizer`, else the `tokenizer.json` of the
+/// `--model hf:DIR` folder `hf_folder` when it has one, else none (a text then trains on its
 /// characters). `--tokenizer` with data that is not text is an error.
 pub fn tokenizer_for(
     tokenizer: Option<&Path>,
-    model: Option<&str>,
+    hf_folder: Option<&str>,
     source: &DataSource,
     dataset: &str,
 ) -> Result<Option<PathBuf>> {
@@ -39,8 +37,7 @@ pub fn tokenizer_for(
     if let Some(path) = tokenizer {
         return Ok(Some(path.to_path_buf()));
     }
-    let folder = model.and_then(|m| m.strip_prefix(HF_PREFIX));
-    let found = folder
+    let found = hf_folder
         .map(|dir| Path::new(dir).join(TOKENIZER))
         .filter(|p| p.is_file());
     if let Some(path) = &found {

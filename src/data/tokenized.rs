@@ -14,9 +14,8 @@
 
 use std::sync::Arc;
 
-use super::text::TRAIN_FRACTION;
-use super::tokens::TokenSamples;
-use super::{Dataset, Split, Tokenizer};
+use super::text::{split_stream, train_len};
+use super::{Split, Tokenizer};
 use crate::{Error, Result};
 
 /// A text's token ids under a tokenizer, before they are cut into windows (the tokenizer's
@@ -68,7 +67,7 @@ impl TokenizedText {
 
     /// Tokens of the training part: `int(n * 0.9)`, as Python computes it.
     pub fn train_len(&self) -> usize {
-        (self.len() as f64 * TRAIN_FRACTION) as usize
+        train_len(self.len())
     }
 
     /// Windows of `seq_len + 1` tokens over the training part and the validation part, with
@@ -89,47 +88,27 @@ impl TokenizedText {
                 self.name, self.ids[at]
             )));
         }
-        let cut = self.train_len();
-        let n = self.len();
-        let need = seq_len + 1;
-        for (part, len) in [
-            ("training part (the first 90%", cut),
-            ("validation part (the last 10%", n - cut),
-        ] {
-            if len < need {
-                return Err(Error::data(format!(
-                    "{}: the {part}: {len} of {n} tokens) is shorter than one window of \
-                     seq_len + 1 = {need} tokens; use a longer text (at least {} tokens) or a \
-                     smaller window (a Llama's --seq-len)",
+        split_stream(
+            &self.name,
+            &self.ids,
+            seq_len,
+            (vocab_size, None),
+            |part, len, n, need| {
+                format!(
+                    "{}: the {part}: {len} of {n} tokens) is shorter than one window of seq_len + \
+                 1 = {need} tokens; use a longer text (at least {} tokens) or a smaller window \
+                 (a Llama's --seq-len)",
                     self.name,
                     shortest_text(need)
-                )));
-            }
-        }
-        let set = |range: std::ops::Range<usize>, part: &str| -> Result<Dataset> {
-            let (inputs, targets) = TokenSamples::windows(self.ids.clone(), range, seq_len)?;
-            Dataset::from_tokens(
-                format!("{}/{part}", self.name),
-                inputs,
-                targets,
-                vocab_size,
-                None,
-            )
-        };
-        Ok(Split {
-            train: set(0..cut, "train")?,
-            validation: Some(set(cut..n, "validation")?),
-            test: None,
-        })
+                )
+            },
+        )
     }
 }
 
 /// The fewest tokens whose training and validation parts both hold `need` tokens.
 fn shortest_text(need: usize) -> usize {
-    let fits = |n: usize| {
-        let cut = (n as f64 * TRAIN_FRACTION) as usize;
-        cut >= need && n - cut >= need
-    };
+    let fits = |n: usize| train_len(n) >= need && n - train_len(n) >= need;
     (2 * need..)
         .find(|&n| fits(n))
         .expect("10·need + 10 tokens fit")
@@ -151,7 +130,7 @@ pub fn token_windows(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::{Inputs, Labels};
+    use crate::data::{Dataset, Inputs, Labels};
 
     fn ids_of(set: &Dataset, i: usize) -> (Vec<u32>, Vec<u32>) {
         match (&set.x, &set.y) {
