@@ -38,7 +38,7 @@ pub fn decode_utf8(name: &str, bytes: &[u8]) -> Result<String> {
 }
 
 /// `bytes` as UTF-8, without copying them (errors as [`decode_utf8`]'s).
-fn validate_utf8<'b>(name: &str, bytes: &'b [u8]) -> Result<&'b str> {
+pub(crate) fn validate_utf8<'b>(name: &str, bytes: &'b [u8]) -> Result<&'b str> {
     std::str::from_utf8(bytes).map_err(|e| {
         let at = e.valid_up_to();
         let line = 1 + bytes[..at].iter().filter(|&&b| b == b'\n').count();
@@ -148,7 +148,7 @@ impl TextCorpus {
 
     /// Characters of the training part: `int(n * 0.9)`, as Python computes it.
     pub fn train_len(&self) -> usize {
-        (self.len() as f64 * TRAIN_FRACTION) as usize
+        train_len(self.len())
     }
 
     /// Windows of `block_size + 1` characters over the training part (`{name}/train`) and the
@@ -161,35 +161,63 @@ impl TextCorpus {
                 self.name
             )));
         }
-        let cut = self.train_len();
-        let n = self.len();
-        let need = block_size + 1;
-        for (part, len) in [
-            ("training part (the first 90%", cut),
-            ("validation part (the last 10%", n - cut),
-        ] {
-            if len < need {
-                return Err(Error::data(format!(
+        let classes = (self.vocab.len(), Some(self.vocab.clone()));
+        split_stream(
+            &self.name,
+            &self.ids,
+            block_size,
+            classes,
+            |part, len, n, need| {
+                format!(
                     "{}: the {part}: {len} of {n} characters) is shorter than block_size + 1 = \
-                     {need} characters; use a longer text or a model with a smaller block size",
+                 {need} characters; use a longer text or a model with a smaller block size",
                     self.name
-                )));
-            }
-        }
-        let set = |range: std::ops::Range<usize>, part: &str| -> Result<Dataset> {
-            let (inputs, targets) = TokenSamples::windows(self.ids.clone(), range, block_size)?;
-            Dataset::from_tokens(
-                format!("{}/{part}", self.name),
-                inputs,
-                targets,
-                self.vocab.len(),
-                Some(self.vocab.clone()),
-            )
-        };
-        Ok(Split {
-            train: set(0..cut, "train")?,
-            validation: Some(set(cut..n, "validation")?),
-            test: None,
-        })
+                )
+            },
+        )
     }
+}
+
+/// The ids of a stream's training part, `int(n * 0.9)` of `n`, as Python computes it.
+pub(crate) fn train_len(n: usize) -> usize {
+    (n as f64 * TRAIN_FRACTION) as usize
+}
+
+/// Windows of `block_size + 1` ids (at least 1) over a stream's training part and the rest,
+/// as the data sets `{name}/train` and `{name}/validation` of `num_classes` classes
+/// (decoded by `vocab` when given); `too_short(part, len, n, need)` words the error of a
+/// part with fewer than `need = block_size + 1` ids (`part` opens a parenthesis it closes).
+pub(crate) fn split_stream(
+    name: &str,
+    ids: &Arc<[u32]>,
+    block_size: usize,
+    (num_classes, vocab): (usize, Option<Arc<Vocab>>),
+    too_short: impl Fn(&str, usize, usize, usize) -> String,
+) -> Result<Split> {
+    let n = ids.len();
+    let cut = train_len(n);
+    let need = block_size + 1;
+    for (part, len) in [
+        ("training part (the first 90%", cut),
+        ("validation part (the last 10%", n - cut),
+    ] {
+        if len < need {
+            return Err(Error::data(too_short(part, len, n, need)));
+        }
+    }
+    let set = |range: std::ops::Range<usize>, part: &str| -> Result<Dataset> {
+        let (inputs, targets) = TokenSamples::windows(ids.clone(), range, block_size)?;
+        Dataset::from_tokens(
+            format!("{name}/{part}"),
+            inputs,
+            targets,
+            num_classes,
+            vocab.clone(),
+        )
+    };
+    Ok(Split {
+        train: set(0..cut, "train")?,
+        validation: Some(set(cut..n, "validation")?),
+        test: None,
+    })
 }
