@@ -31,62 +31,21 @@
 
 mod normalise;
 mod running;
+mod settings;
 mod shader;
 
 use std::sync::Arc;
 
 use super::{check_f32, round_code};
 use crate::error::{Error, Result};
-use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
+use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, grid_1d};
 use crate::tensor::{DType, Tensor};
 use shader::{Params, SMALL_WG, WG};
 
 pub use normalise::Normalise;
 pub use running::{RunningStats, RunningValues};
+pub use settings::{Affine, BatchNorm};
 pub use shader::{Activation, SHADER, chunking};
-
-/// A BatchNorm's settings as its kernels see them.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct BatchNorm {
-    pub eps: f32,
-    /// `None`: the cumulative average (PyTorch's `momentum=None`).
-    pub momentum: Option<f32>,
-    pub activation: Activation,
-}
-
-impl Default for BatchNorm {
-    /// PyTorch's defaults: eps 1e-5, momentum 0.1, no activation.
-    fn default() -> Self {
-        BatchNorm {
-            eps: 1e-5,
-            momentum: Some(0.1),
-            activation: Activation::None,
-        }
-    }
-}
-
-/// The affine parameters `[C]` (`affine=False`: both `None`).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Affine<'t> {
-    pub weight: Option<&'t Tensor>,
-    pub bias: Option<&'t Tensor>,
-}
-
-impl Affine<'_> {
-    /// What fills an absent parameter's binding (never read): one value in the other
-    /// parameter's dtype, so the two share a storage as the variant grid has them.
-    fn placeholder(&self, ctx: &GpuContext) -> Tensor {
-        let dtype = self.weight.or(self.bias).map_or(DType::F32, Tensor::dtype);
-        Tensor::zeros(ctx, &[1], dtype)
-    }
-
-    fn args<'a>(&'a self, placeholder: &'a Tensor) -> (Arg<'a>, Arg<'a>) {
-        (
-            self.weight.unwrap_or(placeholder).arg(),
-            self.bias.unwrap_or(placeholder).arg(),
-        )
-    }
-}
 
 /// The shape a BatchNorm sees: `(N, C, S)`.
 fn dims(op: &'static str, x: &Tensor) -> Result<(usize, usize, usize)> {
@@ -184,11 +143,6 @@ impl BatchNorm {
             act_round: round_code(Some(y.dtype())),
             ..Default::default()
         })
-    }
-
-    pub(super) fn desc(&self, entry: &'static str) -> KernelDesc {
-        let (name, value) = self.activation.constant();
-        KernelDesc::new(&SHADER, entry).with_const(name, value)
     }
 
     /// Training forward with batch statistics: `y = act((x − mean) · invstd · weight + bias)`,

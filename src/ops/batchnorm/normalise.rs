@@ -3,8 +3,9 @@
 //! (`nn::layers::fusion`): the one kernel then writes the BatchNorm's output, as before, and
 //! the activation's output beside it, with the bits of the two kernels it replaces.
 
+use super::running::RunningStats;
+use super::settings::{Affine, BatchNorm};
 use super::shader::{Activation, Params, WG};
-use super::{Affine, BatchNorm, RunningStats};
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuContext, Kernel, grid_1d};
 use crate::tensor::Tensor;
