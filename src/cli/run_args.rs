@@ -379,6 +379,7 @@ impl RunArgs {
         let spec = self
             .doctor
             .apply(spec.with_attention(self.attention.kernel()?))?;
+        let spec = self.recipe.freeze(spec)?;
         let ctx = open()?;
         super::note_unused_table(&ctx)?;
         let optimizer = self.optimizer(spec.family.as_ref().and_then(|f| f.family().recipe()))?;

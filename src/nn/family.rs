@@ -113,6 +113,11 @@ pub trait FamilyModel: fmt::Debug + Send + Sync {
     /// The table of its names: ours to its users' convention.
     fn names(&self) -> NameTable;
 
+    /// The parameters its reference freezes (`requires_grad=False`), by our full names.
+    fn frozen(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The folder its users' tools load (`--export-hf`: transformers'
     /// `from_pretrained`), as (file name, bytes), from its parameters under the table's
     /// names ([`FamilyModel::names`]); a family without one says so.
