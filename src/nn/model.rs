@@ -20,8 +20,10 @@
 //! positions=null}` (token ids `[T]` → `[T, dim]`), `residual {layers, shortcut=[]}`
 //! (`layers(x) + shortcut(x)`, the shortcut the identity when empty), `fork {branches, join}`
 //! (each branch, a list of layers, on the same input, joined by `"sum"`, `"product"` or
-//! `"concat"` along the last dimension). Each kind is a file in [`crate::nn::layers`]. A
-//! whole GPT is `{"gpt": {...}}` ([`crate::nn::gpt`]).
+//! `"concat"` along the last dimension), `scale {factor}` (`y = factor · x`, airbench's `Mul`
+//! after its head). Each kind is a file in [`crate::nn::layers`]. A whole GPT is
+//! `{"gpt": {...}}` ([`crate::nn::gpt`]); airbench94's net `{"airbench": {...}}`
+//! ([`crate::nn::resnet::airbench`]).
 //!
 //! Shapes are per sample, without the batch dimension: `[features]` or `[channels, height,
 //! width]`. A JSON model is a `torch.nn.Sequential`: every layer, activations included, takes
