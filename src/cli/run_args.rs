@@ -393,7 +393,14 @@ impl RunArgs {
             }
             (None, Some(dir)) => Checkpoint::from_hf_folder(std::path::Path::new(dir))?
                 .params_for_model(&spec, dir)?,
-            (None, None) => spec.init_params(self.seed.unwrap_or(0)),
+            (None, None) => {
+                // What its reference computes from the data (airbench's whitening conv).
+                let mut init = spec.init_params(self.seed.unwrap_or(0));
+                if let Some(family) = &spec.family {
+                    family.init_from_data(&mut init, &split.train)?;
+                }
+                init
+            }
         };
         let inputs = RunInputs {
             split,

@@ -11,8 +11,9 @@
 //! - `5`: max pool 3 (a 3×3 map to 1×1), `6`: flatten, `7`: a linear head without bias,
 //!   `8`: the head's output times `scaling` (1/9).
 //!
-//! The whitening conv's weight starts at PyTorch's default init here, not at airbench's
-//! eigenvectors of the training images' 2×2-patch covariance (see docs/guide/airbench.md).
+//! A run that starts from the seeded init (no `--init`, no `--resume`) sets the whitening
+//! conv's weight as airbench does, from the eigenvectors of the first 5,000 training images'
+//! 2×2-patch covariance ([`super::whitening`]).
 //! `airbench-tiny` is the same net at widths 8/16/16, for tests.
 //!
 //! JSON: `{"airbench": {"widths": [64, 256, 256], "bn_momentum": 0.6, "scaling": 0.11111111,
@@ -23,6 +24,8 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::builder::Named;
+use super::whitening::{WHITEN_IMAGES, whitening_weight};
+use crate::data::Dataset;
 use crate::nn::family::{Built, Described, Family, FamilyModel, NameTable};
 use crate::nn::layers::batchnorm::{BatchNorm2dConfig, BatchNormFields};
 use crate::nn::layers::conv2d::Conv2dConfig;
@@ -289,6 +292,25 @@ impl FamilyModel for AirbenchConfig {
 
     fn names(&self) -> NameTable {
         NAMES
+    }
+
+    /// airbench's `init_whitening_conv`: the whitening weight from the 2×2 patches of the
+    /// first [`WHITEN_IMAGES`] training images ([`super::whitening`]).
+    fn init_from_data(&self, init: &mut [(String, Vec<f32>)], train: &Dataset) -> Result<()> {
+        let (Some(x), &[c, h, w]) = (train.x.features(), &train.sample_shape[..]) else {
+            return Ok(());
+        };
+        let images = train.n.min(WHITEN_IMAGES);
+        let weight = whitening_weight(&x[..images * c * h * w], (c, h, w));
+        match init.iter_mut().find(|(name, _)| name == "0.weight") {
+            Some((_, values)) if values.len() == weight.len() => *values = weight,
+            _ => {
+                return Err(Error::model(
+                    "airbench: no whitening weight `0.weight` of 24×3×2×2 to initialise",
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// airbench's `requires_grad = False`: the whitening weight and every BatchNorm weight.

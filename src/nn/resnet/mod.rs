@@ -30,6 +30,7 @@
 pub mod airbench;
 mod builder;
 mod names;
+pub mod whitening;
 
 use std::sync::Arc;
 
