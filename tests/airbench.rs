@@ -13,9 +13,12 @@ use webgpu_amp::nn::presets::preset;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
-/// `(name, shape, trainable)` of every parameter and the buffers' names of `airbench_net`
-/// at `widths`, from PyTorch; `None` (said loudly) without the venv.
-fn torch_net(widths: [usize; 3]) -> Option<(Vec<(String, Vec<usize>, bool)>, Vec<String>)> {
+/// A parameter's name, shape and whether it trains (`requires_grad`).
+type Param = (String, Vec<usize>, bool);
+
+/// Every parameter and the buffers' names of `airbench_net` at `widths`, from PyTorch;
+/// `None` (said loudly) without the venv.
+fn torch_net(widths: [usize; 3]) -> Option<(Vec<Param>, Vec<String>)> {
     let python = Path::new(ROOT).join(".venv/bin/python");
     if !python.exists() {
         common::not_checked(
@@ -59,7 +62,7 @@ fn airbench_is_the_reference_net_name_for_name() {
     ] {
         let spec = preset(name, &[3, 32, 32], 10).unwrap();
         assert_eq!(spec.num_parameters(), count, "{name}");
-        let ours: Vec<(String, Vec<usize>, bool)> = (spec.parameters().into_iter())
+        let ours: Vec<Param> = (spec.parameters().into_iter())
             .map(|p| {
                 let trains = !spec.frozen.contains(&p.name);
                 (p.name, p.shape, trains)
