@@ -107,3 +107,32 @@ fn freeze_errors_name_what_is_wrong() {
     let m = ModelSpec::from_json(&relu).unwrap_err().to_string();
     assert!(m.contains("layer 2") && m.contains("no parameters"), "{m}");
 }
+
+/// A frozen conv weight's gradient kernels are left out of the step (nothing reads them); its
+/// bias's stay.
+#[test]
+fn a_frozen_conv_weight_has_no_gradient_kernel() {
+    let ctx = ctx();
+    let kernels = |freeze: &[&str]| {
+        let spec = ModelSpec::from_json(MODEL).unwrap();
+        let freeze: Vec<String> = freeze.iter().map(|s| s.to_string()).collect();
+        let spec = if freeze.is_empty() {
+            spec
+        } else {
+            spec.freeze(&freeze).unwrap()
+        };
+        let init = spec.init_params(3);
+        let config = StepConfig::new(
+            Precision::AmpF16,
+            LossKind::CrossEntropy,
+            OptimizerConfig::adamw(1e-2),
+        );
+        let mut t = Trainer::new(ctx, spec, config, 5, &init).unwrap();
+        t.step_kernels(ctx, 8).unwrap().len()
+    };
+    let (all, frozen) = (kernels(&[]), kernels(&["0.weight"]));
+    assert!(
+        frozen < all,
+        "frozen conv weight: {frozen} kernels, trainable: {all}"
+    );
+}

@@ -33,7 +33,7 @@ use webgpu_amp::nn::family::Recipe;
 pub struct RunArgs {
     /// Preset (linear, mlp, simple-cnn, mnist-cnn, gpt-tiny, gpt-char, llama-tiny,
     /// smollm2-135m, resnet-tiny, resnet8-fashion, resnet20-cifar, resnet56-cifar,
-    /// resnet18-cifar), a JSON model file, or hf:DIR (a Hugging Face transformers folder:
+    /// resnet18-cifar, airbench, airbench-tiny), a JSON model file, or hf:DIR (a Hugging Face transformers folder:
     /// config.json and model.safetensors, trained from its weights).
     /// A GPT's unset flags default to nanoGPT's shakespeare-char recipe: --optimizer adamw
     /// --lr 1e-3 --beta2 0.99 --weight-decay 0.1 --clip-grad-norm 1 --lr-schedule cosine
