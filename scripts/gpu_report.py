@@ -138,6 +138,12 @@ MEASUREMENTS = [
          args=TORCH + ["--group", "airbench", "--batch-sizes", "{b}", "--precisions", THREE,
                        "{quick}"],
          full=dict(b=1024, steps=20, warmup=5, quick=None), quick=dict(b=2, **QUICK_TORCH)),
+    # Our side of the airbench row: the same net (nn/resnet/airbench.rs, airbench_net's names,
+    # 1,972,792 parameters, its frozen ones) and batch, on random images. --quick: airbench-tiny.
+    dict(id="airbench-b1024", what="airbench94 net, f32, amp-f16 and amp-bf16", budget=300,
+         args=STEP + ["--precisions", THREE], needs=[],
+         full=dict(model="airbench", b=1024, steps=20),
+         quick=dict(model="airbench-tiny", b=2, steps=1)),
     # Our side of Inferena's protocol: SmolLM2-135M at batch 1 x 128 tokens: its step row's
     # `passes` time forward, forward + loss + backward and the whole AdamW step (the Markdown's
     # "Inferena's protocol" puts them beside PyTorch's three variants; the side-by-side table

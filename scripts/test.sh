@@ -94,6 +94,10 @@ WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/cnn_ops_compat.py
 stage "ResNet cross-check on Vulkan: resnet-tiny (BatchNorm, a projection shortcut) against PyTorch: 10 steps of SGD + Nesterov and 10 of AdamW in f32 (AdamW: step-1 gradients against f64, ReLU ties bounded by PyTorch's own reordering), the same two in amp-f16 (scale and skips exact), forced skips (running statistics bit-identical; --buffers-on-skip update matches PyTorch's), strict load into kuangliu's ResNet, eval-mode loss"
 WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/resnet_compat.py
 
+# Measured on a 2-core machine at load ~10.6: 25 s (the f32 case too: 41 s; run it by hand).
+stage "airbench cross-check on Vulkan: airbench-tiny (frozen whitening and BatchNorm weights, the 1/9 head) against PyTorch's airbench_net, 8 amp-f16 steps of SGD + Nesterov with label smoothing 0.2 (scale and skips exact, frozen tensors bit-identical), strict load"
+WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/airbench_compat.py --case amp-f16
+
 stage "nanoGPT cross-check on Vulkan: GPT logits, loss and gradients, nanoGPT's train.py recipe step by step (f32, amp-f16), a gpt-tiny checkpoint loaded strictly into nanoGPT's GPT, greedy sampling"
 WEBGPU_AMP_BACKEND=vulkan .venv/bin/python scripts/nanogpt_compat.py
 

@@ -19,7 +19,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_webgpu-amp");
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 /// The measurements the issue names, by id: each must be in the report with a status.
-const REQUIRED: [&str; 23] = [
+const REQUIRED: [&str; 24] = [
     "tune",
     "info",
     "matmul-tc-4096",
@@ -43,11 +43,12 @@ const REQUIRED: [&str; 23] = [
     "gpt-char-b64-tc-off",
     "smollm2-b1-t128",
     "resnet18-cifar-b128",
+    "airbench-b1024",
 ];
 
 /// Measurements that every adapter runs (f32, and amp-f16 with packed f16 where there is
 /// no shader-f16): they must succeed, with rows.
-const MUST_RUN: [&str; 10] = [
+const MUST_RUN: [&str; 11] = [
     "tune",
     "info",
     "matmul-simt-f32-4096",
@@ -58,6 +59,7 @@ const MUST_RUN: [&str; 10] = [
     "gpt-char-b64",
     "smollm2-b1-t128",
     "resnet18-cifar-b128",
+    "airbench-b1024",
 ];
 
 const NO_FLAG: &str = "flag not available in this binary";

@@ -26,7 +26,8 @@ const MAX_STEPS: usize = 1_000_000;
 pub struct BenchStepArgs {
     /// Models to measure: presets with image input (mlp, mnist-cnn, simple-cnn) on random
     /// images; ResNet presets (resnet18-cifar at batch 128 is issue 40's row; resnet20-cifar,
-    /// resnet56-cifar, resnet-tiny, resnet8-fashion) on random images of their input with kuangliu's step (SGD,
+    /// resnet56-cifar, resnet-tiny, resnet8-fashion) and airbench94's net (airbench at batch
+    /// 1024 is its row; airbench-tiny) on random images of their input with kuangliu's step (SGD,
     /// momentum 0.9, weight decay 5e-4); GPT presets (gpt-tiny, gpt-char) on windows of the
     /// embedded text with nanoGPT's step (AdamW, clipping at 1); or Llama presets (llama-tiny,
     /// smollm2-135m) on the same windows (their characters' ids in the model's vocabulary)

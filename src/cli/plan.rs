@@ -46,11 +46,14 @@ pub fn run(args: &PlanArgs) -> Result<()> {
     // How its attention runs, for a model that has attention (a language model's family).
     let attention = inputs.spec.tokens().map(|_| inputs.spec.attention.name());
     let target_dim = inputs.split.train.output_dim();
+    // Frozen parameters count apart (`--freeze`, `trainable: false`, a preset's own).
+    let (parameters, frozen) = (inputs.spec.num_parameters(), inputs.spec.num_frozen());
     let plan = plan_step(&ctx, inputs.spec, cfg.step, target_dim, cfg.batch_size)?;
     if args.json {
         let line = serde_json::json!({
             "kind": "plan", "adapter": ctx.report.name, "model": what,
             "precision": precision.name(), "attention": attention, "plan": plan,
+            "parameters": parameters, "trainable_parameters": parameters - frozen,
             "browser_binding_limit": BROWSER_BINDING_LIMIT,
             "browser_buffer_limit": BROWSER_BUFFER_LIMIT,
         });
@@ -63,6 +66,10 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         plan.batch,
         precision.name(),
         ctx.report.name
+    )?;
+    outln!(
+        "parameters: {parameters} ({} trainable, {frozen} frozen)",
+        parameters - frozen
     )?;
     print_table(&plan)
 }

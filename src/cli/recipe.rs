@@ -4,6 +4,7 @@
 //! `config/train_shakespeare_char.py`).
 
 use clap::Args;
+use webgpu_amp::nn::ModelSpec;
 use webgpu_amp::nn::family::{COSINE_MIN_LR_DIVISOR, COSINE_WARMUP_DIVISOR, Recipe};
 use webgpu_amp::optim::{LrSchedule, OptimizerConfig, widen};
 use webgpu_amp::train::{EVAL_BATCHES, EvalConfig, Setting};
@@ -49,6 +50,11 @@ pub struct RecipeArgs {
     #[arg(long, default_value_t = EVAL_BATCHES, allow_negative_numbers = true,
           value_parser = setting::<usize>(Setting::EvalBatches))]
     pub eval_batches: usize,
+    /// Freeze these parameters (PyTorch's `requires_grad_(False)`: no update, no weight
+    /// decay, no optimizer state; still saved), by their `state_dict` names; `*` matches any
+    /// run of characters, `?` one (`--freeze '*.norm?.weight'`). Comma-separated.
+    #[arg(long, value_delimiter = ',', value_name = "NAME")]
+    pub freeze: Vec<String>,
 }
 
 fn bad(message: String) -> Error {
@@ -114,6 +120,19 @@ impl RecipeArgs {
             *beta2 = self.beta2.unwrap_or(*beta2);
             *eps = self.eps.unwrap_or(*eps);
         }
+    }
+
+    /// `spec` with the `--freeze` parameters frozen too (an unknown name lists the nearest).
+    pub fn freeze(&self, spec: ModelSpec) -> Result<ModelSpec> {
+        if self.freeze.is_empty() {
+            return Ok(spec);
+        }
+        spec.freeze(&self.freeze).map_err(|e| match e {
+            Error::InvalidArgument(m) => {
+                bad(format!("--freeze: {}", m.trim_start_matches("freeze: ")))
+            }
+            other => other,
+        })
     }
 
     pub fn eval_config(&self) -> EvalConfig {

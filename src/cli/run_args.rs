@@ -34,7 +34,7 @@ use webgpu_amp::nn::family::Recipe;
 pub struct RunArgs {
     /// Preset (linear, mlp, simple-cnn, mnist-cnn, gpt-tiny, gpt-char, llama-tiny,
     /// smollm2-135m, resnet-tiny, resnet8-fashion, resnet20-cifar, resnet56-cifar,
-    /// resnet18-cifar), a JSON model file, or hf:DIR (a Hugging Face transformers folder:
+    /// resnet18-cifar, airbench, airbench-tiny), a JSON model file, or hf:DIR (a Hugging Face transformers folder:
     /// config.json and model.safetensors, trained from its weights).
     /// A GPT's unset flags default to nanoGPT's shakespeare-char recipe: --optimizer adamw
     /// --lr 1e-3 --beta2 0.99 --weight-decay 0.1 --clip-grad-norm 1 --lr-schedule cosine
@@ -390,6 +390,7 @@ impl RunArgs {
         let spec = self
             .doctor
             .apply(spec.with_attention(self.attention.kernel()?))?;
+        let spec = self.recipe.freeze(spec)?;
         let ctx = open()?;
         super::note_unused_table(&ctx)?;
         let optimizer = self.optimizer(spec.family.as_ref().and_then(|f| f.family().recipe()))?;
@@ -407,7 +408,14 @@ impl RunArgs {
                 let ck = Checkpoint::from_hf_folder(std::path::Path::new(dir))?;
                 (ck.params_for_model(&spec, dir)?, Vec::new())
             }
-            (None, None) => (spec.init_params(self.seed.unwrap_or(0)), Vec::new()),
+            (None, None) => {
+                // What its reference computes from the data (airbench's whitening conv).
+                let mut init = spec.init_params(self.seed.unwrap_or(0));
+                if let Some(family) = &spec.family {
+                    family.init_from_data(&mut init, &split.train)?;
+                }
+                (init, Vec::new())
+            }
         };
         let inputs = RunInputs {
             split,

@@ -10,6 +10,7 @@ pub static FAMILIES: &[&dyn Family] = &[
     &super::gpt::GPT,
     &super::llama::LLAMA,
     &super::resnet::RESNET,
+    &super::resnet::airbench::AIRBENCH,
 ];
 
 /// The family whose preset `name` is, if any.

@@ -16,6 +16,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::layers::LayerConfig;
+use crate::data::Dataset;
 use crate::data::hf::HostTensor;
 use crate::{Error, Result};
 
@@ -112,6 +113,18 @@ pub trait FamilyModel: fmt::Debug + Send + Sync {
 
     /// The table of its names: ours to its users' convention.
     fn names(&self) -> NameTable;
+
+    /// Initial parameters its reference computes from the training data (airbench's
+    /// whitening conv), written over `init` (the seeded defaults); none by default.
+    fn init_from_data(&self, init: &mut [(String, Vec<f32>)], train: &Dataset) -> Result<()> {
+        let _ = (init, train);
+        Ok(())
+    }
+
+    /// The parameters its reference freezes (`requires_grad=False`), by our full names.
+    fn frozen(&self) -> Vec<String> {
+        Vec::new()
+    }
 
     /// The folder its users' tools load (`--export-hf`: transformers'
     /// `from_pretrained`), as (file name, bytes), from its parameters under the table's

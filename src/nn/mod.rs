@@ -16,7 +16,8 @@
 //! - [`inference`]: the forward loop planned for one batch size (text generation);
 //!   [`network`]: that forward, then the [`loss`] and the backward loop (training);
 //!   `transient`: activations no backward keeps share buffers; [`keep_f32`]: layers kept in
-//!   f32 by name (the policy's per-layer overrides); [`probes`]: where each
+//!   f32 by name (the policy's per-layer overrides); [`frozen`]: parameters that do not train;
+//!   [`probes`]: where each
 //!   layer's output and gradients are complete, for the AMP doctor.
 //!
 //! Files import one way: `layers` (traits, plan, then each layer file) → `family` → `gpt` →
@@ -27,8 +28,10 @@ pub mod buffers;
 pub mod builder;
 pub mod families;
 pub mod family;
+pub mod frozen;
 pub mod gpt;
 pub mod inference;
+mod json_syntax;
 pub mod keep_f32;
 pub mod layers;
 pub mod llama;

@@ -20,8 +20,10 @@
 //! positions=null}` (token ids `[T]` → `[T, dim]`), `residual {layers, shortcut=[]}`
 //! (`layers(x) + shortcut(x)`, the shortcut the identity when empty), `fork {branches, join}`
 //! (each branch, a list of layers, on the same input, joined by `"sum"`, `"product"` or
-//! `"concat"` along the last dimension). Each kind is a file in [`crate::nn::layers`]. A
-//! whole GPT is `{"gpt": {...}}` ([`crate::nn::gpt`]).
+//! `"concat"` along the last dimension), `scale {factor}` (`y = factor · x`, airbench's `Mul`
+//! after its head). Each kind is a file in [`crate::nn::layers`]. A whole GPT is
+//! `{"gpt": {...}}` ([`crate::nn::gpt`]); airbench94's net `{"airbench": {...}}`
+//! ([`crate::nn::resnet::airbench`]).
 //!
 //! Shapes are per sample, without the batch dimension: `[features]` or `[channels, height,
 //! width]`. A JSON model is a `torch.nn.Sequential`: every layer, activations included, takes
@@ -31,7 +33,9 @@
 //! PyTorch's: Linear weight `[out, in]`, Conv2d weight `[out, in, kh, kw]`.
 //!
 //! `"keep_f32": true` beside a layer's kind (`{"linear": {"out": 10}, "keep_f32": true}`)
-//! computes that layer in f32 whatever the precision mode ([`super::keep_f32`]).
+//! computes that layer in f32 whatever the precision mode ([`super::keep_f32`]);
+//! `"trainable": false` (or `{"weight": false}`) there freezes its parameters
+//! ([`super::frozen`]).
 
 use std::sync::Arc;
 
@@ -40,6 +44,8 @@ use serde::Deserialize;
 use super::MAX_LAYERS;
 use super::families;
 use super::family::{self, FamilyModel};
+pub use super::json_syntax::parse_json;
+use super::json_syntax::whole;
 use super::layers::attention_kernel::AttentionKernel;
 use super::layers::{
     BufferDef, Init, LayerConfig, NamedLayer, ParamSpec, checked_numel, layer_from_json,
@@ -66,6 +72,9 @@ pub struct ModelSpec {
     /// Layers computed in f32 whatever the precision mode, by their precision-map names
     /// ([`super::keep_f32`]). How, not what, like `attention`.
     pub keep_f32: Vec<String>,
+    /// Parameters that do not train (PyTorch's `requires_grad=False`), by full name
+    /// ([`super::frozen`]). How, not what: checkpoints hold them as any other.
+    pub frozen: Vec<String>,
 }
 
 /// Two models are equal when they print the same: names, shapes and every layer's repr.
@@ -91,100 +100,6 @@ const INIT_STREAM: u64 = 0x494e_4954; // "INIT"
 struct ModelJson {
     input: Vec<usize>,
     layers: Vec<serde_json::Value>,
-}
-
-/// The JSON of a model description, parsed whole first, so that a syntax error (a
-/// trailing comma, a `NaN`) is reported as one, with its line and column, before any key
-/// is looked at.
-pub fn parse_json(json: &str) -> Result<serde_json::Value> {
-    if json.starts_with('\u{feff}') {
-        // Python's json.loads refuses it too ("Unexpected UTF-8 BOM").
-        return Err(Error::model(
-            "json: the file starts with a UTF-8 byte-order mark (BOM, bytes EF BB BF); save \
-             it as UTF-8 without a BOM"
-                .to_string(),
-        ));
-    }
-    // Syntax and the layer count first, without building anything: a 14 MB file of a
-    // million `{"relu": {}}` took 13 s and 800 MB to parse into a value.
-    let syntax = |e: serde_json::Error| {
-        Error::model(match e.to_string() {
-            // serde_json stops at 128 levels: a deep file, not a broken one.
-            m if m.starts_with("recursion limit exceeded") => format!(
-                "json: nested deeper than the 128 levels a model file may have ({}): \
-                 flatten the residuals",
-                m.trim_start_matches("recursion limit exceeded ")
-            ),
-            m => format!("json: syntax error: {m}"),
-        })
-    };
-    if serde_json::from_str::<serde::de::IgnoredAny>(json).is_err() {
-        // The value parser's message (it says "trailing comma" where the skipping one
-        // does not): a broken file is parsed whole only to say why.
-        return serde_json::from_str(json).map_err(syntax);
-    }
-    if let Ok(LayerCount { layers: Some(n) }) = serde_json::from_str::<LayerCount>(json)
-        && n.0 > MAX_LAYERS
-    {
-        return Err(Error::model(format!(
-            "json: {} layers: a model may have at most {MAX_LAYERS}",
-            n.0
-        )));
-    }
-    serde_json::from_str(json).map_err(syntax)
-}
-
-/// serde_json reads a whole number past 2^64 − 1 as a float: say it is too large rather than
-/// "invalid type: floating point `1.8446744073709552e+19`".
-fn whole(message: String) -> String {
-    let float = "invalid type: floating point `";
-    let Some(at) = message.find(float) else {
-        return message;
-    };
-    let rest = &message[at + float.len()..];
-    let Some(end) = rest.find('`') else {
-        return message;
-    };
-    match rest[..end].parse::<f64>() {
-        Ok(v) if v.fract() == 0.0 && v.abs() >= 1.8e19 => format!(
-            "{}{} is too large for a whole number here (at most 18446744073709551615)",
-            &message[..at],
-            &rest[..end]
-        ),
-        _ => message,
-    }
-}
-
-/// A description's `layers`, counted without being parsed (other keys ignored).
-#[derive(Deserialize)]
-struct LayerCount {
-    layers: Option<Count>,
-}
-
-/// The length of a JSON array, its elements skipped.
-struct Count(usize);
-
-impl<'de> Deserialize<'de> for Count {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        struct Counter;
-        impl<'de> serde::de::Visitor<'de> for Counter {
-            type Value = Count;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("an array")
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> std::result::Result<Count, A::Error> {
-                let mut n = 0;
-                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
-                    n += 1;
-                }
-                Ok(Count(n))
-            }
-        }
-        d.deserialize_seq(Counter)
-    }
 }
 
 impl ModelSpec {
@@ -217,6 +132,7 @@ impl ModelSpec {
             family: None,
             attention: AttentionKernel::default(),
             keep_f32: Vec::new(),
+            frozen: Vec::new(),
         };
         spec.check_tied_parameters()?;
         Ok(spec)
@@ -246,6 +162,7 @@ impl ModelSpec {
             )));
         }
         let mut keep_f32 = Vec::new();
+        let mut trainable = Vec::new();
         let layers = model
             .layers
             .into_iter()
@@ -261,6 +178,10 @@ impl ModelSpec {
                         return Err(err(format!("keep_f32 must be true or false, not {other}")));
                     }
                 }
+                // `"trainable": false` beside the kind freezes its parameters (resolved below).
+                if let Some(t) = value.as_object_mut().and_then(|o| o.remove("trainable")) {
+                    trainable.push((index, t));
+                }
                 let config = layer_from_json(value).map_err(err)?;
                 Ok((index.to_string(), config))
             })
@@ -268,6 +189,13 @@ impl ModelSpec {
         let mut spec = ModelSpec::build("json", &model.input, &layers)?;
         // Named by index, as the precision map names a JSON model's layers.
         spec.keep_f32 = keep_f32;
+        let names: Vec<String> = spec.parameters().into_iter().map(|p| p.name).collect();
+        for (index, value) in trainable {
+            let frozen = super::frozen::json_trainable(index, &value, &names)
+                .map_err(|e| Error::model(format!("json: layer {index}: {e}")))?;
+            spec.frozen.extend(frozen);
+        }
+        super::frozen::check_some_trainable(&spec.name, &names, &spec.frozen)?;
         Ok(spec)
     }
 
@@ -277,6 +205,7 @@ impl ModelSpec {
     pub fn of_family(model: Arc<dyn FamilyModel>, name: &str, t: usize) -> Result<ModelSpec> {
         let (input, layers) = model.build(name, t)?;
         let mut spec = ModelSpec::build(name, &input, &layers)?;
+        spec.frozen = model.frozen();
         spec.family = Some(model);
         Ok(spec)
     }
@@ -389,6 +318,24 @@ impl ModelSpec {
         self.parameters().iter().map(ParamSpec::numel).sum()
     }
 
+    /// This model with the parameters `patterns` match frozen too (`--freeze`; `*` and `?`
+    /// globs over full names, [`super::frozen`]): an unknown name lists the nearest.
+    pub fn freeze(mut self, patterns: &[String]) -> Result<ModelSpec> {
+        let names: Vec<String> = self.parameters().into_iter().map(|p| p.name).collect();
+        super::frozen::freeze_matching(&names, patterns, &mut self.frozen)?;
+        super::frozen::check_some_trainable(&self.name, &names, &self.frozen)?;
+        Ok(self)
+    }
+
+    /// Parameter values that do not train ([`ModelSpec::frozen`]).
+    pub fn num_frozen(&self) -> usize {
+        let params = self.parameters().into_iter();
+        params
+            .filter(|p| self.frozen.contains(&p.name))
+            .map(|p| p.numel())
+            .sum()
+    }
+
     /// Checks that the model fits a data set: token ids into a model that takes them (an
     /// embedding first), features into one that does not, and the shapes
     /// ([`ModelSpec::check_data`]).
@@ -469,7 +416,15 @@ impl ModelSpec {
                 layer.output_shape
             ));
         }
-        s.push_str(&format!("  parameters: {}\n", self.num_parameters()));
+        s.push_str(&format!("  parameters: {}", self.num_parameters()));
+        let frozen = self.num_frozen();
+        if frozen > 0 {
+            s.push_str(&format!(
+                " ({} trainable, {frozen} frozen)",
+                self.num_parameters() - frozen
+            ));
+        }
+        s.push('\n');
         s
     }
 }

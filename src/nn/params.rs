@@ -64,6 +64,11 @@ pub struct ParamLayout {
     pub entries: Vec<ParamEntry>,
     /// Elements in each flat buffer, padding included.
     pub total: usize,
+    /// Elements of the trainable prefix: every trainable parameter sits below it, every
+    /// frozen one ([`crate::nn::frozen`]) at or above it, so unscale, clipping and the
+    /// optimizer, one dispatch each over the prefix, never touch a frozen parameter and it
+    /// has no optimizer moments. `total` when nothing is frozen.
+    pub trainable: usize,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -84,21 +89,47 @@ impl ParamEntry {
 impl ParamLayout {
     /// Lay out `(name, shape)` pairs in order, each at a multiple of `align` elements.
     pub fn new(params: &[(String, Vec<usize>)], align: usize) -> Self {
+        Self::with_frozen(params, &[], align)
+    }
+
+    /// [`ParamLayout::new`] with the parameters named in `frozen` placed after all the
+    /// others (the entries keep `params`' order, the `state_dict`'s).
+    pub fn with_frozen(params: &[(String, Vec<usize>)], frozen: &[String], align: usize) -> Self {
+        let mut offsets = vec![0; params.len()];
         let mut offset = 0;
-        let mut entries = Vec::new();
-        for (name, shape) in params {
-            entries.push(ParamEntry {
+        let mut prefix = 0;
+        for frozen_pass in [false, true] {
+            for (i, (name, shape)) in params.iter().enumerate() {
+                if frozen.contains(name) == frozen_pass {
+                    offsets[i] = offset;
+                    let n: usize = shape.iter().product();
+                    offset = (offset + n).next_multiple_of(align);
+                }
+            }
+            if !frozen_pass {
+                prefix = offset;
+            }
+        }
+        let total = offset.max(align);
+        let entries = params
+            .iter()
+            .zip(offsets)
+            .map(|((name, shape), offset)| ParamEntry {
                 name: name.clone(),
                 shape: shape.clone(),
                 offset,
-            });
-            let n: usize = shape.iter().product();
-            offset = (offset + n).next_multiple_of(align);
-        }
+            })
+            .collect();
         Self {
             entries,
-            total: offset.max(align),
+            total,
+            trainable: if prefix == offset { total } else { prefix },
         }
+    }
+
+    /// Whether the parameter at `entry` trains (sits in the trainable prefix).
+    pub fn trains(&self, entry: &ParamEntry) -> bool {
+        entry.offset < self.trainable
     }
 
     /// Element alignment that keeps byte offsets aligned for 2-byte storages on `ctx`.
@@ -244,9 +275,15 @@ impl ParamStore {
     }
 
     pub fn low_flat(&self, ctx: &GpuContext) -> Result<Option<Tensor>> {
+        self.low_prefix(ctx, self.layout.total)
+    }
+
+    /// The low copy's first `n` elements as one tensor (the trainable prefix, which the
+    /// optimizer's step writes).
+    pub fn low_prefix(&self, ctx: &GpuContext, n: usize) -> Result<Option<Tensor>> {
         self.low
             .as_ref()
-            .map(|(b, s)| Tensor::view(ctx, b.clone(), 0, &[self.layout.total], *s))
+            .map(|(b, s)| Tensor::view(ctx, b.clone(), 0, &[n], *s))
             .transpose()
     }
 

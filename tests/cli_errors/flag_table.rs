@@ -310,6 +310,7 @@ pub(super) const RUN_OTHER: &[&str] = &[
     "--attention",
     "--numerics",
     "--keep-f32",
+    "--freeze",
 ];
 
 /// A subcommand: its words, its numeric flags, and its other value-taking flags.

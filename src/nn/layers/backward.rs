@@ -217,6 +217,14 @@ impl<'a> BackwardPlan<'a> {
         self.param_grad_at(&join(&self.path, name))
     }
 
+    /// Whether the current layer's parameter `name` trains. A frozen one
+    /// ([`crate::nn::frozen`]) sits past the trainable prefix, where nothing reads a
+    /// gradient: a layer may leave out the kernel that would compute it.
+    pub fn trains(&self, name: &str) -> bool {
+        let layout = &self.store.layout;
+        (layout.get(&join(&self.path, name))).is_none_or(|e| layout.trains(e))
+    }
+
     /// The f32 gradient of the parameter with full name `name` (a tied weight).
     pub fn param_grad_at(&self, name: &str) -> Result<Tensor> {
         self.store.grad_view(self.ctx, name)

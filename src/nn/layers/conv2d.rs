@@ -172,23 +172,26 @@ impl Backward for Conv2dBackward {
     /// `dW += x ⋆ dy`, `db += Σ dy`, `dx = dy ⋆ Wᵀ` (transposed convolution).
     fn backward(&self, b: &mut BackwardPlan<'_>, dy: Tensor) -> Result<Option<Tensor>> {
         let ctx = b.ctx();
-        let dw = b.param_grad("weight")?;
         // Computed in the forward's dtype and rounded to it (PyTorch's f16 weight gradient
-        // under autocast), then added to the f32 gradient.
+        // under autocast), then added to the f32 gradient. None for a frozen weight
+        // (airbench's whitening conv): nothing would read it.
         let round_to = Some(self.w.dtype());
-        let weight_grad = conv::conv2d_backward_weight(
-            ctx,
-            &self.x,
-            &dy,
-            &dw,
-            self.p,
-            Accumulate::Add,
-            round_to,
-        )?;
-        for k in weight_grad {
-            b.push(k);
+        if b.trains("weight") {
+            let dw = b.param_grad("weight")?;
+            let weight_grad = conv::conv2d_backward_weight(
+                ctx,
+                &self.x,
+                &dy,
+                &dw,
+                self.p,
+                Accumulate::Add,
+                round_to,
+            )?;
+            for k in weight_grad {
+                b.push(k);
+            }
         }
-        if self.bias {
+        if self.bias && b.trains("bias") {
             let db = b.param_grad("bias")?;
             b.push(reduce::bias_grad(ctx, &dy, &db, Accumulate::Add, round_to)?);
         }

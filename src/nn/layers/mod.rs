@@ -49,6 +49,7 @@ mod recipes;
 pub mod recompute;
 mod registry;
 pub mod residual;
+pub mod scale;
 pub mod tape;
 pub mod unary;
 

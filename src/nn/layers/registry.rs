@@ -4,7 +4,9 @@
 
 use serde::de::DeserializeOwned;
 
-use super::{LayerConfig, ParseConfig, ParseLayer, avgpool, batchnorm, counter, fork, residual};
+use super::{
+    LayerConfig, ParseConfig, ParseLayer, avgpool, batchnorm, counter, fork, residual, scale,
+};
 use super::{attention, conv2d, dropout, embedding, flatten, layernorm, linear, pool, unary};
 
 /// The layer kinds the JSON model format knows by key, besides the unary ones
@@ -29,6 +31,7 @@ pub const REGISTRY: &[(&str, ParseConfig)] = &[
         "adaptive_avgpool2d",
         parse::<avgpool::AdaptiveAvgPool2dConfig>,
     ),
+    ("scale", parse::<scale::ScaleConfig>),
 ];
 
 /// Every layer kind the JSON model format knows: [`REGISTRY`]'s, then one per row of the
@@ -73,6 +76,13 @@ pub(crate) fn layer_from_json(
             kinds()
         ));
     };
+    if object.contains_key("trainable") {
+        return Err(
+            "`trainable` is read beside a layer of the top-level \"layers\" list, not inside \
+             a composition's: name the parameters with --freeze instead"
+                .to_string(),
+        );
+    }
     if object.contains_key("keep_f32") {
         // Read beside the top-level layers only (ModelSpec::from_json takes it there).
         return Err(

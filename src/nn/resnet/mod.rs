@@ -27,8 +27,10 @@
 //! "num_classes": 10, "in_channels": 3, "image_size": 32, "stem_pool": 0}}` (those are the defaults:
 //! `ResNet18()` on CIFAR-10). Initialisation is PyTorch's defaults, as kuangliu's model uses.
 
+pub mod airbench;
 mod builder;
 mod names;
+pub mod whitening;
 
 use std::sync::Arc;
 

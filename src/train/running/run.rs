@@ -167,7 +167,7 @@ impl Run {
             // The layers' buffers as they were (running statistics, counters).
             let buffers = ck.buffers_for_model(&trainer.spec, "the checkpoint")?;
             trainer.store.buffers.upload(ctx, &buffers)?;
-            let slices = param_slices(&trainer);
+            let slices = trainable_slices(&trainer);
             if let Some(o) = &ck.optimizer {
                 if o.config.name() != trainer.optimizer.config().name() {
                     return Err(Error::Checkpoint(format!(
@@ -176,7 +176,7 @@ impl Run {
                         trainer.optimizer.config().name()
                     )));
                 }
-                let state = o.to_flat(&slices, trainer.store.layout.total)?;
+                let state = o.to_flat(&slices, trainer.store.layout.trainable)?;
                 trainer.optimizer.load_state(ctx, &state)?;
             }
             if let Some(s) = &ck.scaler
@@ -466,13 +466,14 @@ impl Run {
     }
 }
 
-/// `(name, offset, len)` of every parameter in the flat buffers.
-pub(in crate::train) fn param_slices(trainer: &Trainer) -> Vec<(String, usize, usize)> {
-    trainer
-        .store
-        .layout
+/// `(name, offset, len)` of every trainable parameter in the flat buffers: what the
+/// optimizer's state holds (a frozen parameter has none, as in PyTorch).
+pub(in crate::train) fn trainable_slices(trainer: &Trainer) -> Vec<(String, usize, usize)> {
+    let layout = &trainer.store.layout;
+    layout
         .entries
         .iter()
+        .filter(|e| layout.trains(e))
         .map(|e| (e.name.clone(), e.offset, e.numel()))
         .collect()
 }

@@ -18,7 +18,7 @@ use crate::train::checkpoint::{
 use crate::train::estimate::{Draw, estimate_loss};
 use crate::train::evaluate::{Evaluation, evaluate_indices};
 use crate::train::periodic::Periodic;
-use crate::train::run::{EpochReport, Event, Run, param_slices};
+use crate::train::run::{EpochReport, Event, Run, trainable_slices};
 use crate::train::stats::StepStats;
 
 /// The end-of-run summary.
@@ -361,7 +361,7 @@ impl Run {
         let optimizer = NamedOptimizerState::from_flat(
             *self.trainer.optimizer.config(),
             &state,
-            &param_slices(&self.trainer),
+            &trainable_slices(&self.trainer),
         );
         let scaler = self.trainer.scaler.state_dict(ctx)?;
         // Buffers in their own dtype, in the model's order; not the non-persistent ones

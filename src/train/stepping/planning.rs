@@ -128,9 +128,9 @@ pub fn weight_decay_mask(spec: &ModelSpec, layout: &ParamLayout) -> Option<Vec<b
     if !recipe.decay_matrices_only {
         return None;
     }
-    let mut mask = vec![true; layout.total];
+    let mut mask = vec![true; layout.trainable];
     for e in &layout.entries {
-        if e.shape.len() < 2 {
+        if e.shape.len() < 2 && layout.trains(e) {
             mask[e.offset..e.offset + e.numel()].fill(false);
         }
     }

@@ -165,11 +165,13 @@ impl StepKernels {
         (store, weight_cast): (&ParamStore, Option<Kernel>),
         scaler: &GradScaler,
     ) -> Result<Self> {
-        let (grads, master, total) = (&store.grads, &store.master, store.layout.total);
+        let (grads, master) = (&store.grads, &store.master);
+        // Gradients exist for the trainable prefix only (frozen parameters sit past it).
+        let (total, trainable) = (store.layout.total, store.layout.trainable);
         let low = config.precision.low_dtype();
         let rounded = !config.precision.master_weights();
-        let round = |values: &Arc<GpuBuffer>| {
-            let kernel = rounded.then(|| round_inplace(ctx, values, total, low));
+        let round = |values: &Arc<GpuBuffer>, n: usize| {
+            let kernel = rounded.then(|| round_inplace(ctx, values, n, low));
             kernel.transpose()
         };
         let scaled = scaler.enabled();
@@ -179,13 +181,13 @@ impl StepKernels {
         let low_stale = folds_cast.then(|| store.low_staleness().clone());
         // Forward, loss and backward are the network's (per batch size).
         // Unscale.
-        let round_grads = round(grads)?;
-        let unscale = scaled.then(|| scaler.unscale_kernel(ctx, grads, total));
+        let round_grads = round(grads, trainable)?;
+        let unscale = scaled.then(|| scaler.unscale_kernel(ctx, grads, trainable));
         // Clip.
         let clip = config.clip_norm();
-        let clipper = clip.map(|max| GradClipper::new(ctx, grads, total, max));
+        let clipper = clip.map(|max| GradClipper::new(ctx, grads, trainable, max));
         // Optimizer: its step is the optimizer's kernel, made with it.
-        let round_params = round(master)?;
+        let round_params = round(master, total)?;
         // A skipped step rolls the buffers back, or keeps them as PyTorch does (pytorch#88474).
         let commit_buffers =
             store

@@ -120,7 +120,8 @@ impl Trainer {
         } = inputs;
         let policy = crate::nn::keep_f32::policy(&spec, config.precision, config.loss)?;
         let (store, weight_cast) = load_params(ctx, &spec, config.precision, init)?;
-        let total = store.layout.total;
+        // Frozen parameters sit past the trainable prefix, which is all the optimizer sees.
+        let trainable = store.layout.trainable;
 
         let scaler = GradScaler::new(ctx, config.scaler)?;
         let optimizer = Optimizer::new_grouped(
@@ -128,7 +129,7 @@ impl Trainer {
             config.optimizer,
             &store.master,
             &store.grads,
-            total,
+            trainable,
             scaler.state_buffer(),
             weight_decay_mask(&spec, &store.layout).as_deref(),
         )?;
@@ -141,7 +142,7 @@ impl Trainer {
         // Master weights: the optimizer's step writes their compute copy (the cast runs only
         // while it is stale).
         if kernels.folds_weight_cast()
-            && let Some(low) = store.low_flat(ctx)?
+            && let Some(low) = store.low_prefix(ctx, trainable)?
         {
             optimizer = optimizer.write_low_copy(ctx, &low)?;
         }
@@ -436,7 +437,8 @@ pub(super) fn load_params(
         .into_iter()
         .map(|p| (p.name, p.shape))
         .collect();
-    let layout = ParamLayout::new(&named, ParamLayout::element_alignment(ctx));
+    let align = ParamLayout::element_alignment(ctx);
+    let layout = ParamLayout::with_frozen(&named, &spec.frozen, align);
     let buffers = BufferStore::new(ctx, &spec.buffers())?;
     let store = ParamStore::new(ctx, layout, Some(low)).with_buffers(buffers);
     let init: Vec<(String, Vec<f32>)> = if precision.master_weights() {
