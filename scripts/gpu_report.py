@@ -138,11 +138,13 @@ MEASUREMENTS = [
          args=TORCH + ["--group", "airbench", "--batch-sizes", "{b}", "--precisions", THREE,
                        "{quick}"],
          full=dict(b=1024, steps=20, warmup=5, quick=None), quick=dict(b=2, **QUICK_TORCH)),
-    # Our side of Inferena's protocol: SmolLM2-135M at batch 1 x 128 tokens, the whole AdamW
-    # step (forward alone and forward+backward are NOT timed separately yet: the Markdown
-    # pairs it with PyTorch's `step` variant). --quick: llama-tiny at 16 tokens.
-    dict(id="smollm2-b1-t128", what="SmolLM2-135M step, batch 1 x 128 (Inferena's protocol), "
-         "f32, AMP f16 and bf16", budget=240, needs=["--seq-len"],
+    # Our side of Inferena's protocol: SmolLM2-135M at batch 1 x 128 tokens: its step row's
+    # `passes` time forward, forward + loss + backward and the whole AdamW step (the Markdown's
+    # "Inferena's protocol" puts them beside PyTorch's three variants; the side-by-side table
+    # pairs the whole step with PyTorch's `step`). --quick: llama-tiny at 16 tokens.
+    dict(id="smollm2-b1-t128", what="SmolLM2-135M step, batch 1 x 128 (Inferena's protocol): "
+         "forward, forward+backward, AdamW step; f32, AMP f16 and bf16", budget=240,
+         needs=["--seq-len"],
          args=STEP + ["--precisions", THREE, "--seq-len", "{t}"],
          full=dict(model="smollm2-135m", b=1, steps=20, t=128),
          quick=dict(model="llama-tiny", b=1, steps=1, t=16)),

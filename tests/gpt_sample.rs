@@ -115,7 +115,8 @@ fn generator(ctx: &GpuContext, precision: Precision) -> (Generator, webgpu_amp::
     let m = model_from_checkpoint(&ck, "gpt").unwrap();
     (
         Generator::new(ctx, &m.spec, &m.params, precision).unwrap(),
-        m.vocab,
+        m.vocab
+            .expect("a character-level GPT's checkpoint lists its characters"),
     )
 }
 
@@ -283,6 +284,7 @@ fn dropout_is_off_and_the_forward_is_the_training_networks() {
         params,
         vocab,
     } = model_from_checkpoint(&ck, "gpt").unwrap();
+    let vocab = vocab.expect("a character-level GPT's checkpoint lists its characters");
     let dropout = spec.description().unwrap()["gpt"]["dropout"].as_f64();
     assert_eq!(dropout.map(|p| p as f32), Some(0.2));
     let tokens = vocab.encode("over the").unwrap();

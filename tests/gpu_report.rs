@@ -257,10 +257,26 @@ fn quick_report_has_every_measurement_with_its_command_and_numbers() {
     }
     // Inferena's protocol (llama-tiny at 16 tokens in quick mode), no profile asked for.
     check_steps(measurement(&report, "smollm2-b1-t128"), true, false);
+    // Its step rows carry Inferena's three timings, and say how they were taken.
+    let llama = measurement(&report, "smollm2-b1-t128")["rows"]
+        .as_array()
+        .unwrap();
+    for row in llama.iter().filter(|r| r["kind"] == "step") {
+        let passes = &row["passes"];
+        for field in ["forward_ms", "forward_backward_ms", "step_ms"] {
+            positive(passes, field);
+        }
+        let how = passes["timed_by"].as_str();
+        assert!(
+            matches!(how, Some("gpu-timestamps" | "queue-wait")),
+            "{row}"
+        );
+    }
     for section in [
         "## Targets",
         "## Matmul",
         "## Training steps",
+        "## Inferena's protocol",
         "## Profiles",
         "## Commands",
     ] {

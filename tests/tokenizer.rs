@@ -5,8 +5,16 @@
 //! multi-byte UTF-8 (accents, CJK, a 4-byte mathematical script, emoji), whitespace runs
 //! (blank lines, spaces, tabs, `\r\n`, trailing spaces), digits and contractions; from a file
 //! and from standard input. Bad files and text are one-line errors naming the file.
+//!
+//! Then training on a text under a tokenizer (`train --dataset text:FILE --tokenizer FILE`):
+//! its windows are the ids `tokenize` prints, cut in `--seq-len` windows shifted by one;
+//! `llama-tiny` trains on them, `sample --tokenizer` decodes what it samples, an exported
+//! folder carries the tokenizer, and `--model hf:DIR` uses the folder's by default
+//! (`text_training.rs`, which shares these fixtures).
 
 mod common;
+#[path = "tokenizer/text_training.rs"]
+mod text_training;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -23,6 +31,11 @@ const TEXT: &str = "Héllo wörld — 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 日本語テ�
 /// The fixtures in a fresh folder: (folder, text file), or None (said loudly) without the
 /// venv's Python.
 fn fixtures(tag: &str) -> Option<(PathBuf, PathBuf)> {
+    fixtures_of(tag, TEXT)
+}
+
+/// [`fixtures`] trained on and for `text`.
+fn fixtures_of(tag: &str, text_of: &str) -> Option<(PathBuf, PathBuf)> {
     let python = Path::new(ROOT).join(".venv/bin/python");
     if !python.exists() {
         common::not_checked(
@@ -33,7 +46,7 @@ fn fixtures(tag: &str) -> Option<(PathBuf, PathBuf)> {
     }
     let dir = fresh_dir(tag);
     let text = dir.join("text.txt");
-    std::fs::write(&text, TEXT).unwrap();
+    std::fs::write(&text, text_of).unwrap();
     let out = std::process::Command::new(python)
         .arg(Path::new(ROOT).join("scripts/tokenizer_fixtures.py"))
         .arg(&dir)

@@ -11,7 +11,7 @@ use webgpu_amp::train::profile::profile_steps;
 use webgpu_amp::train::{MAX_BATCH_SIZE, Setting, StepConfig, StepProfile, Trainer};
 use webgpu_amp::{Error, GpuContext, Result};
 
-use super::bench_timer::process_cpu_secs;
+use super::bench_timer::{StepPasses, process_cpu_secs, step_passes};
 use super::bench_workload::{batch_for, workload};
 use super::numbers::{number, setting};
 use super::out::outln;
@@ -113,6 +113,10 @@ struct StepBench {
     #[serde(skip_serializing_if = "Option::is_none")]
     tokens_per_sec: Option<f64>,
     peak_gpu_bytes: u64,
+    /// Language models: Inferena's three timings of the step (forward, forward + loss +
+    /// backward, the whole step), its kernels timed alike.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    passes: Option<StepPasses>,
     /// Blocking waits of the host over the timed steps: the throttle waits plus the final
     /// wait for the last step.
     host_waits: u64,
@@ -160,6 +164,16 @@ fn measure(
         (Some(a), Some(b)) => Some(1000.0 * (b - a) / args.steps as f64),
         _ => None,
     };
+    let waits_after = ctx.host_waits();
+    let throttles_after = trainer.throttle_waits();
+    // A language model's step as Inferena cuts it (not with the numerics' second row).
+    let passes = match (w.tokens, numerics) {
+        (Some(_), None) => {
+            let batch = (w.batch.input(), w.batch.targets());
+            Some(step_passes(ctx, &mut trainer, b, batch, args.steps)?)
+        }
+        _ => None,
+    };
     let profiled = if profile {
         let y = || w.batch.targets();
         Some(profile_steps(ctx, &mut trainer, b, x, y, args.steps)?)
@@ -183,8 +197,9 @@ fn measure(
         images_per_sec: (b * args.steps) as f64 / secs,
         tokens_per_sec: w.tokens.map(|t| (b * t * args.steps) as f64 / secs),
         peak_gpu_bytes: ctx.memory().peak_bytes,
-        host_waits: ctx.host_waits() - waits,
-        throttle_waits: trainer.throttle_waits() - throttles,
+        passes,
+        host_waits: waits_after - waits,
+        throttle_waits: throttles_after - throttles,
     };
     Ok((bench, profiled))
 }
@@ -382,8 +397,34 @@ pub fn run(args: &BenchStepArgs) -> Result<()> {
     }
     if !args.json {
         print_table(&rows);
+        print_passes(&rows);
     }
     Ok(())
+}
+
+/// Inferena's three timings of the language models' steps, when any was measured.
+fn print_passes(rows: &[StepBench]) {
+    let timed: Vec<(&StepBench, &StepPasses)> = rows
+        .iter()
+        .filter_map(|r| r.passes.as_ref().map(|p| (r, p)))
+        .collect();
+    let Some((_, first)) = timed.first() else {
+        return;
+    };
+    println!(
+        "\nInferena's timings (ms per step, the step's kernels, {} passes of {}):",
+        first.timed_by, first.repeats
+    );
+    println!(
+        "{:<20} {:<9} {:>10} {:>16} {:>10}",
+        "model", "precision", "forward", "forward+backward", "step"
+    );
+    for (r, p) in timed {
+        println!(
+            "{:<20} {:<9} {:>10.2} {:>16.2} {:>10.2}",
+            r.model, r.precision, p.forward_ms, p.forward_backward_ms, p.step_ms
+        );
+    }
 }
 
 /// The step measurements as a table (samples/s; tokens/s for GPT models).

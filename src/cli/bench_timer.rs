@@ -1,10 +1,14 @@
 //! GPU time of a pass of dispatches, for the benchmarks: timestamp queries where the adapter
-//! has them, else wall clock around submit and a blocking sync; and the process's CPU time.
+//! has them, else wall clock around submit and a blocking sync; a language model's step cut
+//! as Inferena times it ([`step_passes`]); and the process's CPU time.
 
 use std::time::Instant;
 
 use webgpu_amp::GpuContext;
+use webgpu_amp::data::{BatchInput, BatchTargets};
 use webgpu_amp::gpu::Kernel;
+use webgpu_amp::train::batch::write_batch;
+use webgpu_amp::train::{Phase, Trainer};
 
 /// Times one pass of `batch` dispatches: GPU timestamps at the pass's start and end when
 /// the adapter has them, else wall clock around submit + sync.
@@ -80,6 +84,63 @@ impl Timer {
         }
         Ok(ns * 1e-9)
     }
+}
+
+/// Inferena's three timings of a language model's step (kvark/inferena: forward, forward +
+/// loss + backward, which it calls "training", and the whole optimizer step), each the
+/// step's own kernels for those phases ([`Trainer::step_phases`]) repeated in one pass and
+/// timed by [`Timer`], so the three are measured alike and compare with each other.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct StepPasses {
+    /// The weight cast and the training forward (activations kept for the backward, where
+    /// PyTorch's `no_grad` forward keeps none).
+    pub forward_ms: f64,
+    /// Forward, loss and backward into the gradients: no unscale, clipping or optimizer.
+    pub forward_backward_ms: f64,
+    /// Every kernel of the step: the above, the GradScaler's unscale and update, clipping,
+    /// and AdamW.
+    pub step_ms: f64,
+    /// `gpu-timestamps` (the pass's start to its end) or `queue-wait` (wall clock around
+    /// submit and the wait for the queue: the adapter has no timestamp queries).
+    pub timed_by: &'static str,
+    /// Repetitions in each timed pass (the figures are per repetition).
+    pub repeats: usize,
+}
+
+/// [`StepPasses`] of `trainer` on the batch `x`, `targets`, each over `repeats` repetitions.
+/// The step's kernels change the parameters as real steps do: time a trainer whose state
+/// does not matter (a benchmark's).
+pub fn step_passes<'x>(
+    ctx: &GpuContext,
+    trainer: &mut Trainer,
+    batch: usize,
+    (x, targets): (impl Into<BatchInput<'x>>, BatchTargets<'_>),
+    repeats: usize,
+) -> webgpu_amp::Result<StepPasses> {
+    write_batch(ctx, trainer.network(ctx, batch)?, x, &targets)?;
+    let phases = trainer.step_phases(ctx, batch)?;
+    let of = |keep: &[Phase]| -> Vec<&Kernel> {
+        let kept = phases.iter().filter(|(p, _)| keep.contains(p));
+        kept.map(|(_, k)| *k).collect()
+    };
+    let forward = of(&[Phase::Setup, Phase::Forward]);
+    let backward = of(&[Phase::Setup, Phase::Forward, Phase::Loss, Phase::Backward]);
+    let step = of(&Phase::ALL);
+    let timer = Timer::new(ctx);
+    let per = |kernels: &[&Kernel]| -> webgpu_amp::Result<f64> {
+        Ok(1e3 * timer.time(ctx, kernels, repeats)? / repeats as f64)
+    };
+    Ok(StepPasses {
+        forward_ms: per(&forward)?,
+        forward_backward_ms: per(&backward)?,
+        step_ms: per(&step)?,
+        timed_by: if ctx.caps.timestamp_query {
+            "gpu-timestamps"
+        } else {
+            "queue-wait"
+        },
+        repeats,
+    })
 }
 
 /// User + system CPU seconds of this process so far (`/proc/self/stat`; `None` where there

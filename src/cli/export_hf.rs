@@ -1,8 +1,8 @@
 //! `train --export-hf DIR`: the trained model as a Hugging Face transformers folder that
 //! `AutoModelForCausalLM.from_pretrained(DIR)` loads with no missing or unexpected keys
 //! (`config.json`, `model.safetensors` in f32: the family writes them,
-//! `FamilyModel::export_folder`), the `tokenizer.json` of the `--model hf:` folder the run
-//! started from when it has one, and our resume state beside them: the run's final
+//! `FamilyModel::export_folder`), the run's `tokenizer.json` (`--tokenizer`, else the one of
+//! the `--model hf:` folder the run started from when it has one), and our resume state beside them: the run's final
 //! checkpoint (`--save`'s file; `DIR/webgpu-amp-state.safetensors` when `--save` is not
 //! given), which `train --resume` continues.
 
@@ -42,8 +42,14 @@ pub fn prepare(dir: &Path, save: Option<&Path>, spec: &ModelSpec) -> Result<Path
     Ok(save.map_or_else(|| dir.join(STATE_FILE), Path::to_path_buf))
 }
 
-/// After the run: the folder from the checkpoint it saved at `state`.
-pub fn export(dir: &Path, state: &Path, spec: &ModelSpec, model_flag: Option<&str>) -> Result<()> {
+/// After the run: the folder from the checkpoint it saved at `state`, with the tokenizer of
+/// `--tokenizer` or of the `--model hf:` folder (the flags `(model, tokenizer)`).
+pub fn export(
+    dir: &Path,
+    state: &Path,
+    spec: &ModelSpec,
+    (model_flag, tokenizer_flag): (Option<&str>, Option<&Path>),
+) -> Result<()> {
     let family = spec.family.as_ref().expect("checked by prepare");
     let ck = Checkpoint::load(state)?;
     // The checkpoint's tensors are under the family's names already (its table); the
@@ -63,13 +69,16 @@ pub fn export(dir: &Path, state: &Path, spec: &ModelSpec, model_flag: Option<&st
     for (name, bytes) in family.export_folder(&tensors)? {
         save_file(&dir.join(name), &bytes, &flag)?;
     }
-    // The tokenizer of the folder the run started from, as transformers keeps it beside.
-    if let Some(from) = model_flag.and_then(|m| m.strip_prefix(HF_PREFIX)) {
-        let tokenizer = Path::new(from).join(TOKENIZER);
-        if tokenizer.is_file() {
-            let bytes = read_capped(&tokenizer, TOKENIZER_FILE).map_err(Error::InvalidArgument)?;
-            save_file(&dir.join(TOKENIZER), &bytes, &flag)?;
-        }
+    // The run's tokenizer, or the one of the folder the run started from, as transformers
+    // keeps it beside.
+    let from_folder = model_flag
+        .and_then(|m| m.strip_prefix(HF_PREFIX))
+        .map(|from| Path::new(from).join(TOKENIZER));
+    if let Some(tokenizer) = tokenizer_flag.map(Path::to_path_buf).or(from_folder)
+        && tokenizer.is_file()
+    {
+        let bytes = read_capped(&tokenizer, TOKENIZER_FILE).map_err(Error::InvalidArgument)?;
+        save_file(&dir.join(TOKENIZER), &bytes, &flag)?;
     }
     Ok(())
 }

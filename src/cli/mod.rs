@@ -29,6 +29,7 @@ mod run_checks;
 mod sample;
 mod selftest;
 mod shaders;
+mod text_tokens;
 mod tokenize;
 mod train;
 mod tune_workloads;

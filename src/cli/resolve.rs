@@ -8,7 +8,7 @@ use webgpu_amp::data::{DataSource, Labels, Split, read_capped};
 use webgpu_amp::nn::family::FamilyModel;
 use webgpu_amp::nn::llama::LlamaModel;
 use webgpu_amp::nn::{LossKind, ModelSpec, preset};
-use webgpu_amp::train::{ModelChoice, model_and_data, model_for_split};
+use webgpu_amp::train::{ModelChoice, model_and_data, model_and_tokenized, model_for_split};
 use webgpu_amp::{Error, Result};
 
 /// Classes a preset predicts on class labels unless `--num-classes` says otherwise: the
@@ -23,6 +23,8 @@ pub struct Wanted<'a> {
     pub loss: Option<&'a str>,
     pub num_classes: Option<usize>,
     pub seq_len: Option<usize>,
+    /// `--tokenizer`: a tokenizer.json that encodes a text data set.
+    pub tokenizer: Option<&'a std::path::Path>,
     /// A resumed checkpoint's model description (its metadata `model`), the model when
     /// `model` is not given: `--resume` continues the model it saved.
     pub saved_model: Option<&'a str>,
@@ -133,7 +135,12 @@ pub fn resolve(args: &Wanted) -> Result<ModelAndData> {
         (None, Some(_)) => saved_error(e, SAVED),
         (None, None) => e,
     };
-    let (spec, split) = if source.is_text() {
+    let tokenizer =
+        super::text_tokens::tokenizer_for(args.tokenizer, args.model, &source, &dataset)?;
+    let (spec, split) = if let Some(path) = tokenizer {
+        let (text, vocab) = super::text_tokens::tokenized_text(&source, &path)?;
+        model_and_tokenized(choice.as_ref(), &text, vocab).map_err(named)?
+    } else if source.is_text() {
         model_and_data(choice.as_ref(), &source, true).map_err(named)?
     } else {
         let split = source.load(true)?;

@@ -49,6 +49,12 @@ pub struct RunArgs {
     /// or hamlet for a GPT.
     #[arg(long)]
     pub dataset: Option<String>,
+    /// A Hugging Face tokenizer.json that encodes a text data set (text:FILE, hamlet,
+    /// shakespeare) into a language model's token ids, cut into --seq-len windows (first 90%
+    /// train). Default with --model hf:DIR: DIR/tokenizer.json when the folder has one;
+    /// otherwise a text trains on its characters.
+    #[arg(long, value_name = "FILE")]
+    pub tokenizer: Option<PathBuf>,
     /// mse or cross-entropy (default: cross-entropy for class labels, mse for targets).
     #[arg(long)]
     pub loss: Option<String>,
@@ -374,6 +380,7 @@ impl RunArgs {
             loss: self.loss.as_deref(),
             num_classes: self.num_classes,
             seq_len: self.seq_len,
+            tokenizer: self.tokenizer.as_deref(),
             saved_model,
         })?;
         let spec = self

@@ -232,7 +232,8 @@ fn train(args: &TrainArgs, rank: Option<&Joined>) -> Result<()> {
     }
     if let (Some(dir), Some(state)) = (&args.export_hf, &export_state) {
         let model = args.common.model.as_deref();
-        super::export_hf::export(dir, state, &inputs.spec, model)?;
+        let tokenizer = args.common.tokenizer.as_deref();
+        super::export_hf::export(dir, state, &inputs.spec, (model, tokenizer))?;
         outln!(
             "exported: {} (resume state: {})",
             dir.display(),

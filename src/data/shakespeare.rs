@@ -107,6 +107,11 @@ pub fn join_plays<'a>(texts: impl IntoIterator<Item = &'a str>) -> String {
 /// named `shakespeare`. Missing files are listed in the error, which points to the fetch
 /// script.
 pub fn load_dir(dir: &Path) -> Result<TextCorpus> {
+    TextCorpus::from_text(DIR, &text_of_dir(dir)?)
+}
+
+/// The joined text of [`load_dir`], before it is encoded (what a tokenizer encodes).
+pub fn text_of_dir(dir: &Path) -> Result<String> {
     let missing: Vec<String> = PLAYS
         .iter()
         .map(|p| file_name(p))
@@ -126,5 +131,5 @@ pub fn load_dir(dir: &Path) -> Result<TextCorpus> {
             decode_utf8(&path.display().to_string(), &read_text_file(&path)?)
         })
         .collect::<Result<Vec<String>>>()?;
-    TextCorpus::from_text(DIR, &join_plays(texts.iter().map(String::as_str)))
+    Ok(join_plays(texts.iter().map(String::as_str)))
 }

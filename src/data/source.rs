@@ -76,6 +76,29 @@ impl DataSource {
         }
     }
 
+    /// The name and text of a text source as written (`None` for other sources): what a
+    /// tokenizer encodes (`--tokenizer`). A file's line endings are kept, as `webgpu-amp
+    /// tokenize` and Python's `Tokenizer.encode` read them.
+    pub fn read_text(&self) -> Result<Option<(String, String)>> {
+        Ok(Some(match self {
+            DataSource::Text(path) => {
+                let name = path.display().to_string();
+                let bytes = super::read_text_file(path)?;
+                let text = super::text::validate_utf8(&name, &bytes)?.to_string();
+                (name, text)
+            }
+            DataSource::Shakespeare => (
+                shakespeare::DIR.into(),
+                shakespeare::text_of_dir(&data_dir().join(shakespeare::DIR))?,
+            ),
+            DataSource::EmbeddedText => (
+                DataSource::EMBEDDED_TEXT.into(),
+                embedded_text::hamlet_text()?,
+            ),
+            _ => return Ok(None),
+        }))
+    }
+
     /// Loads the data. `normalize` applies the usual mean/std transform to MNIST,
     /// Fashion-MNIST and CIFAR-10 (per channel); custom and synthetic data are never changed.
     pub fn load(&self, normalize: bool) -> Result<Split> {

@@ -38,7 +38,7 @@ pub fn decode_utf8(name: &str, bytes: &[u8]) -> Result<String> {
 }
 
 /// `bytes` as UTF-8, without copying them (errors as [`decode_utf8`]'s).
-fn validate_utf8<'b>(name: &str, bytes: &'b [u8]) -> Result<&'b str> {
+pub(crate) fn validate_utf8<'b>(name: &str, bytes: &'b [u8]) -> Result<&'b str> {
     std::str::from_utf8(bytes).map_err(|e| {
         let at = e.valid_up_to();
         let line = 1 + bytes[..at].iter().filter(|&&b| b == b'\n').count();

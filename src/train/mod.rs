@@ -73,7 +73,7 @@ pub use evaluate::{EvalTally, Evaluation};
 pub use guards::SKIPPING_HINT;
 pub use host_time::HostTimes;
 pub use periodic::Periodic;
-pub use prepare::{ModelChoice, model_and_data, model_for_split};
+pub use prepare::{ModelChoice, model_and_data, model_and_tokenized, model_for_split};
 #[cfg(not(target_arch = "wasm32"))]
 pub use profile::StepProfile;
 pub use run::{Advance, EpochReport, Event, Run};

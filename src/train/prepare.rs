@@ -4,7 +4,7 @@
 //! Text sources are cut into windows of the model's block size, so for them the model comes
 //! first; every other source is loaded first and the model adapts to its shapes.
 
-use crate::data::{DataSource, Dataset, Split};
+use crate::data::{DataSource, Dataset, Split, TokenizedText};
 use crate::nn::families;
 use crate::nn::family::{Described, Family};
 use crate::nn::model::parse_json;
@@ -185,6 +185,33 @@ pub fn model_and_data(
         return Ok((spec, split));
     }
     model_for_split(model, source.load(normalize)?)
+}
+
+/// A language model on a text a tokenizer of `tokenizer_vocab` ids encoded: `model` (or
+/// the text default, a GPT), whose vocabulary is the tokenizer's where the model takes the
+/// data's (`llama-tiny`, `gpt-tiny`) and its own otherwise (`smollm2-135m`, `hf:DIR`), on
+/// windows of its training context (`--seq-len`). A model that takes no token ids (an MLP)
+/// is an error, and so is an id at or above the model's vocab_size.
+pub fn model_and_tokenized(
+    model: Option<&ModelChoice>,
+    text: &TokenizedText,
+    tokenizer_vocab: usize,
+) -> Result<(ModelSpec, Split)> {
+    let choice = model.cloned().unwrap_or_else(ModelChoice::default_for_text);
+    let found = choice.family_model(tokenizer_vocab)?;
+    let Some((model, _)) = found.filter(|(m, _)| m.tokens().is_some()) else {
+        return Err(Error::model(format!(
+            "{}: --tokenizer encodes text into token ids, and this model has no vocabulary of \
+             ids; give a language model (--model {}, hf:DIR, or a JSON file of one)",
+            choice.name(),
+            families::token_presets().join(", ")
+        )));
+    };
+    let tokens = model.tokens().expect("a language model has tokens");
+    let spec = ModelSpec::of_family(model, choice.name(), tokens.block_size)?;
+    let split = text.split(tokens.block_size, tokens.vocab_size)?;
+    spec.check_dataset(&split.train)?;
+    Ok((spec, split))
 }
 
 /// The model for a split already loaded from a source that is not text: `model`, or the

@@ -297,6 +297,7 @@ pub(super) const DEVICE: &[&str] = &[
 pub(super) const RUN_OTHER: &[&str] = &[
     "--model",
     "--dataset",
+    "--tokenizer",
     "--loss",
     "--optimizer",
     "--init",
@@ -344,7 +345,13 @@ pub(super) const SUBCOMMANDS: &[Subcommand] = &[
         numeric: &[SAMPLE_FLAGS],
         other: &[
             DEVICE,
-            &["--checkpoint", "--prompt", "--precision", "--attention"],
+            &[
+                "--checkpoint",
+                "--tokenizer",
+                "--prompt",
+                "--precision",
+                "--attention",
+            ],
         ],
     },
     Subcommand {

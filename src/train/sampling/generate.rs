@@ -58,12 +58,14 @@ pub struct SavedModel {
     pub spec: ModelSpec,
     /// Its parameters by name, in the model's order.
     pub params: Vec<(String, Vec<f32>)>,
-    /// The vocabulary that decodes its token ids (metadata `vocab`).
-    pub vocab: Vocab,
+    /// The characters that decode its token ids (metadata `vocab`); `None` for a model
+    /// trained under a tokenizer, which decodes them.
+    pub vocab: Option<Vocab>,
 }
 
-/// The GPT a checkpoint describes (metadata `model`, `{"gpt": {...}}`), its parameters and
-/// its vocabulary (metadata `vocab`). `what` names the file in errors.
+/// The language model a checkpoint describes (metadata `model`, `{"gpt": {...}}` or
+/// `{"llama": {...}}`), its parameters and its characters (metadata `vocab`, when it was
+/// trained on characters). `what` names the file in errors.
 pub fn model_from_checkpoint(ck: &Checkpoint, what: &str) -> Result<SavedModel> {
     let Some(model) = &ck.model else {
         return Err(Error::Checkpoint(format!(
@@ -79,17 +81,16 @@ pub fn model_from_checkpoint(ck: &Checkpoint, what: &str) -> Result<SavedModel> 
              model (a GPT) samples text"
         )));
     };
-    let Some(vocab) = ck.vocab() else {
-        return Err(Error::Checkpoint(format!(
-            "{what}: no vocabulary (metadata `vocab`): the model was not trained on text, so \
-             its token ids cannot be decoded"
-        )));
-    };
+    // A model trained on characters carries their list; one trained under a tokenizer
+    // (`--tokenizer`) has none, and samples with that tokenizer.
+    let vocab = ck.vocab();
     // Every id the model can sample must decode, and every character must have an id the
     // model embeds: the list and vocab_size must agree (a 64-entry list for 65 ids once
     // failed 13 s into sampling; a 67-entry one was taken).
     let vocab_size = tokens.vocab_size;
-    if vocab.len() != vocab_size {
+    if let Some(vocab) = vocab
+        && vocab.len() != vocab_size
+    {
         return Err(Error::Checkpoint(format!(
             "{what}: metadata `vocab` lists {} characters, but metadata `model` has vocab_size \
              {vocab_size}: {}",
@@ -105,7 +106,7 @@ pub fn model_from_checkpoint(ck: &Checkpoint, what: &str) -> Result<SavedModel> 
     Ok(SavedModel {
         spec,
         params,
-        vocab: vocab.clone(),
+        vocab: vocab.cloned(),
     })
 }
 
