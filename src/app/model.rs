@@ -4,10 +4,12 @@
 
 use std::sync::Arc;
 
+use super::config::SessionConfig;
 use crate::data::{DataSource, Split};
 use crate::error::Result;
-use crate::nn::ModelSpec;
-use crate::train::{ModelChoice, model_and_data};
+use crate::gpu::GpuContext;
+use crate::nn::{LossKind, ModelSpec};
+use crate::train::{ModelChoice, model_and_data, planning};
 
 /// The models the setup panel offers: the presets of features and the GPTs
 /// ([`crate::nn::PRESETS`]), then the family presets small enough for the app's data and a
@@ -90,6 +92,22 @@ pub fn model_for(dataset: &str, model: &str) -> String {
         (true, ModelChoice::Preset(name)) => name,
         _ => "mlp".into(),
     }
+}
+
+/// Fail when `spec`'s flat parameter buffers under any of `config`'s modes pass the
+/// adapter's limits (a browser's 256 MiB per buffer: SmolLM2-135M's are 538 MB), naming the
+/// buffers and the limit, before anything of it is made (each run checks again when built).
+pub fn check_params_fit(
+    ctx: &GpuContext,
+    config: &SessionConfig,
+    spec: &ModelSpec,
+    loss: LossKind,
+) -> Result<()> {
+    for &precision in &config.modes {
+        let optimizer = config.run_config(precision, loss).step.optimizer;
+        planning::check_params_fit(ctx, spec, &spec.name, precision, &optimizer)?;
+    }
+    Ok(())
 }
 
 /// A model and its data, cached by (model, data set).
