@@ -133,3 +133,63 @@ fn a_lost_device_fails_the_session_with_the_step_and_the_checkpoint() {
     }
     assert!(session.ctx().device_destroyed());
 }
+
+/// A context of its own on the test adapter whose device has a browser's default limits
+/// (WebGPU's: 256 MiB per buffer, 128 MiB per storage binding).
+fn ctx_with_browser_limits() -> webgpu_amp::GpuContext {
+    let adapter = common::ctx_owned().adapter;
+    let tensor_cores = webgpu_amp::TensorCoreChoice::Auto;
+    let mut desc = webgpu_amp::GpuContext::device_descriptor(&adapter, tensor_cores);
+    desc.required_limits.max_buffer_size = 256 << 20;
+    desc.required_limits.max_storage_buffer_binding_size = 128 << 20;
+    let (device, queue) = pollster::block_on(adapter.request_device(&desc)).expect("device");
+    let f16 = webgpu_amp::F16StorageChoice::Auto;
+    webgpu_amp::GpuContext::from_device(adapter, device, queue, f16, tensor_cores).unwrap()
+}
+
+#[test]
+fn smollm2_at_a_browsers_limits_fails_with_the_buffer_and_the_limit_named() {
+    // SmolLM2-135M's flat f32 buffers are 538 MB each (`plan` says so): over a browser's
+    // default 256 MiB per buffer. The page's session must say that before it allocates
+    // anything, and not panic.
+    let ctx = ctx_with_browser_limits();
+    assert_eq!(ctx.caps.max_buffer_size, 256 << 20);
+    // Token data it takes (its vocabulary is not hamlet's characters): 4 windows of 16 ids.
+    let dir = fresh_dir("smollm2-limits");
+    let ids: Vec<u8> = (0..64i64)
+        .flat_map(|i| (i * 7 % 1000).to_le_bytes())
+        .collect();
+    let view = || safetensors::tensor::TensorView::new(safetensors::Dtype::I64, vec![4, 16], &ids);
+    let tokens = [("x", view().unwrap()), ("y", view().unwrap())];
+    let data = dir.join("tokens.safetensors");
+    std::fs::write(&data, safetensors::serialize(tokens, None).unwrap()).unwrap();
+    let mut session = Session::new(Arc::new(ctx));
+    session.start(SessionConfig {
+        model: "smollm2-135m".into(),
+        dataset: data.display().to_string(),
+        modes: vec![Precision::AmpF16],
+        batch_size: 1,
+        steps: 1,
+        eval_every: SessionConfig::NEVER,
+        profile_every: SessionConfig::NEVER,
+        sample_every: SessionConfig::NEVER,
+        ..Default::default()
+    });
+    let mut now = 0.0;
+    while matches!(session.status(), Status::Preparing { .. }) && now < 600.0 {
+        now += 1.0 / 60.0;
+        session.tick(now);
+    }
+    let Status::Failed(message) = session.status() else {
+        panic!("expected a failure, got {:?}", session.status());
+    };
+    for needle in [
+        "smollm2-135m",
+        "max_buffer_size of 268.4 MB",
+        "use a smaller model",
+    ] {
+        assert!(message.contains(needle), "{needle:?} not in {message:?}");
+    }
+    assert!(session.runs().is_empty());
+    assert_eq!(session.ctx().memory().live_bytes, 0, "nothing allocated");
+}

@@ -55,7 +55,7 @@ impl OptimizerKind {
 /// What a session trains: the setup panel edits one of these, Start hands it over.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SessionConfig {
-    /// A preset name ([`crate::nn::PRESETS`]).
+    /// A preset name (the setup panel lists the app's models).
     pub model: String,
     /// A data set name ([`DATASETS`], or anything [`crate::data::DataSource`] parses).
     pub dataset: String,

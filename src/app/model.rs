@@ -4,40 +4,110 @@
 
 use std::sync::Arc;
 
+use super::config::SessionConfig;
 use crate::data::{DataSource, Split};
 use crate::error::Result;
-use crate::nn::ModelSpec;
-use crate::train::{ModelChoice, model_and_data};
+use crate::gpu::GpuContext;
+use crate::nn::{LossKind, ModelSpec};
+use crate::train::{ModelChoice, model_and_data, planning};
+
+/// The models the setup panel offers: the presets of features and the GPTs
+/// ([`crate::nn::PRESETS`]), then the family presets small enough for the app's data and a
+/// browser: the BatchNorm ResNets on 1×28×28 images (each takes the chosen images' channels
+/// and size) and the Llama family's `llama-tiny` on the embedded text.
+pub const MODELS: [&str; 9] = [
+    "linear",
+    "mlp",
+    "simple-cnn",
+    "mnist-cnn",
+    "resnet-tiny",
+    "resnet8-fashion",
+    "gpt-tiny",
+    "gpt-char",
+    "llama-tiny",
+];
+
+/// What a model trains on: text (a language model), images (the CNN presets, and a family's
+/// model of features: a ResNet takes `[C, H, H]`), or any features (the linear model and
+/// the MLP flatten whatever they get).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Takes {
+    Text,
+    Images,
+    Features,
+}
+
+/// The presets of [`crate::nn::PRESETS`] that convolve their input (`[C, H, W]` images).
+const CNN_PRESETS: [&str; 2] = ["simple-cnn", "mnist-cnn"];
+
+fn takes(model: &str) -> Takes {
+    match ModelChoice::Preset(model.into()).family() {
+        Some(family) if family.takes_tokens() => Takes::Text,
+        Some(_) => Takes::Images,
+        None if CNN_PRESETS.contains(&model) => Takes::Images,
+        None => Takes::Features,
+    }
+}
+
+/// Whether the data set `dataset` suits what a model takes (an unparsable name suits
+/// nothing, so the pairing falls back to a data set that works).
+fn suits(takes: Takes, dataset: &str) -> bool {
+    let Ok(source) = dataset.parse::<DataSource>() else {
+        return false;
+    };
+    match takes {
+        Takes::Text => source.is_text(),
+        Takes::Images => matches!(
+            source,
+            DataSource::EmbeddedMnist
+                | DataSource::Mnist
+                | DataSource::FashionMnist
+                | DataSource::Cifar10(_)
+        ),
+        Takes::Features => !source.is_text(),
+    }
+}
 
 /// The data set a model trains on when the one selected does not suit it: the embedded text
-/// for a GPT, the embedded MNIST subset otherwise.
+/// for a language model (a GPT, a Llama), the embedded MNIST subset otherwise.
 pub fn dataset_for(model: &str, dataset: &str) -> String {
-    let gpt = ModelChoice::Preset(model.into()).takes_tokens();
-    let text = dataset
-        .parse::<DataSource>()
-        .is_ok_and(|source| source.is_text());
-    match (gpt, text) {
-        (true, false) => DataSource::EMBEDDED_TEXT.into(),
-        (false, true) => "default".into(),
-        _ => dataset.into(),
+    let takes = takes(model);
+    match takes {
+        _ if suits(takes, dataset) => dataset.into(),
+        Takes::Text => DataSource::EMBEDDED_TEXT.into(),
+        Takes::Images | Takes::Features => "default".into(),
     }
 }
 
 /// The model for a data set the setup panel just selected, when the one selected does not
 /// suit it: `gpt-tiny` for text, `mlp` for the rest.
 pub fn model_for(dataset: &str, model: &str) -> String {
-    let gpt = ModelChoice::Preset(model.into()).takes_tokens();
+    if suits(takes(model), dataset) {
+        return model.into();
+    }
     let text = dataset
         .parse::<DataSource>()
         .is_ok_and(|source| source.is_text());
-    match (text, gpt) {
-        (true, false) => match ModelChoice::default_for_text() {
-            ModelChoice::Preset(name) => name,
-            _ => model.into(),
-        },
-        (false, true) => "mlp".into(),
-        _ => model.into(),
+    match (text, ModelChoice::default_for_text()) {
+        (true, ModelChoice::Preset(name)) => name,
+        _ => "mlp".into(),
     }
+}
+
+/// Fail when `spec`'s flat parameter buffers under any of `config`'s modes pass the
+/// adapter's limits (a browser's 256 MiB per buffer: SmolLM2-135M's are 538 MB), naming the
+/// buffers and the limit, before anything of it is made (each run checks again when built).
+pub fn check_params_fit(
+    ctx: &GpuContext,
+    config: &SessionConfig,
+    spec: &ModelSpec,
+    loss: LossKind,
+) -> Result<()> {
+    for &precision in &config.modes {
+        let optimizer = config.run_config(precision, loss).step.optimizer;
+        planning::check_params_fit(ctx, spec, &spec.name, precision, &optimizer)?;
+    }
+    Ok(())
 }
 
 /// A model and its data, cached by (model, data set).

@@ -19,8 +19,8 @@ pub fn show(ui: &mut egui::Ui, app: &mut App) {
     let runs = app.session.runs();
     if runs.is_empty() || runs.iter().all(|r| r.trainer().spec.tokens().is_none()) {
         ui.label(
-            "Sampled text needs a GPT: choose gpt-tiny or gpt-char (they train on the hamlet \
-             text) and start a run.",
+            "Sampled text needs a language model: choose gpt-tiny, gpt-char or llama-tiny \
+             (they train on the hamlet text) and start a run.",
         );
         return;
     }

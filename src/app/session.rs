@@ -401,6 +401,8 @@ impl Session {
             let config = self.config.clone();
             let (spec, split) = self.models.get(&config.model, &config.dataset)?;
             let loss = LossKind::default_for(&split.train.y);
+            // The adapter's limits before the weights are made on the host (SmolLM2's 135 M).
+            super::model::check_params_fit(&self.ctx, &config, &spec, loss)?;
             let eval = EvalSet::new(&split, loss, config.batch_size, config.eval_samples)?;
             self.inputs = Some(SessionInputs {
                 init: spec.init_params(config.seed),

@@ -4,10 +4,10 @@
 use eframe::egui;
 
 use super::config::{DATASETS, OptimizerKind, Status};
+use super::model::MODELS;
 use super::model::{dataset_for, model_for};
 use super::{App, mode_color};
 use crate::amp::policy::Precision;
-use crate::nn::PRESETS;
 
 pub fn show(ui: &mut egui::Ui, app: &mut App) {
     device(ui, app);
@@ -125,7 +125,7 @@ fn training(ui: &mut egui::Ui, app: &mut App) {
         egui::ComboBox::from_id_salt("model")
             .selected_text(c.model.clone())
             .show_ui(ui, |ui| {
-                for m in PRESETS {
+                for m in MODELS {
                     ui.selectable_value(&mut c.model, m.to_string(), m);
                 }
             })

@@ -137,6 +137,14 @@ pub trait FamilyModel: fmt::Debug + Send + Sync {
         )))
     }
 
+    /// This model on samples of `shape` where its family takes its input shape from the data
+    /// (a ResNet's channels and image size); `None` where it keeps its own input (then the
+    /// data's shape is checked against it as usual).
+    fn with_input(&self, shape: &[usize]) -> Option<Arc<dyn FamilyModel>> {
+        let _ = shape;
+        None
+    }
+
     /// This model trained on windows of `seq_len` tokens (`--seq-len`), where its family
     /// has a window apart from its config.
     fn with_seq_len(&self, seq_len: usize) -> Result<Arc<dyn FamilyModel>> {

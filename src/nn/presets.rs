@@ -69,6 +69,9 @@ pub fn preset(name: &str, input_shape: &[usize], output_dim: usize) -> Result<Mo
             }
             (None, _) => 0,
         };
+        // A family that takes its input shape from the data (a ResNet's channels and image
+        // size) adapts to it, as the presets below do.
+        let model = model.with_input(input_shape).unwrap_or(model);
         return ModelSpec::of_family(model, name, t);
     }
     type Named = (String, Box<dyn LayerConfig>);

@@ -25,6 +25,9 @@ LOSS_RTOL = 0.02
 HAMLET_GZ = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "data",
                          "embedded", "hamlet_gut.txt.gz")
 GPT_LOSS_RATIO = 0.95
+# resnet-tiny's 5 steps at batch 16 (Adam at 1e-2) on the embedded MNIST subset take its loss
+# from 2.362 to 2.268 on the CLI (0.960 of the first; the same batches in the page).
+RESNET_LOSS_RATIO = 0.98
 
 
 def hamlet_chars():
@@ -135,7 +138,7 @@ def cli_reference(args, case, res):
         # schedule, clipping) differ from the app's plain Adam.
         cmd = [args.cli, "train", "--model", res["model"], "--dataset", res["dataset"],
                "--precision", case["precision"], "--steps", str(case["steps"]),
-               "--batch-size", str(res["batch_size"]), "--optimizer", "adam", "--lr", "0.001",
+               "--batch-size", str(res["batch_size"]), "--optimizer", "adam", "--lr", str(case.get("lr", 0.001)),
                "--beta2", "0.999", "--weight-decay", "0", "--clip-grad-norm", "0",
                "--lr-schedule", "constant",
                "--seed", "0", "--no-validate", "--f16-storage", res["f16_storage"],

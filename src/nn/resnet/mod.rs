@@ -246,4 +246,17 @@ impl FamilyModel for ResNetConfig {
     fn names(&self) -> NameTable {
         names::KUANGLIU
     }
+
+    /// The same ResNet on square images `[C, H, H]` of the data (its stem takes C channels;
+    /// the pooling at the end makes the head the same for any size).
+    fn with_input(&self, shape: &[usize]) -> Option<Arc<dyn FamilyModel>> {
+        match *shape {
+            [channels, h, w] if h == w && channels > 0 && h > 0 => Some(Arc::new(ResNetConfig {
+                in_channels: channels,
+                image_size: h,
+                ..self.clone()
+            })),
+            _ => None,
+        }
+    }
 }
