@@ -148,18 +148,12 @@ fn coop_store(row: u32, col: u32, v: vec2<f32>) {
 }
 
 @compute @workgroup_size(THREADS)
-fn matmul_coop(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) tid: u32,
-    @builtin(subgroup_id) sg: u32,
-    @builtin(subgroup_invocation_id) lane: u32,
-    @builtin(subgroup_size) lanes: u32,
-) {
-    if (!start_batch(wid, nwg)) {
+fn matmul_coop(inv: Invocation) {
+    let wid = inv.wid;
+    if (!start_batch(wid, inv.nwg)) {
         return;
     }
     let row0 = (wid.y % params.m_tiles) * BM;
     let k = k_range(wid); // uniform, as coop_gemm's barriers need (see k_range)
-    coop_gemm(tid, sg, lane, lanes, row0, wid.x * BN, k.x, k.y);
+    coop_gemm(inv, row0, wid.x * BN, k.x, k.y);
 }
