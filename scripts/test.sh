@@ -148,15 +148,17 @@ tensor_cores_checked=1
 # --- end tensor cores ------------------------------------------------------------------------
 
 # --- the kernels on real GPUs' compilers (scripts/kernel-report.sh) ---------------------------
-# Mesa's RADV (RDNA3) and NVK (Ampere) compile the kernels an amp-f16 training step of three
+# Mesa's RADV (RDNA3) and NVK (Ampere) compile the kernels an amp-f16 training step of five
 # presets plans there, through Debian's noop DRM shims (no GPU): any register spill, or a class
 # whose device lists f16 cooperative matrices running the step's products without them, fails.
-# gpt-char brings its fused attention (58 pipelines a class against 23). Measured on the 2-core
-# machine at load 8-11, downloads cached: 21 s of CPU (3 min 3 s wall) without gpt-char, 61 s
-# (6 min 43 s) with it. (resnet18-cifar and smollm2-135m join once their 128x128 conv_coop and
-# unaligned matmul_coop tiles stop spilling on Ampere: docs/guide/kernels.md.)
-stage "kernel report gate: mnist-cnn, simple-cnn and gpt-char amp-f16 step kernels on RADV (RDNA3) and NVK (Ampere): no spills, tensor cores used"
-bash scripts/kernel-report.sh --gate --bin "$debug/webgpu-amp" --out "${CARGO_TARGET_DIR:-target}/kernel-report" mnist-cnn simple-cnn gpt-char
+# gpt-char brings its fused attention, resnet18-cifar the convolutions' large tiles, llama-tiny
+# RMSNorm, RoPE and grouped-query attention (95 distinct pipelines on RDNA3, 91 on Ampere,
+# against 58 for the first three). Measured on the 2-core machine, downloads cached: 61 s of CPU
+# for the first three (6 min 43 s wall at load 8-11; 1 min 30 s in CI), 93 s for all five
+# (16 min 4 s wall at load ~10, beside three other compile jobs). smollm2-135m's kernels spill
+# nothing either (the full report), but its report alone took 5 min 44 s at load ~10: not here.
+stage "kernel report gate: mnist-cnn, simple-cnn, gpt-char, resnet18-cifar and llama-tiny amp-f16 step kernels on RADV (RDNA3) and NVK (Ampere): no spills, tensor cores used"
+bash scripts/kernel-report.sh --gate --bin "$debug/webgpu-amp" --out "${CARGO_TARGET_DIR:-target}/kernel-report" mnist-cnn simple-cnn gpt-char resnet18-cifar llama-tiny
 # --- end kernel report ---------------------------------------------------------------------------
 
 # --- the browser's engine: Dawn (Chrome's WebGPU; its WGSL compiler is Tint) on Mesa 26's -----

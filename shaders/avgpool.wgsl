@@ -46,16 +46,20 @@ fn divisor(rows: vec2<u32>, cols: vec2<u32>) -> f32 {
     return f32((rows.y - rows.x) * (cols.y - cols.x));
 }
 
+// Flat index i of planes h x w: (plane, row, column).
+fn place(i: u32, h: u32, w: u32) -> vec3<u32> {
+    let plane = i / (h * w);
+    let r = i - plane * h * w;
+    let y = r / w;
+    return vec3<u32>(plane, y, r - y * w);
+}
+
 // y at flat output index o: the mean of its window.
 fn pooled(o: u32) -> f32 {
-    let plane_out = params.out_h * params.out_w;
-    let plane = o / plane_out;
-    let r = o - plane * plane_out;
-    let oy = r / params.out_w;
-    let ox = r - oy * params.out_w;
-    let rows = bin(oy, params.in_h, params.out_h);
-    let cols = bin(ox, params.in_w, params.out_w);
-    let base = plane * params.in_h * params.in_w;
+    let at = place(o, params.out_h, params.out_w);
+    let rows = bin(at.y, params.in_h, params.out_h);
+    let cols = bin(at.z, params.in_w, params.out_w);
+    let base = at.x * params.in_h * params.in_w;
     var sum = 0.0;
     for (var iy = rows.x; iy < rows.y; iy = iy + 1u) {
         for (var ix = cols.x; ix < cols.y; ix = ix + 1u) {
@@ -69,14 +73,10 @@ fn pooled(o: u32) -> f32 {
 
 // dx at flat input index i: Σ dy / divisor over the outputs whose window holds it.
 fn gathered(i: u32) -> f32 {
-    let plane_in = params.in_h * params.in_w;
-    let plane = i / plane_in;
-    let r = i - plane * plane_in;
-    let iy = r / params.in_w;
-    let ix = r - iy * params.in_w;
-    let oys = covering(iy, params.in_h, params.out_h);
-    let oxs = covering(ix, params.in_w, params.out_w);
-    let base = plane * params.out_h * params.out_w;
+    let at = place(i, params.in_h, params.in_w);
+    let oys = covering(at.y, params.in_h, params.out_h);
+    let oxs = covering(at.z, params.in_w, params.out_w);
+    let base = at.x * params.out_h * params.out_w;
     var g = 0.0;
     for (var oy = oys.x; oy <= oys.y; oy = oy + 1u) {
         let rows = bin(oy, params.in_h, params.out_h);

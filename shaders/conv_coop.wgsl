@@ -149,15 +149,9 @@ fn coop_store(row: u32, col: u32, v: vec2<f32>) {
 }
 
 @compute @workgroup_size(THREADS)
-fn conv_coop(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) tid: u32,
-    @builtin(subgroup_id) sg: u32,
-    @builtin(subgroup_invocation_id) lane: u32,
-    @builtin(subgroup_size) lanes: u32,
-) {
-    let col_tile = workgroup_index(wid, nwg);
+fn conv_coop(inv: Invocation) {
+    let wid = inv.wid;
+    let col_tile = workgroup_index(wid, inv.nwg);
     if (col_tile >= params.row_tiles) { return; }
     let split = wid.z / params.col_tiles;
     let row_tile = wid.z - split * params.col_tiles;
@@ -168,10 +162,10 @@ fn conv_coop(
     walk_known = false;
     cached_col = 0xffffffffu;
     if (KIND != WEIGHT_GRAD) {
-        cached_col = col_tile * BN + unit_at(tid, B_KMAJOR).x;
+        cached_col = col_tile * BN + unit_at(inv.tid, B_KMAJOR).x;
         for (var e = 0u; e < 8u; e++) {
             cached_rows[e] = pixel_row(KIND, cached_col + e);
         }
     }
-    coop_gemm(tid, sg, lane, lanes, row_tile * BM, col_tile * BN, k_begin, k_end);
+    coop_gemm(inv, row_tile * BM, col_tile * BN, k_begin, k_end);
 }

@@ -52,8 +52,11 @@ const THREADS: u32 = WG_X * WG_Y;
 // ---- tiled kernel (GPUs) ----------------------------------------------------------------
 // Element (kk, i) of op(a)'s slice at vec4 kk * BM / 4 + i / 4 of tile_a (component i % 4),
 // element (kk, j) of op(b)'s at kk * BN / 4 + j / 4 of tile_b; two buffers each.
-const A_SLICE: u32 = BK * BM / 4u;
-const B_SLICE: u32 = BK * BN / 4u;
+// (A_ROW, B_ROW: the vec4s of one staged k row.)
+const A_ROW: u32 = BM / 4u;
+const B_ROW: u32 = BN / 4u;
+const A_SLICE: u32 = BK * A_ROW;
+const B_SLICE: u32 = BK * B_ROW;
 var<workgroup> tile_a: array<vec4<f32>, 2u * A_SLICE>;
 var<workgroup> tile_b: array<vec4<f32>, 2u * B_SLICE>;
 
@@ -132,44 +135,29 @@ fn load_b(tid: u32, s: u32, col0: u32, k0: u32) -> Chunk {
 #end
 }
 
-// Element (kk, i) of a slice `outer` wide into buffer `base` of a tile.
-fn put_a1(base: u32, kk: u32, i: u32, v: f32) { tile_a[base + kk * (BM / 4u) + i / 4u][i % 4u] = v; }
-fn put_b1(base: u32, kk: u32, j: u32, v: f32) { tile_b[base + kk * (BN / 4u) + j / 4u][j % 4u] = v; }
+#for side in a b
+// Element (kk, i) of a slice into buffer `base` of operand {side}'s tile.
+fn put_{side}1(base: u32, kk: u32, i: u32, v: f32) { tile_{side}[base + kk * {SIDE}_ROW + i / 4u][i % 4u] = v; }
 
 // Chunk s of thread tid into buffer `buf`: whole vec4s where the staged rows are k, else
 // eight elements down a column of the tile.
-fn put_a(buf: u32, tid: u32, s: u32, v: Chunk) {
+fn put_{side}(buf: u32, tid: u32, s: u32, v: Chunk) {
     let c = tid + s * THREADS;
-    if (CHUNKS_A % THREADS != 0u && c >= CHUNKS_A) { return; }
-    let r = c / A_CPR;
-    let col = (c % A_CPR) * 8u;
-    let base = buf * A_SLICE;
-    if (A_KROWS) {
-        tile_a[base + r * (BM / 4u) + col / 4u] = v.lo;
-        tile_a[base + r * (BM / 4u) + col / 4u + 1u] = v.hi;
+    if (CHUNKS_{SIDE} % THREADS != 0u && c >= CHUNKS_{SIDE}) { return; }
+    let r = c / {SIDE}_CPR;
+    let col = (c % {SIDE}_CPR) * 8u;
+    let base = buf * {SIDE}_SLICE;
+    if ({SIDE}_KROWS) {
+        tile_{side}[base + r * {SIDE}_ROW + col / 4u] = v.lo;
+        tile_{side}[base + r * {SIDE}_ROW + col / 4u + 1u] = v.hi;
     } else {
 #for e in 0..4
-        put_a1(base, col + {e}u, r, v.lo[{e}]);
-        put_a1(base, col + {e}u + 4u, r, v.hi[{e}]);
+        put_{side}1(base, col + {e}u, r, v.lo[{e}]);
+        put_{side}1(base, col + {e}u + 4u, r, v.hi[{e}]);
 #end
     }
 }
-fn put_b(buf: u32, tid: u32, s: u32, v: Chunk) {
-    let c = tid + s * THREADS;
-    if (CHUNKS_B % THREADS != 0u && c >= CHUNKS_B) { return; }
-    let r = c / B_CPR;
-    let col = (c % B_CPR) * 8u;
-    let base = buf * B_SLICE;
-    if (B_KROWS) {
-        tile_b[base + r * (BN / 4u) + col / 4u] = v.lo;
-        tile_b[base + r * (BN / 4u) + col / 4u + 1u] = v.hi;
-    } else {
-#for e in 0..4
-        put_b1(base, col + {e}u, r, v.lo[{e}]);
-        put_b1(base, col + {e}u + 4u, r, v.hi[{e}]);
 #end
-    }
-}
 
 // This thread's outputs: TM / 4 groups of 4 consecutive rows, group g at
 // g * 4 * WG_Y + 4 * lid.y, and likewise TN / 4 groups of 4 consecutive columns. Neighbouring

@@ -15,7 +15,10 @@
 //   bound as `array<mat2x4<f16>>` (eight halves, no conversion), with no bounds test. Range invariant (what makes the trusted
 //   pipeline safe): row0 + BM <= M, col0 + BN <= N, k0 + BK <= k_end <= K, so every chunk
 //   lies inside its matrix, which check_layout proved inside the tensor.
-// - checked (edges): each half tested against the matrix, zero outside.
+// - checked (edges): a chunk wholly inside the matrix is read as eight halves with one test
+//   (every chunk but those across its last rows or columns); one across an edge tests each
+//   half, zero outside. (Eight tested halves in every chunk kept 4 more registers live: the
+//   128x128 tile with B k-major spilled on Ampere.)
 //
 // Constants injected by src/ops/matmul: TRANS_A, TRANS_B, ALIGNED, the tile loop's and the
 // epilogue's (include/matmul_common.wgsl).
@@ -88,7 +91,7 @@ fn coop_base_b(r: u32, c: u32, col0: u32) -> u32 {
 }
 
 // Chunk (r, c) of op(a)'s slice at k0, the i-th of its unit: one 16-byte load (ALIGNED), or
-// eight halves each tested against the matrix.
+// eight halves, tested once where the chunk lies inside the matrix, else one by one.
 fn coop_chunk_a(base: u32, i: u32, r: u32, c: u32, row0: u32, k0: u32) -> Halves {
 #if ALIGNED
     var step = 1u;
@@ -101,9 +104,15 @@ fn coop_chunk_a(base: u32, i: u32, r: u32, c: u32, row0: u32, k0: u32) -> Halves
     let p = a_place(r, c, row0, k0);
     var rows = params.m;
     var cols = k_end;
+    var step = 1u;
     if (TRANS_A) {
         rows = k_end;
         cols = params.m;
+        step = params.a_ld;
+    }
+    if (p.x < rows && p.y + 8u <= cols) {
+        let e = base + (k0 + i) * step;
+        return Halves(vec4<f16>(a[e], a[e + 1u], a[e + 2u], a[e + 3u]), vec4<f16>(a[e + 4u], a[e + 5u], a[e + 6u], a[e + 7u]));
     }
     return Halves(a_quad(p.x, p.y, rows, cols), a_quad(p.x, p.y + 4u, rows, cols));
 #end
@@ -120,9 +129,15 @@ fn coop_chunk_b(base: u32, i: u32, r: u32, c: u32, col0: u32, k0: u32) -> Halves
     let p = b_place(r, c, col0, k0);
     var rows = k_end;
     var cols = params.n;
+    var step = params.b_ld;
     if (TRANS_B) {
         rows = params.n;
         cols = k_end;
+        step = 1u;
+    }
+    if (p.x < rows && p.y + 8u <= cols) {
+        let e = base + (k0 + i) * step;
+        return Halves(vec4<f16>(b[e], b[e + 1u], b[e + 2u], b[e + 3u]), vec4<f16>(b[e + 4u], b[e + 5u], b[e + 6u], b[e + 7u]));
     }
     return Halves(b_quad(p.x, p.y, rows, cols), b_quad(p.x, p.y + 4u, rows, cols));
 #end
@@ -133,18 +148,12 @@ fn coop_store(row: u32, col: u32, v: vec2<f32>) {
 }
 
 @compute @workgroup_size(THREADS)
-fn matmul_coop(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) tid: u32,
-    @builtin(subgroup_id) sg: u32,
-    @builtin(subgroup_invocation_id) lane: u32,
-    @builtin(subgroup_size) lanes: u32,
-) {
-    if (!start_batch(wid, nwg)) {
+fn matmul_coop(inv: Invocation) {
+    let wid = inv.wid;
+    if (!start_batch(wid, inv.nwg)) {
         return;
     }
     let row0 = (wid.y % params.m_tiles) * BM;
     let k = k_range(wid); // uniform, as coop_gemm's barriers need (see k_range)
-    coop_gemm(tid, sg, lane, lanes, row0, wid.x * BN, k.x, k.y);
+    coop_gemm(inv, row0, wid.x * BN, k.x, k.y);
 }

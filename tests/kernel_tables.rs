@@ -207,16 +207,17 @@ fn random_tensor_core_tables_the_rules_accept_compute_the_reference_and_the_rest
         let (_, bad) = draw(&mut r, coop_tile, passes, (1, 20));
         for (i, t) in bad.iter().enumerate() {
             let mut table = ctx_any.caps.kernels.table.clone();
-            let size = ["small", "wide", "large"][i % 3];
+            let size = ["small", "wide", "large", "conv_large"][i % 4];
             let tiles = if edge == 16 {
                 &mut table.coop_16
             } else {
                 &mut table.coop_8
             };
-            match i % 3 {
+            match i % 4 {
                 0 => tiles.small = *t,
                 1 => tiles.wide = *t,
-                _ => tiles.large = *t,
+                2 => tiles.large = *t,
+                _ => tiles.conv_large = Some(*t),
             }
             let key = format!("coop_{edge}.{size}");
             let field = t.broken_rules(edge, &limits)[0].key;
@@ -237,6 +238,7 @@ fn random_tensor_core_tables_the_rules_accept_compute_the_reference_and_the_rest
                 &mut table.coop_8
             };
             (tiles.small, tiles.wide, tiles.large) = (*t, *t, *t);
+            tiles.conv_large = Some(*t);
             let twin = ctx.with_kernel_table(table, "tests").expect("a valid tile");
             let sides = (t.bm(edge), t.bn(edge), t.bk);
             for _ in 0..2 {

@@ -55,6 +55,8 @@
 // control flow, where SPIR-V asks for subgroup-uniform (what `sg < SUBGROUPS` is): coop_gemm
 // turns that one analysis off.
 
+#include invocation
+
 const SUBGROUPS: u32 = SG_M * SG_N;
 const THREADS: u32 = SUBGROUPS * SUBGROUP;
 const BM: u32 = SG_M * FM * FRAG;
@@ -104,124 +106,73 @@ struct Unit {
     ok: bool,
     base: u32,
 }
-fn unit_a(tid: u32, s: u32, row0: u32) -> Unit {
+#for side in a b
+// Unit s of thread tid in the slice of operand {side} (outer0: the tile's first row of A or
+// column of B).
+fn unit_{side}(tid: u32, s: u32, outer0: u32) -> Unit {
     let u = tid + s * THREADS;
-    let at = unit_at(u, A_KMAJOR);
+    let at = unit_at(u, {SIDE}_KMAJOR);
     var r = at;
-    if (A_KMAJOR) {
+    if ({SIDE}_KMAJOR) {
         r = at.yx;
     }
-    return Unit(at, UNITS_A % THREADS == 0u || u < UNITS_A, coop_base_a(r.x, r.y, row0));
-}
-fn unit_b(tid: u32, s: u32, col0: u32) -> Unit {
-    let u = tid + s * THREADS;
-    let at = unit_at(u, B_KMAJOR);
-    var r = at;
-    if (B_KMAJOR) {
-        r = at.yx;
-    }
-    return Unit(at, UNITS_B % THREADS == 0u || u < UNITS_B, coop_base_b(r.x, r.y, col0));
+    return Unit(at, UNITS_{SIDE} % THREADS == 0u || u < UNITS_{SIDE}, coop_base_{side}(r.x, r.y, outer0));
 }
 
 // A unit of the slice at k0 (zeros for a unit past the slice's).
-fn load_a(p: Unit, row0: u32, k0: u32) -> UnitA {
+fn load_{side}(p: Unit, outer0: u32, k0: u32) -> Unit{SIDE} {
     if (!p.ok) {
-        return UnitA();
+        return Unit{SIDE}();
     }
-#if A_KMAJOR
+#if {SIDE}_KMAJOR
     let r = p.at.y;
     let c = p.at.x;
-    return Chunks(coop_chunk_a(p.base, 0u, r, c, row0, k0), coop_chunk_a(p.base, 1u, r + 1u, c, row0, k0), coop_chunk_a(p.base, 2u, r + 2u, c, row0, k0), coop_chunk_a(p.base, 3u, r + 3u, c, row0, k0));
+    return Chunks(coop_chunk_{side}(p.base, 0u, r, c, outer0, k0), coop_chunk_{side}(p.base, 1u, r + 1u, c, outer0, k0), coop_chunk_{side}(p.base, 2u, r + 2u, c, outer0, k0), coop_chunk_{side}(p.base, 3u, r + 3u, c, outer0, k0));
 #else
-    return coop_chunk_a(p.base, 0u, p.at.x, p.at.y, row0, k0);
-#end
-}
-fn load_b(p: Unit, col0: u32, k0: u32) -> UnitB {
-    if (!p.ok) {
-        return UnitB();
-    }
-#if B_KMAJOR
-    let r = p.at.y;
-    let c = p.at.x;
-    return Chunks(coop_chunk_b(p.base, 0u, r, c, col0, k0), coop_chunk_b(p.base, 1u, r + 1u, c, col0, k0), coop_chunk_b(p.base, 2u, r + 2u, c, col0, k0), coop_chunk_b(p.base, 3u, r + 3u, c, col0, k0));
-#else
-    return coop_chunk_b(p.base, 0u, p.at.x, p.at.y, col0, k0);
+    return coop_chunk_{side}(p.base, 0u, p.at.x, p.at.y, outer0, k0);
 #end
 }
 
 // Eight halves in a row of a staged tile, from element e (a multiple of 8: one 16-byte store).
-fn put_row_a(e: u32, h: Halves) {
-    tile_a[e] = h.lo.x;
-    tile_a[e + 1u] = h.lo.y;
-    tile_a[e + 2u] = h.lo.z;
-    tile_a[e + 3u] = h.lo.w;
-    tile_a[e + 4u] = h.hi.x;
-    tile_a[e + 5u] = h.hi.y;
-    tile_a[e + 6u] = h.hi.z;
-    tile_a[e + 7u] = h.hi.w;
-}
-fn put_row_b(e: u32, h: Halves) {
-    tile_b[e] = h.lo.x;
-    tile_b[e + 1u] = h.lo.y;
-    tile_b[e + 2u] = h.lo.z;
-    tile_b[e + 3u] = h.lo.w;
-    tile_b[e + 4u] = h.hi.x;
-    tile_b[e + 5u] = h.hi.y;
-    tile_b[e + 6u] = h.hi.z;
-    tile_b[e + 7u] = h.hi.w;
+fn put_row_{side}(e: u32, h: Halves) {
+    tile_{side}[e] = h.lo.x;
+    tile_{side}[e + 1u] = h.lo.y;
+    tile_{side}[e + 2u] = h.lo.z;
+    tile_{side}[e + 3u] = h.lo.w;
+    tile_{side}[e + 4u] = h.hi.x;
+    tile_{side}[e + 5u] = h.hi.y;
+    tile_{side}[e + 6u] = h.hi.z;
+    tile_{side}[e + 7u] = h.hi.w;
 }
 // KB halves along k of a staged tile, from element e (a multiple of KB: one 8-byte store).
-fn put_run_a(e: u32, v: vec4<f16>) {
-    tile_a[e] = v.x;
-    tile_a[e + 1u] = v.y;
-    tile_a[e + 2u] = v.z;
-    tile_a[e + 3u] = v.w;
-}
-fn put_run_b(e: u32, v: vec4<f16>) {
-    tile_b[e] = v.x;
-    tile_b[e + 1u] = v.y;
-    tile_b[e + 2u] = v.z;
-    tile_b[e + 3u] = v.w;
+fn put_run_{side}(e: u32, v: vec4<f16>) {
+    tile_{side}[e] = v.x;
+    tile_{side}[e + 1u] = v.y;
+    tile_{side}[e + 2u] = v.z;
+    tile_{side}[e + 3u] = v.w;
 }
 
 // A unit into buffer `buf` of its staged tile: a K-contiguous chunk as it is; KB k-major
 // chunks transposed, column j of the chunks becoming row (or column) c + j's run of KB k.
-fn put_a(buf: u32, p: Unit, v: UnitA) {
+fn put_{side}(buf: u32, p: Unit, v: Unit{SIDE}) {
     if (!p.ok) {
         return;
     }
-    let e = buf * A_SIZE + p.at.x * LD + p.at.y;
-#if A_KMAJOR
-    put_run_a(e, vec4<f16>(v.h0.lo.x, v.h1.lo.x, v.h2.lo.x, v.h3.lo.x));
-    put_run_a(e + LD, vec4<f16>(v.h0.lo.y, v.h1.lo.y, v.h2.lo.y, v.h3.lo.y));
-    put_run_a(e + 2u * LD, vec4<f16>(v.h0.lo.z, v.h1.lo.z, v.h2.lo.z, v.h3.lo.z));
-    put_run_a(e + 3u * LD, vec4<f16>(v.h0.lo.w, v.h1.lo.w, v.h2.lo.w, v.h3.lo.w));
-    put_run_a(e + 4u * LD, vec4<f16>(v.h0.hi.x, v.h1.hi.x, v.h2.hi.x, v.h3.hi.x));
-    put_run_a(e + 5u * LD, vec4<f16>(v.h0.hi.y, v.h1.hi.y, v.h2.hi.y, v.h3.hi.y));
-    put_run_a(e + 6u * LD, vec4<f16>(v.h0.hi.z, v.h1.hi.z, v.h2.hi.z, v.h3.hi.z));
-    put_run_a(e + 7u * LD, vec4<f16>(v.h0.hi.w, v.h1.hi.w, v.h2.hi.w, v.h3.hi.w));
+    let e = buf * {SIDE}_SIZE + p.at.x * LD + p.at.y;
+#if {SIDE}_KMAJOR
+    put_run_{side}(e, vec4<f16>(v.h0.lo.x, v.h1.lo.x, v.h2.lo.x, v.h3.lo.x));
+    put_run_{side}(e + LD, vec4<f16>(v.h0.lo.y, v.h1.lo.y, v.h2.lo.y, v.h3.lo.y));
+    put_run_{side}(e + 2u * LD, vec4<f16>(v.h0.lo.z, v.h1.lo.z, v.h2.lo.z, v.h3.lo.z));
+    put_run_{side}(e + 3u * LD, vec4<f16>(v.h0.lo.w, v.h1.lo.w, v.h2.lo.w, v.h3.lo.w));
+    put_run_{side}(e + 4u * LD, vec4<f16>(v.h0.hi.x, v.h1.hi.x, v.h2.hi.x, v.h3.hi.x));
+    put_run_{side}(e + 5u * LD, vec4<f16>(v.h0.hi.y, v.h1.hi.y, v.h2.hi.y, v.h3.hi.y));
+    put_run_{side}(e + 6u * LD, vec4<f16>(v.h0.hi.z, v.h1.hi.z, v.h2.hi.z, v.h3.hi.z));
+    put_run_{side}(e + 7u * LD, vec4<f16>(v.h0.hi.w, v.h1.hi.w, v.h2.hi.w, v.h3.hi.w));
 #else
-    put_row_a(e, v);
+    put_row_{side}(e, v);
 #end
 }
-fn put_b(buf: u32, p: Unit, v: UnitB) {
-    if (!p.ok) {
-        return;
-    }
-    let e = buf * B_SIZE + p.at.x * LD + p.at.y;
-#if B_KMAJOR
-    put_run_b(e, vec4<f16>(v.h0.lo.x, v.h1.lo.x, v.h2.lo.x, v.h3.lo.x));
-    put_run_b(e + LD, vec4<f16>(v.h0.lo.y, v.h1.lo.y, v.h2.lo.y, v.h3.lo.y));
-    put_run_b(e + 2u * LD, vec4<f16>(v.h0.lo.z, v.h1.lo.z, v.h2.lo.z, v.h3.lo.z));
-    put_run_b(e + 3u * LD, vec4<f16>(v.h0.lo.w, v.h1.lo.w, v.h2.lo.w, v.h3.lo.w));
-    put_run_b(e + 4u * LD, vec4<f16>(v.h0.hi.x, v.h1.hi.x, v.h2.hi.x, v.h3.hi.x));
-    put_run_b(e + 5u * LD, vec4<f16>(v.h0.hi.y, v.h1.hi.y, v.h2.hi.y, v.h3.hi.y));
-    put_run_b(e + 6u * LD, vec4<f16>(v.h0.hi.z, v.h1.hi.z, v.h2.hi.z, v.h3.hi.z));
-    put_run_b(e + 7u * LD, vec4<f16>(v.h0.hi.w, v.h1.hi.w, v.h2.hi.w, v.h3.hi.w));
-#else
-    put_row_b(e, v);
 #end
-}
 
 // Orders a subgroup's scratch writes before its lanes read them (and reads before the next
 // writes). Every subgroup of the workgroup reaches it, so a workgroup barrier is uniform too
@@ -235,10 +186,13 @@ fn scratch_barrier() {
 }
 
 // The tile at (row0, col0) over k in [k_lo, k_hi). Every invocation of the workgroup calls
-// it (tid: local index; sg, lane, lanes: subgroup id, the lane within it and the subgroup's
-// size).
+// it, with the builtins of its entry point (include/invocation.wgsl).
 @diagnostic(off, derivative_uniformity)
-fn coop_gemm(tid: u32, sg: u32, lane: u32, lanes: u32, row0: u32, col0: u32, k_lo: u32, k_hi: u32) {
+fn coop_gemm(inv: Invocation, row0: u32, col0: u32, k_lo: u32, k_hi: u32) {
+    let tid = inv.tid;
+    let sg = inv.sg;
+    let lane = inv.lane;
+    let lanes = inv.lanes;
     // Subgroups past the tile's (smaller subgroups than SUBGROUP) only stage.
     let in_tile = sg < SUBGROUPS;
     let qr = (sg / SG_N) * FM * FRAG;

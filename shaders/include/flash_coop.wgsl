@@ -42,13 +42,7 @@ const_assert D_FRAGS >= 1u && D_FRAGS <= 8u;
 const_assert LANES_PER_ROW >= 1u && LANES_PER_ROW <= SUBGROUP;
 
 // Where an invocation of a kernel runs (the kernels' one parameter).
-struct Invocation {
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) tid: u32,
-    @builtin(subgroup_id) sg: u32,
-    @builtin(subgroup_invocation_id) lane: u32,
-}
+#include invocation
 
 var<workgroup> h_tile: array<f16, H_TILE>;
 var<workgroup> f_tile: array<f32, F_TILE>;

@@ -117,7 +117,9 @@ impl CoopTile {
 
 /// A tensor-core GEMM's tiles for one fragment edge: `large` where both sides of the product
 /// span `large_from` (llama.cpp picks its large coopmat tile the same way), `wide` where only
-/// the columns do (a convolution's pixels by a few channels), else `small`.
+/// the columns do (a convolution's pixels by a few channels), else `small`. A convolution
+/// takes `conv_large` instead of `large` where the class sets one: its pixel gather keeps
+/// addresses live beside the accumulators, which a GEMM's tile may leave no registers for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CoopTiles {
@@ -125,6 +127,8 @@ pub struct CoopTiles {
     pub wide: CoopTile,
     pub large: CoopTile,
     pub large_from: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conv_large: Option<CoopTile>,
 }
 
 /// Which tile of [`CoopTiles`] a product takes.
@@ -150,6 +154,15 @@ impl CoopTiles {
         *self.get(self.size(m, n))
     }
 
+    /// The tile for a convolution's m×n implicit GEMM: `conv_large` where it takes the large
+    /// tile and the class sets one.
+    pub fn pick_conv(&self, m: u32, n: u32) -> CoopTile {
+        match (self.size(m, n), self.conv_large) {
+            (TileSize::Large, Some(tile)) => tile,
+            (size, _) => *self.get(size),
+        }
+    }
+
     pub fn get(&self, size: TileSize) -> &CoopTile {
         match size {
             TileSize::Small => &self.small,
@@ -167,12 +180,14 @@ impl CoopTiles {
     }
 
     /// Every tile, named.
-    pub fn named(&self) -> [(&'static str, CoopTile); 3] {
-        [
+    pub fn named(&self) -> Vec<(&'static str, CoopTile)> {
+        let mut tiles = vec![
             ("small", self.small),
             ("wide", self.wide),
             ("large", self.large),
-        ]
+        ];
+        tiles.extend(self.conv_large.map(|tile| ("conv_large", tile)));
+        tiles
     }
 }
 
@@ -257,6 +272,7 @@ impl KernelTable {
             wide: wide(4, 8, 32),
             large: coop(2, 4, 32),
             large_from: 512,
+            conv_large: None,
         };
         // The larger 16×16 tiles take BK 16 where workgroup memory is 32 KiB.
         let coop_16 = |big_bk| CoopTiles {
@@ -264,6 +280,7 @@ impl KernelTable {
             wide: wide(2, 4, big_bk),
             large: coop(2, 4, big_bk),
             large_from: 512,
+            conv_large: None,
         };
         // Split where there are fewer output tiles than about half the workgroups a large GPU
         // keeps in flight, and the depth is long (weight gradients over a whole batch).
@@ -275,12 +292,26 @@ impl KernelTable {
         };
         match class {
             // 48 KiB of workgroup memory (NVIDIA), 64 KiB (AMD): deep k slices.
-            AdapterClass::Nvidia | AdapterClass::Amd => KernelTable {
+            AdapterClass::Amd => KernelTable {
                 class,
                 simt_f32: simt(8, 8, 16),
                 simt_16: simt(8, 8, 16),
                 coop_8,
                 coop_16: coop_16(32),
+                split_k: split_k(128),
+            },
+            // NVIDIA allows 255 registers a thread: the 128×128 tile's accumulators take 128 of
+            // them, and a convolution's pixel gather spills past the rest (NAK on Ampere: 68 to
+            // 201 registers), so the convolutions take 64×128 there (216 to 240 registers).
+            AdapterClass::Nvidia => KernelTable {
+                class,
+                simt_f32: simt(8, 8, 16),
+                simt_16: simt(8, 8, 16),
+                coop_8,
+                coop_16: CoopTiles {
+                    conv_large: Some(wide(2, 4, 32)),
+                    ..coop_16(32)
+                },
                 split_k: split_k(128),
             },
             // 32 KiB (Apple): the large 16×16 tile at BK 16.
@@ -321,12 +352,14 @@ impl KernelTable {
                     wide: coop(2, 4, 16),
                     large: coop(2, 4, 16),
                     large_from: 512,
+                    conv_large: None,
                 },
                 coop_16: CoopTiles {
                     small: coop(2, 2, 16),
                     wide: coop(2, 2, 16),
                     large: coop(2, 2, 16),
                     large_from: 512,
+                    conv_large: None,
                 },
                 split_k: split_k(32),
             },
@@ -360,6 +393,10 @@ impl KernelTable {
             lines.push(format!("{:<12} {wide}", ""));
             let large = format!("large (both sides >= {from}): {}", t.large.describe(e));
             lines.push(format!("{:<12} {large}", ""));
+            if let Some(conv) = t.conv_large {
+                let conv = format!("large convolutions: {}", conv.describe(e));
+                lines.push(format!("{:<12} {conv}", ""));
+            }
         }
         let s = &self.split_k;
         lines.push(match s.max_tiles {
@@ -386,5 +423,34 @@ mod tests {
         assert!(splits > 1 && splits <= 16, "{splits}");
         assert_eq!(len % 32, 0);
         assert!(splits * len >= 16384 && (splits - 1) * len < 16384);
+    }
+
+    #[test]
+    fn convolutions_take_their_own_large_tile_where_a_class_sets_one() {
+        let nvidia = KernelTable::defaults(AdapterClass::Nvidia).coop_16;
+        let conv = nvidia
+            .conv_large
+            .expect("NVIDIA's convolutions have a large tile");
+        assert_eq!((conv.bm(16), conv.bn(16)), (64, 128));
+        assert_eq!((nvidia.large.bm(16), nvidia.large.bn(16)), (128, 128));
+        assert_eq!(nvidia.pick_conv(512, 4096), conv, "both sides large");
+        assert_eq!(nvidia.pick(512, 4096), nvidia.large, "a GEMM keeps 128x128");
+        assert_eq!(
+            nvidia.pick_conv(64, 4096),
+            nvidia.wide,
+            "only the columns large"
+        );
+        assert_eq!(nvidia.pick_conv(64, 64), nvidia.small);
+        assert!(
+            nvidia.named().contains(&("conv_large", conv)),
+            "checked and built"
+        );
+        let amd = KernelTable::defaults(AdapterClass::Amd).coop_16;
+        assert_eq!(
+            amd.pick_conv(512, 4096),
+            amd.large,
+            "no conv tile: the large one"
+        );
+        assert_eq!(amd.named().len(), 3);
     }
 }

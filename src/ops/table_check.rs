@@ -146,6 +146,7 @@ fn check_family(ctx: &GpuContext, family: TableUse) -> Result<()> {
             wide: tile,
             large: tile,
             large_from: u32::MAX,
+            conv_large: None,
         };
         let twin = twin
             .with_kernel_table(only, "kernel table check")

@@ -45,6 +45,10 @@ pub const INCLUDES: &[(&str, &str)] = &[
         include_str!("../../shaders/include/flash_coop_grads.wgsl"),
     ),
     (
+        "invocation",
+        include_str!("../../shaders/include/invocation.wgsl"),
+    ),
+    (
         "coop_gemm",
         include_str!("../../shaders/include/coop_gemm.wgsl"),
     ),

@@ -6,6 +6,9 @@
 //! #for i in 0..FM            // bounds: integer literals or constants of the variant
 //! var acc_{i} = FragC();     // `{i}` becomes 0, 1, ... in each copy
 //! #end
+//! #for side in a b           // words: `{side}` becomes a, then b, and `{SIDE}` A, then B
+//! fn put_{side}(v: Unit{SIDE}) { ... }   // (also in `#if` conditions: `#if {SIDE}_KMAJOR`)
+//! #end
 //! #if DIRECT_STORE           // a boolean constant of the variant; `#if !NAME` negates
 //! ...
 //! #else
@@ -53,7 +56,7 @@ pub(super) fn expand(shader: &str, text: &str, consts: &[(&str, String)]) -> Res
     let lines: Vec<&str> = text.lines().collect();
     let mut out = String::new();
     let mut at = 0;
-    let mut vars = Vec::new();
+    let mut vars: Vec<(String, String)> = Vec::new();
     let end = block(shader, &lines, &mut at, consts, &mut vars, Some(&mut out))?;
     if let Some(stray) = end {
         return Err(error(shader, format!("`{stray}` without an open block")));
@@ -74,7 +77,7 @@ fn block(
     lines: &[&str],
     at: &mut usize,
     consts: &[(&str, String)],
-    vars: &mut Vec<(String, i64)>,
+    vars: &mut Vec<(String, String)>,
     mut out: Option<&mut String>,
 ) -> Result<Option<&'static str>> {
     while *at < lines.len() {
@@ -90,17 +93,17 @@ fn block(
         if let Some(rest) = directive.strip_prefix("#for ") {
             // A block that writes nothing only needs its end found: its bounds may name
             // constants that only the variants taking it have.
-            let (var, lo, hi) = match out {
+            let (var, copies) = match out {
                 Some(_) => parse_for(shader, rest, consts)?,
-                None => (String::new(), 0, 0),
+                None => (String::new(), vec![]),
             };
             let body = *at;
             let mut after = body;
             // Once with nothing written when the range is empty, to find the block's end.
-            let copies: Vec<i64> = if lo < hi { (lo..hi).collect() } else { vec![] };
-            for &v in copies.iter().chain(copies.is_empty().then_some(&0)) {
+            let none = String::new();
+            for v in copies.iter().chain(copies.is_empty().then_some(&none)) {
                 *at = body;
-                vars.push((var.clone(), v));
+                vars.push((var.clone(), v.clone()));
                 let emit = if copies.is_empty() {
                     None
                 } else {
@@ -117,7 +120,8 @@ fn block(
             continue;
         }
         if let Some(cond) = directive.strip_prefix("#if ") {
-            let cond = cond.trim();
+            let cond = substitute(cond.trim(), vars);
+            let cond = cond.as_str();
             let (negate, name) = match cond.strip_prefix('!') {
                 Some(name) => (true, name),
                 None => (false, cond),
@@ -140,36 +144,58 @@ fn block(
             continue;
         }
         if let Some(out) = out.as_deref_mut() {
-            let mut text = line.to_string();
-            for (name, v) in vars.iter() {
-                text = text.replace(&format!("{{{name}}}"), &v.to_string());
-            }
-            out.push_str(&text);
+            out.push_str(&substitute(line, vars));
             out.push('\n');
         }
     }
     Ok(None)
 }
 
-/// `i in 0..FM` → (`i`, 0, FM).
-fn parse_for(shader: &str, rest: &str, consts: &[(&str, String)]) -> Result<(String, i64, i64)> {
+/// `line` with each `{name}` of the open `#for` blocks replaced by its value, and `{NAME}`
+/// (the name in capitals, words only) by the value in capitals.
+fn substitute(line: &str, vars: &[(String, String)]) -> String {
+    let mut text = line.to_string();
+    for (name, v) in vars {
+        text = text.replace(&format!("{{{name}}}"), v);
+        let upper = name.to_ascii_uppercase();
+        if upper != *name {
+            text = text.replace(&format!("{{{upper}}}"), &v.to_ascii_uppercase());
+        }
+    }
+    text
+}
+
+/// `i in 0..FM` → (`i`, ["0", "1", ...]); `side in a b` → (`side`, ["a", "b"]).
+fn parse_for(shader: &str, rest: &str, consts: &[(&str, String)]) -> Result<(String, Vec<String>)> {
     let bad = || {
         error(
             shader,
-            format!("bad directive `#for {rest}` (want `#for NAME in A..B`)"),
+            format!(
+                "bad directive `#for {rest}` (want `#for NAME in A..B` or `#for NAME in WORD ...`)"
+            ),
         )
     };
+    let is_name =
+        |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     let (var, range) = rest.split_once(" in ").ok_or_else(bad)?;
-    let (lo, hi) = range.split_once("..").ok_or_else(bad)?;
     let var = var.trim();
-    if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+    if !is_name(var) {
         return Err(bad());
     }
-    Ok((
-        var.to_string(),
-        value(shader, lo, consts)?,
-        value(shader, hi, consts)?,
-    ))
+    let copies = match range.split_once("..") {
+        Some((lo, hi)) => {
+            let (lo, hi) = (value(shader, lo, consts)?, value(shader, hi, consts)?);
+            (lo..hi).map(|v| v.to_string()).collect()
+        }
+        None => {
+            let words: Vec<String> = range.split_whitespace().map(str::to_string).collect();
+            if words.is_empty() || !words.iter().all(|w| is_name(w)) {
+                return Err(bad());
+            }
+            words
+        }
+    };
+    Ok((var.to_string(), copies))
 }
 
 #[cfg(test)]
@@ -194,6 +220,21 @@ mod tests {
     }
 
     #[test]
+    fn for_blocks_over_words_name_each_in_its_case_and_in_conditions() {
+        let consts = vec![("A_ON", "true".to_string()), ("B_ON", "false".to_string())];
+        let text = "#for side in a b\nfn f_{side}(u: Unit{SIDE}) {\n#if {SIDE}_ON\non {i}\n#end\n}\n#end\n";
+        let got = expand("t", text, &consts).unwrap();
+        assert_eq!(
+            got,
+            "fn f_a(u: UnitA) {\non {i}\n}\nfn f_b(u: UnitB) {\n}\n"
+        );
+        let e = expand("t", "#for s in a, b\n#end\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("want `#for NAME in A..B` or"), "{e}");
+    }
+
+    #[test]
     fn if_blocks_keep_one_branch() {
         let text = "#if ON\nyes\n#else\nno\n#end\n#if !ON\nnot\n#end\n#if OFF\nx\n#else\ny\n#end\n";
         assert_eq!(expand("t", text, &consts()).unwrap(), "yes\ny\n");
@@ -212,6 +253,7 @@ mod tests {
         assert!(e("x\n#end\n").contains("without an open block"));
         assert!(e("#for i in 0..NOPE\n#end\n").contains("`NOPE` is no integer"));
         assert!(e("#for i 0..2\n#end\n").contains("want `#for NAME in A..B`"));
+        assert!(e("#for i in\n#end\n").contains("want `#for NAME in A..B`"));
         assert_eq!(expand("t", "plain\n", &[]).unwrap(), "plain\n");
     }
 }

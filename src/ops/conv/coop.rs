@@ -71,7 +71,7 @@ pub(super) fn gemm(
     let tiles = ctx.caps.kernels.table.coop(config.edge);
     CoopGemm {
         config,
-        tile: tiles.pick(clamp(rows), clamp(cols)),
+        tile: tiles.pick_conv(clamp(rows), clamp(cols)),
         a_krows: false,
         b_krows: kind != Kind::WeightGrad,
         sg_barrier: ctx.caps.subgroup_barrier,
