@@ -323,9 +323,15 @@ impl Backward for BatchNormBackward {
             weight: self.weight.as_ref(),
             bias: self.bias.as_ref(),
         };
+        // A frozen parameter's sum is left out (airbench freezes BatchNorm's weight).
         let grad = |name| b.param_grad(name);
-        let dweight = self.weight.as_ref().map(|_| grad("weight")).transpose()?;
-        let dbias = self.bias.as_ref().map(|_| grad("bias")).transpose()?;
+        let trained = |name: &str, p: Option<&Tensor>| p.filter(|_| b.trains(name)).is_some();
+        let dweight = (trained("weight", self.weight.as_ref()))
+            .then(|| grad("weight"))
+            .transpose()?;
+        let dbias = (trained("bias", self.bias.as_ref()))
+            .then(|| grad("bias"))
+            .transpose()?;
         // The kernels write dx whether or not it is needed: scratch from the arena then.
         let dx = b.input_grad(&self.x)?;
         let kernels = self.bn.backward(
