@@ -19,6 +19,7 @@ mod dom;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod interrupted;
 pub mod kernels;
+mod mode_run;
 pub mod model;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod native;
