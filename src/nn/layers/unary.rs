@@ -73,11 +73,9 @@ impl Layer for Unary {
         // After a BatchNorm: one kernel for both (`fusion`). Not offered on then: a max pool
         // taking it would drop the normalisation.
         let after_norm = |what: &Fusable| matches!(what, Fusable::Normalised(n) if n.output().storage() == y.storage());
-        let taken = match batchnorm_activation(self.op) {
-            Some(_) => f.take_fusable(&x, after_norm),
-            None => None,
-        };
-        if let (Some(Fusable::Normalised(n)), Some(act)) = (taken, batchnorm_activation(self.op)) {
+        let act = batchnorm_activation(self.op);
+        let taken = act.and_then(|act| Some((act, f.take_fusable(&x, after_norm)?)));
+        if let Some((act, Fusable::Normalised(n))) = taken {
             f.push(n.fused(f.ctx(), act, &y)?);
         } else {
             let what = Fusable::Unary {
