@@ -20,15 +20,28 @@ use crate::error::{Error, Result};
 
 /// The names `pattern` matches: `*` any run of characters (dots included), `?` one.
 pub fn glob_matches(pattern: &str, name: &str) -> bool {
-    fn go(p: &[u8], n: &[u8]) -> bool {
-        match p.split_first() {
-            None => n.is_empty(),
-            Some((b'*', rest)) => (0..=n.len()).any(|k| go(rest, &n[k..])),
-            Some((b'?', rest)) => !n.is_empty() && go(rest, &n[1..]),
-            Some((c, rest)) => n.first() == Some(c) && go(rest, &n[1..]),
+    // Greedy with one backtrack point (the last `*`): O(pattern × name) at worst, where
+    // trying every split at every `*` grows exponentially with the stars.
+    let (p, n) = (pattern.as_bytes(), name.as_bytes());
+    let (mut i, mut j) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while j < n.len() {
+        if i < p.len() && (p[i] == b'?' || p[i] == n[j]) {
+            i += 1;
+            j += 1;
+        } else if i < p.len() && p[i] == b'*' {
+            star = Some((i, j));
+            i += 1;
+        } else if let Some((si, sj)) = star {
+            // The last `*` takes one more character.
+            star = Some((si, sj + 1));
+            i = si + 1;
+            j = sj + 1;
+        } else {
+            return false;
         }
     }
-    go(pattern.as_bytes(), name.as_bytes())
+    p[i..].iter().all(|&c| c == b'*')
 }
 
 /// Adds to `frozen` the parameters of `names` that `patterns` match. A pattern that matches
@@ -166,6 +179,12 @@ mod tests {
         assert!(!glob_matches("*.weight", "2.norm1.bias"));
         assert!(!glob_matches("0.weight", "10.weight"));
         assert!(glob_matches("0.weight", "0.weight"));
+        assert!(glob_matches("*a*b", "xaxxab") && !glob_matches("*a*b", "xaxxa"));
+        assert!(glob_matches("a*", "a") && glob_matches("**", "") && !glob_matches("?", ""));
+        // Many stars on a long name that almost matches: no exponential search.
+        let name = "a".repeat(200);
+        assert!(!glob_matches(&format!("{}b", "*a".repeat(20)), &name));
+        assert!(glob_matches(&"*a".repeat(20), &name));
     }
 
     #[test]
