@@ -285,7 +285,7 @@ fn augmented_resnet_resumes_onto_the_same_batches() {
     let dir = fresh_dir("cli-resume-augment");
     let p = |name: &str| dir.join(name).to_str().unwrap().to_string();
     let run = |extra: &[&str]| {
-        let mut args = vec!["train", "--dataset", "mnist", "--batch-size", "8"];
+        let mut args = vec!["train", "--dataset", "default", "--batch-size", "8"];
         args.extend_from_slice(extra);
         let out = command().args(&args).output().expect("run webgpu-amp");
         assert_success(&out, &format!("webgpu-amp {args:?}"));
