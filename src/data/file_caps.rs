@@ -95,10 +95,10 @@ impl FileCap {
 pub fn read_capped(path: &Path, cap: FileCap) -> Result<Vec<u8>, String> {
     let cannot = |e: std::io::Error| format!("{}: cannot read: {e}", path.display());
     // A pipe or a device (`text:/dev/stdin`, a FIFO) may wait on a writer, opening included:
-    // when no end of file has come after a moment, say so, as nothing else would tell why
-    // the command sits there.
+    // when no byte has come after a moment, say so, as nothing else would tell why the
+    // command sits there (a device that streams, /dev/zero under load, is not waiting).
     #[cfg(unix)]
-    let _waiting = {
+    let mut waiting = {
         use std::os::unix::fs::FileTypeExt;
         std::fs::metadata(path)
             .is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_char_device())
@@ -135,16 +135,28 @@ pub fn read_capped(path: &Path, cap: FileCap) -> Result<Vec<u8>, String> {
                 size.unwrap_or(0)
             )
         })?;
-    file.take(cap.bytes + 1)
-        .read_to_end(&mut bytes)
-        .map_err(cannot)?;
+    let mut file = file.take(cap.bytes + 1);
+    #[cfg(unix)]
+    {
+        // The note waits for the first byte only.
+        let mut first = [0u8; 1];
+        let n = loop {
+            match file.read(&mut first) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                read => break read.map_err(cannot)?,
+            }
+        };
+        bytes.extend_from_slice(&first[..n]);
+        waiting.take();
+    }
+    file.read_to_end(&mut bytes).map_err(cannot)?;
     if bytes.len() as u64 > cap.bytes {
         return Err(cap.too_big(path, None));
     }
     Ok(bytes)
 }
 
-/// A line on stderr if a read is still going after `delay` (dropped when it ends).
+/// A line on stderr if no byte has come after `delay` (dropped when the first one comes).
 #[cfg(unix)]
 struct WaitingNote(std::sync::Arc<std::sync::atomic::AtomicBool>);
 
