@@ -87,6 +87,48 @@ pub type Built = (Vec<usize>, Vec<(String, Box<dyn LayerConfig>)>);
 /// A family's model of a description, and the fields the description left to defaults.
 pub type Described = (Arc<dyn FamilyModel>, Vec<&'static str>);
 
+/// The model of `{"<key>": {fields}}` when `value` is one (`None` for another description),
+/// with the fields it left to `C`'s serde defaults: the one reading of a family's keyed JSON.
+/// `what` names it in the errors ("a GPT"), which list `fields` as the accepted shape.
+pub fn describe_keyed<C>(
+    value: &serde_json::Value,
+    key: &str,
+    what: &str,
+    fields: &[&'static str],
+) -> Result<Option<Described>>
+where
+    C: serde::de::DeserializeOwned + FamilyModel + 'static,
+{
+    let Some(top) = value.as_object() else {
+        return Ok(None);
+    };
+    let Some(inner) = top.get(key) else {
+        return Ok(None);
+    };
+    let shape = fields
+        .iter()
+        .map(|f| format!("\"{f}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let refuse = |e: &dyn fmt::Display| {
+        Error::model(format!(
+            "json: {e} ({what} is {{\"{key}\": {{{shape}}}}} and nothing else)"
+        ))
+    };
+    if let Some(other) = top.keys().find(|k| *k != key) {
+        return Err(refuse(&format!(
+            "unknown field `{other}`, expected `{key}`"
+        )));
+    }
+    let config = C::deserialize(inner).map_err(|e| refuse(&e))?;
+    let filled = fields
+        .iter()
+        .copied()
+        .filter(|f| inner.get(f).is_none())
+        .collect();
+    Ok(Some((Arc::new(config), filled)))
+}
+
 /// What a language model reads and writes: token ids below `vocab_size`, sequences of at
 /// most `block_size`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -22,7 +22,9 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::family::{Built, Described, Family, FamilyModel, NameTable, Recipe, Tokens};
+use super::family::{
+    Built, Described, Family, FamilyModel, NameTable, Recipe, Tokens, describe_keyed,
+};
 use crate::{Error, Result};
 
 /// nanoGPT's `GPTConfig`, plus the MLP's activation.
@@ -155,13 +157,6 @@ pub const RECIPE: Recipe = Recipe {
     decay_matrices_only: true,
 };
 
-/// A whole GPT: `{"gpt": {GPTConfig's fields}}`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct GptJson {
-    gpt: GptConfig,
-}
-
 impl Family for GptFamily {
     fn name(&self) -> &'static str {
         "gpt"
@@ -187,20 +182,7 @@ impl Family for GptFamily {
     /// The GPT of a `{"gpt": {...}}` description, and the `GPTConfig` fields it leaves to
     /// nanoGPT's defaults. Keys beside `gpt` are refused, as unknown keys inside it are.
     fn describes(&self, value: &serde_json::Value) -> Result<Option<Described>> {
-        let Some(gpt) = value.as_object().and_then(|top| top.get("gpt")) else {
-            return Ok(None);
-        };
-        let GptJson { gpt: config } = GptJson::deserialize(value).map_err(|e| {
-            Error::model(format!(
-                "json: {e} (a GPT is {{\"gpt\": {{\"vocab_size\", \"block_size\", \"n_layer\", \"n_head\", \"n_embd\", \"dropout\", \"bias\", \"activation\"}}}} and nothing else)"
-            ))
-        })?;
-        let filled = GPT_FIELDS
-            .iter()
-            .copied()
-            .filter(|f| gpt.get(f).is_none())
-            .collect();
-        Ok(Some((Arc::new(config), filled)))
+        describe_keyed::<GptConfig>(value, "gpt", "a GPT", &GPT_FIELDS)
     }
 
     fn recipe(&self) -> Option<Recipe> {

@@ -26,7 +26,7 @@ use serde::Deserialize;
 use super::builder::Named;
 use super::whitening::{WHITEN_IMAGES, whitening_weight};
 use crate::data::Dataset;
-use crate::nn::family::{Built, Described, Family, FamilyModel, NameTable};
+use crate::nn::family::{Built, Described, Family, FamilyModel, NameTable, describe_keyed};
 use crate::nn::layers::batchnorm::{BatchNorm2dConfig, BatchNormFields};
 use crate::nn::layers::conv2d::Conv2dConfig;
 use crate::nn::layers::flatten::FlattenConfig;
@@ -220,12 +220,6 @@ pub struct AirbenchFamily;
 /// The airbench family, as [`crate::nn::families::FAMILIES`] lists it.
 pub static AIRBENCH: AirbenchFamily = AirbenchFamily;
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AirbenchJson {
-    airbench: AirbenchConfig,
-}
-
 impl Family for AirbenchFamily {
     fn name(&self) -> &'static str {
         "airbench"
@@ -248,20 +242,7 @@ impl Family for AirbenchFamily {
     }
 
     fn describes(&self, value: &serde_json::Value) -> Result<Option<Described>> {
-        let Some(fields) = value.as_object().and_then(|top| top.get("airbench")) else {
-            return Ok(None);
-        };
-        let AirbenchJson { airbench: config } = AirbenchJson::deserialize(value).map_err(|e| {
-            Error::model(format!(
-                "json: {e} (an airbench net is {{\"airbench\": {{\"widths\", \"bn_momentum\", \"scaling\", \"num_classes\"}}}} and nothing else)"
-            ))
-        })?;
-        let filled = FIELDS
-            .iter()
-            .copied()
-            .filter(|f| fields.get(f).is_none())
-            .collect();
-        Ok(Some((Arc::new(config), filled)))
+        describe_keyed::<AirbenchConfig>(value, "airbench", "an airbench net", &FIELDS)
     }
 
     fn takes_tokens(&self) -> bool {

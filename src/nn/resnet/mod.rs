@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::family::{Built, Described, Family, FamilyModel, NameTable};
+use super::family::{Built, Described, Family, FamilyModel, NameTable, describe_keyed};
 use crate::{Error, Result};
 
 /// A CIFAR ResNet of basic blocks.
@@ -166,13 +166,6 @@ pub struct ResNetFamily;
 /// The ResNet family, as [`crate::nn::families::FAMILIES`] lists it.
 pub static RESNET: ResNetFamily = ResNetFamily;
 
-/// A whole ResNet: `{"resnet": {...}}`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ResNetJson {
-    resnet: ResNetConfig,
-}
-
 impl Family for ResNetFamily {
     fn name(&self) -> &'static str {
         "resnet"
@@ -196,20 +189,7 @@ impl Family for ResNetFamily {
     }
 
     fn describes(&self, value: &serde_json::Value) -> Result<Option<Described>> {
-        let Some(resnet) = value.as_object().and_then(|top| top.get("resnet")) else {
-            return Ok(None);
-        };
-        let ResNetJson { resnet: config } = ResNetJson::deserialize(value).map_err(|e| {
-            Error::model(format!(
-                "json: {e} (a ResNet is {{\"resnet\": {{\"widths\", \"blocks\", \"num_classes\", \"in_channels\", \"image_size\", \"stem_pool\"}}}} and nothing else)"
-            ))
-        })?;
-        let filled = RESNET_FIELDS
-            .iter()
-            .copied()
-            .filter(|f| resnet.get(f).is_none())
-            .collect();
-        Ok(Some((Arc::new(config), filled)))
+        describe_keyed::<ResNetConfig>(value, "resnet", "a ResNet", &RESNET_FIELDS)
     }
 
     fn takes_tokens(&self) -> bool {
