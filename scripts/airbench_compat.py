@@ -36,7 +36,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compat_env  # noqa: E402
@@ -223,14 +222,7 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    results = {}
-    with tempfile.TemporaryDirectory() as workdir:
-        for case in args.case or list(TOLERANCES):
-            results[case] = run_case(case, args, workdir)
-    print()
-    for case, good in results.items():
-        print(f"{case}: {'ok' if good else 'FAILED'}")
-    sys.exit(0 if all(results.values()) else 1)
+    compat_env.run_cases(args.case or list(TOLERANCES), lambda case, workdir: run_case(case, args, workdir))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-"""What both PyTorch cross-checks (pytorch_compat.py, nanogpt_compat.py) share: what they do
+"""What the PyTorch cross-checks (pytorch_compat.py, nanogpt_compat.py, resnet_compat.py, ...) share: what they do
 when torch, safetensors or numpy cannot be imported (re-run the script with the venv's python
 when scripts/python-venv.sh made one, else fail loudly: a missing torch is an error, never a
-skip), how they start a binary ($WEBGPU_AMP_RUNNER), and their `--tensor-cores` check."""
+skip), how they start a binary ($WEBGPU_AMP_RUNNER), their `--tensor-cores` check, and how a
+script of several cases runs them and reports."""
 
 import os
 import shlex
@@ -57,3 +58,18 @@ def tensor_core_check(setting, reported):
 TENSOR_CORE_HELP = ("run ours with `--tensor-cores SETTING` (on, on:8x8 or on:16x16; Mesa 26's "
                     "lavapipe: scripts/lavapipe-coop.sh) and fail a case whose run does not "
                     "report those tensor cores; the default cases are then the native amp-f16 ones")
+
+
+def run_cases(names, run_one):
+    """Runs each case as `run_one(name, workdir)` (True when it holds) in one temporary
+    folder, prints a line per case and exits 1 when any failed."""
+    import tempfile
+
+    results = {}
+    with tempfile.TemporaryDirectory() as workdir:
+        for name in names:
+            results[name] = run_one(name, workdir)
+    print()
+    for name, good in results.items():
+        print(f"{name}: {'ok' if good else 'FAILED'}")
+    sys.exit(0 if all(results.values()) else 1)

@@ -100,7 +100,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compat_env  # noqa: E402
@@ -440,15 +439,8 @@ def main():
     if args.tensor_cores and any(c not in AMP_CASES for c in args.case or []):
         parser.error("--tensor-cores runs the amp-f16 cases only (f32 uses no tensor cores)")
     torch.set_num_threads(1)
-    results = {}
-    with tempfile.TemporaryDirectory() as workdir:
-        default = list(AMP_CASES) if args.tensor_cores else list(CASES) + [SWITCH] + list(AMP_CASES)
-        for name in args.case or default:
-            results[name] = run_case(name, args, workdir)
-    print()
-    for name, good in results.items():
-        print(f"{name}: {'ok' if good else 'FAILED'}")
-    sys.exit(0 if all(results.values()) else 1)
+    default = list(AMP_CASES) if args.tensor_cores else list(CASES) + [SWITCH] + list(AMP_CASES)
+    compat_env.run_cases(args.case or default, lambda name, workdir: run_case(name, args, workdir))
 
 
 if __name__ == "__main__":
