@@ -6,13 +6,18 @@
 use std::path::Path;
 
 use super::{Checkpoint, NamedTensor};
-use crate::data::hf::read_folder;
+use crate::data::hf::{HfFolder, read_folder};
 use crate::error::Result;
 
 impl Checkpoint {
     /// The weights of the folder `dir` (f32, f16 or bf16, one file or shards), as f32.
     pub fn from_hf_folder(dir: &Path) -> Result<Checkpoint> {
-        let folder = read_folder(dir)?;
+        Ok(Self::from_hf(read_folder(dir)?))
+    }
+
+    /// The weights of a folder already read (from disk, or from memory: a page's picked
+    /// folder).
+    pub fn from_hf(folder: HfFolder) -> Checkpoint {
         let params = (folder.tensors.into_values())
             .map(|t| NamedTensor {
                 name: t.name,
@@ -20,9 +25,9 @@ impl Checkpoint {
                 values: t.values,
             })
             .collect();
-        Ok(Checkpoint {
+        Checkpoint {
             params,
             ..Checkpoint::default()
-        })
+        }
     }
 }
