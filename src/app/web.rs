@@ -62,6 +62,7 @@ pub async fn start(canvas_id: String) -> Result<(), JsValue> {
     // A load before this one lost the device to its canvas: no picture this time.
     let no_canvas = fallback::take_no_canvas();
     let shared = Shared::new(app, autorunning, no_canvas.is_none());
+    RUNNING.with(|running| *running.borrow_mut() = Some(shared.clone()));
     drive(shared.clone());
     if let Some(why) = no_canvas {
         fallback::notice_no_canvas(&why);
@@ -99,6 +100,62 @@ pub async fn start(canvas_id: String) -> Result<(), JsValue> {
         ));
     }
     Ok(())
+}
+
+thread_local! {
+    /// The running app, for [`pick_folder`] (set once [`start`] has its device).
+    static RUNNING: std::cell::RefCell<Option<driver::Handle>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The page's folder input: fine-tune the Hugging Face folder `folder` whose files are
+/// `names` (paths inside the folder) with the bytes `files` (`Uint8Array`s, in the same
+/// order). Returns a line on what was picked; a folder that is not a Llama folder with a
+/// tokenizer (or a call before the app has started) is an error saying why, which the page
+/// shows in its status.
+#[wasm_bindgen]
+pub fn pick_folder(
+    folder: String,
+    names: js_sys::Array,
+    files: js_sys::Array,
+) -> Result<String, JsValue> {
+    let error = |msg: String| JsValue::from_str(&msg);
+    if names.length() != files.length() {
+        return Err(error(format!(
+            "{folder}: {} names for {} files",
+            names.length(),
+            files.length()
+        )));
+    }
+    let mut held = Vec::new();
+    for (name, bytes) in names.iter().zip(files.iter()) {
+        let name = name
+            .as_string()
+            .ok_or_else(|| error(format!("{folder}: a file name is not a string")))?;
+        let bytes = bytes.dyn_into::<js_sys::Uint8Array>().map_err(|_| {
+            error(format!(
+                "{folder}/{name}: its contents are not a Uint8Array"
+            ))
+        })?;
+        held.push((name, bytes.to_vec()));
+    }
+    let source =
+        crate::data::hf::MemoryFolder::new(&folder, held).map_err(|e| error(e.to_string()))?;
+    RUNNING.with(|running| {
+        let running = running.borrow();
+        let Some(shared) = running.as_ref() else {
+            return Err(error(
+                "the app has not started yet (no WebGPU device): pick the folder again once it has"
+                    .into(),
+            ));
+        };
+        let mut shared = shared
+            .try_borrow_mut()
+            .map_err(|_| error("the app is busy: pick the folder again".into()))?;
+        shared
+            .app
+            .pick_folder(&folder, Box::new(source))
+            .map_err(|e| error(e.to_string()))
+    })
 }
 
 /// The app training's device drives: it starts `config` (an autorun's) by itself, with the
