@@ -263,13 +263,17 @@ impl App {
         name: &str,
         source: Box<dyn crate::data::hf::FolderSource>,
     ) -> Result<String> {
-        let folder = folder::PickedFolder::new(name, source)?;
+        Ok(self.use_folder(folder::PickedFolder::new(name, source)?))
+    }
+
+    /// Fine-tune `folder` (read already): [`App::pick_folder`]'s second half.
+    pub fn use_folder(&mut self, folder: folder::PickedFolder) -> String {
         let summary = folder.summary();
         self.config.model = folder.model_name();
         self.config.dataset = model::dataset_for(&self.config.model, &self.config.dataset);
         self.session.set_folder(folder);
         self.precision_map = None;
-        Ok(summary)
+        summary
     }
 
     /// The precision map last computed (by [`App::refresh_precision_map`]).

@@ -5,7 +5,6 @@
 use webgpu_amp::data::file_caps::MODEL_FILE;
 use webgpu_amp::data::hf::LlamaConfig;
 use webgpu_amp::data::{DataSource, Labels, Split, read_capped};
-use webgpu_amp::nn::family::FamilyModel;
 use webgpu_amp::nn::{LossKind, ModelSpec, preset};
 use webgpu_amp::train::{ModelChoice, model_and_data, model_and_tokenized, model_for_split};
 use webgpu_amp::{Error, Result};

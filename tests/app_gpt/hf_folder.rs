@@ -209,8 +209,9 @@ fn a_folder_without_a_tokenizer_or_not_a_llama_or_too_big_says_so() {
     let ctx = Arc::new(common::ctx_with_browser_limits());
     let mut app = App::new(ctx.clone(), config());
     let files = folder_files(CONFIG, 7);
-    let without: Vec<_> = (files.iter().cloned())
-        .filter(|(name, _)| name != TOKENIZER)
+    let without: Vec<_> = (files.iter())
+        .filter(|&(name, _)| name != TOKENIZER)
+        .cloned()
         .collect();
     common::expect_err(
         app.pick_folder("tiny-llama", memory(&without)),

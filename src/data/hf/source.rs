@@ -11,7 +11,7 @@ use crate::data::file_caps::{FileCap, read_capped};
 use crate::error::{Error, Result};
 
 /// A folder's files by name.
-pub trait FolderSource {
+pub trait FolderSource: Send + Sync {
     /// The folder, for messages: a path, or the name of a folder picked in a page.
     fn location(&self) -> String;
 
