@@ -126,13 +126,11 @@ fn folder(ui: &mut egui::Ui, app: &mut App) {
         ui.text_edit_singleline(&mut app.folder_path)
             .labelled_by(name);
         if ui.button("Load").clicked() {
-            let path = std::path::PathBuf::from(app.folder_path.trim());
-            let name = path.file_name().map_or_else(
-                || path.display().to_string(),
-                |n| n.to_string_lossy().into_owned(),
-            );
-            let source = Box::new(crate::data::hf::DiskFolder::new(&path));
-            app.folder_note = Some(app.pick_folder(&name, source).map_err(|e| e.to_string()));
+            // Named by its path: `hf:PATH` is also the CLI's flag (the resume command of a
+            // run cut short by closing the window says it).
+            let path = app.folder_path.trim().to_string();
+            let source = Box::new(crate::data::hf::DiskFolder::new(path.as_ref()));
+            app.folder_note = Some(app.pick_folder(&path, source).map_err(|e| e.to_string()));
         }
     });
     match &app.folder_note {

@@ -1,5 +1,6 @@
 //! A Hugging Face folder picked in the app (issue 41, What to build 6): the page hands its
-//! files' bytes ([`MemoryFolder`]), the native setup panel loads a path ([`DiskFolder`]).
+//! files' bytes ([`MemoryFolder`]; the model is `hf:FOLDER`), the native setup panel loads a
+//! path ([`DiskFolder`]; `hf:PATH`, the CLI's flag).
 //! The model is the folder's config, its first weights the folder's tensors, the embedded
 //! text is encoded by the folder's tokenizer and the sample panel decodes through it; the
 //! first and last losses equal the CLI's `train --model hf:DIR` on the same text. A folder
@@ -196,11 +197,9 @@ fn a_picked_folder_trains_from_its_weights_like_the_cli_and_samples_through_its_
     harness.step();
     let app = harness.state();
     let note = app.folder_note.clone().expect("Load says what it loaded");
-    assert!(
-        note.as_ref().is_ok_and(|s| s.contains("hf:tiny-llama")),
-        "{note:?}"
-    );
-    assert_eq!(app.config.model, "hf:tiny-llama");
+    assert!(note.as_ref().is_ok_and(|s| s.contains(&model)), "{note:?}");
+    // Named as the CLI's flag names it, which the resume command of a closed window says.
+    assert_eq!(app.config.model, model);
 }
 
 #[test]
