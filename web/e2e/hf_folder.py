@@ -2,7 +2,8 @@
 transformers with a byte-level BPE tokenizer.json (scripts/hf_fixture.py `page`, in the venv
 of scripts/python-venv.sh) is picked with the page's folder input (#hf-folder), fine-tuned
 under amp-f16 by an autorun with model=hf:, and compared with `webgpu-amp train --model
-hf:DIR` on the same text: the first loss within FIRST_LOSS_RTOL, the rest as every CLI case."""
+hf:DIR` on the same text: the first loss within FIRST_LOSS_RTOL, the rest as every CLI case.
+Before it, a folder that is not a Llama one must be refused beside the input, by name."""
 
 import os
 import subprocess
@@ -17,6 +18,7 @@ PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
 # difference between SwiftShader's and lavapipe's last bits: far tighter than LOSS_RTOL, and
 # far looser than what a run from other weights gives (the folder's are the point).
 FIRST_LOSS_RTOL = 1e-3
+NOT_LLAMA = "not-llama"
 # 3 steps of Adam at 1e-2 take the CLI from 5.773 (about ln 320) to 5.359.
 LOSS_RATIO = 0.97
 
@@ -30,13 +32,45 @@ def make_folder(root):
                          capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"scripts/hf_fixture.py page failed: {out.stderr.strip()[-2000:]}")
-    return out.stdout.strip().splitlines()[-1]
+    folder = out.stdout.strip().splitlines()[-1]
+    # Beside it, a folder that is not a Llama one, which the page must refuse by name.
+    other = os.path.join(os.path.dirname(folder), NOT_LLAMA)
+    os.makedirs(other, exist_ok=True)
+    with open(os.path.join(other, "config.json"), "w") as f:
+        f.write('{"model_type": "gpt2", "n_embd": 32, "n_layer": 2}')
+    return folder
 
 
 def pick(wd, folder, timeout=120):
-    """Pick `folder`'s files with the page's folder input and wait for the page to take them.
-    Returns a list of problems (empty: picked)."""
+    """First a folder that is not a Llama one, which the page must refuse beside the input
+    naming its config.json; then `folder`, which the page must take. Returns a list of
+    problems (empty: picked)."""
+    other = os.path.join(os.path.dirname(folder), NOT_LLAMA)
+    state, _ = send(wd, other, timeout)
+    if not (state["error"] and "config.json" in state["text"] and "gpt2" in state["text"]):
+        return [f"a folder that is not a Llama one: the line beside the input says "
+                f"{state['text']!r} (error: {state['error']})"]
+    log(f"   refused {NOT_LLAMA}: {state['text']}")
+    state, how = send(wd, folder, timeout)
+    if state["error"]:
+        return [f"the page refused the folder: {state['text']}"]
+    if not state["text"].startswith("picked "):
+        return [f"the page did not take the folder within {timeout}s: the input holds "
+                f"{state['files']} files (the first's relative path {state['relative']!r}), "
+                f"the line beside it says {state['text']!r}"]
+    log(f"   picked {how}: {state['text']}")
+    return []
+
+
+def send(wd, folder, timeout):
+    """Pick `folder` with the page's folder input; (the line beside the input once the page
+    has answered or `timeout` passed, how the folder was sent)."""
     files = sorted(os.path.join(folder, f) for f in os.listdir(folder))
+    # A fresh start: no line beside the input, no files in it (a second pick through
+    # ChromeDriver would otherwise keep the first's files).
+    wd.execute("const s = document.getElementById('folder-status');"
+               "s.textContent = ''; s.className = '';"
+               "document.getElementById('hf-folder').value = '';")
     element = wd.find("#hf-folder")
     count = "return document.getElementById('hf-folder').files.length;"
     # A webkitdirectory input takes the folder itself (ChromeDriver sends Chromium its files;
@@ -52,20 +86,15 @@ def pick(wd, folder, timeout=120):
         wd.send_keys(element, "\n".join(files))
         how = f"{len(files)} files"
     t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
+    while True:
         state = wd.execute("const s = document.getElementById('folder-status');"
                            "const f = document.getElementById('hf-folder').files;"
                            "return {text: s.textContent, error: s.className === 'error',"
                            " files: f.length, relative: f.length ? f[0].webkitRelativePath : ''};")
-        if state["error"]:
-            return [f"the page refused the folder: {state['text']}"]
-        if state["text"].startswith("picked "):
-            log(f"   picked {how}: {state['text']}")
-            return []
+        answered = state["error"] or state["text"].startswith("picked ")
+        if answered or time.monotonic() - t0 > timeout:
+            return state, how
         time.sleep(0.5)
-    return [f"the page did not take the folder within {timeout}s: the input holds "
-            f"{state['files']} files (the first's relative path {state['relative']!r}), the "
-            f"line beside it says {state['text']!r}"]
 
 
 def check(res, case):
