@@ -19,6 +19,8 @@ PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
 # far looser than what a run from other weights gives (the folder's are the point).
 FIRST_LOSS_RTOL = 1e-3
 NOT_LLAMA = "not-llama"
+# What #status says while an autorun of model=hf: waits for its folder.
+WAITING = "waiting for a Hugging Face folder"
 # 3 steps of Adam at 1e-2 take the CLI from 5.773 (about ln 320) to 5.359.
 LOSS_RATIO = 0.97
 
@@ -51,6 +53,15 @@ def pick(wd, folder, timeout=120):
         return [f"a folder that is not a Llama one: the line beside the input says "
                 f"{state['text']!r} (error: {state['error']})"]
     log(f"   refused {NOT_LLAMA}: {state['text']}")
+    # The autorun (model=hf:) waits for a folder, and says so.
+    t0 = time.monotonic()
+    status = ""
+    while WAITING not in status and time.monotonic() - t0 < timeout:
+        time.sleep(0.5)
+        status = wd.execute("return document.getElementById('status').textContent;")
+    if WAITING not in status:
+        return [f"#status does not say the autorun waits for a folder: {status!r}"]
+    log(f"   #status: {status!r}")
     state, how = send(wd, folder, timeout)
     if state["error"]:
         return [f"the page refused the folder: {state['text']}"]
