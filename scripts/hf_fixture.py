@@ -10,6 +10,11 @@ write: the fixtures of tests/hf_folder.rs (nothing downloaded; random weights).
                                 model.safetensors.index.json
                    and beside each, expected.safetensors: every tensor of its weight files
                    as float32 (what a reader must give, exactly).
+  page OUT_DIR     writes OUT_DIR/page-llama, the folder the browser e2e picks in the page:
+                   a Llama of 2 layers (GQA, untied, vocabulary 320, 64 positions) saved by
+                   transformers in float32, and a byte-level BPE tokenizer.json of 320 ids
+                   trained by `tokenizers` on the embedded text it fine-tunes on
+                   (src/data/embedded/hamlet_gut.txt.gz).
   check DIR REF    loads DIR with `LlamaForCausalLM.from_pretrained` and fails unless no key
                    is missing, unexpected or mismatched, its config equals REF's where a
                    LlamaConfig field is concerned, and every weight equals REF's rounded to
@@ -18,6 +23,7 @@ write: the fixtures of tests/hf_folder.rs (nothing downloaded; random weights).
 Needs the venv made by `bash scripts/python-venv.sh` (torch, safetensors, transformers).
 """
 
+import gzip
 import json
 import os
 import sys
@@ -72,6 +78,37 @@ def make(out):
         print(f"{name}: {len(expected)} tensors in {len(files)} file(s)")
 
 
+# The page's folder: its vocabulary is the tokenizer's, the byte alphabet (256), the special
+# token and merges learnt from the text.
+PAGE_VOCAB = 320
+HAMLET_GZ = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "data",
+                         "embedded", "hamlet_gut.txt.gz")
+
+
+def page(out):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    torch.manual_seed(0)
+    cfg = config(False)
+    cfg.vocab_size = PAGE_VOCAB
+    folder = os.path.join(out, "page-llama")
+    LlamaForCausalLM(cfg).save_pretrained(folder)
+    with gzip.open(HAMLET_GZ, "rt", encoding="utf-8", newline="") as f:
+        text = f.read()
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=PAGE_VOCAB, special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+    )
+    tok.train_from_iterator([text], trainer=trainer)
+    if tok.get_vocab_size() > PAGE_VOCAB:
+        raise SystemExit(f"the tokenizer has {tok.get_vocab_size()} ids, over {PAGE_VOCAB}")
+    tok.save(os.path.join(folder, "tokenizer.json"))
+    print(folder)
+
+
 def check(folder, ref):
     model, info = LlamaForCausalLM.from_pretrained(folder, output_loading_info=True)
     problems = {k: v for k, v in info.items() if v}
@@ -99,6 +136,8 @@ def check(folder, ref):
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "make":
         make(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "page":
+        page(sys.argv[2])
     elif len(sys.argv) == 4 and sys.argv[1] == "check":
         check(sys.argv[2], sys.argv[3])
     else:

@@ -134,25 +134,12 @@ fn a_lost_device_fails_the_session_with_the_step_and_the_checkpoint() {
     assert!(session.ctx().device_destroyed());
 }
 
-/// A context of its own on the test adapter whose device has a browser's default limits
-/// (WebGPU's: 256 MiB per buffer, 128 MiB per storage binding).
-fn ctx_with_browser_limits() -> webgpu_amp::GpuContext {
-    let adapter = common::ctx_owned().adapter;
-    let tensor_cores = webgpu_amp::TensorCoreChoice::Auto;
-    let mut desc = webgpu_amp::GpuContext::device_descriptor(&adapter, tensor_cores);
-    desc.required_limits.max_buffer_size = 256 << 20;
-    desc.required_limits.max_storage_buffer_binding_size = 128 << 20;
-    let (device, queue) = pollster::block_on(adapter.request_device(&desc)).expect("device");
-    let f16 = webgpu_amp::F16StorageChoice::Auto;
-    webgpu_amp::GpuContext::from_device(adapter, device, queue, f16, tensor_cores).unwrap()
-}
-
 #[test]
 fn smollm2_at_a_browsers_limits_fails_with_the_buffer_and_the_limit_named() {
     // SmolLM2-135M's flat f32 buffers are 538 MB each (`plan` says so): over a browser's
     // default 256 MiB per buffer. The page's session must say that before it allocates
     // anything, and not panic.
-    let ctx = ctx_with_browser_limits();
+    let ctx = common::ctx_with_browser_limits();
     assert_eq!(ctx.caps.max_buffer_size, 256 << 20);
     // Token data it takes (its vocabulary is not hamlet's characters): 4 windows of 16 ids.
     let dir = fresh_dir("smollm2-limits");

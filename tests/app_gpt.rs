@@ -3,9 +3,12 @@
 //! goes with them, every model of the list picked in the setup panel and trained a step (the
 //! BatchNorm ResNets and llama-tiny included), the precision map of gpt-tiny (LayerNorm, the
 //! attention's softmax and the loss in f32), text sampled on the GPU from the f32 and
-//! amp-f16 runs side by side, and the browser's autorun with `model=gpt-tiny`.
+//! amp-f16 runs side by side, and the browser's autorun with `model=gpt-tiny`; a Hugging
+//! Face folder picked in the app (`hf_folder.rs`).
 
 mod common;
+#[path = "app_gpt/hf_folder.rs"]
+mod hf_folder;
 
 use std::sync::Arc;
 

@@ -16,6 +16,7 @@ pub mod autorun;
 pub mod config;
 #[cfg(target_arch = "wasm32")]
 mod dom;
+pub mod folder;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod interrupted;
 pub mod kernels;
@@ -112,6 +113,10 @@ pub struct App {
     /// entry): the runs are then saved as when the window is closed, and `gui` exits 130.
     pub watch_signals: bool,
     precision_map: Option<PrecisionMapCache>,
+    /// The setup panel's Hugging Face folder path (native), and what picking the last one
+    /// said (a summary, or why it was refused).
+    pub folder_path: String,
+    pub folder_note: Option<std::result::Result<String, String>>,
 }
 
 impl App {
@@ -130,6 +135,8 @@ impl App {
             closed_mid_run: Default::default(),
             watch_signals: false,
             precision_map: None,
+            folder_path: String::new(),
+            folder_note: None,
         }
     }
 
@@ -177,7 +184,11 @@ impl App {
     /// browser entry calls from a timer, so training never waits for a frame to be
     /// presented. Returns whether more ticks are wanted soon.
     pub fn tick_at(&mut self, now: f64) -> bool {
-        if self.autostart && *self.session.status() == Status::Idle {
+        // An autorun of a picked folder's model (`model=hf:`) waits for the folder.
+        if self.autostart
+            && *self.session.status() == Status::Idle
+            && self.session.can_start(&self.config)
+        {
             self.autostart = false;
             self.session.start(self.config.clone());
         }
@@ -241,6 +252,28 @@ impl App {
             .precision_map(&self.config, self.map_mode)
             .map_err(|e| e.to_string());
         self.precision_map = Some(PrecisionMapCache { key, rows });
+    }
+
+    /// Fine-tune the Hugging Face folder `source` holds, named `name` (the page's folder
+    /// input, the setup panel's path): the model becomes `hf:NAME`, on the embedded text
+    /// unless a text is selected. Returns a line on what was picked; a folder that is not a
+    /// Llama one (or has no tokenizer.json) is an error naming the file, and changes nothing.
+    pub fn pick_folder(
+        &mut self,
+        name: &str,
+        source: Box<dyn crate::data::hf::FolderSource>,
+    ) -> Result<String> {
+        Ok(self.use_folder(folder::PickedFolder::new(name, source)?))
+    }
+
+    /// Fine-tune `folder` (read already): [`App::pick_folder`]'s second half.
+    pub fn use_folder(&mut self, folder: folder::PickedFolder) -> String {
+        let summary = folder.summary();
+        self.config.model = folder.model_name();
+        self.config.dataset = model::dataset_for(&self.config.model, &self.config.dataset);
+        self.session.set_folder(folder);
+        self.precision_map = None;
+        summary
     }
 
     /// The precision map last computed (by [`App::refresh_precision_map`]).

@@ -1,15 +1,18 @@
 //! What the app trains, resolved the way the CLI resolves it ([`model_and_data`]): a preset
 //! on the data set the setup panel names, text cut into the model's block size for a GPT.
-//! The result is cached by (model, data set) so the precision map and restarts reuse it.
+//! The result is cached by (model, data set) so the precision map and restarts reuse it. A
+//! Hugging Face folder the user picked ([`super::folder`]) is `hf:NAME`, on the text encoded
+//! by its tokenizer.
 
 use std::sync::Arc;
 
 use super::config::SessionConfig;
-use crate::data::{DataSource, Split};
-use crate::error::Result;
+use super::folder::{PickedFolder, is_folder_model};
+use crate::data::{DataSource, Split, TokenizedText, Tokenizer};
+use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::nn::{LossKind, ModelSpec};
-use crate::train::{ModelChoice, model_and_data, planning};
+use crate::train::{ModelChoice, model_and_data, model_and_tokenized, planning};
 
 /// The models the setup panel offers: the presets of features and the GPTs
 /// ([`crate::nn::PRESETS`]), then the family presets small enough for the app's data and a
@@ -41,6 +44,9 @@ enum Takes {
 const CNN_PRESETS: [&str; 2] = ["simple-cnn", "mnist-cnn"];
 
 fn takes(model: &str) -> Takes {
+    if is_folder_model(model) {
+        return Takes::Text;
+    }
     match ModelChoice::Preset(model.into()).family() {
         Some(family) if family.takes_tokens() => Takes::Text,
         Some(_) => Takes::Images,
@@ -110,26 +116,97 @@ pub fn check_params_fit(
     Ok(())
 }
 
-/// A model and its data, cached by (model, data set).
+/// A model, its data and, for a picked folder, the tokenizer its text went through.
+#[derive(Clone)]
+pub struct Resolved {
+    pub spec: ModelSpec,
+    pub split: Arc<Split>,
+    /// The picked folder's (`hf:NAME`): its samples decode through it.
+    pub tokenizer: Option<Arc<Tokenizer>>,
+}
+
+/// A model and its data, cached by (model, data set), and the folder the user picked.
 #[derive(Default)]
 pub struct ModelCache {
-    cached: Option<((String, String), ModelSpec, Arc<Split>)>,
+    cached: Option<((String, String), Resolved)>,
+    folder: Option<Arc<PickedFolder>>,
 }
 
 impl ModelCache {
-    /// The preset `model` on the data set `dataset` (loaded once per pair).
-    pub fn get(&mut self, model: &str, dataset: &str) -> Result<(ModelSpec, Arc<Split>)> {
+    /// The preset `model` (or `hf:NAME`, the picked folder) on the data set `dataset`
+    /// (loaded once per pair).
+    pub fn get(&mut self, model: &str, dataset: &str) -> Result<Resolved> {
         let key = (model.to_string(), dataset.to_string());
-        if let Some((k, spec, split)) = &self.cached
+        if let Some((k, resolved)) = &self.cached
             && *k == key
         {
-            return Ok((spec.clone(), split.clone()));
+            return Ok(resolved.clone());
         }
         let source: DataSource = dataset.parse()?;
-        let choice = ModelChoice::Preset(model.to_string());
-        let (spec, split) = model_and_data(Some(&choice), &source, true)?;
-        let split = Arc::new(split);
-        self.cached = Some((key, spec.clone(), split.clone()));
-        Ok((spec, split))
+        let resolved = match self.folder_for(model)? {
+            Some(folder) => folder_on_text(&folder, model, dataset, &source)?,
+            None => {
+                let choice = ModelChoice::Preset(model.to_string());
+                let (spec, split) = model_and_data(Some(&choice), &source, true)?;
+                Resolved {
+                    spec,
+                    split: Arc::new(split),
+                    tokenizer: None,
+                }
+            }
+        };
+        self.cached = Some((key, resolved.clone()));
+        Ok(resolved)
     }
+
+    /// Use `folder` for `hf:` models from now on (what was resolved of another is dropped).
+    pub fn set_folder(&mut self, folder: PickedFolder) {
+        self.folder = Some(Arc::new(folder));
+        self.cached = None;
+    }
+
+    pub fn folder(&self) -> Option<&Arc<PickedFolder>> {
+        self.folder.as_ref()
+    }
+
+    /// The picked folder when `model` names one (an error when none has been picked).
+    pub fn folder_for(&self, model: &str) -> Result<Option<Arc<PickedFolder>>> {
+        if !is_folder_model(model) {
+            return Ok(None);
+        }
+        match &self.folder {
+            Some(folder) => Ok(Some(folder.clone())),
+            None => Err(Error::InvalidArgument(format!(
+                "{model}: no Hugging Face folder has been picked (the page's folder input, or \
+                 the setup panel's Hugging Face folder)"
+            ))),
+        }
+    }
+}
+
+/// The picked folder's model on the text of `source`, encoded whole by the folder's
+/// tokenizer: what `train --model hf:DIR --dataset DATASET` trains.
+fn folder_on_text(
+    folder: &PickedFolder,
+    model: &str,
+    dataset: &str,
+    source: &DataSource,
+) -> Result<Resolved> {
+    let Some((name, text)) = source.read_text()? else {
+        return Err(Error::InvalidArgument(format!(
+            "{model} trains on text; `{dataset}` is not text (choose {})",
+            DataSource::EMBEDDED_TEXT
+        )));
+    };
+    let tokenizer = folder.tokenizer();
+    let encoded = TokenizedText::encode(&name, &text, tokenizer)?;
+    let (mut spec, split) =
+        model_and_tokenized(Some(&folder.choice()), &encoded, tokenizer.vocab_size())?;
+    // Messages name the folder (`hf:NAME`), not the description it became.
+    spec.name = model.to_string();
+    Ok(Resolved {
+        spec,
+        split: Arc::new(split),
+        tokenizer: Some(tokenizer.clone()),
+    })
 }

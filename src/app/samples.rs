@@ -19,14 +19,15 @@ pub fn show(ui: &mut egui::Ui, app: &mut App) {
     let runs = app.session.runs();
     if runs.is_empty() || runs.iter().all(|r| r.trainer().spec.tokens().is_none()) {
         ui.label(
-            "Sampled text needs a language model: choose gpt-tiny, gpt-char or llama-tiny \
-             (they train on the hamlet text) and start a run.",
+            "Sampled text needs a language model: choose gpt-tiny, gpt-char, llama-tiny or a \
+             Hugging Face folder (they train on the hamlet text) and start a run.",
         );
         return;
     }
     ui.label(format!(
-        "Text sampled from each run (temperature {}, {} characters after a newline) every {} \
-         steps and at the end, with the same seed for every mode.",
+        "Text sampled from each run (temperature {}, {} tokens after a newline, decoded by the \
+         folder's tokenizer for a Hugging Face folder) every {} steps and at the end, with the \
+         same seed for every mode.",
         super::probes::sample::TEMPERATURE,
         super::probes::sample::SAMPLE_TOKENS,
         app.session.config.sample_every

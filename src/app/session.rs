@@ -10,23 +10,25 @@
 //! the web) and picks up what has landed. Nothing here blocks on the GPU, so the same code
 //! runs in the browser.
 //!
-//! All modes start from the same initial weights (`spec.init_params(seed)`) and see the same
-//! batches in the same order (each run's loader is seeded alike).
+//! All modes start from the same initial weights (`spec.init_params(seed)`, or a picked
+//! Hugging Face folder's tensors) and see the same batches in the same order (each run's
+//! loader is seeded alike).
 
 use std::sync::Arc;
 
 pub use super::config::{DATASETS, OptimizerKind, SessionConfig, Status};
+use super::folder::{PickedFolder, is_folder_model};
 pub use super::mode_run::ModeRun;
-use super::model::ModelCache;
+use super::model::{ModelCache, Resolved};
 use super::numerics_history::NumericsHistory;
 use super::probes::eval::{EvalProbe, EvalSet};
 use super::probes::histogram::HistogramProbe;
 pub use super::probes::histogram::HistogramSnapshot;
 pub use super::probes::profile::KernelTime;
 use super::probes::profile::Profiler;
-use super::probes::sample::SampleProbe;
+use super::probes::sample::{SampleProbe, SampleText};
 use crate::amp::policy::{Policy, Precision, PrecisionRow};
-use crate::data::Split;
+use crate::data::{Split, Tokenizer};
 use crate::error::Result;
 use crate::gpu::GpuContext;
 use crate::nn::{self, LossKind, ModelSpec};
@@ -42,6 +44,8 @@ struct SessionInputs {
     init: Vec<(String, Vec<f32>)>,
     loss: LossKind,
     eval: Option<EvalSet>,
+    /// A picked folder's tokenizer (the samples decode through it).
+    tokenizer: Option<Arc<Tokenizer>>,
 }
 
 /// The app's controller. See the module docs.
@@ -303,7 +307,22 @@ impl Session {
 
     /// The model `config` describes, for the data it names.
     pub fn model_spec(&mut self, config: &SessionConfig) -> Result<ModelSpec> {
-        Ok(self.models.get(&config.model, &config.dataset)?.0)
+        Ok(self.models.get(&config.model, &config.dataset)?.spec)
+    }
+
+    /// Fine-tune `folder` from now on: the models named `hf:...` are it.
+    pub fn set_folder(&mut self, folder: PickedFolder) {
+        self.models.set_folder(folder);
+    }
+
+    /// The Hugging Face folder picked, if one is.
+    pub fn folder(&self) -> Option<&PickedFolder> {
+        self.models.folder().map(|f| &**f)
+    }
+
+    /// Whether `config` can start: a picked folder's model waits for a folder.
+    pub fn can_start(&self, config: &SessionConfig) -> bool {
+        !is_folder_model(&config.model) || self.folder().is_some()
     }
 
     /// The precision map of `config`'s model under `precision`: one row per layer plus
@@ -313,7 +332,7 @@ impl Session {
         config: &SessionConfig,
         precision: Precision,
     ) -> Result<Vec<PrecisionRow>> {
-        let (spec, split) = self.models.get(&config.model, &config.dataset)?;
+        let Resolved { spec, split, .. } = self.models.get(&config.model, &config.dataset)?;
         let loss = LossKind::default_for(&split.train.y);
         Ok(nn::precision_map(&spec, &Policy::new(precision), loss))
     }
@@ -322,17 +341,27 @@ impl Session {
     fn prepare_one(&mut self, index: usize) -> Result<()> {
         if self.inputs.is_none() {
             let config = self.config.clone();
-            let (spec, split) = self.models.get(&config.model, &config.dataset)?;
+            let Resolved {
+                spec,
+                split,
+                tokenizer,
+            } = self.models.get(&config.model, &config.dataset)?;
             let loss = LossKind::default_for(&split.train.y);
-            // The adapter's limits before the weights are made on the host (SmolLM2's 135 M).
+            // The adapter's limits before the weights are made on the host (SmolLM2's 135 M),
+            // or read from a picked folder.
             super::model::check_params_fit(&self.ctx, &config, &spec, loss)?;
             let eval = EvalSet::new(&split, loss, config.batch_size, config.eval_samples)?;
+            let init = match self.models.folder_for(&config.model)? {
+                Some(folder) => folder.weights(&spec)?,
+                None => spec.init_params(config.seed),
+            };
             self.inputs = Some(SessionInputs {
-                init: spec.init_params(config.seed),
+                init,
                 split,
                 spec,
                 loss,
                 eval,
+                tokenizer,
             });
         }
         let inputs = self.inputs.as_ref().expect("prepared above");
@@ -365,14 +394,18 @@ impl Session {
             .as_ref()
             .filter(|_| config.eval_every != SessionConfig::NEVER)
             .map(|set| EvalProbe::new(ctx, set, config.eval_every.min(config.steps)));
-        let sampler = train
-            .vocab()
+        let text = match (&inputs.tokenizer, train.vocab()) {
+            (Some(tokenizer), _) => Some(SampleText::Tokens(tokenizer.clone())),
+            (None, Some(vocab)) => Some(SampleText::Chars(vocab.clone())),
+            (None, None) => None,
+        };
+        let sampler = text
             .filter(|_| {
                 inputs.spec.tokens().is_some() && config.sample_every != SessionConfig::NEVER
             })
-            .map(|vocab| {
+            .map(|text| {
                 let first = config.sample_every.clamp(1, config.steps);
-                SampleProbe::new(ctx, vocab.clone(), config.seed, first)
+                SampleProbe::new(ctx, text, config.seed, first)
             });
         let profiler = if self.has_timestamps() && config.profile_every != SessionConfig::NEVER {
             // The first profile after a few steps (pipelines warm).

@@ -20,6 +20,7 @@ pub fn show(ui: &mut egui::Ui, app: &mut App) {
     );
     ui.add_enabled_ui(editable, |ui| {
         training(ui, app);
+        folder(ui, app);
         ui.separator();
         modes(ui, app);
         ui.separator();
@@ -116,7 +117,35 @@ fn controls(ui: &mut egui::Ui, app: &mut App) {
     }
 }
 
+/// A Hugging Face folder to fine-tune: natively a path and Load (the page picks one with its
+/// folder input, web/index.html); then what was picked, or why it was refused.
+fn folder(ui: &mut egui::Ui, app: &mut App) {
+    #[cfg(not(target_arch = "wasm32"))]
+    ui.horizontal(|ui| {
+        let name = ui.label("Hugging Face folder").id;
+        ui.text_edit_singleline(&mut app.folder_path)
+            .labelled_by(name);
+        if ui.button("Load").clicked() {
+            // Named by its path: `hf:PATH` is also the CLI's flag (the resume command of a
+            // run cut short by closing the window says it).
+            let path = app.folder_path.trim().to_string();
+            let source = Box::new(crate::data::hf::DiskFolder::new(path.as_ref()));
+            app.folder_note = Some(app.pick_folder(&path, source).map_err(|e| e.to_string()));
+        }
+    });
+    match &app.folder_note {
+        Some(Ok(summary)) => {
+            ui.weak(summary);
+        }
+        Some(Err(why)) => {
+            ui.colored_label(ui.visuals().error_fg_color, why);
+        }
+        None => {}
+    }
+}
+
 fn training(ui: &mut egui::Ui, app: &mut App) {
+    let folder_model = app.session.folder().map(|f| f.model_name());
     let c = &mut app.config;
     ui.heading("Training");
     egui::Grid::new("training").num_columns(2).show(ui, |ui| {
@@ -127,6 +156,9 @@ fn training(ui: &mut egui::Ui, app: &mut App) {
             .show_ui(ui, |ui| {
                 for m in MODELS {
                     ui.selectable_value(&mut c.model, m.to_string(), m);
+                }
+                if let Some(name) = folder_model {
+                    ui.selectable_value(&mut c.model, name.clone(), name);
                 }
             })
             .response

@@ -27,7 +27,9 @@ use wasm_bindgen::prelude::*;
 use super::App;
 use super::autorun::Autorun;
 use super::dom;
+use super::folder::PickedFolder;
 use super::session::SessionConfig;
+use crate::data::hf::MemoryFolder;
 use crate::gpu::{BackendChoice, F16StorageChoice, GpuContext, GpuOptions};
 use driver::{Shared, WebApp, drive};
 pub use headless::train_headless;
@@ -58,10 +60,14 @@ pub async fn start(canvas_id: String) -> Result<(), JsValue> {
     let ctx = GpuContext::new_async(&options)
         .await
         .map_err(|e| dom::fail(autorunning, &dom::device_failure(&e)))?;
-    let app = app_for(ctx, config, lose_device_at);
+    let mut app = app_for(ctx, config, lose_device_at);
+    if let Some(folder) = PICKED_EARLY.with(|early| early.borrow_mut().take()) {
+        app.use_folder(folder);
+    }
     // A load before this one lost the device to its canvas: no picture this time.
     let no_canvas = fallback::take_no_canvas();
     let shared = Shared::new(app, autorunning, no_canvas.is_none());
+    RUNNING.with(|running| *running.borrow_mut() = Some(shared.clone()));
     drive(shared.clone());
     if let Some(why) = no_canvas {
         fallback::notice_no_canvas(&why);
@@ -99,6 +105,62 @@ pub async fn start(canvas_id: String) -> Result<(), JsValue> {
         ));
     }
     Ok(())
+}
+
+thread_local! {
+    /// The running app, for [`pick_folder`] (set once [`start`] has its device), and a
+    /// folder picked before that, which [`start`] hands the app.
+    static RUNNING: std::cell::RefCell<Option<driver::Handle>> = const { std::cell::RefCell::new(None) };
+    static PICKED_EARLY: std::cell::RefCell<Option<PickedFolder>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The page's folder input: fine-tune the Hugging Face folder `folder` whose files are
+/// `names` (paths inside the folder) with the bytes `files` (`Uint8Array`s, in the same
+/// order). Returns a line on what was picked; a folder that is not a Llama folder with a
+/// tokenizer is an error saying why, which the page shows beside the input. A folder picked
+/// before the app has its device is read now and handed to it when it starts.
+#[wasm_bindgen]
+pub fn pick_folder(
+    folder: String,
+    names: js_sys::Array,
+    files: js_sys::Array,
+) -> Result<String, JsValue> {
+    let error = |msg: String| JsValue::from_str(&msg);
+    if names.length() != files.length() {
+        return Err(error(format!(
+            "{folder}: {} names for {} files",
+            names.length(),
+            files.length()
+        )));
+    }
+    let mut held = Vec::new();
+    for (name, bytes) in names.iter().zip(files.iter()) {
+        let name = name
+            .as_string()
+            .ok_or_else(|| error(format!("{folder}: a file name is not a string")))?;
+        let bytes = bytes.dyn_into::<js_sys::Uint8Array>().map_err(|_| {
+            error(format!(
+                "{folder}/{name}: its contents are not a Uint8Array"
+            ))
+        })?;
+        held.push((name, bytes.to_vec()));
+    }
+    let picked = MemoryFolder::new(&folder, held)
+        .and_then(|source| PickedFolder::new(&folder, Box::new(source)))
+        .map_err(|e| error(e.to_string()))?;
+    RUNNING.with(|running| match running.borrow().as_ref() {
+        Some(shared) => {
+            let mut shared = shared
+                .try_borrow_mut()
+                .map_err(|_| error("the app is busy: pick the folder again".into()))?;
+            Ok(shared.app.use_folder(picked))
+        }
+        None => {
+            let summary = picked.summary();
+            PICKED_EARLY.with(|early| *early.borrow_mut() = Some(picked));
+            Ok(format!("{summary} (the app takes it once it has started)"))
+        }
+    })
 }
 
 /// The app training's device drives: it starts `config` (an autorun's) by itself, with the

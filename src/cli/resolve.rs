@@ -5,8 +5,6 @@
 use webgpu_amp::data::file_caps::MODEL_FILE;
 use webgpu_amp::data::hf::LlamaConfig;
 use webgpu_amp::data::{DataSource, Labels, Split, read_capped};
-use webgpu_amp::nn::family::FamilyModel;
-use webgpu_amp::nn::llama::LlamaModel;
 use webgpu_amp::nn::{LossKind, ModelSpec, preset};
 use webgpu_amp::train::{ModelChoice, model_and_data, model_and_tokenized, model_for_split};
 use webgpu_amp::{Error, Result};
@@ -54,7 +52,7 @@ fn choose(model: &str, seq_len: Option<usize>) -> Result<ModelChoice> {
         let text = String::from_utf8(read_capped(&path, MODEL_FILE).map_err(Error::Model)?)
             .map_err(|_| Error::Model(format!("{}: not UTF-8 text", path.display())))?;
         let config = LlamaConfig::from_json(&text, &path.display().to_string())?;
-        ModelChoice::Json(LlamaModel::new(config).description().to_string())
+        ModelChoice::hf(config)
     } else if model.ends_with(".json") {
         ModelChoice::Json(read_model_file(model)?)
     } else {

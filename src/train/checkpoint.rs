@@ -19,7 +19,6 @@ mod buffers;
 #[cfg(not(target_arch = "wasm32"))]
 mod disk_full;
 mod finite;
-#[cfg(not(target_arch = "wasm32"))]
 mod hf;
 mod metadata;
 mod model_buffers;

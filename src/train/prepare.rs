@@ -4,9 +4,11 @@
 //! Text sources are cut into windows of the model's block size, so for them the model comes
 //! first; every other source is loaded first and the model adapts to its shapes.
 
+use crate::data::hf::LlamaConfig;
 use crate::data::{DataSource, Dataset, Split, TokenizedText};
 use crate::nn::families;
-use crate::nn::family::{Described, Family};
+use crate::nn::family::{Described, Family, FamilyModel};
+use crate::nn::llama::LlamaModel;
 use crate::nn::model::parse_json;
 use crate::nn::{ModelSpec, preset};
 use crate::{Error, Result};
@@ -31,6 +33,12 @@ impl ModelChoice {
     pub fn default_for_text() -> Self {
         let first = families::FAMILIES.iter().find(|f| f.takes_tokens());
         ModelChoice::Preset(first.map_or("gpt-tiny", |f| f.default_preset()).into())
+    }
+
+    /// A Hugging Face folder's model: its `config.json` as a Llama description (the CLI's
+    /// `--model hf:DIR`, the app's picked folder).
+    pub fn hf(config: LlamaConfig) -> Self {
+        ModelChoice::Json(LlamaModel::new(config).description().to_string())
     }
 
     /// The model a data set trains when none is named: a GPT for token data, the MLP for

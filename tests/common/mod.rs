@@ -329,3 +329,16 @@ pub fn coop_ctx(edge: u32, what: &str) -> Option<&'static GpuContext> {
 pub fn bits(values: &[f32]) -> Vec<u32> {
     values.iter().map(|v| v.to_bits()).collect()
 }
+
+/// A context of its own on the test adapter whose device has a browser's default limits
+/// (WebGPU's: 256 MiB per buffer, 128 MiB per storage binding).
+pub fn ctx_with_browser_limits() -> webgpu_amp::GpuContext {
+    let adapter = ctx_owned().adapter;
+    let tensor_cores = webgpu_amp::TensorCoreChoice::Auto;
+    let mut desc = webgpu_amp::GpuContext::device_descriptor(&adapter, tensor_cores);
+    desc.required_limits.max_buffer_size = 256 << 20;
+    desc.required_limits.max_storage_buffer_binding_size = 128 << 20;
+    let (device, queue) = pollster::block_on(adapter.request_device(&desc)).expect("device");
+    let f16 = webgpu_amp::F16StorageChoice::Auto;
+    webgpu_amp::GpuContext::from_device(adapter, device, queue, f16, tensor_cores).unwrap()
+}

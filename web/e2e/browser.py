@@ -144,6 +144,16 @@ class WebDriver:
     def execute(self, script, *args):
         return self._s("POST", "/execute/sync", {"script": script, "args": list(args)})
 
+    def find(self, css):
+        """The element `css` selects (its WebDriver reference)."""
+        return self._s("POST", "/element", {"using": "css selector", "value": css})
+
+    def send_keys(self, element, text):
+        """Type `text` into `element`; into a file input, newline-separated paths pick those
+        files (a `multiple` input takes several)."""
+        ref = next(iter(element.values()))
+        self._s("POST", f"/element/{ref}/value", {"text": text})
+
     def screenshot(self, path):
         """Save the viewport as a PNG (WebDriver returns it base64-encoded)."""
         import base64

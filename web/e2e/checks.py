@@ -71,9 +71,10 @@ def check_result(res, case, args):
     elif case.get("loss_drop", True) and not last < case.get("loss_ratio", 0.7) * first:
         problems.append(f"loss did not drop enough: last {last} >= "
                         f"{case.get('loss_ratio', 0.7)} * first {first}")
-    if case.get("model") is not None and res["model"] != case["model"]:
+    # (A picked folder's model is hf:NAME, NAME the folder's: hf_folder.check.)
+    if case.get("model") not in (None, "hf:") and res["model"] != case["model"]:
         problems.append(f"model is {res['model']!r}, asked for {case['model']!r}")
-    if case.get("sample"):
+    if case.get("sample") is True:
         # A GPT publishes the text it sampled at its last step: the prompt (a newline) and
         # what it wrote, every character from the text it trained on.
         text, at = res.get("sample"), res.get("sample_step")
@@ -136,7 +137,8 @@ def cli_reference(args, case, res):
         metrics = os.path.join(tmp, "metrics.jsonl")
         # The page's recipe, spelled out: a GPT's CLI defaults (nanoGPT's AdamW, cosine
         # schedule, clipping) differ from the app's plain Adam.
-        cmd = [args.cli, "train", "--model", res["model"], "--dataset", res["dataset"],
+        model = case.get("cli_model", res["model"])
+        cmd = [args.cli, "train", "--model", model, "--dataset", res["dataset"],
                "--precision", case["precision"], "--steps", str(case["steps"]),
                "--batch-size", str(res["batch_size"]), "--optimizer", "adam", "--lr", str(case.get("lr", 0.001)),
                "--beta2", "0.999", "--weight-decay", "0", "--clip-grad-norm", "0",

@@ -16,7 +16,10 @@ above, and it must publish text sampled at its last step whose characters all co
 text; a llama-tiny run (the Llama family: RMSNorm, RoPE, grouped-query attention, SwiGLU) is
 held to the same.  A resnet-tiny run (a small BatchNorm CNN, issue 40: BatchNorm in f32 under
 autocast, a projection shortcut, global average pooling) trains on the embedded MNIST subset and
-is compared with the CLI the same way.  Two runs check that training never waits for frames: one in
+is compared with the CLI the same way.  A Llama folder saved by transformers with its tokenizer.json
+(scripts/hf_fixture.py page) is picked with the page's folder input and fine-tuned (hf_folder.py):
+its first loss must equal `train --model hf:DIR`'s within hf_folder.FIRST_LOSS_RTOL, the rest as
+above, and its sample is decoded by the folder's tokenizer.  Two runs check that training never waits for frames: one in
 a Chromium that cannot present WebGPU frames (only --enable-unsafe-webgpu), one in a tab hidden
 behind another (no animation frames at all).  A run whose device is destroyed at step 3
 (device_loss.py) must fail with the loss and the step in its result and #message.  Then the "no WebGPU" path: a Chromium without
@@ -37,6 +40,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 
@@ -52,6 +56,7 @@ from browser import (
     log,
     snapshot,
 )
+import hf_folder  # beside this file
 from checks import (
     GPT_LOSS_RATIO,
     LOSS_RTOL,
@@ -224,16 +229,25 @@ def run_training(args, case):
         url = f"{args.base_url}/index.html?{urllib.parse.urlencode(params)}"
         t0 = time.monotonic()
         wd.navigate(url)
-        if case.get("hidden"):
+        # The autorun of a folder's model (hf:) waits for the folder to be picked.
+        picked = hf_folder.pick(wd, case["hf_folder"]) if case.get("hf_folder") else []
+        if picked:
+            problems += picked
+        elif case.get("hidden"):
             res, problems = wait_hidden(wd, args, t0)
         else:
             res, snap, problems = wait_for_result(wd, args, t0, console, label)
         log(f"   finished after {time.monotonic() - t0:.1f}s")
         if res is not None:
             problems += check_result(res, case, args)
+            if case.get("hf_folder"):
+                problems += hf_folder.check(res, case)
             if not problems and case.get("cli") and args.cli:
                 try:
-                    problems += compare_with_cli(res, cli_reference(args, case, res))
+                    cli = cli_reference(args, case, res)
+                    problems += compare_with_cli(res, cli)
+                    if case.get("hf_folder"):
+                        problems += hf_folder.compare_first_loss(res, cli)
                 except (RuntimeError, subprocess.SubprocessError, OSError, StopIteration,
                         ValueError, KeyError) as e:
                     problems.append(f"the CLI reference run failed: {e}")
@@ -354,6 +368,11 @@ def main():
                     help="skip the resnet-tiny run (a small BatchNorm CNN)")
     ap.add_argument("--resnet-steps", type=int, default=5,
                     help="steps of the resnet-tiny run (default 5)")
+    ap.add_argument("--skip-hf-folder", action="store_true",
+                    help="skip the run of a Hugging Face folder picked in the page (needs the "
+                         "venv of scripts/python-venv.sh for scripts/hf_fixture.py)")
+    ap.add_argument("--hf-folder-steps", type=int, default=3,
+                    help="steps of the Hugging Face folder run (default 3)")
     ap.add_argument("--gpt-char-steps", type=int, default=0,
                     help="also train gpt-char (nanoGPT's baby GPT: 6 layers, T 256) at batch 8 "
                          "for this many steps and compare with the CLI; off by default (0): on "
@@ -422,6 +441,21 @@ def main():
                       "steps": args.resnet_steps, "model": "resnet-tiny", "batch": 16,
                       "lr": 0.01, "flags": WEBGPU_FLAGS, "cli": True,
                       "loss_ratio": RESNET_LOSS_RATIO})
+    if not args.skip_hf_folder:
+        # A Llama folder saved by transformers, with its tokenizer.json, picked in the page's
+        # folder input (issue 41): fine-tuned from its weights on the embedded text encoded
+        # by its tokenizer, against `train --model hf:DIR`, with text sampled through it.
+        case = {"label": "hf-folder/amp-f16", "precision": "amp-f16",
+                "steps": args.hf_folder_steps, "model": "hf:", "batch": 8, "lr": 0.01,
+                "flags": WEBGPU_FLAGS, "cli": True, "loss_ratio": hf_folder.LOSS_RATIO,
+                "sample": "tokens"}
+        try:
+            case["hf_folder"] = hf_folder.make_folder(args.profile_root or tempfile.mkdtemp())
+            case["cli_model"] = f"hf:{case['hf_folder']}"
+            cases.append(case)
+        except (RuntimeError, subprocess.SubprocessError, OSError) as e:
+            log(f"e2e: FAILED: the Hugging Face folder: {e}")
+            return 1
     if args.gpt_char_steps > 0:
         # Its largest bindings stay under the page's default 128 MiB (fused attention: no
         # B x H x T x T scores); a few Adam steps only start the loss down.

@@ -1,4 +1,5 @@
-//! Text sampled from one GPT run as it trains: every few hundred steps (and at the run's last
+//! Text sampled from one language-model run as it trains (characters, or a picked folder's
+//! tokens through its tokenizer): every few hundred steps (and at the run's last
 //! step) a short sample is generated on the GPU with the run's current weights
 //! ([`submit_sample`]), copied into a read-back slot and mapped; a later frame
 //! decodes it. Every mode samples with the same seed and prompt, so the f32 and amp-f16
@@ -7,7 +8,7 @@
 use std::sync::Arc;
 
 use super::DueReadback;
-use crate::data::Vocab;
+use crate::data::{Tokenizer, Vocab};
 use crate::error::Result;
 use crate::gpu::GpuContext;
 use crate::train::sample::submit_sample;
@@ -19,9 +20,46 @@ pub const SAMPLE_TOKENS: usize = 16;
 /// Softmax temperature of the samples (nanoGPT's `sample.py` uses 0.8).
 pub const TEMPERATURE: f32 = 0.8;
 
+/// How a run's ids are text: a character vocabulary (a text trained on its characters) or a
+/// Hugging Face tokenizer (a picked folder's), decoded by its stream decoder as `sample
+/// --tokenizer` does.
+#[derive(Clone, Debug)]
+pub enum SampleText {
+    Chars(Arc<Vocab>),
+    Tokens(Arc<Tokenizer>),
+}
+
+impl SampleText {
+    /// The prompt: a newline (nanoGPT's), as the vocabulary or the tokenizer has it; the
+    /// first id where it has none.
+    fn prompt(&self) -> Vec<u32> {
+        match self {
+            SampleText::Chars(vocab) => vec![vocab.id('\n').unwrap_or(0)],
+            SampleText::Tokens(tokenizer) => tokenizer
+                .encode("\n")
+                .ok()
+                .filter(|ids| !ids.is_empty())
+                .unwrap_or_else(|| vec![0]),
+        }
+    }
+
+    /// The text of `ids` (the prompt's and the sampled).
+    fn decode(&self, ids: &[u32]) -> Result<String> {
+        match self {
+            SampleText::Chars(vocab) => vocab.decode(ids),
+            SampleText::Tokens(tokenizer) => {
+                let mut stream = tokenizer.stream();
+                let mut text = stream.push(ids)?;
+                text.push_str(&stream.finish()?);
+                Ok(text)
+            }
+        }
+    }
+}
+
 /// One mode's sampling in flight (or due).
 pub struct SampleProbe {
-    vocab: Arc<Vocab>,
+    text: SampleText,
     prompt: Vec<u32>,
     tokens: DueReadback,
     seed: u64,
@@ -37,13 +75,13 @@ pub struct SampleProbe {
 }
 
 impl SampleProbe {
-    /// Samples that start from a newline (or the vocabulary's first character), decoded
-    /// with `vocab`; the first at step `first_step`.
-    pub fn new(ctx: &GpuContext, vocab: Arc<Vocab>, seed: u64, first_step: u64) -> Self {
-        let prompt = vec![vocab.id('\n').unwrap_or(0)];
+    /// Samples that start from a newline (or the first id), decoded by `text`; the first at
+    /// step `first_step`.
+    pub fn new(ctx: &GpuContext, text: SampleText, seed: u64, first_step: u64) -> Self {
+        let prompt = text.prompt();
         let bytes = 4 * SAMPLE_TOKENS as u64;
         Self {
-            vocab,
+            text,
             prompt,
             tokens: DueReadback::new(ctx, "app.sample", "tokens", bytes, first_step),
             seed,
@@ -100,9 +138,9 @@ impl SampleProbe {
     }
 
     /// (step, text) of the sample that has landed, if one has: the prompt, then the
-    /// generated characters. `now` (seconds) times it.
+    /// generated tokens. `now` (seconds) times it.
     pub fn take(&mut self, now: f64) -> Option<Result<(u64, String)>> {
-        let vocab = &self.vocab;
+        let text = &self.text;
         let prompt = &self.prompt;
         let landed = self.tokens.take_ready(|step, bytes| {
             let ids: Vec<u32> = prompt
@@ -110,7 +148,7 @@ impl SampleProbe {
                 .copied()
                 .chain(bytemuck::cast_slice::<u8, u32>(bytes).iter().copied())
                 .collect();
-            vocab.decode(&ids).map(|text| (step, text))
+            text.decode(&ids).map(|text| (step, text))
         });
         if landed.is_some() {
             self.queued_behind = None;

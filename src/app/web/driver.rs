@@ -91,7 +91,8 @@ pub fn tick(shared: &Handle) -> bool {
         return false;
     }
     let s = &mut *s;
-    s.page.update(&s.app.session, now);
+    let waiting_for_folder = s.app.autostart && !s.app.session.can_start(&s.app.config);
+    s.page.update(&s.app.session, waiting_for_folder, now);
     // Frames need not come on their own: ask for one when there is something new to draw,
     // at most REPAINT apart (drawing on a CPU adapter costs as much as training).
     if let Some(egui) = &s.egui

@@ -13,6 +13,10 @@ pub const STALL_SECS: f64 = 30.0;
 /// character, which a CPU adapter (SwiftShader) takes minutes over.
 pub const SAMPLE_STALL_SECS: f64 = 600.0;
 
+/// An autorun of `model=hf:` before a folder is picked.
+const WAITING_FOR_FOLDER: &str = "autorun: waiting for a Hugging Face folder (model=hf:): pick \
+                                  one with the folder input above";
+
 /// How the stall notice starts (it is cleared when steps finish again).
 const STALL_NOTICE: &str = "No training step has finished";
 
@@ -36,11 +40,15 @@ impl PageReport {
         }
     }
 
-    /// Update the page's lines after a tick at `now` (seconds).
-    pub fn update(&mut self, session: &Session, now: f64) {
+    /// Update the page's lines after a tick at `now` (seconds). `waiting_for_folder`: the
+    /// autorun's model is a picked folder's (`model=hf:`) and none has been picked yet.
+    pub fn update(&mut self, session: &Session, waiting_for_folder: bool, now: f64) {
         let hidden = dom::document_hidden();
         if let Some(publisher) = self.autorun.as_mut() {
             match publisher.update(session) {
+                Some(AutorunUpdate::Progress(_)) if waiting_for_folder => {
+                    dom::set_text("status", WAITING_FOR_FOLDER);
+                }
                 Some(AutorunUpdate::Progress(mut line)) => {
                     if hidden {
                         line.push_str(

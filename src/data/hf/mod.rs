@@ -1,7 +1,8 @@
 //! Hugging Face transformers folders, as `save_pretrained` writes them: `config.json`
 //! ([`LlamaConfig`]), the weights in `model.safetensors` or in shards listed by
 //! `model.safetensors.index.json` (f32, f16 or bf16; read here as f32 host arrays, exactly),
-//! and `tokenizer.json` when there is one. Writing goes the other way
+//! and `tokenizer.json` when there is one. The files come from a directory or from memory (a
+//! folder picked in a page): [`FolderSource`]. Writing goes the other way
 //! ([`folder_files`]: the files' bytes, for the caller to save atomically): one
 //! `model.safetensors` in f32, f16 or bf16 (rounded to nearest even) with the metadata
 //! `{"format": "pt"}` transformers asks for, and the config as transformers 5 writes it.
@@ -11,16 +12,18 @@
 //! where there is one.
 
 mod config;
+mod source;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
 
 pub use config::LlamaConfig;
+pub use source::{DiskFolder, FolderSource, MemoryFolder};
 
-use super::file_caps::{CHECKPOINT_FILE, MODEL_FILE, read_capped};
+use super::file_caps::{CHECKPOINT_FILE, MODEL_FILE};
 use crate::error::{Error, Result};
 
 /// The files of a folder, as transformers names them.
@@ -37,14 +40,13 @@ pub struct HostTensor {
     pub values: Vec<f32>,
 }
 
-/// A folder read: its config, every tensor by name, and where its tokenizer is.
+/// A folder read: its config and every tensor by name.
 #[derive(Debug)]
 pub struct HfFolder {
     pub config: LlamaConfig,
     pub tensors: BTreeMap<String, HostTensor>,
     /// The dtypes the tensors were stored in (`BF16`, ...), for messages.
     pub stored_as: Vec<Dtype>,
-    pub tokenizer: Option<PathBuf>,
 }
 
 /// How [`folder_files`] stores the weights.
@@ -66,26 +68,51 @@ impl SaveDtype {
     }
 }
 
-fn folder_error(path: &Path, msg: impl std::fmt::Display) -> Error {
-    Error::Checkpoint(format!("{}: {msg}", path.display()))
+fn folder_error(file: &str, msg: impl std::fmt::Display) -> Error {
+    Error::Checkpoint(format!("{file}: {msg}"))
 }
 
 /// Reads the folder at `dir`.
 pub fn read_folder(dir: &Path) -> Result<HfFolder> {
-    if !dir.is_dir() {
+    read_from(&DiskFolder::new(dir))
+}
+
+/// Reads the folder `source` holds: its config, then its tensors.
+pub fn read_from(source: &dyn FolderSource) -> Result<HfFolder> {
+    let config = read_config(source)?;
+    let (tensors, stored_as) = read_tensors(source)?;
+    Ok(HfFolder {
+        config,
+        tensors,
+        stored_as,
+    })
+}
+
+/// The folder's `config.json` (nothing else is read: a model's size is known from it
+/// before its weights are).
+pub fn read_config(source: &dyn FolderSource) -> Result<LlamaConfig> {
+    if !source.is_folder() {
         return Err(folder_error(
-            dir,
+            &source.location(),
             "not a folder (a Hugging Face model folder holds config.json and model.safetensors)",
         ));
     }
-    let config_path = dir.join(CONFIG);
-    let text = read_capped(&config_path, MODEL_FILE).map_err(Error::Checkpoint)?;
-    let text = String::from_utf8(text).map_err(|_| folder_error(&config_path, "not UTF-8"))?;
-    let config = LlamaConfig::from_json(&text, &config_path.display().to_string())?;
+    let name = source.file(CONFIG);
+    let text = source.read(CONFIG, MODEL_FILE)?;
+    let text = std::str::from_utf8(&text).map_err(|_| folder_error(&name, "not UTF-8"))?;
+    LlamaConfig::from_json(text, &name)
+}
+
+/// Every tensor of the folder's weight files by name, as f32, and the dtypes they were
+/// stored in.
+pub fn read_tensors(
+    source: &dyn FolderSource,
+) -> Result<(BTreeMap<String, HostTensor>, Vec<Dtype>)> {
     let mut tensors = BTreeMap::new();
     let mut stored_as = Vec::new();
-    for (file, names) in weight_files(dir)? {
-        let bytes = read_capped(&file, CHECKPOINT_FILE).map_err(Error::Checkpoint)?;
+    for (file, names) in weight_files(source)? {
+        let bytes = source.read(&file, CHECKPOINT_FILE)?;
+        let file = source.file(&file);
         let st = SafeTensors::deserialize(&bytes)
             .map_err(|e| folder_error(&file, format!("not a safetensors file: {e}")))?;
         let wanted: Vec<String> = match names {
@@ -117,35 +144,28 @@ pub fn read_folder(dir: &Path) -> Result<HfFolder> {
             }
         }
     }
-    let tokenizer = Some(dir.join(TOKENIZER)).filter(|p| p.is_file());
-    Ok(HfFolder {
-        config,
-        tensors,
-        stored_as,
-        tokenizer,
-    })
+    Ok((tensors, stored_as))
 }
 
-/// The weight files of `dir` and, for shards, the tensors the index places in each.
-fn weight_files(dir: &Path) -> Result<Vec<(PathBuf, Option<Vec<String>>)>> {
-    let single = dir.join(WEIGHTS);
-    if single.is_file() {
-        return Ok(vec![(single, None)]);
+/// The weight files of the folder and, for shards, the tensors the index places in each.
+fn weight_files(source: &dyn FolderSource) -> Result<Vec<(String, Option<Vec<String>>)>> {
+    if source.has(WEIGHTS) {
+        return Ok(vec![(WEIGHTS.to_string(), None)]);
     }
-    let index = dir.join(WEIGHTS_INDEX);
-    if !index.is_file() {
-        let hint = if dir.join("pytorch_model.bin").exists() {
+    if !source.has(WEIGHTS_INDEX) {
+        let hint = if source.has("pytorch_model.bin") {
             " (it has pytorch_model.bin: save it as safetensors, e.g. \
              `model.save_pretrained(dir, safe_serialization=True)`)"
         } else {
             ""
         };
         return Err(folder_error(
-            dir,
+            &source.location(),
             format!("holds neither {WEIGHTS} nor {WEIGHTS_INDEX}{hint}"),
         ));
     }
-    let text = read_capped(&index, MODEL_FILE).map_err(Error::Checkpoint)?;
+    let index = source.file(WEIGHTS_INDEX);
+    let text = source.read(WEIGHTS_INDEX, MODEL_FILE)?;
     let value: serde_json::Value = serde_json::from_slice(&text)
         .map_err(|e| folder_error(&index, format!("not JSON: {e}")))?;
     let Some(map) = value.get("weight_map").and_then(|m| m.as_object()) else {
@@ -166,7 +186,7 @@ fn weight_files(dir: &Path) -> Result<Vec<(PathBuf, Option<Vec<String>>)>> {
     }
     Ok(shards
         .into_iter()
-        .map(|(file, names)| (dir.join(file), Some(names)))
+        .map(|(file, names)| (file, Some(names)))
         .collect())
 }
 
@@ -258,6 +278,8 @@ fn encode(values: &[f32], dtype: SaveDtype) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     fn dir(tag: &str) -> PathBuf {
