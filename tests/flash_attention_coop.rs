@@ -11,6 +11,7 @@
 
 mod common;
 
+use common::attention_ref::Dims;
 use common::flash_run::{DROP, Run, against_reference, dims, dims_gqa, gpt_step, values};
 use common::{bits, coop_ctx, ctx_native, expect_err};
 use webgpu_amp::amp::policy::Precision;
@@ -19,7 +20,7 @@ use webgpu_amp::nn::AttentionKernel;
 use webgpu_amp::ops::flash_attention::{
     COOP_MAX_HEAD_SIZE, FlashBody, FlashCoopConfig, FlashParams, forward,
 };
-use webgpu_amp::{DType, F16StorageChoice, Storage, Tensor};
+use webgpu_amp::{DType, F16StorageChoice, GpuContext, Storage, Tensor};
 
 /// A 20 KiB adapter: smaller streamed steps than Mesa 26's lavapipe's 32 KiB picks, and
 /// workgroup barriers in place of the subgroup ones, so both configurations run here.
@@ -27,6 +28,20 @@ const SMALL: FlashCoopConfig = FlashCoopConfig {
     workgroup_bytes: 20 * 1024,
     subgroup_barriers: false,
 };
+
+/// A training run of the tensor-core body in native f16 with attention dropout, under
+/// `coop` (None: the adapter's blocks).
+fn dropout_run(ctx: &GpuContext, dims: Dims, coop: Option<FlashCoopConfig>) -> Run<'_> {
+    Run {
+        ctx,
+        dtype: DType::F16,
+        dims,
+        drop: Some(DROP),
+        training: true,
+        body: FlashBody::Coop,
+        coop,
+    }
+}
 
 #[test]
 fn tensor_core_attention_matches_the_f64_reference_with_both_fragment_shapes() {
@@ -109,15 +124,7 @@ fn tensor_core_grouped_query_attention_matches_the_f64_reference() {
         };
         for &d in &shapes {
             for config in [None, Some(SMALL)] {
-                let run = Run {
-                    ctx,
-                    dtype: DType::F16,
-                    dims: d,
-                    drop: Some(DROP),
-                    training: true,
-                    body: FlashBody::Coop,
-                    coop: config,
-                };
+                let run = dropout_run(ctx, d, config);
                 let what = format!("coop {edge}x{edge} {d:?} {config:?}");
                 against_reference(&what, &run);
                 let qkv = values(d.b * d.t * d.row(), 3, 2.0, DType::F16);
@@ -151,15 +158,7 @@ fn tensor_core_attention_is_correct_on_subgroups_smaller_than_its_layout() {
         assert_eq!((tc.subgroup, tc.subgroup_fixed()), (lanes, false));
         for d in [dims(1, 2, 33, 24), dims_gqa(1, 3, 1, 17, 8)] {
             for config in [None, Some(SMALL)] {
-                let run = Run {
-                    ctx: &wide,
-                    dtype: DType::F16,
-                    dims: d,
-                    drop: Some(DROP),
-                    training: true,
-                    body: FlashBody::Coop,
-                    coop: config,
-                };
+                let run = dropout_run(&wide, d, config);
                 let what =
                     format!("coop {edge}x{edge} laid out for {lanes} lanes {d:?} {config:?}");
                 against_reference(&what, &run);
@@ -195,15 +194,7 @@ fn tensor_core_attention_is_bit_identical_run_to_run() {
         let d = dims(2, 2, 40, 16);
         let qkv = values(d.b * d.t * 3 * d.c(), 3, 2.0, DType::F16);
         let dy = values(d.b * d.t * d.c(), 4, 1.0, DType::F16);
-        let run = Run {
-            ctx,
-            dtype: DType::F16,
-            dims: d,
-            drop: Some(DROP),
-            training: true,
-            body: FlashBody::Coop,
-            coop: None,
-        };
+        let run = dropout_run(ctx, d, None);
         let (a, b) = (run.run(&qkv, &dy), run.run(&qkv, &dy));
         assert!(a.dqkv.iter().any(|&v| v != 0.0), "{edge}x{edge}: all zero");
         assert_eq!(bits(&a.y), bits(&b.y), "{edge}x{edge}: y");
