@@ -298,6 +298,13 @@ def cmd_gate(rows_path, infos):
         f16_steps = [r for r in rows if r['class'] == klass and r['who'] == 'ours' and 'amp-f16' in ' '.join(r['used_by'])]
         if listed and f16_steps and not any(r['kernel'].startswith(('matmul_coop', 'conv_coop')) for r in f16_steps):
             failures.append(f"{klass}: no amp-f16 step kernel runs on tensor cores")
+        # The fused attention's SIMT body where its tensor-core body could run (every gate
+        # preset's head size is within the tensor-core body's 64; the delta kernel serves both).
+        for r in f16_steps:
+            if listed and r['kernel'].startswith('flash_') and 'coop' not in r['kernel'] \
+                    and not r['kernel'].endswith('_delta'):
+                failures.append(f"{klass}: {r['kernel']} (the SIMT fused attention) in the amp-f16 step "
+                                f"of {', '.join(r['used_by'])}, not its tensor-core body")
     for f in failures:
         print(f'kernel-report gate: FAIL {f}')
     print(f"kernel-report gate: {len(rows)} pipelines, {len(failures)} failures")

@@ -27,19 +27,19 @@ fn bin(o: u32, size: u32, outs: u32) -> vec2<u32> {
     return vec2<u32>(start, start + params.kernel);
 }
 
-// Outputs [first, last] whose bin holds input i along an axis (first > last: none, the tail
+// Outputs [first, end) whose bin holds input i along an axis (first >= end: none, the tail
 // that floor mode drops).
 fn covering(i: u32, size: u32, outs: u32) -> vec2<u32> {
     if (params.adaptive != 0u) {
-        // PyTorch's START_IND(i, size, outs) and END_IND - 1: floor(i·outs/size) and
-        // ceil((i+1)·outs/size) - 1.
-        return vec2<u32>((i * outs) / size, ((i + 1u) * outs + size - 1u) / size - 1u);
+        // PyTorch's START_IND(i, size, outs) and END_IND: floor(i·outs/size) and
+        // ceil((i+1)·outs/size).
+        return vec2<u32>((i * outs) / size, ((i + 1u) * outs + size - 1u) / size);
     }
     var first = 0u;
     if (i >= params.kernel) {
         first = (i - params.kernel) / params.stride + 1u;
     }
-    return vec2<u32>(first, min(i / params.stride, outs - 1u));
+    return vec2<u32>(first, min(i / params.stride + 1u, outs));
 }
 
 fn divisor(rows: vec2<u32>, cols: vec2<u32>) -> f32 {
@@ -54,35 +54,49 @@ fn place(i: u32, h: u32, w: u32) -> vec3<u32> {
     return vec3<u32>(plane, y, r - y * w);
 }
 
+// What an element of one side (output or input) meets on the other, in its plane: the
+// plane's first element there and the row and column ranges [start, end).
+struct Reach {
+    base: u32,
+    rows: vec2<u32>,
+    cols: vec2<u32>,
+}
+
+// The inputs output o averages: its window (bin).
+fn window_of(o: u32) -> Reach {
+    let at = place(o, params.out_h, params.out_w);
+    return Reach(at.x * params.in_h * params.in_w, bin(at.y, params.in_h, params.out_h), bin(at.z, params.in_w, params.out_w));
+}
+
+// The outputs whose windows (bins) hold input i.
+fn windows_holding(i: u32) -> Reach {
+    let at = place(i, params.in_h, params.in_w);
+    return Reach(at.x * params.out_h * params.out_w, covering(at.y, params.in_h, params.out_h), covering(at.z, params.in_w, params.out_w));
+}
+
 // y at flat output index o: the mean of its window.
 fn pooled(o: u32) -> f32 {
-    let at = place(o, params.out_h, params.out_w);
-    let rows = bin(at.y, params.in_h, params.out_h);
-    let cols = bin(at.z, params.in_w, params.out_w);
-    let base = at.x * params.in_h * params.in_w;
+    let w = window_of(o);
     var sum = 0.0;
-    for (var iy = rows.x; iy < rows.y; iy = iy + 1u) {
-        for (var ix = cols.x; ix < cols.y; ix = ix + 1u) {
-            sum = sum + x_load(base + iy * params.in_w + ix);
+    for (var iy = w.rows.x; iy < w.rows.y; iy = iy + 1u) {
+        for (var ix = w.cols.x; ix < w.cols.y; ix = ix + 1u) {
+            sum = sum + x_load(w.base + iy * params.in_w + ix);
         }
     }
-    return sum / divisor(rows, cols);
+    return sum / divisor(w.rows, w.cols);
 }
 
 #map avgpool_forward: y = pooled(i) // params.n: outputs
 
 // dx at flat input index i: Σ dy / divisor over the outputs whose window holds it.
 fn gathered(i: u32) -> f32 {
-    let at = place(i, params.in_h, params.in_w);
-    let oys = covering(at.y, params.in_h, params.out_h);
-    let oxs = covering(at.z, params.in_w, params.out_w);
-    let base = at.x * params.out_h * params.out_w;
+    let w = windows_holding(i);
     var g = 0.0;
-    for (var oy = oys.x; oy <= oys.y; oy = oy + 1u) {
+    for (var oy = w.rows.x; oy < w.rows.y; oy = oy + 1u) {
         let rows = bin(oy, params.in_h, params.out_h);
-        for (var ox = oxs.x; ox <= oxs.y; ox = ox + 1u) {
+        for (var ox = w.cols.x; ox < w.cols.y; ox = ox + 1u) {
             let cols = bin(ox, params.in_w, params.out_w);
-            g = g + dy_load(base + oy * params.out_w + ox) / divisor(rows, cols);
+            g = g + dy_load(w.base + oy * params.out_w + ox) / divisor(rows, cols);
         }
     }
     return g;

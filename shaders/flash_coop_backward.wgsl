@@ -66,22 +66,27 @@ fn flash_coop_dkv(inv: Invocation) {
     if (kv.bh >= params.batch_heads) {
         return;
     }
-    let col0 = inv.sg * FRAG; // the subgroup's keys in the block
+    let s = slab_of(inv); // the subgroup's keys in the block
+    let col0 = s.first;
     let k0 = kv.first + col0;
     // kᵀ and vᵀ of the subgroup's keys: B(k = channel, n = key).
-    stage_rows(kv, 1u, kv.first, BKV, 0u, inv.tid);
-    workgroupBarrier();
 #for d in 0..D_FRAGS
-    let kb{d} = rows_bt(col0 * QS, {d}u);
-#end
-    workgroupBarrier();
-    stage_rows(kv, 2u, kv.first, BKV, 0u, inv.tid);
-    workgroupBarrier();
-#for d in 0..D_FRAGS
-    let vb{d} = rows_bt(col0 * QS, {d}u);
+    var kb{d} = FragB();
+    var vb{d} = FragB();
     var dv{d} = FragC();
     var dk{d} = FragC();
 #end
+    hold_b(kv, 1u, kv.first, s, inv.tid,
+#for d in 0..D_FRAGS
+        &kb{d},
+#end
+    );
+    workgroupBarrier(); // v over k
+    hold_b(kv, 2u, kv.first, s, inv.tid,
+#for d in 0..D_FRAGS
+        &vb{d},
+#end
+    );
     // The query heads of the key/value head's group, in order.
     for (var g = 0u; g < params.group; g++) {
         let p = group_head(kv, g);
@@ -95,27 +100,29 @@ fn flash_coop_dkv(inv: Invocation) {
             workgroupBarrier();
             // S = Q·Kᵀ and dP = dO·Vᵀ for the query fragments that see the subgroup's keys.
             for (var qf = 0u; qf < BQ / FRAG; qf++) {
-                if (!rows_see(i0 + qf * FRAG, k0)) {
+                if (!s.owns || !rows_see(i0 + qf * FRAG, k0)) {
                     continue;
                 }
                 let qb = Q_AT + qf * FRAG * QS;
                 let db = DY_AT + qf * FRAG * QS;
-                var s = FragC();
+                var sc = FragC();
                 var dp = FragC();
 #for d in 0..D_FRAGS
-                s = mma(rows_a(qb, {d}u), kb{d}, s);
+                sc = mma(rows_a(qb, {d}u), kb{d}, sc);
                 dp = mma(rows_a(db, {d}u), vb{d}, dp);
 #end
-                store_scores(s, S_AT + qf * FRAG * SS + col0, SS);
+                store_scores(sc, S_AT + qf * FRAG * SS + col0, SS);
                 store_scores(dp, DP_AT + qf * FRAG * SS + col0, SS);
             }
             sync_subgroup();
             // dropout(P) and dS / scale of the step's rows against the subgroup's keys.
-            score_gradients(p, Span(0u, BQ, i0), Span(col0, FRAG, p.first), PD_AT, inv.lane, &mask);
+            if (s.owns) {
+                score_gradients(p, Span(0u, BQ, i0), Span(col0, FRAG, p.first), PD_AT, s, &mask);
+            }
             sync_subgroup();
             // dv += dropout(P)ᵀ·dy, dk += dSᵀ·q: A(m = key, k = query) loads column-major.
             for (var qf = 0u; qf < BQ / FRAG; qf++) {
-                if (!rows_see(i0 + qf * FRAG, k0)) {
+                if (!s.owns || !rows_see(i0 + qf * FRAG, k0)) {
                     continue;
                 }
                 let pd = block_at(PD_AT + qf * FRAG * PS + col0, PS);
@@ -123,18 +130,18 @@ fn flash_coop_dkv(inv: Invocation) {
                 let qb = Q_AT + qf * FRAG * QS;
                 let db = DY_AT + qf * FRAG * QS;
 #for d in 0..D_FRAGS
-                dv{d} = mma(pd, rows_b(db, {d}u), dv{d});
-                dk{d} = mma(ds, rows_b(qb, {d}u), dk{d});
+                dv{d} = mma(pd, depth_b(db, {d}u), dv{d});
+                dk{d} = mma(ds, depth_b(qb, {d}u), dk{d});
 #end
             }
         }
     }
     // The scores are spent: each subgroup's scratch is a fragment of f_tile.
     workgroupBarrier();
-    let scratch = inv.sg * FRAG * FRAG;
+    let scratch = col0 * FRAG;
     let sc = params.scale;
 #for d in 0..D_FRAGS
-    write_grad(dv{d}, kv, 2u, k0, {d}u * FRAG, 1.0, scratch, inv.lane);
-    write_grad(dk{d}, kv, 1u, k0, {d}u * FRAG, sc, scratch, inv.lane);
+    write_grad(dv{d}, kv, 2u, k0, {d}u * FRAG, 1.0, scratch, s);
+    write_grad(dk{d}, kv, 1u, k0, {d}u * FRAG, sc, scratch, s);
 #end
 }

@@ -49,20 +49,24 @@ fn flash_coop_dq(inv: Invocation) {
     if (p.bh >= params.batch_heads) {
         return;
     }
-    let r0 = inv.sg * FRAG; // the subgroup's first row in the block
-    stage_rows(p, 0u, p.first, BQ, 0u, inv.tid);
+    let s = slab_of(inv);
     stage_row_stats(p, p.first, STATS_AT, inv.tid);
-    workgroupBarrier();
 #for d in 0..D_FRAGS
-    let qa{d} = rows_a(r0 * QS, {d}u);
-#end
-    workgroupBarrier();
-    stage_rows(p, 3u, p.first, BQ, 0u, inv.tid);
-    workgroupBarrier();
-#for d in 0..D_FRAGS
-    let da{d} = rows_a(r0 * QS, {d}u);
+    var qa{d} = FragA();
+    var da{d} = FragA();
     var dq{d} = FragC();
 #end
+    hold_a(p, 0u, p.first, s, inv.tid,
+#for d in 0..D_FRAGS
+        &qa{d},
+#end
+    );
+    workgroupBarrier(); // dy over q
+    hold_a(p, 3u, p.first, s, inv.tid,
+#for d in 0..D_FRAGS
+        &da{d},
+#end
+    );
     // Keys up to the block's last row (the causal mask), uniform across the group.
     let kend = min(params.t, p.first + BQ);
     for (var j0 = 0u; j0 < kend; j0 += BKV) {
@@ -71,26 +75,28 @@ fn flash_coop_dq(inv: Invocation) {
         stage_rows(p, 2u, j0, BKV, V_AT, inv.tid);
         workgroupBarrier();
         // S = Q·Kᵀ and dP = dO·Vᵀ for the key fragments the subgroup's rows see.
-        let seen = seen_fragments(j0, p.first + r0, BKV);
+        let seen = select(0u, seen_fragments(j0, p.first + s.first, BKV), s.owns);
         for (var kf = 0u; kf < seen; kf++) {
             let kb = K_AT + kf * FRAG * QS;
             let vb = V_AT + kf * FRAG * QS;
-            var s = FragC();
+            var sc = FragC();
             var dp = FragC();
 #for d in 0..D_FRAGS
-            s = mma(qa{d}, rows_bt(kb, {d}u), s);
-            dp = mma(da{d}, rows_bt(vb, {d}u), dp);
+            sc = mma(qa{d}, rows_b(kb, {d}u), sc);
+            dp = mma(da{d}, rows_b(vb, {d}u), dp);
 #end
-            store_scores(s, S_AT + r0 * SS + kf * FRAG, SS);
-            store_scores(dp, DP_AT + r0 * SS + kf * FRAG, SS);
+            store_scores(sc, S_AT + s.first * SS + kf * FRAG, SS);
+            store_scores(dp, DP_AT + s.first * SS + kf * FRAG, SS);
         }
         sync_subgroup();
         // dS / scale of the subgroup's rows against the step's keys.
-        score_gradients(p, Span(r0, FRAG, p.first), Span(0u, BKV, j0), NO_PD, inv.lane, &mask);
+        if (s.owns) {
+            score_gradients(p, Span(s.first, FRAG, p.first), Span(0u, BKV, j0), NO_PD, s, &mask);
+        }
         sync_subgroup();
         // dq += dS·k over the key fragments the rows see.
         add_block_products(
-            DS_AT + r0 * PS,
+            DS_AT + s.first * PS,
             K_AT,
             seen,
 #for d in 0..D_FRAGS
@@ -99,10 +105,10 @@ fn flash_coop_dq(inv: Invocation) {
         );
     }
     // The rows' scores are spent: their space is the subgroup's scratch.
-    let scratch = S_AT + r0 * SS;
-    let pos0 = p.first + r0;
+    let scratch = S_AT + s.first * SS;
+    let pos0 = p.first + s.first;
     let sc = params.scale;
 #for d in 0..D_FRAGS
-    write_grad(dq{d}, p, 0u, pos0, {d}u * FRAG, sc, scratch, inv.lane);
+    write_grad(dq{d}, p, 0u, pos0, {d}u * FRAG, sc, scratch, s);
 #end
 }

@@ -50,13 +50,13 @@ fn coop_source(p: Place, which: u32, r: u32, d: u32) -> f16 {
     return qkv_half(p, which, r, d);
 }
 
-// The online softmax of the subgroup's rows [r0, r0 + FRAG) against keys [j0, j0 + BKV): the
-// scores' classes and maximum, one rescale of each row's running state, and the rows of P
-// (zero where masked or dropped).
-fn softmax_rows(p: Place, r0: u32, j0: u32, lane: u32, mask: ptr<function, Mask>) {
-    let c0 = (lane % LANES_PER_ROW) * COLS_PER_LANE;
-    for (var it = 0u; it < FRAG / ROWS_AT_ONCE; it++) {
-        let r = r0 + it * ROWS_AT_ONCE + lane / LANES_PER_ROW;
+// The online softmax of the subgroup's rows [s.first, s.first + FRAG) against keys
+// [j0, j0 + BKV): the scores' classes and maximum, one rescale of each row's running state,
+// and the rows of P (zero where masked or dropped). Only a subgroup that owns rows calls it.
+fn softmax_rows(p: Place, s: Slab, j0: u32, mask: ptr<function, Mask>) {
+    let c0 = (s.lane % LANES_PER_ROW) * COLS_PER_LANE;
+    for (var it = 0u; it < FRAG / s.rows_at_once; it++) {
+        let r = s.first + it * s.rows_at_once + s.lane / LANES_PER_ROW;
         let i = p.first + r;
         var n = 0u; // keys the row sees: j0 <= j <= i < T
         if (i < params.t && j0 <= i) {
@@ -98,7 +98,7 @@ fn softmax_rows(p: Place, r0: u32, j0: u32, lane: u32, mask: ptr<function, Mask>
             h_tile[P_AT + r * PS + jj] = f16_from_f32(w);
         }
         let l_new = l_old * corr + row_sum(part);
-        if (lane % LANES_PER_ROW == 0u) {
+        if (s.lane % LANES_PER_ROW == 0u) {
             f_tile[M_AT + r] = m_new;
             f_tile[L_AT + r] = l_new;
             f_tile[C_AT + r] = corr;
@@ -107,27 +107,36 @@ fn softmax_rows(p: Place, r0: u32, j0: u32, lane: u32, mask: ptr<function, Mask>
     }
 }
 
-// Accumulator c of the subgroup's rows [r0, r0 + FRAG) with each row scaled by its rescale
-// factor, through the scratch at f_tile[scratch].
-fn rescaled(c: FragC, r0: u32, scratch: u32, lane: u32) -> FragC {
-    coopStoreT(c, &f_tile[scratch], FRAG);
-    sync_subgroup();
-    for (var e = lane; e < FRAG * FRAG; e += SUBGROUP) {
-        f_tile[scratch + e] *= f_tile[C_AT + r0 + e / FRAG];
+// Accumulator c of the subgroup's rows [s.first, s.first + FRAG) with each row scaled by its
+// rescale factor, through the scratch at f_tile[scratch] (c itself where it owns no rows).
+fn rescaled(c: FragC, s: Slab, scratch: u32) -> FragC {
+    var out = c;
+    if (s.owns) {
+        store_scores(c, scratch, FRAG);
     }
     sync_subgroup();
-    let out = coopLoadT<FragC>(&f_tile[scratch], FRAG);
+    if (s.owns) {
+        for (var e = s.lane; e < FRAG * FRAG; e += s.lanes) {
+            f_tile[scratch + e] *= f_tile[C_AT + s.first + e / FRAG];
+        }
+    }
+    sync_subgroup();
+    if (s.owns) {
+        out = load_scores(scratch, FRAG);
+    }
     sync_subgroup();
     return out;
 }
 
 // y = O / l for channel fragment fc of the subgroup's rows, through the scratch; a NaN/+inf
 // logit, or no finite one (all -inf), poisons the row.
-fn write_rows(c: FragC, fc: u32, p: Place, r0: u32, scratch: u32, lane: u32) {
-    coopStoreT(c, &f_tile[scratch], FRAG);
+fn write_rows(c: FragC, fc: u32, p: Place, s: Slab, scratch: u32) {
+    if (s.owns) {
+        store_scores(c, scratch, FRAG);
+    }
     sync_subgroup();
-    for (var e = lane; e < FRAG * FRAG; e += SUBGROUP) {
-        let r = r0 + e / FRAG;
+    for (var e = s.lane; s.owns && e < FRAG * FRAG; e += s.lanes) {
+        let r = s.first + e / FRAG;
         let d = fc * FRAG + e % FRAG;
         let i = p.first + r;
         if (i < params.t && d < HS) {
@@ -148,18 +157,21 @@ fn flash_coop_forward(inv: Invocation) {
     if (p.bh >= params.batch_heads) {
         return;
     }
-    let r0 = inv.sg * FRAG; // the subgroup's first row in the block
-    stage_rows(p, 0u, p.first, BQ, 0u, inv.tid);
+    let s = slab_of(inv);
     for (var r = inv.tid; r < BQ; r += THREADS) {
         f_tile[M_AT + r] = -F32_MAX;
         f_tile[L_AT + r] = 0.0;
         row_seen[r] = 0u;
     }
-    workgroupBarrier();
 #for d in 0..D_FRAGS
-    let qa{d} = rows_a(r0 * QS, {d}u);
+    var qa{d} = FragA();
     var o{d} = FragC();
 #end
+    hold_a(p, 0u, p.first, s, inv.tid,
+#for d in 0..D_FRAGS
+        &qa{d},
+#end
+    );
     // Keys up to the block's last row (the causal mask), uniform across the group.
     let kend = min(params.t, p.first + BQ);
     for (var j0 = 0u; j0 < kend; j0 += BKV) {
@@ -170,17 +182,19 @@ fn flash_coop_forward(inv: Invocation) {
         }
         workgroupBarrier();
         // The key fragments the subgroup's rows see: S = Q·Kᵀ into the rows' scores.
-        let seen = seen_fragments(j0, p.first + r0, BKV);
+        let seen = select(0u, seen_fragments(j0, p.first + s.first, BKV), s.owns);
         for (var kf = 0u; kf < seen; kf++) {
             let kb = K_AT + kf * FRAG * QS;
-            var s = FragC();
+            var sc = FragC();
 #for d in 0..D_FRAGS
-            s = mma(qa{d}, rows_bt(kb, {d}u), s);
+            sc = mma(qa{d}, rows_b(kb, {d}u), sc);
 #end
-            store_scores(s, S_AT + r0 * SS + kf * FRAG, SS);
+            store_scores(sc, S_AT + s.first * SS + kf * FRAG, SS);
         }
         sync_subgroup();
-        softmax_rows(p, r0, j0, inv.lane, &mask);
+        if (s.owns) {
+            softmax_rows(p, s, j0, &mask);
+        }
         sync_subgroup();
         // Rescale the accumulators by their rows' factors (the first block finds them zero).
         // Every subgroup does it on every later block: barriers, subgroup ones included, stay
@@ -188,9 +202,9 @@ fn flash_coop_forward(inv: Invocation) {
         // put them in subgroup-dependent branches). The rows' scores are spent: their space
         // is the scratch.
         if (j0 > 0u) {
-            let scratch = S_AT + r0 * SS;
+            let scratch = S_AT + s.first * SS;
 #for d in 0..D_FRAGS
-            o{d} = rescaled(o{d}, r0, scratch, inv.lane);
+            o{d} = rescaled(o{d}, s, scratch);
 #end
         }
         if (KV_REGIONS == 1u) {
@@ -200,7 +214,7 @@ fn flash_coop_forward(inv: Invocation) {
         }
         // O += P·V over the key fragments the rows see.
         add_block_products(
-            P_AT + r0 * PS,
+            P_AT + s.first * PS,
             V_AT,
             seen,
 #for d in 0..D_FRAGS
@@ -208,12 +222,12 @@ fn flash_coop_forward(inv: Invocation) {
 #end
         );
     }
-    let scratch = S_AT + r0 * SS;
+    let scratch = S_AT + s.first * SS;
 #for d in 0..D_FRAGS
-    write_rows(o{d}, {d}u, p, r0, scratch, inv.lane);
+    write_rows(o{d}, {d}u, p, s, scratch);
 #end
-    for (var rr = inv.lane; rr < FRAG; rr += SUBGROUP) {
-        let r = r0 + rr;
+    for (var rr = s.lane; s.owns && rr < FRAG; rr += s.lanes) {
+        let r = s.first + rr;
         let i = p.first + r;
         if (i < params.t) {
             var l = f_tile[M_AT + r] + log(f_tile[L_AT + r]);

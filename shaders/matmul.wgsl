@@ -75,65 +75,48 @@ struct Chunk {
     hi: vec4<f32>,
 }
 
-// Element (row, col) of the stored a (or b), zero outside rows x cols (checked variant).
-fn a_at(row: u32, col: u32, rows: u32, cols: u32) -> f32 {
-    if (row >= rows || col >= cols) { return 0.0; }
-    return a_load(a_base + row * params.a_ld + col);
+// The outer extents of op(a) (its rows, M) and op(b) (its columns, N).
+fn outer_a() -> u32 {
+    return params.m;
 }
-fn b_at(row: u32, col: u32, rows: u32, cols: u32) -> f32 {
-    if (row >= rows || col >= cols) { return 0.0; }
-    return b_load(b_base + row * params.b_ld + col);
+fn outer_b() -> u32 {
+    return params.n;
 }
 
-// Chunk s of thread tid of op(a)'s slice at k0: stored a [M, K] (rows m), or [K, M].
-fn load_a(tid: u32, s: u32, row0: u32, k0: u32) -> Chunk {
+#for side in a b
+// Element (row, col) of the stored {side}, zero outside rows x cols (checked variant).
+fn {side}_at(row: u32, col: u32, rows: u32, cols: u32) -> f32 {
+    if (row >= rows || col >= cols) { return 0.0; }
+    return {side}_load({side}_base + row * params.{side}_ld + col);
+}
+
+// Chunk s of thread tid of op({side})'s slice at k0 (outer0: the tile's first row of op(a) or
+// column of op(b)): eight consecutive elements of a stored row, along k, or along the outer
+// extent where the stored rows are k ({SIDE}_KROWS: a transposed a, a plain b).
+fn load_{side}(tid: u32, s: u32, outer0: u32, k0: u32) -> Chunk {
     let c = tid + s * THREADS;
-    if (CHUNKS_A % THREADS != 0u && c >= CHUNKS_A) { return Chunk(); }
-    var row = row0 + c / A_CPR;
-    var col = k0 + (c % A_CPR) * 8u;
-    var rows = params.m;
+    if (CHUNKS_{SIDE} % THREADS != 0u && c >= CHUNKS_{SIDE}) { return Chunk(); }
+    var row = outer0 + c / {SIDE}_CPR;
+    var col = k0 + (c % {SIDE}_CPR) * 8u;
+    var rows = outer_{side}();
     var cols = k_end;
-    if (TRANS_A) {
-        row = k0 + c / A_CPR;
-        col = row0 + (c % A_CPR) * 8u;
+    if ({SIDE}_KROWS) {
+        row = k0 + c / {SIDE}_CPR;
+        col = outer0 + (c % {SIDE}_CPR) * 8u;
         rows = k_end;
-        cols = params.m;
+        cols = outer_{side}();
     }
 #if ALIGNED
-    let v = a_x8((a_base + row * params.a_ld + col) >> 3u);
+    let v = {side}_x8(({side}_base + row * params.{side}_ld + col) >> 3u);
     return Chunk(v[0], v[1]);
 #else
     return Chunk(
-        vec4<f32>(a_at(row, col, rows, cols), a_at(row, col + 1u, rows, cols), a_at(row, col + 2u, rows, cols), a_at(row, col + 3u, rows, cols)),
-        vec4<f32>(a_at(row, col + 4u, rows, cols), a_at(row, col + 5u, rows, cols), a_at(row, col + 6u, rows, cols), a_at(row, col + 7u, rows, cols)),
+        vec4<f32>({side}_at(row, col, rows, cols), {side}_at(row, col + 1u, rows, cols), {side}_at(row, col + 2u, rows, cols), {side}_at(row, col + 3u, rows, cols)),
+        vec4<f32>({side}_at(row, col + 4u, rows, cols), {side}_at(row, col + 5u, rows, cols), {side}_at(row, col + 6u, rows, cols), {side}_at(row, col + 7u, rows, cols)),
     );
 #end
 }
-
-// Chunk s of thread tid of op(b)'s slice at k0: stored b [K, N] (rows k), or [N, K].
-fn load_b(tid: u32, s: u32, col0: u32, k0: u32) -> Chunk {
-    let c = tid + s * THREADS;
-    if (CHUNKS_B % THREADS != 0u && c >= CHUNKS_B) { return Chunk(); }
-    var row = k0 + c / B_CPR;
-    var col = col0 + (c % B_CPR) * 8u;
-    var rows = k_end;
-    var cols = params.n;
-    if (TRANS_B) {
-        row = col0 + c / B_CPR;
-        col = k0 + (c % B_CPR) * 8u;
-        rows = params.n;
-        cols = k_end;
-    }
-#if ALIGNED
-    let v = b_x8((b_base + row * params.b_ld + col) >> 3u);
-    return Chunk(v[0], v[1]);
-#else
-    return Chunk(
-        vec4<f32>(b_at(row, col, rows, cols), b_at(row, col + 1u, rows, cols), b_at(row, col + 2u, rows, cols), b_at(row, col + 3u, rows, cols)),
-        vec4<f32>(b_at(row, col + 4u, rows, cols), b_at(row, col + 5u, rows, cols), b_at(row, col + 6u, rows, cols), b_at(row, col + 7u, rows, cols)),
-    );
 #end
-}
 
 #for side in a b
 // Element (kk, i) of a slice into buffer `base` of operand {side}'s tile.
@@ -270,15 +253,11 @@ fn matmul_tiled(
 // hit consecutive addresses. Indices are clamped into the matrix, so the inner loop has no
 // bounds checks; the epilogue drops the clamped duplicates.
 @compute @workgroup_size(WG_X, WG_Y)
-fn matmul_direct(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lane: u32,
-) {
+fn matmul_direct(#workgroup_builtins) {
     if (!start_batch(wid, nwg)) {
         return;
     }
-    direct_block((wid.y % params.m_tiles) * BM, wid.x * BN + 2u * lane, THREADS);
+    direct_block((wid.y % params.m_tiles) * BM, wid.x * BN + 2u * lid, THREADS);
 }
 
 // The direct kernel for narrow products (N at most half a workgroup's BN columns, such as
@@ -287,18 +266,14 @@ fn matmul_direct(
 // columns, so few threads hold clamped duplicates. Reads of a are uniform within a row group
 // only. Every output is the same chain of FMAs as in matmul_direct, so the bits are too.
 @compute @workgroup_size(WG_X, WG_Y)
-fn matmul_direct_narrow(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lane: u32,
-) {
+fn matmul_direct_narrow(#workgroup_builtins) {
     if (!start_batch(wid, nwg)) {
         return;
     }
     let lanes = params.lanes;
-    let group = lane / lanes;
+    let group = lid / lanes;
     let row0 = (wid.y % params.m_tiles) * TM * (THREADS / lanes) + group * TM;
-    direct_block(row0, wid.x * lanes * TN + 2u * (lane % lanes), lanes);
+    direct_block(row0, wid.x * lanes * TN + 2u * (lid % lanes), lanes);
 }
 
 // One thread's TM x TN block of the direct kernels: rows row0 .. row0 + TM, column pairs

@@ -11,6 +11,7 @@
 
 mod common;
 
+use common::attention_ref::Dims;
 use common::flash_run::{DROP, Run, against_reference, dims, dims_gqa, gpt_step, values};
 use common::{bits, coop_ctx, ctx_native, expect_err};
 use webgpu_amp::amp::policy::Precision;
@@ -19,7 +20,7 @@ use webgpu_amp::nn::AttentionKernel;
 use webgpu_amp::ops::flash_attention::{
     COOP_MAX_HEAD_SIZE, FlashBody, FlashCoopConfig, FlashParams, forward,
 };
-use webgpu_amp::{DType, F16StorageChoice, Storage, Tensor};
+use webgpu_amp::{DType, F16StorageChoice, GpuContext, Storage, Tensor};
 
 /// A 20 KiB adapter: smaller streamed steps than Mesa 26's lavapipe's 32 KiB picks, and
 /// workgroup barriers in place of the subgroup ones, so both configurations run here.
@@ -27,6 +28,20 @@ const SMALL: FlashCoopConfig = FlashCoopConfig {
     workgroup_bytes: 20 * 1024,
     subgroup_barriers: false,
 };
+
+/// A training run of the tensor-core body in native f16 with attention dropout, under
+/// `coop` (None: the adapter's blocks).
+fn dropout_run(ctx: &GpuContext, dims: Dims, coop: Option<FlashCoopConfig>) -> Run<'_> {
+    Run {
+        ctx,
+        dtype: DType::F16,
+        dims,
+        drop: Some(DROP),
+        training: true,
+        body: FlashBody::Coop,
+        coop,
+    }
+}
 
 #[test]
 fn tensor_core_attention_matches_the_f64_reference_with_both_fragment_shapes() {
@@ -109,15 +124,7 @@ fn tensor_core_grouped_query_attention_matches_the_f64_reference() {
         };
         for &d in &shapes {
             for config in [None, Some(SMALL)] {
-                let run = Run {
-                    ctx,
-                    dtype: DType::F16,
-                    dims: d,
-                    drop: Some(DROP),
-                    training: true,
-                    body: FlashBody::Coop,
-                    coop: config,
-                };
+                let run = dropout_run(ctx, d, config);
                 let what = format!("coop {edge}x{edge} {d:?} {config:?}");
                 against_reference(&what, &run);
                 let qkv = values(d.b * d.t * d.row(), 3, 2.0, DType::F16);
@@ -133,6 +140,50 @@ fn tensor_core_grouped_query_attention_matches_the_f64_reference() {
     }
 }
 
+/// Laid out for subgroups twice the adapter's (what RDNA3 meets when the kernels, laid out
+/// for 64 lanes, run on a driver that picks 32): twice the subgroups the block has, the extra
+/// ones only staging. Forward and backward match the f64 reference with the adapter's blocks
+/// and the small ones (workgroup barriers in place of the subgroup ones), grouped-query
+/// attention included; between guard bands the bands stay untouched; and the bits are the
+/// adapter's own layout's (the same blocks and lanes per row, so every sum in the same order).
+#[test]
+fn tensor_core_attention_is_correct_on_subgroups_smaller_than_its_layout() {
+    for edge in [8, 16] {
+        let Some(base) = coop_ctx(edge, "tensor-core fused attention on smaller subgroups") else {
+            continue;
+        };
+        let lanes = 2 * base.caps.tensor_cores.config().expect("used").subgroup;
+        let wide = base.with_coop_subgroup_layout(lanes);
+        let tc = wide.caps.tensor_cores.config().expect("used");
+        assert_eq!((tc.subgroup, tc.subgroup_fixed()), (lanes, false));
+        for d in [dims(1, 2, 33, 24), dims_gqa(1, 3, 1, 17, 8)] {
+            for config in [None, Some(SMALL)] {
+                let run = dropout_run(&wide, d, config);
+                let what =
+                    format!("coop {edge}x{edge} laid out for {lanes} lanes {d:?} {config:?}");
+                against_reference(&what, &run);
+                let qkv = values(d.b * d.t * d.row(), 5, 2.0, DType::F16);
+                let dy = values(d.b * d.t * d.c(), 6, 1.0, DType::F16);
+                let (got, guarded) = (run.run(&qkv, &dy), run.run_guarded(&qkv, &dy));
+                let own = Run { ctx: base, ..run }.run(&qkv, &dy);
+                for (name, g, o) in [
+                    ("y", &got.y, &own.y),
+                    ("lse", &got.lse, &own.lse),
+                    ("dqkv", &got.dqkv, &own.dqkv),
+                ] {
+                    assert_eq!(
+                        bits(g),
+                        bits(o),
+                        "{what}: {name} against the adapter's layout"
+                    );
+                }
+                assert_eq!(bits(&got.y), bits(&guarded.y), "{what}: y guarded");
+                assert_eq!(bits(&got.dqkv), bits(&guarded.dqkv), "{what}: dqkv guarded");
+            }
+        }
+    }
+}
+
 /// The same inputs twice give the same bits (fixed orders everywhere, no atomics).
 #[test]
 fn tensor_core_attention_is_bit_identical_run_to_run() {
@@ -143,15 +194,7 @@ fn tensor_core_attention_is_bit_identical_run_to_run() {
         let d = dims(2, 2, 40, 16);
         let qkv = values(d.b * d.t * 3 * d.c(), 3, 2.0, DType::F16);
         let dy = values(d.b * d.t * d.c(), 4, 1.0, DType::F16);
-        let run = Run {
-            ctx,
-            dtype: DType::F16,
-            dims: d,
-            drop: Some(DROP),
-            training: true,
-            body: FlashBody::Coop,
-            coop: None,
-        };
+        let run = dropout_run(ctx, d, None);
         let (a, b) = (run.run(&qkv, &dy), run.run(&qkv, &dy));
         assert!(a.dqkv.iter().any(|&v| v != 0.0), "{edge}x{edge}: all zero");
         assert_eq!(bits(&a.y), bits(&b.y), "{edge}x{edge}: y");

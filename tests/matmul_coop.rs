@@ -287,7 +287,7 @@ fn auto_picks_the_body_by_adapter_class_and_storage() {
     let used = TensorCores::Used(TensorCoreConfig {
         edge: 16,
         subgroup: 32,
-        subgroup_fixed: true,
+        subgroup_min: 32,
         forced: false,
     });
     for (cpu, simt) in [(true, MatmulKernel::Direct), (false, MatmulKernel::Tiled)] {

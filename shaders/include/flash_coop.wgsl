@@ -16,6 +16,13 @@
 // outputs in named fragments. So workgroup barriers only guard the staging of the streamed
 // operand; the rest is synchronised per subgroup (sync_subgroup).
 //
+// Correct at any subgroup size the driver picks (wgpu 30 cannot require one; AMD's RDNA3
+// offers 32 or 64), as coop_gemm's tile loop is: the workgroup is laid out for SUBGROUP lanes
+// (the adapter's largest); where the driver runs smaller subgroups (down to SUBGROUP_MIN)
+// there are more of them, and those past SUBGROUPS own no rows (Slab.owns): they stage (every
+// thread stages by its index in the workgroup) and meet every barrier, and skip the products
+// and every write of their own. Lane loops step by the size the subgroup runs at.
+//
 // f16 operands live in h_tile, f32 in f_tile, at offsets each shader lays out. Head-sized rows
 // take QS = HSP + 8 halves (channels contiguous, zero past HS and past T), score rows
 // keys + 4 floats, P and dS rows keys + 8 halves: every stride is a multiple of 16 bytes, as
@@ -25,7 +32,8 @@
 //
 // Constants (coop_layout.rs): HS, HSP (HS rounded up to whole fragments), D_FRAGS (HSP / FRAG),
 // BQ (query rows of a block), BKV (keys of a block), BLOCK (rows per workgroup), KV_REGIONS, LANES_PER_ROW,
-// SUBGROUP_SYNC, H_TILE, F_TILE, SUBGROUP, FRAG and the fragment types FragA, FragB, FragC.
+// SUBGROUP_SYNC, H_TILE, F_TILE, SUBGROUP, SUBGROUP_MIN, FRAG and the fragment types FragA,
+// FragB, FragC.
 // Each shader defines coop_source(p, which, r, d): channel d of row r of q (which 0), k (1),
 // v (2) (qkv_half) or dy (3).
 
@@ -35,17 +43,36 @@ const QS: u32 = HSP + 8u;
 // Score rows (f32) and P or dS rows (f16) against a block of keys.
 const SS: u32 = BKV + 4u;
 const PS: u32 = BKV + 8u;
-// Rows of a slab handled at once in the elementwise phase.
+// Rows of a slab handled at once in the elementwise phase on subgroups of SUBGROUP lanes
+// (Slab.rows_at_once: fewer on smaller ones, a smaller power of two).
 const ROWS_AT_ONCE: u32 = SUBGROUP / LANES_PER_ROW;
 
 const_assert D_FRAGS >= 1u && D_FRAGS <= 8u;
-const_assert LANES_PER_ROW >= 1u && LANES_PER_ROW <= SUBGROUP;
+const_assert LANES_PER_ROW >= 1u && LANES_PER_ROW <= SUBGROUP_MIN && SUBGROUP_MIN <= SUBGROUP;
 
 // Where an invocation of a kernel runs (the kernels' one parameter).
 #include invocation
 
 var<workgroup> h_tile: array<f16, H_TILE>;
 var<workgroup> f_tile: array<f32, F_TILE>;
+
+// The subgroup's fragment row of the block, rows (or keys) [first, first + FRAG), and its
+// lanes. A subgroup past SUBGROUPS (smaller subgroups than SUBGROUP) owns none: its `first`
+// is the last subgroup's, so its loads stay in range, and it writes nothing.
+struct Slab {
+    first: u32,
+    owns: bool,
+    lane: u32,
+    lanes: u32,
+    rows_at_once: u32,
+}
+
+fn slab_of(inv: Invocation) -> Slab {
+    // Where the size is fixed the constants stand in (the compiler folds the checks away).
+    let fixed = SUBGROUP_MIN == SUBGROUP;
+    let lanes = select(inv.lanes, SUBGROUP, fixed);
+    return Slab(min(inv.sg, SUBGROUPS - 1u) * FRAG, fixed || inv.sg < SUBGROUPS, inv.lane, lanes, lanes / LANES_PER_ROW);
+}
 
 // Orders a subgroup's accesses to its own part of workgroup memory: a subgroup barrier, or a
 // workgroup barrier where the configuration says so (every subgroup runs the same sequence,
@@ -114,17 +141,41 @@ fn block_at(at: u32, stride: u32) -> FragA {
     return coopLoad<FragA>(&h_tile[at], stride);
 }
 
-// The fragments of a staged head-sized row block: A of rows [at, at + FRAG) (row-major), Bᵀ
-// of them (column-major: B(k = channel, n = row)) and B of them (rows are the depth).
+// The channel fragment d of a staged head-sized row block, rows [at, at + FRAG): as A
+// (row-major: A(m = row, k = channel)), as B (column-major: B(k = channel, n = row), the
+// transpose a product against channels takes) and as B's depth (B(k = row, n = channel)).
 fn rows_a(at: u32, d: u32) -> FragA {
     return coopLoadT<FragA>(&h_tile[at + d * FRAG], QS);
 }
-fn rows_bt(at: u32, d: u32) -> FragB {
+fn rows_b(at: u32, d: u32) -> FragB {
     return coopLoad<FragB>(&h_tile[at + d * FRAG], QS);
 }
-fn rows_b(at: u32, d: u32) -> FragB {
+fn depth_b(at: u32, d: u32) -> FragB {
     return coopLoadT<FragB>(&h_tile[at + d * FRAG], QS);
 }
+
+#for side in a b
+// Rows [first, first + BLOCK) of tensor `which` staged at the start of h_tile (whoever read
+// it before is past a workgroup barrier), and the subgroup's rows of them held in the
+// fragments f0, f1, ... as operand {side} of products against channels (q and dy as A in
+// the forward and dq; k and v as B in dk/dv).
+fn hold_{side}(
+    p: Place,
+    which: u32,
+    first: u32,
+    s: Slab,
+    tid: u32,
+#for d in 0..D_FRAGS
+    f{d}: ptr<function, Frag{SIDE}>,
+#end
+) {
+    stage_rows(p, which, first, BLOCK, 0u, tid);
+    workgroupBarrier();
+#for d in 0..D_FRAGS
+    *f{d} = rows_{side}(s.first * QS, {d}u);
+#end
+}
+#end
 
 // acc_d += A·B_d over `frags` fragments of depth: A of block rows [a_at, a_at + FRAG) (P or
 // dS, row-major, PS halves a row, fragment f at a_at + f * FRAG), B_d the channel fragment d
@@ -142,14 +193,17 @@ fn add_block_products(
         let a = block_a(a_at + f * FRAG, PS);
         let b = b_at + f * FRAG * QS;
 #for d in 0..D_FRAGS
-        *acc{d} = mma(a, rows_b(b, {d}u), *acc{d});
+        *acc{d} = mma(a, depth_b(b, {d}u), *acc{d});
 #end
     }
 }
 
-// Fragment c out to f_tile[at], rows `stride` floats apart.
+// Fragment c out to f_tile[at], rows `stride` floats apart, and back.
 fn store_scores(c: FragC, at: u32, stride: u32) {
     coopStoreT(c, &f_tile[at], stride);
+}
+fn load_scores(at: u32, stride: u32) -> FragC {
+    return coopLoadT<FragC>(&f_tile[at], stride);
 }
 
 // Reductions over the LANES_PER_ROW lanes of one row (aligned groups of lanes): a butterfly of

@@ -26,18 +26,19 @@ fn coop_source(p: Place, which: u32, r: u32, d: u32) -> f16 {
 // (f_tile[S_AT], f_tile[DP_AT], SS floats a row) and the rows' lse and delta
 // (f_tile[STATS_AT + r], f_tile[STATS_AT + BQ + r]). The lanes take rows ROWS_AT_ONCE at a
 // time, LANES_PER_ROW lanes a row with contiguous columns each (one Philox call per 4 keys).
+// Only a subgroup that owns rows calls it.
 fn score_gradients(
     p: Place,
     rows: Span,
     cols: Span,
     pd_at: u32,
-    lane: u32,
+    s: Slab,
     mask: ptr<function, Mask>,
 ) {
     let per_lane = cols.n / LANES_PER_ROW;
-    let c0 = cols.first + (lane % LANES_PER_ROW) * per_lane;
-    for (var it = 0u; it < rows.n / ROWS_AT_ONCE; it++) {
-        let r = rows.first + it * ROWS_AT_ONCE + lane / LANES_PER_ROW;
+    let c0 = cols.first + (s.lane % LANES_PER_ROW) * per_lane;
+    for (var it = 0u; it < rows.n / s.rows_at_once; it++) {
+        let r = rows.first + it * s.rows_at_once + s.lane / LANES_PER_ROW;
         let i = rows.pos + r;
         let lse_i = f_tile[STATS_AT + r];
         let delta_i = f_tile[STATS_AT + BQ + r];
@@ -88,10 +89,12 @@ fn stage_row_stats(p: Place, i0: u32, at: u32, tid: u32) {
 
 // factor * accumulator c into dq (part 0), dk (1) or dv (2): rows [pos0, pos0 + FRAG),
 // channels [d0, d0 + FRAG), through the subgroup's scratch at f_tile[scratch].
-fn write_grad(c: FragC, p: Place, part: u32, pos0: u32, d0: u32, factor: f32, scratch: u32, lane: u32) {
-    coopStoreT(c, &f_tile[scratch], FRAG);
+fn write_grad(c: FragC, p: Place, part: u32, pos0: u32, d0: u32, factor: f32, scratch: u32, s: Slab) {
+    if (s.owns) {
+        store_scores(c, scratch, FRAG);
+    }
     sync_subgroup();
-    for (var e = lane; e < FRAG * FRAG; e += SUBGROUP) {
+    for (var e = s.lane; s.owns && e < FRAG * FRAG; e += s.lanes) {
         let pos = pos0 + e / FRAG;
         let d = d0 + e % FRAG;
         if (pos < params.t && d < HS) {

@@ -243,7 +243,6 @@ impl GpuContext {
         let mut report = self.report.clone();
         if let super::TensorCores::Used(c) = &mut report.capabilities.tensor_cores {
             c.subgroup = lanes;
-            c.subgroup_fixed = false;
         }
         self.twin(report, self.allocator.clone())
     }

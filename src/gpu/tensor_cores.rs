@@ -53,17 +53,22 @@ pub struct TensorCoreConfig {
     pub edge: u32,
     /// The subgroup size the kernels are laid out for: the adapter's largest (a workgroup is
     /// four subgroups of it). Where the size varies (AMD RDNA: 32..64) the driver may run
-    /// smaller subgroups; the GEMM tile loop stays correct there (`shaders/include/
-    /// coop_gemm.wgsl`), the attention kernels need [`TensorCoreConfig::subgroup_fixed`].
+    /// smaller subgroups; the kernels stay correct there (`shaders/include/coop_gemm.wgsl`,
+    /// `shaders/include/flash_coop.wgsl`): the subgroups past the tile's only stage.
     pub subgroup: u32,
-    /// The adapter's subgroup size is fixed (min = max), so every subgroup has `subgroup`
-    /// lanes.
-    pub subgroup_fixed: bool,
+    /// The smallest subgroup size the driver may run them at: `subgroup` where the size is
+    /// fixed. The attention's rows are split among lanes by it.
+    pub subgroup_min: u32,
     /// The shape was forced (`on:8x8`, `on:16x16`) and the adapter does not list it.
     pub forced: bool,
 }
 
 impl TensorCoreConfig {
+    /// Every subgroup has `subgroup` lanes (the adapter's size does not vary).
+    pub fn subgroup_fixed(&self) -> bool {
+        self.subgroup_min == self.subgroup
+    }
+
     /// `16x16x16 f16*f16->f32, subgroup 32`.
     pub fn describe(&self) -> String {
         let e = self.edge;
@@ -72,7 +77,7 @@ impl TensorCoreConfig {
         } else {
             ""
         };
-        let varies = if self.subgroup_fixed {
+        let varies = if self.subgroup_fixed() {
             ""
         } else {
             " (laid out for the largest of a varying size)"
@@ -235,7 +240,7 @@ impl TensorCores {
         TensorCores::Used(TensorCoreConfig {
             edge,
             subgroup,
-            subgroup_fixed: info.subgroup_min_size == subgroup,
+            subgroup_min: info.subgroup_min_size.min(subgroup),
             forced: !listed(edge),
         })
     }
@@ -318,7 +323,7 @@ mod tests {
             let tc = TensorCores::choose(&gpu, COOP, &gpu_limits(), &h100(), choice);
             let c = tc.config().expect("tensor cores");
             assert_eq!(
-                (c.edge, c.subgroup, c.subgroup_fixed, c.forced),
+                (c.edge, c.subgroup, c.subgroup_fixed(), c.forced),
                 (16, 32, true, false)
             );
             assert_eq!(tc.describe(), "used: 16x16x16 f16*f16->f32, subgroup 32");
@@ -407,7 +412,7 @@ mod tests {
         let good = [prop((16, 16, 16), S::F16, S::F32)];
         let tc = TensorCores::choose(&amd, COOP, &limits, &good, Auto);
         let c = tc.config().expect("tensor cores on RDNA3");
-        assert_eq!((c.edge, c.subgroup, c.subgroup_fixed), (16, 64, false));
+        assert_eq!((c.edge, c.subgroup, c.subgroup_min), (16, 64, 32));
         assert!(
             tc.describe()
                 .contains("subgroup 64 (laid out for the largest"),

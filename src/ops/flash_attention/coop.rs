@@ -84,12 +84,6 @@ pub(super) fn layout(
             ctx.report.name
         )));
     }
-    if !tc.subgroup_fixed {
-        return Err(Error::Unsupported(format!(
-            "{op}: the tensor-core body needs a fixed subgroup size; `{}` varies it",
-            ctx.report.name
-        )));
-    }
     let config = config.unwrap_or_else(|| FlashCoopConfig::for_adapter(&ctx.caps));
     Layout::new(tc, config, pass, hs).ok_or_else(|| {
         Error::Unsupported(format!(
@@ -121,7 +115,8 @@ pub(super) fn desc(
 }
 
 /// The variants the portability tests check: both fragment shapes on subgroups of 32 (and
-/// 8x8 on subgroups of 8, Mesa 26's lavapipe), at the head sizes of gpt-tiny (16), gpt-char
+/// 8x8 on subgroups of 8, Mesa 26's lavapipe; 16x16 laid out for 64 lanes that may run at 32,
+/// RDNA3), at the head sizes of gpt-tiny (16), gpt-char
 /// (64) and an odd one (5), with NVIDIA's 48 KiB, the 32 KiB of Apple and lavapipe and the
 /// least a tensor-core adapter has, subgroup barriers on and off; dk and dv one tensor or two.
 fn specialisations(pass: Pass) -> Vec<Vec<(&'static str, String)>> {
@@ -130,11 +125,11 @@ fn specialisations(pass: Pass) -> Vec<Vec<(&'static str, String)>> {
         _ => &[None],
     };
     let mut v: Vec<Vec<(&'static str, String)>> = Vec::new();
-    for (edge, subgroup) in [(8, 32), (16, 32), (8, 8)] {
+    for (edge, subgroup, subgroup_min) in [(8, 32, 32), (16, 32, 32), (8, 8, 8), (16, 64, 32)] {
         let tc = TensorCoreConfig {
             edge,
             subgroup,
-            subgroup_fixed: true,
+            subgroup_min,
             forced: false,
         };
         for hs in [5, 16, 64] {

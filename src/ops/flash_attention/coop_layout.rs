@@ -63,6 +63,9 @@ pub(super) struct Layout {
     pass: Pass,
     edge: u32,
     subgroup: u32,
+    /// The smallest subgroup the driver may run the kernel at (`subgroup` where the size is
+    /// fixed): more subgroups than SUBGROUPS then, the rest only stage.
+    subgroup_min: u32,
     hs: u32,
     /// The head size rounded up to whole fragments.
     hsp: u32,
@@ -87,7 +90,7 @@ impl Layout {
         pass: Pass,
         hs: usize,
     ) -> Option<Layout> {
-        let (edge, subgroup) = (tc.edge, tc.subgroup);
+        let (edge, subgroup, subgroup_min) = (tc.edge, tc.subgroup, tc.subgroup_min);
         if hs == 0 || hs > MAX_HEAD_SIZE || !subgroup.is_power_of_two() || subgroup > edge * edge {
             return None;
         }
@@ -105,6 +108,7 @@ impl Layout {
                     pass,
                     edge,
                     subgroup,
+                    subgroup_min,
                     hs,
                     hsp: hs.div_ceil(edge) * edge,
                     block: SUBGROUPS * edge,
@@ -129,7 +133,8 @@ impl Layout {
 
     /// Lanes per row of the elementwise phase over a subgroup's slab (rows x columns): four
     /// columns per lane where the row is wide enough (one Philox call per four dropout
-    /// keys), and no lane left without a row.
+    /// keys), no lane left without a row, and a row's lanes within the smallest subgroup
+    /// the driver may run (a smaller subgroup takes fewer rows at once).
     fn lanes(&self) -> Option<u32> {
         let (rows, cols) = match self.pass {
             // Every query row of the step, against the subgroup's own keys.
@@ -137,8 +142,10 @@ impl Layout {
             // The subgroup's own query rows against every key of the step.
             _ => (self.edge, self.step),
         };
-        let lanes = (cols / 4).clamp(1, self.subgroup).max(self.subgroup / rows);
-        (lanes <= cols).then_some(lanes)
+        let lanes = (cols / 4)
+            .clamp(1, self.subgroup_min)
+            .max(self.subgroup / rows);
+        (lanes <= cols && lanes <= self.subgroup_min).then_some(lanes)
     }
 
     /// Halves and floats of the two workgroup arrays (and u32s of the forward's row
@@ -208,6 +215,7 @@ impl Layout {
             ("F_TILE", format!("{floats}u")),
             ("WORKGROUP_BYTES", format!("{}u", self.workgroup_bytes())),
             ("SUBGROUP", format!("{}u", self.subgroup)),
+            ("SUBGROUP_MIN", format!("{}u", self.subgroup_min)),
             ("FRAG", format!("{e}u")),
             ("alias FragA", format!("coop_mat{e}x{e}<f16, A>")),
             ("alias FragB", format!("coop_mat{e}x{e}<f16, B>")),
@@ -230,12 +238,9 @@ pub(super) fn eligible(
     uses_tensor_cores(caps, storages)
         && caps.subgroup_barrier
         && caps.tensor_cores.config().is_some_and(|tc| {
-            // Its lanes split rows by the subgroup size it is laid out for (issue 42 leaves
-            // varying sizes, RDNA3, to the SIMT body for now).
-            tc.subgroup_fixed
-                && PASSES
-                    .iter()
-                    .all(|&pass| Layout::new(tc, config, pass, hs).is_some())
+            PASSES
+                .iter()
+                .all(|&pass| Layout::new(tc, config, pass, hs).is_some())
         })
 }
 
@@ -265,7 +270,7 @@ mod tests {
         TensorCoreConfig {
             edge,
             subgroup,
-            subgroup_fixed: true,
+            subgroup_min: subgroup,
             forced: false,
         }
     }
@@ -302,6 +307,35 @@ mod tests {
                 }
                 let l = Layout::new(tc(edge, subgroup), config(least), Pass::Forward, 65);
                 assert!(l.is_none());
+            }
+        }
+    }
+
+    /// Laid out for 64 lanes that the driver may run at 32 (RDNA3): a row's lanes fit the
+    /// smaller subgroup, every lane of either size has a row, and the blocks are those of a
+    /// fixed 64.
+    #[test]
+    fn varying_subgroups_split_rows_within_the_smallest() {
+        for edge in [8, 16] {
+            for pass in ALL {
+                for hs in [5, 16, 64] {
+                    let varying = TensorCoreConfig {
+                        subgroup_min: 32,
+                        ..tc(edge, 64)
+                    };
+                    let bytes = config(64 * 1024);
+                    let l = Layout::new(varying, bytes, pass, hs).expect("a layout");
+                    let fixed = Layout::new(tc(edge, 64), bytes, pass, hs).expect("a layout");
+                    assert_eq!(l.describe(), fixed.describe(), "{l:?}");
+                    assert!(l.lanes_per_row <= 32, "{l:?}");
+                    let rows = if pass == Pass::KeyGrads { l.step } else { edge };
+                    for lanes in [32, 64] {
+                        assert!(
+                            rows.is_multiple_of(lanes / l.lanes_per_row),
+                            "{l:?} {lanes}"
+                        );
+                    }
+                }
             }
         }
     }

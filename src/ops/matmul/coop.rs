@@ -202,7 +202,7 @@ pub(crate) fn table_tiles() -> Vec<(TensorCoreConfig, CoopTile)> {
                     let config = TensorCoreConfig {
                         edge,
                         subgroup,
-                        subgroup_fixed: subgroup == 32,
+                        subgroup_min: 32,
                         forced: false,
                     };
                     if !tiles.contains(&(config, tile)) {
