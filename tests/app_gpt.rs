@@ -28,6 +28,22 @@ use webgpu_amp::tensor::DType;
 use webgpu_amp::train::sample::submit_sample;
 use webgpu_amp::train::{Run, SampleOptions, StepConfig};
 
+/// Clicks Start and steps the app until its session stops (finished or failed), at most
+/// 20,000 frames.
+fn start_and_wait(harness: &mut Harness<'_, App>) {
+    harness.get_by_label("Start").click();
+    for _ in 0..20_000 {
+        harness.step();
+        if !matches!(
+            harness.state().session.status(),
+            Status::Running | Status::Preparing { .. }
+        ) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// gpt-tiny on the embedded text, two modes, a sample every 4 steps.
 fn gpt_config() -> SessionConfig {
     SessionConfig {
@@ -167,17 +183,7 @@ fn every_model_in_the_list_is_picked_in_the_setup_panel_and_trains_a_step() {
             continue;
         }
         let started = std::time::Instant::now();
-        harness.get_by_label("Start").click();
-        for _ in 0..20_000 {
-            harness.step();
-            if !matches!(
-                harness.state().session.status(),
-                Status::Running | Status::Preparing { .. }
-            ) {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        start_and_wait(&mut harness);
         let app = harness.state();
         assert_eq!(*app.session.status(), Status::Finished, "{name}");
         let run = &app.session.runs()[0];
@@ -254,14 +260,7 @@ fn sampled_text_panel_shows_f32_and_amp_f16_side_by_side() {
         .build_ui_state(|ui, app: &mut App| app.update(ui), app);
     harness.step();
     harness.get_by_label_contains("Sampled text needs a language model");
-    harness.get_by_label("Start").click();
-    for _ in 0..20_000 {
-        harness.step();
-        if *harness.state().session.status() == Status::Finished {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    start_and_wait(&mut harness);
     let app = harness.state();
     assert_eq!(*app.session.status(), Status::Finished);
     let vocab = vocabulary();

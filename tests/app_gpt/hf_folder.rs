@@ -126,17 +126,7 @@ fn a_picked_folder_trains_from_its_weights_like_the_cli_and_samples_through_its_
         .allow_missing_glyphs()
         .build_ui_state(|ui, app: &mut App| app.update(ui), app);
     harness.step();
-    harness.get_by_label("Start").click();
-    for _ in 0..20_000 {
-        harness.step();
-        if !matches!(
-            harness.state().session.status(),
-            Status::Running | Status::Preparing { .. }
-        ) {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    super::start_and_wait(&mut harness);
     let app = harness.state();
     assert_eq!(*app.session.status(), Status::Finished);
     let run = &app.session.runs()[0];
