@@ -108,31 +108,72 @@ fn freeze_errors_name_what_is_wrong() {
     assert!(m.contains("layer 2") && m.contains("no parameters"), "{m}");
 }
 
-/// A frozen conv weight's gradient kernels are left out of the step (nothing reads them); its
-/// bias's stay.
-#[test]
-fn a_frozen_conv_weight_has_no_gradient_kernel() {
-    let ctx = ctx();
-    let kernels = |freeze: &[&str]| {
-        let spec = ModelSpec::from_json(MODEL).unwrap();
-        let freeze: Vec<String> = freeze.iter().map(|s| s.to_string()).collect();
-        let spec = if freeze.is_empty() {
-            spec
-        } else {
-            spec.freeze(&freeze).unwrap()
-        };
-        let init = spec.init_params(3);
-        let config = StepConfig::new(
-            Precision::AmpF16,
-            LossKind::CrossEntropy,
-            OptimizerConfig::adamw(1e-2),
-        );
-        let mut t = Trainer::new(ctx, spec, config, 5, &init).unwrap();
-        t.step_kernels(ctx, 8).unwrap().len()
+/// A trainer of [`MODEL`] under amp-f16 AdamW with `freeze` frozen.
+fn trainer(freeze: &[&str]) -> Trainer {
+    let spec = ModelSpec::from_json(MODEL).unwrap();
+    let freeze: Vec<String> = freeze.iter().map(|s| s.to_string()).collect();
+    let spec = if freeze.is_empty() {
+        spec
+    } else {
+        spec.freeze(&freeze).unwrap()
     };
-    let (all, frozen) = (kernels(&[]), kernels(&["0.weight"]));
-    assert!(
-        frozen < all,
-        "frozen conv weight: {frozen} kernels, trainable: {all}"
+    let init = spec.init_params(3);
+    let config = StepConfig::new(
+        Precision::AmpF16,
+        LossKind::CrossEntropy,
+        OptimizerConfig::adamw(1e-2),
     );
+    Trainer::new(ctx(), spec, config, 5, &init).unwrap()
+}
+
+/// A frozen conv or Linear weight's gradient kernels are left out of the step (nothing reads
+/// them); a frozen head (weight and bias) leaves out its bias's too.
+#[test]
+fn a_frozen_weight_has_no_gradient_kernel() {
+    let kernels = |freeze: &[&str]| trainer(freeze).step_kernels(ctx(), 8).unwrap().len();
+    let all = kernels(&[]);
+    for freeze in [&["0.weight"][..], &["4.weight"], &["4.*"]] {
+        let frozen = kernels(freeze);
+        assert!(
+            frozen < all,
+            "{freeze:?} frozen: {frozen} kernels, all trainable: {all}"
+        );
+    }
+    assert!(kernels(&["4.*"]) < kernels(&["4.weight"]), "the bias's too");
+}
+
+/// Leaving a frozen head's gradient out changes nothing else: after a step, every other
+/// parameter is bit-identical to a run where the head trains (AdamW updates each tensor from
+/// its own gradient; the head's values are the same at step 1), so the input gradient the
+/// head hands back, and the GELU backward that no longer shares its kernel, are unchanged.
+#[test]
+fn a_frozen_head_leaves_the_other_gradients_bit_identical() {
+    let after = |freeze: &[&str]| {
+        let mut t = trainer(freeze);
+        let n = 8;
+        let x = rand_vec(n * 3 * 36, 7);
+        let labels: Vec<u32> = (0..n as u32).map(|i| (i * 3) % 5).collect();
+        t.train_batch(ctx(), n, &x, BatchTargets::Classes(&labels))
+            .unwrap();
+        let stats = t.finish(ctx()).unwrap();
+        assert!(stats.iter().all(|s| !s.skipped), "no step skipped");
+        t.store.download(ctx()).unwrap()
+    };
+    let (trained, frozen) = (after(&[]), after(&["4.*"]));
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let mut compared = 0;
+    for (name, values) in &frozen {
+        let (_, other) = trained.iter().find(|(n, _)| n == name).unwrap();
+        if name.starts_with("4.") {
+            assert_ne!(
+                bits(values),
+                bits(other),
+                "{name}: frozen here, trained there"
+            );
+        } else {
+            assert_eq!(bits(values), bits(other), "{name}");
+            compared += 1;
+        }
+    }
+    assert!(compared >= 4, "{compared} tensors compared");
 }

@@ -221,8 +221,13 @@ impl<'a> BackwardPlan<'a> {
     /// ([`crate::nn::frozen`]) sits past the trainable prefix, where nothing reads a
     /// gradient: a layer may leave out the kernel that would compute it.
     pub fn trains(&self, name: &str) -> bool {
+        self.trains_at(&join(&self.path, name))
+    }
+
+    /// [`Self::trains`] of the parameter with full name `name` (a tied weight).
+    pub fn trains_at(&self, name: &str) -> bool {
         let layout = &self.store.layout;
-        (layout.get(&join(&self.path, name))).is_none_or(|e| layout.trains(e))
+        layout.get(name).is_none_or(|e| layout.trains(e))
     }
 
     /// The f32 gradient of the parameter with full name `name` (a tied weight).

@@ -199,33 +199,44 @@ impl Backward for LinearBackward {
             b.push(matmul(ctx, &dy, &self.w, &dx2, MatmulOpts::default())?);
             Ok(dx)
         };
-        // An activation's output recomputed for the weight gradient: with the input gradient
-        // made first, the kernel that recomputes it makes the activation's input gradient too
-        // (one dispatch less; [`Kept::values_and_input_grad`]).
-        let (values, dx) = if b.wants_input_grad() && self.x.fuses_input_grad() {
-            let dx = input_grad(b)?;
-            (self.x.values_and_input_grad(b, &dx)?, Some(dx))
-        } else {
-            (self.x.values(b)?, None)
-        };
-        let x = values.reshape(&[rows, inner])?;
-        let dw = match &self.tied_to {
-            Some(name) => b.param_grad_at(name)?,
-            None => b.param_grad("weight")?,
+        // A frozen weight's (and bias's) gradient is left out: nothing reads it, and its input
+        // need not be made again.
+        let trains_weight = match &self.tied_to {
+            Some(name) => b.trains_at(name),
+            None => b.trains("weight"),
         };
         // Computed in the forward's dtype and rounded to it (PyTorch's f16 weight gradient
         // under autocast), then added to the f32 gradient.
         let round_to = Some(self.w.dtype());
-        let opts = MatmulOpts {
-            trans_a: true,
-            accumulate: true,
-            round_to,
-            ..Default::default()
-        };
-        b.push(matmul(ctx, &dy, &x, &dw, opts)?);
-        // Nothing after the weight gradient reads the input.
-        self.x.done(b, &values);
-        if self.bias {
+        let mut dx = None;
+        if trains_weight {
+            // An activation's output recomputed for the weight gradient: with the input
+            // gradient made first, the kernel that recomputes it makes the activation's input
+            // gradient too (one dispatch less; [`Kept::values_and_input_grad`]).
+            let values = if b.wants_input_grad() && self.x.fuses_input_grad() {
+                let made = input_grad(b)?;
+                let values = self.x.values_and_input_grad(b, &made)?;
+                dx = Some(made);
+                values
+            } else {
+                self.x.values(b)?
+            };
+            let x = values.reshape(&[rows, inner])?;
+            let dw = match &self.tied_to {
+                Some(name) => b.param_grad_at(name)?,
+                None => b.param_grad("weight")?,
+            };
+            let opts = MatmulOpts {
+                trans_a: true,
+                accumulate: true,
+                round_to,
+                ..Default::default()
+            };
+            b.push(matmul(ctx, &dy, &x, &dw, opts)?);
+            // Nothing after the weight gradient reads the input.
+            self.x.done(b, &values);
+        }
+        if self.bias && b.trains("bias") {
             let db = b.param_grad("bias")?;
             b.push(reduce::bias_grad(ctx, &dy, &db, Accumulate::Add, round_to)?);
         }
