@@ -69,6 +69,10 @@ def pick(wd, folder, timeout=120):
         return [f"the page did not take the folder within {timeout}s: the input holds "
                 f"{state['files']} files (the first's relative path {state['relative']!r}), "
                 f"the line beside it says {state['text']!r}"]
+    # transformers' generation_config.json is not one the app reads: left unread, and said.
+    if "not read: generation_config.json" not in state["text"]:
+        return [f"the line beside the input does not say generation_config.json was left "
+                f"unread: {state['text']!r}"]
     log(f"   picked {how}: {state['text']}")
     return []
 
