@@ -76,6 +76,8 @@ const OTHER_PROGRAMS: &[(&str, &str)] = &[
     ("resnet-steps", "web/e2e/run.sh"),
     ("gpt-steps", "web/e2e/run.sh"),
     ("skip-resnet", "web/e2e/run.sh"),
+    ("hf-folder-steps", "web/e2e/run.sh"),
+    ("skip-hf-folder", "web/e2e/run.sh"),
     ("break-builtins", "scripts/tint-check.sh"),
     ("only", "scripts/tint-check.sh"),
     ("full", "scripts/tint-check.sh"),
