@@ -11,7 +11,7 @@
 // For each query head of the key/value head's group in order (grouped-query attention: the
 // group's gradients sum in the accumulators, one writer per element), per step of BQ query
 // rows (from the block holding the first key on: earlier rows see none), every thread
-// stages q, dy and the rows' lse and delta; each subgroup computes S and dP for the
+// stages q and dy (as rows and transposed) and the rows' lse and delta; each subgroup computes S and dP for the
 // query fragments that see its keys into its own columns of the scores, the score gradients
 // of its columns with LANES_PER_ROW lanes per row, then dv += dropout(P)ᵀ·dy and
 // dk += dSᵀ·q. dk is scaled by `scale` once at the end.
@@ -44,17 +44,27 @@ fn grad_store(part: u32, e: u32, x: f32) {
 #end
 }
 
-// h_tile: k, then v, of the block (staged once, then held in fragments); per step q, dy,
-// dropout(P) and dS of the step's rows against the block's keys.
+// h_tile: k, then v, of the block (staged once, then held in fragments); per step q and dy
+// twice (rows for S = Q·Kᵀ and dP = dO·Vᵀ, transposed for dk += dSᵀ·q and dv += Pᵀ·dy: each
+// load's depth contiguous), and dropout(P)ᵀ and dSᵀ of the block's keys against the step's
+// rows (written transposed: the queries, their depth, contiguous), beside the rows or, where
+// PD_OVER is 1, over them (S and dP have spent them). Rows of the transposed blocks take
+// PTS = BQ + 8 halves.
+const PTS: u32 = BQ + 8u;
 const Q_AT: u32 = 0u;
 const DY_AT: u32 = BQ * QS;
-const PD_AT: u32 = 2u * BQ * QS;
-const DS_AT: u32 = PD_AT + BQ * PS;
+const QT_AT: u32 = max(2u * BQ * QS, PD_OVER * 2u * BKV * PTS);
+const DYT_AT: u32 = QT_AT + HSP * PTS;
+const PD_AT: u32 = (1u - PD_OVER) * (DYT_AT + HSP * PTS);
+const DS_AT: u32 = PD_AT + BKV * PTS;
+// dropout(P) and dS of score row r (query), column c (key) at r * DS_ROW + c * DS_COL.
+const DS_ROW: u32 = 1u;
+const DS_COL: u32 = PTS;
 // f_tile: S and dP of the step, the rows' lse and delta; at the end the subgroups' scratch.
 const S_AT: u32 = 0u;
 const DP_AT: u32 = BQ * SS;
 const STATS_AT: u32 = 2u * BQ * SS;
-const_assert H_TILE == max(BKV * QS, DS_AT + BQ * PS);
+const_assert H_TILE == max(BKV * QS, max(DYT_AT + HSP * PTS, DS_AT + BKV * PTS));
 const_assert F_TILE == max(STATS_AT + 2u * BQ, SUBGROUPS * FRAG * FRAG);
 const_assert BKV == SUBGROUPS * FRAG && BLOCK == BKV;
 const_assert BQ % ROWS_AT_ONCE == 0u && FRAG % LANES_PER_ROW == 0u;
@@ -94,8 +104,8 @@ fn flash_coop_dkv(inv: Invocation) {
         // its keys), aligned to BQ from 0: uniform across the group.
         for (var i0 = (p.first / BQ) * BQ; i0 < params.t; i0 += BQ) {
             workgroupBarrier();
-            stage_rows(p, 0u, i0, BQ, Q_AT, inv.tid);
-            stage_rows(p, 3u, i0, BQ, DY_AT, inv.tid);
+            stage_rows_and_columns(p, 0u, i0, BQ, Q_AT, QT_AT, PTS, inv.tid);
+            stage_rows_and_columns(p, 3u, i0, BQ, DY_AT, DYT_AT, PTS, inv.tid);
             stage_row_stats(p, i0, STATS_AT, inv.tid);
             workgroupBarrier();
             // S = Q·Kᵀ and dP = dO·Vᵀ for the query fragments that see the subgroup's keys.
@@ -114,24 +124,29 @@ fn flash_coop_dkv(inv: Invocation) {
                 store_scores(sc, S_AT + qf * FRAG * SS + col0, SS);
                 store_scores(dp, DP_AT + qf * FRAG * SS + col0, SS);
             }
-            sync_subgroup();
+            if (PD_OVER == 1u) {
+                workgroupBarrier(); // every subgroup is done with q's and dy's rows
+            } else {
+                sync_subgroup();
+            }
             // dropout(P) and dS / scale of the step's rows against the subgroup's keys.
             if (s.owns) {
                 score_gradients(p, Span(0u, BQ, i0), Span(col0, FRAG, p.first), PD_AT, s, &mask);
             }
             sync_subgroup();
-            // dv += dropout(P)ᵀ·dy, dk += dSᵀ·q: A(m = key, k = query) loads column-major.
+            // dv += dropout(P)ᵀ·dy, dk += dSᵀ·q: A(m = key, k = query) and B(k = query,
+            // n = channel) from the transposed blocks, each with its depth contiguous.
             for (var qf = 0u; qf < BQ / FRAG; qf++) {
                 if (!s.owns || !rows_see(i0 + qf * FRAG, k0)) {
                     continue;
                 }
-                let pd = block_at(PD_AT + qf * FRAG * PS + col0, PS);
-                let ds = block_at(DS_AT + qf * FRAG * PS + col0, PS);
-                let qb = Q_AT + qf * FRAG * QS;
-                let db = DY_AT + qf * FRAG * QS;
+                let pd = block_a(PD_AT + col0 * PTS + qf * FRAG, PTS);
+                let ds = block_a(DS_AT + col0 * PTS + qf * FRAG, PTS);
+                let qt = QT_AT + qf * FRAG;
+                let dyt = DYT_AT + qf * FRAG;
 #for d in 0..D_FRAGS
-                dv{d} = mma(pd, depth_b(db, {d}u), dv{d});
-                dk{d} = mma(ds, depth_b(qb, {d}u), dk{d});
+                dv{d} = mma(pd, depth_b(dyt, PTS, {d}u), dv{d});
+                dk{d} = mma(ds, depth_b(qt, PTS, {d}u), dk{d});
 #end
             }
         }

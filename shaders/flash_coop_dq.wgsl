@@ -28,11 +28,18 @@ fn grad_store(part: u32, e: u32, x: f32) {
     dq_store(e, x);
 }
 
-// h_tile: q, then dy, of the block (staged once, then held in fragments); per step k, v and
-// dS of the block's rows against the step's keys.
+// dS of score row r, column c at DS_AT + r * DS_ROW + c * DS_COL: row-major, its depth (keys)
+// contiguous for dq += dS·k.
+const DS_ROW: u32 = PS;
+const DS_COL: u32 = 1u;
+
+// h_tile: q, then dy, of the block (staged once, then held in fragments); per step k twice
+// (rows for S = Q·Kᵀ, transposed for dq += dS·k: each load's depth contiguous), v and dS of
+// the block's rows against the step's keys.
 const K_AT: u32 = 0u;
-const V_AT: u32 = BKV * QS;
-const DS_AT: u32 = 2u * BKV * QS;
+const KT_AT: u32 = BKV * QS;
+const V_AT: u32 = KT_AT + HSP * PS;
+const DS_AT: u32 = V_AT + BKV * QS;
 // f_tile: S and dP of the step, the rows' lse and delta.
 const S_AT: u32 = 0u;
 const DP_AT: u32 = BQ * SS;
@@ -71,7 +78,7 @@ fn flash_coop_dq(inv: Invocation) {
     let kend = min(params.t, p.first + BQ);
     for (var j0 = 0u; j0 < kend; j0 += BKV) {
         workgroupBarrier();
-        stage_rows(p, 1u, j0, BKV, K_AT, inv.tid);
+        stage_rows_and_columns(p, 1u, j0, BKV, K_AT, KT_AT, PS, inv.tid);
         stage_rows(p, 2u, j0, BKV, V_AT, inv.tid);
         workgroupBarrier();
         // S = Q·Kᵀ and dP = dO·Vᵀ for the key fragments the subgroup's rows see.
@@ -97,7 +104,7 @@ fn flash_coop_dq(inv: Invocation) {
         // dq += dS·k over the key fragments the rows see.
         add_block_products(
             DS_AT + s.first * PS,
-            K_AT,
+            KT_AT,
             seen,
 #for d in 0..D_FRAGS
             &dq{d},

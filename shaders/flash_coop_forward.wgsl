@@ -25,11 +25,11 @@ enable wgpu_cooperative_matrix;
 #include flash_common
 #include flash_coop
 
-// h_tile: q (staged once, then held in fragments); per block k and v (v over k when
-// KV_REGIONS is 1), and P.
+// h_tile: q (staged once, then held in fragments); per block k, vᵀ (keys contiguous: the
+// depth of P·V; over k when KV_REGIONS is 1), and P.
 const K_AT: u32 = 0u;
 const V_AT: u32 = K_AT + (KV_REGIONS - 1u) * BKV * QS;
-const P_AT: u32 = KV_REGIONS * BKV * QS;
+const P_AT: u32 = max(V_AT + HSP * PS, BKV * QS);
 // f_tile: the scores, then each row's running max, sum and this block's rescale factor.
 const S_AT: u32 = 0u;
 const M_AT: u32 = BQ * SS;
@@ -178,7 +178,7 @@ fn flash_coop_forward(inv: Invocation) {
         workgroupBarrier();
         stage_rows(p, 1u, j0, BKV, K_AT, inv.tid);
         if (KV_REGIONS == 2u) {
-            stage_rows(p, 2u, j0, BKV, V_AT, inv.tid);
+            stage_columns(p, 2u, j0, BKV, V_AT, PS, inv.tid);
         }
         workgroupBarrier();
         // The key fragments the subgroup's rows see: S = Q·Kᵀ into the rows' scores.
@@ -209,7 +209,7 @@ fn flash_coop_forward(inv: Invocation) {
         }
         if (KV_REGIONS == 1u) {
             workgroupBarrier(); // every subgroup is done with k
-            stage_rows(p, 2u, j0, BKV, V_AT, inv.tid);
+            stage_columns(p, 2u, j0, BKV, V_AT, PS, inv.tid);
             workgroupBarrier();
         }
         // O += P·V over the key fragments the rows see.

@@ -23,15 +23,22 @@
 // thread stages by its index in the workgroup) and meet every barrier, and skip the products
 // and every write of their own. Lane loops step by the size the subgroup runs at.
 //
-// f16 operands live in h_tile, f32 in f_tile, at offsets each shader lays out. Head-sized rows
-// take QS = HSP + 8 halves (channels contiguous, zero past HS and past T), score rows
-// keys + 4 floats, P and dS rows keys + 8 halves: every stride is a multiple of 16 bytes, as
+// f16 operands live in h_tile, f32 in f_tile, at offsets each shader lays out. Each operand is
+// staged (or written) in the layout its fragment load wants: the depth of the product it
+// enters contiguous, so that a lane's part of a fragment is one wide load (AMD's WMMA reads a
+// row of A or a column of B per lane; NVIDIA's ldmatrix transposes either way). Head-sized
+// rows take QS = HSP + 8 halves (channels contiguous, zero past HS and past T) where channels
+// are the depth (S = Q·Kᵀ, dP = dO·Vᵀ); where rows are the depth (O += P·V, dq += dS·K,
+// dv += Pᵀ·dO, dk += dSᵀ·Q) the operand is staged transposed, a channel's row holding the
+// block's rows contiguous (stage_columns, stage_rows_and_columns). Score rows take keys + 4
+// floats, P and dS rows their depth + 8 halves: every stride is a multiple of 16 bytes, as
 // Vulkan's cooperative loads require, and none is a power of two (no bank conflicts between
 // rows). Each shader's const_asserts check its layout against H_TILE and F_TILE, the sizes
 // src/ops/flash_attention/coop_layout.rs computes (and checks against the adapter's limit).
 //
 // Constants (coop_layout.rs): HS, HSP (HS rounded up to whole fragments), D_FRAGS (HSP / FRAG),
-// BQ (query rows of a block), BKV (keys of a block), BLOCK (rows per workgroup), KV_REGIONS, LANES_PER_ROW,
+// BQ (query rows of a block), BKV (keys of a block), BLOCK (rows per workgroup), KV_REGIONS, PD_OVER,
+// LANES_PER_ROW,
 // SUBGROUP_SYNC, H_TILE, F_TILE, SUBGROUP, SUBGROUP_MIN, FRAG and the fragment types FragA,
 // FragB, FragC.
 // Each shader defines coop_source(p, which, r, d): channel d of row r of q (which 0), k (1),
@@ -126,32 +133,88 @@ fn stage_rows(p: Place, which: u32, r0: u32, rows: u32, at: u32, tid: u32) {
     }
 }
 
+// Channel d of rows [row0, row0 + 4) of tensor `which` (zero past T): rows past T read the
+// last row, so no branch stands between the loads.
+fn column_run(p: Place, which: u32, row0: u32, d: u32) -> vec4<f16> {
+    var run = vec4<f16>();
+    for (var i = 0u; i < 4u; i++) {
+        let x = channel(p, which, min(row0 + i, params.t - 1u), d);
+        run[i] = select(f16(0.0), x, row0 + i < params.t);
+    }
+    return run;
+}
+
+// Rows [r0, r0 + rows) of tensor `which` into h_tile at `at` transposed: channel d's row of
+// `stride` halves holds the rows' channel d contiguous (zero past HS and past T). A thread
+// stages a run of 4 rows of one channel (one 8-byte store: rows, stride and every offset are
+// multiples of 4 halves); consecutive threads take consecutive channels of the same rows, so
+// their global loads are neighbours.
+fn stage_columns(p: Place, which: u32, r0: u32, rows: u32, at: u32, stride: u32, tid: u32) {
+    for (var u = tid; u < (rows / 4u) * HSP; u += THREADS) {
+        let r = (u / HSP) * 4u;
+        let d = u % HSP;
+        let run = column_run(p, which, r0 + r, d);
+        let e = at + d * stride + r;
+        h_tile[e] = run.x;
+        h_tile[e + 1u] = run.y;
+        h_tile[e + 2u] = run.z;
+        h_tile[e + 3u] = run.w;
+    }
+}
+
+// The same rows both ways from the same loads: as rows at `at` (QS halves a row, as
+// stage_rows) and transposed at `t_at` (as stage_columns). A thread stages 4 rows of 2
+// channels: two 8-byte stores of channel runs, four 4-byte stores of row runs. (4 channels, for
+// 8-byte row stores, leave three threads in four idle at head size 16 and hold more
+// registers: more static cycles on both classes in the kernel report.)
+fn stage_rows_and_columns(p: Place, which: u32, r0: u32, rows: u32, at: u32, t_at: u32, stride: u32, tid: u32) {
+    for (var u = tid; u < (rows / 4u) * (HSP / 2u); u += THREADS) {
+        let r = (u / (HSP / 2u)) * 4u;
+        let d = (u % (HSP / 2u)) * 2u;
+        let c0 = column_run(p, which, r0 + r, d);
+        let c1 = column_run(p, which, r0 + r, d + 1u);
+        for (var i = 0u; i < 4u; i++) {
+            let e = at + (r + i) * QS + d;
+            h_tile[e] = c0[i];
+            h_tile[e + 1u] = c1[i];
+        }
+        let e = t_at + d * stride + r;
+        h_tile[e] = c0.x;
+        h_tile[e + 1u] = c0.y;
+        h_tile[e + 2u] = c0.z;
+        h_tile[e + 3u] = c0.w;
+        h_tile[e + stride] = c1.x;
+        h_tile[e + stride + 1u] = c1.y;
+        h_tile[e + stride + 2u] = c1.z;
+        h_tile[e + stride + 3u] = c1.w;
+    }
+}
+
 // The cooperative operations go through these functions: naga's uniformity analysis knows
 // workgroup uniformity only, and the subgroup-uniform branches and loops around them (a
 // subgroup's own rows) would fail its check inside the entry points.
 fn mma(a: FragA, b: FragB, c: FragC) -> FragC {
     return coopMultiplyAdd(a, b, c);
 }
-// A of rows [at, at + FRAG) of a P or dS block (row-major, rows `stride` halves apart), and Aᵀ
-// of columns [at, at + FRAG) of one (column-major: A(m = column, k = row)).
+// A of rows [at, at + FRAG) of a P or dS block (row-major, rows `stride` halves apart: its
+// depth contiguous; dk/dv writes them transposed, keys as rows).
 fn block_a(at: u32, stride: u32) -> FragA {
     return coopLoadT<FragA>(&h_tile[at], stride);
 }
-fn block_at(at: u32, stride: u32) -> FragA {
-    return coopLoad<FragA>(&h_tile[at], stride);
-}
 
 // The channel fragment d of a staged head-sized row block, rows [at, at + FRAG): as A
-// (row-major: A(m = row, k = channel)), as B (column-major: B(k = channel, n = row), the
-// transpose a product against channels takes) and as B's depth (B(k = row, n = channel)).
+// (row-major: A(m = row, k = channel)) and as B (column-major: B(k = channel, n = row), the
+// transpose a product against channels takes).
 fn rows_a(at: u32, d: u32) -> FragA {
     return coopLoadT<FragA>(&h_tile[at + d * FRAG], QS);
 }
 fn rows_b(at: u32, d: u32) -> FragB {
     return coopLoad<FragB>(&h_tile[at + d * FRAG], QS);
 }
-fn depth_b(at: u32, d: u32) -> FragB {
-    return coopLoadT<FragB>(&h_tile[at + d * FRAG], QS);
+// The channel fragment d of a block staged transposed (stage_columns, `stride` halves a
+// channel), rows [at, at + FRAG) as B's depth: B(k = row, n = channel), column-major.
+fn depth_b(at: u32, stride: u32, d: u32) -> FragB {
+    return coopLoad<FragB>(&h_tile[at + d * FRAG * stride], stride);
 }
 
 #for side in a b
@@ -179,8 +242,8 @@ fn hold_{side}(
 
 // acc_d += A·B_d over `frags` fragments of depth: A of block rows [a_at, a_at + FRAG) (P or
 // dS, row-major, PS halves a row, fragment f at a_at + f * FRAG), B_d the channel fragment d
-// of staged head-sized rows [b_at + f * FRAG, ...) (rows are the depth): O += P·V in the
-// forward, dq += dS·k.
+// of head-sized rows staged transposed at b_at (PS halves a channel; rows are the depth,
+// fragment f at b_at + f * FRAG): O += P·V in the forward, dq += dS·k.
 fn add_block_products(
     a_at: u32,
     b_at: u32,
@@ -191,9 +254,9 @@ fn add_block_products(
 ) {
     for (var f = 0u; f < frags; f++) {
         let a = block_a(a_at + f * FRAG, PS);
-        let b = b_at + f * FRAG * QS;
+        let b = b_at + f * FRAG;
 #for d in 0..D_FRAGS
-        *acc{d} = mma(a, depth_b(b, {d}u), *acc{d});
+        *acc{d} = mma(a, depth_b(b, PS, {d}u), *acc{d});
 #end
     }
 }

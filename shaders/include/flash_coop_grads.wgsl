@@ -11,7 +11,7 @@
 // Every gradient element has one writer and a fixed order: no atomics, the same bits every
 // run. A NaN lse (a poisoned forward row) makes its terms NaN, as in the SIMT body. Each
 // shader defines grad_store(part, e, x): element e of dq (part 0), dk (1) or dv (2), so that
-// it binds only the gradients it writes.
+// it binds only the gradients it writes, and DS_ROW and DS_COL (score_gradients' layout).
 
 fn coop_source(p: Place, which: u32, r: u32, d: u32) -> f16 {
     if (which == 3u) {
@@ -22,7 +22,8 @@ fn coop_source(p: Place, which: u32, r: u32, d: u32) -> f16 {
 
 // The score gradients of the step's score rows [row0, row0 + n_rows) (query row i0 + r)
 // against columns [col0, col0 + n_cols) (key j0 + c): dS / scale into h_tile[DS_AT] and,
-// unless pd_at is NO_PD, dropout(P) into h_tile[pd_at] (PS halves a row), from S and dP
+// unless pd_at is NO_PD, dropout(P) into h_tile[pd_at] (element (r, c) at
+// r * DS_ROW + c * DS_COL: each shader writes them in the layout its products load), from S and dP
 // (f_tile[S_AT], f_tile[DP_AT], SS floats a row) and the rows' lse and delta
 // (f_tile[STATS_AT + r], f_tile[STATS_AT + BQ + r]). The lanes take rows ROWS_AT_ONCE at a
 // time, LANES_PER_ROW lanes a row with contiguous columns each (one Philox call per 4 keys).
@@ -55,9 +56,9 @@ fn score_gradients(
                 ds = prob * (mask_apply(mask, e_row + jj, f_tile[DP_AT + r * SS + jj]) - delta_i);
             }
             if (pd_at != NO_PD) {
-                h_tile[pd_at + r * PS + jj] = f16_from_f32(pd);
+                h_tile[pd_at + r * DS_ROW + jj * DS_COL] = f16_from_f32(pd);
             }
-            h_tile[DS_AT + r * PS + jj] = f16_from_f32(ds);
+            h_tile[DS_AT + r * DS_ROW + jj * DS_COL] = f16_from_f32(ds);
         }
     }
 }

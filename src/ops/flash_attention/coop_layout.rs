@@ -74,8 +74,10 @@ pub(super) struct Layout {
     pub(super) block: u32,
     /// The streamed side of a step: keys (forward, dq) or queries (dk/dv).
     step: u32,
-    /// Forward: k and v staged side by side (else v over k: two more barriers per step).
-    kv_together: bool,
+    /// Regions side by side: the forward's k and v (else v over k: two more barriers per
+    /// step); dk/dv's dropout(P)ᵀ and dSᵀ beside q's and dy's rows (else over them, which
+    /// S and dP have spent: a workgroup barrier per step in place of a subgroup one).
+    apart: bool,
     /// Lanes sharing one row of the softmax or score gradients (a power of two).
     lanes_per_row: u32,
     subgroup_sync: bool,
@@ -95,15 +97,15 @@ impl Layout {
             return None;
         }
         let hs = hs as u32;
-        let together: &[bool] = match pass {
-            Pass::Forward => &[true, false],
-            _ => &[true],
+        let apart: &[bool] = match pass {
+            Pass::QueryGrads => &[true],
+            _ => &[true, false],
         };
         STEPS
             .iter()
             .filter(|&&step| step >= edge)
-            .flat_map(|&step| together.iter().map(move |&t| (step, t)))
-            .filter_map(|(step, kv_together)| {
+            .flat_map(|&step| apart.iter().map(move |&a| (step, a)))
+            .filter_map(|(step, apart)| {
                 let mut l = Layout {
                     pass,
                     edge,
@@ -113,7 +115,7 @@ impl Layout {
                     hsp: hs.div_ceil(edge) * edge,
                     block: SUBGROUPS * edge,
                     step,
-                    kv_together,
+                    apart,
                     lanes_per_row: 0,
                     subgroup_sync: config.subgroup_barriers,
                 };
@@ -150,28 +152,40 @@ impl Layout {
 
     /// Halves and floats of the two workgroup arrays (and u32s of the forward's row
     /// classes), as the shaders lay them out: head-sized rows padded by 8 halves, score rows
-    /// by 4 floats, P and dS rows by 8 halves (no power-of-two strides).
+    /// by 4 floats, P and dS rows by 8 halves (no power-of-two strides). An operand whose
+    /// rows are a product's depth is staged transposed too (HSP channel rows of the block's
+    /// rows + 8 halves), so that every fragment load reads its depth contiguous.
     fn arrays(&self) -> (u32, u32, u32) {
         let (bq, bkv) = self.bq_bkv();
-        let qs = self.hsp + 8;
+        let hsp = self.hsp;
+        let qs = hsp + 8;
         let (ss, ps) = (bkv + 4, bkv + 8);
         match self.pass {
-            // q staged once, then k and v (one region or two), P; scores, m, l, rescale; classes
+            // q staged once, then k and vᵀ (vᵀ over k or beside it), P; scores, m, l,
+            // rescale; classes
             Pass::Forward => {
-                let kv = if self.kv_together { 2 } else { 1 };
-                let halves = (bq * qs).max(kv * bkv * qs + bq * ps);
+                let v_at = if self.apart { bkv * qs } else { 0 };
+                let p_at = (v_at + hsp * ps).max(bkv * qs);
+                let halves = (bq * qs).max(p_at + bq * ps);
                 (halves, bq * ss + 3 * bq, bq)
             }
-            // k then v staged once; q, dy, dropout(P), dS; S, dP, lse, delta, or the
-            // subgroups' output scratch
+            // k then v staged once; q, dy, qᵀ, dyᵀ, dropout(P)ᵀ, dSᵀ (or those two over q and
+            // dy); S, dP, lse, delta, or the subgroups' output scratch
             Pass::KeyGrads => {
-                let halves = (bkv * qs).max(2 * bq * qs + 2 * bq * ps);
+                let pts = bq + 8;
+                let (rows, pd) = (2 * bq * qs, 2 * bkv * pts);
+                let step = if self.apart {
+                    rows + 2 * hsp * pts + pd
+                } else {
+                    rows.max(pd) + 2 * hsp * pts
+                };
+                let halves = (bkv * qs).max(step);
                 let floats = (2 * bq * ss + 2 * bq).max(SUBGROUPS * self.edge * self.edge);
                 (halves, floats, 0)
             }
-            // q then dy staged once; k, v, dS; S, dP, lse, delta
+            // q then dy staged once; k, kᵀ, v, dS; S, dP, lse, delta
             Pass::QueryGrads => {
-                let halves = (bq * qs).max(2 * bkv * qs + bq * ps);
+                let halves = (bq * qs).max(2 * bkv * qs + hsp * ps + bq * ps);
                 (halves, 2 * bq * ss + 2 * bq, 0)
             }
         }
@@ -185,11 +199,15 @@ impl Layout {
     }
 
     /// The block's query rows and keys, `64x64`, and `(v over k)` where the forward stages
-    /// them one after the other.
+    /// them one after the other, `(P over q)` where dk/dv writes dropout(P) and dS over q.
     pub(super) fn describe(&self) -> String {
         let (bq, bkv) = self.bq_bkv();
-        let v_over_k = if self.kv_together { "" } else { " (v over k)" };
-        format!("{bq}x{bkv}{v_over_k}")
+        let over = match (self.apart, self.pass) {
+            (true, _) => "",
+            (false, Pass::Forward) => " (v over k)",
+            (false, _) => " (P over q)",
+        };
+        format!("{bq}x{bkv}{over}")
     }
 
     /// The shader constants.
@@ -205,10 +223,8 @@ impl Layout {
             ("BQ", format!("{bq}u")),
             ("BKV", format!("{bkv}u")),
             ("BLOCK", format!("{}u", self.block)),
-            (
-                "KV_REGIONS",
-                format!("{}u", if self.kv_together { 2 } else { 1 }),
-            ),
+            ("KV_REGIONS", format!("{}u", if self.apart { 2 } else { 1 })),
+            ("PD_OVER", format!("{}u", u32::from(!self.apart))),
             ("LANES_PER_ROW", format!("{}u", self.lanes_per_row)),
             ("SUBGROUP_SYNC", self.subgroup_sync.to_string()),
             ("H_TILE", format!("{halves}u")),
@@ -352,17 +368,18 @@ mod tests {
         // NVIDIA: 48 KiB, 16x16 fragments.
         let nvidia = blocks(16, 48 * 1024);
         assert_eq!(nvidia[0], ("64x64".into(), 46_080));
-        assert_eq!(nvidia[1], ("32x64".into(), 36_096));
-        assert_eq!(nvidia[2], ("64x32".into(), 33_280));
+        assert_eq!(nvidia[1], ("32x64".into(), 47_360));
+        assert_eq!(nvidia[2], ("64x32".into(), 38_400));
         // 32 KiB (Apple; Mesa 26's lavapipe forced to 16x16): smaller streamed steps.
         let small = blocks(16, 32 * 1024);
-        assert_eq!(small[0], ("64x32".into(), 24_576));
-        assert_eq!(small[1], ("16x64".into(), 18_048));
-        assert_eq!(small[2], ("64x16".into(), 19_968));
-        // 8x8 fragments: blocks of 32.
+        assert_eq!(small[0], ("64x32".into(), 25_088));
+        assert_eq!(small[1], ("16x64".into(), 25_728));
+        assert_eq!(small[2], ("64x16".into(), 21_504));
+        // 8x8 fragments: blocks of 32 (dk/dv's transposed q and dy leave room for 32 queries
+        // a step where dropout(P) and dS go over q and dy).
         let apple = blocks(8, 32 * 1024);
         assert_eq!(apple[0].0, "32x64");
-        assert_eq!(apple[1].0, "32x32");
+        assert_eq!(apple[1].0, "32x32 (P over q)");
         assert_eq!(apple[2].0, "32x32");
     }
 }
