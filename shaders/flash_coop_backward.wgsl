@@ -60,10 +60,7 @@ const DS_AT: u32 = PD_AT + BKV * PTS;
 // dropout(P) and dS of score row r (query), column c (key) at r * DS_ROW + c * DS_COL.
 const DS_ROW: u32 = 1u;
 const DS_COL: u32 = PTS;
-// f_tile: S and dP of the step, the rows' lse and delta; at the end the subgroups' scratch.
-const S_AT: u32 = 0u;
-const DP_AT: u32 = BQ * SS;
-const STATS_AT: u32 = 2u * BQ * SS;
+// f_tile: S, dP, lse and delta (flash_coop_grads); at the end the subgroups' scratch.
 const_assert H_TILE == max(BKV * QS, max(DYT_AT + HSP * PTS, DS_AT + BKV * PTS));
 const_assert F_TILE == max(STATS_AT + 2u * BQ, SUBGROUPS * FRAG * FRAG);
 const_assert BKV == SUBGROUPS * FRAG && BLOCK == BKV;
@@ -86,14 +83,9 @@ fn flash_coop_dkv(inv: Invocation) {
     var dv{d} = FragC();
     var dk{d} = FragC();
 #end
-    hold_b(kv, 1u, kv.first, s, inv.tid,
+    hold_two_b(kv, 1u, 2u, kv.first, s, inv.tid,
 #for d in 0..D_FRAGS
         &kb{d},
-#end
-    );
-    workgroupBarrier(); // v over k
-    hold_b(kv, 2u, kv.first, s, inv.tid,
-#for d in 0..D_FRAGS
         &vb{d},
 #end
     );

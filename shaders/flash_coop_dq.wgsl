@@ -40,10 +40,7 @@ const K_AT: u32 = 0u;
 const KT_AT: u32 = BKV * QS;
 const V_AT: u32 = KT_AT + HSP * PS;
 const DS_AT: u32 = V_AT + BKV * QS;
-// f_tile: S and dP of the step, the rows' lse and delta.
-const S_AT: u32 = 0u;
-const DP_AT: u32 = BQ * SS;
-const STATS_AT: u32 = 2u * BQ * SS;
+// f_tile: S, dP, lse and delta (flash_coop_grads).
 const_assert H_TILE == max(BQ * QS, DS_AT + BQ * PS);
 const_assert F_TILE == STATS_AT + 2u * BQ;
 const_assert BQ == SUBGROUPS * FRAG && BLOCK == BQ;
@@ -63,14 +60,9 @@ fn flash_coop_dq(inv: Invocation) {
     var da{d} = FragA();
     var dq{d} = FragC();
 #end
-    hold_a(p, 0u, p.first, s, inv.tid,
+    hold_two_a(p, 0u, 3u, p.first, s, inv.tid,
 #for d in 0..D_FRAGS
         &qa{d},
-#end
-    );
-    workgroupBarrier(); // dy over q
-    hold_a(p, 3u, p.first, s, inv.tid,
-#for d in 0..D_FRAGS
         &da{d},
 #end
     );

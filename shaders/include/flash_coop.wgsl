@@ -238,6 +238,33 @@ fn hold_{side}(
     *f{d} = rows_{side}(s.first * QS, {d}u);
 #end
 }
+
+// Two tensors held in turn the same way, `which` in f0, f1, ... then `then` in g0, g1, ...
+// (staged over it once every subgroup holds its fragments): k and v in dk/dv, q and dy in dq.
+fn hold_two_{side}(
+    p: Place,
+    which: u32,
+    then: u32,
+    first: u32,
+    s: Slab,
+    tid: u32,
+#for d in 0..D_FRAGS
+    f{d}: ptr<function, Frag{SIDE}>,
+    g{d}: ptr<function, Frag{SIDE}>,
+#end
+) {
+    hold_{side}(p, which, first, s, tid,
+#for d in 0..D_FRAGS
+        f{d},
+#end
+    );
+    workgroupBarrier();
+    hold_{side}(p, then, first, s, tid,
+#for d in 0..D_FRAGS
+        g{d},
+#end
+    );
+}
 #end
 
 // acc_d += A·B_d over `frags` fragments of depth: A of block rows [a_at, a_at + FRAG) (P or

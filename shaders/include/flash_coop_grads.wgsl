@@ -13,6 +13,12 @@
 // shader defines grad_store(part, e, x): element e of dq (part 0), dk (1) or dv (2), so that
 // it binds only the gradients it writes, and DS_ROW and DS_COL (score_gradients' layout).
 
+// f_tile, the same in both: S and dP of the step (BQ rows of SS floats), then the rows' lse
+// and delta.
+const S_AT: u32 = 0u;
+const DP_AT: u32 = BQ * SS;
+const STATS_AT: u32 = 2u * BQ * SS;
+
 fn coop_source(p: Place, which: u32, r: u32, d: u32) -> f16 {
     if (which == 3u) {
         return dy[out_at(p, r) + d];
