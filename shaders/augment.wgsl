@@ -27,14 +27,9 @@
 @group(0) @binding(0) var<uniform> params: Params;
 
 const WG: u32 = 256u;
-// Counter words that set these draws apart from other streams of the same seed.
-const SITE_CROP_FLIP: u32 = 0x61756731u;
-const SITE_ALTERNATING: u32 = 0x61756732u;
-// flip_mode
-const FLIP_NONE: u32 = 0u;
-const FLIP_RANDOM: u32 = 1u;
-const FLIP_ALTERNATING: u32 = 2u;
-const FLIP_ALL: u32 = 3u;
+// SITE_*: counter words that set these draws apart from other streams of the same seed;
+// FLIP_*: the codes of params.flip_mode.
+#consts augment // src/ops/augment.rs
 
 struct Transform {
     shift_y: i32,

@@ -8,7 +8,7 @@
 // `skip_on_inf` every update is kept, as PyTorch's BatchNorm does (pytorch#88474).
 // count_batches: an int64 counter (two words, low first) plus one.
 
-#include scaler_state
+#consts scaler_state // the state buffer's word offsets: src/ops/scaler_state.rs
 
 #struct Sizes // src/ops/buffers.rs
 

@@ -19,7 +19,7 @@
 // The GradScaler state buffer; word SCALE is the scale (1 when the scaler is off).
 @group(0) @binding(2) var<storage, read> scale_state: array<f32>;
 
-#include scaler_state
+#consts scaler_state // the state buffer's word offsets: src/ops/scaler_state.rs
 @group(0) @binding(3) var<storage, read_write> counts: array<atomic<u32>>;
 
 const WG: u32 = 256u;

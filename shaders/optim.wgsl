@@ -38,7 +38,7 @@ const EPT: u32 = 4u;
 // The weights' compute-dtype copy (any storage; written only when `writes_low` is 1).
 #tensor low 10 read_write
 
-#include scaler_state
+#consts scaler_state // the state buffer's word offsets: src/ops/scaler_state.rs
 
 var<workgroup> wg_prev_steps: u32;
 

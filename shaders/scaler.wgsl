@@ -1,7 +1,7 @@
 // GradScaler kernels (PyTorch's torch.amp.GradScaler on the GPU): begin_step, unscale (with
 // the inf/NaN check) and update. Nothing here is read back by the CPU inside a step.
 
-#include scaler_state
+#consts scaler_state // the state buffer's word offsets: src/ops/scaler_state.rs
 
 const WG: u32 = 256u;
 // Elements each thread handles (strided by WG so a workgroup's loads stay contiguous).

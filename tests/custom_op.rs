@@ -38,6 +38,7 @@ static SHADER: ShaderDecl = ShaderDecl {
     name: "test_scale_columns",
     source: include_str!("custom_op.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     // Activations in any storage; the scale in theirs or f32; its gradient f32.
     variants: |shader| {
         Grid::new()

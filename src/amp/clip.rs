@@ -13,6 +13,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     name: "clip",
     source: include_str!("../../shaders/clip.wgsl"),
     structs: &[Sizes::WGSL],
+    consts: &[],
     // Every variant of the clipping shader (raw f32 buffers only: one variant).
     variants: f32_only,
 };

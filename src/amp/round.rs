@@ -12,6 +12,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     name: "round",
     source: include_str!("../../shaders/round.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     variants: f32_only,
 };
 

@@ -1,8 +1,8 @@
 //! `webgpu-amp bench tune`: time the kernel table's candidates on the adapter at hand and
 //! write the fastest table as a tuning file that `--tuning FILE` (or `WEBGPU_AMP_TUNING`)
 //! loads. One family of the table at a time (coordinate descent), from the adapter's current
-//! table: the tensor-core tiles for large and small products, the SIMT tiles for f32 and
-//! 16-bit inputs, and when to split K. Each family is scored by the summed time of its shapes
+//! table: the tensor-core tiles for large, wide and small products and the convolutions'
+//! large tile, the SIMT tiles for f32 and 16-bit inputs, and when to split K (`tune_families`). Each family is scored by the summed time of its shapes
 //! (the preset models' GEMMs and convolutions, and 4096³: `tune_workloads`) and gets a share
 //! of `--budget`; a family whose share runs out keeps the best candidate timed so far, and
 //! the file records every timing.
@@ -12,16 +12,15 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use indicatif::ProgressBar;
-use webgpu_amp::gpu::{KernelTable, Measurement, TUNING_FORMAT, TileSize, TuningFile};
-use webgpu_amp::ops::bodies;
-use webgpu_amp::ops::matmul::MatmulKernel;
-use webgpu_amp::{Error, GpuContext, Result, Storage};
+use webgpu_amp::gpu::{KernelTable, Measurement, TUNING_FORMAT, TuningFile};
+use webgpu_amp::{Error, GpuContext, Result};
 
 use super::DeviceArgs;
 use super::bench_timer::Timer;
 use super::numbers::number;
 use super::out::outln;
-use super::tune_workloads::{Prepared, Work, coop_candidates, simt_candidates, workloads};
+use super::tune_families::{Family, families, merge};
+use super::tune_workloads::{Prepared, workloads};
 
 /// `--budget`: seconds.
 const BUDGET_RANGE: &str = "1 to 3600";
@@ -42,16 +41,6 @@ pub struct TuneArgs {
     out: PathBuf,
     #[command(flatten)]
     device: DeviceArgs,
-}
-
-/// One family of the kernel table: its candidates (whole tables differing in one field) and
-/// the workloads that score them, run with `kernel` on inputs of `storage`.
-struct Family {
-    name: String,
-    candidates: Vec<(String, KernelTable)>,
-    work: Vec<Work>,
-    storage: Storage,
-    kernel: MatmulKernel,
 }
 
 pub fn run(args: &TuneArgs) -> Result<()> {
@@ -81,7 +70,7 @@ pub fn run(args: &TuneArgs) -> Result<()> {
         )?;
     }
     let mut table = ctx.caps.kernels.table.clone();
-    let families = families(&ctx, &table, args.quick);
+    let families = families(&ctx, &table, &workloads(args.quick), args.quick);
     let total: usize = families
         .iter()
         .map(|f| f.candidates.len() * f.work.len())
@@ -107,7 +96,7 @@ pub fn run(args: &TuneArgs) -> Result<()> {
                     ));
                 }
                 bar.println(format!("{}: {label}", family.name));
-                table = merge(&table, &t, &family.name);
+                table = merge(&table, &t, family.field);
                 finished_families += 1;
             }
             None => notes.push(format!(
@@ -155,153 +144,6 @@ pub fn run(args: &TuneArgs) -> Result<()> {
         args.out.display()
     )?;
     Ok(())
-}
-
-/// The family's field of `winner` copied into `table` (the families are disjoint fields).
-fn merge(table: &KernelTable, winner: &KernelTable, family: &str) -> KernelTable {
-    let mut t = table.clone();
-    match family {
-        "simt f32" => t.simt_f32 = winner.simt_f32,
-        "simt 16-bit" => t.simt_16 = winner.simt_16,
-        "split-K" => t.split_k = winner.split_k,
-        f => {
-            // `coop {e}x{e} {size}`: that one tile of that edge.
-            let size = match f.rsplit(' ').next() {
-                Some("large") => TileSize::Large,
-                Some("wide") => TileSize::Wide,
-                _ => TileSize::Small,
-            };
-            let (to, from) = if f.starts_with("coop 8x8") {
-                (&mut t.coop_8, &winner.coop_8)
-            } else {
-                (&mut t.coop_16, &winner.coop_16)
-            };
-            *to.get_mut(size) = *from.get(size);
-        }
-    }
-    t
-}
-
-/// The families this adapter can run, each with its candidates and workloads.
-fn families(ctx: &GpuContext, table: &KernelTable, quick: bool) -> Vec<Family> {
-    let limits = ctx.caps.kernel_limits();
-    let work = workloads(quick);
-    let gemms: Vec<Work> = work
-        .iter()
-        .filter(|w| matches!(w, Work::Gemm(_)))
-        .copied()
-        .collect();
-    let keep = |mut v: Vec<(String, KernelTable)>| {
-        if quick {
-            v.truncate(2);
-        }
-        v
-    };
-    let mut out = Vec::new();
-    if let Some(config) = ctx.caps.tensor_cores.config() {
-        let e = config.edge;
-        let tiles = *table.coop(e);
-        let size_of = |w: &Work| match w {
-            Work::Gemm(g) => tiles.size(g.m as u32, g.n as u32),
-            // A convolution's GEMM: channels by pixels.
-            Work::Conv(c) => tiles.size(c.o as u32, (c.n * c.hw * c.hw) as u32),
-        };
-        for (size, name) in [
-            (TileSize::Large, "large"),
-            (TileSize::Wide, "wide"),
-            (TileSize::Small, "small"),
-        ] {
-            let candidates = coop_candidates(*tiles.get(size), e, &limits)
-                .into_iter()
-                .map(|tile| {
-                    let mut t = table.clone();
-                    let c = if e == 16 {
-                        &mut t.coop_16
-                    } else {
-                        &mut t.coop_8
-                    };
-                    *c.get_mut(size) = tile;
-                    (tile.describe(e), t)
-                })
-                .collect();
-            let shapes: Vec<Work> = work
-                .iter()
-                .filter(|w| size_of(w) == size)
-                .copied()
-                .collect();
-            if shapes.is_empty() {
-                continue;
-            }
-            out.push(Family {
-                name: format!("coop {e}x{e} {name}"),
-                candidates: keep(candidates),
-                work: shapes,
-                storage: Storage::F16,
-                kernel: MatmulKernel::Coop,
-            });
-        }
-    }
-    for (name, storage, f32) in [
-        ("simt f32", Storage::F32, true),
-        ("simt 16-bit", Storage::BF16, false),
-    ] {
-        let current = if f32 { table.simt_f32 } else { table.simt_16 };
-        let candidates = simt_candidates(current, &limits)
-            .into_iter()
-            .map(|tile| {
-                let mut t = table.clone();
-                if f32 {
-                    t.simt_f32 = tile
-                } else {
-                    t.simt_16 = tile
-                }
-                (tile.describe(), t)
-            })
-            .collect();
-        out.push(Family {
-            name: name.to_string(),
-            candidates: keep(candidates),
-            work: gemms.clone(),
-            storage,
-            kernel: MatmulKernel::Tiled,
-        });
-    }
-    // When to split K: on the weight gradients, on the body f16 products take here.
-    let f16 = ctx.storage_for(webgpu_amp::DType::F16);
-    let body = bodies::matmul(&ctx.caps, f16, f16);
-    let body = if body == MatmulKernel::Direct {
-        MatmulKernel::Tiled
-    } else {
-        body
-    };
-    let mut split = Vec::new();
-    for max_tiles in [table.split_k.max_tiles, 0, 32, 64, 128, 256] {
-        let mut t = table.clone();
-        t.split_k.max_tiles = max_tiles;
-        let label = match max_tiles {
-            0 => "no split-K".to_string(),
-            n => format!("split under {n} output tiles"),
-        };
-        if !split
-            .iter()
-            .any(|(l, _): &(String, KernelTable)| *l == label)
-        {
-            split.push((label, t));
-        }
-    }
-    let weight_grads: Vec<Work> = gemms
-        .iter()
-        .filter(|w| matches!(w, Work::Gemm(g) if g.weight_grad))
-        .copied()
-        .collect();
-    out.push(Family {
-        name: "split-K".to_string(),
-        candidates: keep(split),
-        work: weight_grads,
-        storage: f16,
-        kernel: body,
-    });
-    out
 }
 
 /// Time every candidate of `family` on its workloads until the family's deadline (the first,

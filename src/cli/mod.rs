@@ -32,6 +32,7 @@ mod shaders;
 mod text_tokens;
 mod tokenize;
 mod train;
+mod tune_families;
 mod tune_workloads;
 
 pub use command::main;

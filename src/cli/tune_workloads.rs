@@ -1,5 +1,6 @@
 //! What `bench tune` times: the GEMM and convolution shapes of the preset models (gpt-char
-//! and gpt-tiny at batch 64, simple-cnn on 3×32×32 and mnist-cnn on 1×28×28 at batch 64) and
+//! and gpt-tiny at batch 64, simple-cnn on 3×32×32 and mnist-cnn on 1×28×28 at batch 64,
+//! resnet18-cifar's 3×3 convolutions at batch 128, whose last stage takes the large tile) and
 //! the 4096³ matmul, each with its tensors made once and its kernels planned per candidate
 //! table; and the candidate shapes of each family of the kernel table.
 
@@ -30,6 +31,20 @@ pub struct Conv {
     pub hw: usize,
     pub o: usize,
     pub pass: ConvPass,
+}
+
+impl Conv {
+    /// The sides of the GEMM the convolution runs (`ops::conv::run`): output channels by
+    /// pixels forward, input channels by pixels for the input gradient, output channels by
+    /// taps for the weight gradient. They pick its tile (`CoopTiles::pick_conv`).
+    pub fn gemm_sides(&self) -> (usize, usize) {
+        let pixels = self.n * self.hw * self.hw;
+        match self.pass {
+            ConvPass::Forward => (self.o, pixels),
+            ConvPass::Input => (self.c, pixels),
+            ConvPass::Weight => (self.o, self.c * 9),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,6 +165,18 @@ pub fn workloads(quick: bool) -> Vec<Work> {
             trans: (true, false),
             weight_grad: true,
         }));
+    }
+    // resnet18-cifar at batch 128: each stage's 3×3 convolution (64 at 32×32 to 512 at 4×4).
+    for (channels, hw) in [(64, 32), (128, 16), (256, 8), (512, 4)] {
+        for pass in [ConvPass::Forward, ConvPass::Input, ConvPass::Weight] {
+            work.push(Work::Conv(Conv {
+                n: 128,
+                c: channels,
+                hw,
+                o: channels,
+                pass,
+            }));
+        }
     }
     work
 }

@@ -34,6 +34,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     name: "attention",
     source: include_str!("../../shaders/attention.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     // Forward variants: every (s, pd) storage pair within one f16 world with p f32; backward
     // variants: every (dpd, ds) pair likewise. Tensors an entry point does not use stay f32.
     variants: |shader| {

@@ -22,13 +22,14 @@ use std::sync::Arc;
 use super::dropout::philox4x32_10;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
-use crate::shader::{Grid, ShaderDecl};
+use crate::shader::{ConstsDecl, Grid, ShaderDecl};
 use crate::tensor::Tensor;
 
 pub static SHADER: ShaderDecl = ShaderDecl {
     name: "augment",
     source: include_str!("../../shaders/augment.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[AUGMENT],
     // The batch in and out in one storage (any); the two logits in one, their average in
     // theirs or f32.
     variants: |shader| {
@@ -39,9 +40,23 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     },
 };
 const WG: u32 = 256;
-/// The shader's SITE_* constants: counter words that set these draws apart.
+/// Counter words that set these draws apart from other streams of the same seed.
 const SITE_CROP_FLIP: u32 = 0x6175_6731;
 const SITE_ALTERNATING: u32 = 0x6175_6732;
+
+/// `#consts augment`: the counter words and the codes of `params.flip_mode`, as the shader
+/// names them.
+const AUGMENT: ConstsDecl = ConstsDecl {
+    name: "augment",
+    consts: &[
+        ("SITE_CROP_FLIP", SITE_CROP_FLIP),
+        ("SITE_ALTERNATING", SITE_ALTERNATING),
+        ("FLIP_NONE", Flip::None.mode()),
+        ("FLIP_RANDOM", Flip::Random.mode()),
+        ("FLIP_ALTERNATING", Flip::Alternating.mode()),
+        ("FLIP_ALL", Flip::All.mode()),
+    ],
+};
 
 /// How a random crop pads the image (torchvision's `padding_mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,7 +89,8 @@ pub enum Flip {
 }
 
 impl Flip {
-    fn mode(self) -> u32 {
+    /// The code of `params.flip_mode` (the shader's FLIP_* constants).
+    const fn mode(self) -> u32 {
         match self {
             Flip::None => 0,
             Flip::Random => 1,

@@ -15,6 +15,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     name: "avgpool",
     source: include_str!("../../shaders/avgpool.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     // Input and output (and their gradients) in one storage, any.
     variants: |shader| {
         Grid::new()

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use super::scaler_state::{SCALER_STATE, WORD_FOUND_INF};
 use crate::dtype::Storage;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
@@ -15,6 +16,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     name: "buffers",
     source: include_str!("../../shaders/buffers.wgsl"),
     structs: &[Sizes::WGSL],
+    consts: &[SCALER_STATE],
     // Raw u32 words only: one variant.
     variants: f32_only,
 };
@@ -54,10 +56,6 @@ impl OnSkippedStep {
     }
 }
 
-/// The GradScaler state's found-inf word (`shaders/include/scaler_state.wgsl`'s FOUND_INF;
-/// `amp::scaler` sits above the ops and names the same offset).
-const FOUND_INF_WORD: u64 = 2;
-
 crate::wgsl_struct! {
     struct Sizes {
         /// Words of each copy.
@@ -86,7 +84,7 @@ pub fn commit(
             "{OP}: the committed and working copies must be two buffers"
         )));
     }
-    if scaler_state.size() < 4 * (FOUND_INF_WORD + 1) {
+    if scaler_state.size() < 4 * (WORD_FOUND_INF as u64 + 1) {
         return Err(Error::shape(
             OP,
             format!(

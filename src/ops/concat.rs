@@ -12,6 +12,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     name: "concat",
     source: include_str!("../../shaders/concat.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     // Every (x, out) storage pair within one f16 world (a part may be cast on the way).
     variants: |shader| {
         Grid::new()

@@ -28,6 +28,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     name: "dropout",
     source: include_str!("../../shaders/dropout.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     // Every (x, y) storage pair within one f16 world.
     variants: |shader| {
         Grid::new()

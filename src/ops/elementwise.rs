@@ -12,6 +12,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     name: "elementwise",
     source: include_str!("../../shaders/elementwise.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     // Every (x, y, b, out) storage combination these kernels may run with: inputs of one
     // storage, the output in any, the bias in the inputs' storage or f32; and an f32 `x`
     // with a low-precision `y` (a residual's add: the f32 stream and an f16 branch).

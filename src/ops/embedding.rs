@@ -39,6 +39,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     name: "embedding",
     source: include_str!("../../shaders/embedding.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     // Every storage combination these kernels may run with: `y` and `dy` in any storage, with
     // the tables (`wte`, `wpe`) in the same storage or f32; gradients f32.
     variants: |shader| each_like_or_f32(shader, &["y", "dy"], &["wte", "wpe"]),

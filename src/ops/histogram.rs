@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use super::scaler_state::SCALER_STATE;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc};
 use crate::shader::{ShaderDecl, f32_only};
@@ -16,6 +17,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     name: "histogram",
     source: include_str!("../../shaders/histogram.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[SCALER_STATE],
     variants: f32_only,
 };
 

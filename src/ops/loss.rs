@@ -23,6 +23,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     name: "loss",
     source: include_str!("../../shaders/loss.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     // Every storage combination these kernels may run with: inputs (`logits`, `pred`) in any
     // storage, the gradient in the input's storage or f32, `wanted` (the target) and `loss` in f32.
     variants: |shader| each_like_or_f32(shader, &["logits", "pred"], &["grad"]),

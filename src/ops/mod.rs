@@ -28,6 +28,7 @@ pub mod qkv;
 pub mod reduce;
 pub mod rope;
 pub mod sample;
+pub mod scaler_state;
 pub mod table_check;
 pub mod unary;
 

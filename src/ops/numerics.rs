@@ -20,6 +20,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     name: "numerics",
     source: include_str!("../../shaders/numerics.wgsl"),
     structs: &[Params::WGSL, Segment::WGSL],
+    consts: &[],
     variants: f32_only,
 };
 

@@ -17,6 +17,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     name: "pool",
     source: include_str!("../../shaders/pool.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     // Every storage for x/y and for dy/dx (pooling runs in its input's dtype), and for a
     // fused ReLU's input, output and input gradient (the same dtype).
     variants: |shader| {

@@ -14,6 +14,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     name: "reduce",
     source: include_str!("../../shaders/reduce.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     // Every storage combination these kernels may run with: inputs (`x`, `dy`) in any storage,
     // outputs (`out`, `db`) in f32 or the input's storage.
     variants: |shader| each_like_or_f32(shader, &["x", "dy"], &["out", "db"]),

@@ -26,6 +26,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     name: "rope",
     source: include_str!("../../shaders/rope.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     // q and k, in and out, in one storage; the table f32.
     variants: |shader| {
         Grid::new()

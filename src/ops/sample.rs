@@ -48,6 +48,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     name: "sample",
     source: include_str!("../../shaders/sample.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     // The sampling kernel for logits in every storage.
     variants: |shader| Grid::new().each(&["logits"]).variants(shader, &[]),
 };

@@ -76,6 +76,7 @@ macro_rules! unary_ops {
                 )*
             ),
             structs: &[Params::WGSL],
+            consts: &[],
             // The input and the upstream gradient in one storage, the output and the input
             // gradient in one (any) storage: the pairs the fused entry point binds too
             // ([`fuses`]).

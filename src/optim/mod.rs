@@ -25,11 +25,11 @@ mod state;
 pub use config::{AdamSettings, OptimizerConfig, SgdSettings, widen};
 pub use schedule::LrSchedule;
 
-use crate::amp::scaler::WORD_FOUND_INF;
 use crate::amp::{GradClipper, check_flat_f32, f32_piece, tensor_piece};
 use crate::dtype::Storage;
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
+use crate::ops::scaler_state::{SCALER_STATE, WORD_FOUND_INF};
 use crate::shader::{Grid, ShaderDecl};
 use crate::tensor::Tensor;
 use config::{Hyper, check_lr};
@@ -38,6 +38,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     name: "optim",
     source: include_str!("../../shaders/optim.wgsl"),
     structs: &[Hyper::WGSL],
+    consts: &[SCALER_STATE],
     // Raw f32 buffers, and the weights' compute-dtype copy in any storage (f32: none written).
     variants: |shader| Grid::new().each(&["low"]).variants(shader, &[]),
 };

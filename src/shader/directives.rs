@@ -1,4 +1,4 @@
-//! The directives of a shader source that paste text (`#include`, `#struct`,
+//! The directives of a shader source that paste text (`#include`, `#struct`, `#consts`,
 //! `#workgroup_builtins`; `#map` and `#unary` in `map.rs`), and the text a variant is
 //! specialised into.
 
@@ -15,10 +15,6 @@ pub const INCLUDES: &[(&str, &str)] = &[
     (
         "workgroup_reduce",
         include_str!("../../shaders/include/workgroup_reduce.wgsl"),
-    ),
-    (
-        "scaler_state",
-        include_str!("../../shaders/include/scaler_state.wgsl"),
     ),
     (
         "matmul_common",
@@ -76,7 +72,8 @@ fn shader_error(shader: &str, message: String) -> Error {
     }
 }
 
-/// The argument of a one-word directive line (`#include NAME`, `#struct NAME`).
+/// The argument of a one-word directive line (`#include NAME`, `#struct NAME`,
+/// `#consts NAME`).
 fn directive_name<'a>(shader: &str, line: &'a str, directive: &str) -> Result<&'a str> {
     match code(line).split_whitespace().collect::<Vec<_>>()[..] {
         [d, name] if d == directive => Ok(name),
@@ -182,17 +179,15 @@ pub(super) fn specialise(variant: &Variant) -> Result<String> {
     }
     let mut pasted = Pasted::default();
     paste(decl.name, src, variant, &mut pasted, &mut out)?;
-    if let Some(unused) = decl
-        .structs
-        .iter()
-        .find(|s| !pasted.structs.contains(&s.name))
+    let unused_struct = decl.structs.iter().map(|s| ("struct", s.name));
+    let unused_consts = decl.consts.iter().map(|c| ("consts", c.name));
+    if let Some((kind, name)) = unused_struct
+        .chain(unused_consts)
+        .find(|(kind, name)| !pasted.names.contains(&(*kind, *name)))
     {
         return Err(shader_error(
             decl.name,
-            format!(
-                "struct `{}` is declared but no `#struct` pulls it in",
-                unused.name
-            ),
+            format!("{kind} `{name}` is declared but no `#{kind}` pulls it in"),
         ));
     }
     Ok(out)
@@ -240,11 +235,50 @@ impl Variant {
     }
 }
 
-/// Includes and structs already pasted into one variant.
+/// Includes, structs and constant tables already pasted into one variant (the last two as
+/// (`"struct"` or `"consts"`, name)).
 #[derive(Default)]
 struct Pasted {
     includes: Vec<String>,
-    structs: Vec<&'static str>,
+    names: Vec<(&'static str, &'static str)>,
+}
+
+/// The text of `#struct NAME` or `#consts NAME` (`kind` is `"struct"` or `"consts"`): the
+/// declaration's own Rust-written WGSL of that name, once per variant.
+fn rust_decl(
+    shader: &str,
+    directive: &str,
+    kind: &'static str,
+    decl: &ShaderDecl,
+    pasted: &mut Pasted,
+) -> Result<String> {
+    let name = directive_name(shader, directive, &format!("#{kind}"))?;
+    let found = match kind {
+        "struct" => decl
+            .structs
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| (s.name, s.wgsl.to_string())),
+        _ => decl
+            .consts
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| (c.name, c.wgsl())),
+    };
+    let (name, wgsl) = found.ok_or_else(|| {
+        shader_error(
+            shader,
+            format!("`#{kind} {name}`: the shader's declaration lists no {kind} `{name}`"),
+        )
+    })?;
+    if pasted.names.contains(&(kind, name)) {
+        return Err(shader_error(
+            shader,
+            format!("`#{kind} {name}` appears twice"),
+        ));
+    }
+    pasted.names.push((kind, name));
+    Ok(wgsl)
 }
 
 /// `text` into `out`, directives commented out and followed by what they stand for.
@@ -258,7 +292,7 @@ fn paste(
     let text = super::expand::expand(shader, text, &variant.consts)?;
     for line in text.lines() {
         let directive = code(line);
-        let is_directive = ["#tensor", "#include", "#struct"]
+        let is_directive = ["#tensor", "#include", "#struct", "#consts"]
             .iter()
             .chain(&map::DIRECTIVES)
             .any(|d| directive.starts_with(d));
@@ -273,23 +307,11 @@ fn paste(
         } else if directive.starts_with("#include") {
             let included = include(shader, directive, &mut pasted.includes)?;
             paste(shader, included, variant, pasted, out)?;
-        } else if directive.starts_with("#struct") {
-            let name = directive_name(shader, directive, "#struct")?;
-            let decl = variant.decl.structs.iter().find(|s| s.name == name);
-            let decl = decl.ok_or_else(|| {
-                shader_error(
-                    shader,
-                    format!("`#struct {name}`: the shader's declaration lists no struct `{name}`"),
-                )
-            })?;
-            if pasted.structs.contains(&decl.name) {
-                return Err(shader_error(
-                    shader,
-                    format!("`#struct {name}` appears twice"),
-                ));
-            }
-            pasted.structs.push(decl.name);
-            out.push_str(decl.wgsl);
+        } else if let Some(kind) = ["struct", "consts"]
+            .into_iter()
+            .find(|kind| directive.starts_with(&format!("#{kind}")))
+        {
+            out.push_str(&rust_decl(shader, directive, kind, variant.decl, pasted)?);
         }
     }
     Ok(())
@@ -318,6 +340,7 @@ mod tests {
                  let total = workgroup_sum(lid, x_load(lid) * sizes.scale);\n\
                  if (lid == 0u) { out_store(workgroup_index(wid, nwg), total); }\n}\n",
         structs: &[Sizes::WGSL],
+        consts: &[],
         variants: |shader| Grid::new().each(&["x"]).variants(shader, &[]),
     };
 
@@ -387,18 +410,21 @@ mod tests {
         name: "missing_struct",
         source: "#tensor x 1 read\n#struct Params\n",
         structs: &[],
+        consts: &[],
         variants: |shader| Grid::new().variants(shader, &[]),
     };
     static UNUSED_STRUCT: ShaderDecl = ShaderDecl {
         name: "unused_struct",
         source: "#tensor x 1 read\n",
         structs: &[Sizes::WGSL],
+        consts: &[],
         variants: |shader| Grid::new().variants(shader, &[]),
     };
     static TWICE_STRUCT: ShaderDecl = ShaderDecl {
         name: "twice_struct",
         source: "#tensor x 1 read\n#struct Sizes\n#struct Sizes\n",
         structs: &[Sizes::WGSL],
+        consts: &[],
         variants: |shader| Grid::new().variants(shader, &[]),
     };
 

@@ -184,6 +184,7 @@ mod tests {
                  #map both: y = square(x); dx = square_grad(x, dy)\n\
                  #unary square\n",
         structs: &[Sizes::WGSL],
+        consts: &[],
         variants: |shader| Grid::new().each(&["x", "y"]).variants(shader, &[]),
     };
 

@@ -20,19 +20,20 @@
 //! native f16, injects compile-time `const`s, and adds `shaders/prelude.wgsl` (the portable
 //! rounding helpers every store goes through, and the indices of a folded 1-D launch).
 //!
-//! Two more directives pull in text written once elsewhere:
+//! Three more directives pull in text written once elsewhere:
 //!
 //! ```text
 //! #include workgroup_reduce     // shaders/include/workgroup_reduce.wgsl, pasted in place
 //! #struct Params                // the WGSL of a Rust `wgsl_struct!` the declaration lists
+//! #consts scaler_state          // `const`s from a Rust `ConstsDecl` the declaration lists
 //! ```
 //!
 //! (an include may declare `#tensor`s too: the convolution bodies share theirs with the
 //! helpers of `conv_gemm` that read them)
-//! so the fixed-order workgroup reductions, the GradScaler's state layout and every uniform
-//! block exist once, not once per shader and once more in Rust. A constant named `alias NAME`
-//! is injected as a type alias (`alias NAME = VALUE;`): the cooperative kernels get their
-//! fragment types that way.
+//! so the fixed-order workgroup reductions, the GradScaler's state layout, every uniform
+//! block and every constant Rust also reads exist once, not once per shader and once more in
+//! Rust. A constant named `alias NAME` is injected as a type alias (`alias NAME = VALUE;`):
+//! the cooperative kernels get their fragment types that way.
 //!
 //! Two more write straight-line code per variant from its constants (`expand`): the hot
 //! loops name one variable per fragment or register instead of indexing an array.
@@ -66,6 +67,7 @@ mod grid;
 mod map;
 mod tensor;
 mod validate;
+mod wgsl_consts;
 mod wgsl_struct;
 
 pub use directives::{INCLUDES, declared_tensors};
@@ -75,6 +77,7 @@ pub use validate::{
     BindingLayout, binding_layouts, storage_buffers_used, used_bindings, validate,
     writable_bindings,
 };
+pub use wgsl_consts::ConstsDecl;
 pub use wgsl_struct::{StructDecl, WgslScalar, assert_scalar};
 // The derive-free `Pod` of `wgsl_struct!` (used from other crates through `$crate`).
 #[doc(hidden)]
@@ -93,6 +96,7 @@ pub type VariantsFn = fn(&'static ShaderDecl) -> Result<Vec<Variant>>;
 ///     name: "reduce",
 ///     source: include_str!("../../shaders/reduce.wgsl"),
 ///     structs: &[Params::WGSL],
+///     consts: &[],
 ///     variants: |shader| Grid::new().each(&["x"]).variants(shader, &[]),
 /// };
 /// ```
@@ -103,6 +107,8 @@ pub struct ShaderDecl {
     pub source: &'static str,
     /// The structs the source (or an include) pulls in with `#struct NAME`.
     pub structs: &'static [StructDecl],
+    /// The tables of Rust constants it pulls in with `#consts NAME`.
+    pub consts: &'static [ConstsDecl],
     /// Every variant the dispatcher may compile; the portability tests check each.
     pub variants: VariantsFn,
 }

@@ -6,7 +6,8 @@
 //! (skipped on the GPU when found_inf is set) → `update`; a trainer's step ends with
 //! `update_then_begin`, its next begin too, and records `begin_step` only when pending.
 //!
-//! State buffer layout (10 × 32-bit words; also documented in the shader):
+//! State buffer layout (10 × 32-bit words; the offsets are `ops::scaler_state`'s, which the
+//! shaders take with `#consts scaler_state`):
 //!
 //! | word | name            | type | meaning                                                   |
 //! |------|-----------------|------|-----------------------------------------------------------|
@@ -34,12 +35,14 @@ pub use config::{ScalerConfig, ScalerSnapshot, ScalerStateDict, inv_scale_of};
 use super::{check_flat_f32, f32_piece, in_order};
 use crate::error::{Error, Result};
 use crate::gpu::{Arg, GpuBuffer, GpuContext, Kernel, KernelDesc, grid_1d};
+use crate::ops::scaler_state::SCALER_STATE;
 use crate::shader::{ShaderDecl, f32_only};
 
 pub static SHADER: ShaderDecl = ShaderDecl {
     name: "scaler",
     source: include_str!("../../../shaders/scaler.wgsl"),
     structs: &[Sizes::WGSL],
+    consts: &[SCALER_STATE],
     // Every variant of the scaler shader (it binds raw f32 buffers only: one variant).
     variants: f32_only,
 };
@@ -47,18 +50,12 @@ const WG: u32 = 256;
 /// Elements per thread (`EPT` in the shaders).
 const EPT: usize = 4;
 
-/// Words of the state buffer (see the module docs; the shader names the same offsets).
-pub const STATE_WORDS: usize = 10;
-pub const WORD_SCALE: usize = 0;
-pub const WORD_GROWTH_TRACKER: usize = 1;
-pub const WORD_FOUND_INF: usize = 2;
-pub const WORD_GROWTH_INTERVAL: usize = 3;
-pub const WORD_INV_SCALE: usize = 4;
-pub const WORD_ENABLED: usize = 5;
-/// First of the two words of the f64 growth factor (low word first).
-pub const WORD_GROWTH_FACTOR: usize = 6;
-/// First of the two words of the f64 backoff factor (low word first).
-pub const WORD_BACKOFF_FACTOR: usize = 8;
+// Words of the state buffer (see the module docs): written once, in `ops::scaler_state`,
+// for the shaders that read them (`#consts scaler_state`) and for the Rust here.
+pub use crate::ops::scaler_state::{
+    STATE_WORDS, WORD_BACKOFF_FACTOR, WORD_ENABLED, WORD_FOUND_INF, WORD_GROWTH_FACTOR,
+    WORD_GROWTH_INTERVAL, WORD_GROWTH_TRACKER, WORD_INV_SCALE, WORD_SCALE,
+};
 
 crate::wgsl_struct! {
     struct Sizes {
@@ -378,18 +375,16 @@ fn decode_snapshot(bytes: &[u8]) -> ScalerSnapshot {
 mod tests {
     use super::*;
 
-    /// The shaders' `#include scaler_state` names the same words as the WORD_* constants.
+    /// The scaler shader's `#consts scaler_state` names the same words as the WORD_* constants
+    /// (read back from the specialised WGSL, as the GPU gets it).
     #[test]
     fn shader_state_words_match_the_rust_constants() {
-        let (_, wgsl) = crate::shader::INCLUDES
-            .iter()
-            .find(|(name, _)| *name == "scaler_state")
-            .expect("scaler_state include");
+        let wgsl = SHADER.variants().unwrap()[0].specialise().unwrap();
         let word = |name: &str| -> usize {
             let line = wgsl
                 .lines()
                 .find(|l| l.starts_with(&format!("const {name}: u32 = ")))
-                .unwrap_or_else(|| panic!("no {name} in scaler_state.wgsl"));
+                .unwrap_or_else(|| panic!("no {name} in the scaler shader"));
             line.rsplit(' ')
                 .next()
                 .unwrap()

@@ -8,6 +8,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     name: "batchnorm",
     source: include_str!("../../../shaders/batchnorm.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     // Activations and their gradients in one storage (any), the affine parameters in theirs
     // or f32 (autocast's f32 parameters beside f16 activations); statistics, running buffers
     // and parameter gradients f32. Each with the fused activation off, ReLU or GELU.

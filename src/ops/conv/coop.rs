@@ -19,6 +19,7 @@ pub static COOP_SHADER: ShaderDecl = ShaderDecl {
     name: "conv_coop",
     source: include_str!("../../../shaders/conv_coop.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     variants: |shader| {
         let mut v = Vec::new();
         for k in [1, 3, 5] {

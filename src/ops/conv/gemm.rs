@@ -12,6 +12,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     name: "conv",
     source: include_str!("../../../shaders/conv.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     // The variants training uses: every storage for the activations and weights, with bias and
     // weight gradient either in that storage or in f32 (AMP's f32 weight gradients), for the
     // kernel sizes 1, 3 and 5. Other kernel sizes compile the same source with other constants.

@@ -24,6 +24,7 @@ pub static FORWARD_SHADER: ShaderDecl = ShaderDecl {
     name: "flash_coop_forward",
     source: include_str!("../../../shaders/flash_coop_forward.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     variants: |shader| {
         Grid::new()
             .each_of(&["q", "k", "v", "y"], &[Storage::F16])
@@ -36,6 +37,7 @@ pub static BACKWARD_SHADER: ShaderDecl = ShaderDecl {
     name: "flash_coop_backward",
     source: include_str!("../../../shaders/flash_coop_backward.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     variants: |shader| {
         Grid::new()
             .each_of(&["q", "k", "v", "dy", "dk", "dv"], &[Storage::F16])
@@ -48,6 +50,7 @@ pub static DQ_SHADER: ShaderDecl = ShaderDecl {
     name: "flash_coop_dq",
     source: include_str!("../../../shaders/flash_coop_dq.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     variants: |shader| {
         Grid::new()
             .each_of(&["q", "k", "v", "dy", "dq"], &[Storage::F16])

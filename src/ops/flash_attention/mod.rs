@@ -47,6 +47,7 @@ pub static FORWARD_SHADER: ShaderDecl = ShaderDecl {
     name: "flash_forward",
     source: include_str!("../../../shaders/flash_forward.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     variants: |shader| {
         Grid::new()
             .each(&["q", "k", "v", "y"])
@@ -59,6 +60,7 @@ pub static BACKWARD_SHADER: ShaderDecl = ShaderDecl {
     name: "flash_backward",
     source: include_str!("../../../shaders/flash_backward.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     variants: |shader| {
         Grid::new()
             .each(&["q", "k", "v", "y", "dy", "dq", "dk", "dv"])

@@ -46,6 +46,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     name: "layernorm",
     source: include_str!("../../../shaders/layernorm.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     // Every storage combination these kernels may run with. The input side (`x`, its
     // gradient `dx`, the residual sum's `a` and `sum_out`) in any storage; the output side
     // (`y`, `dy`, the branch's `b`, `dx_low`) in the same or, beside an f32 input, in a low

@@ -18,6 +18,7 @@ pub static COOP_SHADER: ShaderDecl = ShaderDecl {
     name: "matmul_coop",
     source: include_str!("../../../shaders/matmul_coop.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     variants: coop_variants,
 };
 

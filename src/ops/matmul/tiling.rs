@@ -16,6 +16,7 @@ pub static SHADER: ShaderDecl = ShaderDecl {
     name: "matmul",
     source: include_str!("../../../shaders/matmul.wgsl"),
     structs: &[Params::WGSL],
+    consts: &[],
     variants: simt_variants,
 };
 
