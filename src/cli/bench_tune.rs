@@ -91,17 +91,17 @@ pub fn run(args: &TuneArgs) -> Result<()> {
                 if timed < family.candidates.len() {
                     notes.push(format!(
                         "{}: budget ran out after {timed} of {} candidates",
-                        family.name,
+                        family.field.name(),
                         family.candidates.len()
                     ));
                 }
-                bar.println(format!("{}: {label}", family.name));
+                bar.println(format!("{}: {label}", family.field.name()));
                 table = merge(&table, &t, family.field);
                 finished_families += 1;
             }
             None => notes.push(format!(
                 "{}: no candidate finished within its share",
-                family.name
+                family.field.name()
             )),
         }
     }
@@ -182,10 +182,15 @@ fn tune_family(
             super::interrupted::check(|| {
                 format!(
                     "bench tune: interrupted in {}; no file written",
-                    family.name
+                    family.field.name()
                 )
             })?;
-            bar.set_message(format!("{} {} {}", family.name, label, w.describe()));
+            bar.set_message(format!(
+                "{} {} {}",
+                family.field.name(),
+                label,
+                w.describe()
+            ));
             let left = deadline
                 .saturating_duration_since(Instant::now())
                 .as_secs_f64();
@@ -201,7 +206,7 @@ fn tune_family(
             rate = Some(seconds / p.work.flops().max(1.0));
             total += seconds;
             measurements.push(Measurement {
-                kernel: format!("{} ({})", family.name, family.kernel.name()),
+                kernel: format!("{} ({})", family.field.name(), family.kernel.name()),
                 shape: p.work.describe(),
                 candidate: label.clone(),
                 seconds,

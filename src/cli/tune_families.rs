@@ -25,6 +25,26 @@ pub enum Field {
     SplitK,
 }
 
+impl Field {
+    /// The family's name in the progress bar, the notes and the file's measurements.
+    pub fn name(self) -> String {
+        match self {
+            Field::Coop { edge, slot } => {
+                let tile = match slot {
+                    CoopSlot::Gemm(TileSize::Large) => "large",
+                    CoopSlot::Gemm(TileSize::Wide) => "wide",
+                    CoopSlot::Gemm(TileSize::Small) => "small",
+                    CoopSlot::ConvLarge => "conv_large",
+                };
+                format!("coop {edge}x{edge} {tile}")
+            }
+            Field::SimtF32 => "simt f32".into(),
+            Field::Simt16 => "simt 16-bit".into(),
+            Field::SplitK => "split-K".into(),
+        }
+    }
+}
+
 /// Which tensor-core tile: one a GEMM takes by size, or the convolutions' large one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CoopSlot {
@@ -35,7 +55,6 @@ pub enum CoopSlot {
 /// One family: its candidates and the workloads that score them, run with `kernel` on inputs
 /// of `storage`.
 pub struct Family {
-    pub name: String,
     pub field: Field,
     pub candidates: Vec<(String, KernelTable)>,
     pub work: Vec<Work>,
@@ -96,11 +115,11 @@ pub fn coop_families(
 ) -> Vec<Family> {
     let tiles = *table.coop(edge);
     let mut out = Vec::new();
-    for (slot, name) in [
-        (CoopSlot::Gemm(TileSize::Large), "large"),
-        (CoopSlot::Gemm(TileSize::Wide), "wide"),
-        (CoopSlot::Gemm(TileSize::Small), "small"),
-        (CoopSlot::ConvLarge, "conv_large"),
+    for slot in [
+        CoopSlot::Gemm(TileSize::Large),
+        CoopSlot::Gemm(TileSize::Wide),
+        CoopSlot::Gemm(TileSize::Small),
+        CoopSlot::ConvLarge,
     ] {
         let shapes: Vec<Work> = work
             .iter()
@@ -129,7 +148,6 @@ pub fn coop_families(
             })
             .collect();
         out.push(Family {
-            name: format!("coop {edge}x{edge} {name}"),
             field: Field::Coop { edge, slot },
             candidates,
             work: shapes,
@@ -153,9 +171,9 @@ pub fn families(ctx: &GpuContext, table: &KernelTable, work: &[Work], quick: boo
     if let Some(config) = ctx.caps.tensor_cores.config() {
         out.extend(coop_families(table, config.edge, &limits, work));
     }
-    for (name, field, storage) in [
-        ("simt f32", Field::SimtF32, Storage::F32),
-        ("simt 16-bit", Field::Simt16, Storage::BF16),
+    for (field, storage) in [
+        (Field::SimtF32, Storage::F32),
+        (Field::Simt16, Storage::BF16),
     ] {
         let f32 = field == Field::SimtF32;
         let current = if f32 { table.simt_f32 } else { table.simt_16 };
@@ -172,7 +190,6 @@ pub fn families(ctx: &GpuContext, table: &KernelTable, work: &[Work], quick: boo
             })
             .collect();
         out.push(Family {
-            name: name.to_string(),
             field,
             candidates,
             work: gemms.clone(),
@@ -209,7 +226,6 @@ pub fn families(ctx: &GpuContext, table: &KernelTable, work: &[Work], quick: boo
         .copied()
         .collect();
     out.push(Family {
-        name: "split-K".to_string(),
         field: Field::SplitK,
         candidates: split,
         work: weight_grads,
@@ -249,8 +265,8 @@ mod tests {
         let table = KernelTable::defaults(AdapterClass::Nvidia);
         let work = workloads(false);
         let families = coop_families(&table, 16, &limits(), &work);
-        let names: Vec<&str> = families.iter().map(|f| f.name.as_str()).collect();
-        assert!(names.contains(&"coop 16x16 conv_large"), "{names:?}");
+        let names: Vec<String> = families.iter().map(|f| f.field.name()).collect();
+        assert!(names.contains(&"coop 16x16 conv_large".into()), "{names:?}");
         let tiles = table.coop_16;
         for family in &families {
             for w in &family.work {
@@ -265,18 +281,25 @@ mod tests {
                                 CoopSlot::ConvLarge => t.coop_16.conv_large.unwrap(),
                                 CoopSlot::Gemm(size) => *t.coop_16.get(size),
                             };
-                            assert_eq!(tried, slot_tile, "{} {}", family.name, w.describe());
+                            assert_eq!(
+                                tried,
+                                slot_tile,
+                                "{} {}",
+                                family.field.name(),
+                                w.describe()
+                            );
                         }
-                        assert!(
-                            family.candidates[0]
-                                .1
-                                .coop_16
-                                .pick_conv(rows as u32, cols as u32)
-                                == runs
-                        );
+                        // The first candidate is the table as it stands.
+                        let first = &family.candidates[0].1.coop_16;
+                        assert_eq!(first.pick_conv(rows as u32, cols as u32), runs);
                     }
                     (Field::Coop { slot, .. }, Work::Gemm(_)) => {
-                        assert_ne!(slot, CoopSlot::ConvLarge, "a GEMM in {}", family.name)
+                        assert_ne!(
+                            slot,
+                            CoopSlot::ConvLarge,
+                            "a GEMM in {}",
+                            family.field.name()
+                        )
                     }
                     _ => unreachable!(),
                 }
