@@ -179,16 +179,17 @@ pub(super) fn specialise(variant: &Variant) -> Result<String> {
     }
     let mut pasted = Pasted::default();
     paste(decl.name, src, variant, &mut pasted, &mut out)?;
-    let unused_struct = decl.structs.iter().map(|s| ("struct", s.name));
-    let unused_consts = decl.consts.iter().map(|c| ("consts", c.name));
-    if let Some((kind, name)) = unused_struct
-        .chain(unused_consts)
-        .find(|(kind, name)| !pasted.names.contains(&(*kind, *name)))
-    {
-        return Err(shader_error(
-            decl.name,
-            format!("{kind} `{name}` is declared but no `#{kind}` pulls it in"),
-        ));
+    for kind in FromRust::ALL {
+        if let Some(name) = kind
+            .names(decl)
+            .find(|name| !pasted.names.contains(&(kind, *name)))
+        {
+            let kind = kind.word();
+            return Err(shader_error(
+                decl.name,
+                format!("{kind} `{name}` is declared but no `#{kind}` pulls it in"),
+            ));
+        }
     }
     Ok(out)
 }
@@ -235,50 +236,82 @@ impl Variant {
     }
 }
 
-/// Includes, structs and constant tables already pasted into one variant (the last two as
-/// (`"struct"` or `"consts"`, name)).
+/// Includes, and the structs and constant tables, already pasted into one variant.
 #[derive(Default)]
 struct Pasted {
     includes: Vec<String>,
-    names: Vec<(&'static str, &'static str)>,
+    names: Vec<(FromRust, &'static str)>,
 }
 
-/// The text of `#struct NAME` or `#consts NAME` (`kind` is `"struct"` or `"consts"`): the
-/// declaration's own Rust-written WGSL of that name, once per variant.
-fn rust_decl(
-    shader: &str,
-    directive: &str,
-    kind: &'static str,
-    decl: &ShaderDecl,
-    pasted: &mut Pasted,
-) -> Result<String> {
-    let name = directive_name(shader, directive, &format!("#{kind}"))?;
-    let found = match kind {
-        "struct" => decl
-            .structs
-            .iter()
-            .find(|s| s.name == name)
-            .map(|s| (s.name, s.wgsl.to_string())),
-        _ => decl
-            .consts
-            .iter()
-            .find(|c| c.name == name)
-            .map(|c| (c.name, c.wgsl())),
-    };
-    let (name, wgsl) = found.ok_or_else(|| {
-        shader_error(
-            shader,
-            format!("`#{kind} {name}`: the shader's declaration lists no {kind} `{name}`"),
-        )
-    })?;
-    if pasted.names.contains(&(kind, name)) {
-        return Err(shader_error(
-            shader,
-            format!("`#{kind} {name}` appears twice"),
-        ));
+/// What a declaration brings from Rust by name: a `wgsl_struct!` (`#struct NAME`) or a
+/// table of constants (`#consts NAME`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FromRust {
+    Struct,
+    Consts,
+}
+
+impl FromRust {
+    const ALL: [FromRust; 2] = [FromRust::Struct, FromRust::Consts];
+
+    /// The directive's word after `#`.
+    fn word(self) -> &'static str {
+        match self {
+            FromRust::Struct => "struct",
+            FromRust::Consts => "consts",
+        }
     }
-    pasted.names.push((kind, name));
-    Ok(wgsl)
+
+    /// The names of this kind the declaration lists.
+    fn names(self, decl: &ShaderDecl) -> Box<dyn Iterator<Item = &'static str> + '_> {
+        match self {
+            FromRust::Struct => Box::new(decl.structs.iter().map(|s| s.name)),
+            FromRust::Consts => Box::new(decl.consts.iter().map(|c| c.name)),
+        }
+    }
+
+    /// The WGSL of the listed one named `name`.
+    fn wgsl(self, decl: &ShaderDecl, name: &str) -> Option<(&'static str, String)> {
+        match self {
+            FromRust::Struct => decl
+                .structs
+                .iter()
+                .find(|s| s.name == name)
+                .map(|s| (s.name, s.wgsl.to_string())),
+            FromRust::Consts => decl
+                .consts
+                .iter()
+                .find(|c| c.name == name)
+                .map(|c| (c.name, c.wgsl())),
+        }
+    }
+
+    /// The text of the directive line `directive` (`#struct NAME` or `#consts NAME`): the
+    /// declaration's Rust-written WGSL of that name, once per variant.
+    fn paste(
+        self,
+        shader: &str,
+        directive: &str,
+        decl: &ShaderDecl,
+        pasted: &mut Pasted,
+    ) -> Result<String> {
+        let kind = self.word();
+        let name = directive_name(shader, directive, &format!("#{kind}"))?;
+        let (name, wgsl) = self.wgsl(decl, name).ok_or_else(|| {
+            shader_error(
+                shader,
+                format!("`#{kind} {name}`: the shader's declaration lists no {kind} `{name}`"),
+            )
+        })?;
+        if pasted.names.contains(&(self, name)) {
+            return Err(shader_error(
+                shader,
+                format!("`#{kind} {name}` appears twice"),
+            ));
+        }
+        pasted.names.push((self, name));
+        Ok(wgsl)
+    }
 }
 
 /// `text` into `out`, directives commented out and followed by what they stand for.
@@ -307,11 +340,11 @@ fn paste(
         } else if directive.starts_with("#include") {
             let included = include(shader, directive, &mut pasted.includes)?;
             paste(shader, included, variant, pasted, out)?;
-        } else if let Some(kind) = ["struct", "consts"]
+        } else if let Some(kind) = FromRust::ALL
             .into_iter()
-            .find(|kind| directive.starts_with(&format!("#{kind}")))
+            .find(|kind| directive.starts_with(&format!("#{}", kind.word())))
         {
-            out.push_str(&rust_decl(shader, directive, kind, variant.decl, pasted)?);
+            out.push_str(&kind.paste(shader, directive, variant.decl, pasted)?);
         }
     }
     Ok(())
